@@ -1,0 +1,3 @@
+from ama_acp.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,75 @@
+"""The conversation as ama keeps it: provider-neutral, immutable once appended.
+
+Providers translate these to their own wire formats; the context meter estimates them; the session
+store writes them. Field names are snake_case here (this is not the ACP wire).
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class Usage(msgspec.Struct, omit_defaults=True, frozen=True):
+    """Token figures one model request reported. None means the provider did not say."""
+
+    input: int | None = None
+    output: int | None = None
+    cache_read: int | None = None
+    cache_write: int | None = None
+    total: int | None = None
+    reasoning: int | None = None
+
+
+class TextPart(msgspec.Struct, tag="text", frozen=True):
+    text: str
+
+
+class ImagePart(msgspec.Struct, tag="image", frozen=True):
+    data: str  # base64
+    mime_type: str
+
+
+class ThinkingPart(msgspec.Struct, tag="thinking", frozen=True, omit_defaults=True):
+    text: str
+    # Anthropic signs thinking blocks; the signature must travel back with the block next request.
+    signature: str | None = None
+    redacted: bool = False
+
+
+class ToolCallPart(msgspec.Struct, tag="tool_call", frozen=True):
+    id: str  # the provider's id (the wire id may differ: see session.ToolCallIds)
+    name: str
+    arguments: str  # JSON text exactly as the model produced it
+
+
+class UserMessage(msgspec.Struct, tag="user", frozen=True):
+    content: list[TextPart | ImagePart]
+
+
+class AssistantMessage(msgspec.Struct, tag="assistant", frozen=True, omit_defaults=True):
+    content: list[TextPart | ThinkingPart | ToolCallPart]
+    model: str = ""
+    stop: str = "end_turn"  # end_turn | tool_use | max_tokens | refusal | cancelled | error
+    usage: Usage | None = None
+
+    @property
+    def tool_calls(self) -> list[ToolCallPart]:
+        return [p for p in self.content if isinstance(p, ToolCallPart)]
+
+    @property
+    def text(self) -> str:
+        return "".join(p.text for p in self.content if isinstance(p, TextPart))
+
+
+class ToolResultMessage(msgspec.Struct, tag="tool_result", frozen=True, omit_defaults=True):
+    tool_call_id: str  # the provider's id, so the next request pairs it with its call
+    name: str
+    content: list[TextPart | ImagePart]
+    is_error: bool = False
+
+    @property
+    def text(self) -> str:
+        return "".join(p.text for p in self.content if isinstance(p, TextPart))
+
+
+Message = UserMessage | AssistantMessage | ToolResultMessage

@@ -1,0 +1,88 @@
+"""The provider interface: one request in, a closed stream of typed events out.
+
+A provider never raises for a failed request: failures arrive as a `Failure` event (pi's contract), so the
+agent loop has one place that decides what a person sees. Retries with backoff happen inside the provider
+(`providers/retry.py`) and are announced with `Retrying` so the loop can drop a partial message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Literal, Protocol
+
+import msgspec
+
+from ama_acp.agent.messages import Message, Usage
+
+
+class ToolSpec(msgspec.Struct, frozen=True):
+    """A tool as the model sees it."""
+
+    name: str
+    description: str
+    parameters: dict  # JSON schema of the arguments object
+
+
+class ModelRequest(msgspec.Struct, frozen=True, omit_defaults=True):
+    model: str  # the provider's own model name (without the "provider/" prefix)
+    system: str
+    messages: list[Message]
+    tools: list[ToolSpec] = []
+    max_output: int | None = None
+    thought_level: str = "off"  # off | low | medium | high
+
+
+class TextDelta(msgspec.Struct, frozen=True):
+    text: str
+
+
+class ThinkingDelta(msgspec.Struct, frozen=True, omit_defaults=True):
+    text: str
+    signature: str | None = None  # set on the event that closes a signed thinking block
+    redacted: bool = False
+
+
+class ToolCallEvent(msgspec.Struct, frozen=True):
+    """A complete tool call (providers assemble streamed argument deltas before yielding it)."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+StopKind = Literal["end_turn", "tool_use", "max_tokens", "refusal"]
+
+
+class Finished(msgspec.Struct, frozen=True):
+    stop: StopKind
+    usage: Usage | None = None
+
+
+FailureKind = Literal["auth", "rate_limit", "server", "timeout", "stream", "bad_request", "config"]
+
+
+class Failure(msgspec.Struct, frozen=True):
+    """The request failed for good (retries, if any, are exhausted). `message` is for a person."""
+
+    kind: FailureKind
+    message: str
+    status: int | None = None
+
+
+class Retrying(msgspec.Struct, frozen=True):
+    """A retryable failure; the request starts over after `delay` seconds. Drop any partial output."""
+
+    attempt: int
+    delay: float
+    reason: str
+
+
+ProviderEvent = TextDelta | ThinkingDelta | ToolCallEvent | Finished | Failure | Retrying
+
+
+class Provider(Protocol):
+    name: str
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
+        """Stream one model request. Ends with exactly one `Finished` or `Failure`."""
+        ...

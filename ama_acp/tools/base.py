@@ -1,0 +1,54 @@
+"""The tool interface. One tool a module; each declares its JSON schema, its ACP tool kind and how to
+describe a call to a person. Tools touch files and processes only through a `Workspace`, so the same tool
+runs against the local disk or the editor's buffers and terminals.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Protocol
+
+import msgspec
+
+# ACP ToolKind values.
+ToolKind = Literal["read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"]
+
+
+class Location(msgspec.Struct, frozen=True, omit_defaults=True):
+    path: str  # absolute
+    line: int | None = None  # 1-based
+
+
+class FileDiff(msgspec.Struct, frozen=True):
+    path: str
+    old_text: str | None  # None: the file is new
+    new_text: str
+
+
+class ToolResult(msgspec.Struct, frozen=True, omit_defaults=True):
+    """What a tool returns. `text` goes to the model in full; the editor sees its first 4 KB."""
+
+    text: str
+    is_error: bool = False
+    diffs: list[FileDiff] = []
+    locations: list[Location] = []
+    # A todo tool sets this to the whole list: [{"content", "status", "priority"}].
+    plan: list[dict[str, str]] | None = None
+
+
+class ToolError(Exception):
+    """A tool failed in a way the model should hear about (bad arguments, missing file, ...)."""
+
+
+class Tool(Protocol):
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    kind: ToolKind
+
+    def title(self, args: dict[str, Any]) -> str:
+        """A line a person understands: 'Read src/app.py', 'Run pytest -q'."""
+        ...
+
+    def locations(self, args: dict[str, Any], cwd: str) -> list[Location]: ...
+
+    async def run(self, args: dict[str, Any], ctx: Any) -> ToolResult: ...
