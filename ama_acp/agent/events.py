@@ -1,0 +1,66 @@
+"""What the agent loop reports. One module (session/updates.py) maps these to ACP `session/update`s; the
+context reporter hangs off the same stream. The loop never imports the protocol.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from ama_acp.agent.messages import AssistantMessage, Message
+from ama_acp.tools.base import Location, ToolResult
+
+
+class TextChunk(msgspec.Struct, frozen=True):
+    text: str
+    message_id: str
+
+
+class ThoughtChunk(msgspec.Struct, frozen=True):
+    text: str
+    message_id: str
+
+
+class ToolCallRequested(msgspec.Struct, frozen=True):
+    wire_id: str
+    name: str
+    title: str
+    kind: str
+    locations: list[Location]
+    raw_input: Any
+
+
+class ToolCallStarted(msgspec.Struct, frozen=True):
+    wire_id: str
+
+
+class ToolCallFinished(msgspec.Struct, frozen=True):
+    wire_id: str
+    result: ToolResult
+    title: str | None = None
+
+
+class Retrying(msgspec.Struct, frozen=True):
+    """The provider request is being retried; any partial text already shown is superseded."""
+
+    attempt: int
+    delay: float
+    reason: str
+
+
+class MessageAppended(msgspec.Struct, frozen=True):
+    """A message entered the conversation (user, assistant, tool result)."""
+
+    message: Message
+
+
+class AssistantMessageDone(msgspec.Struct, frozen=True):
+    """E1: an assistant message is complete (appended already)."""
+
+    message: AssistantMessage
+
+
+AgentEvent = (
+    TextChunk | ThoughtChunk | ToolCallRequested | ToolCallStarted | ToolCallFinished | Retrying | AssistantMessageDone
+)

@@ -1,0 +1,107 @@
+"""Command line: `ama --mode acp`, `ama -p`, `ama demo`, `ama models`, `ama sessions`, `ama acp-client`.
+
+Startup matters (editors wait for `initialize`): this module imports only the standard library at the
+top; each mode imports what it needs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from ama_acp import __version__
+
+SUBCOMMANDS = ("demo", "models", "sessions", "acp-client")
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", help="model id, provider/model (e.g. openai/gpt-4.1)")
+    p.add_argument("--config", help="config file (TOML); default $AMA_CONFIG or ~/.config/ama/config.toml")
+    p.add_argument("--data-dir", help="data directory; default $AMA_DATA_DIR or ~/.local/share/ama")
+    p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
+    p.add_argument("--cwd", help="working directory for -p (default: the current directory)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in SUBCOMMANDS:
+        return _subcommand(argv[0], argv[1:])
+    parser = argparse.ArgumentParser(prog="ama", description="ama: a coding agent for editors (ACP)")
+    parser.add_argument("--version", action="version", version=f"ama {__version__}")
+    parser.add_argument("--mode", choices=["acp"], help="acp: serve the Agent Client Protocol on stdio")
+    parser.add_argument("-p", "--print", dest="prompt", metavar="PROMPT", help="answer one prompt and exit")
+    parser.add_argument("--output-format", choices=["text", "json"], default="text")
+    _common(parser)
+    args = parser.parse_args(argv)
+    if args.mode == "acp" and args.prompt is not None:
+        parser.error("--mode acp and -p exclude each other")
+    if args.mode == "acp":
+        return _acp(args)
+    if args.prompt is not None:
+        return _print_mode(args)
+    parser.print_help(sys.stderr)
+    return 2
+
+
+def _load(args: argparse.Namespace):
+    from ama_acp.config import ConfigError, load_config
+
+    try:
+        return load_config(args.config, args.data_dir)
+    except ConfigError as exc:
+        sys.stderr.write(f"ama: {exc}\n")
+        raise SystemExit(2) from None
+
+
+def _acp(args: argparse.Namespace) -> int:
+    cfg = _load(args)
+    from ama_acp.logs import setup_logging
+
+    setup_logging(cfg.data_dir, args.log_level)
+    import logging
+
+    from ama_acp.providers.resolve import choose_model
+    from ama_acp.server import run_stdio
+
+    model_id, why = choose_model(cfg, args.model)
+    logging.getLogger("ama").log(
+        logging.WARNING if model_id == "scripted/demo" and why.startswith("no model") else logging.INFO,
+        "model %s (%s)", model_id, why,
+    )
+    return run_stdio(cfg, model_id)
+
+
+def _print_mode(args: argparse.Namespace) -> int:
+    from ama_acp.oneshot import run_print
+
+    return run_print(args)
+
+
+def _subcommand(name: str, rest: list[str]) -> int:
+    if name == "acp-client":
+        from ama_acp.client.cli import run_acp_client
+
+        return run_acp_client(rest)
+    if name == "demo":
+        from ama_acp.client.demo import run_demo
+
+        return run_demo(rest)
+    if name == "models":
+        p = argparse.ArgumentParser(prog="ama models", description="the model catalog")
+        p.add_argument("--json", action="store_true")
+        p.add_argument("--config")
+        p.add_argument("--data-dir")
+        args = p.parse_args(rest)
+        from ama_acp.catalog_cli import print_models
+
+        return print_models(_load(args), args.json)
+    if name == "sessions":
+        from ama_acp.session.cli import run_sessions
+
+        return run_sessions(rest, _load)
+    return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,272 @@
+"""`ama demo [--model ID] [--keep]`: a complete ACP conversation through the real stdio path.
+
+It writes a tiny Python project with a bug into a throwaway folder, starts `python -m ama_acp --mode acp`
+as an editor would, asks it to fix the bug and run the tests (approving every permission request, and
+saying so), and prints what an editor would show — including the context meter after every update and
+the session stats at the end. It works with any model; with none configured the agent uses the bundled
+offline demo script, and the demo says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+import ama_acp
+from ama_acp.client.cli import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, describe_failure, report_violations, run_turn
+from ama_acp.client.connection import AgentProcess, ClientOptions
+from ama_acp.client.handlers import METHOD_NOT_FOUND, RpcError
+from ama_acp.client.render import BOLD, Renderer, Writer, compact_diff
+
+DEMO_MODEL = "scripted/demo"
+PROMPT = "The tests in this project fail. Find the bug in calc.py, fix it, and run the tests."
+
+# The project the demo model knows: add() subtracts. The tests run under unittest and pytest alike.
+PROJECT = {
+    "calc.py": '''"""A tiny calculator."""
+
+
+def add(a, b):
+    """Return the sum of a and b."""
+    return a - b
+
+
+def multiply(a, b):
+    """Return the product of a and b."""
+    return a * b
+''',
+    "test_calc.py": '''"""Tests for calc.py. Run: python -m pytest -q, python -m unittest -q test_calc, or python test_calc.py."""
+
+import unittest
+
+from calc import add, multiply
+
+
+class CalcTest(unittest.TestCase):
+    def test_add(self):
+        self.assertEqual(add(2, 3), 5)
+        self.assertEqual(add(-1, 1), 0)
+
+    def test_multiply(self):
+        self.assertEqual(multiply(4, 5), 20)
+
+
+if __name__ == "__main__":
+    unittest.main()
+''',
+    "README.md": "# calc\n\nA tiny calculator with tests (`python -m pytest -q`).\n",
+}
+
+
+def write_project(root: Path) -> None:
+    for name, text in PROJECT.items():
+        (root / name).write_text(text, encoding="utf-8")
+
+
+def agent_command(data_dir: Path, model: str | None) -> list[str]:
+    command = [sys.executable, "-m", "ama_acp", "--mode", "acp", "--data-dir", str(data_dir)]
+    if model:
+        command += ["--model", model]
+    return command
+
+
+def agent_env() -> dict[str, str]:
+    """The agent must be this very ama, installed or not: put its package folder first on the path."""
+    env = dict(os.environ)
+    package_parent = str(Path(ama_acp.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH")) if p)
+    return env
+
+
+def describe_model(model: str | None) -> str:
+    if model is None:
+        return "model: not reported by the agent"
+    if model == DEMO_MODEL:
+        return f"model: {model} — the bundled offline demo script (no model is configured: no network, no API key)"
+    return f"model: {model}"
+
+
+def _figure(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:,.4f}".rstrip("0").rstrip(".") if value != int(value) else f"{int(value):,}"
+    return str(value)
+
+
+def stats_lines(stats: Any, indent: int = 2) -> list[str]:
+    """The stats object as aligned `name  value` lines, nested objects indented, cost as `$0.0451`."""
+    if not isinstance(stats, dict):
+        return [" " * indent + _figure(stats)]
+    lines: list[str] = []
+    width = max((len(str(k)) for k in stats), default=0)
+    for key, value in stats.items():
+        pad = " " * indent
+        if isinstance(value, dict) and {"amount", "currency"} <= value.keys():
+            cur = value["currency"]
+            money = f"${value['amount']:.4f}" if cur == "USD" else f"{value['amount']:.4f} {cur}"
+            lines.append(f"{pad}{key:<{width}}  {money}")
+        elif isinstance(value, dict):
+            lines.append(f"{pad}{key}:")
+            lines.extend(stats_lines(value, indent + 2))
+        elif isinstance(value, list):
+            lines.append(f"{pad}{key:<{width}}  {', '.join(_figure(v) for v in value)}")
+        else:
+            lines.append(f"{pad}{key:<{width}}  {_figure(value)}")
+    return lines
+
+
+def changes_lines(root: Path) -> list[str]:
+    """What the agent changed in the project, as compact diffs against the files the demo wrote."""
+    lines: list[str] = []
+    for name, original in PROJECT.items():
+        path = root / name
+        now = path.read_text(encoding="utf-8") if path.exists() else None
+        if now is None:
+            lines.append(f"  {name} (deleted)")
+        elif now != original:
+            lines.append(f"  {name}")
+            lines.extend("    " + d for d in compact_diff(name, original, now))
+    skip = {"__pycache__", ".pytest_cache"}
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root)
+        if path.is_file() and str(rel) not in PROJECT and not skip.intersection(rel.parts):
+            lines.append(f"  {rel} (new)")
+    return lines or ["  (no changes)"]
+
+
+async def _demo(args: argparse.Namespace, root: Path, out: Writer, err: Writer, command: list[str] | None) -> int:
+    project, data_dir = root / "project", root / "data"
+    project.mkdir()
+    data_dir.mkdir()
+    write_project(project)
+    command = command or agent_command(data_dir, args.model)
+    log_path = root / "agent-stderr.log"
+
+    renderer = Renderer(out, colour=False if args.no_color else None, cwd=str(project))
+    renderer.line(renderer.style(BOLD, "ama demo — a complete ACP conversation over stdio"))
+    renderer.line(f"workspace: {project} ({', '.join(PROJECT)}: add() has a bug)")
+    renderer.line(f"agent: {' '.join(['python' if c == sys.executable else c for c in command])}")
+
+    options = ClientOptions(fs=True, terminal=True, permission="allow_once")
+    conn = AgentProcess(
+        command,
+        options,
+        cwd=project,
+        env=agent_env(),
+        stderr=log_path,
+        on_update=renderer.update,
+        on_permission=renderer.permission,
+    )
+    renderer.terminal_output = conn.terminal_output
+    step, code = "start", EXIT_OK
+    try:
+        async with conn:
+            step = "initialize"
+            init = await conn.initialize()
+            info = init.get("agentInfo") or {}
+            renderer.line(
+                f"agent info: {info.get('name', '?')} {info.get('version', '')}, protocol {init.get('protocolVersion')}"
+            )
+            step = "session/new"
+            # Hold the updates that follow session/new so the model line comes first.
+            renderer.hold()
+            opened = await conn.new_session(project)
+            session_id = opened["sessionId"]
+            renderer.session_opened(session_id, opened, quiet=True)
+            model = renderer.current_model(session_id)
+            if model is None:
+                try:
+                    await conn.wait_for(lambda: bool(conn.updates_for(session_id, "config_option_update")), 2.0)
+                    options_now = conn.updates_for(session_id, "config_option_update")[-1]["configOptions"]
+                    renderer.session_opened(session_id, {"configOptions": options_now}, quiet=True)
+                    model = renderer.current_model(session_id)
+                except TimeoutError:
+                    pass
+            renderer.line(describe_model(model))
+            renderer.line("permissions: every request is approved (allow once), and shown below")
+            renderer.line("")
+            renderer.release()
+
+            step = "session/prompt"
+            renderer.line(renderer.style(BOLD, f"» {PROMPT}"))
+            result = await run_turn(conn, renderer, session_id, PROMPT, err)
+            if result.get("stopReason") == "cancelled":
+                code = EXIT_INTERRUPTED
+
+            step = "_ama/session_stats"
+            renderer.line("")
+            try:
+                stats = await conn.request("_ama/session_stats", {"sessionId": session_id}, timeout=10)
+                renderer.line(renderer.style(BOLD, "session stats (_ama/session_stats):"))
+                for line in stats_lines(stats):
+                    renderer.line(line)
+            except RpcError as exc:
+                if exc.code != METHOD_NOT_FOUND:
+                    raise
+                renderer.line("session stats: the agent does not offer _ama/session_stats")
+
+            renderer.line("")
+            renderer.line(renderer.style(BOLD, "what changed in the workspace:"))
+            for line in changes_lines(project):
+                renderer.line(line)
+            step = "shutdown"
+            await conn.close()
+    except (Exception, KeyboardInterrupt) as exc:
+        renderer.end_stream()
+        code, message = describe_failure(exc, step)
+        err.write(f"ama demo: {message}\n")
+        tail = _tail(log_path)
+        if tail:
+            err.write(f"ama demo: the agent's last stderr lines ({log_path}):\n{tail}\n")
+        code = code or EXIT_ERROR
+    if report_violations(conn, err) and code == EXIT_OK:
+        code = EXIT_ERROR
+    return code
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "\n".join("    " + line for line in text.rstrip().splitlines()[-lines:])
+
+
+def run_demo(
+    argv: list[str], out: Writer | None = None, err: Writer | None = None, *, command: list[str] | None = None
+) -> int:
+    """`ama demo …` (argv without the program and subcommand names); returns the exit code. `command`
+    replaces the agent command (tests drive the demo against a stand-in agent)."""
+    out = out if out is not None else sys.stdout
+    err = err if err is not None else sys.stderr
+    parser = argparse.ArgumentParser(
+        prog="ama demo", description="A complete ACP conversation, shown as an editor would."
+    )
+    parser.add_argument("--model", default=None, help="model id (default: the configured one, else scripted/demo)")
+    parser.add_argument("--keep", action="store_true", help="keep the throwaway workspace and print where it is")
+    parser.add_argument("--no-color", action="store_true", help="plain text even on a terminal")
+    try:
+        args = parser.parse_args(list(argv))
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    root = Path(tempfile.mkdtemp(prefix="ama-demo-"))
+    try:
+        return anyio.run(_demo, args, root, out, err, command)
+    except KeyboardInterrupt:
+        err.write("ama demo: interrupted\n")
+        return EXIT_INTERRUPTED
+    finally:
+        if args.keep:
+            out.write(f"\nworkspace kept: {root}\n")
+        else:
+            shutil.rmtree(root, ignore_errors=True)

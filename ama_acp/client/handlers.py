@@ -1,0 +1,332 @@
+"""What the client does when the agent asks it for something: files on disk, terminals as real
+subprocesses, and permission answers chosen by a policy.
+
+Each handler takes the request's params (a dict) and returns the result dict, or raises `RpcError`; the
+connection turns that into the JSON-RPC answer.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import shutil
+import signal
+import subprocess
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+
+# JSON-RPC / ACP error codes the client answers with.
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+REQUEST_CANCELLED = -32800
+RESOURCE_NOT_FOUND = -32002
+
+
+class RpcError(Exception):
+    """A JSON-RPC error, received from the agent or to be sent to it."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(f"{message} ({code})")
+        self.code = code
+        self.message = message
+        self.data = data
+
+    def to_json(self) -> dict[str, Any]:
+        err: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            err["data"] = self.data
+        return err
+
+
+def _absolute_path(params: dict[str, Any], field: str = "path") -> Path:
+    value = params.get(field)
+    if not isinstance(value, str) or not value:
+        raise RpcError(INVALID_PARAMS, f"`{field}` is required and must be a string")
+    if not os.path.isabs(value):
+        raise RpcError(INVALID_PARAMS, f"`{field}` must be an absolute path")
+    return Path(value)
+
+
+def _optional_uint(params: dict[str, Any], field: str) -> int | None:
+    value = params.get(field)
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise RpcError(INVALID_PARAMS, f"`{field}` must be a non-negative integer")
+    return value
+
+
+# --- fs/* ---------------------------------------------------------------------------------------------
+
+
+async def read_text_file(params: dict[str, Any]) -> dict[str, Any]:
+    """fs/read_text_file: the file's text, or `limit` lines from 1-based `line`."""
+    path = _absolute_path(params)
+    line = _optional_uint(params, "line")
+    limit = _optional_uint(params, "limit")
+    try:
+        text = await anyio.Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise RpcError(RESOURCE_NOT_FOUND, f"File not found: {path}", {"uri": path.as_uri()}) from None
+    except IsADirectoryError:
+        raise RpcError(INVALID_PARAMS, f"Not a file: {path}") from None
+    except UnicodeDecodeError:
+        raise RpcError(INTERNAL_ERROR, f"Not a UTF-8 text file: {path}") from None
+    except OSError as exc:
+        raise RpcError(INTERNAL_ERROR, f"Cannot read {path}: {exc.strerror or exc}") from None
+    if line is None and limit is None:
+        return {"content": text}
+    lines = text.splitlines(keepends=True)
+    # Line numbers are 1-based; a 0 is read as "from the start" rather than refused.
+    start = max((line or 1) - 1, 0)
+    end = len(lines) if limit is None else start + limit
+    return {"content": "".join(lines[start:end])}
+
+
+async def write_text_file(params: dict[str, Any]) -> dict[str, Any]:
+    """fs/write_text_file: replace the file's content, creating it (and its folders) when missing."""
+    path = _absolute_path(params)
+    content = params.get("content")
+    if not isinstance(content, str):
+        raise RpcError(INVALID_PARAMS, "`content` is required and must be a string")
+    try:
+        await anyio.Path(path.parent).mkdir(parents=True, exist_ok=True)
+        # newline="" keeps the agent's line endings byte for byte.
+        async with await anyio.open_file(path, "w", encoding="utf-8", newline="") as f:
+            await f.write(content)
+    except IsADirectoryError:
+        raise RpcError(INVALID_PARAMS, f"Not a file: {path}") from None
+    except OSError as exc:
+        raise RpcError(INTERNAL_ERROR, f"Cannot write {path}: {exc.strerror or exc}") from None
+    return {}
+
+
+# --- session/request_permission -------------------------------------------------------------------
+
+# A policy: one of the PermissionOptionKind strings ("allow_once", "allow_always", "reject_once",
+# "reject_always"), "cancel", or a callable(params) -> optionId | outcome dict | None (None = cancelled),
+# sync or async.
+PermissionPolicy = str | Callable[[dict[str, Any]], Any]
+
+# When the preferred kind is not offered, the nearest one with the same meaning is taken.
+_KIND_FALLBACK = {
+    "allow_once": ("allow_once", "allow_always"),
+    "allow_always": ("allow_always", "allow_once"),
+    "reject_once": ("reject_once", "reject_always"),
+    "reject_always": ("reject_always", "reject_once"),
+}
+
+
+def choose_option(options: list[dict[str, Any]], kind: str) -> str | None:
+    """The optionId of the first option of `kind` (or its nearest kind), None when nothing fits."""
+    for wanted in _KIND_FALLBACK.get(kind, (kind,)):
+        for opt in options:
+            if isinstance(opt, dict) and opt.get("kind") == wanted and isinstance(opt.get("optionId"), str):
+                return opt["optionId"]
+    return None
+
+
+def _as_outcome(answer: Any) -> dict[str, Any]:
+    if answer is None:
+        return {"outcome": "cancelled"}
+    if isinstance(answer, str):
+        return {"outcome": "selected", "optionId": answer}
+    if isinstance(answer, dict) and answer.get("outcome") in ("selected", "cancelled"):
+        return answer
+    raise TypeError(f"a permission policy returned {answer!r}; expected an optionId, an outcome dict or None")
+
+
+async def decide_permission(policy: PermissionPolicy, params: dict[str, Any]) -> dict[str, Any]:
+    """The RequestPermissionOutcome the policy gives for this request."""
+    if callable(policy):
+        answer = policy(params)
+        if inspect.isawaitable(answer):
+            answer = await answer
+        return _as_outcome(answer)
+    if policy == "cancel":
+        return {"outcome": "cancelled"}
+    options = params.get("options")
+    return _as_outcome(choose_option(options if isinstance(options, list) else [], policy))
+
+
+# --- terminal/* ---------------------------------------------------------------------------------------
+
+_SHELL_CHARS = set(" \t|&;<>()$`\"'*?~")
+
+
+def _argv(command: str, args: list[str]) -> list[str]:
+    # Agents differ: some send `command="pytest", args=["-q"]`, others one shell line with no args.
+    # A bare line that is not itself an executable runs through the shell, as an editor's terminal would.
+    if not args and _SHELL_CHARS.intersection(command) and shutil.which(command) is None and os.name == "posix":
+        return ["/bin/sh", "-c", command]
+    return [command, *args]
+
+
+class Terminal:
+    """One command the agent started through terminal/create, with its retained output."""
+
+    def __init__(self, terminal_id: str, argv: list[str], limit: int | None) -> None:
+        self.id = terminal_id
+        self.argv = argv
+        self.limit = limit
+        self.buffer = bytearray()
+        self.truncated = False
+        self.process: anyio.abc.Process | None = None
+        self.exited = anyio.Event()
+        self.exit_code: int | None = None
+        self.signal: str | None = None
+        self.released = False
+
+    def append(self, data: bytes) -> None:
+        self.buffer += data
+        if self.limit is not None and len(self.buffer) > self.limit:
+            del self.buffer[: len(self.buffer) - self.limit]
+            # Cut on a character boundary: drop UTF-8 continuation bytes left at the front.
+            while self.buffer and (self.buffer[0] & 0xC0) == 0x80:
+                del self.buffer[0]
+            self.truncated = True
+
+    def text(self) -> str:
+        return self.buffer.decode("utf-8", errors="replace")
+
+    def exit_status(self) -> dict[str, Any]:
+        return {"exitCode": self.exit_code, "signal": self.signal}
+
+
+class TerminalManager:
+    """Runs terminal/* requests as real subprocesses. `spawn_task` starts a background task (the
+    connection's task group), so output is collected while the agent does other things."""
+
+    def __init__(self, spawn_task: Callable[[Callable[[], Awaitable[None]]], None]) -> None:
+        self._spawn_task = spawn_task
+        self._terminals: dict[str, Terminal] = {}
+        self._counter = 0
+        self.default_cwd: Callable[[str | None], str | None] = lambda _session_id: None
+
+    @property
+    def created(self) -> list[str]:
+        return list(self._terminals)
+
+    def unreleased(self) -> list[str]:
+        """Terminals the agent created and never released (R133 says it must release every one)."""
+        return [t.id for t in self._terminals.values() if not t.released]
+
+    def output_text(self, terminal_id: str) -> str | None:
+        """What the terminal printed (kept after release: editors keep showing it)."""
+        term = self._terminals.get(terminal_id)
+        return term.text() if term else None
+
+    def _get(self, params: dict[str, Any]) -> Terminal:
+        tid = params.get("terminalId")
+        term = self._terminals.get(tid) if isinstance(tid, str) else None
+        if term is None:
+            raise RpcError(INVALID_PARAMS, f"Unknown terminalId: {tid!r}")
+        if term.released:
+            raise RpcError(INVALID_PARAMS, f"Terminal {tid} was released")
+        return term
+
+    async def create(self, params: dict[str, Any]) -> dict[str, Any]:
+        command = params.get("command")
+        if not isinstance(command, str) or not command:
+            raise RpcError(INVALID_PARAMS, "`command` is required and must be a string")
+        args = params.get("args") or []
+        if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+            raise RpcError(INVALID_PARAMS, "`args` must be a list of strings")
+        env = dict(os.environ)
+        for var in params.get("env") or []:
+            if (
+                not isinstance(var, dict)
+                or not isinstance(var.get("name"), str)
+                or not isinstance(var.get("value"), str)
+            ):
+                raise RpcError(INVALID_PARAMS, "`env` entries must be {name, value} strings")
+            env[var["name"]] = var["value"]
+        cwd = params.get("cwd")
+        if cwd is not None and (not isinstance(cwd, str) or not os.path.isabs(cwd)):
+            raise RpcError(INVALID_PARAMS, "`cwd` must be an absolute path")
+        if cwd is None:
+            cwd = self.default_cwd(params.get("sessionId"))
+        limit = _optional_uint(params, "outputByteLimit")
+
+        self._counter += 1
+        term = Terminal(f"term-{self._counter}", _argv(command, args), limit)
+        try:
+            # A new session (process group) so kill reaches the children of `sh -c ...` too.
+            term.process = await anyio.open_process(
+                term.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                cwd=cwd,
+                env=env,
+                start_new_session=os.name == "posix",
+            )
+        except OSError as exc:
+            raise RpcError(INTERNAL_ERROR, f"Cannot run {command}: {exc.strerror or exc}") from None
+        self._terminals[term.id] = term
+        self._spawn_task(lambda: self._pump(term))
+        return {"terminalId": term.id}
+
+    async def _pump(self, term: Terminal) -> None:
+        proc = term.process
+        assert proc is not None and proc.stdout is not None
+        try:
+            async for chunk in proc.stdout:
+                term.append(chunk)
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            pass
+        finally:
+            with anyio.CancelScope(shield=True):
+                rc = await proc.wait()
+            if rc < 0:
+                try:
+                    term.signal = signal.Signals(-rc).name
+                except ValueError:
+                    term.signal = str(-rc)
+            else:
+                term.exit_code = rc
+            term.exited.set()
+
+    async def output(self, params: dict[str, Any]) -> dict[str, Any]:
+        term = self._get(params)
+        result: dict[str, Any] = {"output": term.text(), "truncated": term.truncated}
+        if term.exited.is_set():
+            result["exitStatus"] = term.exit_status()
+        return result
+
+    async def wait_for_exit(self, params: dict[str, Any]) -> dict[str, Any]:
+        term = self._get(params)
+        await term.exited.wait()
+        return term.exit_status()
+
+    def _kill(self, term: Terminal) -> None:
+        proc = term.process
+        if proc is None or term.exited.is_set() or proc.returncode is not None:
+            return
+        try:
+            if os.name == "posix":
+                os.killpg(proc.pid, signal.SIGKILL)
+            else:
+                proc.kill()
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    async def kill(self, params: dict[str, Any]) -> dict[str, Any]:
+        self._kill(self._get(params))
+        return {}
+
+    async def release(self, params: dict[str, Any]) -> dict[str, Any]:
+        term = self._get(params)
+        self._kill(term)
+        term.released = True
+        return {}
+
+    async def shutdown(self) -> None:
+        """Kill every command still running (the connection is closing)."""
+        for term in self._terminals.values():
+            self._kill(term)

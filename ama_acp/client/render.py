@@ -1,0 +1,487 @@
+"""What an editor would show for a stream of session/update notifications, as plain text lines.
+
+The output goes to a writer (anything with `write`, optionally `flush` and `isatty`), coloured with ANSI
+codes only when asked or when the writer is a terminal. Message text is streamed as it arrives; every
+other update starts on a line of its own.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import os
+from typing import Any, Protocol
+
+RESET, BOLD, DIM = "\x1b[0m", "\x1b[1m", "\x1b[2m"
+RED, GREEN, YELLOW, CYAN, MAGENTA = "\x1b[31m", "\x1b[32m", "\x1b[33m", "\x1b[36m", "\x1b[35m"
+
+BAR_WIDTH = 20
+RED_ABOVE = 80.0  # percent: the meter turns red past this (where models start to degrade)
+_MAX_TEXT_LINES = 8
+_MAX_DIFF_LINES = 60
+_STATUS_COLOUR = {"pending": DIM, "in_progress": YELLOW, "completed": GREEN, "failed": RED}
+_PLAN_MARK = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
+
+
+class Writer(Protocol):
+    def write(self, text: str, /) -> Any: ...
+
+
+# --- the context meter ----------------------------------------------------------------------------
+
+
+def format_percent(percent: float) -> str:
+    """`34%`, or one decimal below 10 % (`1.3%`), so a fresh session never reads as 0 %."""
+    tenths = math.floor(percent * 10 + 0.5) / 10
+    if tenths < 10:
+        return f"{tenths:.1f}%"
+    return f"{math.floor(percent + 0.5)}%"
+
+
+def format_cost(cost: Any) -> str | None:
+    if not isinstance(cost, dict) or not isinstance(cost.get("amount"), int | float):
+        return None
+    currency = cost.get("currency")
+    if currency == "USD":
+        return f"${cost['amount']:.4f}"
+    return f"{cost['amount']:.4f} {currency}"
+
+
+def meter_bar(percent: float, colour: bool = False) -> str:
+    filled = max(0, min(BAR_WIDTH, math.floor(percent / 100 * BAR_WIDTH + 0.5)))
+    bar = "█" * filled + "░" * (BAR_WIDTH - filled)
+    if colour:
+        bar = (RED if percent > RED_ABOVE else GREEN) + bar + RESET
+    return bar
+
+
+def format_ctx(usage: dict[str, Any] | None, colour: bool = False) -> str:
+    """The meter line for a usage_update payload: `ctx 34% (68,000 / 200,000) $0.0451 [source usage] ███…`,
+    or `ctx ?` when the agent reported nothing (None)."""
+    if not usage:
+        return "ctx ?"
+    used, size = usage.get("used"), usage.get("size")
+    if not isinstance(used, int) or not isinstance(size, int) or size <= 0:
+        return f"ctx ? ({used!r} / {size!r})"
+    percent = used / size * 100
+    text = f"ctx {format_percent(percent)}"
+    if colour and percent > RED_ABOVE:
+        text = RED + BOLD + text + RESET
+    parts = [text, f"({used:,} / {size:,})"]
+    cost = format_cost(usage.get("cost"))
+    if cost:
+        parts.append(cost)
+    meta = usage.get("_meta")
+    ama = meta.get("ama") if isinstance(meta, dict) else None
+    if isinstance(ama, dict) and ama.get("source"):
+        parts.append(f"[source {ama['source']}]")
+    parts.append(meter_bar(percent, colour))
+    if isinstance(ama, dict) and ama.get("tier") in ("warning", "danger"):
+        parts.append(f"tier {ama['tier']}")
+    return " ".join(parts)
+
+
+# --- content helpers ------------------------------------------------------------------------------
+
+
+def block_text(block: Any) -> str:
+    """A content block as text: the text itself, or a short placeholder for other kinds."""
+    if not isinstance(block, dict):
+        return ""
+    kind = block.get("type")
+    if kind == "text":
+        return str(block.get("text", ""))
+    if kind == "image":
+        return f"[image {block.get('mimeType', '')}]".replace(" ]", "]")
+    if kind == "audio":
+        return f"[audio {block.get('mimeType', '')}]".replace(" ]", "]")
+    if kind == "resource_link":
+        return f"[link {block.get('name', '')} {block.get('uri', '')}]"
+    if kind == "resource":
+        res = block.get("resource")
+        return f"[resource {res.get('uri', '') if isinstance(res, dict) else ''}]"
+    return f"[{kind}]"
+
+
+def compact_diff(path: str, old: str | None, new: str, max_lines: int = _MAX_DIFF_LINES) -> list[str]:
+    """A short unified diff (one line of context); every line `+` for a new file."""
+    if old is None:
+        body = ["+" + line for line in new.splitlines()]
+    else:
+        body = list(difflib.unified_diff(old.splitlines(), new.splitlines(), n=1, lineterm=""))[2:]
+    if len(body) > max_lines:
+        body = body[:max_lines] + [f"… {len(body) - max_lines} more diff lines"]
+    return body
+
+
+def _clip_lines(text: str, limit: int = _MAX_TEXT_LINES) -> list[str]:
+    lines = text.rstrip("\n").splitlines()
+    if len(lines) <= limit:
+        return lines
+    head, tail = limit // 2, limit - limit // 2 - 1
+    return lines[:head] + [f"… {len(lines) - head - tail} more lines"] + lines[len(lines) - tail :]
+
+
+class _ToolState:
+    def __init__(self, tool_call_id: str) -> None:
+        self.id = tool_call_id
+        self.title = tool_call_id
+        self.kind = "other"
+        self.statuses: list[str] = []
+        self.shown: set[str] = set()  # content already printed (diffs and texts are not repeated)
+
+
+class Renderer:
+    """Turns session/update params into lines. `cwd` shortens paths inside it; `terminal_output` lets
+    tool calls that embed a client terminal show what it printed."""
+
+    def __init__(
+        self,
+        out: Writer,
+        colour: bool | None = None,
+        cwd: str | None = None,
+        terminal_output: Any = None,
+    ) -> None:
+        self.out = out
+        if colour is None:
+            isatty = getattr(out, "isatty", None)
+            colour = bool(isatty and isatty()) and "NO_COLOR" not in os.environ
+        self.colour = colour
+        self.cwd = cwd
+        self.terminal_output = terminal_output
+        self.usage: dict[str, dict[str, Any]] = {}  # sessionId -> last usage_update
+        self.config: dict[str, dict[str, Any]] = {}  # sessionId -> {optionId: option}
+        self.modes: dict[str, dict[str, str]] = {}  # sessionId -> {modeId: name}
+        self.titles: dict[str, str | None] = {}
+        self._tools: dict[tuple[str, str], _ToolState] = {}
+        self._plans: dict[str, list[Any]] = {}
+        self._commands: dict[str, list[str]] = {}
+        self._stream: tuple[str, Any] | None = None  # (kind, messageId) of the text being streamed
+        self._at_line_start = True
+        self._last_line_key: Any = None  # what the last full line showed (lets a TTY rewrite it in place)
+        self._held: list[dict[str, Any]] | None = None
+
+    # --- output primitives ------------------------------------------------------------------------
+
+    def style(self, code: str, text: str) -> str:
+        """`text` in an ANSI style when colour is on."""
+        return f"{code}{text}{RESET}" if self.colour else text
+
+    def _emit(self, text: str) -> None:
+        self.out.write(text)
+        flush = getattr(self.out, "flush", None)
+        if flush:
+            flush()
+
+    def end_stream(self) -> None:
+        """Finish a streamed message so the next output starts on its own line."""
+        if not self._at_line_start:
+            self._emit("\n")
+            self._at_line_start = True
+        self._stream = None
+
+    def line(self, text: str = "", key: Any = None) -> None:
+        self.end_stream()
+        self._emit(text + "\n")
+        self._last_line_key = key
+
+    def _path(self, path: str) -> str:
+        if self.cwd and isinstance(path, str):
+            try:
+                rel = os.path.relpath(path, self.cwd)
+            except ValueError:
+                return path
+            if not rel.startswith(".."):
+                return rel
+        return path
+
+    # --- holding (a caller that wants to print something first) -----------------------------------
+
+    def hold(self) -> None:
+        """Queue updates instead of printing them, until release()."""
+        if self._held is None:
+            self._held = []
+
+    def release(self) -> None:
+        held, self._held = self._held or [], None
+        for params in held:
+            self.update(params)
+
+    # --- session-level events -----------------------------------------------------------------------
+
+    def session_opened(self, session_id: str, result: dict[str, Any] | None, quiet: bool = False) -> None:
+        """Take in the modes and config options a session/new (or load/resume) result carries."""
+        result = result or {}
+        modes = result.get("modes")
+        if isinstance(modes, dict):
+            self._take_modes(session_id, modes)
+        options = result.get("configOptions")
+        if isinstance(options, list):
+            self._config_update(session_id, options, quiet=quiet)
+
+    def _take_modes(self, session_id: str, modes: dict[str, Any]) -> None:
+        names = {}
+        for mode in modes.get("availableModes") or []:
+            if isinstance(mode, dict) and isinstance(mode.get("id"), str):
+                names[mode["id"]] = str(mode.get("name") or mode["id"])
+        self.modes[session_id] = names
+
+    def current_model(self, session_id: str) -> str | None:
+        """The `currentValue` of the config option of category `model`, when the agent reported one."""
+        for option in self.config.get(session_id, {}).values():
+            if option.get("category") == "model":
+                value = option.get("currentValue")
+                return value if isinstance(value, str) else None
+        return None
+
+    def permission(self, params: dict[str, Any], outcome: dict[str, Any]) -> None:
+        """A permission request and the answer given to it."""
+        tool = params.get("toolCall") if isinstance(params.get("toolCall"), dict) else {}
+        title = tool.get("title")
+        if not title:
+            state = self._tools.get((str(params.get("sessionId")), str(tool.get("toolCallId"))))
+            title = state.title if state else tool.get("toolCallId", "?")
+        options = [o for o in params.get("options") or [] if isinstance(o, dict)]
+        choices = ", ".join(f"{o.get('name')} ({o.get('kind')})" for o in options)
+        self.line(self.style(MAGENTA, f"? permission: {title}") + f" — {choices}")
+        if outcome.get("outcome") == "selected":
+            chosen = next((o for o in options if o.get("optionId") == outcome.get("optionId")), {})
+            kind = str(chosen.get("kind", ""))
+            answer = f"{chosen.get('name', outcome.get('optionId'))} ({kind or outcome.get('optionId')})"
+            self.line("  → " + self.style(GREEN if kind.startswith("allow") else RED, answer))
+        else:
+            self.line("  → " + self.style(DIM, "cancelled"))
+
+    def turn_end(self, session_id: str, stop_reason: Any) -> None:
+        """The end of a prompt turn: its stop reason and the meter as it stands (`ctx ?` if never reported)."""
+        self.line(self.style(BOLD, f"[stop: {stop_reason}]"))
+        self.line(format_ctx(self.usage.get(session_id), self.colour))
+
+    # --- session/update ------------------------------------------------------------------------------
+
+    def update(self, params: dict[str, Any]) -> None:
+        """Render one session/update notification's params (`{sessionId, update}`)."""
+        if self._held is not None:
+            self._held.append(params)
+            return
+        sid = str(params.get("sessionId", ""))
+        update = params.get("update")
+        if not isinstance(update, dict):
+            return
+        kind = update.get("sessionUpdate")
+        handler = getattr(self, f"_on_{kind}", None) if isinstance(kind, str) else None
+        if handler is None:
+            self.line(self.style(DIM, f"[{kind}]"))
+            return
+        handler(sid, update)
+
+    def _chunk(self, kind: str, update: dict[str, Any], prefix: str, code: str) -> None:
+        text = block_text(update.get("content"))
+        if not text:
+            return
+        key = (kind, update.get("messageId"))
+        if self._stream != key:
+            self.end_stream()
+            self._stream = key
+        for i, piece in enumerate(text.split("\n")):
+            if i > 0:
+                self._emit("\n")
+                self._at_line_start = True
+            if not piece:
+                continue
+            if self._at_line_start and prefix:
+                self._emit(self.style(code, prefix))
+            self._emit(self.style(code, piece) if code and self.colour else piece)
+            self._at_line_start = False
+        self._last_line_key = None
+
+    def _on_agent_message_chunk(self, sid: str, update: dict[str, Any]) -> None:
+        self._chunk("agent", update, "", "")
+
+    def _on_agent_thought_chunk(self, sid: str, update: dict[str, Any]) -> None:
+        self._chunk("thought", update, "│ ", DIM)
+
+    def _on_user_message_chunk(self, sid: str, update: dict[str, Any]) -> None:
+        self._chunk("user", update, "» ", BOLD)
+
+    def _on_compaction_summary_chunk(self, sid: str, update: dict[str, Any]) -> None:
+        self._chunk("compaction", update, "≡ ", DIM)
+
+    # tool calls
+
+    def _tool_line(self, state: _ToolState) -> str:
+        chain = " → ".join(self.style(_STATUS_COLOUR.get(s, ""), s) for s in state.statuses)
+        return f"▸ {state.title} [{state.kind}] {chain}".rstrip()
+
+    def _show_tool(self, sid: str, state: _ToolState, update: dict[str, Any], new_status: bool) -> None:
+        terminal = bool(state.statuses) and state.statuses[-1] in ("completed", "failed")
+        if new_status:
+            if self.colour and self._last_line_key == ("tool", sid, state.id):
+                # A terminal can show the status change in place instead of a second line.
+                self._emit("\x1b[1A\r\x1b[2K")
+                self.line(self._tool_line(state), key=("tool", sid, state.id))
+            elif len(state.statuses) == 1 or terminal or self.colour:
+                self.line(self._tool_line(state), key=("tool", sid, state.id))
+        content = update.get("content")
+        if isinstance(content, list):
+            for item in content:
+                self._tool_content(state, item, show_terminal=terminal)
+
+    def _tool_content(self, state: _ToolState, item: Any, show_terminal: bool) -> None:
+        if not isinstance(item, dict):
+            return
+        kind = item.get("type")
+        if kind == "diff":
+            sig = f"diff:{item.get('path')}:{hash(item.get('newText'))}:{hash(item.get('oldText'))}"
+            if sig in state.shown:
+                return
+            state.shown.add(sig)
+            path = self._path(str(item.get("path", "?")))
+            old = item.get("oldText")
+            header = f"  {path}" + (" (new file)" if old is None else "")
+            self.line(self.style(BOLD, header))
+            for diff_line in compact_diff(path, old, str(item.get("newText", ""))):
+                code = GREEN if diff_line.startswith("+") else RED if diff_line.startswith("-") else ""
+                code = CYAN if diff_line.startswith("@@") else code
+                self.line("    " + (self.style(code, diff_line) if code else diff_line))
+        elif kind == "content":
+            text = block_text(item.get("content"))
+            sig = f"text:{hash(text)}"
+            if not text.strip() or sig in state.shown:
+                return
+            state.shown.add(sig)
+            for text_line in _clip_lines(text):
+                self.line(self.style(DIM, "  │ " + text_line))
+        elif kind == "terminal":
+            tid = str(item.get("terminalId"))
+            sig = f"terminal:{tid}"
+            if sig in state.shown:
+                return
+            output = self.terminal_output(tid) if (show_terminal and self.terminal_output) else None
+            if output is None and not show_terminal:
+                return  # wait for the end: the output is complete then
+            state.shown.add(sig)
+            self.line(self.style(DIM, f"  [terminal {tid}]"))
+            for text_line in _clip_lines(output or ""):
+                self.line(self.style(DIM, "  │ " + text_line))
+
+    def _on_tool_call(self, sid: str, update: dict[str, Any]) -> None:
+        tid = str(update.get("toolCallId"))
+        state = self._tools.setdefault((sid, tid), _ToolState(tid))
+        state.title = str(update.get("title") or state.title)
+        state.kind = str(update.get("kind") or state.kind)
+        status = str(update.get("status") or "pending")
+        new_status = not state.statuses or state.statuses[-1] != status
+        if new_status:
+            state.statuses.append(status)
+        self._show_tool(sid, state, update, new_status)
+
+    def _on_tool_call_update(self, sid: str, update: dict[str, Any]) -> None:
+        tid = str(update.get("toolCallId"))
+        state = self._tools.setdefault((sid, tid), _ToolState(tid))
+        if update.get("title"):
+            state.title = str(update["title"])
+        if update.get("kind"):
+            state.kind = str(update["kind"])
+        status = update.get("status")
+        new_status = isinstance(status, str) and (not state.statuses or state.statuses[-1] != status)
+        if new_status:
+            state.statuses.append(str(status))
+        self._show_tool(sid, state, update, new_status)
+
+    # plan, modes, options, info
+
+    def _on_plan(self, sid: str, update: dict[str, Any]) -> None:
+        entries = update.get("entries") if isinstance(update.get("entries"), list) else []
+        if self._plans.get(sid) == entries:
+            return
+        self._plans[sid] = entries
+        self.line(self.style(BOLD, "Plan:"))
+        for entry in entries:
+            if isinstance(entry, dict):
+                mark = _PLAN_MARK.get(str(entry.get("status")), "[?]")
+                self.line(f"  {mark} {entry.get('content', '')}")
+
+    def _on_plan_update(self, sid: str, update: dict[str, Any]) -> None:
+        plan = update.get("plan") if isinstance(update.get("plan"), dict) else {}
+        if plan.get("type") == "items":
+            self._on_plan(sid, {"entries": plan.get("entries") or []})
+        else:
+            self.line(
+                self.style(BOLD, f"Plan ({plan.get('type')}): ") + str(plan.get("uri") or plan.get("content", ""))
+            )
+
+    def _on_current_mode_update(self, sid: str, update: dict[str, Any]) -> None:
+        mode = str(update.get("currentModeId"))
+        name = self.modes.get(sid, {}).get(mode, mode)
+        self.line(self.style(CYAN, f"⚙ mode: {name}"))
+
+    def _config_update(self, sid: str, options: list[Any], quiet: bool = False) -> None:
+        known = self.config.setdefault(sid, {})
+        for option in options:
+            if not isinstance(option, dict) or not isinstance(option.get("id"), str):
+                continue
+            before = known.get(option["id"])
+            known[option["id"]] = option
+            if quiet or (before is not None and before.get("currentValue") == option.get("currentValue")):
+                continue
+            self.line(self.style(CYAN, f"⚙ {option.get('name', option['id'])}: {_option_value(option)}"))
+
+    def _on_config_option_update(self, sid: str, update: dict[str, Any]) -> None:
+        options = update.get("configOptions")
+        if isinstance(options, list):
+            self._config_update(sid, options)
+
+    def _on_session_info_update(self, sid: str, update: dict[str, Any]) -> None:
+        if "title" in update and update["title"] != self.titles.get(sid):
+            self.titles[sid] = update["title"]
+            self.line(self.style(BOLD, f"title: {update['title']}"))
+
+    def _on_available_commands_update(self, sid: str, update: dict[str, Any]) -> None:
+        names = [f"/{c.get('name')}" for c in update.get("availableCommands") or [] if isinstance(c, dict)]
+        if self._commands.get(sid) != names:
+            self._commands[sid] = names
+            self.line(self.style(DIM, "commands: " + (" ".join(names) or "(none)")))
+
+    def _on_usage_update(self, sid: str, update: dict[str, Any]) -> None:
+        self.usage[sid] = update
+        self.line(format_ctx(update, self.colour))
+
+    def _on_notice(self, sid: str, update: dict[str, Any]) -> None:
+        severity = str(update.get("severity", "info"))
+        code = RED if severity == "error" else YELLOW if severity == "warning" else CYAN
+        text = f"! {severity}: {update.get('title', '')}"
+        if update.get("description"):
+            text += f" — {update['description']}"
+        self.line(self.style(code, text))
+
+    def _on_compaction_update(self, sid: str, update: dict[str, Any]) -> None:
+        text = f"⟳ compaction {update.get('status')}"
+        if update.get("error"):
+            text += f": {update['error']}"
+        self.line(self.style(CYAN, text))
+        summary = update.get("summary")
+        if isinstance(summary, list):
+            for block in summary:
+                for text_line in _clip_lines(block_text(block)):
+                    self.line(self.style(DIM, "  ≡ " + text_line))
+
+
+def _option_value(option: dict[str, Any]) -> str:
+    value = option.get("currentValue")
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    for choice in _flat_options(option.get("options")):
+        if choice.get("value") == value and choice.get("name") and choice["name"] != value:
+            return f"{choice['name']} ({value})"
+    return str(value)
+
+
+def _flat_options(options: Any) -> list[dict[str, Any]]:
+    flat: list[dict[str, Any]] = []
+    for item in options or []:
+        if isinstance(item, dict) and isinstance(item.get("options"), list):
+            flat.extend(o for o in item["options"] if isinstance(o, dict))
+        elif isinstance(item, dict):
+            flat.append(item)
+    return flat

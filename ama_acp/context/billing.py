@@ -1,0 +1,162 @@
+"""Billed tokens and cost of one session (context-usage.md U16, U17).
+
+Billed totals are not context: they sum every billed request, including those whose output never enters the
+context (titles, compaction summaries). Each request is priced when it is billed, with the price of the model
+that served it, so a model switch never re-prices the past. One unpriced request makes the session's cost
+unknown for good: a partial sum is never presented as the total.
+
+`Usage.input` is the uncached input (Anthropic's convention, and what U7's sum assumes): cached reads and
+writes are priced at their own rates and must not also be inside `input`.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import msgspec
+
+from ama_acp.agent.messages import Usage
+from ama_acp.config import Price
+
+log = logging.getLogger(__name__)
+
+_PER = 1_000_000  # prices are USD per million tokens
+
+
+class BilledTotals(msgspec.Struct, frozen=True, omit_defaults=True):
+    """Sums over billed requests. A cache or reasoning figure stays None until some request reported it."""
+
+    requests: int = 0
+    side_requests: int = 0  # billed requests that never enter the context (titles, compaction)
+    unreported: int = 0  # billed requests whose usage was missing or untrustworthy
+    input: int = 0
+    output: int = 0
+    cache_read: int | None = None
+    cache_write: int | None = None
+    reasoning: int | None = None
+    total: int = 0
+
+    def minus(self, before: BilledTotals) -> BilledTotals:
+        """What was billed since `before` was taken (e.g. one prompt turn, for S1)."""
+
+        def sub(a: int | None, b: int | None) -> int | None:
+            return None if a is None else a - (b or 0)
+
+        return BilledTotals(
+            requests=self.requests - before.requests,
+            side_requests=self.side_requests - before.side_requests,
+            unreported=self.unreported - before.unreported,
+            input=self.input - before.input,
+            output=self.output - before.output,
+            cache_read=sub(self.cache_read, before.cache_read),
+            cache_write=sub(self.cache_write, before.cache_write),
+            reasoning=sub(self.reasoning, before.reasoning),
+            total=self.total - before.total,
+        )
+
+    def prompt_usage(self) -> dict[str, int]:
+        """The camelCase shape of `PromptResponse.usage` (S1); optional figures only where known."""
+        out = {"inputTokens": self.input, "outputTokens": self.output, "totalTokens": self.total}
+        if self.cache_read is not None:
+            out["cachedReadTokens"] = self.cache_read
+        if self.cache_write is not None:
+            out["cachedWriteTokens"] = self.cache_write
+        if self.reasoning is not None:
+            out["thoughtTokens"] = self.reasoning
+        return out
+
+
+class BillingState(msgspec.Struct, frozen=True):
+    """Stored with the session so a load shows the same cost; `cost` None means unknown (U17)."""
+
+    totals: BilledTotals = BilledTotals()
+    cost: float | None = 0.0
+
+
+def _valid(usage: Usage | None) -> bool:
+    if usage is None:
+        return False
+    figures = (usage.input, usage.output, usage.cache_read, usage.cache_write, usage.total, usage.reasoning)
+    if all(f is None for f in figures):
+        return False
+    return all(f is None or f >= 0 for f in figures)
+
+
+def request_cost(usage: Usage | None, price: Price | None) -> float | None:
+    """USD for one request, or None when it cannot be priced (no price, no usage, or a rate that is unknown)."""
+    if price is None or not _valid(usage):
+        return None
+    assert usage is not None
+    if usage.input is None or usage.output is None:
+        return None  # a total alone cannot be split between input and output rates
+    cost = usage.input * price.input + usage.output * price.output
+    for tokens, rate in ((usage.cache_read, price.cache_read), (usage.cache_write, price.cache_write)):
+        if tokens:
+            if rate is None:
+                return None  # cache tokens used at a rate nobody told us
+            cost += tokens * rate
+    return cost / _PER
+
+
+class Billing:
+    """One per session: billed totals and cost."""
+
+    def __init__(self, state: BillingState | None = None) -> None:
+        state = state or BillingState()
+        self._totals = state.totals
+        self._cost = state.cost
+
+    def add(self, usage: Usage | None, price: Price | None, enters_context: bool = True) -> float | None:
+        """Record one billed request (priced at `price`, the price of the model that served it).
+
+        Returns this request's cost, or None when it cannot be priced — which also makes the session's cost
+        unknown from now on.
+        """
+        t = self._totals
+        side = 0 if enters_context else 1
+        if not _valid(usage):
+            self._totals = msgspec.structs.replace(
+                t, requests=t.requests + 1, side_requests=t.side_requests + side, unreported=t.unreported + 1
+            )
+            self._unpriced("no usable usage")
+            return None
+        assert usage is not None
+        inp, out = usage.input or 0, usage.output or 0
+        total = usage.total if usage.total is not None else inp + out + (usage.cache_read or 0) + (usage.cache_write or 0)
+
+        def acc(a: int | None, b: int | None) -> int | None:
+            return a if b is None else (a or 0) + b
+
+        self._totals = BilledTotals(
+            requests=t.requests + 1,
+            side_requests=t.side_requests + side,
+            unreported=t.unreported,
+            input=t.input + inp,
+            output=t.output + out,
+            cache_read=acc(t.cache_read, usage.cache_read),
+            cache_write=acc(t.cache_write, usage.cache_write),
+            reasoning=acc(t.reasoning, usage.reasoning),
+            total=t.total + total,
+        )
+        cost = request_cost(usage, price)
+        if cost is None:
+            self._unpriced("no price" if price is None else "a rate is unknown")
+        elif self._cost is not None:
+            self._cost += cost
+        return cost
+
+    def _unpriced(self, why: str) -> None:
+        if self._cost is not None:
+            log.info("session cost is now unknown: a billed request could not be priced (%s)", why)
+        self._cost = None
+
+    @property
+    def cost(self) -> float | None:
+        """Cumulative USD, or None when any billed request was unpriced (U17)."""
+        return self._cost
+
+    def totals(self) -> BilledTotals:
+        return self._totals
+
+    def state(self) -> BillingState:
+        return BillingState(totals=self._totals, cost=self._cost)

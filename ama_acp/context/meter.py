@@ -1,0 +1,354 @@
+"""The context meter of one session (context-usage.md U7–U15): how many tokens the next request carries.
+
+It is kept incrementally: each message is estimated once when it is appended (U5) and the meter keeps running
+sums, so `append` and `figures` cost the same in a session of ten messages as in one of ten thousand. Only
+`replace` (compaction, pruning), `restore` (session load) and `breakdown` (the /context command) walk the
+message list.
+
+Sources:
+
+- `prefix`: no request has been made yet; `used` = system prompt + tool declarations + the messages appended so
+  far, i.e. what the first request will carry (U10).
+- `usage`: the last assistant message carries trustworthy usage and nothing edited the context since;
+  `used` = that usage + estimates of the messages after it (U8).
+- `estimate`: after a compaction or edit, a model switch that changes the request shape, or a response without
+  trustworthy usage, the whole context is estimated until a response brings usage again (U9, U11).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Iterable, Sequence
+
+import msgspec
+
+from ama_acp.agent.messages import AssistantMessage, Message, ToolResultMessage, Usage, UserMessage
+from ama_acp.context.estimate import IMAGE_TOKENS, Estimator, HeuristicEstimator, MessageEstimates, image_count
+from ama_acp.context.tiers import DEFAULT_CAPS, tier_for
+
+log = logging.getLogger(__name__)
+
+PREFIX = "prefix"
+USAGE = "usage"
+ESTIMATE = "estimate"
+SOURCES = (PREFIX, USAGE, ESTIMATE)
+
+DEFAULT_RESERVE = 16384
+_ABSURD_FACTOR = 4  # U11: usage above 4x the window cannot be one request's context
+
+
+class ContextFigures(msgspec.Struct, frozen=True, omit_defaults=True):
+    """The meter's reading. None means unknown (U15): leave it out of JSON, never write 0."""
+
+    used: int
+    source: str  # prefix | usage | estimate
+    tier: str  # healthy | mid | high | warning | danger | unmeasured
+    usage_tokens: int | None = None  # only with source usage
+    trailing_tokens: int | None = None  # only with source usage
+    window: int | None = None
+    percent: float | None = None  # one decimal, capped at 100 (U12)
+    auto_compact_at: int | None = None  # U13
+    prune_at: int | None = None  # U14
+
+
+class ContextBreakdown(msgspec.Struct, frozen=True):
+    """Estimated tokens by kind for /context (S3). Images are counted apart from the messages that carry them."""
+
+    system_prompt: int
+    tool_declarations: int
+    user_messages: int
+    assistant_messages: int
+    tool_results: int
+    images: int
+    total: int  # the sum: the estimate of the whole context
+    messages: int  # how many messages
+
+
+class MeterState(msgspec.Struct, frozen=True, omit_defaults=True):
+    """What a session stores so that a load shows the figure it had, without re-estimating what usage measured."""
+
+    source: str
+    usage_tokens: int | None = None
+    trailing_tokens: int | None = None
+    message_count: int = 0  # messages in the context when the state was taken
+    prefix_key: str | None = None  # digest of the system prompt + tools under which usage_tokens was measured
+
+
+def usage_tokens(usage: Usage | None, window: int | None = None) -> int | None:
+    """U7 with the U11 checks: a request's context tokens from its usage, or None when not trustworthy.
+
+    `input` is the uncached input (Anthropic's convention); providers whose input includes cached tokens must
+    report `total` or normalise, or cached tokens would count twice.
+    """
+    if usage is None:
+        return None
+    for figure in (usage.input, usage.output, usage.cache_read, usage.cache_write, usage.total):
+        if figure is not None and figure < 0:
+            return None
+    if usage.total is not None:
+        if usage.input is not None and usage.total < usage.input:
+            return None
+        n = usage.total
+    else:
+        if usage.input is None or usage.output is None:
+            return None
+        n = usage.input + usage.output + (usage.cache_read or 0) + (usage.cache_write or 0)
+    # A request always carries at least the system prompt: 0 means the provider did not count, not "empty".
+    if n <= 0:
+        return None
+    if window is not None and n > _ABSURD_FACTOR * window:
+        return None
+    return n
+
+
+def _prefix_digest(system_prompt: str, tools_json: str) -> str:
+    h = hashlib.blake2b(digest_size=12)
+    h.update(system_prompt.encode("utf-8", "surrogatepass"))
+    h.update(b"\0")
+    h.update(tools_json.encode("utf-8", "surrogatepass"))
+    return h.hexdigest()
+
+
+class ContextMeter:
+    """One per session. Not thread-safe: call it from the session's task."""
+
+    def __init__(
+        self,
+        estimator: Estimator | None = None,
+        *,
+        window: int | None = None,
+        reserve_tokens: int = DEFAULT_RESERVE,
+        compaction_enabled: bool = True,
+        caps: Sequence[float] = DEFAULT_CAPS,
+    ) -> None:
+        self._estimates = MessageEstimates(estimator or HeuristicEstimator())
+        self._system_tokens = 0
+        self._tools_tokens = 0
+        self._prefix_key: str | None = None  # digest of the current system prompt + tools
+        self._anchor_key: str | None = None  # digest in force when the usage anchor was measured
+        self._messages: list[Message] = []
+        self._messages_total = 0  # sum of the estimates of every message in the context
+        self._source = PREFIX
+        self._anchor: int | None = None  # usage of the last trustworthy assistant message (source usage)
+        self._trailing = 0  # estimates of the messages after the anchor
+        self._window = _clean_window(window)
+        self._reserve = reserve_tokens
+        self._compaction_enabled = compaction_enabled
+        self._compaction_held = False
+        self._caps = tuple(caps)
+        self._cached: ContextFigures | None = None
+
+    # -- inputs ---------------------------------------------------------------------------------------------
+
+    @property
+    def estimator(self) -> Estimator:
+        return self._estimates.estimator
+
+    @property
+    def messages(self) -> Sequence[Message]:
+        """The messages the meter counts (read-only view; do not mutate)."""
+        return self._messages
+
+    @property
+    def source(self) -> str:
+        return self._source
+
+    def set_prefix(self, system_prompt: str, tools_json: str) -> None:
+        """The system prompt and the tool declarations JSON the next request carries.
+
+        Cheap when nothing changed (one digest). A changed prefix after a measured request is an edit of the
+        context (U9): the figure becomes an estimate until the next response.
+        """
+        key = _prefix_digest(system_prompt, tools_json)
+        if key == self._prefix_key:
+            return
+        est = self.estimator
+        self._system_tokens = est.text(system_prompt)
+        self._tools_tokens = est.text(tools_json)
+        self._prefix_key = key
+        if self._source == USAGE and self._anchor_key is not None and self._anchor_key != key:
+            self._to_estimate()
+        self._cached = None
+
+    def append(self, message: Message) -> None:
+        """A message entered the context. An assistant message's usage (when trustworthy) becomes the anchor."""
+        n = self._estimates.get(message)
+        self._messages.append(message)
+        self._messages_total += n
+        if isinstance(message, AssistantMessage):
+            tokens = usage_tokens(message.usage, self._window)
+            if tokens is not None:
+                self._source = USAGE
+                self._anchor = tokens
+                self._anchor_key = self._prefix_key
+                self._trailing = 0
+            else:
+                if message.usage is not None:
+                    log.info("untrustworthy usage %s; estimating the context (U11)", message.usage)
+                self._to_estimate()
+        else:
+            self._trailing += n
+        self._cached = None
+
+    def replace(self, messages: Iterable[Message]) -> None:
+        """The context was edited (compaction, pruning): count `messages` instead; the figure is an estimate (U9).
+
+        Messages kept from before keep their cached estimate; only new ones are estimated.
+        """
+        msgs = list(messages)
+        self._estimates.retain(msgs)
+        self._messages = msgs
+        self._messages_total = sum(self._estimates.get(m) for m in msgs)
+        self._to_estimate()
+        self._cached = None
+
+    def invalidate(self) -> None:
+        """The next request's shape changed (e.g. a model switch to another provider): estimate until usage (U9)."""
+        if self._source != PREFIX:
+            self._to_estimate()
+            self._cached = None
+
+    def set_window(self, window: int | None) -> None:
+        """The current model's context window (None when unknown: no percent, no thresholds, no update)."""
+        self._window = _clean_window(window)
+        self._cached = None
+
+    def set_compaction(self, *, enabled: bool | None = None, held: bool | None = None) -> None:
+        """Automatic compaction on/off (config) and held after repeated failures; either hides the thresholds."""
+        if enabled is not None:
+            self._compaction_enabled = enabled
+        if held is not None:
+            self._compaction_held = held
+        self._cached = None
+
+    def set_reserve(self, reserve_tokens: int) -> None:
+        self._reserve = reserve_tokens
+        self._cached = None
+
+    # -- outputs --------------------------------------------------------------------------------------------
+
+    def estimate_total(self) -> int:
+        """The U9 estimate of the whole context, whatever the current source."""
+        return self._system_tokens + self._tools_tokens + self._messages_total
+
+    def figures(self) -> ContextFigures:
+        """The current reading, O(1)."""
+        if self._cached is not None:
+            return self._cached
+        if self._source == USAGE and self._anchor is not None:
+            used = self._anchor + self._trailing
+            usage_part, trailing_part = self._anchor, self._trailing
+        else:
+            used = self.estimate_total()
+            usage_part = trailing_part = None
+        window = self._window
+        percent = auto_compact_at = prune_at = None
+        if window is not None:
+            percent = min(100.0, round(used * 100 / window, 1))
+            room = window - self._reserve
+            # A window not larger than the reserve has no meaningful threshold; omit rather than go negative.
+            if self._compaction_enabled and not self._compaction_held and room > 0:
+                auto_compact_at = room
+                prune_at = room * 7 // 10  # floor(0.7 × room) in integers: no float rounding at the boundary
+        self._cached = ContextFigures(
+            used=used,
+            source=self._source,
+            tier=tier_for(percent, self._caps),
+            usage_tokens=usage_part,
+            trailing_tokens=trailing_part,
+            window=window,
+            percent=percent,
+            auto_compact_at=auto_compact_at,
+            prune_at=prune_at,
+        )
+        return self._cached
+
+    def breakdown(self) -> ContextBreakdown:
+        """Estimated tokens by kind (S3). O(n) over cached estimates: on demand only."""
+        user = assistant = tool = images = 0
+        for m in self._messages:
+            n = self._estimates.get(m)
+            img = image_count(m) * IMAGE_TOKENS
+            images += img
+            if isinstance(m, UserMessage):
+                user += n - img
+            elif isinstance(m, ToolResultMessage):
+                tool += n - img
+            else:
+                assistant += n
+        total = self._system_tokens + self._tools_tokens + user + assistant + tool + images
+        return ContextBreakdown(
+            system_prompt=self._system_tokens,
+            tool_declarations=self._tools_tokens,
+            user_messages=user,
+            assistant_messages=assistant,
+            tool_results=tool,
+            images=images,
+            total=total,
+            messages=len(self._messages),
+        )
+
+    # -- persistence ----------------------------------------------------------------------------------------
+
+    def state(self) -> MeterState:
+        """A small struct to store with the session (e.g. beside each assistant message or at turn end)."""
+        usage = self._source == USAGE
+        return MeterState(
+            source=self._source,
+            usage_tokens=self._anchor if usage else None,
+            trailing_tokens=self._trailing if usage else None,
+            message_count=len(self._messages),
+            prefix_key=self._anchor_key if usage else None,
+        )
+
+    def restore(self, messages: Iterable[Message], state: MeterState | None) -> None:
+        """Session load: count `messages` and take the stored figures instead of re-deriving them.
+
+        Messages stored after the state was taken are appended normally. Without a state the messages are
+        replayed (their own usage sets the anchor). A state that does not fit the messages (it counts more
+        messages than there are) is not trusted: the figure becomes an estimate.
+        """
+        msgs = list(messages)
+        self._estimates.retain(msgs)
+        self._messages = []
+        self._messages_total = 0
+        self._source, self._anchor, self._anchor_key, self._trailing = PREFIX, None, None, 0
+        self._cached = None
+        fits = state is not None and state.source in SOURCES and 0 <= state.message_count <= len(msgs)
+        if state is None or not fits:
+            for m in msgs:
+                self.append(m)
+            if state is not None and self._source != PREFIX:
+                log.warning("stored context state does not match the session; estimating")
+                self._to_estimate()
+            return
+        head, tail = msgs[: state.message_count], msgs[state.message_count :]
+        self._messages = head
+        self._messages_total = sum(self._estimates.get(m) for m in head)
+        if state.source == USAGE and state.usage_tokens is not None:
+            self._source = USAGE
+            self._anchor = state.usage_tokens
+            self._trailing = state.trailing_tokens or 0
+            self._anchor_key = state.prefix_key
+            if self._prefix_key is not None and state.prefix_key is not None and state.prefix_key != self._prefix_key:
+                self._to_estimate()  # the prefix changed since the usage was measured (U9)
+        elif state.source == PREFIX:
+            self._source = PREFIX
+        else:
+            self._source = ESTIMATE
+        for m in tail:
+            self.append(m)
+        self._cached = None
+
+    # -- internals ------------------------------------------------------------------------------------------
+
+    def _to_estimate(self) -> None:
+        self._source = ESTIMATE
+        self._anchor = None
+        self._anchor_key = None
+        self._trailing = 0
+
+
+def _clean_window(window: int | None) -> int | None:
+    return window if window is not None and window > 0 else None

@@ -1,0 +1,74 @@
+"""The one gate every `usage_update` of a session passes through (context-usage.md E1–E5, D1–D3, P1–P3).
+
+Emission points (end of an assistant message, end of a turn, model change, session open, compaction) call
+`update`; this module decides whether anything is sent. It builds plain dicts in the exact wire shape and
+imports nothing from the protocol layer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from ama_acp.context.meter import ContextFigures
+
+COST_DECIMALS = 6  # a millionth of a dollar: enough for any display, coarse enough that float noise can't defeat D1
+
+
+def usage_payload(figures: ContextFigures, cost: float | None) -> dict[str, Any] | None:
+    """The `usage_update` session update for these figures, or None when the window is unknown (D3)."""
+    if figures.window is None:
+        return None
+    ama: dict[str, Any] = {"source": figures.source}
+    # U15: unknown figures are left out, never written as null or 0.
+    for key, value in (
+        ("usageTokens", figures.usage_tokens),
+        ("trailingTokens", figures.trailing_tokens),
+        ("percent", figures.percent),
+        ("autoCompactAt", figures.auto_compact_at),
+        ("pruneAt", figures.prune_at),
+        ("tier", figures.tier),
+    ):
+        if value is not None:
+            ama[key] = value
+    payload: dict[str, Any] = {
+        "sessionUpdate": "usage_update",
+        "used": max(0, int(figures.used)),
+        "size": int(figures.window),
+    }
+    if cost is not None:
+        payload["cost"] = {"amount": round(max(0.0, cost), COST_DECIMALS), "currency": "USD"}
+    payload["_meta"] = {"ama": ama}
+    return payload
+
+
+class UsageReporter:
+    """One per session and connection: remembers the last payload sent and suppresses identical ones (D1)."""
+
+    def __init__(self) -> None:
+        self._last: bytes | None = None  # the encoded payload: immune to callers mutating what they were given
+
+    def payload(self, figures: ContextFigures, cost: float | None) -> dict[str, Any] | None:
+        return usage_payload(figures, cost)
+
+    def offer(self, payload: dict[str, Any] | None, force: bool = False) -> dict[str, Any] | None:
+        """The payload to send now, or None: unknown window (D3), or identical to the last sent (D1).
+
+        `force=True` for a session open (D2): the client's view of the session starts afresh.
+        """
+        if payload is None:
+            return None
+        encoded = msgspec.json.encode(payload, order="sorted")  # key order must not matter
+        if not force and encoded == self._last:
+            return None
+        self._last = encoded
+        return payload
+
+    def update(self, figures: ContextFigures, cost: float | None, force: bool = False) -> dict[str, Any] | None:
+        """`offer(payload(figures, cost), force)`: what an emission point calls."""
+        return self.offer(self.payload(figures, cost), force)
+
+    def forget(self) -> None:
+        """Drop the memory of the last payload (a new connection to the same session)."""
+        self._last = None

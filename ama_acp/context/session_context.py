@@ -1,0 +1,180 @@
+"""A session's context accounting in one object: the meter (U*), billing (U16–U17), the reporter (E*, D*)
+and the tier watch, wired to the session's model and prompt. The session calls it at each emission point.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import lru_cache
+from typing import Any
+
+import msgspec
+
+from ama_acp.agent.messages import Message, Usage
+from ama_acp.context.billing import Billing, BillingState
+from ama_acp.context.estimate import Estimator, HeuristicEstimator, make_estimator
+from ama_acp.context.meter import ContextMeter, MeterState
+from ama_acp.context.reporter import UsageReporter
+from ama_acp.context.tiers import TierWatch, notice_text
+from ama_acp.wire import types as w
+
+log = logging.getLogger(__name__)
+
+
+@lru_cache(maxsize=4)
+def shared_estimator(name: str) -> Estimator:
+    return make_estimator(name)
+
+
+def tools_json(specs: list[Any]) -> str:
+    """The tool declarations as they are sent (name, description, JSON schema), for the prefix estimate."""
+    return msgspec.json.encode(
+        [{"name": s.name, "description": s.description, "parameters": s.parameters} for s in specs]
+    ).decode()
+
+
+_heuristic = HeuristicEstimator()
+
+
+def estimate_request(request: Any) -> int:
+    """The heuristic size of a whole request: what the scripted model reports as its input tokens."""
+    total = _heuristic.text(request.system) + _heuristic.text(tools_json(request.tools))
+    return total + sum(_heuristic.message(m) for m in request.messages)
+
+
+class SessionContext:
+    def __init__(self, runtime: Any, session: Any) -> None:
+        self._rt = runtime
+        self._session = session
+        cfg = runtime.config
+        info = runtime.model_info(session.model_id)
+        self.meter = ContextMeter(
+            shared_estimator(cfg.context.estimator),
+            window=info.context_window if info else None,
+            reserve_tokens=cfg.compaction.reserve_tokens,
+            compaction_enabled=cfg.compaction.enabled,
+            caps=cfg.tiers.caps,
+        )
+        self.billing = Billing()
+        self.reporter = UsageReporter()
+        self.tiers = TierWatch()
+        self.last_cost: float | None = None
+        self._tools_json: str | None = None
+
+    # --- inputs -------------------------------------------------------------------------------------------
+
+    def refresh_prefix(self) -> None:
+        if self._tools_json is None:
+            self._tools_json = tools_json(self._rt.tool_specs())
+        self.meter.set_prefix(self._session.system_prompt(), self._tools_json)
+
+    def append(self, message: Message) -> None:
+        self.meter.append(message)
+
+    def bill(self, model_id: str, usage: Usage | None, enters_context: bool) -> float | None:
+        info = self._rt.model_info(model_id)
+        self.last_cost = self.billing.add(usage, info.price if info else None, enters_context)
+        return self.last_cost
+
+    def model_changed(self, old: str, new: str) -> None:
+        info = self._rt.model_info(new)
+        self.meter.set_window(info.context_window if info else None)
+        if old.partition("/")[0] != new.partition("/")[0]:
+            self.meter.invalidate()  # another provider: another request shape and tokenizer (U9)
+
+    def replace(self, messages: list[Message]) -> None:
+        self.meter.replace(messages)
+
+    def restore(self, messages: list[Message], meter: dict | None, billing: dict | None) -> None:
+        self.refresh_prefix()
+        state = msgspec.convert(meter, MeterState) if meter else None
+        self.meter.restore(messages, state)
+        if billing:
+            self.billing = Billing(msgspec.convert(billing, BillingState))
+
+    def meter_state(self) -> dict[str, Any]:
+        return msgspec.to_builtins(self.meter.state())
+
+    def billing_state(self) -> dict[str, Any]:
+        return msgspec.to_builtins(self.billing.state())
+
+    # --- outputs ------------------------------------------------------------------------------------------
+
+    def figures(self) -> Any:
+        self.refresh_prefix()
+        return self.meter.figures()
+
+    def usage_update(self, force: bool = False) -> w.UsageUpdate | None:
+        figures = self.figures()
+        payload = self.reporter.update(figures, self.billing.cost, force=force)
+        if payload is None:
+            return None
+        cost = payload.get("cost")
+        return w.UsageUpdate(
+            used=payload["used"],
+            size=payload["size"],
+            cost=w.Cost(amount=cost["amount"], currency=cost["currency"]) if cost else None,
+            meta=payload["_meta"],
+        )
+
+    def tier_notice(self) -> w.Notice | None:
+        """One notice when the fill rises into warning or danger (long-sessions.md)."""
+        f = self.figures()
+        risen = self.tiers.update(f.tier)
+        if risen is None:
+            return None
+        return w.Notice(
+            severity="warning",
+            title=f"Context {risen}",
+            description=notice_text(risen, f.percent, f.window, f.auto_compact_at),
+        )
+
+    def stats(self) -> dict[str, Any]:
+        """S2: the full stats object; unknown figures are left out (U15)."""
+        f = self.figures()
+        t = self.billing.totals()
+        billed = {k: v for k, v in msgspec.to_builtins(t).items() if v is not None}
+        context = {"source": f.source, "tier": f.tier}
+        for key, value in (("usageTokens", f.usage_tokens), ("trailingTokens", f.trailing_tokens),
+                           ("autoCompactAt", f.auto_compact_at), ("pruneAt", f.prune_at)):
+            if value is not None:
+                context[key] = value
+        out: dict[str, Any] = {
+            "sessionId": self._session.id,
+            "model": self._session.model_id,
+            "billed": billed,
+            "contextTokens": f.used,
+            "context": context,
+        }
+        if self.billing.cost is not None:
+            out["cost"] = {"amount": round(self.billing.cost, 6), "currency": "USD"}
+        if f.window is not None:
+            out["contextWindow"] = f.window
+        if f.percent is not None:
+            out["contextPercent"] = f.percent
+        return out
+
+    def describe(self) -> str:
+        """S3: the figures for a person, and what fills the window."""
+        f = self.figures()
+        b = self.meter.breakdown()
+        size = f"{f.window:,}" if f.window else "unknown"
+        pct = f" ({f.percent:.1f} %)" if f.percent is not None else ""
+        lines = [
+            f"**Context:** {f.used:,} of {size} tokens{pct} · tier {f.tier} · source {f.source}",
+        ]
+        if f.source == "usage":
+            lines.append(f"(last reported usage {f.usage_tokens:,} + estimate of what came after {f.trailing_tokens:,})")
+        if f.auto_compact_at is not None:
+            lines.append(f"Automatic compaction at {f.auto_compact_at:,} tokens; pruning at {f.prune_at:,}.")
+        elif f.window is None:
+            lines.append("The model's context window is unknown, so no fill is reported (set context_window).")
+        cost = self.billing.cost
+        lines.append(f"**Cost so far:** ${cost:.4f}" if cost is not None else "**Cost so far:** unknown (a request had no known price)")
+        lines += ["", "| what | tokens (estimate) |", "|---|---:|"]
+        for label, value in (("system prompt", b.system_prompt), ("tool declarations", b.tool_declarations),
+                             ("user messages", b.user_messages), ("assistant messages", b.assistant_messages),
+                             ("tool results", b.tool_results), ("images", b.images)):
+            lines.append(f"| {label} | {value:,} |")
+        lines.append(f"| **total** ({b.messages} messages) | **{b.total:,}** |")
+        return "\n".join(lines) + "\n"

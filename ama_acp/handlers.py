@@ -1,0 +1,91 @@
+"""The ACP methods ama answers: thin, typed, each delegating to the session manager."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ama_acp import __version__
+from ama_acp.rpc.dispatch import Dispatcher, defer
+from ama_acp.rpc.errors import AcpError
+from ama_acp.session.manager import SessionManager
+from ama_acp.wire import types as w
+
+log = logging.getLogger(__name__)
+
+PROTOCOL_VERSION = 1
+
+
+class Handlers:
+    def __init__(self, manager: SessionManager) -> None:
+        self.m = manager
+        self.initialized = False
+
+    def register(self, d: Dispatcher) -> None:
+        d.add("initialize", w.InitializeRequest, self.initialize)
+        d.add("authenticate", w.AuthenticateRequest, self.authenticate)
+        d.add("session/new", w.NewSessionRequest, self.new_session)
+        d.add("session/prompt", w.PromptRequest, self.prompt)
+        d.add("session/cancel", w.SessionIdRequest, self.cancel)
+        d.add("session/set_mode", w.SetSessionModeRequest, self.set_mode)
+        d.add("session/set_config_option", w.SetSessionConfigOptionRequest, self.set_config_option)
+        d.add("_ama/session_stats", w.SessionIdRequest, self.session_stats)
+
+    def on_cancel_request(self, method: str, params: Any) -> bool:
+        """`$/cancel_request` on a prompt cancels the turn, which then answers `cancelled` (R25)."""
+        if method != "session/prompt" or not isinstance(params, dict):
+            return False
+        session = self.m.sessions.get(params.get("sessionId", ""))
+        if session is None:
+            return False
+        session.cancel()
+        return True
+
+    async def initialize(self, req: w.InitializeRequest) -> w.InitializeResponse:
+        self.m.client_caps = req.client_capabilities
+        self.initialized = True
+        log.info("client: %s", req.client_info.name if req.client_info else "unknown")
+        return w.InitializeResponse(
+            protocol_version=PROTOCOL_VERSION,  # the only version ama speaks (R37)
+            agent_capabilities=w.AgentCapabilities(
+                load_session=self.m.can_load,
+                prompt_capabilities=w.PromptCapabilities(image=True, embedded_context=True),
+                session_capabilities=self.m.session_capabilities(),
+            ),
+            agent_info=w.Implementation(name="ama", title="ama", version=__version__),
+            auth_methods=[],
+        )
+
+    async def authenticate(self, req: w.AuthenticateRequest) -> w.Empty:
+        raise AcpError.invalid_params(
+            f"methodId: ama offers no authentication method ({req.method_id!r}); "
+            "provider keys come from the environment or the config file"
+        )
+
+    async def new_session(self, req: w.NewSessionRequest) -> w.NewSessionResponse:
+        session = self.m.new_session(req.cwd, req.additional_directories, req.mcp_servers)
+        defer(session.announce_open)
+        return w.NewSessionResponse(
+            session_id=session.id, modes=session.mode_state(), config_options=session.config_options()
+        )
+
+    async def prompt(self, req: w.PromptRequest) -> w.PromptResponse:
+        return await self.m.get(req.session_id).prompt(req.prompt)
+
+    async def cancel(self, req: w.SessionIdRequest) -> None:
+        session = self.m.sessions.get(req.session_id)
+        if session is not None:  # unknown or idle: ignored (R114)
+            session.cancel()
+
+    async def set_mode(self, req: w.SetSessionModeRequest) -> w.Empty:
+        await self.m.get(req.session_id).set_mode(req.mode_id)
+        return w.Empty()
+
+    async def set_config_option(self, req: w.SetSessionConfigOptionRequest) -> w.SetSessionConfigOptionResponse:
+        if req.type == "boolean" or isinstance(req.value, bool):
+            raise AcpError.invalid_params(f"value: {req.config_id} is a select option; ama has no boolean options")
+        opts = await self.m.get(req.session_id).set_config(req.config_id, req.value)
+        return w.SetSessionConfigOptionResponse(config_options=opts)
+
+    async def session_stats(self, req: w.SessionIdRequest) -> dict[str, Any]:
+        return self.m.get(req.session_id).stats()

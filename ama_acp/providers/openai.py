@@ -1,0 +1,315 @@
+"""OpenAI-compatible Chat Completions, streamed: OpenAI itself and the many servers that copy its API
+(vLLM, llama.cpp, Ollama, DeepSeek, OpenRouter, ...). The quirks of the copies are handled here, quietly.
+
+Choices that differ between servers:
+- `max_output` goes out as `max_completion_tokens` to api.openai.com (its reasoning models reject
+  `max_tokens`) and as `max_tokens` everywhere else (older compatible servers only know that one).
+- Thinking text is never sent to api.openai.com. To other servers it travels back as `reasoning_content`
+  on assistant messages that made tool calls, and only there: DeepSeek's thinking mode answers 400 when it
+  is missing on such messages, and servers that do not know the field ignore it. Anthropic-signed and
+  redacted thinking is not sent (another vendor's reasoning, useless to this model).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+from urllib.parse import urlsplit
+
+import msgspec
+
+from ama_acp.agent.messages import (
+    AssistantMessage,
+    ImagePart,
+    Message,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
+from ama_acp.providers.base import (
+    Finished,
+    ModelRequest,
+    ProviderEvent,
+    StopKind,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallEvent,
+)
+from ama_acp.providers.http import HttpStream, KeyHint, RetryPolicy, SSEEvent, StreamError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_KEY_ENV = "OPENAI_API_KEY"
+
+_STOPS: dict[str, StopKind] = {
+    "stop": "end_turn",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "length": "max_tokens",
+    "content_filter": "refusal",
+}
+
+
+def is_official(base_url: str) -> bool:
+    return (urlsplit(base_url).hostname or "") == "api.openai.com"
+
+
+# --- request -----------------------------------------------------------------------------------------------
+
+
+def _user_content(parts: list[TextPart | ImagePart]) -> str | list[dict[str, Any]]:
+    # Plain text goes as one string: some compatible servers accept nothing else.
+    if all(isinstance(p, TextPart) for p in parts):
+        return "\n\n".join(p.text for p in parts if isinstance(p, TextPart))
+    out: list[dict[str, Any]] = []
+    for p in parts:
+        if isinstance(p, TextPart):
+            out.append({"type": "text", "text": p.text})
+        else:
+            out.append({"type": "image_url", "image_url": {"url": f"data:{p.mime_type};base64,{p.data}"}})
+    return out
+
+
+def _assistant(msg: AssistantMessage, send_reasoning: bool) -> dict[str, Any]:
+    text = "".join(p.text for p in msg.content if isinstance(p, TextPart))
+    calls = [
+        {"id": p.id, "type": "function", "function": {"name": p.name, "arguments": p.arguments or "{}"}}
+        for p in msg.content
+        if isinstance(p, ToolCallPart)
+    ]
+    out: dict[str, Any] = {"role": "assistant", "content": text if text or not calls else None}
+    if calls:
+        out["tool_calls"] = calls
+        if send_reasoning:
+            thinking = "".join(
+                p.text for p in msg.content if isinstance(p, ThinkingPart) and not p.redacted and not p.signature
+            )
+            if thinking:
+                out["reasoning_content"] = thinking
+    return out
+
+
+def to_openai_messages(system: str, messages: list[Message], *, send_reasoning: bool = False) -> list[dict[str, Any]]:
+    """The neutral conversation as Chat Completions messages."""
+    out: list[dict[str, Any]] = []
+    if system:
+        out.append({"role": "system", "content": system})
+    # Tool messages carry text only; images a tool returned follow the batch of tool messages as a user
+    # message (a user message between a tool call and its result would break the pairing).
+    pending_images: list[dict[str, Any]] = []
+
+    def flush_images() -> None:
+        if pending_images:
+            out.append({"role": "user", "content": [{"type": "text", "text": "Images from the tool results above:"}]})
+            out[-1]["content"].extend(pending_images)
+            pending_images.clear()
+
+    for msg in messages:
+        if not isinstance(msg, ToolResultMessage):
+            flush_images()
+        if isinstance(msg, UserMessage):
+            out.append({"role": "user", "content": _user_content(msg.content)})
+        elif isinstance(msg, AssistantMessage):
+            out.append(_assistant(msg, send_reasoning))
+        else:
+            text = msg.text
+            images = [p for p in msg.content if isinstance(p, ImagePart)]
+            if images:
+                text = (text + "\n" if text else "") + f"({len(images)} image(s) attached below)"
+                pending_images.extend(_user_content(list(images)))  # type: ignore[arg-type]
+            out.append({"role": "tool", "tool_call_id": msg.tool_call_id, "content": text})
+    flush_images()
+    return out
+
+
+# --- response ----------------------------------------------------------------------------------------------
+
+
+def openai_usage(raw: dict[str, Any]) -> Usage:
+    """Chat Completions usage → Usage. `prompt_tokens` includes cached tokens; ama counts them apart."""
+    prompt = raw.get("prompt_tokens")
+    cached = (raw.get("prompt_tokens_details") or {}).get("cached_tokens")
+    if cached is None:
+        cached = raw.get("prompt_cache_hit_tokens")  # DeepSeek's name for it
+    reasoning = (raw.get("completion_tokens_details") or {}).get("reasoning_tokens")
+    return Usage(
+        input=prompt - cached if isinstance(prompt, int) and isinstance(cached, int) else prompt,
+        output=raw.get("completion_tokens"),
+        cache_read=cached,
+        total=raw.get("total_tokens"),
+        reasoning=reasoning,
+    )
+
+
+class _Call:
+    __slots__ = ("id", "name", "args")
+
+    def __init__(self) -> None:
+        self.id = ""
+        self.name = ""
+        self.args: list[str] = []
+
+
+def _stream_error(err: Any) -> StreamError:
+    """An `error` object inside the stream (vLLM, OpenRouter and others send them mid-stream)."""
+    if isinstance(err, dict):
+        detail = str(err.get("message") or err.get("type") or err)
+        code = f"{err.get('code', '')} {err.get('type', '')}".lower()
+    else:
+        detail, code = str(err), ""
+    if "429" in code or "rate" in code:
+        return StreamError("rate_limit", detail, retryable=True)
+    if any(w in code for w in ("500", "502", "503", "504", "server", "overload", "timeout", "internal")):
+        return StreamError("server", detail, retryable=True)
+    return StreamError("bad_request", detail, retryable=False)
+
+
+async def parse_openai_stream(events: AsyncIterator[SSEEvent]) -> AsyncIterator[ProviderEvent]:
+    """Chat Completions chunks → provider events. Tool calls are assembled by `index` and yielded when the
+    finish reason arrives; `Finished` waits for the usage chunk (or `[DONE]`)."""
+    calls: dict[int, _Call] = {}
+    stop: StopKind | None = None
+    refused = False
+    usage: Usage | None = None
+    decode = msgspec.json.Decoder()
+
+    def finish(reason: str | None) -> list[ToolCallEvent]:
+        nonlocal stop
+        kind = "refusal" if refused else _STOPS.get(reason or "", "end_turn")
+        # Some servers say "stop" although the message carries tool calls.
+        stop = "tool_use" if calls and kind == "end_turn" else kind
+        done = [
+            ToolCallEvent(id=c.id or f"call_{i}", name=c.name, arguments="".join(c.args) or "{}")
+            for i, c in sorted(calls.items())
+        ]
+        calls.clear()
+        return done
+
+    done_seen = False
+    async for ev in events:
+        if ev.data.strip() == "[DONE]":
+            done_seen = True
+            break
+        try:
+            chunk = decode.decode(ev.data)
+        except msgspec.DecodeError:
+            raise StreamError("stream", f"malformed chunk: {ev.data[:200]}", retryable=True) from None
+        if not isinstance(chunk, dict):
+            continue
+        if chunk.get("error"):
+            raise _stream_error(chunk["error"])
+        for choice in chunk.get("choices") or ():
+            if choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta") or {}
+            thought = delta.get("reasoning_content") or delta.get("reasoning")
+            if isinstance(thought, str) and thought:
+                yield ThinkingDelta(text=thought)
+            if delta.get("content"):
+                yield TextDelta(text=delta["content"])
+            if delta.get("refusal"):
+                refused = True
+                yield TextDelta(text=delta["refusal"])
+            for tc in delta.get("tool_calls") or ():
+                _add_fragment(calls, tc)
+            if choice.get("finish_reason") and stop is None:
+                for call in finish(choice["finish_reason"]):
+                    yield call
+        if chunk.get("usage"):
+            usage = openai_usage(chunk["usage"])
+        if stop is not None and usage is not None:
+            yield Finished(stop=stop, usage=usage)
+            return
+    if stop is None and not done_seen:
+        return  # neither a finish reason nor [DONE]: a broken stream, the transport retries
+    if stop is None:
+        for call in finish(None):
+            yield call
+    assert stop is not None
+    yield Finished(stop=stop, usage=usage)
+
+
+def _add_fragment(calls: dict[int, _Call], tc: dict[str, Any]) -> None:
+    idx = tc.get("index")
+    tid = tc.get("id")
+    if idx is None:
+        # Servers that leave `index` out send a new call with an id and its later fragments without one.
+        same = [k for k, c in calls.items() if tid and c.id == tid]
+        idx = same[0] if same else (len(calls) if tid or not calls else max(calls))
+    call = calls.setdefault(idx, _Call())
+    if tid and not call.id:
+        call.id = tid
+    fn = tc.get("function") or {}
+    if fn.get("name") and not call.name:
+        call.name = fn["name"]
+    if fn.get("arguments"):
+        call.args.append(fn["arguments"])
+
+
+# --- provider ----------------------------------------------------------------------------------------------
+
+
+class OpenAIProvider:
+    """`Provider` for Chat Completions. `reasoning` flags a reasoning model (it gets `reasoning_effort`)."""
+
+    def __init__(
+        self,
+        *,
+        name: str = "openai",
+        base_url: str | None = None,
+        api_key: str | None = None,
+        api_key_env: str | None = DEFAULT_KEY_ENV,  # None: no variable is named (a local server)
+        reasoning: bool = False,
+        timeout: float = 600.0,
+        max_retries: int = 4,
+        retry: RetryPolicy | None = None,
+        headers: dict[str, str] | None = None,
+    ):
+        self.name = name
+        self.base_url = (base_url or DEFAULT_BASE_URL).rstrip("/")
+        self.reasoning = reasoning
+        self.official = is_official(self.base_url)
+        all_headers = {"content-type": "application/json", "accept": "text/event-stream", **(headers or {})}
+        if api_key:
+            all_headers["authorization"] = f"Bearer {api_key}"
+        self._http = HttpStream(
+            provider=name,
+            url=self.base_url + "/chat/completions",
+            headers=all_headers,
+            timeout=timeout,
+            retry=retry or RetryPolicy(max_retries=max_retries),
+            key=KeyHint(env=api_key_env, has_key=bool(api_key), provider=name, builtin=api_key_env == DEFAULT_KEY_ENV),
+            secret=api_key,
+        )
+
+    def __repr__(self) -> str:
+        return f"OpenAIProvider(name={self.name!r}, base_url={self.base_url!r})"
+
+    def build_body(self, request: ModelRequest) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": request.model,
+            "messages": to_openai_messages(request.system, request.messages, send_reasoning=not self.official),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if request.tools:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+                }
+                for t in request.tools
+            ]
+        if request.max_output:
+            body["max_completion_tokens" if self.official else "max_tokens"] = request.max_output
+        if self.reasoning and request.thought_level in ("low", "medium", "high"):
+            body["reasoning_effort"] = request.thought_level
+        return body
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
+        return self._http.stream(self.build_body(request), parse_openai_stream)

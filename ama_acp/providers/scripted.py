@@ -1,0 +1,143 @@
+"""The scripted model: deterministic replies from a script file. A product feature — it powers `ama demo`,
+the tests and the conformance suite, and lets the real server run offline.
+
+A script (TOML or JSON) is a list of `reply` tables, consumed one per model request in order. The n-th
+request of a session gets reply n, where n counts the assistant messages already in the conversation, so
+a loaded or resumed session carries on where it stopped. Fields of a reply:
+
+    text = "..."                  # streamed as text deltas
+    thinking = "..."              # streamed as reasoning before the text
+    tool_calls = [{id = "call_1", name = "read_file", arguments = {path = "calc.py"}}]
+    usage = {input = 2508, output = 40, cache_read = 0, cache_write = 0}   # or "auto" (default) / "none"
+    stop = "end_turn"             # default: tool_use when there are tool calls
+    chunk = 12                    # characters per delta
+    delay = 0.0                   # seconds between deltas
+    hang = 0.0                    # seconds to wait before finishing (cancel tests)
+    failure = {kind = "server", message = "..."}   # fail the request instead
+
+`usage = "auto"` reports what a real provider would: input = the heuristic estimate of the request
+(system prompt, tool declarations and messages), output = the estimate of the reply. When the script runs
+out, the model says so in a short reply instead of failing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from collections.abc import AsyncIterator
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+
+from ama_acp.agent.messages import AssistantMessage, Usage
+from ama_acp.providers import base as pb
+
+
+class ScriptError(Exception):
+    pass
+
+
+class ToolCallSpec(msgspec.Struct, frozen=True):
+    name: str
+    arguments: Any = msgspec.field(default_factory=dict)
+    id: str | None = None
+
+
+class FailureSpec(msgspec.Struct, frozen=True):
+    kind: str = "server"
+    message: str = "The scripted model failed as scripted."
+
+
+class Reply(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    text: str = ""
+    thinking: str = ""
+    tool_calls: list[ToolCallSpec] = []
+    usage: Usage | str = "auto"
+    stop: str | None = None
+    chunk: int = 12
+    delay: float = 0.0
+    hang: float = 0.0
+    failure: FailureSpec | None = None
+
+
+class Script(msgspec.Struct, frozen=True):
+    reply: list[Reply] = []
+
+
+def load_script(path: str | Path) -> Script:
+    p = Path(path)
+    try:
+        raw_text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ScriptError(f"cannot read script {p}: {exc.strerror}") from None
+    try:
+        raw = json.loads(raw_text) if p.suffix == ".json" else tomllib.loads(raw_text)
+        return msgspec.convert(raw, Script)
+    except (ValueError, msgspec.ValidationError) as exc:
+        raise ScriptError(f"script {p}: {exc}") from None
+
+
+def bundled_script(name: str) -> Path | None:
+    ref = resources.files("ama_acp") / "scripts" / f"{name}.toml"
+    return Path(str(ref)) if ref.is_file() else None
+
+
+def resolve_script(name: str, configured: dict[str, str], env: dict[str, str] | None = None) -> Path:
+    env = dict(os.environ) if env is None else env
+    if name in configured:
+        return Path(configured[name]).expanduser()
+    if env.get("AMA_SCRIPT"):
+        return Path(env["AMA_SCRIPT"]).expanduser()
+    bundled = bundled_script(name)
+    if bundled is None:
+        raise ScriptError(f"no script for scripted/{name}: set AMA_SCRIPT or `scripts.{name}` in the config")
+    return bundled
+
+
+class ScriptedProvider:
+    name = "scripted"
+
+    def __init__(self, script: Script, estimate_request: Any = None) -> None:
+        self._script = script
+        self._estimate = estimate_request  # callable(ModelRequest) -> int, for usage="auto"
+
+    async def stream(self, request: pb.ModelRequest) -> AsyncIterator[pb.ProviderEvent]:
+        index = sum(1 for m in request.messages if isinstance(m, AssistantMessage))
+        if index >= len(self._script.reply):
+            reply = Reply(text="(The scripted model has no more replies in its script.)")
+        else:
+            reply = self._script.reply[index]
+        if reply.failure is not None:
+            yield pb.Failure(reply.failure.kind, reply.failure.message)  # type: ignore[arg-type]
+            return
+        out_chars = 0
+        for kind, text in (("thinking", reply.thinking), ("text", reply.text)):
+            step = max(1, reply.chunk)
+            for i in range(0, len(text), step):
+                if reply.delay:
+                    await anyio.sleep(reply.delay)
+                piece = text[i : i + step]
+                yield pb.ThinkingDelta(piece) if kind == "thinking" else pb.TextDelta(piece)
+            out_chars += len(text)
+        calls = []
+        for i, call in enumerate(reply.tool_calls):
+            args = call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments)
+            calls.append(pb.ToolCallEvent(call.id or f"call_{i + 1}", call.name, args))
+            out_chars += len(call.name) + len(args)
+        for event in calls:
+            yield event
+        if reply.hang:
+            await anyio.sleep(reply.hang)
+        stop = reply.stop or ("tool_use" if calls else "end_turn")
+        yield pb.Finished(stop, self._usage(reply, request, out_chars))  # type: ignore[arg-type]
+
+    def _usage(self, reply: Reply, request: pb.ModelRequest, out_chars: int) -> Usage | None:
+        if isinstance(reply.usage, Usage):
+            return reply.usage
+        if reply.usage == "none" or self._estimate is None:
+            return None
+        return Usage(input=self._estimate(request), output=max(1, -(-out_chars // 4)))

@@ -1,0 +1,98 @@
+"""Every error ama answers with, in one place.
+
+| code    | name              | when                                                            |
+|---------|-------------------|-----------------------------------------------------------------|
+| -32700  | parse error       | a line that is not JSON                                         |
+| -32600  | invalid request   | JSON that is not a JSON-RPC 2.0 request object                  |
+| -32601  | method not found  | unknown method, or one whose capability ama did not advertise   |
+| -32602  | invalid params    | params that break the method's schema (message names the field) |
+| -32603  | internal error    | a bug in ama; the log has the traceback                         |
+| -32800  | request cancelled | `$/cancel_request` for a request still running                  |
+| -32000  | auth required     | a provider refused our credentials (ACP `auth_required`)        |
+| -32002  | resource not found| unknown session id, missing file                                |
+| -32010  | session busy      | a second `session/prompt` while a turn is running (ama's own)   |
+
+Handlers raise `AcpError`; the dispatcher turns it into the JSON-RPC error object.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+REQUEST_CANCELLED = -32800
+AUTH_REQUIRED = -32000
+RESOURCE_NOT_FOUND = -32002
+SESSION_BUSY = -32010
+
+
+class AcpError(Exception):
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+    def to_dict(self) -> dict[str, Any]:
+        err: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            err["data"] = self.data
+        return err
+
+    @classmethod
+    def parse_error(cls, detail: str = "") -> AcpError:
+        return cls(PARSE_ERROR, "Parse error" + (f": {detail}" if detail else ""))
+
+    @classmethod
+    def invalid_request(cls, detail: str) -> AcpError:
+        return cls(INVALID_REQUEST, f"Invalid request: {detail}")
+
+    @classmethod
+    def method_not_found(cls, method: str) -> AcpError:
+        return cls(METHOD_NOT_FOUND, f"Method not found: {method}", {"method": method})
+
+    @classmethod
+    def invalid_params(cls, detail: str) -> AcpError:
+        return cls(INVALID_PARAMS, f"Invalid params: {detail}")
+
+    @classmethod
+    def internal(cls, detail: str = "internal error") -> AcpError:
+        return cls(INTERNAL_ERROR, f"Internal error: {detail}")
+
+    @classmethod
+    def cancelled(cls) -> AcpError:
+        return cls(REQUEST_CANCELLED, "Request cancelled")
+
+    @classmethod
+    def auth_required(cls, detail: str) -> AcpError:
+        return cls(AUTH_REQUIRED, f"Authentication required: {detail}")
+
+    @classmethod
+    def session_not_found(cls, session_id: str) -> AcpError:
+        return cls(RESOURCE_NOT_FOUND, f"Session not found: {session_id}", {"sessionId": session_id})
+
+    @classmethod
+    def resource_not_found(cls, what: str, data: Any = None) -> AcpError:
+        return cls(RESOURCE_NOT_FOUND, f"Resource not found: {what}", data)
+
+    @classmethod
+    def session_busy(cls, session_id: str) -> AcpError:
+        return cls(
+            SESSION_BUSY,
+            "This session is already running a prompt; wait for it to finish or cancel it first",
+            {"sessionId": session_id},
+        )
+
+
+class ClientError(Exception):
+    """The client answered one of ama's requests with an error."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(f"{message} ({code})")
+        self.code = code
+        self.message = message
+        self.data = data

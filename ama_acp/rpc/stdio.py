@@ -1,0 +1,56 @@
+"""stdin/stdout as anyio byte streams.
+
+Reads and writes run in worker threads on raw file descriptors: asyncio's pipe transports refuse regular
+files (an editor may hand us a file or a pty), and a blocking write to a full pipe must never stall the
+event loop. Before serving, fd 1 is duplicated for the protocol and fd 1 itself is pointed at stderr, so
+a stray print() anywhere (ours or a library's) can never corrupt the protocol stream.
+"""
+
+from __future__ import annotations
+
+import os
+
+import anyio
+from anyio.abc import ByteReceiveStream, ByteSendStream
+
+
+class FdReceiveStream(ByteReceiveStream):
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        data = await anyio.to_thread.run_sync(os.read, self._fd, max_bytes, abandon_on_cancel=True)
+        if not data:
+            raise anyio.EndOfStream
+        return data
+
+    async def aclose(self) -> None:
+        pass
+
+
+class FdSendStream(ByteSendStream):
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    async def send(self, item: bytes) -> None:
+        await anyio.to_thread.run_sync(_write_all, self._fd, item)
+
+    async def aclose(self) -> None:
+        pass
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        try:
+            n = os.write(fd, view)
+        except BrokenPipeError:
+            raise anyio.BrokenResourceError from None
+        view = view[n:]
+
+
+def protocol_streams() -> tuple[FdReceiveStream, FdSendStream]:
+    """Take stdin and stdout for the protocol; from here on fd 1 (print) goes to stderr."""
+    proto_out = os.dup(1)
+    os.dup2(2, 1)
+    return FdReceiveStream(0), FdSendStream(proto_out)

@@ -1,0 +1,84 @@
+"""Slash commands, advertised with `available_commands_update` and recognised at the start of a prompt."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ama_acp.agent.messages import TextPart, UserMessage
+from ama_acp.wire import types as w
+
+Command = Callable[[Any], Awaitable[str]]
+
+
+class Commands:
+    def __init__(self) -> None:
+        self._table: dict[str, tuple[str, str | None, Callable[[Any, str], Awaitable[str]]]] = {}
+
+    def add(self, name: str, description: str, hint: str | None, run: Callable[[Any, str], Awaitable[str]]) -> None:
+        self._table[name] = (description, hint, run)
+
+    def available(self) -> list[w.AvailableCommand]:
+        return [
+            w.AvailableCommand(name=name, description=desc, input=w.AvailableCommandInput(hint=hint) if hint else None)
+            for name, (desc, hint, _) in self._table.items()
+        ]
+
+    def match(self, message: UserMessage) -> Command | None:
+        """`/name rest` in the first text block: a command of ours, else None (the model sees it)."""
+        first = message.content[0] if message.content else None
+        if not isinstance(first, TextPart) or not first.text.startswith("/"):
+            return None
+        name, _, rest = first.text[1:].partition(" ")
+        entry = self._table.get(name.strip())
+        if entry is None:
+            return None
+        run = entry[2]
+        argument = rest.strip()
+
+        async def call(session: Any) -> str:
+            return await run(session, argument)
+
+        return call
+
+
+async def say(session: Any, text: str) -> None:
+    await session.send(w.AgentMessageChunk(content=w.TextContent(text=text)))
+
+
+async def context_command(session: Any, _arg: str) -> str:
+    """S3: the meter's figures for a person, with a breakdown by kind."""
+    await say(session, session.ctx.describe())
+    return "end_turn"
+
+
+async def model_command(session: Any, arg: str) -> str:
+    if not arg:
+        lines = [f"Current model: `{session.model_id}`", "", "Available:"]
+        for mid, name in session.rt.model_choices(session.model_id):
+            lines.append(f"- `{mid}` — {name}")
+        lines.append("\nSwitch with `/model <id>`.")
+        await say(session, "\n".join(lines))
+        return "end_turn"
+    from ama_acp.rpc.errors import AcpError
+
+    try:
+        await session.set_model(arg)
+    except AcpError as exc:
+        await say(session, exc.message)
+        return "end_turn"
+    await say(session, f"Model switched to `{session.model_id}`.")
+    return "end_turn"
+
+
+async def compact_command(session: Any, arg: str) -> str:
+    await session.rt.compact(session, manual=True, instructions=arg)
+    return "end_turn"
+
+
+def default_commands() -> Commands:
+    cmds = Commands()
+    cmds.add("context", "Show what fills the context window", None, context_command)
+    cmds.add("compact", "Summarise the conversation to free the context window", "optional focus", compact_command)
+    cmds.add("model", "Show or switch the model", "model id", model_command)
+    return cmds

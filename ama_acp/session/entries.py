@@ -1,0 +1,192 @@
+"""What a session file holds: one header line, then one typed entry a line (see docs/sessions.md).
+
+Every entry is a msgspec Struct tagged by the field `"t"`. Adding an entry type or an optional field is
+not a format change: readers of the same format skip entry tags they do not know (with a log line) and
+ignore fields they do not know. Only a change that old readers would misread bumps `FORMAT_VERSION`.
+
+Free-form values (`kind`, `status`, `purpose`, ...) are plain strings, not Literals, so a new value
+written by a newer ama never makes a whole entry unreadable.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+
+from ama_acp import __version__
+from ama_acp.agent.messages import Message, Usage
+
+# The newest format this ama writes and the newest it reads.
+FORMAT_VERSION = 1
+
+# Tool results replayed by session/load carry only their first 4 KB (acp-mode.md).
+REPLAY_TEXT_LIMIT = 4096
+
+
+def utc_now() -> str:
+    """ISO 8601, UTC, milliseconds: sortable as text and what ACP's `updatedAt` expects."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def clip_replay_text(text: str, limit: int = REPLAY_TEXT_LIMIT) -> str:
+    """The first `limit` bytes of `text` as UTF-8, never splitting a character."""
+    if len(text) <= limit // 4:  # cannot exceed the limit even at 4 bytes a character
+        return text
+    data = text.encode()
+    if len(data) <= limit:
+        return text
+    return data[:limit].decode(errors="ignore")
+
+
+class _Entry(msgspec.Struct, tag_field="t", frozen=True, omit_defaults=True):
+    """Base of every line. The tag (`"t"`) comes first in each encoded line, which listing relies on."""
+
+
+class Header(_Entry, tag="header", omit_defaults=False):
+    """The first line of every session file. Never omits defaults: `format` must always be on disk."""
+
+    session_id: str
+    cwd: str  # absolute
+    additional_directories: list[str] = []
+    format: int = FORMAT_VERSION
+    created_at: str = msgspec.field(default_factory=utc_now)
+    ama_version: str = __version__
+
+
+class MessageEntry(_Entry, tag="msg"):
+    """One message of the conversation, exactly as the model sees it (tool results in full)."""
+
+    message: Message
+    at: str = msgspec.field(default_factory=utc_now)
+
+
+class Location(msgspec.Struct, frozen=True, omit_defaults=True):
+    path: str  # absolute
+    line: int | None = None  # 1-based
+
+
+class ToolCallEntry(_Entry, tag="tool"):
+    """The editor-facing record of one tool call, for replay. Written when the call settles; if several
+    entries share a `wire_id`, the last one wins.
+
+    Never the diff texts: `diff_paths` names the files a diff was shown for, and `content_text` is the
+    first 4 KB of the result (the store clips it even if the caller did not).
+    """
+
+    wire_id: str  # the ACP toolCallId (may carry a #2 suffix)
+    provider_id: str  # the model's id, pairing it with ToolCallPart / ToolResultMessage
+    name: str
+    title: str
+    kind: str
+    status: str  # pending | in_progress | completed | failed
+    locations: list[Location] = []
+    raw_input: dict[str, Any] | None = None
+    content_text: str = ""
+    diff_paths: list[str] = []
+    at: str = msgspec.field(default_factory=utc_now)
+
+
+class PlanEntry(_Entry, tag="plan"):
+    """The whole plan as last shown (ACP plan entries: content, status, priority)."""
+
+    entries: list[dict[str, Any]]
+    at: str = msgspec.field(default_factory=utc_now)
+
+
+class UsageEntry(_Entry, tag="usage"):
+    """One billed model request with the figures it reported.
+
+    `meter` and `billing` are opaque to the store: the context meter's and the cost tracker's own state
+    after this request, so a loaded session resumes them without recomputing.
+    """
+
+    model_id: str
+    usage: Usage
+    cost: float | None = None  # USD for this request; None: unpriced
+    purpose: str = "turn"  # turn | title | compaction
+    meter: dict[str, Any] | None = None
+    billing: dict[str, Any] | None = None
+    at: str = msgspec.field(default_factory=utc_now)
+
+
+class ModelEntry(_Entry, tag="model"):
+    model_id: str
+    at: str = msgspec.field(default_factory=utc_now)
+
+
+class ModeEntry(_Entry, tag="mode"):
+    mode_id: str
+    at: str = msgspec.field(default_factory=utc_now)
+
+
+class ConfigEntry(_Entry, tag="config"):
+    config_id: str
+    value: Any
+    at: str = msgspec.field(default_factory=utc_now)
+
+
+class DirectoriesEntry(_Entry, tag="dirs"):
+    """The additional directories changed (session/load and resume carry the full list again)."""
+
+    additional_directories: list[str]
+    at: str = msgspec.field(default_factory=utc_now)
+
+
+class CompactionEntry(_Entry, tag="compaction"):
+    """A compaction replaced the context. Paths are relative to the session's handoff folder
+    (`<sessions>/<id>/`), so a moved data directory still finds them.
+
+    `kept_from_index` counts MessageEntries from the start of the file: messages before it are replaced
+    by the handoff when the context is rebuilt.
+    """
+
+    number: int
+    summary_path: str
+    kept_from_index: int
+    inventory_path: str | None = None
+    meter: dict[str, Any] | None = None
+    at: str = msgspec.field(default_factory=utc_now)
+
+
+class ContextEditEntry(_Entry, tag="context_edit"):
+    """Pruning: the bodies of these messages (MessageEntry indices from the start of the file) were
+    replaced by `placeholder` in the context. The stored messages themselves stay as they were."""
+
+    message_indices: list[int]
+    action: str = "prune"
+    placeholder: str = ""
+    meter: dict[str, Any] | None = None
+    at: str = msgspec.field(default_factory=utc_now)
+
+
+class TitleEntry(_Entry, tag="title"):
+    title: str
+    at: str = msgspec.field(default_factory=utc_now)
+
+
+class TurnEntry(_Entry, tag="turn"):
+    """A prompt turn ended. The store fsyncs after it (by default)."""
+
+    stop_reason: str
+    at: str = msgspec.field(default_factory=utc_now)
+
+
+Entry = (
+    MessageEntry
+    | ToolCallEntry
+    | PlanEntry
+    | UsageEntry
+    | ModelEntry
+    | ModeEntry
+    | ConfigEntry
+    | DirectoriesEntry
+    | CompactionEntry
+    | ContextEditEntry
+    | TitleEntry
+    | TurnEntry
+)
+
+ENTRY_TYPES: tuple[type[_Entry], ...] = Entry.__args__  # type: ignore[attr-defined]
+KNOWN_TAGS: frozenset[str] = frozenset(t.__struct_config__.tag for t in ENTRY_TYPES)

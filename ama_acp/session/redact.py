@@ -1,0 +1,79 @@
+"""A safety net that keeps secrets from the environment out of session files.
+
+ama never puts an API key into a message on purpose; this catches the accidents (a tool printing its
+environment, a person pasting a token). The values of environment variables whose names look secret are
+collected once; each encoded line is checked with a plain substring test, so the cost is nothing when no
+secret is set and a few `in` tests per line otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import msgspec
+
+SECRET_NAME = re.compile(r"(^|_)API_?KEY$|(^|_)TOKEN$|SECRET|PASSWORD|PASSWD", re.IGNORECASE)
+MIN_SECRET_LENGTH = 8  # shorter values match too much ordinary text to be worth replacing
+REDACTED = "[redacted]"
+
+
+class Redactor:
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        values = {s for s in secrets if len(s) >= MIN_SECRET_LENGTH}
+        # Longest first, so a secret that contains another is replaced whole.
+        self._secrets = sorted(values, key=len, reverse=True)
+        # The forms a secret takes inside an encoded JSON line: raw UTF-8, and escaped if it needs escaping.
+        needles: set[bytes] = set()
+        for s in self._secrets:
+            needles.add(s.encode())
+            needles.add(msgspec.json.encode(s)[1:-1])
+        self._needles = tuple(needles)
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str] | None = None) -> Redactor:
+        env = os.environ if environ is None else environ
+        return cls(value for name, value in env.items() if SECRET_NAME.search(name))
+
+    def __bool__(self) -> bool:
+        return bool(self._secrets)
+
+    def redact(self, text: str) -> str:
+        for s in self._secrets:
+            if s in text:
+                text = text.replace(s, REDACTED)
+        return text
+
+    def redact_line(self, line: bytes) -> bytes:
+        """Redact one encoded JSON line. The rare line that holds a secret is decoded and every string in it
+        redacted, rather than patching bytes, so the line stays valid JSON whatever the secret looks like."""
+        if not self._needles or not any(n in line for n in self._needles):
+            return line
+        return msgspec.json.encode(self._walk(msgspec.json.decode(line)))
+
+    def _walk(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self.redact(value)
+        if isinstance(value, list):
+            return [self._walk(v) for v in value]
+        if isinstance(value, dict):
+            return {self.redact(k): self._walk(v) for k, v in value.items()}
+        return value
+
+
+_default: Redactor | None = None
+
+
+def default_redactor() -> Redactor:
+    """The redactor for this process's environment, built on first use."""
+    global _default
+    if _default is None:
+        _default = Redactor.from_environ()
+    return _default
+
+
+def redact(text: str) -> str:
+    """Replace the values of secret-looking environment variables in `text` with `[redacted]`."""
+    return default_redactor().redact(text)

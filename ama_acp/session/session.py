@@ -1,0 +1,445 @@
+"""One live session: its conversation, model, mode, context meter and the turn that may be running.
+
+It is the agent loop's host (agent/loop.py `TurnHost`): it builds requests, runs tools through the
+session's workspace and permissions, persists every entry as it happens, and sends updates through the
+session's `UpdateSink`. The meter, billing and reporter (context/) hang off the same events.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import anyio
+import msgspec
+
+from ama_acp.agent import events as ev
+from ama_acp.agent.loop import run_turn
+from ama_acp.agent.messages import AssistantMessage, ImagePart, Message, TextPart, ToolResultMessage, UserMessage, Usage
+from ama_acp.agent.prompt import system_prompt
+from ama_acp.permissions import Approvals, decide, deny_reason
+from ama_acp.providers import base as pb
+from ama_acp.rpc.errors import AcpError
+from ama_acp.session import entries as en
+from ama_acp.session import options
+from ama_acp.session.updates import plan_update, to_update
+from ama_acp.session.workspaces import current_tool_call
+from ama_acp.tools.base import Location, ToolError, ToolResult
+from ama_acp.wire import types as w
+
+log = logging.getLogger(__name__)
+
+Send = Callable[[w.SessionUpdate], Awaitable[None]]
+
+
+class TurnTotals:
+    """Billed tokens of one turn, for the prompt response's `usage` (S1)."""
+
+    def __init__(self) -> None:
+        self.input = self.output = self.cache_read = self.cache_write = self.total = self.thought = 0
+        self.any = False
+        self.has_cache = self.has_thought = False
+
+    def add(self, u: Usage) -> None:
+        self.any = True
+        inp, out = u.input or 0, u.output or 0
+        cr, cw = u.cache_read or 0, u.cache_write or 0
+        self.input += inp
+        self.output += out
+        self.cache_read += cr
+        self.cache_write += cw
+        self.has_cache |= u.cache_read is not None or u.cache_write is not None
+        if u.reasoning is not None:
+            self.thought += u.reasoning
+            self.has_thought = True
+        self.total += u.total if u.total is not None else inp + out + cr + cw
+
+    def to_wire(self) -> w.TurnUsage | None:
+        if not self.any:
+            return None
+        return w.TurnUsage(
+            total_tokens=self.total,
+            input_tokens=self.input,
+            output_tokens=self.output,
+            thought_tokens=self.thought if self.has_thought else None,
+            cached_read_tokens=self.cache_read if self.has_cache else None,
+            cached_write_tokens=self.cache_write if self.has_cache else None,
+        )
+
+
+class Session:
+    def __init__(self, runtime: Any, *, session_id: str, cwd: str, additional_directories: list[str],
+                 mode: str, model_id: str, thought_level: str = "off", created_at: str | None = None) -> None:
+        self.rt = runtime  # the SessionManager: config, catalog, store, client capabilities, send
+        self.id = session_id
+        self.cwd = cwd
+        self.additional_directories = additional_directories
+        self.mode = mode
+        self.model_id = model_id
+        self.thought_level = thought_level
+        self.created_at = created_at or en.utc_now()
+        self.updated_at = self.created_at
+        self.messages: list[Message] = []  # the context the next request carries
+        self.message_total = 0  # MessageEntries written to the session file (compaction indexes by it)
+        self.compactions = 0
+        self.todos: list[dict[str, str]] = []
+        self.title: str | None = None
+        self._sent_title: str | None = None
+        self.writer: Any = None
+        self.approvals = Approvals()
+        self._provider: pb.Provider | None = None
+        self._provider_for: str | None = None
+        self._seen_ids: dict[str, int] = {}
+        self._wire_ids: dict[str, str] = {}
+        self._calls: dict[str, dict[str, Any]] = {}  # wire id → what replay needs
+        self._turn_scope: anyio.CancelScope | None = None
+        self._turn_totals: TurnTotals | None = None
+        self.cancelled = False
+        self.closed = False
+        self.max_turn_requests = runtime.config.max_turn_requests
+        self.ctx = runtime.context_for(self)  # meter, billing, reporter (context/ package glue)
+        self.tool_ctx = runtime.tool_context_for(self)
+
+    # --- plumbing -----------------------------------------------------------------------------------------
+
+    async def send(self, update: w.SessionUpdate) -> None:
+        await self.rt.send_update(self.id, update)
+
+    def persist(self, entry: Any) -> None:
+        if self.writer is not None:
+            self.writer.append(entry)
+
+    @property
+    def busy(self) -> bool:
+        return self._turn_scope is not None
+
+    def system_prompt(self) -> str:
+        return system_prompt(self.cwd, self.additional_directories, self.mode)
+
+    def tool_specs(self) -> list[pb.ToolSpec]:
+        return self.rt.tool_specs()
+
+    # --- TurnHost -----------------------------------------------------------------------------------------
+
+    def provider(self) -> pb.Provider:
+        if self._provider is None or self._provider_for != self.model_id:
+            self._provider = self.rt.make_provider(self.model_id)
+            self._provider_for = self.model_id
+        return self._provider
+
+    def build_request(self) -> pb.ModelRequest:
+        info = self.rt.model_info(self.model_id)
+        _, _, name = self.model_id.partition("/")
+        return pb.ModelRequest(
+            model=info.model if info else name,
+            system=self.system_prompt(),
+            messages=list(self.messages),
+            tools=self.tool_specs(),
+            max_output=info.max_output if info else None,
+            thought_level=self.thought_level,
+        )
+
+    async def append(self, message: Message) -> None:
+        self.messages.append(message)
+        self.message_total += 1
+        self.persist(en.MessageEntry(message=message))
+        self.ctx.append(message)
+
+    def replace_context(self, messages: list[Message]) -> None:
+        """Compaction or pruning rebuilt the context; the meter estimates it until new usage (U9)."""
+        self.messages = list(messages)
+        self.ctx.replace(self.messages)
+
+    async def emit(self, event: ev.AgentEvent) -> None:
+        if isinstance(event, ev.ToolCallRequested):
+            self._calls[event.wire_id] = {"name": event.name, "title": event.title, "kind": event.kind,
+                                          "locations": event.locations, "raw_input": event.raw_input}
+        elif isinstance(event, ev.ToolCallFinished):
+            self._record_call(event.wire_id, event.result)
+        update = to_update(event)
+        if update is not None:
+            await self.send(update)
+        if isinstance(event, ev.ToolCallFinished) and event.result.plan is not None:
+            self.todos = list(event.result.plan)
+            self.persist(en.PlanEntry(entries=self.todos))
+            await self.send(plan_update(self.todos))
+
+    def _record_call(self, wire_id: str, result: ToolResult) -> None:
+        call = self._calls.pop(wire_id, None)
+        if call is None:
+            return
+        provider_id = next((p for p, wid in self._wire_ids.items() if wid == wire_id), wire_id)
+        self.persist(en.ToolCallEntry(
+            wire_id=wire_id, provider_id=provider_id, name=call["name"], title=call["title"], kind=call["kind"],
+            status="failed" if result.is_error else "completed",
+            locations=[en.Location(path=loc.path, line=loc.line) for loc in (result.locations or call["locations"])],
+            raw_input=call["raw_input"] if isinstance(call["raw_input"], dict) else None,
+            content_text=en.clip_replay_text(result.text),
+            diff_paths=[d.path for d in result.diffs],
+        ))
+
+    def wire_id(self, provider_id: str) -> str:
+        """Unique per session: a provider id seen before gets `#2`, `#3`, … (acp-mode.md)."""
+        n = self._seen_ids.get(provider_id, 0) + 1
+        self._seen_ids[provider_id] = n
+        wid = provider_id if n == 1 else f"{provider_id}#{n}"
+        while wid in self._calls:
+            n += 1
+            wid = f"{provider_id}#{n}"
+        self._wire_ids[provider_id] = wid
+        return wid
+
+    def describe_tool(self, name: str, args: dict[str, Any]) -> ev.ToolCallRequested | None:
+        tool = self.rt.tool(name)
+        if tool is None:
+            return None
+        try:
+            title = tool.title(args)
+            locs = tool.locations(args, self.cwd)
+        except Exception:  # bad arguments: the tool will say so when run; a plain title will do
+            title, locs = name, []
+        return ev.ToolCallRequested("", name, title, tool.kind, locs, args)
+
+    async def approve(self, call: ev.ToolCallRequested, args: dict[str, Any]) -> str | None:
+        tool = self.rt.tool(call.name)
+        kind = tool.kind if tool else "other"
+        outside = self._outside_paths(call.locations, kind, args)
+        decision = decide(self.mode, kind, not outside)
+        if decision == "allow":
+            return None
+        if decision == "deny":
+            return deny_reason(self.mode, kind)
+        remembered = self.approvals.remembered(kind, outside)
+        if remembered is not None:
+            return None if remembered else "The user rejected this kind of call for this session."
+        return await self._ask(call, kind, outside)
+
+    def _outside_paths(self, locs: list[Location], kind: str, args: dict[str, Any]) -> list[str]:
+        paths = [loc.path for loc in locs]
+        if kind == "execute" and "cwd" in args and isinstance(args["cwd"], str):
+            paths.append(args["cwd"])
+        out = []
+        for p in paths:
+            resolved = self.tool_ctx.resolve(p)
+            if not resolved.inside:
+                out.append(resolved.path)
+        return out
+
+    async def _ask(self, call: ev.ToolCallRequested, kind: str, outside: list[str]) -> str | None:
+        where = f" (outside the project: {', '.join(outside)})" if outside else ""
+        opts = [
+            w.PermissionOption(option_id="allow_once", name="Allow once", kind="allow_once"),
+            w.PermissionOption(option_id="allow_always", name="Always allow" + ("" if not outside else " here"),
+                               kind="allow_always"),
+            w.PermissionOption(option_id="reject_once", name="Reject", kind="reject_once"),
+            w.PermissionOption(option_id="reject_always", name="Always reject", kind="reject_always"),
+        ]
+        request = w.RequestPermissionRequest(
+            session_id=self.id,
+            tool_call=w.ToolCallFields(tool_call_id=call.wire_id, title=call.title + where, kind=kind,
+                                       status="pending", locations=[w.ToolCallLocation(path=loc.path, line=loc.line) for loc in call.locations],
+                                       raw_input=call.raw_input),
+            options=opts,
+        )
+        try:
+            answer = await self.rt.client_request("session/request_permission", request)
+        except Exception as exc:  # a client that cannot ask counts as a rejection, with the reason
+            if isinstance(exc, anyio.get_cancelled_exc_class()):
+                raise
+            log.warning("permission request failed: %s", exc)
+            return f"Permission could not be asked ({exc}); the call did not run."
+        outcome = (answer or {}).get("outcome") or {}
+        if outcome.get("outcome") == "cancelled":
+            self.cancel()  # the client cancelled the turn while asking (R113)
+            raise anyio.get_cancelled_exc_class()()
+        chosen = outcome.get("optionId")
+        if chosen in ("allow_always", "reject_always"):
+            self.approvals.remember(kind, outside, chosen == "allow_always")
+        if chosen in ("allow_once", "allow_always"):
+            return None
+        return "The user rejected this tool call. Do not retry it; ask them what to do instead."
+
+    async def run_tool(self, name: str, args: dict[str, Any], wire_id: str) -> ToolResult:
+        tool = self.rt.tool(name)
+        if tool is None:
+            raise ToolError(f"There is no tool named {name!r}.")
+        token = current_tool_call.set(wire_id)
+        try:
+            return await tool.run(args, self.tool_ctx)
+        finally:
+            current_tool_call.reset(token)
+
+    async def after_assistant_message(self, message: AssistantMessage) -> None:
+        if message.usage is not None:
+            if self._turn_totals is not None:
+                self._turn_totals.add(message.usage)
+            self.ctx.bill(self.model_id, message.usage, enters_context=True)
+            self.persist(en.UsageEntry(model_id=self.model_id, usage=message.usage, cost=self.ctx.last_cost,
+                                       purpose="turn", meter=self.ctx.meter_state(),
+                                       billing=self.ctx.billing_state()))
+        await self.report_usage()  # E1
+
+    async def before_request(self) -> None:
+        await self.rt.maybe_compact(self)
+
+    async def provider_failed(self, failure: pb.Failure) -> None:
+        text = failure.message
+        if failure.kind == "auth":
+            text = f"**The model provider refused the credentials.** {failure.message}"
+        await self.send(w.AgentMessageChunk(content=w.TextContent(text=f"\n\n⚠ {text}\n")))
+
+    # --- usage --------------------------------------------------------------------------------------------
+
+    async def report_usage(self, force: bool = False) -> None:
+        """Every usage_update of the session goes through here (D1–D3 apply in the reporter)."""
+        update = self.ctx.usage_update(force=force)
+        if update is not None:
+            await self.send(update)
+        notice = self.ctx.tier_notice()
+        caps = self.rt.client_caps.session
+        if notice is not None and caps is not None and caps.notices is not None:
+            await self.send(notice)
+
+    # --- prompt turn --------------------------------------------------------------------------------------
+
+    async def prompt(self, blocks: list[w.ContentBlock]) -> w.PromptResponse:
+        if self.busy:
+            raise AcpError.session_busy(self.id)
+        user = self._user_message(blocks)
+        command = self.rt.commands.match(user)
+        self.cancelled = False
+        self._turn_totals = TurnTotals()
+        stop = "end_turn"
+        with anyio.CancelScope() as scope:
+            self._turn_scope = scope
+            try:
+                if command is not None:
+                    stop = await command(self)
+                else:
+                    if self.title is None:
+                        self.title = _title_from(user)
+                        self.persist(en.TitleEntry(title=self.title))
+                    stop = await run_turn(self, user)
+            finally:
+                self._turn_scope = None
+        if scope.cancelled_caught or self.cancelled:
+            stop = "cancelled"
+        with anyio.CancelScope(shield=True):
+            await self._turn_end(stop)
+        totals, self._turn_totals = self._turn_totals, None
+        return w.PromptResponse(stop_reason=stop, usage=totals.to_wire() if totals else None)  # type: ignore[arg-type]
+
+    async def _turn_end(self, stop: str) -> None:
+        self.updated_at = en.utc_now()
+        self.persist(en.TurnEntry(stop_reason=stop))
+        if self.writer is not None:
+            self.writer.sync()
+        await self.report_usage()  # E2, before the prompt response
+        title = self.title if self.title != self._sent_title else None
+        self._sent_title = self.title
+        info = w.SessionInfoUpdate(updated_at=self.updated_at, **({"title": title} if title else {}))
+        await self.send(info)
+
+    def cancel(self) -> None:
+        if self._turn_scope is not None:
+            self.cancelled = True
+            self._turn_scope.cancel()
+
+    def _user_message(self, blocks: list[w.ContentBlock]) -> UserMessage:
+        parts: list[TextPart | ImagePart] = []
+        for block in blocks:
+            if isinstance(block, w.TextContent):
+                parts.append(TextPart(block.text))
+            elif isinstance(block, w.ImageContent):
+                parts.append(ImagePart(block.data, block.mime_type))
+            elif isinstance(block, w.ResourceLink):
+                parts.append(TextPart(f"[@{block.name}]({block.uri})"))
+            elif isinstance(block, w.EmbeddedResource):
+                res = block.resource
+                if "text" in res:
+                    parts.append(TextPart(f'<context uri="{res.get("uri", "")}">\n{res["text"]}\n</context>'))
+                else:
+                    parts.append(TextPart(f"[attached binary resource {res.get('uri', '')}]"))
+            else:
+                raise AcpError.invalid_params("prompt: audio content is not supported (promptCapabilities.audio)")
+        if not parts:
+            raise AcpError.invalid_params("prompt: at least one content block is required")
+        return UserMessage(content=parts)
+
+    # --- options ------------------------------------------------------------------------------------------
+
+    def config_options(self) -> list[w.SessionConfigOption]:
+        return options.config_options(self.mode, self.model_id, self.rt.model_choices(self.model_id),
+                                      self.thought_level)
+
+    def mode_state(self) -> w.SessionModeState:
+        return options.mode_state(self.mode)
+
+    async def set_mode(self, mode: str, announce_options: bool = True) -> None:
+        if mode not in options.MODE_NAMES:
+            raise AcpError.invalid_params(f"modeId: unknown mode {mode!r}; one of {', '.join(options.MODE_NAMES)}")
+        if mode == self.mode:
+            return
+        self.mode = mode
+        self.persist(en.ModeEntry(mode_id=mode))
+        await self.send(w.CurrentModeUpdate(current_mode_id=mode))
+        if announce_options:
+            await self.send(w.ConfigOptionUpdate(config_options=self.config_options()))
+
+    async def set_model(self, model_id: str) -> None:
+        choices = {mid for mid, _ in self.rt.model_choices(self.model_id)}
+        if model_id not in choices and self.rt.model_info(model_id) is None:
+            raise AcpError.invalid_params(f"value: unknown model {model_id!r}")
+        if model_id == self.model_id:
+            return
+        old = self.model_id
+        self.model_id = model_id
+        self.persist(en.ModelEntry(model_id=model_id))
+        self.ctx.model_changed(old, model_id)
+        await self.send(w.ConfigOptionUpdate(config_options=self.config_options()))  # E3: options first
+        await self.report_usage()
+
+    async def set_config(self, config_id: str, value: str | bool) -> list[w.SessionConfigOption]:
+        if not isinstance(value, str):
+            raise AcpError.invalid_params(f"value: {config_id} takes a string value")
+        if config_id == "model":
+            await self.set_model(value)
+        elif config_id == "thought_level":
+            if value not in options.THOUGHT_LEVELS:
+                raise AcpError.invalid_params(f"value: unknown thought level {value!r}")
+            if value != self.thought_level:
+                self.thought_level = value
+                self.persist(en.ConfigEntry(config_id="thought_level", value=value))
+        elif config_id == "mode":
+            await self.set_mode(value, announce_options=False)
+        else:
+            raise AcpError.invalid_params(f"configId: unknown config option {config_id!r}")
+        return self.config_options()
+
+    # --- opening ------------------------------------------------------------------------------------------
+
+    async def announce_open(self) -> None:
+        """E4: after the opening response is written: commands, options, then the meter (D2: always)."""
+        await self.send(w.AvailableCommandsUpdate(available_commands=self.rt.commands.available()))
+        await self.send(w.ConfigOptionUpdate(config_options=self.config_options()))
+        await self.report_usage(force=True)
+
+    def stats(self) -> dict[str, Any]:
+        return self.ctx.stats()
+
+
+def _title_from(message: UserMessage) -> str:
+    text = " ".join(p.text for p in message.content if isinstance(p, TextPart)).strip()
+    line = " ".join(text.split())
+    if not line:
+        return "Untitled"
+    return line if len(line) <= 60 else line[:57].rstrip() + "…"
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+

@@ -1,0 +1,452 @@
+"""Sessions on disk: one append-only JSONL file per session (layout and guarantees: docs/sessions.md).
+
+    <data_dir>/sessions/<session_id>.jsonl   header line, then one entry a line
+    <data_dir>/sessions/<session_id>/        handoffs and inventories
+    <data_dir>/sessions/index.json           listing cache (listing.py), safe to delete
+
+Crash safety comes from the write pattern, not from locks or journals: each entry is one `os.write` of one
+complete line on an O_APPEND descriptor, so a crash loses at most the line being written, and a line only
+counts once its newline is on disk. Readers skip a torn last line and any corrupt line, with a log line.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import re
+import secrets
+import shutil
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+
+from ama_acp.agent.messages import Message
+from ama_acp.session.entries import (
+    FORMAT_VERSION,
+    KNOWN_TAGS,
+    REPLAY_TEXT_LIMIT,
+    CompactionEntry,
+    Entry,
+    Header,
+    MessageEntry,
+    ToolCallEntry,
+    TurnEntry,
+    clip_replay_text,
+)
+from ama_acp.session.listing import InvalidCursor, SessionLister, SessionSummary
+from ama_acp.session.redact import Redactor
+
+__all__ = [
+    "InvalidCursor",
+    "InvalidSessionId",
+    "LoadedSession",
+    "SessionBusy",
+    "SessionExists",
+    "SessionFormatError",
+    "SessionNotFound",
+    "SessionStore",
+    "SessionSummary",
+    "SessionWriter",
+    "StoreError",
+    "new_session_id",
+]
+
+log = logging.getLogger(__name__)
+
+FsyncPolicy = Literal["turn", "always", "never"]
+
+
+class StoreError(Exception):
+    """Base of the session store's errors."""
+
+
+class SessionNotFound(StoreError):
+    """No session file with this id (ACP: resource not found)."""
+
+
+class InvalidSessionId(SessionNotFound, ValueError):
+    """An id that could name a path outside the sessions directory; no such session can exist."""
+
+
+class SessionExists(StoreError):
+    """create() for an id that already has a file."""
+
+
+class SessionBusy(StoreError):
+    """Another writer (in this process or another) has this session open for appending."""
+
+
+class SessionFormatError(StoreError):
+    """The file cannot be read as a session of a format this ama understands."""
+
+
+_VALID_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
+
+
+def new_session_id() -> str:
+    """`ses_` + milliseconds since the epoch (hex, so ids sort by creation) + 48 random bits."""
+    return f"ses_{time.time_ns() // 1_000_000:012x}{secrets.token_hex(6)}"
+
+
+def is_valid_session_id(session_id: object) -> bool:
+    return isinstance(session_id, str) and _VALID_ID.fullmatch(session_id) is not None
+
+
+def check_session_id(session_id: object) -> str:
+    # Letters, digits, _ and - only: no separator, no dot, so an id can never name a path elsewhere.
+    if not is_valid_session_id(session_id):
+        raise InvalidSessionId(f"no session {session_id!r} (not a valid session id)")
+    return session_id  # type: ignore[return-value]
+
+
+class _HeaderProbe(msgspec.Struct):
+    """Just enough of a first line to decide whether this ama may read the rest."""
+
+    t: str = ""
+    format: int = 0
+
+
+_probe_decoder = msgspec.json.Decoder(_HeaderProbe)
+_header_decoder = msgspec.json.Decoder(Header)
+_entry_decoder = msgspec.json.Decoder(Entry)
+_encoder = msgspec.json.Encoder()
+
+
+def _decode_header(line: bytes | memoryview, path: Path) -> Header:
+    try:
+        probe = _probe_decoder.decode(line)
+    except msgspec.DecodeError as exc:
+        raise SessionFormatError(f"{path}: not an ama session file (unreadable header: {exc})") from exc
+    if probe.t != "header" or probe.format < 1:
+        raise SessionFormatError(f"{path}: not an ama session file (no header line)")
+    if probe.format > FORMAT_VERSION:
+        raise SessionFormatError(
+            f"{path}: written by a newer ama (format {probe.format}); this ama reads up to format "
+            f"{FORMAT_VERSION} — upgrade ama"
+        )
+    try:
+        return _header_decoder.decode(line)
+    except msgspec.DecodeError as exc:
+        raise SessionFormatError(f"{path}: invalid session header: {exc}") from exc
+
+
+class LoadedSession(msgspec.Struct):
+    header: Header
+    entries: list[Entry]
+    torn_tail: bool = False  # the last line had no newline (a crash mid-write); it was skipped
+    skipped_lines: int = 0  # complete lines skipped: corrupt, or an entry type this ama does not know
+
+    @property
+    def messages(self) -> list[Message]:
+        return [e.message for e in self.entries if isinstance(e, MessageEntry)]
+
+
+_READ_CHUNK = 1 << 20
+
+
+def read_session(path: Path) -> LoadedSession:
+    """Decode a whole session file with one typed decoder, a megabyte at a time.
+
+    Chunks, not one read of the whole file, so the peak memory of a load is the decoded session plus a
+    chunk rather than plus the whole file; lines are decoded from memoryview slices, never copied.
+    """
+    try:
+        f = open(path, "rb")  # closed by the with-block below
+    except FileNotFoundError:
+        raise SessionNotFound(f"no session file {path}") from None
+    header: Header | None = None
+    entries: list[Entry] = []
+    append = entries.append
+    decode = _entry_decoder.decode
+    skipped = _Skipped(path)
+    pending: list[bytes] = []  # the start of a line that goes on into the next chunk
+    base = 0  # file offset of the first byte of `pending` (or of the next chunk)
+    with f:
+        while chunk := f.read(_READ_CHUNK):
+            last = chunk.rfind(b"\n")
+            if last < 0:
+                pending.append(chunk)
+                continue
+            buf = b"".join((*pending, chunk)) if pending else chunk
+            last += len(buf) - len(chunk)
+            pending = [buf[last + 1 :]] if last + 1 < len(buf) else []
+            view = memoryview(buf)
+            pos = 0
+            if header is None:
+                pos = buf.find(b"\n") + 1
+                header = _decode_header(view[: pos - 1], path)
+            find = buf.find
+            while pos <= last:
+                end = find(b"\n", pos)
+                if end > pos:  # blank lines are harmless
+                    try:
+                        append(decode(view[pos:end]))
+                    except msgspec.DecodeError as exc:
+                        skipped.note(view[pos:end], base + pos, exc)
+                pos = end + 1
+            base += last + 1
+            del view
+    if header is None:
+        raise SessionFormatError(f"{path}: the header line is incomplete (the session was never fully created)")
+    torn = bool(pending)
+    if torn:
+        log.warning(
+            "%s: skipped a torn last line at byte offset %d (%d bytes; a crash while it was written)",
+            path,
+            base,
+            sum(map(len, pending)),
+        )
+    skipped.report()
+    return LoadedSession(header=header, entries=entries, torn_tail=torn, skipped_lines=skipped.count)
+
+
+class _Skipped:
+    """Lines the reader could not use: each corrupt one is logged (up to a few), unknown types once per type."""
+
+    _LOG_LIMIT = 5
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.count = 0
+        self.corrupt = 0
+        self.unknown: Counter[str] = Counter()
+
+    def note(self, line: memoryview, offset: int, exc: Exception) -> None:
+        self.count += 1
+        try:
+            tag = msgspec.json.decode(line).get("t")
+        except (msgspec.DecodeError, AttributeError):
+            tag = None
+        if isinstance(tag, str) and tag not in KNOWN_TAGS:
+            self.unknown[tag] += 1  # written by a newer ama of the same format: skip, don't fail
+            return
+        self.corrupt += 1
+        if self.corrupt <= self._LOG_LIMIT:
+            log.warning("%s: skipped a corrupt line at byte offset %d: %s", self.path, offset, exc)
+
+    def report(self) -> None:
+        if self.corrupt > self._LOG_LIMIT:
+            log.warning("%s: skipped %d corrupt lines in all", self.path, self.corrupt)
+        for tag, n in self.unknown.items():
+            log.info("%s: skipped %d entries of unknown type %r (written by a newer ama?)", self.path, n, tag)
+
+
+class SessionWriter:
+    """Appends entries to one session file; the only writer of that file while open (an exclusive flock).
+
+    Not a coroutine API on purpose: a write of one line to a local file is fast, and keeping it synchronous
+    keeps the order of entries the order of calls. The fsync at turn ends is the one slow call.
+    """
+
+    def __init__(self, path: Path, fd: int, end: int, redactor: Redactor, fsync: FsyncPolicy) -> None:
+        self.path = path
+        self.session_id = path.stem
+        self._fd = fd
+        self._end = end  # the end of the last complete line: where a failed write is cut back to
+        self._redactor = redactor
+        self._fsync = fsync
+        self._needs_repair = False
+
+    @property
+    def closed(self) -> bool:
+        return self._fd < 0
+
+    def append(self, entry: Entry) -> None:
+        if self._fd < 0:
+            raise ValueError(f"session writer for {self.path} is closed")
+        if type(entry) is ToolCallEntry and len(entry.content_text) > REPLAY_TEXT_LIMIT // 4:
+            clipped = clip_replay_text(entry.content_text)
+            if clipped is not entry.content_text:
+                entry = msgspec.structs.replace(entry, content_text=clipped)
+        self._write_line(_encoder.encode(entry))
+        if self._fsync == "always" or (self._fsync == "turn" and type(entry) in (TurnEntry, CompactionEntry)):
+            os.fsync(self._fd)
+
+    def _write_line(self, line: bytes) -> None:
+        if self._redactor:
+            line = self._redactor.redact_line(line)
+        data = line + b"\n"
+        if self._needs_repair:
+            self._repair()
+        written = 0
+        try:
+            # One write in practice; the loop only covers a short write (a signal, a full disk).
+            while written < len(data):
+                n = os.write(self._fd, data[written:] if written else data)
+                if n <= 0:
+                    raise OSError(f"short write to {self.path}")
+                written += n
+        except BaseException:
+            if written:
+                # A partial line would glue itself to the next entry: cut it off now, or before the next write.
+                self._needs_repair = True
+                try:
+                    self._repair()
+                except OSError:
+                    log.exception("%s: cannot cut off a partial line; will retry before the next write", self.path)
+            raise
+        self._end += written
+
+    def _repair(self) -> None:
+        os.ftruncate(self._fd, self._end)
+        self._needs_repair = False
+
+    def sync(self) -> None:
+        if self._fd >= 0:
+            os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd < 0:
+            return
+        fd, self._fd = self._fd, -1
+        try:
+            if self._fsync != "never":
+                os.fsync(fd)
+        finally:
+            os.close(fd)  # also releases the flock
+
+    def __enter__(self) -> SessionWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _lock(fd: int, path: Path) -> None:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise SessionBusy(f"session {path.stem} is already open for writing") from None
+
+
+def _first_line(fd: int, size: int) -> bytes | None:
+    buf = b""
+    while len(buf) < size:
+        chunk = os.pread(fd, 65536, len(buf))
+        if not chunk:
+            break
+        i = chunk.find(b"\n")
+        if i >= 0:
+            return buf + chunk[:i]
+        buf += chunk
+    return None
+
+
+def _last_newline(fd: int, size: int) -> int:
+    pos = size
+    while pos > 0:
+        start = max(0, pos - 65536)
+        i = os.pread(fd, pos - start, start).rfind(b"\n")
+        if i >= 0:
+            return start + i
+        pos = start
+    return -1
+
+
+class SessionStore:
+    def __init__(
+        self, data_dir: str | os.PathLike[str], *, redactor: Redactor | None = None, fsync: FsyncPolicy = "turn"
+    ):
+        self.sessions_dir = Path(data_dir) / "sessions"
+        # Secrets are collected from the environment once, here, not per line.
+        self._redactor = redactor if redactor is not None else Redactor.from_environ()
+        self._fsync: FsyncPolicy = fsync
+        self._lister = SessionLister(self.sessions_dir, is_valid_session_id)
+
+    def path(self, session_id: str) -> Path:
+        return self.sessions_dir / f"{check_session_id(session_id)}.jsonl"
+
+    def handoff_dir(self, session_id: str) -> Path:
+        """Where compaction keeps handoffs and inventories (created by whoever writes there first)."""
+        return self.sessions_dir / check_session_id(session_id)
+
+    def exists(self, session_id: str) -> bool:
+        return is_valid_session_id(session_id) and self.path(session_id).is_file()
+
+    def create(self, header: Header) -> SessionWriter:
+        path = self.path(header.session_id)
+        # Conversations are private: the directory and files are for this user only.
+        self.sessions_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        except FileExistsError:
+            raise SessionExists(f"session {header.session_id} already exists") from None
+        _lock(fd, path)
+        writer = SessionWriter(path, fd, 0, self._redactor, self._fsync)
+        try:
+            writer._write_line(_encoder.encode(header))
+            if self._fsync != "never":
+                os.fsync(fd)
+                _fsync_dir(self.sessions_dir)  # so the new name survives a power cut too
+        except BaseException:
+            writer.close()
+            path.unlink(missing_ok=True)
+            raise
+        return writer
+
+    def open_writer(self, session_id: str) -> SessionWriter:
+        """Append to an existing session. A torn last line (from a crash) is cut off first, so the next
+        entry starts on a line of its own."""
+        path = self.path(session_id)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
+        except FileNotFoundError:
+            raise SessionNotFound(f"no session {session_id}") from None
+        _lock(fd, path)
+        try:
+            size = os.fstat(fd).st_size
+            first = _first_line(fd, size)
+            if first is None:
+                raise SessionFormatError(f"{path}: the header line is incomplete (the session was never fully created)")
+            _decode_header(first, path)  # never append to a file of a newer format
+            if os.pread(fd, 1, size - 1) != b"\n":
+                end = _last_newline(fd, size) + 1
+                log.warning("%s: cut off a torn last line at byte offset %d (%d bytes)", path, end, size - end)
+                os.ftruncate(fd, end)
+                size = end
+        except BaseException:
+            os.close(fd)
+            raise
+        return SessionWriter(path, fd, size, self._redactor, self._fsync)
+
+    def read(self, session_id: str) -> LoadedSession:
+        return read_session(self.path(session_id))
+
+    def list(
+        self, cwd: str | None = None, cursor: str | None = None, page_size: int = 50
+    ) -> tuple[list[SessionSummary], str | None]:
+        """A page of sessions, newest first, and the cursor of the next page (None: this is the last)."""
+        return self._lister.list(cwd, cursor, page_size)
+
+    def delete(self, session_id: str) -> None:
+        """Remove the session file, then its handoff folder. The file goes first, so a session is never
+        listed without its file."""
+        path = self.path(session_id)
+        try:
+            path.unlink()
+            existed = True
+        except FileNotFoundError:
+            existed = False
+        folder = self.handoff_dir(session_id)
+        if folder.is_dir():
+            shutil.rmtree(folder)
+        if not existed:
+            raise SessionNotFound(f"no session {session_id}")
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

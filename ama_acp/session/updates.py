@@ -1,0 +1,77 @@
+"""Agent events → ACP `session/update` payloads. The only place that knows both sides."""
+
+from __future__ import annotations
+
+from ama_acp.agent import events as ev
+from ama_acp.tools.base import ToolResult
+from ama_acp.wire import types as w
+
+EDITOR_TEXT_LIMIT = 4096  # the editor sees the first 4 KB of a tool's text; the model gets it all
+DIFF_LIMIT = 256 * 1024  # above this on either side there is no diff
+
+
+def clip_text(text: str, limit: int = EDITOR_TEXT_LIMIT) -> str:
+    data = text.encode("utf-8")
+    if len(data) <= limit:
+        return text
+    return data[:limit].decode("utf-8", "ignore") + f"\n… ({len(data) - limit} more bytes)"
+
+
+def tool_content(result: ToolResult) -> list[w.ToolCallContent]:
+    """`[diff?, text]` for a finished call (acp-mode.md)."""
+    content: list[w.ToolCallContent] = []
+    for diff in result.diffs:
+        old, new = diff.old_text, diff.new_text
+        if len(new) <= DIFF_LIMIT and (old is None or len(old) <= DIFF_LIMIT):
+            content.append(w.Diff(path=diff.path, old_text=old, new_text=new))
+    if result.text:
+        content.append(w.Content(content=w.TextContent(text=clip_text(result.text))))
+    return content
+
+
+def locations(result_locations: list) -> list[w.ToolCallLocation]:
+    return [w.ToolCallLocation(path=loc.path, line=loc.line) for loc in result_locations]
+
+
+def to_update(event: ev.AgentEvent) -> w.SessionUpdate | None:
+    if isinstance(event, ev.TextChunk):
+        return w.AgentMessageChunk(content=w.TextContent(text=event.text), message_id=event.message_id)
+    if isinstance(event, ev.ThoughtChunk):
+        return w.AgentThoughtChunk(content=w.TextContent(text=event.text), message_id=event.message_id)
+    if isinstance(event, ev.ToolCallRequested):
+        return w.ToolCall(
+            tool_call_id=event.wire_id,
+            title=event.title,
+            kind=event.kind,
+            status="pending",
+            locations=locations(event.locations),
+            raw_input=event.raw_input,
+        )
+    if isinstance(event, ev.ToolCallStarted):
+        return w.ToolCallUpdate(tool_call_id=event.wire_id, status="in_progress")
+    if isinstance(event, ev.ToolCallFinished):
+        result = event.result
+        return w.ToolCallUpdate(
+            tool_call_id=event.wire_id,
+            status="failed" if result.is_error else "completed",
+            title=event.title,
+            content=tool_content(result),
+            locations=locations(result.locations) if result.locations else None,
+        )
+    if isinstance(event, ev.Retrying):
+        note = f"\n\n_(The model provider failed: {event.reason}. Retrying in {event.delay:.0f} s…)_\n\n"
+        return w.AgentMessageChunk(content=w.TextContent(text=note))
+    return None
+
+
+def plan_update(entries: list[dict[str, str]]) -> w.Plan:
+    return w.Plan(
+        entries=[
+            w.PlanEntry(
+                content=e.get("content", ""),
+                priority=e.get("priority", "medium"),  # type: ignore[arg-type]
+                status=e.get("status", "pending"),  # type: ignore[arg-type]
+            )
+            for e in entries
+        ]
+    )

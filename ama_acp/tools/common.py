@@ -1,0 +1,201 @@
+"""Helpers the tools share: argument checking, display paths, diffs."""
+
+from __future__ import annotations
+
+import difflib
+import os
+from typing import Any
+
+from ama_acp.tools.base import FileDiff, ToolError
+
+# Above this size on either side a diff is not sent (acp-mode.md, "Details that matter").
+DIFF_LIMIT = 256 * 1024
+
+
+# --- arguments -----------------------------------------------------------------------------------------
+
+
+def validate(schema: dict[str, Any], args: Any) -> dict[str, Any]:
+    """Check `args` against the small JSON-schema subset the tools use and fill in defaults.
+
+    Lenient where models are sloppy in harmless ways: `null` means "not given", "10" is accepted for an
+    integer and "true" for a boolean. Strict about what changes meaning: missing or unknown fields, wrong
+    types, values out of range.
+    """
+    if args is None:
+        args = {}
+    if not isinstance(args, dict):
+        raise ToolError("The arguments must be a JSON object.")
+    return _object(schema, args, "")
+
+
+def _object(schema: dict[str, Any], value: dict[str, Any], where: str) -> dict[str, Any]:
+    props: dict[str, Any] = schema.get("properties", {})
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        if key not in props:
+            if schema.get("additionalProperties", True) is False:
+                allowed = ", ".join(f"`{k}`" for k in props) or "none"
+                raise ToolError(f"Unknown argument `{where}{key}`. Allowed: {allowed}.")
+            out[key] = item
+            continue
+        if item is None:
+            continue
+        out[key] = _value(props[key], item, f"{where}{key}")
+    for key in schema.get("required", []):
+        if key not in out:
+            raise ToolError(f"Missing required argument `{where}{key}`.")
+    for key, sub in props.items():
+        if key not in out and "default" in sub:
+            out[key] = sub["default"]
+    return out
+
+
+def _value(schema: dict[str, Any], value: Any, where: str) -> Any:
+    kind = schema.get("type")
+    if kind == "string":
+        if not isinstance(value, str):
+            raise ToolError(f"Argument `{where}` must be a string.")
+    elif kind == "integer":
+        value = _integer(value, where)
+    elif kind == "number":
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ToolError(f"Argument `{where}` must be a number.")
+    elif kind == "boolean":
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            value = value.lower() == "true"
+        if not isinstance(value, bool):
+            raise ToolError(f"Argument `{where}` must be true or false.")
+    elif kind == "array":
+        if not isinstance(value, list):
+            raise ToolError(f"Argument `{where}` must be an array.")
+        if len(value) < schema.get("minItems", 0):
+            raise ToolError(f"Argument `{where}` needs at least {schema['minItems']} item(s).")
+        items = schema.get("items")
+        if items:
+            value = [_value(items, v, f"{where}[{i}]") for i, v in enumerate(value)]
+    elif kind == "object":
+        if not isinstance(value, dict):
+            raise ToolError(f"Argument `{where}` must be an object.")
+        value = _object(schema, value, f"{where}.")
+    if "enum" in schema and value not in schema["enum"]:
+        choices = ", ".join(f"`{c}`" for c in schema["enum"])
+        raise ToolError(f"Argument `{where}` must be one of {choices}, not `{value}`.")
+    if "minimum" in schema and value < schema["minimum"]:
+        raise ToolError(f"Argument `{where}` must be at least {schema['minimum']}.")
+    if "maximum" in schema and value > schema["maximum"]:
+        raise ToolError(f"Argument `{where}` must be at most {schema['maximum']}.")
+    return value
+
+
+def _integer(value: Any, where: str) -> int:
+    if isinstance(value, bool):
+        raise ToolError(f"Argument `{where}` must be an integer.")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            pass
+    raise ToolError(f"Argument `{where}` must be an integer.")
+
+
+def arg_str(args: Any, key: str, default: str = "") -> str:
+    """A string argument for titles and locations, which must never fail on bad input."""
+    value = args.get(key) if isinstance(args, dict) else None
+    return value if isinstance(value, str) else default
+
+
+def arg_int(args: Any, key: str) -> int | None:
+    value = args.get(key) if isinstance(args, dict) else None
+    try:
+        return _integer(value, key) if value is not None else None
+    except ToolError:
+        return None
+
+
+# --- paths and text ------------------------------------------------------------------------------------
+
+
+def display_path(path: str, cwd: str) -> str:
+    """Relative to the cwd when the path is under it, absolute otherwise."""
+    path = os.path.normpath(path)
+    cwd = os.path.normpath(cwd)
+    if path == cwd:
+        return "."
+    prefix = cwd if cwd.endswith(os.sep) else cwd + os.sep
+    return path[len(prefix) :] if path.startswith(prefix) else path
+
+
+def short(text: str, limit: int = 60) -> str:
+    """One line, at most `limit` characters, for titles."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def human_size(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{int(size)} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def count_lines(text: str) -> int:
+    if not text:
+        return 0
+    return text.count("\n") + (0 if text.endswith("\n") else 1)
+
+
+# --- diffs ---------------------------------------------------------------------------------------------
+
+
+def diff_too_big(old: str | None, new: str) -> bool:
+    return len(new.encode("utf-8")) > DIFF_LIMIT or (old is not None and len(old.encode("utf-8")) > DIFF_LIMIT)
+
+
+def make_diff(path: str, old: str | None, new: str) -> list[FileDiff]:
+    """The diff for the editor, or none when either side is above the size limit."""
+    return [] if diff_too_big(old, new) else [FileDiff(path=path, old_text=old, new_text=new)]
+
+
+def first_changed_line(old: str | None, new: str) -> int:
+    """The 1-based line where `new` starts to differ from `old` (1 for a new file)."""
+    if not old:
+        return 1
+    n = min(len(old), len(new))
+    i = 0
+    # Compare in blocks first: files are often large and differ in one place.
+    step = 4096
+    while i + step <= n and old[i : i + step] == new[i : i + step]:
+        i += step
+    while i < n and old[i] == new[i]:
+        i += 1
+    if i == len(old) == len(new):
+        return 1
+    return old.count("\n", 0, i) + 1
+
+
+async def missing_file_error(workspace: Any, path: str, cwd: str, hint: str = "") -> ToolError:
+    """'File not found', with the closest names in its directory when there are any."""
+    shown = display_path(path, cwd)
+    message = f"File not found: {shown}."
+    try:
+        names = [e.name for e in await workspace.list_dir(os.path.dirname(path))]
+    except OSError:
+        names = []
+    close = difflib.get_close_matches(os.path.basename(path), names, n=3, cutoff=0.6)
+    if close:
+        folder = os.path.dirname(shown)
+        message += " Did you mean: " + ", ".join(os.path.join(folder, c) for c in close) + "?"
+    if hint:
+        message += " " + hint
+    return ToolError(message)

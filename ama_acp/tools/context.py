@@ -1,0 +1,20 @@
+"""What a tool gets besides its arguments."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ama_acp.tools.paths import PathPolicy, ResolvedPath
+from ama_acp.tools.workspace import Workspace
+
+
+@dataclass
+class ToolContext:
+    workspace: Workspace
+    cwd: str  # absolute; the session's working directory
+    policy: PathPolicy
+    # The session's todo list, replaced whole by todo_write: [{"content", "status", "priority"}].
+    todos: list[dict[str, str]] = field(default_factory=list)
+
+    def resolve(self, path: str) -> ResolvedPath:
+        return self.policy.resolve(path, self.cwd)

@@ -1,0 +1,109 @@
+"""find_files: file paths matching a glob, newest first, .gitignore respected."""
+
+from __future__ import annotations
+
+import os
+import stat
+from typing import Any
+
+import anyio
+
+from ama_acp.tools.base import Location, ToolError, ToolKind, ToolResult
+from ama_acp.tools.common import arg_str, display_path, validate
+from ama_acp.tools.context import ToolContext
+from ama_acp.tools.filewalk import glob_regex, list_files
+from ama_acp.tools.paths import absolute
+
+MAX_RESULTS = 200
+
+
+class GlobTool:
+    name = "find_files"
+    kind: ToolKind = "search"
+    description = (
+        "Find files whose path matches a glob pattern, such as `**/*.py`, `src/**/test_*.ts` or "
+        "`*.{json,toml}`. `*` matches within one directory level and `**` across levels, so `*.md` matches only "
+        "files directly in `path` and `**/*.md` matches at any depth. Files ignored by .gitignore are left out. "
+        "Results are sorted by modification time, newest first. To search file contents use search."
+    )
+    parameters: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "pattern": {"type": "string", "description": "Glob, relative to `path`."},
+            "path": {
+                "type": "string",
+                "description": "Directory to search in. Default: the working directory.",
+            },
+        },
+        "required": ["pattern"],
+        "additionalProperties": False,
+    }
+
+    def title(self, args: dict[str, Any]) -> str:
+        where = arg_str(args, "path")
+        return f"Find `{arg_str(args, 'pattern', '*')}`" + (f" in {where}" if where else "")
+
+    def locations(self, args: dict[str, Any], cwd: str) -> list[Location]:
+        return [Location(absolute(arg_str(args, "path") or ".", cwd))]
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        args = validate(self.parameters, args)
+        root = ctx.resolve(args.get("path") or ".").path
+        shown_root = display_path(root, ctx.cwd)
+        if not await ctx.workspace.is_dir(root):
+            raise ToolError(f"Not a directory: {shown_root}.")
+        pattern = _relative_pattern(args["pattern"], root)
+
+        files, stopped = await list_files(root)
+        matched = _filter(pattern, files)
+        note = ""
+        if not matched and "/" not in pattern:
+            # The model often means "anywhere" when it writes `*.py`; say so instead of returning nothing.
+            deep = _filter("**/" + pattern, files)
+            if deep:
+                matched = deep
+                note = f"No files match `{pattern}` directly in {shown_root}; showing matches for `**/{pattern}`.\n"
+
+        found = await anyio.to_thread.run_sync(_newest_first, root, matched, abandon_on_cancel=True)
+        if not found:
+            return ToolResult(text=f"No files match `{pattern}` in {shown_root}.", locations=[Location(root)])
+        lines = [display_path(os.path.join(root, rel), ctx.cwd) for rel in found[:MAX_RESULTS]]
+        text = note + "\n".join(lines)
+        if len(found) > MAX_RESULTS:
+            text += f"\n[... {len(found) - MAX_RESULTS} more files not shown. Use a narrower pattern or path.]"
+        if stopped:
+            text += "\n[The directory is very large; the search stopped early and may have missed files.]"
+        return ToolResult(text=text, locations=[Location(root)])
+
+
+def _relative_pattern(pattern: str, root: str) -> str:
+    pattern = pattern.strip()
+    if os.path.isabs(pattern):
+        prefix = root.rstrip(os.sep) + os.sep
+        if not pattern.startswith(prefix):
+            raise ToolError("`pattern` must be relative to `path`; put the directory in `path`.")
+        pattern = pattern[len(prefix) :]
+    while pattern.startswith("./"):
+        pattern = pattern[2:]
+    if not pattern:
+        raise ToolError("`pattern` is empty.")
+    return pattern
+
+
+def _filter(pattern: str, files: list[str]) -> list[str]:
+    regex = glob_regex(pattern.rstrip("/"))
+    return [f for f in files if regex.fullmatch(f)]
+
+
+def _newest_first(root: str, rels: list[str]) -> list[str]:
+    dated: list[tuple[float, str]] = []
+    for rel in rels:
+        try:
+            st = os.stat(os.path.join(root, rel))
+        except OSError:
+            continue  # listed by git but deleted on disk
+        if not stat.S_ISREG(st.st_mode):
+            continue  # a submodule is listed as one path, a directory
+        dated.append((st.st_mtime, rel))
+    dated.sort(key=lambda item: (-item[0], item[1]))
+    return [rel for _, rel in dated]

@@ -1,0 +1,65 @@
+"""list_dir: one directory's entries."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ama_acp.tools.base import Location, ToolError, ToolKind, ToolResult
+from ama_acp.tools.common import arg_str, display_path, human_size, validate
+from ama_acp.tools.context import ToolContext
+from ama_acp.tools.paths import absolute
+
+MAX_ENTRIES = 500
+
+
+class ListTool:
+    name = "list_dir"
+    kind: ToolKind = "read"
+    description = (
+        "List the entries of one directory (not recursive): subdirectories first, marked with a trailing '/', "
+        "then files with their sizes. To find files by name across the tree use find_files."
+    )
+    parameters: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "path": {
+                "type": "string",
+                "description": "Directory, absolute or relative to the working directory. Default: the working "
+                "directory.",
+            },
+        },
+        "required": [],
+        "additionalProperties": False,
+    }
+
+    def title(self, args: dict[str, Any]) -> str:
+        return f"List {arg_str(args, 'path') or '.'}"
+
+    def locations(self, args: dict[str, Any], cwd: str) -> list[Location]:
+        return [Location(absolute(arg_str(args, "path") or ".", cwd))]
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        args = validate(self.parameters, args)
+        path = ctx.resolve(args.get("path") or ".").path
+        shown = display_path(path, ctx.cwd)
+        st = await ctx.workspace.stat(path)
+        if st is None:
+            raise ToolError(f"Directory not found: {shown}.")
+        if not st.is_dir:
+            raise ToolError(f"{shown} is a file, not a directory. Use read_file to read it.")
+        try:
+            entries = await ctx.workspace.list_dir(path)
+        except PermissionError:
+            raise ToolError(f"Permission denied: {shown}.") from None
+
+        entries.sort(key=lambda e: (not e.is_dir, e.name.lower(), e.name))
+        lines = []
+        for e in entries[:MAX_ENTRIES]:
+            link = " (symlink)" if e.is_symlink else ""
+            lines.append(f"{e.name}/{link}" if e.is_dir else f"{e.name}  {human_size(e.size)}{link}")
+        dirs = sum(e.is_dir for e in entries)
+        header = f"{shown}/ — {dirs} directories, {len(entries) - dirs} files" if entries else f"{shown}/ is empty."
+        text = "\n".join([header, *lines])
+        if len(entries) > MAX_ENTRIES:
+            text += f"\n[... {len(entries) - MAX_ENTRIES} more entries not shown. Use find_files to narrow down.]"
+        return ToolResult(text=text, locations=[Location(path)])

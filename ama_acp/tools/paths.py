@@ -1,0 +1,49 @@
+"""The workspace boundary: which paths lie inside the session's cwd and its additional directories.
+
+Both `..` and symlinks are resolved before the check, so `../x`, `link-to-etc/passwd` and a dangling link
+pointing outside all count as outside. A file that does not exist yet is judged by its nearest existing
+parent (what `os.path.realpath` does for the missing tail).
+"""
+
+from __future__ import annotations
+
+import os
+
+import msgspec
+
+
+class ResolvedPath(msgspec.Struct, frozen=True):
+    abs_path: str  # symlinks resolved: what the check is about
+    inside: bool
+    # Absolute and normalized but with symlinks kept: the path a person and the editor know the file by.
+    path: str = ""
+
+
+def absolute(path: str, cwd: str) -> str:
+    """`path` made absolute against `cwd` and normalized, symlinks untouched."""
+    return os.path.normpath(os.path.join(cwd, os.path.expanduser(path)))
+
+
+class PathPolicy:
+    def __init__(self, roots: list[str]) -> None:
+        self.roots = [os.path.realpath(r) for r in roots if r]
+
+    def add_root(self, root: str) -> None:
+        real = os.path.realpath(root)
+        if real not in self.roots:
+            self.roots.append(real)
+
+    def resolve(self, path: str, cwd: str) -> ResolvedPath:
+        lexical = absolute(path, cwd)
+        real = os.path.realpath(lexical)
+        return ResolvedPath(abs_path=real, inside=self.contains(real), path=lexical)
+
+    def contains(self, real_path: str) -> bool:
+        """Whether an already-resolved path lies in a root (a root itself counts as inside)."""
+        for root in self.roots:
+            if real_path == root:
+                return True
+            prefix = root if root.endswith(os.sep) else root + os.sep
+            if real_path.startswith(prefix):
+                return True
+        return False

@@ -1,0 +1,80 @@
+"""run_command: a shell command in the session's cwd, with a timeout and capped output."""
+
+from __future__ import annotations
+
+import signal
+from typing import Any
+
+from ama_acp.tools.base import Location, ToolError, ToolKind, ToolResult
+from ama_acp.tools.common import arg_str, short, validate
+from ama_acp.tools.context import ToolContext
+
+DEFAULT_TIMEOUT = 120
+MAX_TIMEOUT = 600
+OUTPUT_CAP = 30_000  # bytes kept: the first and the last half
+
+
+class ShellTool:
+    name = "run_command"
+    kind: ToolKind = "execute"
+    description = (
+        "Run a shell command (bash -c) in the working directory and get its combined stdout and stderr and its "
+        "exit code. Use it for builds, tests, git and other programs. Nothing is interactive: stdin is empty and "
+        "pagers are off. Each call starts a fresh shell, so `cd` and exported variables do not carry over; "
+        f"chain them with `&&`. The command is killed after `timeout` seconds (default {DEFAULT_TIMEOUT}, at "
+        f"most {MAX_TIMEOUT}), with everything it started. Output above about 30 KB keeps its beginning and end. "
+        "To read, find or search files prefer read_file, find_files and search."
+    )
+    parameters: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "command": {"type": "string", "description": "The command line."},
+            "timeout": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": MAX_TIMEOUT,
+                "description": f"Seconds before the command is killed. Default {DEFAULT_TIMEOUT}.",
+                "default": DEFAULT_TIMEOUT,
+            },
+            "description": {
+                "type": "string",
+                "description": "What the command does, in a few words, for the person watching.",
+            },
+        },
+        "required": ["command"],
+        "additionalProperties": False,
+    }
+
+    def title(self, args: dict[str, Any]) -> str:
+        return f"Run `{short(arg_str(args, 'command'), 80)}`"
+
+    def locations(self, args: dict[str, Any], cwd: str) -> list[Location]:
+        return []
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        args = validate(self.parameters, args)
+        command: str = args["command"]
+        if not command.strip():
+            raise ToolError("`command` is empty.")
+        timeout: int = args["timeout"]
+        result = await ctx.workspace.run_command(command, ctx.cwd, float(timeout), OUTPUT_CAP)
+
+        output = result.output.rstrip("\n")
+        parts = [output if output.strip() else "(no output)"]
+        if result.truncated:
+            parts.append(f"[The output was longer than {OUTPUT_CAP // 1000} KB; its middle was cut.]")
+        if result.timed_out:
+            parts.append(f"[Timed out after {timeout} s; the command and everything it started were killed.]")
+        elif result.signal is not None:
+            parts.append(f"[Killed by signal {_signal_name(result.signal)}.]")
+        else:
+            parts.append(f"Exit code: {result.exit_code}")
+        failed = result.timed_out or result.signal is not None or result.exit_code != 0
+        return ToolResult(text="\n\n".join(parts), is_error=failed)
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return str(number)

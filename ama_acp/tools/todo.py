@@ -1,0 +1,69 @@
+"""todo_write: the session's task list, shown to the person as an ACP `plan`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ama_acp.tools.base import Location, ToolError, ToolKind, ToolResult
+from ama_acp.tools.common import validate
+from ama_acp.tools.context import ToolContext
+
+_MARK = {"completed": "[x]", "in_progress": "[~]", "pending": "[ ]"}
+
+
+class TodoTool:
+    name = "todo_write"
+    kind: ToolKind = "think"
+    description = (
+        "Keep a task list for work with several steps; the person sees it as your plan. Each call replaces the "
+        "whole list, so send every item each time with its current status. Mark an item `in_progress` when you "
+        "start it (one at a time) and `completed` as soon as it is done. Skip it for simple one-step requests."
+    )
+    parameters: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "todos": {
+                "type": "array",
+                "description": "The complete list, in order.",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "content": {"type": "string", "description": "The task, in a short imperative sentence."},
+                        "status": {"type": "string", "enum": ["pending", "in_progress", "completed"]},
+                        "priority": {"type": "string", "enum": ["high", "medium", "low"], "default": "medium"},
+                    },
+                    "required": ["content", "status"],
+                    "additionalProperties": False,
+                },
+            },
+        },
+        "required": ["todos"],
+        "additionalProperties": False,
+    }
+
+    def title(self, args: dict[str, Any]) -> str:
+        todos = args.get("todos") if isinstance(args, dict) else None
+        if not isinstance(todos, list):
+            return "Update plan"
+        done = sum(1 for t in todos if isinstance(t, dict) and t.get("status") == "completed")
+        return f"Update plan ({done}/{len(todos)} done)"
+
+    def locations(self, args: dict[str, Any], cwd: str) -> list[Location]:
+        return []
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        args = validate(self.parameters, args)
+        todos: list[dict[str, str]] = []
+        for i, item in enumerate(args["todos"]):
+            content = item["content"].strip()
+            if not content:
+                raise ToolError(f"`todos[{i}].content` is empty.")
+            todos.append({"content": content, "status": item["status"], "priority": item["priority"]})
+        # In place: the session holds this very list.
+        ctx.todos[:] = todos
+        if not todos:
+            return ToolResult(text="The plan is now empty.", plan=[])
+        lines = [f"{_MARK[t['status']]} {t['content']}" for t in todos]
+        done = sum(t["status"] == "completed" for t in todos)
+        text = f"Plan updated ({done}/{len(todos)} done):\n" + "\n".join(lines)
+        return ToolResult(text=text, plan=[dict(t) for t in todos])

@@ -1,0 +1,358 @@
+"""Where tools touch files and run commands.
+
+`Workspace` is the whole surface a tool may use for reading, writing and running things, so the same tool
+works against the local disk (`LocalWorkspace`) or against the editor (ACP `fs/*` and `terminal/*`). Paths
+handed to a workspace are absolute; the tools resolve them and the permission layer has already decided
+whether the call may go ahead.
+
+Searching (find_files, search) always walks the local disk: ACP has no method to list or search files.
+"""
+
+# run_command takes a timeout on purpose: running out of time is part of its result (timed_out, the output
+# so far), which a cancel scope around the call would lose.
+# ruff: noqa: ASYNC109
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import re
+import signal
+import stat as stat_mod
+import subprocess
+import sys
+from collections.abc import Mapping
+from typing import Protocol
+
+import anyio
+import msgspec
+from anyio.abc import Process
+
+# A NUL byte in the first block of a file means binary, as git and ripgrep decide it.
+BINARY_SNIFF_BYTES = 8192
+
+
+class BinaryFileError(ValueError):
+    """The file is not UTF-8 text (NUL bytes or undecodable); tools show a message, not the bytes."""
+
+
+class FileStat(msgspec.Struct, frozen=True):
+    size: int
+    mtime: float
+    is_dir: bool
+    is_file: bool
+    is_symlink: bool = False
+
+
+class DirEntry(msgspec.Struct, frozen=True):
+    name: str
+    is_dir: bool  # symlinks to directories count as directories
+    size: int  # bytes; 0 for directories
+    mtime: float
+    is_symlink: bool = False
+
+
+class CommandResult(msgspec.Struct, frozen=True):
+    exit_code: int | None  # None when the process died from a signal
+    signal: int | None  # the signal that ended it, if any
+    output: str  # stdout and stderr interleaved; a note marks any part cut out of the middle
+    truncated: bool  # output was longer than output_cap
+    timed_out: bool
+
+
+class Workspace(Protocol):
+    """File and process access for tools. All paths are absolute.
+
+    Errors: a missing file raises `FileNotFoundError`, a directory where a file is expected raises
+    `IsADirectoryError`, a binary or non-UTF-8 file raises `BinaryFileError`.
+    """
+
+    async def read_text(self, path: str, line: int | None = None, limit: int | None = None) -> str:
+        """The file's text, exactly (no newline translation). `line` (1-based) and `limit` select a slice of
+        lines, as ACP `fs/read_text_file` does; without them the whole file."""
+        ...
+
+    async def write_text(self, path: str, text: str) -> None:
+        """Replace the file's content with `text` exactly, creating missing parent directories."""
+        ...
+
+    async def stat(self, path: str) -> FileStat | None:
+        """Metadata, following symlinks; None when nothing is there."""
+        ...
+
+    async def exists(self, path: str) -> bool: ...
+
+    async def is_dir(self, path: str) -> bool: ...
+
+    async def list_dir(self, path: str) -> list[DirEntry]:
+        """The directory's entries in no particular order."""
+        ...
+
+    async def run_command(self, command: str, cwd: str, timeout: float, output_cap: int) -> CommandResult:
+        """Run a shell command line. It ends by `timeout` (seconds) and is killed with everything it started
+        when it times out or the caller is cancelled. At most `output_cap` bytes of output are kept (the
+        head and the tail)."""
+        ...
+
+
+# --- local disk ----------------------------------------------------------------------------------------
+
+_SECRET_NAME = re.compile(r"(_API_KEY|_APIKEY|_TOKEN|SECRET|PASSWORD|PASSWD)", re.IGNORECASE)
+_ENV_OVERRIDES = {
+    "TERM": "dumb",
+    "PAGER": "cat",
+    "GIT_PAGER": "cat",
+    # A command must never sit waiting for a password nobody will type.
+    "GIT_TERMINAL_PROMPT": "0",
+}
+
+
+def command_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment commands run with: the agent's own, minus anything that looks like a credential."""
+    env = {k: v for k, v in (os.environ if base is None else base).items() if not _is_secret_name(k)}
+    env.update(_ENV_OVERRIDES)
+    env.setdefault("PATH", os.defpath)
+    return env
+
+
+def _is_secret_name(name: str) -> bool:
+    return name.upper().endswith("API_KEY") or bool(_SECRET_NAME.search(name))
+
+
+def _shell() -> list[str]:
+    # Not a login shell: profile scripts are slow, chatty and may change the directory.
+    for candidate in ("/bin/bash", "/usr/bin/bash"):
+        if os.access(candidate, os.X_OK):
+            return [candidate, "-c"]
+    return ["/bin/sh", "-c"]
+
+
+class _HeadTail:
+    """Keeps the first and the last `cap // 2` bytes of a stream, counting what falls out of the middle."""
+
+    def __init__(self, cap: int) -> None:
+        self.head_cap = max(cap // 2, 0)
+        self.tail_cap = max(cap - self.head_cap, 0)
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.dropped = 0
+
+    def add(self, chunk: bytes) -> None:
+        room = self.head_cap - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if not chunk:
+            return
+        self.tail += chunk
+        over = len(self.tail) - self.tail_cap
+        if over > 0:
+            del self.tail[:over]
+            self.dropped += over
+
+    def text(self) -> str:
+        head = self.head.decode("utf-8", errors="replace")
+        tail = self.tail.decode("utf-8", errors="replace")
+        if not self.dropped:
+            return head + tail
+        return f"{head}\n\n[... {self.dropped} bytes of output omitted ...]\n\n{tail}"
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether any live (non-zombie) process remains in the group. Zombies count as gone: when the
+    container's init never reaps, they linger forever but hold nothing."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    if not sys.platform.startswith("linux"):
+        return True
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return True
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # The command name may hold spaces and parentheses: fields after the last ')' are fixed.
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != b"Z":
+            return True
+    return False
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+class LocalWorkspace:
+    """The local disk and local subprocesses."""
+
+    def __init__(self, *, kill_grace: float = 0.5, env: Mapping[str, str] | None = None) -> None:
+        self.kill_grace = kill_grace
+        self._env_base = env
+
+    # files
+
+    async def read_text(self, path: str, line: int | None = None, limit: int | None = None) -> str:
+        return await anyio.to_thread.run_sync(_read_text, path, line, limit, abandon_on_cancel=True)
+
+    async def write_text(self, path: str, text: str) -> None:
+        await anyio.to_thread.run_sync(_write_text, path, text)
+
+    async def stat(self, path: str) -> FileStat | None:
+        return await anyio.to_thread.run_sync(_stat, path)
+
+    async def exists(self, path: str) -> bool:
+        return await self.stat(path) is not None
+
+    async def is_dir(self, path: str) -> bool:
+        st = await self.stat(path)
+        return st is not None and st.is_dir
+
+    async def list_dir(self, path: str) -> list[DirEntry]:
+        return await anyio.to_thread.run_sync(_list_dir, path, abandon_on_cancel=True)
+
+    # commands
+
+    async def run_command(self, command: str, cwd: str, timeout: float, output_cap: int) -> CommandResult:
+        proc = await anyio.open_process(
+            [*_shell(), command],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            env=command_env(self._env_base),
+            # Its own process group, so one killpg reaches everything the command started.
+            start_new_session=True,
+        )
+        pgid = proc.pid
+        out = _HeadTail(output_cap)
+        eof = anyio.Event()
+
+        async def pump() -> None:
+            assert proc.stdout is not None
+            try:
+                async for chunk in proc.stdout:
+                    out.add(chunk)
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                pass
+            finally:
+                eof.set()
+
+        timed_out = False
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(pump)
+                with anyio.move_on_after(timeout) as scope:
+                    await proc.wait()
+                timed_out = scope.cancelled_caught
+                # The shell is done (or out of time); whatever it left behind in its group goes too.
+                await self._terminate(proc, pgid)
+                # A process that escaped the group (setsid) may still hold the pipe: stop waiting for it.
+                with anyio.move_on_after(1.0):
+                    await eof.wait()
+                tg.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._terminate(proc, pgid)
+                with contextlib.suppress(Exception):
+                    await proc.aclose()
+
+        code = proc.returncode
+        if code is not None and code < 0:
+            return CommandResult(None, -code, out.text(), out.dropped > 0, timed_out)
+        # bash reports a child killed by a signal as 128+N; keep the exit code as the shell gave it.
+        return CommandResult(code, None, out.text(), out.dropped > 0, timed_out)
+
+    async def _terminate(self, proc: Process, pgid: int) -> None:
+        """SIGTERM the group, SIGKILL after the grace period, and reap the shell."""
+        if proc.returncode is None or _group_alive(pgid):
+            _killpg(pgid, signal.SIGTERM)
+            with anyio.move_on_after(self.kill_grace):
+                while _group_alive(pgid) or proc.returncode is None:
+                    if proc.returncode is None:
+                        with anyio.move_on_after(0.02):
+                            await proc.wait()
+                    else:
+                        await anyio.sleep(0.02)
+            if _group_alive(pgid) or proc.returncode is None:
+                _killpg(pgid, signal.SIGKILL)
+        if proc.returncode is None:
+            await proc.wait()
+
+
+def _read_text(path: str, line: int | None, limit: int | None) -> str:
+    with open(path, "rb") as f:
+        head = f.read(BINARY_SNIFF_BYTES)
+        if b"\0" in head:
+            raise BinaryFileError(f"{path} is a binary file")
+        if line is None and limit is None:
+            return _decode(head + f.read(), path)
+        # A slice: stream lines so a huge file never sits in memory whole.
+        f.seek(0)
+        start = max(line or 1, 1)
+        parts: list[bytes] = []
+        for n, raw in enumerate(f, start=1):
+            if n < start:
+                continue
+            if limit is not None and len(parts) >= limit:
+                break
+            parts.append(raw)
+        return _decode(b"".join(parts), path)
+
+
+def _decode(data: bytes, path: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise BinaryFileError(f"{path} is not UTF-8 text") from e
+
+
+def _write_text(path: str, text: str) -> None:
+    parent = os.path.dirname(path)
+    if parent:
+        os.makedirs(parent, exist_ok=True)
+    # In place rather than rename-over: keeps the file's mode, owner, hard links and symlinks intact.
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        f.write(text)
+
+
+def _stat(path: str) -> FileStat | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        if e.errno in (errno.ENOTDIR, errno.ELOOP, errno.ENAMETOOLONG):
+            return None
+        raise
+    return FileStat(
+        size=st.st_size,
+        mtime=st.st_mtime,
+        is_dir=stat_mod.S_ISDIR(st.st_mode),
+        is_file=stat_mod.S_ISREG(st.st_mode),
+        is_symlink=os.path.islink(path),
+    )
+
+
+def _list_dir(path: str) -> list[DirEntry]:
+    entries: list[DirEntry] = []
+    with os.scandir(path) as it:
+        for e in it:
+            try:
+                st = e.stat()  # follows symlinks: a link to a directory lists as a directory
+            except OSError:
+                # A dangling symlink or a file that vanished meanwhile: still list the name.
+                entries.append(DirEntry(e.name, False, 0, 0.0, is_symlink=True))
+                continue
+            is_dir = stat_mod.S_ISDIR(st.st_mode)
+            entries.append(DirEntry(e.name, is_dir, 0 if is_dir else st.st_size, st.st_mtime, e.is_symlink()))
+    return entries

@@ -1,0 +1,82 @@
+"""write_file: create a file or replace its whole content."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ama_acp.tools.base import Location, ToolError, ToolKind, ToolResult
+from ama_acp.tools.common import (
+    arg_str,
+    count_lines,
+    diff_too_big,
+    display_path,
+    first_changed_line,
+    make_diff,
+    plural,
+    validate,
+)
+from ama_acp.tools.context import ToolContext
+from ama_acp.tools.paths import absolute
+from ama_acp.tools.workspace import BinaryFileError
+
+
+class WriteTool:
+    name = "write_file"
+    kind: ToolKind = "edit"
+    description = (
+        "Write a file: create it, or replace everything in it. Missing parent directories are created. For "
+        "changes to an existing file prefer edit_file, which sends only the changed parts; read a file before "
+        "overwriting it. `content` is written exactly as given (no line numbers)."
+    )
+    parameters: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "description": "File path, absolute or relative to the working directory."},
+            "content": {"type": "string", "description": "The complete new content of the file."},
+        },
+        "required": ["path", "content"],
+        "additionalProperties": False,
+    }
+
+    def title(self, args: dict[str, Any]) -> str:
+        return f"Write {arg_str(args, 'path', 'file')}"
+
+    def locations(self, args: dict[str, Any], cwd: str) -> list[Location]:
+        path = arg_str(args, "path")
+        return [Location(absolute(path, cwd))] if path else []
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        args = validate(self.parameters, args)
+        path = ctx.resolve(args["path"]).path
+        content: str = args["content"]
+        shown = display_path(path, ctx.cwd)
+        st = await ctx.workspace.stat(path)
+        if st is not None and st.is_dir:
+            raise ToolError(f"{shown} is a directory.")
+
+        old: str | None = None
+        replaced_binary = False
+        if st is not None:
+            try:
+                old = await ctx.workspace.read_text(path)
+            except BinaryFileError:
+                replaced_binary = True
+            except FileNotFoundError:
+                old = None
+        await ctx.workspace.write_text(path, content)
+
+        lines = plural(count_lines(content), "line")
+        if st is None:
+            text = f"Created {shown} ({lines})."
+        elif replaced_binary:
+            text = f"Replaced the binary file {shown} with text ({lines})."
+        elif old == content:
+            text = f"{shown} already had this content; nothing changed."
+        else:
+            text = f"Wrote {shown} ({lines}; it had {count_lines(old or '')})."
+        # A binary original has no text to show as the old side: no diff rather than a false "new file".
+        diffs = [] if replaced_binary else make_diff(path, old, content)
+        if not replaced_binary and diff_too_big(old, content):
+            text += " (No diff shown: the file is larger than 256 KiB.)"
+        line = first_changed_line(old, content)
+        return ToolResult(text=text, diffs=diffs, locations=[Location(path, line)])

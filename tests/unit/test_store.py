@@ -1,0 +1,492 @@
+"""The session store: format, crash safety, listing, deletion, ids, redaction."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from ama_acp.agent.messages import (
+    AssistantMessage,
+    ImagePart,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
+from ama_acp.session.entries import (
+    FORMAT_VERSION,
+    REPLAY_TEXT_LIMIT,
+    CompactionEntry,
+    ConfigEntry,
+    ContextEditEntry,
+    DirectoriesEntry,
+    Header,
+    Location,
+    MessageEntry,
+    ModeEntry,
+    ModelEntry,
+    PlanEntry,
+    TitleEntry,
+    ToolCallEntry,
+    TurnEntry,
+    UsageEntry,
+)
+from ama_acp.session.redact import Redactor
+from ama_acp.session.store import (
+    InvalidCursor,
+    InvalidSessionId,
+    SessionBusy,
+    SessionExists,
+    SessionFormatError,
+    SessionNotFound,
+    SessionStore,
+    new_session_id,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> SessionStore:
+    return SessionStore(tmp_path, redactor=Redactor())
+
+
+def _header(session_id: str | None = None, cwd: str = "/work/proj", **kw) -> Header:
+    return Header(session_id=new_session_id() if session_id is None else session_id, cwd=cwd, **kw)
+
+
+def _user(text: str) -> MessageEntry:
+    return MessageEntry(message=UserMessage(content=[TextPart(text)]))
+
+
+def _tool(**kw) -> ToolCallEntry:
+    return ToolCallEntry(wire_id="c", provider_id="c", name="sh", title="t", kind="execute", status="completed", **kw)
+
+
+def every_entry_type() -> list:
+    return [
+        MessageEntry(message=UserMessage(content=[TextPart("fix it"), ImagePart(data="aGk=", mime_type="image/png")])),
+        MessageEntry(
+            message=AssistantMessage(
+                content=[
+                    ThinkingPart("hmm", signature="sig"),
+                    TextPart("reading"),
+                    ToolCallPart(id="call_1", name="read", arguments='{"path": "a.py"}'),
+                ],
+                model="m1",
+                stop="tool_use",
+                usage=Usage(input=10, output=5, cache_read=2),
+            )
+        ),
+        MessageEntry(message=ToolResultMessage(tool_call_id="call_1", name="read", content=[TextPart("x = 1\n")])),
+        ToolCallEntry(
+            wire_id="call_1",
+            provider_id="call_1",
+            name="read",
+            title="Read a.py",
+            kind="read",
+            status="completed",
+            locations=[Location(path="/work/proj/a.py", line=3)],
+            raw_input={"path": "a.py", "limit": None},
+            content_text="x = 1\n",
+            diff_paths=["/work/proj/a.py"],
+        ),
+        PlanEntry(entries=[{"content": "step", "status": "pending", "priority": "high"}]),
+        UsageEntry(
+            model_id="m1",
+            usage=Usage(input=10, output=5),
+            cost=0.0012,
+            purpose="turn",
+            meter={"used": 15, "source": "reported"},
+            billing={"total": 0.0012},
+        ),
+        UsageEntry(model_id="m1", usage=Usage(), cost=None, purpose="title"),
+        ModelEntry(model_id="m2"),
+        ModeEntry(mode_id="accept_edits"),
+        ConfigEntry(config_id="thought_level", value="high"),
+        DirectoriesEntry(additional_directories=["/work/lib"]),
+        CompactionEntry(number=1, summary_path="handoff-1.md", kept_from_index=2, inventory_path="inventory-1.md"),
+        ContextEditEntry(message_indices=[0, 2], placeholder="[pruned]", meter={"used": 3}),
+        TitleEntry(title="Fix the bug"),
+        TurnEntry(stop_reason="end_turn"),
+    ]
+
+
+def test_roundtrip_every_entry_type(store: SessionStore) -> None:
+    header = _header(additional_directories=["/work/lib"])
+    entries = every_entry_type()
+    with store.create(header) as w:
+        for e in entries:
+            w.append(e)
+    loaded = store.read(header.session_id)
+    assert loaded.header == header
+    assert loaded.header.format == FORMAT_VERSION
+    assert loaded.entries == entries
+    assert not loaded.torn_tail and loaded.skipped_lines == 0
+    assert [type(m).__name__ for m in loaded.messages] == ["UserMessage", "AssistantMessage", "ToolResultMessage"]
+    # Every line starts with its tag: listing relies on it.
+    for line in store.path(header.session_id).read_bytes().splitlines():
+        assert line.startswith(b'{"t":"')
+
+
+def test_append_after_reopen(store: SessionStore) -> None:
+    header = _header()
+    with store.create(header) as w:
+        w.append(_user("one"))
+    with store.open_writer(header.session_id) as w:
+        w.append(_user("two"))
+    assert [m.content[0].text for m in store.read(header.session_id).messages] == ["one", "two"]
+
+
+def test_create_existing_and_open_missing(store: SessionStore) -> None:
+    header = _header()
+    store.create(header).close()
+    with pytest.raises(SessionExists):
+        store.create(header)
+    with pytest.raises(SessionNotFound):
+        store.open_writer(new_session_id())
+    with pytest.raises(SessionNotFound):
+        store.read(new_session_id())
+
+
+def test_second_writer_is_refused(store: SessionStore) -> None:
+    header = _header()
+    with store.create(header):
+        with pytest.raises(SessionBusy):
+            store.open_writer(header.session_id)
+    store.open_writer(header.session_id).close()  # free again once closed
+
+
+def test_torn_last_line(store: SessionStore, caplog: pytest.LogCaptureFixture) -> None:
+    header = _header()
+    with store.create(header) as w:
+        w.append(_user("one"))
+        w.append(_user("two"))
+    path = store.path(header.session_id)
+    whole = msgspec.json.encode(_user("three"))
+    with open(path, "ab") as f:
+        f.write(whole[: len(whole) // 2])  # what a crash halfway through a write leaves
+    with caplog.at_level(logging.WARNING):
+        loaded = store.read(header.session_id)
+    assert loaded.torn_tail
+    assert [m.content[0].text for m in loaded.messages] == ["one", "two"]
+    assert any("torn" in r.getMessage() and str(path) in r.getMessage() for r in caplog.records)
+
+    with store.open_writer(header.session_id) as w:
+        w.append(_user("four"))
+    assert path.read_bytes().endswith(b"\n")
+    loaded = store.read(header.session_id)
+    assert not loaded.torn_tail and loaded.skipped_lines == 0
+    assert [m.content[0].text for m in loaded.messages] == ["one", "two", "four"]
+
+
+def test_corrupt_middle_line_is_skipped(store: SessionStore, caplog: pytest.LogCaptureFixture) -> None:
+    header = _header()
+    with store.create(header) as w:
+        w.append(_user("one"))
+    path = store.path(header.session_id)
+    with open(path, "ab") as f:
+        f.write(b'{"t":"msg","message":{"type":"user","content":[{"ty\n')  # garbage, but a complete line
+        f.write(b"\x00\xff not json\n")
+    with store.open_writer(header.session_id) as w:
+        w.append(_user("two"))
+    with caplog.at_level(logging.WARNING):
+        loaded = store.read(header.session_id)
+    assert [m.content[0].text for m in loaded.messages] == ["one", "two"]
+    assert loaded.skipped_lines == 2 and not loaded.torn_tail
+    assert sum("corrupt" in r.getMessage() for r in caplog.records) == 2
+
+
+def test_lines_across_read_chunks(store: SessionStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    import ama_acp.session.store as store_module
+
+    header = _header()
+    entries = every_entry_type()
+    with store.create(header) as w:
+        for e in entries:
+            w.append(e)
+    path = store.path(header.session_id)
+    with open(path, "ab") as f:
+        f.write(b"garbage\n" + msgspec.json.encode(_user("torn"))[:20])
+    for chunk in (1, 7, 64, 1000):  # lines shorter and longer than a chunk, and the header split too
+        monkeypatch.setattr(store_module, "_READ_CHUNK", chunk)
+        loaded = store.read(header.session_id)
+        assert loaded.header == header and loaded.entries == entries
+        assert loaded.torn_tail and loaded.skipped_lines == 1
+
+
+def test_unknown_entry_type_is_skipped(store: SessionStore, caplog: pytest.LogCaptureFixture) -> None:
+    header = _header()
+    with store.create(header) as w:
+        w.append(_user("one"))
+    with open(store.path(header.session_id), "ab") as f:
+        f.write(b'{"t":"hologram","x":1}\n')
+        f.write(b'{"t":"title","title":"T","new_field":[1,2]}\n')  # unknown fields are ignored
+    with caplog.at_level(logging.INFO):
+        loaded = store.read(header.session_id)
+    assert loaded.skipped_lines == 1
+    assert [type(e).__name__ for e in loaded.entries] == ["MessageEntry", "TitleEntry"]
+    assert any("hologram" in r.getMessage() for r in caplog.records)
+
+
+def test_newer_format_is_refused_clearly(store: SessionStore) -> None:
+    sid = new_session_id()
+    store.sessions_dir.mkdir(parents=True)
+    line = msgspec.json.encode(_header(sid))
+    newer = line.replace(f'"format":{FORMAT_VERSION}'.encode(), f'"format":{FORMAT_VERSION + 1}'.encode())
+    assert newer != line
+    store.path(sid).write_bytes(newer + b"\n" + b'{"t":"quantum","q":1}\n')
+    with pytest.raises(SessionFormatError) as err:
+        store.read(sid)
+    message = str(err.value)
+    assert f"newer ama (format {FORMAT_VERSION + 1})" in message and "upgrade ama" in message
+    with pytest.raises(SessionFormatError):
+        store.open_writer(sid)  # and never appended to
+
+
+def test_not_a_session_file(store: SessionStore) -> None:
+    sid = new_session_id()
+    store.sessions_dir.mkdir(parents=True)
+    store.path(sid).write_bytes(b'{"hello": 1}\n')
+    with pytest.raises(SessionFormatError, match="not an ama session file"):
+        store.read(sid)
+    store.path(sid).write_bytes(b'{"t":"header","ses')  # crashed while being created
+    with pytest.raises(SessionFormatError, match="incomplete"):
+        store.read(sid)
+
+
+def test_tool_content_is_clipped_to_4kb(store: SessionStore) -> None:
+    header = _header()
+    big = "é" * 5000  # 10,000 bytes in UTF-8
+    with store.create(header) as w:
+        w.append(_tool(content_text=big))
+    (entry,) = store.read(header.session_id).entries
+    assert len(entry.content_text.encode()) <= REPLAY_TEXT_LIMIT
+    assert big.startswith(entry.content_text) and len(entry.content_text) == REPLAY_TEXT_LIMIT // 2
+
+
+def _make(store: SessionStore, cwd: str, mtime: float, title: str | None = None) -> str:
+    header = _header(cwd=cwd)
+    with store.create(header) as w:
+        w.append(_user("hi"))
+        if title:
+            w.append(TitleEntry(title="draft"))
+            w.append(_user("more"))
+            w.append(TitleEntry(title=title))
+            w.append(_user("after the title"))
+    os.utime(store.path(header.session_id), (mtime, mtime))
+    return header.session_id
+
+
+def test_list_newest_first_with_cwd_filter_and_paging(store: SessionStore) -> None:
+    t0 = 1_700_000_000
+    a_ids = [_make(store, "/work/a", t0 + i, title=f"A{i}") for i in range(7)]
+    b_ids = [_make(store, "/work/b", t0 + 100 + i) for i in range(3)]
+
+    everything, cursor = store.list()
+    assert cursor is None
+    assert [s.session_id for s in everything] == list(reversed(b_ids)) + list(reversed(a_ids))
+
+    pages, cursor, seen = 0, None, []
+    while True:
+        page, cursor = store.list(cwd="/work/a/", cursor=cursor, page_size=3)  # a trailing slash still matches
+        pages += 1
+        seen.extend(page)
+        if cursor is None:
+            break
+    assert pages == 3
+    assert [s.session_id for s in seen] == list(reversed(a_ids))
+    assert [s.title for s in seen] == [f"A{i}" for i in reversed(range(7))]
+    assert all(s.cwd == "/work/a" for s in seen)
+    assert seen[0].updated_at.startswith("2023-11-14T22:13:26") and seen[0].updated_at.endswith("Z")
+    assert store.list(cwd="/work/b")[0][0].title is None
+    assert store.list(cwd="/nowhere") == ([], None)
+
+
+def test_list_follows_appends_and_new_directories(store: SessionStore) -> None:
+    sid = _make(store, "/work/a", 1_700_000_000, title="first")
+    assert store.list()[0][0].title == "first"  # fills the index
+    assert (store.sessions_dir / "index.json").exists()
+    with store.open_writer(sid) as w:
+        w.append(TitleEntry(title="second"))
+        w.append(DirectoriesEntry(additional_directories=["/work/lib"]))
+    (summary,) = store.list()[0]
+    assert summary.title == "second" and summary.additional_directories == ["/work/lib"]
+    # A corrupt index is only a cache.
+    (store.sessions_dir / "index.json").write_bytes(b"{not json")
+    assert store.list()[0][0].title == "second"
+
+
+def test_list_invalid_cursor(store: SessionStore) -> None:
+    _make(store, "/work/a", 1_700_000_000)
+    for bad in ["nope", "!!!", "", "W10"]:  # "W10" is base64 of "[]"
+        with pytest.raises(InvalidCursor):
+            store.list(cursor=bad)
+
+
+def test_list_of_missing_dir_is_empty(tmp_path: Path) -> None:
+    assert SessionStore(tmp_path / "none").list() == ([], None)
+
+
+def test_list_is_fast_for_a_thousand_sessions(store: SessionStore) -> None:
+    for i in range(1000):
+        _make(store, f"/work/{i % 10}", 1_700_000_000 + i, title=f"t{i}")
+    start = time.perf_counter()
+    page, cursor = store.list()  # cold: builds the index
+    cold = time.perf_counter() - start
+    start = time.perf_counter()
+    store.list(cwd="/work/3")
+    warm = time.perf_counter() - start
+    assert len(page) == 50 and cursor is not None and page[0].title == "t999"
+    assert cold < 1.0 and warm < 0.5, (cold, warm)
+
+
+def test_delete(store: SessionStore) -> None:
+    header = _header()
+    store.create(header).close()
+    folder = store.handoff_dir(header.session_id)
+    folder.mkdir()
+    (folder / "handoff-1.md").write_text("goal")
+    store.delete(header.session_id)
+    assert not store.path(header.session_id).exists() and not folder.exists()
+    assert store.list() == ([], None)
+    with pytest.raises(SessionNotFound):
+        store.delete(header.session_id)
+    with pytest.raises(SessionNotFound):
+        store.read(header.session_id)
+
+
+@pytest.mark.parametrize("bad", ["../x", "..", "a/b", "/etc/passwd", "x.jsonl", "", "a\x00b", "é", "a" * 200])
+def test_id_validation(store: SessionStore, bad: str) -> None:
+    for call in (store.read, store.delete, store.open_writer, store.path):
+        with pytest.raises(InvalidSessionId):
+            call(bad)
+    with pytest.raises(SessionNotFound):  # InvalidSessionId is a SessionNotFound (and a ValueError)
+        store.read(bad)
+    with pytest.raises(ValueError):
+        store.create(_header(bad))
+
+
+def test_new_session_ids_are_unique_and_sortable() -> None:
+    ids = [new_session_id() for _ in range(1000)]
+    assert len(set(ids)) == 1000
+    later = (time.sleep(0.002), new_session_id())[1]
+    assert later[:16] > ids[0][:16] and later.startswith("ses_")
+
+
+def test_secrets_from_the_environment_never_reach_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FOO_API_KEY", "sk-verysecret123")
+    monkeypatch.setenv("GITHUB_TOKEN", 'ghp_"quoted\\token')
+    monkeypatch.setenv("SHORT_TOKEN", "abc")  # too short to be worth redacting
+    store = SessionStore(tmp_path)
+    header = _header(cwd="/work/sk-verysecret123")
+    with store.create(header) as w:
+        w.append(_user("my key is sk-verysecret123, ok?"))
+        w.append(
+            _tool(
+                raw_input={"sk-verysecret123": 'ghp_"quoted\\token'},
+                content_text='FOO_API_KEY=sk-verysecret123\nGITHUB_TOKEN=ghp_"quoted\\token abc',
+            )
+        )
+    data = store.path(header.session_id).read_bytes()
+    assert b"verysecret" not in data and b"quoted" not in data
+    loaded = store.read(header.session_id)
+    assert loaded.header.cwd == "/work/[redacted]"
+    assert loaded.messages[0].content[0].text == "my key is [redacted], ok?"
+    tool = loaded.entries[1]
+    assert tool.raw_input == {"[redacted]": "[redacted]"}
+    assert tool.content_text == "FOO_API_KEY=[redacted]\nGITHUB_TOKEN=[redacted] abc"
+
+
+_CHILD = textwrap.dedent(
+    """
+    import sys
+    from ama_acp.agent.messages import TextPart, UserMessage
+    from ama_acp.session.entries import Header, MessageEntry
+    from ama_acp.session.redact import Redactor
+    from ama_acp.session.store import SessionStore
+
+    data_dir, session_id, count, biggest = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    store = SessionStore(data_dir, redactor=Redactor(), fsync="never")
+    w = store.create(Header(session_id=session_id, cwd="/work"))
+    i = 0
+    while count < 0 or i < count:
+        # Some big lines: big writes are the ones a kill can cut short.
+        n = (i * 7919) % biggest if i % 5 == 0 else i % 300
+        w.append(MessageEntry(message=UserMessage(content=[TextPart(f"{i}:{n}:" + "x" * n)])))
+        i += 1
+    w.close()
+    """
+)
+
+
+def _child(tmp_path: Path, session_id: str, count: int, biggest: int) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    args = [sys.executable, "-c", _CHILD, str(tmp_path), session_id, str(count), str(biggest)]
+    return subprocess.Popen(args, env=env)
+
+
+def _check_complete(loaded) -> list[int]:
+    numbers = []
+    for m in loaded.messages:
+        i, n, rest = m.content[0].text.split(":", 2)
+        assert rest == "x" * int(n)  # every decoded entry is whole
+        numbers.append(int(i))
+    return numbers
+
+
+def test_sigkill_mid_write_then_load(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    store = SessionStore(tmp_path, redactor=Redactor())
+    sid = new_session_id()
+    proc = _child(tmp_path, sid, -1, 1 << 18)
+    path = store.path(sid)
+    try:
+        deadline = time.monotonic() + 20
+        while not (path.exists() and path.stat().st_size > 0):
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.01)
+        time.sleep(0.3)  # writing as fast as it can by now
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+
+    try:
+        with caplog.at_level(logging.WARNING):
+            loaded = store.read(sid)
+        numbers = _check_complete(loaded)
+        assert numbers == list(range(len(numbers))) and len(numbers) > 10
+        assert loaded.skipped_lines == 0
+        if loaded.torn_tail:
+            assert any("torn" in r.getMessage() for r in caplog.records)
+        # Whatever the kill left, the session can go on.
+        with store.open_writer(sid) as w:
+            w.append(_user("0:0:"))
+        again = store.read(sid)
+        assert not again.torn_tail and len(again.messages) == len(numbers) + 1
+    finally:
+        path.unlink(missing_ok=True)  # it grows at disk speed: often 100 MB in 0.3 s
+
+
+def test_two_processes_append_to_different_sessions(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path, redactor=Redactor())
+    sids = [new_session_id(), new_session_id()]
+    procs = [_child(tmp_path, sid, 3000, 4000) for sid in sids]
+    for p in procs:
+        assert p.wait(timeout=60) == 0
+    for sid in sids:
+        loaded = store.read(sid)
+        assert not loaded.torn_tail and loaded.skipped_lines == 0
+        assert _check_complete(loaded) == list(range(3000))
+    assert {s.session_id for s in store.list()[0]} == set(sids)
