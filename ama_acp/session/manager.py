@@ -114,19 +114,15 @@ class SessionManager:
 
     # --- lifecycle ----------------------------------------------------------------------------------------
 
-    can_load = False
+    can_load = True
 
     def session_capabilities(self) -> w.SessionCapabilities:
-        return w.SessionCapabilities(close={}, additional_directories={})
+        return w.SessionCapabilities(list={}, delete={}, resume={}, close={}, additional_directories={})
 
     def register_methods(self, d: Any) -> None:
-        d.add("session/close", w.SessionIdRequest, self._close_handler)
+        from ama_acp.session.lifecycle import Lifecycle
 
-    async def _close_handler(self, req: w.SessionIdRequest) -> w.Empty:
-        if req.session_id not in self.sessions:
-            raise AcpError.session_not_found(req.session_id)
-        await self.close(req.session_id)
-        return w.Empty()
+        Lifecycle(self).register(d)
 
     def get(self, session_id: str) -> Session:
         session = self.sessions.get(session_id)

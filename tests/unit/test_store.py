@@ -191,6 +191,32 @@ def test_torn_last_line(store: SessionStore, caplog: pytest.LogCaptureFixture) -
     assert [m.content[0].text for m in loaded.messages] == ["one", "two", "four"]
 
 
+def test_failed_partial_write_is_cut_back(store: SessionStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    import ama_acp.session.store as store_module
+
+    header = _header()
+    real_write = os.write
+    calls = []
+
+    def full_disk(fd: int, data: bytes) -> int:
+        calls.append(len(data))
+        if len(calls) == 1:
+            return real_write(fd, data[: len(data) // 2])  # a short write ...
+        raise OSError(28, "No space left on device")  # ... then the disk is full
+
+    with store.create(header) as w:
+        w.append(_user("one"))
+        monkeypatch.setattr(store_module.os, "write", full_disk)
+        with pytest.raises(OSError):
+            w.append(_user("two"))
+        monkeypatch.setattr(store_module.os, "write", real_write)
+        assert store.path(header.session_id).read_bytes().endswith(b"\n")
+        w.append(_user("three"))
+    loaded = store.read(header.session_id)
+    assert [m.content[0].text for m in loaded.messages] == ["one", "three"]
+    assert not loaded.torn_tail and loaded.skipped_lines == 0
+
+
 def test_corrupt_middle_line_is_skipped(store: SessionStore, caplog: pytest.LogCaptureFixture) -> None:
     header = _header()
     with store.create(header) as w:

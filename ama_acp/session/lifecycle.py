@@ -1,0 +1,103 @@
+"""session/load, resume, list, close and delete: sessions that survive the process."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ama_acp.rpc.dispatch import Dispatcher, defer
+from ama_acp.rpc.errors import AcpError
+from ama_acp.session import store as st
+from ama_acp.session.listing import InvalidCursor
+from ama_acp.session.restore import replay_updates, restore
+from ama_acp.session.session import Session
+from ama_acp.wire import types as w
+
+log = logging.getLogger(__name__)
+
+PAGE_SIZE = 50
+
+
+class Lifecycle:
+    def __init__(self, manager: Any) -> None:
+        self.m = manager
+
+    def register(self, d: Dispatcher) -> None:
+        d.add("session/load", w.LoadSessionRequest, self.load)
+        d.add("session/resume", w.ResumeSessionRequest, self.resume)
+        d.add("session/list", w.ListSessionsRequest, self.list)
+        d.add("session/close", w.SessionIdRequest, self.close)
+        d.add("session/delete", w.SessionIdRequest, self.delete)
+
+    async def _open(self, session_id: str, cwd: str, additional: list[str] | None) -> tuple[Session, Any]:
+        live = self.m.sessions.get(session_id)
+        if live is not None:
+            if live.busy:
+                raise AcpError.session_busy(session_id)
+            await self.m.close(session_id)  # reopen from the file: one source of truth
+        dirs = self.m.check_dirs(cwd, additional)
+        store = self.m.store
+        try:
+            loaded = store.read(session_id)
+        except st.SessionNotFound:
+            raise AcpError.session_not_found(session_id) from None
+        except st.SessionFormatError as exc:
+            raise AcpError.invalid_params(f"sessionId: {exc}") from None
+        if loaded.torn_tail:
+            log.warning("session %s: its last line was torn (a crash mid-write); it was skipped", session_id)
+        header = loaded.header
+        if header.cwd != cwd:
+            raise AcpError.invalid_params(f"cwd: session {session_id} belongs to {header.cwd!r}, not {cwd!r}")
+        session = Session(self.m, session_id=session_id, cwd=cwd, additional_directories=dirs,
+                          mode=self.m.config.mode, model_id=self.m.default_model, created_at=header.created_at)
+        restore(session, loaded, store.handoff_dir(session_id))
+        try:
+            session.writer = store.open_writer(session_id)
+            if dirs != list(header.additional_directories):
+                from ama_acp.session.entries import DirectoriesEntry
+
+                session.writer.append(DirectoriesEntry(additional_directories=dirs))
+        except st.SessionBusy:
+            raise AcpError.session_busy(session_id) from None
+        self.m.sessions[session_id] = session
+        return session, loaded
+
+    async def load(self, req: w.LoadSessionRequest) -> w.LoadSessionResponse:
+        session, loaded = await self._open(req.session_id, req.cwd, req.additional_directories)
+        for update in replay_updates(loaded):  # all history before the response (R67)
+            await session.send(update)
+        defer(session.announce_open)  # E4: after the replay and the response
+        return w.LoadSessionResponse(modes=session.mode_state(), config_options=session.config_options())
+
+    async def resume(self, req: w.ResumeSessionRequest) -> w.LoadSessionResponse:
+        session, _ = await self._open(req.session_id, req.cwd, req.additional_directories)
+        defer(session.announce_open)  # no replay (R74)
+        return w.LoadSessionResponse(modes=session.mode_state(), config_options=session.config_options())
+
+    async def list(self, req: w.ListSessionsRequest) -> w.ListSessionsResponse:
+        try:
+            page, cursor = self.m.store.list(req.cwd, req.cursor, PAGE_SIZE)
+        except InvalidCursor:
+            raise AcpError.invalid_params("cursor: not a cursor this agent issued") from None
+        return w.ListSessionsResponse(
+            sessions=[
+                w.SessionInfo(session_id=s.session_id, cwd=s.cwd, title=s.title, updated_at=s.updated_at,
+                              additional_directories=s.additional_directories or None)
+                for s in page
+            ],
+            next_cursor=cursor,
+        )
+
+    async def close(self, req: w.SessionIdRequest) -> w.Empty:
+        if req.session_id not in self.m.sessions:
+            raise AcpError.session_not_found(req.session_id)
+        await self.m.close(req.session_id)
+        return w.Empty()
+
+    async def delete(self, req: w.SessionIdRequest) -> w.Empty:
+        await self.m.close(req.session_id)
+        try:
+            self.m.store.delete(req.session_id)
+        except st.SessionNotFound:
+            raise AcpError.session_not_found(req.session_id) from None
+        return w.Empty()

@@ -1,0 +1,91 @@
+"""Drive the real `ama --mode acp` subprocess over pipes with ama's own client, validating every line it
+writes against the pinned ACP schema (per method) and checking that stdout carries nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from ama_acp.client.connection import AgentProcess, ClientOptions
+from tests.support.acp_schema import WireRecorder, load_validator
+
+SECRET_ENV = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "AMA_MODEL",
+              "AMA_CONFIG", "AMA_SCRIPT", "AMA_DATA_DIR")
+
+
+def clean_env(tmp: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV}
+    env["XDG_CONFIG_HOME"] = str(tmp / "xdg-config")
+    env["XDG_DATA_HOME"] = str(tmp / "xdg-data")
+    env.update(extra or {})
+    return env
+
+
+def write_script(path: Path, replies: list[dict[str, Any]]) -> Path:
+    path.write_text(json.dumps({"reply": replies}), encoding="utf-8")
+    return path
+
+
+class Ama:
+    """Paths of one test's ama: workspace, data dir, config file."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.workspace = tmp / "ws"
+        self.data = tmp / "data"
+        self.config = tmp / "config.toml"
+        self.stderr = tmp / "stderr.log"
+        self.workspace.mkdir(parents=True, exist_ok=True)
+        if not self.config.exists():
+            self.config.write_text("", encoding="utf-8")
+
+    def command(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "ama_acp", "--mode", "acp", "--data-dir", str(self.data),
+                "--config", str(self.config), "--log-level", "info", *args]
+
+    def log_text(self) -> str:
+        p = self.data / "logs" / "ama.log"
+        return p.read_text(encoding="utf-8") if p.exists() else ""
+
+
+def check_transcript(conn: AgentProcess) -> None:
+    """Every line ama wrote is a schema-valid message of its method; nothing else reached stdout."""
+    recorder = WireRecorder(load_validator())
+    for entry in conn.transcript:
+        if entry.direction == "out":
+            recorder.sent(json.loads(entry.raw))
+        else:
+            recorder.received(entry.raw)
+    recorder.assert_clean()
+    bad = [v for v in conn.violations if v.kind not in ("unanswered",)]
+    assert not bad, f"client saw protocol violations: {bad}"
+
+
+@asynccontextmanager
+async def run_ama(
+    ama: Ama,
+    *args: str,
+    options: ClientOptions | None = None,
+    env: dict[str, str] | None = None,
+    validate: bool = True,
+) -> AsyncIterator[AgentProcess]:
+    conn = AgentProcess(ama.command(*args), options or ClientOptions(), cwd=str(ama.workspace),
+                        env=clean_env(ama.tmp, env), stderr=str(ama.stderr))
+    async with conn:
+        yield conn
+    if validate:
+        check_transcript(conn)
+
+
+def kinds(conn: AgentProcess, session_id: str) -> list[str]:
+    return [u["sessionUpdate"] for u in conn.updates_for(session_id)]
+
+
+def usage_updates(conn: AgentProcess, session_id: str) -> list[dict[str, Any]]:
+    return conn.updates_for(session_id, "usage_update")

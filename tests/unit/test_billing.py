@@ -1,0 +1,107 @@
+"""Billed totals and cost: context-usage.md U16, U17, S1."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from ama_acp.agent.messages import Usage
+from ama_acp.config import Price
+from ama_acp.context.billing import Billing, BillingState, request_cost
+
+SONNET = Price(input=3.0, output=15.0, cache_read=0.30, cache_write=3.75)
+NO_CACHE_RATES = Price(input=1.0, output=2.0)
+
+
+def test_u17_cost_with_cache_rates_against_a_hand_computed_figure() -> None:
+    b = Billing()
+    usage = Usage(input=1_000, output=500, cache_read=20_000, cache_write=4_000)
+    # 1,000 x $3 + 500 x $15 + 20,000 x $0.30 + 4,000 x $3.75 = $31,500 per million = $0.0315
+    assert b.add(usage, SONNET) == pytest.approx(0.0315)
+    b.add(Usage(input=10, output=2, cache_read=1_000_000), SONNET)
+    # + 10 x 3 + 2 x 15 + 1,000,000 x 0.30 = 300,060 per million = $0.30006
+    assert b.cost == pytest.approx(0.0315 + 0.30006)
+
+
+def test_u16_billed_totals_include_requests_outside_the_context() -> None:
+    b = Billing()
+    b.add(Usage(input=100, output=10, cache_read=50), SONNET)
+    b.add(Usage(input=2_000, output=300), SONNET, enters_context=False)  # a compaction summary
+    b.add(Usage(input=40, output=8, total=48, reasoning=5), SONNET, enters_context=False)  # a title
+    t = b.totals()
+    assert (t.requests, t.side_requests) == (3, 2)
+    assert (t.input, t.output, t.cache_read, t.cache_write, t.reasoning) == (2140, 318, 50, None, 5)
+    assert t.total == 160 + 2300 + 48
+
+
+def test_u17_one_unpriced_request_makes_the_session_cost_unknown_for_good() -> None:
+    b = Billing()
+    b.add(Usage(input=100, output=10), SONNET)
+    assert b.cost is not None
+    assert b.add(Usage(input=100, output=10), None) is None
+    assert b.cost is None
+    b.add(Usage(input=100, output=10), SONNET)  # later priced requests do not bring a partial sum back
+    assert b.cost is None
+
+
+def test_u17_cache_tokens_at_an_unknown_rate_are_unpriced() -> None:
+    assert request_cost(Usage(input=100, output=10, cache_read=5), NO_CACHE_RATES) is None
+    assert request_cost(Usage(input=100, output=10, cache_write=5), NO_CACHE_RATES) is None
+    # No cache tokens used: the unknown rate does not matter.
+    assert request_cost(Usage(input=100, output=10, cache_read=0), NO_CACHE_RATES) == pytest.approx(120 / 1e6)
+
+
+@pytest.mark.parametrize(
+    "usage",
+    [None, Usage(), Usage(total=500), Usage(input=-1, output=3)],
+    ids=["no-usage", "empty", "total-only", "negative"],
+)
+def test_u17_request_without_usable_usage_is_unpriced(usage: Usage | None) -> None:
+    b = Billing()
+    b.add(usage, SONNET)
+    assert b.cost is None
+    if usage is None or usage == Usage() or usage.input == -1:
+        assert b.totals().unreported == 1
+
+
+def test_u17_cost_never_repriced_on_model_switch() -> None:
+    b = Billing()
+    u = Usage(input=1_000_000, output=0)
+    b.add(u, Price(input=3.0, output=15.0))  # model A
+    b.add(u, Price(input=0.28, output=0.42))  # the user switched to model B
+    assert b.cost == pytest.approx(3.28)
+
+
+def test_free_model_costs_zero_not_unknown() -> None:
+    b = Billing()
+    b.add(Usage(input=100, output=10), Price(input=0.0, output=0.0, cache_read=0.0, cache_write=0.0))
+    assert b.cost == 0.0
+
+
+def test_state_roundtrip_keeps_totals_and_cost() -> None:
+    b = Billing()
+    b.add(Usage(input=100, output=10, cache_read=7), SONNET)
+    state = msgspec.json.decode(msgspec.json.encode(b.state()), type=BillingState)
+    again = Billing(state)
+    assert again.totals() == b.totals() and again.cost == pytest.approx(b.cost)
+    unknown = Billing()
+    unknown.add(None, SONNET)
+    restored = Billing(msgspec.json.decode(msgspec.json.encode(unknown.state()), type=BillingState))
+    assert restored.cost is None
+
+
+def test_s1_turn_usage_is_the_difference_and_camel_case() -> None:
+    b = Billing()
+    b.add(Usage(input=100, output=10), SONNET)
+    before = b.totals()
+    b.add(Usage(input=200, output=20, cache_read=300, reasoning=4), SONNET)
+    b.add(Usage(input=5, output=1), SONNET, enters_context=False)
+    turn = b.totals().minus(before)
+    assert turn.prompt_usage() == {
+        "inputTokens": 205,
+        "outputTokens": 21,
+        "totalTokens": 526,
+        "cachedReadTokens": 300,
+        "thoughtTokens": 4,
+    }
+    assert Billing().totals().prompt_usage() == {"inputTokens": 0, "outputTokens": 0, "totalTokens": 0}

@@ -1,0 +1,370 @@
+"""The context meter: context-usage.md U5, U7–U15, S3, and restoring a session's figures."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from ama_acp.agent.messages import (
+    AssistantMessage,
+    ImagePart,
+    TextPart,
+    ToolCallPart,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
+from ama_acp.context.estimate import HeuristicEstimator
+from ama_acp.context.meter import ContextFigures, ContextMeter, MeterState, usage_tokens
+
+SYSTEM = "s" * 4000  # 1,000 tokens
+TOOLS = "t" * 6000  # 1,500 tokens
+
+
+def user(text: str) -> UserMessage:
+    return UserMessage(content=[TextPart(text)])
+
+
+def assistant(text: str = "ok", usage: Usage | None = None) -> AssistantMessage:
+    return AssistantMessage(content=[TextPart(text)], usage=usage)
+
+
+def tool_result(text: str) -> ToolResultMessage:
+    return ToolResultMessage(tool_call_id="c1", name="read", content=[TextPart(text)])
+
+
+def meter(window: int | None = 200_000, **kw) -> ContextMeter:
+    m = ContextMeter(window=window, **kw)
+    m.set_prefix(SYSTEM, TOOLS)
+    return m
+
+
+# -- sources -------------------------------------------------------------------------------------------
+
+
+def test_u10_prefix_before_first_request_is_never_zero() -> None:
+    f = meter().figures()
+    assert (f.used, f.source, f.usage_tokens, f.trailing_tokens) == (2500, "prefix", None, None)
+
+
+def test_u10_prefix_counts_messages_appended_before_first_request() -> None:
+    m = meter()
+    m.append(user("重构这个函数 please"))
+    f = m.figures()
+    assert (f.used, f.source) == (2508, "prefix")
+
+
+def test_u8_usage_then_trailing_estimates() -> None:
+    m = meter()
+    m.append(user("hi"))
+    m.append(assistant(usage=Usage(input=3000, output=100)))
+    m.append(tool_result("x" * 400))
+    m.append(user("abcdabcd"))
+    f = m.figures()
+    assert (f.source, f.usage_tokens, f.trailing_tokens, f.used) == ("usage", 3100, 102, 3202)
+
+
+def test_u7_total_is_preferred_when_reported() -> None:
+    assert usage_tokens(Usage(input=1000, output=50, cache_read=500, total=1700)) == 1700
+
+
+def test_u7_sum_includes_cache_read_cache_write_and_output() -> None:
+    assert usage_tokens(Usage(input=100, output=20, cache_read=3000, cache_write=400)) == 3520
+    assert usage_tokens(Usage(input=100, output=20)) == 120
+
+
+@pytest.mark.parametrize(
+    "usage",
+    [
+        None,
+        Usage(),  # nothing reported
+        Usage(input=100),  # output missing, no total
+        Usage(output=10),  # input missing, no total
+        Usage(input=-5, output=10),  # negative
+        Usage(input=100, output=10, cache_read=-1),
+        Usage(input=5000, output=10, total=4000),  # total below the input alone
+        Usage(input=0, output=0),  # a request that carried nothing: not a count
+        Usage(input=900_000, output=10),  # above 4x a 200K window
+    ],
+    ids=["none", "empty", "no-output", "no-input", "negative", "negative-cache", "total<input", "zero", "absurd"],
+)
+def test_u11_untrustworthy_usage_is_rejected(usage: Usage | None) -> None:
+    assert usage_tokens(usage, window=200_000) is None
+
+
+def test_u11_untrustworthy_usage_falls_back_to_estimate() -> None:
+    m = meter()
+    m.append(user("abcd"))
+    m.append(assistant("efgh", usage=Usage(input=900_000, output=10)))  # > 4 x window
+    f = m.figures()
+    assert f.source == "estimate"
+    assert f.used == 2500 + 1 + 1
+    assert f.usage_tokens is None and f.trailing_tokens is None
+    assert f.percent == 1.3
+
+
+def test_u11_4x_window_boundary_is_inclusive() -> None:
+    assert usage_tokens(Usage(input=800_000, output=0), window=200_000) == 800_000
+    assert usage_tokens(Usage(input=800_001, output=0), window=200_000) is None
+
+
+def test_u9_assistant_without_usage_means_estimate() -> None:
+    m = meter()
+    m.append(user("abcd"))
+    m.append(assistant("abcdabcd", usage=None))
+    f = m.figures()
+    assert (f.source, f.used) == ("estimate", 2500 + 1 + 2)
+
+
+def test_u9_replace_is_an_estimate_until_next_usage() -> None:
+    m = meter()
+    m.append(user("a" * 400))
+    m.append(assistant(usage=Usage(input=50_000, output=500)))
+    summary = user("summary " * 10)
+    m.replace([summary])
+    f = m.figures()
+    assert (f.source, f.used) == ("estimate", 2500 + 20)
+    m.append(assistant(usage=Usage(input=2520, output=30)))
+    assert (m.figures().source, m.figures().used) == ("usage", 2550)
+
+
+def test_u9_invalidate_after_a_request_goes_to_estimate() -> None:
+    m = meter()
+    m.append(user("abcd"))
+    m.append(assistant("x", usage=Usage(input=9000, output=10)))
+    assert m.figures().used == 9010
+    m.invalidate()
+    f = m.figures()
+    assert (f.source, f.used) == ("estimate", 2500 + 1 + 1)
+
+
+def test_u10_invalidate_before_first_request_stays_prefix() -> None:
+    m = meter()
+    m.invalidate()
+    assert m.figures().source == "prefix"
+
+
+def test_u9_prefix_change_after_request_is_an_edit() -> None:
+    m = meter()
+    m.append(assistant("x", usage=Usage(input=2600, output=10)))
+    m.set_prefix(SYSTEM, TOOLS)  # unchanged: nothing happens
+    assert m.figures().source == "usage"
+    m.set_prefix(SYSTEM + "more", TOOLS)
+    f = m.figures()
+    assert (f.source, f.used) == ("estimate", 1001 + 1500 + 1)
+
+
+# -- derived figures -----------------------------------------------------------------------------------
+
+
+def test_u12_percent_one_decimal() -> None:
+    m = meter()
+    m.append(assistant(usage=Usage(input=2508, output=40)))
+    assert m.figures().percent == 1.3  # 2548 / 200000 = 1.274 %
+
+
+def test_u12_u11_percent_capped_at_100() -> None:
+    m = meter(window=8000, reserve_tokens=1000)
+    m.append(tool_result("x" * 40_000))  # estimate 10,000 + 2,500 over an 8,000 window
+    f = m.figures()
+    assert f.used == 12_500 and f.percent == 100.0
+
+
+def test_u12_no_window_no_percent_unmeasured() -> None:
+    f = meter(window=None).figures()
+    assert f.percent is None and f.window is None and f.tier == "unmeasured"
+    assert f.auto_compact_at is None and f.prune_at is None
+
+
+def test_u13_u14_thresholds() -> None:
+    f = meter().figures()
+    assert f.auto_compact_at == 183_616
+    assert f.prune_at == 128_531  # floor(0.7 x 183,616) = floor(128,531.2)
+
+
+def test_u14_prune_at_is_an_exact_floor() -> None:
+    # 0.7 * 90 in floats is 62.99999999999999: a float floor would be one short.
+    assert int(0.7 * 90) == 62
+    assert meter(window=16_384 + 90).figures().prune_at == 63
+
+
+@pytest.mark.parametrize("how", ["disabled", "held", "window<=reserve"])
+def test_u13_u14_absent_when_compaction_off_or_held(how: str) -> None:
+    if how == "disabled":
+        m = meter(compaction_enabled=False)
+    elif how == "held":
+        m = meter()
+        m.set_compaction(held=True)
+    else:
+        m = meter(window=16_000)
+    f = m.figures()
+    assert f.auto_compact_at is None and f.prune_at is None
+    assert f.percent is not None  # the rest stays known
+
+
+def test_u13_held_then_released() -> None:
+    m = meter()
+    m.set_compaction(held=True)
+    assert m.figures().auto_compact_at is None
+    m.set_compaction(held=False)
+    assert m.figures().auto_compact_at == 183_616
+
+
+def test_set_window_changes_size_and_keeps_usage() -> None:
+    m = meter()
+    m.append(assistant(usage=Usage(input=100_000, output=0)))
+    m.set_window(1_000_000)
+    f = m.figures()
+    assert (f.source, f.used, f.window, f.percent, f.tier) == ("usage", 100_000, 1_000_000, 10.0, "healthy")
+
+
+def test_u15_unknown_figures_are_absent_not_zero() -> None:
+    enc = msgspec.json.decode(msgspec.json.encode(meter(window=None).figures()))
+    assert enc == {"used": 2500, "source": "prefix", "tier": "unmeasured"}
+
+
+def test_tier_follows_percent() -> None:
+    m = meter(window=10_000, reserve_tokens=1000)
+    m.append(assistant(usage=Usage(input=7_400, output=0)))
+    assert m.figures().tier == "danger"
+    m.replace([])
+    assert m.figures().tier == "healthy"  # 2,500 / 10,000: it falls again after a compaction
+
+
+# -- incremental cost (U5) -----------------------------------------------------------------------------
+
+
+class CountingEstimator(HeuristicEstimator):
+    def __init__(self) -> None:
+        self.messages = 0
+        self.texts = 0
+
+    def message(self, m):  # type: ignore[override]
+        self.messages += 1
+        return super().message(m)
+
+    def text(self, s):  # type: ignore[override]
+        self.texts += 1
+        return super().text(s)
+
+
+def test_u5_update_cost_does_not_grow_with_session_length() -> None:
+    est = CountingEstimator()
+    m = ContextMeter(est, window=10_000_000)
+    m.set_prefix(SYSTEM, TOOLS)
+    for i in range(10_000):
+        m.append(user(f"message {i}") if i % 2 else assistant(usage=Usage(input=1000 + i, output=5)))
+    est.messages = est.texts = 0
+    m.append(tool_result("one more"))
+    f = m.figures()
+    m.figures()
+    assert est.messages == 1  # the new message only
+    assert est.texts == 1  # ... and its one text part; nothing else is re-estimated
+    assert f.used == (1000 + 9998 + 5) + 3 + 2  # last usage + "message 9999" + "one more"
+
+
+def test_u5_replace_reestimates_only_new_messages() -> None:
+    est = CountingEstimator()
+    m = ContextMeter(est, window=200_000)
+    kept = [user(f"m{i}") for i in range(50)]
+    for k in kept:
+        m.append(k)
+    est.messages = 0
+    m.replace([user("summary"), *kept[-10:]])
+    assert est.messages == 1
+
+
+# -- breakdown (S3) ------------------------------------------------------------------------------------
+
+
+def test_s3_breakdown_by_kind() -> None:
+    m = meter()
+    m.append(UserMessage(content=[TextPart("abcd" * 10), ImagePart(data="AA==", mime_type="image/png")]))
+    m.append(AssistantMessage(content=[ToolCallPart(id="c", name="read", arguments="{}xx")], usage=Usage(input=1, output=1)))
+    m.append(tool_result("z" * 100))
+    b = m.breakdown()
+    assert (b.system_prompt, b.tool_declarations) == (1000, 1500)
+    assert (b.user_messages, b.images, b.assistant_messages, b.tool_results) == (10, 1600, 2, 25)
+    assert b.total == 2500 + 10 + 1600 + 2 + 25 == m.estimate_total()
+    assert b.messages == 3
+
+
+# -- persistence ---------------------------------------------------------------------------------------
+
+
+def _session() -> tuple[ContextMeter, list]:
+    m = meter()
+    msgs = [user("hello"), assistant(usage=Usage(input=4000, output=60)), tool_result("x" * 80)]
+    for x in msgs:
+        m.append(x)
+    return m, msgs
+
+
+def test_restore_takes_stored_figures_not_reestimates() -> None:
+    m, msgs = _session()
+    state = msgspec.json.decode(msgspec.json.encode(m.state()), type=MeterState)
+    assert (state.source, state.usage_tokens, state.trailing_tokens, state.message_count) == ("usage", 4060, 20, 3)
+    # A stored figure wins over what the messages would say (here: a different trailing estimate).
+    stored = msgspec.structs.replace(state, trailing_tokens=33)
+    loaded = meter()
+    loaded.restore(msgs, stored)
+    f = loaded.figures()
+    assert (f.source, f.usage_tokens, f.trailing_tokens, f.used) == ("usage", 4060, 33, 4093)
+
+
+def test_restore_roundtrip_equals_live_figures() -> None:
+    m, msgs = _session()
+    loaded = meter()
+    loaded.restore(msgs, m.state())
+    assert loaded.figures() == m.figures()
+    assert loaded.breakdown() == m.breakdown()
+
+
+def test_restore_appends_messages_stored_after_the_state() -> None:
+    m, msgs = _session()
+    state = m.state()
+    later = user("abcdabcd")
+    loaded = meter()
+    loaded.restore([*msgs, later], state)
+    f = loaded.figures()
+    assert (f.source, f.trailing_tokens, f.used) == ("usage", 22, 4082)
+
+
+def test_restore_without_state_replays_usage() -> None:
+    m, msgs = _session()
+    loaded = meter()
+    loaded.restore(msgs, None)
+    assert loaded.figures() == m.figures()
+
+
+def test_restore_inconsistent_state_becomes_estimate() -> None:
+    m, msgs = _session()
+    loaded = meter()
+    loaded.restore(msgs[:1] + msgs[1:2], m.state())  # the state counts 3 messages, only 2 are here
+    assert loaded.figures().source == "estimate"
+
+
+def test_restore_estimate_state_stays_estimate() -> None:
+    m, msgs = _session()
+    m.replace(msgs[-1:])
+    loaded = meter()
+    loaded.restore(msgs[-1:], m.state())
+    assert loaded.figures() == m.figures()
+    assert loaded.figures().source == "estimate"
+
+
+def test_restore_with_changed_prefix_is_an_estimate() -> None:
+    m, msgs = _session()
+    loaded = ContextMeter(window=200_000)
+    loaded.set_prefix(SYSTEM + " rebuilt differently", TOOLS)
+    loaded.restore(msgs, m.state())
+    assert loaded.figures().source == "estimate"
+    # Same prefix set after the restore: usage holds.
+    again = ContextMeter(window=200_000)
+    again.restore(msgs, m.state())
+    again.set_prefix(SYSTEM, TOOLS)
+    assert again.figures().source == "usage"
+
+
+def test_figures_is_a_struct() -> None:
+    assert isinstance(meter().figures(), ContextFigures)

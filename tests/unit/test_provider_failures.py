@@ -1,0 +1,227 @@
+"""How providers fail: credentials, rate limits, server errors, timeouts, broken streams — over real HTTP."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+from contextlib import aclosing
+from email.utils import formatdate
+
+import anyio
+import pytest
+
+from ama_acp.agent.messages import TextPart, UserMessage
+from ama_acp.providers.base import Failure, Finished, ModelRequest, Retrying, TextDelta
+from ama_acp.providers.http import RetryPolicy, parse_retry_after
+from ama_acp.providers.registry import make_provider
+from tests.support.llm_server import collect, llm_server_fixture
+
+server = pytest.fixture(name="server")(llm_server_fixture)
+
+KEY = "sk-secret-key-0123456789"
+REQUEST = ModelRequest(model="m", system="", messages=[UserMessage([TextPart("hi")])])
+KINDS = ["openai", "anthropic"]
+
+
+def make(server, kind, *, retries=2, timeout=5.0, base=0.01, **kw):
+    url = server.openai_url if kind == "openai" else server.anthropic_url
+    kw.setdefault("name", kind)
+    return make_provider(
+        kind,
+        base_url=url,
+        api_key=KEY,
+        timeout=timeout,
+        max_retries=retries,
+        retry=RetryPolicy(max_retries=retries, backoff_base=base),
+        **kw,
+    )
+
+
+def run(server, kind, **kw):
+    p = make(server, kind, **kw)
+    return collect(lambda: p.stream(REQUEST))
+
+
+@pytest.mark.parametrize(("kind", "env"), [("openai", "OPENAI_API_KEY"), ("anthropic", "ANTHROPIC_API_KEY")])
+def test_401_names_the_env_var_and_never_the_key(server, kind, env, caplog):
+    caplog.set_level(logging.DEBUG)
+    # Some servers echo the rejected key; it must not come through.
+    server.enqueue({"status": 401, "message": f"Incorrect API key provided: {KEY}"})
+    events = run(server, kind)
+    assert len(events) == 1 and isinstance(events[0], Failure)
+    failure = events[0]
+    assert failure.kind == "auth" and failure.status == 401
+    assert f"Set {env} (or api_key_env in the config) and restart." in failure.message
+    assert KEY not in failure.message and KEY not in caplog.text
+    assert "Incorrect API key provided" in failure.message
+    assert len(server.requests) == 1  # never retried
+
+
+def test_401_for_a_configured_provider_names_its_variable(server):
+    server.enqueue({"status": 403})
+    events = run(server, "openai", name="local", api_key_env="LOCAL_LLM_KEY")
+    assert events[0].kind == "auth"
+    assert "Set LOCAL_LLM_KEY and restart." in events[0].message
+    assert "local" in events[0].message
+
+
+def test_401_without_a_key_says_one_is_needed(server):
+    server.enqueue({"status": 401})
+    p = make_provider("openai", name="openai", base_url=server.openai_url, api_key=None)
+    events = collect(lambda: p.stream(REQUEST))
+    assert "needs an API key" in events[0].message and "OPENAI_API_KEY" in events[0].message
+    assert "authorization" not in server.requests[0].headers
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_400_is_a_bad_request_with_the_providers_text(server, kind):
+    server.enqueue({"status": 400, "message": "model 'nope' does not exist"})
+    events = run(server, kind)
+    assert events == [events[0]] and events[0].kind == "bad_request" and events[0].status == 400
+    assert "model 'nope' does not exist" in events[0].message
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_429_with_retry_after_then_success(server, kind):
+    server.enqueue({"status": 429, "retry_after": "0.3"}, {"text": "made it"})
+    start = time.monotonic()
+    events = run(server, kind, base=5.0)  # the backoff would be 5 s: Retry-After must win
+    assert [e for e in events if isinstance(e, Retrying)] == [Retrying(attempt=1, delay=0.3, reason=events[0].reason)]
+    assert "429" in events[0].reason
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "made it"
+    assert isinstance(events[-1], Finished)
+    gap = server.requests[1].time - server.requests[0].time
+    assert 0.3 <= gap < 2.0 and time.monotonic() - start < 3.0
+
+
+def test_quota_429_is_not_retried(server):
+    body = {"error": {"message": "You exceeded your current quota", "type": "insufficient_quota", "code": "insufficient_quota"}}
+    server.enqueue({"status": 429, "body": body})
+    events = run(server, "openai")
+    assert len(events) == 1 and events[0].kind == "rate_limit" and "quota" in events[0].message
+
+
+@pytest.mark.parametrize(("kind", "status"), [("openai", 500), ("anthropic", 529), ("openai", 503)])
+def test_server_errors_exhaust_retries(server, kind, status):
+    server.enqueue(*[{"status": status}] * 3)
+    events = run(server, kind, retries=2)
+    assert [e.attempt for e in events if isinstance(e, Retrying)] == [1, 2]
+    failure = events[-1]
+    assert isinstance(failure, Failure) and failure.kind == "server" and failure.status == status
+    assert "Gave up after 2 retries" in failure.message
+    assert len(server.requests) == 3
+
+
+def test_backoff_grows(server):
+    server.enqueue(*[{"status": 502}] * 4)
+    events = run(server, "openai", retries=3, base=0.02)
+    delays = [e.delay for e in events if isinstance(e, Retrying)]
+    assert len(delays) == 3
+    for n, delay in enumerate(delays):
+        assert 0.75 * 0.02 * 2**n <= delay <= 0.02 * 2**n
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_hanging_server_times_out_retries_then_fails(server, kind):
+    server.enqueue({"hang": 5}, {"hang": 5})
+    start = time.monotonic()
+    events = run(server, kind, retries=1, timeout=0.3)
+    assert time.monotonic() - start < 3.0
+    assert isinstance(events[0], Retrying) and "timed out" in events[0].reason
+    assert isinstance(events[-1], Failure) and events[-1].kind == "timeout"
+    assert "Gave up after 1 retries" in events[-1].message
+
+
+def test_slow_stream_mid_body_times_out(server):
+    server.enqueue({"text": "slow", "chunk_size": 1, "delay": 1.0}, {"text": "fast"})
+    events = run(server, "openai", retries=1, timeout=0.3)
+    assert any(isinstance(e, Retrying) for e in events)
+    assert isinstance(events[-1], Finished)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("clean", [False, True])
+def test_broken_stream_is_retried(server, kind, clean):
+    server.enqueue({"text": "first attempt text", "break_after": 3, "clean_eof": clean}, {"text": "complete"})
+    events = run(server, kind)
+    retry = next(i for i, e in enumerate(events) if isinstance(e, Retrying))
+    assert events[retry].attempt == 1
+    after = events[retry + 1 :]
+    assert "".join(e.text for e in after if isinstance(e, TextDelta)) == "complete"
+    assert isinstance(events[-1], Finished)
+
+
+def test_broken_stream_every_time_fails_as_stream(server):
+    server.enqueue(*[{"text": "abc", "break_after": 2}] * 3)
+    events = run(server, "anthropic")
+    assert events[-1].kind == "stream" and "broke off" in events[-1].message
+
+
+def test_connection_refused(server):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again when the block ends: nothing listens there
+    p = make_provider(
+        "openai",
+        name="openai",
+        base_url=f"http://127.0.0.1:{port}/v1",
+        api_key=KEY,
+        retry=RetryPolicy(max_retries=1, backoff_base=0.01),
+    )
+    events = collect(lambda: p.stream(REQUEST))
+    assert isinstance(events[0], Retrying)
+    assert events[-1].kind == "server" and "Cannot reach" in events[-1].message and KEY not in events[-1].message
+
+
+def test_exhausted_script_says_so(server):
+    events = run(server, "openai", retries=0)
+    assert events[-1].kind == "server" and "ran out of replies" in events[-1].message
+
+
+def test_consumer_can_stop_early(server):
+    server.enqueue({"text": "a long answer " * 50, "chunk_size": 3, "delay": 0.01}, {"text": "next"})
+    p = make(server, "openai")
+
+    async def main():
+        with anyio.fail_after(5):
+            async with aclosing(p.stream(REQUEST)) as stream:  # what the agent loop does on cancel
+                async for event in stream:
+                    if isinstance(event, TextDelta):
+                        break
+            # The provider stays usable after an abandoned stream.
+            return [e async for e in p.stream(REQUEST)]
+
+    events = anyio.run(main)
+    assert isinstance(events[-1], Finished)
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "next"
+
+
+def test_retry_after_parsing():
+    assert parse_retry_after({"retry-after": "2"}) == 2.0
+    assert parse_retry_after({"retry-after": "120"}) == 60.0  # capped
+    assert parse_retry_after({"retry-after-ms": "250", "retry-after": "9"}) == 0.25
+    assert parse_retry_after({"retry-after": "soon"}) is None
+    assert parse_retry_after({}) is None
+    now = time.time()
+    assert 9 <= parse_retry_after({"retry-after": formatdate(now + 10, usegmt=True)}, now=now) <= 10
+    assert parse_retry_after({"retry-after": formatdate(now - 100, usegmt=True)}, now=now) == 0.0
+
+
+def test_unknown_kind():
+    from ama_acp.config import ConfigError
+
+    with pytest.raises(ConfigError, match="not one of"):
+        make_provider("gemini", name="g")
+
+
+def test_importing_providers_does_not_import_httpx():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, ama_acp.providers.openai, ama_acp.providers.anthropic, ama_acp.providers.registry;"
+        "print('httpx' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
