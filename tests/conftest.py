@@ -22,3 +22,9 @@ def acp_validator():
         return load_validator()
     except SchemaUnavailable as exc:
         pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture
+def anyio_backend():
+    """ama runs on asyncio; anyio's pytest plugin runs `@pytest.mark.anyio` tests on it."""
+    return "asyncio"

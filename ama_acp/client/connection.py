@@ -517,7 +517,11 @@ class AgentProcess:
             params = message.get("params")
             if "id" in message:
                 self.requests_received.append((method, params))
-                self._spawn(lambda: self._serve_request(message["id"], method, params))
+                # The scope is registered now, not when the task starts: a $/cancel_request on the very next
+                # line must find it.
+                scope = anyio.CancelScope()
+                self._incoming[_id_key(message["id"])] = scope
+                self._spawn(lambda: self._serve_request(message["id"], method, params, scope))
             else:
                 self._on_notification(method, params if isinstance(params, dict) else {})
             return
@@ -566,17 +570,16 @@ class AgentProcess:
         if self.on_notification is not None:
             self.on_notification(method, params)
 
-    async def _serve_request(self, request_id: Any, method: str, params: Any) -> None:
+    async def _serve_request(self, request_id: Any, method: str, params: Any, scope: anyio.CancelScope) -> None:
         key = _id_key(request_id)
         reply: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id}
         handler = self._handlers.get(method)
         if method not in self._advertised or handler is None:
+            self._incoming.pop(key, None)
             kind = "unadvertised_method" if method in self._handlers else "unknown_method"
             self._violation(kind, f"the agent called {method}, which this client did not advertise")
             reply["error"] = {"code": METHOD_NOT_FOUND, "message": f"Method not found: {method}"}
         else:
-            scope = anyio.CancelScope()
-            self._incoming[key] = scope
             try:
                 with scope:
                     try:

@@ -70,7 +70,9 @@ async def read_text_file(params: dict[str, Any]) -> dict[str, Any]:
     line = _optional_uint(params, "line")
     limit = _optional_uint(params, "limit")
     try:
-        text = await anyio.Path(path).read_text(encoding="utf-8")
+        # Bytes, then decode: universal-newline reading would turn CRLF into LF and an agent's
+        # read-modify-write would silently change every line ending.
+        text = (await anyio.Path(path).read_bytes()).decode("utf-8")
     except FileNotFoundError:
         raise RpcError(RESOURCE_NOT_FOUND, f"File not found: {path}", {"uri": path.as_uri()}) from None
     except IsADirectoryError:
@@ -81,7 +83,9 @@ async def read_text_file(params: dict[str, Any]) -> dict[str, Any]:
         raise RpcError(INTERNAL_ERROR, f"Cannot read {path}: {exc.strerror or exc}") from None
     if line is None and limit is None:
         return {"content": text}
-    lines = text.splitlines(keepends=True)
+    # Lines end at "\n" only (str.splitlines would also split on form feeds and U+2028).
+    lines = [piece + "\n" for piece in text.split("\n")]
+    lines[-1] = lines[-1][:-1]
     # Line numbers are 1-based; a 0 is read as "from the start" rather than refused.
     start = max((line or 1) - 1, 0)
     end = len(lines) if limit is None else start + limit

@@ -122,7 +122,9 @@ class Billing:
             return None
         assert usage is not None
         inp, out = usage.input or 0, usage.output or 0
-        total = usage.total if usage.total is not None else inp + out + (usage.cache_read or 0) + (usage.cache_write or 0)
+        total = (
+            usage.total if usage.total is not None else inp + out + (usage.cache_read or 0) + (usage.cache_write or 0)
+        )
 
         def acc(a: int | None, b: int | None) -> int | None:
             return a if b is None else (a or 0) + b

@@ -25,7 +25,6 @@ from ama_acp.agent.messages import (
     TextPart,
     ThinkingPart,
     ToolCallPart,
-    ToolResultMessage,
     Usage,
     UserMessage,
 )

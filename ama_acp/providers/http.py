@@ -279,9 +279,7 @@ class HttpStream:
                 outcome.connect = True
             except (httpx.TransportError, httpx.DecodingError) as exc:
                 # The connection dropped mid-body (incomplete chunked read, reset, ...).
-                outcome = _Outcome(
-                    "stream", f"the connection broke off: {self._scrub(str(exc)) or type(exc).__name__}", True
-                )
+                outcome = _Outcome("stream", f"connection lost: {self._scrub(str(exc)) or type(exc).__name__}", True)
 
             if not outcome.retryable or attempt >= retries:
                 yield self._failure(outcome, attempt)
@@ -331,7 +329,7 @@ class HttpStream:
 
     def _failure(self, out: _Outcome, attempt: int) -> Failure:
         who = f"{self.provider} ({safe_url(self.url)})"
-        tail = f" Gave up after {attempt} retries." if attempt else ""
+        tail = f" Gave up after {attempt} {'retry' if attempt == 1 else 'retries'}." if attempt else ""
         if out.kind == "auth":
             what = "rejected the API key" if self.key.has_key else "needs an API key"
             msg = f"{who} {what} ({self._short(out)}). {self.key.instruction()}"
@@ -349,5 +347,5 @@ class HttpStream:
         elif out.connect:
             msg = f"Cannot reach {who} ({out.detail}). Check the base URL and the network.{tail}"
         else:
-            msg = f"{who} failed ({self._short(out)}).{tail}"
+            msg = f"{who} answered with a server error ({self._short(out)}).{tail}"
         return Failure(kind=out.kind, message=self._scrub(msg), status=out.status)

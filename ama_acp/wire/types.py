@@ -190,12 +190,13 @@ class SessionConfigSelectOption(_Out):
     description: str | None = None
 
 
-class SessionConfigOption(_Out):
+class SessionConfigOption(_Out, tag="select", tag_field="type"):
+    """A `select` option (the tag makes `type` always present on the wire)."""
+
     id: str
     name: str
     current_value: str
     options: list[SessionConfigSelectOption]
-    type: Literal["select"] = "select"
     description: str | None = None
     category: str | None = None
 

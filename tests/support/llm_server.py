@@ -17,8 +17,10 @@ Each POST takes the next reply from the queue and renders it in the dialect of t
     text: str                  answer text, streamed in pieces
     tool_calls: [{"id", "name", "arguments": dict | str}]   arguments streamed in fragments
     interleave: bool           OpenAI: interleave the fragments of parallel tool calls
-    usage: {"input", "output", "cache_read", "cache_write", "reasoning"} | None   (None: send no usage)
+    usage: {"input", "output", "cache_read", "cache_write", "reasoning"} | None   (None: send no usage;
+                               missing keys default to input 10, output 5, the rest 0)
     stop: "end_turn" | "tool_use" | "max_tokens" | "refusal"   (default: tool_use when tool_calls, else end_turn)
+    finish_reason, stop_reason: str   send this raw OpenAI finish_reason / Anthropic stop_reason instead
     chunk_size: int            characters per text/argument delta (default 5)
     delay: float               seconds between events (default 0)
     crlf: bool                 end SSE lines with \\r\\n
@@ -35,7 +37,8 @@ Each POST takes the next reply from the queue and renders it in the dialect of t
   hang: float                  read the request, then send nothing for this many seconds
 
 An empty queue answers 500 with a body saying the script ran out. Every request is recorded in
-`server.requests` (`RecordedRequest`: path, headers with lower-case names, parsed JSON body).
+`server.requests` (`RecordedRequest`: path, headers with lower-case names, parsed JSON body, and the
+monotonic `time` it arrived, for checking retry delays).
 """
 
 from __future__ import annotations
@@ -392,7 +395,7 @@ class LLMServer:
     def start(self) -> LLMServer:
         self._httpd = _Server((self._host, 0), _Handler)
         self._httpd.owner = self
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="llm-server", daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), name="llm-server", daemon=True)
         self._thread.start()
         return self
 

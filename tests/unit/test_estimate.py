@@ -30,30 +30,27 @@ from ama_acp.context.estimate import (
 
 H = HeuristicEstimator()
 
-# One representative code point per block U1 names (first, middle and last of the big ones).
-CJK_SAMPLES = [
-    "\u4e00", "\u6c49", "\u9fff",  # CJK Unified Ideographs
-    "\u3400", "\u4dbf",  # Ext A
-    "\U00020000", "\U0002a6df",  # Ext B
-    "\U0002a700", "\U0002b740", "\U0002b820", "\U0002ceb0", "\U0002ebe0",  # Ext C, D, E, F
-    "\U00030000", "\U00031350",  # Ext G, H
-    "\uf900", "\ufaff",  # CJK Compatibility Ideographs
-    "\U0002f800",  # ... Supplement
-    "\u3042", "\u309f",  # Hiragana
-    "\u30a2", "\u30ff",  # Katakana
-    "\u31f0", "\u31ff",  # Katakana Phonetic Extensions
-    "\uff66", "\uff9d",  # Halfwidth Katakana
-    "\uac00", "\ud7a3",  # Hangul Syllables
-    "\u1100", "\u11ff",  # Hangul Jamo
-    "\u3131", "\u318e",  # Hangul Compatibility Jamo
-    "\ua960", "\ud7b0",  # Jamo Extended A / B
-]
-# Neighbours and look-alikes that are NOT in those blocks: each a quarter token.
-NON_CJK_SAMPLES = [
-    "\u3000", "\u3002", "\uff01", "\uff21", "\uffa0",  # ideographic space and punctuation, fullwidth forms
-    "\u2e80", "\u3100", "\ua000",  # CJK radicals, Bopomofo, Yi: not in U1's list
-    "\u00e9", "\u0416", "\u10ff", "\U0001f600",  # Latin, Cyrillic, Georgian, an emoji (astral)
-]
+# Representative code points of every block U1 names (first, middle and last of the big ones).
+CJK_BLOCKS = {
+    "CJK Unified Ideographs": "\u4e00\u6c49\u9fff",
+    "Ext A": "\u3400\u4dbf",
+    "Ext B": "\U00020000\U0002a6df",
+    "Ext C-F": "\U0002a700\U0002b740\U0002b820\U0002ceb0\U0002ebe0",
+    "Ext G-H": "\U00030000\U00031350",
+    "CJK Compatibility Ideographs": "\uf900\ufaff\U0002f800",
+    "Hiragana": "\u3042\u309f",
+    "Katakana": "\u30a2\u30ff",
+    "Katakana Phonetic Extensions": "\u31f0\u31ff",
+    "Halfwidth Katakana": "\uff66\uff9d",
+    "Hangul Syllables": "\uac00\ud7a3",
+    "Hangul Jamo": "\u1100\u11ff",
+    "Hangul Compatibility Jamo": "\u3131\u318e",
+    "Hangul Jamo Extended A/B": "\ua960\ud7b0",
+}
+CJK_SAMPLES = [ch for chars in CJK_BLOCKS.values() for ch in chars]
+# Neighbours and look-alikes that are NOT in those blocks: ideographic space and punctuation, fullwidth forms,
+# CJK radicals, Bopomofo, Yi, Latin, Cyrillic, Georgian and an astral emoji. Each is a quarter token.
+NON_CJK_SAMPLES = list("\u3000\u3002\uff01\uff21\uffa0\u2e80\u3100\ua000\u00e9\u0416\u10ff\U0001f600")
 
 
 @pytest.mark.parametrize("ch", CJK_SAMPLES, ids=lambda c: f"U+{ord(c):04X}")

@@ -280,7 +280,9 @@ def test_u5_replace_reestimates_only_new_messages() -> None:
 def test_s3_breakdown_by_kind() -> None:
     m = meter()
     m.append(UserMessage(content=[TextPart("abcd" * 10), ImagePart(data="AA==", mime_type="image/png")]))
-    m.append(AssistantMessage(content=[ToolCallPart(id="c", name="read", arguments="{}xx")], usage=Usage(input=1, output=1)))
+    m.append(
+        AssistantMessage(content=[ToolCallPart(id="c", name="read", arguments="{}xx")], usage=Usage(input=1, output=1))
+    )
     m.append(tool_result("z" * 100))
     b = m.breakdown()
     assert (b.system_prompt, b.tool_declarations) == (1000, 1500)

@@ -167,12 +167,20 @@ def test_translation_merges_roles_and_drops_what_the_api_rejects():
         {"role": "user", "content": [{"type": "text", "text": "one"}, {"type": "text", "text": "two"}]},
         {
             "role": "assistant",
-            "content": [{"type": "text", "text": "ok"}, {"type": "tool_use", "id": "call_1", "name": "ls", "input": {}}],
+            "content": [
+                {"type": "text", "text": "ok"},
+                {"type": "tool_use", "id": "call_1", "name": "ls", "input": {}},
+            ],
         },
         {
             "role": "user",
             "content": [
-                {"type": "tool_result", "tool_use_id": "call_1", "content": [{"type": "text", "text": "boom"}], "is_error": True},
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "call_1",
+                    "content": [{"type": "text", "text": "boom"}],
+                    "is_error": True,
+                },
                 {"type": "text", "text": "next"},
             ],
         },
@@ -183,7 +191,12 @@ def test_tools_and_thinking_budget():
     p = AnthropicProvider(reasoning=True)
     body = p.build_body(ask(tools=[READ], thought_level="high"))
     assert body["tools"] == [
-        {"name": "read_file", "description": "Read a file", "input_schema": READ.parameters, "cache_control": {"type": "ephemeral"}}
+        {
+            "name": "read_file",
+            "description": "Read a file",
+            "input_schema": READ.parameters,
+            "cache_control": {"type": "ephemeral"},
+        }
     ]
     # The budget leaves room for the answer within max_tokens.
     assert body["thinking"] == {"type": "enabled", "budget_tokens": 4096}

@@ -96,7 +96,13 @@ def test_429_with_retry_after_then_success(server, kind):
 
 
 def test_quota_429_is_not_retried(server):
-    body = {"error": {"message": "You exceeded your current quota", "type": "insufficient_quota", "code": "insufficient_quota"}}
+    body = {
+        "error": {
+            "message": "You exceeded your current quota",
+            "type": "insufficient_quota",
+            "code": "insufficient_quota",
+        }
+    }
     server.enqueue({"status": 429, "body": body})
     events = run(server, "openai")
     assert len(events) == 1 and events[0].kind == "rate_limit" and "quota" in events[0].message
@@ -130,7 +136,7 @@ def test_hanging_server_times_out_retries_then_fails(server, kind):
     assert time.monotonic() - start < 3.0
     assert isinstance(events[0], Retrying) and "timed out" in events[0].reason
     assert isinstance(events[-1], Failure) and events[-1].kind == "timeout"
-    assert "Gave up after 1 retries" in events[-1].message
+    assert "Gave up after 1 retry." in events[-1].message
 
 
 def test_slow_stream_mid_body_times_out(server):

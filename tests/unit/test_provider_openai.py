@@ -62,7 +62,10 @@ def test_request_shape_and_headers(server):
     assert body["stream_options"] == {"include_usage": True}
     assert body["messages"] == [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "hi"}]
     assert body["tools"] == [
-        {"type": "function", "function": {"name": "read_file", "description": "Read a file", "parameters": READ.parameters}}
+        {
+            "type": "function",
+            "function": {"name": "read_file", "description": "Read a file", "parameters": READ.parameters},
+        }
     ]
     # A compatible server gets max_tokens; a non-reasoning model gets no reasoning_effort.
     assert body["max_tokens"] == 1000 and "max_completion_tokens" not in body

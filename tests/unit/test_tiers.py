@@ -30,7 +30,12 @@ def test_tiers_default_caps(percent: float | None, tier: str) -> None:
 def test_tiers_configurable_caps() -> None:
     caps = [40, 55, 65, 80]
     assert [tier_for(p, caps) for p in (39, 40, 55, 65, 79.9, 80)] == [
-        "healthy", "mid", "high", "warning", "warning", "danger",
+        "healthy",
+        "mid",
+        "high",
+        "warning",
+        "warning",
+        "danger",
     ]
 
 

@@ -190,7 +190,15 @@ def test_search_glob_and_case(tmp_path, ctx, grep_tool):
 def test_search_context(tmp_path, ctx, grep_tool):
     (tmp_path / "f.txt").write_text("a\nb\nhit\nc\nd\ne\nf\nhit\ng\n")
     text = run(grep_tool, ctx, pattern="hit", context=1).text
-    assert text.split("\n")[1:] == ["f.txt-2-b", "f.txt:3:hit", "f.txt-4-c", "--", "f.txt-7-f", "f.txt:8:hit", "f.txt-9-g"]
+    assert text.split("\n")[1:] == [
+        "f.txt-2-b",
+        "f.txt:3:hit",
+        "f.txt-4-c",
+        "--",
+        "f.txt-7-f",
+        "f.txt:8:hit",
+        "f.txt-9-g",
+    ]
 
 
 def test_search_single_file_and_binary_skipped(tmp_path, ctx, grep_tool):
