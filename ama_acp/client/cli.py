@@ -116,6 +116,16 @@ async def _cancel_on_sigint(conn: AgentProcess, session_id: str, pending: Any, e
                 return
 
 
+async def settle_session_open(conn: AgentProcess, session_id: str, timeout: float = 1.0) -> None:  # noqa: ASYNC109
+    """Give the updates an agent sends right after a session opens (commands, options, the first meter)
+    a moment to arrive, so they are shown before the first prompt rather than in the middle of its answer.
+    An agent that reports no usage costs `timeout` once."""
+    try:
+        await conn.wait_for(lambda: bool(conn.updates_for(session_id, "usage_update")), timeout)
+    except TimeoutError:
+        pass
+
+
 def report_violations(conn: AgentProcess, err: Writer) -> int:
     """Write the protocol violations seen to `err`; return how many there were."""
     for v in conn.violations:
@@ -167,9 +177,13 @@ async def _main(args: argparse.Namespace, command: list[str], out: Writer, err: 
             if version != 1:
                 raise RpcError(-32602, f"the agent speaks protocol version {version!r}, this client speaks 1")
             step = "session/new"
+            # What the session opens with (its options) reads better before the updates that follow it.
+            renderer.hold()
             opened = await conn.new_session(cwd)
             session_id = opened["sessionId"]
             renderer.session_opened(session_id, opened)
+            await settle_session_open(conn, session_id)
+            renderer.release()
             for text in args.prompt:
                 step = "session/prompt"
                 renderer.line(f"» {text}")

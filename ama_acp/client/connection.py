@@ -222,8 +222,16 @@ class AgentProcess:
             # A local append-open; closed in aclose().
             self._stderr_file = stderr = open(stderr, "ab")  # noqa: ASYNC230
         try:
+            # Its own process group: a Ctrl-C in the terminal reaches only us, and we turn it into
+            # session/cancel, as an editor would; the agent never sees the signal.
             self._process = await anyio.open_process(
-                self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, cwd=self._cwd, env=self._env
+                self.command,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                cwd=self._cwd,
+                env=self._env,
+                start_new_session=os.name == "posix",
             )
         except OSError as exc:
             self._close_stderr_file()

@@ -20,7 +20,15 @@ from typing import Any
 import anyio
 
 import ama_acp
-from ama_acp.client.cli import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, describe_failure, report_violations, run_turn
+from ama_acp.client.cli import (
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    describe_failure,
+    report_violations,
+    run_turn,
+    settle_session_open,
+)
 from ama_acp.client.connection import AgentProcess, ClientOptions
 from ama_acp.client.handlers import METHOD_NOT_FOUND, RpcError
 from ama_acp.client.render import BOLD, Renderer, Writer, compact_diff
@@ -85,11 +93,13 @@ def agent_env() -> dict[str, str]:
     return env
 
 
-def describe_model(model: str | None) -> str:
+def describe_model(model: str | None, chosen: bool = False) -> str:
+    """The line that says which model answers; `chosen` when --model named it."""
     if model is None:
         return "model: not reported by the agent"
     if model == DEMO_MODEL:
-        return f"model: {model} — the bundled offline demo script (no model is configured: no network, no API key)"
+        why = "" if chosen else ", used because no model is configured"
+        return f"model: {model} — the bundled offline demo script (no network, no API key{why})"
     return f"model: {model}"
 
 
@@ -183,16 +193,13 @@ async def _demo(args: argparse.Namespace, root: Path, out: Writer, err: Writer, 
             opened = await conn.new_session(project)
             session_id = opened["sessionId"]
             renderer.session_opened(session_id, opened, quiet=True)
+            await settle_session_open(conn, session_id)
             model = renderer.current_model(session_id)
-            if model is None:
-                try:
-                    await conn.wait_for(lambda: bool(conn.updates_for(session_id, "config_option_update")), 2.0)
-                    options_now = conn.updates_for(session_id, "config_option_update")[-1]["configOptions"]
-                    renderer.session_opened(session_id, {"configOptions": options_now}, quiet=True)
-                    model = renderer.current_model(session_id)
-                except TimeoutError:
-                    pass
-            renderer.line(describe_model(model))
+            for update in conn.updates_for(session_id, "config_option_update"):
+                # A config_option_update that came with the session open is the newer word on the model.
+                renderer.session_opened(session_id, {"configOptions": update.get("configOptions")}, quiet=True)
+                model = renderer.current_model(session_id)
+            renderer.line(describe_model(model, chosen=args.model is not None))
             renderer.line("permissions: every request is approved (allow once), and shown below")
             renderer.line("")
             renderer.release()

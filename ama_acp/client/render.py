@@ -129,6 +129,7 @@ class _ToolState:
         self.kind = "other"
         self.statuses: list[str] = []
         self.shown: set[str] = set()  # content already printed (diffs and texts are not repeated)
+        self.terminals: list[str] = []  # client terminals embedded in the call: shown when it ends
 
 
 class Renderer:
@@ -323,11 +324,28 @@ class Renderer:
             elif len(state.statuses) == 1 or terminal or self.colour:
                 self.line(self._tool_line(state), key=("tool", sid, state.id))
         content = update.get("content")
-        if isinstance(content, list):
-            for item in content:
-                self._tool_content(state, item, show_terminal=terminal)
+        for item in content if isinstance(content, list) else []:
+            if isinstance(item, dict) and item.get("type") == "terminal":
+                if str(item.get("terminalId")) not in state.terminals:
+                    state.terminals.append(str(item.get("terminalId")))
+            elif not (state.terminals and self.terminal_output and _is_text(item)):
+                # With a live terminal to show, its output replaces the text copy of it.
+                self._tool_content(state, item)
+        if terminal:
+            # A terminal's output is complete only when the call ends.
+            for tid in state.terminals:
+                self._terminal_output(state, tid)
 
-    def _tool_content(self, state: _ToolState, item: Any, show_terminal: bool) -> None:
+    def _terminal_output(self, state: _ToolState, tid: str) -> None:
+        if f"terminal:{tid}" in state.shown:
+            return
+        state.shown.add(f"terminal:{tid}")
+        self.line(self.style(DIM, f"  [terminal {tid}]"))
+        output = self.terminal_output(tid) if self.terminal_output else None
+        for text_line in _clip_lines(output or ""):
+            self.line(self.style(DIM, "  │ " + text_line))
+
+    def _tool_content(self, state: _ToolState, item: Any) -> None:
         if not isinstance(item, dict):
             return
         kind = item.get("type")
@@ -351,18 +369,6 @@ class Renderer:
                 return
             state.shown.add(sig)
             for text_line in _clip_lines(text):
-                self.line(self.style(DIM, "  │ " + text_line))
-        elif kind == "terminal":
-            tid = str(item.get("terminalId"))
-            sig = f"terminal:{tid}"
-            if sig in state.shown:
-                return
-            output = self.terminal_output(tid) if (show_terminal and self.terminal_output) else None
-            if output is None and not show_terminal:
-                return  # wait for the end: the output is complete then
-            state.shown.add(sig)
-            self.line(self.style(DIM, f"  [terminal {tid}]"))
-            for text_line in _clip_lines(output or ""):
                 self.line(self.style(DIM, "  │ " + text_line))
 
     def _on_tool_call(self, sid: str, update: dict[str, Any]) -> None:
@@ -465,6 +471,10 @@ class Renderer:
             for block in summary:
                 for text_line in _clip_lines(block_text(block)):
                     self.line(self.style(DIM, "  ≡ " + text_line))
+
+
+def _is_text(item: Any) -> bool:
+    return isinstance(item, dict) and item.get("type") == "content"
 
 
 def _option_value(option: dict[str, Any]) -> str:

@@ -22,6 +22,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
+def say(line: str = "") -> None:
+    """A script's output (ruff bans print, which is meant for the package)."""
+    sys.stdout.write(line + "\n")
+
+
 def machine() -> str:
     cpu = platform.processor() or platform.machine()
     try:

@@ -30,7 +30,7 @@ from ama_acp.client.handlers import (
 
 BIG = 10 * 1024 * 1024
 
-FAKE_AGENT = r'''
+FAKE_AGENT = r"""
 import json, os, sys
 
 CAPS = {}
@@ -228,7 +228,7 @@ def main():
 
 
 main()
-'''
+"""
 
 
 @pytest.fixture
@@ -320,8 +320,11 @@ def test_unadvertised_fs_and_terminal_are_refused_and_recorded(agent, workspace)
 def test_capabilities_follow_the_options():
     assert ClientOptions().capabilities() == {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": True}
     caps = ClientOptions(fs=False, terminal=False, notices=True, compaction=True).capabilities()
-    assert caps == {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False,
-                    "session": {"notices": {}, "compaction": {}}}
+    assert caps == {
+        "fs": {"readTextFile": False, "writeTextFile": False},
+        "terminal": False,
+        "session": {"notices": {}, "compaction": {}},
+    }
 
 
 def test_updates_wait_for_and_usage(agent, workspace):
@@ -462,8 +465,10 @@ def test_missing_agent_command_raises_start_error(tmp_path):
 
 
 def test_choose_option_falls_back_to_the_nearest_kind():
-    opts = [{"optionId": "always", "name": "Always", "kind": "allow_always"},
-            {"optionId": "never", "name": "Never", "kind": "reject_always"}]
+    opts = [
+        {"optionId": "always", "name": "Always", "kind": "allow_always"},
+        {"optionId": "never", "name": "Never", "kind": "reject_always"},
+    ]
     assert choose_option(opts, "allow_once") == "always"
     assert choose_option(opts, "reject_once") == "never"
     assert choose_option([], "allow_once") is None

@@ -29,8 +29,18 @@ def usage(used: int, size: int, **extra) -> dict:
 
 @pytest.mark.parametrize(
     ("percent", "text"),
-    [(34.0, "34%"), (34.4, "34%"), (34.5, "35%"), (1.3, "1.3%"), (1.25, "1.3%"), (0.0, "0.0%"), (9.94, "9.9%"),
-     (9.96, "10%"), (10.0, "10%"), (100.0, "100%")],
+    [
+        (34.0, "34%"),
+        (34.4, "34%"),
+        (34.5, "35%"),
+        (1.3, "1.3%"),
+        (1.25, "1.3%"),
+        (0.0, "0.0%"),
+        (9.94, "9.9%"),
+        (9.96, "10%"),
+        (10.0, "10%"),
+        (100.0, "100%"),
+    ],
 )
 def test_percent_has_one_decimal_below_ten(percent, text):
     assert format_percent(percent) == text
@@ -130,7 +140,9 @@ def test_new_message_id_starts_a_new_line():
 
 
 def test_non_text_blocks_get_placeholders():
-    text = render({"sessionUpdate": "agent_message_chunk", "content": {"type": "image", "data": "", "mimeType": "image/png"}})
+    text = render(
+        {"sessionUpdate": "agent_message_chunk", "content": {"type": "image", "data": "", "mimeType": "image/png"}}
+    )
     assert "[image image/png]" in text
 
 
@@ -139,7 +151,13 @@ def test_non_text_blocks_get_placeholders():
 
 def test_tool_call_status_chain():
     text = render(
-        {"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "Read src/app.py", "kind": "read", "status": "pending"},
+        {
+            "sessionUpdate": "tool_call",
+            "toolCallId": "t1",
+            "title": "Read src/app.py",
+            "kind": "read",
+            "status": "pending",
+        },
         {"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "in_progress"},
         {"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "completed"},
     )
@@ -161,8 +179,12 @@ def test_tool_result_text_is_shown_once_and_clipped():
 
 
 def test_diff_is_compact_unified():
-    diff = {"type": "diff", "path": "/work/calc.py", "oldText": "def add(a, b):\n    return a - b\n",
-            "newText": "def add(a, b):\n    return a + b\n"}
+    diff = {
+        "type": "diff",
+        "path": "/work/calc.py",
+        "oldText": "def add(a, b):\n    return a - b\n",
+        "newText": "def add(a, b):\n    return a + b\n",
+    }
     text = render(
         {"sessionUpdate": "tool_call", "toolCallId": "t2", "title": "Edit calc.py", "kind": "edit"},
         {"sessionUpdate": "tool_call_update", "toolCallId": "t2", "status": "completed", "content": [diff]},
@@ -175,8 +197,16 @@ def test_diff_is_compact_unified():
 
 def test_new_file_diff_is_marked():
     diff = {"type": "diff", "path": "/work/new.py", "oldText": None, "newText": "x = 1\n"}
-    text = render({"sessionUpdate": "tool_call", "toolCallId": "t3", "title": "Write new.py", "kind": "edit",
-                   "status": "completed", "content": [diff]})
+    text = render(
+        {
+            "sessionUpdate": "tool_call",
+            "toolCallId": "t3",
+            "title": "Write new.py",
+            "kind": "edit",
+            "status": "completed",
+            "content": [diff],
+        }
+    )
     assert "  new.py (new file)" in text and "    +x = 1" in text
 
 
@@ -191,11 +221,31 @@ def test_terminal_content_shows_its_output_when_done():
     out = io.StringIO()
     r = Renderer(out, colour=False, terminal_output=lambda tid: "1 passed\n" if tid == "term-1" else None)
     term = {"type": "terminal", "terminalId": "term-1"}
-    r.update({"sessionId": SID, "update": {"sessionUpdate": "tool_call", "toolCallId": "t", "title": "Run",
-                                           "kind": "execute", "status": "in_progress", "content": [term]}})
+    r.update(
+        {
+            "sessionId": SID,
+            "update": {
+                "sessionUpdate": "tool_call",
+                "toolCallId": "t",
+                "title": "Run",
+                "kind": "execute",
+                "status": "in_progress",
+                "content": [term],
+            },
+        }
+    )
     assert "1 passed" not in out.getvalue()
-    r.update({"sessionId": SID, "update": {"sessionUpdate": "tool_call_update", "toolCallId": "t",
-                                           "status": "completed", "content": [term]}})
+    r.update(
+        {
+            "sessionId": SID,
+            "update": {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": "t",
+                "status": "completed",
+                "content": [term],
+            },
+        }
+    )
     assert "  [terminal term-1]" in out.getvalue() and "  │ 1 passed" in out.getvalue()
 
 
@@ -203,25 +253,43 @@ def test_terminal_content_shows_its_output_when_done():
 
 
 def test_plan_is_a_checkbox_list():
-    text = render({"sessionUpdate": "plan", "entries": [
-        {"content": "Read calc.py", "priority": "high", "status": "completed"},
-        {"content": "Fix add()", "priority": "high", "status": "in_progress"},
-        {"content": "Run the tests", "priority": "medium", "status": "pending"},
-    ]})
+    text = render(
+        {
+            "sessionUpdate": "plan",
+            "entries": [
+                {"content": "Read calc.py", "priority": "high", "status": "completed"},
+                {"content": "Fix add()", "priority": "high", "status": "in_progress"},
+                {"content": "Run the tests", "priority": "medium", "status": "pending"},
+            ],
+        }
+    )
     assert text.splitlines() == ["Plan:", "  [x] Read calc.py", "  [~] Fix add()", "  [ ] Run the tests"]
 
 
 def test_mode_change_uses_the_display_name():
     out = io.StringIO()
     r = Renderer(out, colour=False)
-    r.session_opened(SID, {"modes": {"currentModeId": "manual", "availableModes": [
-        {"id": "manual", "name": "Manual"}, {"id": "accept_edits", "name": "Accept edits"}]}})
+    r.session_opened(
+        SID,
+        {
+            "modes": {
+                "currentModeId": "manual",
+                "availableModes": [{"id": "manual", "name": "Manual"}, {"id": "accept_edits", "name": "Accept edits"}],
+            }
+        },
+    )
     r.update({"sessionId": SID, "update": {"sessionUpdate": "current_mode_update", "currentModeId": "accept_edits"}})
     assert out.getvalue() == "⚙ mode: Accept edits\n"
 
 
-MODEL_OPTION = {"id": "model", "name": "Model", "category": "model", "type": "select", "currentValue": "scripted/demo",
-                "options": [{"value": "scripted/demo", "name": "Demo script"}, {"value": "openai/gpt-4.1", "name": "GPT-4.1"}]}
+MODEL_OPTION = {
+    "id": "model",
+    "name": "Model",
+    "category": "model",
+    "type": "select",
+    "currentValue": "scripted/demo",
+    "options": [{"value": "scripted/demo", "name": "Demo script"}, {"value": "openai/gpt-4.1", "name": "GPT-4.1"}],
+}
 
 
 def test_config_options_show_changes_only():
@@ -246,8 +314,10 @@ def test_session_title_and_commands():
     text = render(
         {"sessionUpdate": "session_info_update", "title": "Fix calc", "updatedAt": "2026-01-01T00:00:00Z"},
         {"sessionUpdate": "session_info_update", "updatedAt": "2026-01-01T00:01:00Z"},
-        {"sessionUpdate": "available_commands_update", "availableCommands": [
-            {"name": "context", "description": "x"}, {"name": "compact", "description": "y"}]},
+        {
+            "sessionUpdate": "available_commands_update",
+            "availableCommands": [{"name": "context", "description": "x"}, {"name": "compact", "description": "y"}],
+        },
     )
     assert text.splitlines() == ["title: Fix calc", "commands: /context /compact"]
 
@@ -255,20 +325,33 @@ def test_session_title_and_commands():
 def test_notice_compaction_and_unknown_kinds():
     text = render(
         {"sessionUpdate": "notice", "severity": "warning", "title": "Context 72% full"},
-        {"sessionUpdate": "compaction_update", "compactionId": "c1", "status": "completed",
-         "summary": [{"type": "text", "text": "Fixed add()."}]},
+        {
+            "sessionUpdate": "compaction_update",
+            "compactionId": "c1",
+            "status": "completed",
+            "summary": [{"type": "text", "text": "Fixed add()."}],
+        },
         {"sessionUpdate": "something_new"},
     )
-    assert text.splitlines() == ["! warning: Context 72% full", "⟳ compaction completed", "  ≡ Fixed add().",
-                                 "[something_new]"]
+    assert text.splitlines() == [
+        "! warning: Context 72% full",
+        "⟳ compaction completed",
+        "  ≡ Fixed add().",
+        "[something_new]",
+    ]
 
 
 def test_permission_request_and_answer():
     out = io.StringIO()
     r = Renderer(out, colour=False)
-    params = {"sessionId": SID, "toolCall": {"toolCallId": "t1", "title": "Run pytest -q"}, "options": [
-        {"optionId": "a", "name": "Allow once", "kind": "allow_once"},
-        {"optionId": "r", "name": "Reject", "kind": "reject_once"}]}
+    params = {
+        "sessionId": SID,
+        "toolCall": {"toolCallId": "t1", "title": "Run pytest -q"},
+        "options": [
+            {"optionId": "a", "name": "Allow once", "kind": "allow_once"},
+            {"optionId": "r", "name": "Reject", "kind": "reject_once"},
+        ],
+    }
     r.permission(params, {"outcome": "selected", "optionId": "a"})
     r.permission(params, {"outcome": "cancelled"})
     assert out.getvalue().splitlines() == [
