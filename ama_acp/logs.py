@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import logging.handlers
-import os
 import sys
 from pathlib import Path
 
@@ -43,4 +42,6 @@ def setup_logging(data_dir: str, level: str = "warning") -> None:
         root.addHandler(fh)
     except OSError as exc:
         root.warning("no log file in %s: %s", data_dir, exc)
-    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    # httpx logs every request URL at INFO; a key put in a base URL's query string must not reach the log.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    logging.getLogger("httpcore").setLevel(logging.WARNING)

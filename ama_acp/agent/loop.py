@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+from contextlib import aclosing
 from typing import Any, Protocol
 
 import anyio
@@ -107,12 +108,11 @@ async def _one_request(host: TurnHost) -> AssistantMessage:
     """Stream one model response; append it; return it."""
     await host.before_request()
     request = host.build_request()
-    provider = host.provider()
-    while True:  # restarts only when the provider announces a retry
-        parts = _PartialMessage(next(_message_ids))
-        restart = False
-        try:
-            async for event in provider.stream(request):
+    parts = _PartialMessage(next(_message_ids))
+    try:
+        # aclosing: a cancelled or abandoned stream closes its HTTP response now, not at garbage collection.
+        async with aclosing(host.provider().stream(request)) as stream:
+            async for event in stream:
                 if isinstance(event, pb.TextDelta):
                     parts.text(event.text)
                     await host.emit(ev.TextChunk(event.text, parts.message_id))
@@ -123,9 +123,9 @@ async def _one_request(host: TurnHost) -> AssistantMessage:
                 elif isinstance(event, pb.ToolCallEvent):
                     parts.tool_call(event)
                 elif isinstance(event, pb.Retrying):
+                    # The provider starts the request over itself; what streamed so far is void.
                     await host.emit(ev.Retrying(event.attempt, event.delay, event.reason))
-                    restart = True
-                    break
+                    parts = _PartialMessage(next(_message_ids))
                 elif isinstance(event, pb.Failure):
                     await _keep_partial(host, parts, "error")
                     await host.provider_failed(event)
@@ -135,15 +135,14 @@ async def _one_request(host: TurnHost) -> AssistantMessage:
                     await host.append(message)
                     await host.after_assistant_message(message)
                     return message
-        except anyio.get_cancelled_exc_class():
-            with anyio.CancelScope(shield=True):
-                await _keep_partial(host, parts, "cancelled")
-            raise
-        if not restart:
-            # The stream ended without Finished or Failure: a provider bug; say so rather than hang.
-            await _keep_partial(host, parts, "error")
-            await host.provider_failed(pb.Failure("stream", "The model's reply ended unexpectedly."))
-            raise TurnEnd("end_turn")
+    except anyio.get_cancelled_exc_class():
+        with anyio.CancelScope(shield=True):
+            await _keep_partial(host, parts, "cancelled")
+        raise
+    # The stream ended without Finished or Failure: a provider bug; say so rather than hang.
+    await _keep_partial(host, parts, "error")
+    await host.provider_failed(pb.Failure("stream", "The model's reply ended unexpectedly."))
+    raise TurnEnd("end_turn")
 
 
 async def _keep_partial(host: TurnHost, parts: _PartialMessage, stop: str) -> None:

@@ -125,7 +125,7 @@ class PendingRequest:
     def done(self) -> bool:
         return self._done.is_set()
 
-    async def wait(self, timeout: float | None = None) -> Any:  # noqa: ASYNC109 - the API tests want
+    async def wait(self, timeout: float | None = None) -> Any:  # noqa: ASYNC109 - a per-call deadline is the API
         """The result; raises RpcError for an error response, TimeoutError, or AgentExited."""
         with anyio.fail_after(timeout):
             await self._done.wait()

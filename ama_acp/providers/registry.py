@@ -41,6 +41,7 @@ def make_provider(
     timeout: float = 600.0,
     max_retries: int = 4,
     retry: RetryPolicy | None = None,
+    headers: dict[str, str] | None = None,
 ) -> Provider:
     """Build the provider for `kind`. `base_url` None means the kind's public endpoint. `api_key_env` is
     only named in error messages (the key itself comes in `api_key`); None for the built-in provider of
@@ -59,4 +60,5 @@ def make_provider(
         timeout=timeout,
         max_retries=max_retries,
         retry=retry,
+        headers=headers or None,
     )

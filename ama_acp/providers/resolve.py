@@ -113,6 +113,7 @@ def make_provider(cfg: Config, model_id: str, estimate_request=None, env: dict[s
         model_reasoning=bool(info and info.reasoning),
         timeout=pcfg.timeout,
         max_retries=pcfg.max_retries,
+        headers=dict(info.extra_headers) if info else None,  # e.g. the 1M-context beta header
     )
 
 

@@ -7,9 +7,11 @@ print `path:line:text` (context lines as `path-line-text`), sorted by path.
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -178,7 +180,10 @@ async def _ripgrep(
         if scope.cancelled_caught:
             found.complete = False
         if proc.returncode is None:
-            proc.kill()
+            # os.kill, not proc.kill(): Popen.send_signal polls first and on Python 3.11 that can reap rg
+            # before asyncio's child watcher does, which then reports exit code 255.
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGKILL)
         await proc.wait()
     if proc.returncode == 2 and not found.matches and found.complete:
         # rg exits 2 for a bad pattern and also for unreadable files; only the first means "try Python".

@@ -223,16 +223,19 @@ class LocalWorkspace:
     # commands
 
     async def run_command(self, command: str, cwd: str, timeout: float, output_cap: int) -> CommandResult:
-        proc = await anyio.open_process(
-            [*_shell(), command],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            cwd=cwd,
-            env=command_env(self._env_base),
-            # Its own process group, so one killpg reaches everything the command started.
-            start_new_session=True,
-        )
+        # Shielded: a cancel while asyncio still connects the pipes would kill only the shell (its own cleanup)
+        # and orphan whatever it already started. With the handle in hand the finally below kills the group.
+        with anyio.CancelScope(shield=True):
+            proc = await anyio.open_process(
+                [*_shell(), command],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                cwd=cwd,
+                env=command_env(self._env_base),
+                # Its own process group, so one killpg reaches everything the command started.
+                start_new_session=True,
+            )
         pgid = proc.pid
         out = _HeadTail(output_cap)
         eof = anyio.Event()
@@ -285,6 +288,10 @@ class LocalWorkspace:
                         await anyio.sleep(0.02)
             if _group_alive(pgid) or proc.returncode is None:
                 _killpg(pgid, signal.SIGKILL)
+                # SIGKILL lands asynchronously; return only once the group is really gone.
+                with anyio.move_on_after(1.0):
+                    while _group_alive(pgid):
+                        await anyio.sleep(0.01)
         if proc.returncode is None:
             await proc.wait()
 

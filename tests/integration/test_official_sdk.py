@@ -172,6 +172,8 @@ class Wire:
         for line in raw:
             recorder.received(line)
         recorder.assert_clean()
+        assert len(recorder.messages) == len(raw)
+        assert {"initialize"} <= set(recorder.request_methods.values()), recorder.request_methods
 
 
 def write_config(ama: Ama, server: LLMServer, kind: str) -> None:
@@ -228,7 +230,7 @@ async def sdk_ama(ama: Ama, name: str) -> AsyncIterator[tuple[Any, RecordingClie
             if stderr.exists():
                 sys.stderr.write(f"--- ama stderr ({name}) ---\n{stderr.read_text(errors='replace')[-4000:]}\n")
             raise
-    assert process.returncode is not None, "ama did not end when its stdin closed"
+    assert process.returncode == 0, f"ama (behind the tee) did not exit cleanly when its stdin closed: {process.returncode}"
     wire.check()
 
 
@@ -355,6 +357,13 @@ async def test_prompt_with_tool_call_through_official_sdk(tmp_path: Path, kind: 
             result = await run_read_turn(conn, client, sid, server)
             assert result.stop_reason == "end_turn"
             turn = client.of(sid)[mark:]
+
+    # --- the turn's billed usage in the prompt result (unstable field; the SDK parses it)
+    assert result.usage is not None
+    assert result.usage.input_tokens == USAGE_A["input"] + USAGE_B["input"]
+    assert result.usage.output_tokens == USAGE_A["output"] + USAGE_B["output"]
+    assert result.usage.cached_read_tokens == USAGE_A["cache_read"]
+    assert result.usage.total_tokens == context_total(kind, USAGE_A) + context_total(kind, USAGE_B)
 
     # --- what the SDK client saw during the turn
     kinds = [u["sessionUpdate"] for u in turn]

@@ -376,3 +376,43 @@ def test_hold_queues_updates_until_release():
 def test_stream_is_ended_before_other_output():
     text = render(chunk("agent_message_chunk", "Looking"), usage(10, 100))
     assert text.splitlines()[0] == "Looking" and text.splitlines()[1].startswith("ctx 10%")
+
+
+def test_colour_rewrites_the_tool_line_in_place():
+    text = render(
+        {"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "Read a.py", "kind": "read"},
+        {"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "completed"},
+        colour=True,
+    )
+    assert text.count("▸ Read a.py") == 2 and "\x1b[1A\r\x1b[2K" in text
+
+
+def test_live_terminal_output_replaces_the_text_copy():
+    out = io.StringIO()
+    r = Renderer(out, colour=False, terminal_output=lambda tid: "Ran 2 tests\nOK\n")
+    term = {"type": "terminal", "terminalId": "term-1"}
+    copy = {"type": "content", "content": {"type": "text", "text": "Ran 2 tests\nOK\nExit code: 0"}}
+    r.update(
+        {
+            "sessionId": SID,
+            "update": {
+                "sessionUpdate": "tool_call",
+                "toolCallId": "t",
+                "title": "Run",
+                "kind": "execute",
+                "content": [term],
+            },
+        }
+    )
+    r.update(
+        {
+            "sessionId": SID,
+            "update": {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": "t",
+                "status": "completed",
+                "content": [term, copy],
+            },
+        }
+    )
+    assert out.getvalue().count("Ran 2 tests") == 1 and "Exit code" not in out.getvalue()
