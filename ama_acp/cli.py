@@ -7,7 +7,6 @@ top; each mode imports what it needs.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 from ama_acp import __version__

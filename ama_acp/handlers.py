@@ -8,7 +8,6 @@ from typing import Any
 from ama_acp import __version__
 from ama_acp.rpc.dispatch import Dispatcher, defer
 from ama_acp.rpc.errors import AcpError
-from ama_acp.session.manager import SessionManager
 from ama_acp.wire import types as w
 
 log = logging.getLogger(__name__)
@@ -17,9 +16,37 @@ PROTOCOL_VERSION = 1
 
 
 class Handlers:
-    def __init__(self, manager: SessionManager) -> None:
-        self.m = manager
+    """`initialize` must not wait for the session machinery: the manager (and everything it imports) is
+    built on first use, while server.py preloads its modules in a thread after startup."""
+
+    def __init__(self, config: Any, peer: Any, model_id: str) -> None:
+        self._args = (config, peer, model_id)
+        self._manager: Any = None
+        self._lifecycle: Any = None
         self.initialized = False
+        self.client_caps = w.ClientCapabilities()
+
+    @property
+    def m(self) -> Any:
+        if self._manager is None:
+            from ama_acp.session.manager import SessionManager
+
+            config, peer, model_id = self._args
+            self._manager = SessionManager(config, peer, default_model=model_id)
+            self._manager.client_caps = self.client_caps
+        return self._manager
+
+    @property
+    def lifecycle(self) -> Any:
+        if self._lifecycle is None:
+            from ama_acp.session.lifecycle import Lifecycle
+
+            self._lifecycle = Lifecycle(self.m)
+        return self._lifecycle
+
+    async def shutdown(self) -> None:
+        if self._manager is not None:
+            await self._manager.shutdown()
 
     def register(self, d: Dispatcher) -> None:
         d.add("initialize", w.InitializeRequest, self.initialize)
@@ -30,27 +57,36 @@ class Handlers:
         d.add("session/set_mode", w.SetSessionModeRequest, self.set_mode)
         d.add("session/set_config_option", w.SetSessionConfigOptionRequest, self.set_config_option)
         d.add("_ama/session_stats", w.SessionIdRequest, self.session_stats)
+        d.add("session/load", w.LoadSessionRequest, lambda req: self.lifecycle.load(req))
+        d.add("session/resume", w.ResumeSessionRequest, lambda req: self.lifecycle.resume(req))
+        d.add("session/list", w.ListSessionsRequest, lambda req: self.lifecycle.list(req))
+        d.add("session/close", w.SessionIdRequest, lambda req: self.lifecycle.close(req))
+        d.add("session/delete", w.SessionIdRequest, lambda req: self.lifecycle.delete(req))
 
     def on_cancel_request(self, method: str, params: Any) -> bool:
         """`$/cancel_request` on a prompt cancels the turn, which then answers `cancelled` (R25)."""
-        if method != "session/prompt" or not isinstance(params, dict):
+        if method != "session/prompt" or not isinstance(params, dict) or self._manager is None:
             return False
-        session = self.m.sessions.get(params.get("sessionId", ""))
+        session = self._manager.sessions.get(params.get("sessionId", ""))
         if session is None:
             return False
         session.cancel()
         return True
 
     async def initialize(self, req: w.InitializeRequest) -> w.InitializeResponse:
-        self.m.client_caps = req.client_capabilities
+        self.client_caps = req.client_capabilities
+        if self._manager is not None:
+            self._manager.client_caps = req.client_capabilities
         self.initialized = True
         log.info("client: %s", req.client_info.name if req.client_info else "unknown")
         return w.InitializeResponse(
             protocol_version=PROTOCOL_VERSION,  # the only version ama speaks (R37)
             agent_capabilities=w.AgentCapabilities(
-                load_session=self.m.can_load,
+                load_session=True,
                 prompt_capabilities=w.PromptCapabilities(image=True, embedded_context=True),
-                session_capabilities=self.m.session_capabilities(),
+                session_capabilities=w.SessionCapabilities(
+                    list={}, delete={}, resume={}, close={}, additional_directories={}
+                ),
             ),
             agent_info=w.Implementation(name="ama", title="ama", version=__version__),
             auth_methods=[],
@@ -73,7 +109,7 @@ class Handlers:
         return await self.m.get(req.session_id).prompt(req.prompt)
 
     async def cancel(self, req: w.SessionIdRequest) -> None:
-        session = self.m.sessions.get(req.session_id)
+        session = self._manager.sessions.get(req.session_id) if self._manager else None
         if session is not None:  # unknown or idle: ignored (R114)
             session.cancel()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 
 import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream
@@ -11,24 +12,44 @@ from ama_acp.config import Config
 from ama_acp.handlers import Handlers
 from ama_acp.rpc.dispatch import Dispatcher
 from ama_acp.rpc.peer import Peer
-from ama_acp.session.manager import SessionManager
 
 log = logging.getLogger(__name__)
+
+# Imported in a thread right after startup, so `initialize` is answered without waiting for them and the
+# first `session/new` finds them loaded.
+PRELOAD = (
+    "ama_acp.session.manager",
+    "ama_acp.session.lifecycle",
+    "ama_acp.context.session_context",
+    "ama_acp.providers.catalog",
+    "ama_acp.providers.resolve",
+    "ama_acp.tools.registry",
+    "ama_acp.agent.compaction",
+)
+
+
+def _preload() -> None:
+    import importlib
+
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except Exception:  # the real import later reports it properly
+            log.exception("preloading %s failed", name)
 
 
 async def serve(config: Config, model_id: str, receive: ByteReceiveStream, send: ByteSendStream) -> None:
     dispatcher = Dispatcher()
     peer = Peer(receive, send, dispatcher)
-    manager = SessionManager(config, peer, default_model=model_id)
-    handlers = Handlers(manager)
+    handlers = Handlers(config, peer, model_id)
     handlers.register(dispatcher)
-    manager.register_methods(dispatcher)
     peer.on_cancel_request = handlers.on_cancel_request
+    threading.Thread(target=_preload, name="ama-preload", daemon=True).start()
     try:
         await peer.run()
     finally:
         with anyio.CancelScope(shield=True):
-            await manager.shutdown()
+            await handlers.shutdown()
     log.info("input closed; exiting")
 
 

@@ -113,7 +113,7 @@ async def write_text_file(params: dict[str, Any]) -> dict[str, Any]:
 # --- session/request_permission -------------------------------------------------------------------
 
 # A policy: one of the PermissionOptionKind strings ("allow_once", "allow_always", "reject_once",
-# "reject_always"), "cancel", or a callable(params) -> optionId | outcome dict | None (None = cancelled),
+# "reject_always"; "allow" and "reject" mean the *_once ones), "cancel", or a callable(params) -> optionId | outcome dict | None (None = cancelled),
 # sync or async.
 PermissionPolicy = str | Callable[[dict[str, Any]], Any]
 
@@ -123,6 +123,8 @@ _KIND_FALLBACK = {
     "allow_always": ("allow_always", "allow_once"),
     "reject_once": ("reject_once", "reject_always"),
     "reject_always": ("reject_always", "reject_once"),
+    "allow": ("allow_once", "allow_always"),
+    "reject": ("reject_once", "reject_always"),
 }
 
 

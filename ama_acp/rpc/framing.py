@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+from anyio import BrokenResourceError, ClosedResourceError, EndOfStream, Lock
 from anyio.abc import ByteReceiveStream, ByteSendStream
-from anyio import EndOfStream, BrokenResourceError, ClosedResourceError, Lock
 
 MAX_LINE = 256 * 1024 * 1024
 

@@ -114,16 +114,6 @@ class SessionManager:
 
     # --- lifecycle ----------------------------------------------------------------------------------------
 
-    can_load = True
-
-    def session_capabilities(self) -> w.SessionCapabilities:
-        return w.SessionCapabilities(list={}, delete={}, resume={}, close={}, additional_directories={})
-
-    def register_methods(self, d: Any) -> None:
-        from ama_acp.session.lifecycle import Lifecycle
-
-        Lifecycle(self).register(d)
-
     def get(self, session_id: str) -> Session:
         session = self.sessions.get(session_id)
         if session is None:

@@ -7,18 +7,16 @@ session's `UpdateSink`. The meter, billing and reporter (context/) hang off the 
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
 import anyio
-import msgspec
 
 from ama_acp.agent import events as ev
 from ama_acp.agent.loop import run_turn
-from ama_acp.agent.messages import AssistantMessage, ImagePart, Message, TextPart, ToolResultMessage, UserMessage, Usage
+from ama_acp.agent.messages import AssistantMessage, ImagePart, Message, TextPart, Usage, UserMessage
 from ama_acp.agent.prompt import system_prompt
 from ama_acp.permissions import Approvals, decide, deny_reason
 from ama_acp.providers import base as pb

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import difflib
+import functools
 import os
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ama_acp.tools.base import FileDiff, ToolError
+from ama_acp.tools.base import FileDiff, ToolError, ToolResult
 
 # Above this size on either side a diff is not sent (acp-mode.md, "Details that matter").
 DIFF_LIMIT = 256 * 1024
@@ -199,3 +201,18 @@ async def missing_file_error(workspace: Any, path: str, cwd: str, hint: str = ""
     if hint:
         message += " " + hint
     return ToolError(message)
+
+
+def os_errors_as_tool_errors(run: Callable[[Any, Any, Any], Awaitable[ToolResult]]):
+    """Decorate a tool's `run`: an OSError (permission denied, read-only file system, ...) reaches the model
+    as a plain sentence rather than a traceback."""
+
+    @functools.wraps(run)
+    async def wrapper(self: Any, args: Any, ctx: Any) -> ToolResult:
+        try:
+            return await run(self, args, ctx)
+        except OSError as e:
+            where = f": {display_path(os.fsdecode(e.filename), ctx.cwd)}" if e.filename else ""
+            raise ToolError(f"{e.strerror or e}{where}.") from None
+
+    return wrapper

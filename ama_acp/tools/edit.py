@@ -14,6 +14,7 @@ from ama_acp.tools.common import (
     first_changed_line,
     make_diff,
     missing_file_error,
+    os_errors_as_tool_errors,
     plural,
     validate,
 )
@@ -71,6 +72,7 @@ class EditTool:
         path = arg_str(args, "path")
         return [Location(absolute(path, cwd))] if path else []
 
+    @os_errors_as_tool_errors
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         args = validate(self.parameters, args)
         path = ctx.resolve(args["path"]).path

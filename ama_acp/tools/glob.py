@@ -9,7 +9,7 @@ from typing import Any
 import anyio
 
 from ama_acp.tools.base import Location, ToolError, ToolKind, ToolResult
-from ama_acp.tools.common import arg_str, display_path, validate
+from ama_acp.tools.common import arg_str, display_path, os_errors_as_tool_errors, validate
 from ama_acp.tools.context import ToolContext
 from ama_acp.tools.filewalk import glob_regex, list_files
 from ama_acp.tools.paths import absolute
@@ -46,6 +46,7 @@ class GlobTool:
     def locations(self, args: dict[str, Any], cwd: str) -> list[Location]:
         return [Location(absolute(arg_str(args, "path") or ".", cwd))]
 
+    @os_errors_as_tool_errors
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         args = validate(self.parameters, args)
         root = ctx.resolve(args.get("path") or ".").path

@@ -21,7 +21,7 @@ import anyio
 import msgspec
 
 from ama_acp.tools.base import Location, ToolError, ToolKind, ToolResult
-from ama_acp.tools.common import arg_str, display_path, plural, short, validate
+from ama_acp.tools.common import arg_str, display_path, os_errors_as_tool_errors, plural, short, validate
 from ama_acp.tools.context import ToolContext
 from ama_acp.tools.filewalk import glob_match, is_binary_file, list_files
 from ama_acp.tools.paths import absolute
@@ -88,6 +88,7 @@ class GrepTool:
     def locations(self, args: dict[str, Any], cwd: str) -> list[Location]:
         return [Location(absolute(arg_str(args, "path") or ".", cwd))]
 
+    @os_errors_as_tool_errors
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         args = validate(self.parameters, args)
         target = ctx.resolve(args.get("path") or ".").path
@@ -116,7 +117,9 @@ class GrepTool:
                 paths = [os.path.join(target, r) for r in rels if glob is None or glob_match(glob, r)]
             else:
                 paths, stopped = [target], False
-            found = await anyio.to_thread.run_sync(_python_search, paths, regex, context, abandon_on_cancel=True)
+            found = await anyio.to_thread.run_sync(
+                _python_search, paths, regex, context, st.is_dir, abandon_on_cancel=True
+            )
             found.complete = found.complete and not stopped
 
         text = _format(found, context, ctx.cwd)
@@ -226,7 +229,7 @@ def _rg_text(obj: dict[str, Any]) -> str:
 # --- Python fallback -----------------------------------------------------------------------------------
 
 
-def _python_search(paths: list[str], regex: re.Pattern[str], context: int) -> _Found:
+def _python_search(paths: list[str], regex: re.Pattern[str], context: int, walked: bool) -> _Found:
     found = _Found()
     deadline = time.monotonic() + SEARCH_SECONDS
     stored = 0
@@ -234,6 +237,9 @@ def _python_search(paths: list[str], regex: re.Pattern[str], context: int) -> _F
         if found.matches >= COUNT_LIMIT or time.monotonic() > deadline:
             found.complete = False
             break
+        # Like rg, a walk does not follow symlinks: they may lead out of the workspace.
+        if walked and os.path.islink(path):
+            continue
         try:
             if not os.path.isfile(path) or os.path.getsize(path) > MAX_FILE_BYTES or is_binary_file(path):
                 continue

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ama_acp.tools.base import Location, ToolError, ToolKind, ToolResult
-from ama_acp.tools.common import arg_str, display_path, human_size, validate
+from ama_acp.tools.common import arg_str, display_path, human_size, os_errors_as_tool_errors, validate
 from ama_acp.tools.context import ToolContext
 from ama_acp.tools.paths import absolute
 
@@ -38,6 +38,7 @@ class ListTool:
     def locations(self, args: dict[str, Any], cwd: str) -> list[Location]:
         return [Location(absolute(arg_str(args, "path") or ".", cwd))]
 
+    @os_errors_as_tool_errors
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         args = validate(self.parameters, args)
         path = ctx.resolve(args.get("path") or ".").path

@@ -6,7 +6,15 @@ import mimetypes
 from typing import Any
 
 from ama_acp.tools.base import Location, ToolError, ToolKind, ToolResult
-from ama_acp.tools.common import arg_int, arg_str, display_path, human_size, missing_file_error, validate
+from ama_acp.tools.common import (
+    arg_int,
+    arg_str,
+    display_path,
+    human_size,
+    missing_file_error,
+    os_errors_as_tool_errors,
+    validate,
+)
 from ama_acp.tools.context import ToolContext
 from ama_acp.tools.paths import absolute
 from ama_acp.tools.workspace import BinaryFileError
@@ -57,6 +65,7 @@ class ReadTool:
         path = arg_str(args, "path")
         return [Location(absolute(path, cwd), arg_int(args, "offset"))] if path else []
 
+    @os_errors_as_tool_errors
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         args = validate(self.parameters, args)
         path = ctx.resolve(args["path"]).path

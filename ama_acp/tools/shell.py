@@ -6,7 +6,7 @@ import signal
 from typing import Any
 
 from ama_acp.tools.base import Location, ToolError, ToolKind, ToolResult
-from ama_acp.tools.common import arg_str, short, validate
+from ama_acp.tools.common import arg_str, os_errors_as_tool_errors, short, validate
 from ama_acp.tools.context import ToolContext
 
 DEFAULT_TIMEOUT = 120
@@ -51,6 +51,7 @@ class ShellTool:
     def locations(self, args: dict[str, Any], cwd: str) -> list[Location]:
         return []
 
+    @os_errors_as_tool_errors
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         args = validate(self.parameters, args)
         command: str = args["command"]

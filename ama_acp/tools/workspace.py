@@ -276,24 +276,25 @@ class LocalWorkspace:
         return CommandResult(code, None, out.text(), out.dropped > 0, timed_out)
 
     async def _terminate(self, proc: Process, pgid: int) -> None:
-        """SIGTERM the group, SIGKILL after the grace period, and reap the shell."""
+        """SIGTERM the group, SIGKILL what is left after the grace period, and reap the shell."""
         if proc.returncode is None or _group_alive(pgid):
             _killpg(pgid, signal.SIGTERM)
-            with anyio.move_on_after(self.kill_grace):
-                while _group_alive(pgid) or proc.returncode is None:
-                    if proc.returncode is None:
-                        with anyio.move_on_after(0.02):
-                            await proc.wait()
-                    else:
-                        await anyio.sleep(0.02)
-            if _group_alive(pgid) or proc.returncode is None:
+            if not await _wait_gone(proc, pgid, self.kill_grace):
                 _killpg(pgid, signal.SIGKILL)
                 # SIGKILL lands asynchronously; return only once the group is really gone.
-                with anyio.move_on_after(1.0):
-                    while _group_alive(pgid):
-                        await anyio.sleep(0.01)
+                await _wait_gone(proc, pgid, 1.0)
         if proc.returncode is None:
             await proc.wait()
+
+
+async def _wait_gone(proc: Process, pgid: int, seconds: float) -> bool:
+    """Poll until the shell has exited and no live process is left in its group: nothing signals the end of a
+    process group, so polling it is."""
+    for _ in range(max(int(seconds / 0.01), 1)):
+        if proc.returncode is not None and not _group_alive(pgid):
+            return True
+        await anyio.sleep(0.01)
+    return proc.returncode is not None and not _group_alive(pgid)
 
 
 def _read_text(path: str, line: int | None, limit: int | None) -> str:

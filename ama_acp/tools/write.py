@@ -12,6 +12,7 @@ from ama_acp.tools.common import (
     display_path,
     first_changed_line,
     make_diff,
+    os_errors_as_tool_errors,
     plural,
     validate,
 )
@@ -45,6 +46,7 @@ class WriteTool:
         path = arg_str(args, "path")
         return [Location(absolute(path, cwd))] if path else []
 
+    @os_errors_as_tool_errors
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         args = validate(self.parameters, args)
         path = ctx.resolve(args["path"]).path

@@ -141,7 +141,7 @@ class RecordingClient:
             self.changed.clear()
             try:
                 await asyncio.wait_for(self.changed.wait(), min(remaining, 0.2))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
 
@@ -161,7 +161,8 @@ class Wire:
         return self.stdout_log.read_bytes().splitlines(keepends=True) if self.stdout_log.exists() else []
 
     def received(self) -> list[dict[str, Any]]:
-        return [json.loads(line) for line in self.lines()]
+        """The complete lines so far (while ama runs, the tee may be halfway through writing the last one)."""
+        return [json.loads(line) for line in self.lines() if line.endswith(b"\n")]
 
     def check(self) -> None:
         recorder = WireRecorder(load_validator())
@@ -237,7 +238,7 @@ async def sdk_ama(ama: Ama, name: str) -> AsyncIterator[tuple[Any, RecordingClie
 async def step(awaitable: Any, what: str, timeout: float = STEP_TIMEOUT) -> Any:
     try:
         return await asyncio.wait_for(awaitable, timeout)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         raise AssertionError(f"{what}: no answer within {timeout} s") from None
 
 

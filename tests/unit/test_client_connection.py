@@ -472,6 +472,7 @@ def test_choose_option_falls_back_to_the_nearest_kind():
     assert choose_option(opts, "allow_once") == "always"
     assert choose_option(opts, "reject_once") == "never"
     assert choose_option([], "allow_once") is None
+    assert choose_option(opts, "reject") == "never"
     assert run(decide_permission, "allow_once", {"options": []}) == {"outcome": "cancelled"}
     assert run(decide_permission, "cancel", {"options": opts}) == {"outcome": "cancelled"}
 

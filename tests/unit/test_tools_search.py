@@ -234,3 +234,15 @@ def test_search_lookaround_falls_back_to_python(tmp_path, ctx, grep_tool):
 def test_search_titles():
     assert GrepTool().title({"pattern": "foo", "path": "src"}) == "Search for `foo` in src"
     assert GlobTool().title({"pattern": "**/*.py"}) == "Find `**/*.py`"
+
+
+def test_search_does_not_follow_symlinks_out(tmp_path, grep_tool):
+    root = tmp_path / "proj"
+    root.mkdir()
+    outside = tmp_path / "outside.txt"
+    outside.write_text("needle outside\n")
+    (root / "link.txt").symlink_to(outside)
+    (root / "in.txt").write_text("needle inside\n")
+    ctx = ToolContext(LocalWorkspace(), str(root), PathPolicy([str(root)]))
+    text = run(grep_tool, ctx, pattern="needle").text
+    assert "in.txt:1:needle inside" in text and "outside" not in text

@@ -142,3 +142,11 @@ def test_no_output_and_title(ctx):
 
 def test_pid_helper_sanity():
     assert not gone(os.getpid())
+
+
+def test_missing_cwd_is_a_tool_error(tmp_path):
+    from ama_acp.tools.base import ToolError
+
+    ctx = ToolContext(LocalWorkspace(), str(tmp_path / "gone"), PathPolicy([str(tmp_path)]))
+    with pytest.raises(ToolError):
+        shell(ctx, command="true")

@@ -1,0 +1,90 @@
+"""`ama sessions list|show ID|delete ID [--json]`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+
+def run_sessions(argv: list[str], load_config: Callable[[argparse.Namespace], Any]) -> int:
+    p = argparse.ArgumentParser(prog="ama sessions", description="the stored sessions")
+    p.add_argument("action", choices=["list", "show", "delete"])
+    p.add_argument("session_id", nargs="?")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--cwd", help="list: only sessions of this directory")
+    p.add_argument("--config")
+    p.add_argument("--data-dir")
+    args = p.parse_args(argv)
+    cfg = load_config(args)
+    from ama_acp.session.store import SessionNotFound, SessionStore
+
+    store = SessionStore(cfg.data_dir)
+    if args.action == "list":
+        rows, cursor = [], None
+        while True:
+            page, cursor = store.list(args.cwd, cursor, 200)
+            rows += page
+            if cursor is None:
+                break
+        if args.json:
+            sys.stdout.write(json.dumps([_summary(s) for s in rows], indent=2) + "\n")
+        else:
+            for s in rows:
+                sys.stdout.write(f"{s.session_id}  {s.updated_at}  {s.cwd}  {s.title or '(untitled)'}\n")
+            if not rows:
+                sys.stdout.write("no sessions\n")
+        return 0
+    if not args.session_id:
+        p.error(f"{args.action} needs a session id")
+    try:
+        if args.action == "delete":
+            store.delete(args.session_id)
+            sys.stdout.write(f"deleted {args.session_id}\n")
+            return 0
+        loaded = store.read(args.session_id)
+    except SessionNotFound:
+        sys.stderr.write(f"ama: no session {args.session_id}\n")
+        return 1
+    return _show(loaded, args.json)
+
+
+def _summary(s: Any) -> dict[str, Any]:
+    return {"sessionId": s.session_id, "cwd": s.cwd, "title": s.title, "updatedAt": s.updated_at,
+            "createdAt": s.created_at}
+
+
+def _show(loaded: Any, as_json: bool) -> int:
+    import msgspec
+
+    from ama_acp.session import entries as en
+
+    if as_json:
+        sys.stdout.write(json.dumps({"header": msgspec.to_builtins(loaded.header),
+                                     "entries": msgspec.to_builtins(loaded.entries)}) + "\n")
+        return 0
+    h = loaded.header
+    out = [f"session {h.session_id}  created {h.created_at}  in {h.cwd}"]
+    for e in loaded.entries:
+        if isinstance(e, en.MessageEntry):
+            m = e.message
+            role = type(m).__name__.replace("Message", "").lower()
+            text = getattr(m, "text", "") if not hasattr(m, "content") or role != "user" else \
+                "".join(getattr(p, "text", "[image]") for p in m.content)
+            if role == "toolresult":
+                continue
+            if text:
+                out.append(f"[{role}] {text[:500]}")
+        elif isinstance(e, en.ToolCallEntry):
+            out.append(f"  ▸ {e.title} [{e.kind}] {e.status}")
+        elif isinstance(e, en.UsageEntry):
+            cost = f" ${e.cost:.6f}" if e.cost is not None else ""
+            out.append(f"  (usage {e.purpose}: {msgspec.to_builtins(e.usage)}{cost})")
+        elif isinstance(e, en.TitleEntry):
+            out.append(f"title: {e.title}")
+    if loaded.torn_tail:
+        out.append("(the last line was torn by a crash and was skipped)")
+    sys.stdout.write("\n".join(out) + "\n")
+    return 0
