@@ -7,7 +7,6 @@ Names are pinned by ../shared/spec/interface.md. A missing config file is fine; 
 from __future__ import annotations
 
 import os
-import tomllib
 from pathlib import Path
 
 import msgspec
@@ -92,6 +91,8 @@ def default_data_dir(env: dict[str, str]) -> Path:
 
 
 def parse_config(text: str, origin: str = "config") -> Config:
+    import tomllib  # ~20 ms: only when there is a config file to read (startup matters)
+
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:  # its message names line and column

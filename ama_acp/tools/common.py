@@ -148,7 +148,11 @@ def human_size(n: int) -> str:
 
 
 def plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+    if n == 1:
+        return f"{n} {word}"
+    if word.endswith("y"):
+        return f"{n} {word[:-1]}ies"
+    return f"{n} {word}es" if word.endswith(("s", "x", "ch", "sh")) else f"{n} {word}s"
 
 
 def count_lines(text: str) -> int:

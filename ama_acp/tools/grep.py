@@ -19,6 +19,7 @@ from typing import Any
 
 import anyio
 import msgspec
+from anyio.abc import Process
 
 from ama_acp.tools.base import Location, ToolError, ToolKind, ToolResult
 from ama_acp.tools.common import arg_str, display_path, os_errors_as_tool_errors, plural, short, validate
@@ -167,6 +168,7 @@ async def _ripgrep(
 
         with anyio.move_on_after(SEARCH_SECONDS) as scope:
             async with anyio.create_task_group() as tg:
+                # Drained to its end, not cancelled: the error message says whether the pattern was refused.
                 tg.start_soon(drain_stderr)
                 buffer = b""
                 async for chunk in proc.stdout:
@@ -176,17 +178,13 @@ async def _ripgrep(
                         stored = _take(raw, found, by_path, stored)
                     if found.matches >= COUNT_LIMIT:
                         found.complete = False
+                        _kill(proc)
                         break
-                if buffer and found.matches < COUNT_LIMIT:
+                else:
                     _take(buffer, found, by_path, stored)
-                tg.cancel_scope.cancel()
         if scope.cancelled_caught:
             found.complete = False
-        if proc.returncode is None:
-            # os.kill, not proc.kill(): Popen.send_signal polls first and on Python 3.11 that can reap rg
-            # before asyncio's child watcher does, which then reports exit code 255.
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(proc.pid, signal.SIGKILL)
+        _kill(proc)
         await proc.wait()
     if proc.returncode == 2 and not found.matches and found.complete:
         # rg exits 2 for a bad pattern and also for unreadable files; only the first means "try Python".
@@ -194,6 +192,14 @@ async def _ripgrep(
             return None
     found.files = [f for f in by_path.values() if f.lines]
     return found
+
+
+def _kill(proc: Process) -> None:
+    if proc.returncode is None:
+        # os.kill, not proc.kill(): Popen.send_signal polls first and on Python 3.11 that can reap rg before
+        # asyncio's child watcher does, which then reports exit code 255.
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGKILL)
 
 
 def _take(raw: bytes, found: _Found, by_path: dict[str, _FileHits], stored: int) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ama_acp.tools.base import Location, ToolError, ToolKind, ToolResult
-from ama_acp.tools.common import arg_str, display_path, human_size, os_errors_as_tool_errors, validate
+from ama_acp.tools.common import arg_str, display_path, human_size, os_errors_as_tool_errors, plural, validate
 from ama_acp.tools.context import ToolContext
 from ama_acp.tools.paths import absolute
 
@@ -59,7 +59,10 @@ class ListTool:
             link = " (symlink)" if e.is_symlink else ""
             lines.append(f"{e.name}/{link}" if e.is_dir else f"{e.name}  {human_size(e.size)}{link}")
         dirs = sum(e.is_dir for e in entries)
-        header = f"{shown}/ — {dirs} directories, {len(entries) - dirs} files" if entries else f"{shown}/ is empty."
+        files = len(entries) - dirs
+        header = (
+            f"{shown}/ — {plural(dirs, 'directory')}, {plural(files, 'file')}" if entries else f"{shown}/ is empty."
+        )
         text = "\n".join([header, *lines])
         if len(entries) > MAX_ENTRIES:
             text += f"\n[... {len(entries) - MAX_ENTRIES} more entries not shown. Use find_files to narrow down.]"

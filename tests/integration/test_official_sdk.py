@@ -170,6 +170,7 @@ class Wire:
             recorder.sent(msg)
         raw = self.lines()
         assert raw, "ama wrote nothing"
+        assert raw[-1].endswith(b"\n"), f"ama's last line is unterminated: {raw[-1][:200]!r}"
         for line in raw:
             recorder.received(line)
         recorder.assert_clean()

@@ -246,3 +246,14 @@ def test_search_does_not_follow_symlinks_out(tmp_path, grep_tool):
     ctx = ToolContext(LocalWorkspace(), str(root), PathPolicy([str(root)]))
     text = run(grep_tool, ctx, pattern="needle").text
     assert "in.txt:1:needle inside" in text and "outside" not in text
+
+
+def test_search_stops_counting_at_the_limit(tmp_path, ctx, grep_tool, monkeypatch):
+    monkeypatch.setattr(grep_mod, "COUNT_LIMIT", 5)
+    monkeypatch.setattr(grep_mod, "MAX_MATCHES", 3)
+    for i in range(4):
+        (tmp_path / f"f{i}.txt").write_text("hit\n" * 3)
+    text = run(grep_tool, ctx, pattern="hit").text
+    assert text.startswith("At least")
+    assert text.count(":hit") == 3
+    assert "more matches not shown" in text

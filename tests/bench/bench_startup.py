@@ -1,0 +1,85 @@
+"""Startup: spawn → `initialize` response (median of 7) against a baseline measured in the same run,
+`python -c "import anyio, msgspec, jsonrpcserver"`; then session/new latency and the idle RSS.
+
+    python tests/bench/bench_startup.py
+
+Goals (issue 2): ratio ≤ 1.3 and under 250 ms; session/new under 10 ms; idle RSS under 60 MB.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+RUNS = 7
+
+
+def spawn_to_initialize(cmd: list[str], cwd: str) -> float:
+    start = time.perf_counter()
+    p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=cwd)
+    assert p.stdin and p.stdout
+    p.stdin.write(b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}\n')
+    p.stdin.flush()
+    p.stdout.readline()
+    elapsed = time.perf_counter() - start
+    p.stdin.close()
+    p.wait()
+    return elapsed
+
+
+def baseline() -> float:
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import anyio, msgspec, jsonrpcserver"], check=True)
+    return time.perf_counter() - start
+
+
+def session_new_and_rss(cmd: list[str], cwd: str) -> tuple[float, float]:
+    p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=cwd)
+    assert p.stdin and p.stdout
+
+    def call(i: int, method: str, params: dict) -> dict:
+        p.stdin.write(json.dumps({"jsonrpc": "2.0", "id": i, "method": method, "params": params}).encode() + b"\n")
+        p.stdin.flush()
+        while True:
+            msg = json.loads(p.stdout.readline())
+            if msg.get("id") == i and "method" not in msg:
+                return msg
+
+    call(1, "initialize", {"protocolVersion": 1})
+    time.sleep(1.0)  # let the preload thread finish, as it has by the time a person opens a thread
+    times = []
+    for i in range(RUNS):
+        start = time.perf_counter()
+        call(10 + i, "session/new", {"cwd": cwd, "mcpServers": []})
+        times.append(time.perf_counter() - start)
+    time.sleep(0.5)
+    rss_kb = 0
+    for line in Path(f"/proc/{p.pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            rss_kb = int(line.split()[1])
+    p.stdin.close()
+    p.wait()
+    return statistics.median(times), rss_kb / 1024
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [sys.executable, "-m", "ama_acp", "--mode", "acp", "--data-dir", f"{tmp}/data", "--model", "scripted/demo"]
+        spawn_to_initialize(cmd, tmp)  # warm the OS file cache and .pyc files
+        base = statistics.median(baseline() for _ in range(RUNS))
+        ama = statistics.median(spawn_to_initialize(cmd, tmp) for _ in range(RUNS))
+        new, rss = session_new_and_rss(cmd, tmp)
+    print(f"baseline  python -c 'import anyio, msgspec, jsonrpcserver': {base * 1000:7.1f} ms")
+    print(f"ama       spawn → initialize response (median of {RUNS}):   {ama * 1000:7.1f} ms")
+    print(f"ratio     {ama / base:.2f}  (goal ≤ 1.30, and under 250 ms)")
+    print(f"session/new (median of {RUNS}): {new * 1000:.2f} ms  (goal < 10 ms)")
+    print(f"idle RSS after {RUNS} sessions: {rss:.1f} MB  (goal < 60 MB)")
+
+
+if __name__ == "__main__":
+    main()
