@@ -160,6 +160,7 @@ class SessionManager:
         if session is None:
             return
         session.cancel()
+        await session.wait_idle()  # the cancelled prompt answers before the close does (R88)
         session.closed = True
         if session.writer is not None:
             session.writer.close()

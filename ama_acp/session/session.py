@@ -20,6 +20,7 @@ from ama_acp.agent.messages import AssistantMessage, ImagePart, Message, TextPar
 from ama_acp.agent.prompt import system_prompt
 from ama_acp.permissions import Approvals, decide, deny_reason
 from ama_acp.providers import base as pb
+from ama_acp.rpc.dispatch import defer
 from ama_acp.rpc.errors import AcpError
 from ama_acp.session import entries as en
 from ama_acp.session import options
@@ -95,6 +96,7 @@ class Session:
         self._calls: dict[str, dict[str, Any]] = {}  # wire id → what replay needs
         self._turn_scope: anyio.CancelScope | None = None
         self._turn_totals: TurnTotals | None = None
+        self._idle: anyio.Event | None = None  # set once the running turn's response is out
         self.cancelled = False
         self.closed = False
         self.max_turn_requests = runtime.config.max_turn_requests
@@ -309,6 +311,7 @@ class Session:
         user = self._user_message(blocks)
         command = self.rt.commands.match(user)
         self.cancelled = False
+        idle = self._idle = anyio.Event()
         self._turn_totals = TurnTotals()
         stop = "end_turn"
         with anyio.CancelScope() as scope:
@@ -328,6 +331,10 @@ class Session:
         with anyio.CancelScope(shield=True):
             await self._turn_end(stop)
         totals, self._turn_totals = self._turn_totals, None
+        try:
+            defer(_set_event(idle))  # idle only once the prompt's response is written (session/close, R88)
+        except LookupError:  # not under the RPC peer (ama -p)
+            idle.set()
         return w.PromptResponse(stop_reason=stop, usage=totals.to_wire() if totals else None)  # type: ignore[arg-type]
 
     async def _turn_end(self, stop: str) -> None:
@@ -340,6 +347,11 @@ class Session:
         self._sent_title = self.title
         info = w.SessionInfoUpdate(updated_at=self.updated_at, **({"title": title} if title else {}))
         await self.send(info)
+
+    async def wait_idle(self, timeout: float = 5.0) -> None:
+        if self._idle is not None:
+            with anyio.move_on_after(timeout):
+                await self._idle.wait()
 
     def cancel(self) -> None:
         if self._turn_scope is not None:
@@ -427,6 +439,13 @@ class Session:
 
     def stats(self) -> dict[str, Any]:
         return self.ctx.stats()
+
+
+def _set_event(event: anyio.Event) -> Callable[[], Awaitable[None]]:
+    async def run() -> None:
+        event.set()
+
+    return run
 
 
 def _title_from(message: UserMessage) -> str:
