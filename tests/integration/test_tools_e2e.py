@@ -131,7 +131,7 @@ async def test_cancel_during_a_long_command_kills_it(tmp_path, editor):
         await conn.request("session/set_mode", {"sessionId": sid, "modeId": "full_access"})
         pending = await conn.start_request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "x"}]})
         with anyio.fail_after(10):  # the pid file appears without any message to wake wait_for
-            while not (pidfile.exists() and pidfile.read_text().strip()):
+            while not (pidfile.exists() and pidfile.read_text().strip()):  # noqa: ASYNC110 - a file, no event to wait on
                 await anyio.sleep(0.02)
         pid = int(pidfile.read_text())
         start = time.monotonic()
@@ -140,7 +140,7 @@ async def test_cancel_during_a_long_command_kills_it(tmp_path, editor):
         assert result["stopReason"] == "cancelled"
         assert time.monotonic() - start < 1.0
         with anyio.move_on_after(2):  # the group gets SIGTERM, then SIGKILL after a short grace
-            while _alive(pid):
+            while _alive(pid):  # noqa: ASYNC110 - a pid, no event to wait on
                 await anyio.sleep(0.05)
         assert not _alive(pid), "the command's child survived the cancel"
 
