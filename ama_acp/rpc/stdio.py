@@ -9,6 +9,8 @@ a stray print() anywhere (ours or a library's) can never corrupt the protocol st
 from __future__ import annotations
 
 import os
+import select
+import stat
 
 import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream
@@ -29,11 +31,28 @@ class FdReceiveStream(ByteReceiveStream):
 
 
 class FdSendStream(ByteSendStream):
+    """Writes straight to a non-blocking pipe when it has room (the usual case: a thread hop per message
+    made a 18,000-update replay take seconds); only a full pipe is waited out in a worker thread."""
+
     def __init__(self, fd: int) -> None:
         self._fd = fd
+        mode = os.fstat(fd).st_mode
+        # Only a pipe or socket of our own: O_NONBLOCK on a shared terminal would leak to the parent shell.
+        self._direct = stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+        if self._direct:
+            os.set_blocking(fd, False)
 
     async def send(self, item: bytes) -> None:
-        await anyio.to_thread.run_sync(_write_all, self._fd, item)
+        sent = 0
+        if self._direct:
+            try:
+                sent = os.write(self._fd, item)
+            except BlockingIOError:
+                sent = 0
+            except BrokenPipeError:
+                raise anyio.BrokenResourceError from None
+        if sent < len(item):
+            await anyio.to_thread.run_sync(_write_all, self._fd, item[sent:])
 
     async def aclose(self) -> None:
         pass
@@ -44,6 +63,9 @@ def _write_all(fd: int, data: bytes) -> None:
     while view:
         try:
             n = os.write(fd, view)
+        except BlockingIOError:
+            select.select([], [fd], [])  # the reader is behind: wait for room, off the event loop
+            continue
         except BrokenPipeError:
             raise anyio.BrokenResourceError from None
         view = view[n:]

@@ -57,12 +57,12 @@ def _tool_sizes(count: int) -> list[int]:
     return [max(1, int(r * scale)) for r in raw]
 
 
-def build_session(store: SessionStore, messages: int) -> str:
+def build_session(store: SessionStore, messages: int, cwd: str = "/work/proj") -> str:
     """Turns of 10 messages: the prompt, 4 rounds of tool call + result, the answer."""
     sid = new_session_id()
     turns = messages // 10
     sizes = iter(_tool_sizes(turns * 4))
-    with store.create(Header(session_id=sid, cwd="/work/proj")) as w:
+    with store.create(Header(session_id=sid, cwd=cwd)) as w:
         for t in range(turns):
             w.append(MessageEntry(message=UserMessage(content=[TextPart(_text(150, t))])))
             for r in range(4):

@@ -49,6 +49,20 @@ async def first_process(ama: Ama, env: dict) -> tuple[str, list, dict]:
         return sid, history, usage_updates(conn, sid)[-1]
 
 
+def updates_before_response(conn, request_id) -> int:
+    """How many session/updates ama wrote before its response to `request_id` (from the raw order)."""
+    n = 0
+    for entry in conn.transcript:
+        if entry.direction != "in":
+            continue
+        msg = json.loads(entry.raw)
+        if msg.get("id") == request_id and "method" not in msg:
+            return n
+        if msg.get("method") == "session/update":
+            n += 1
+    raise AssertionError("no response")
+
+
 def shape(updates: list[dict]) -> list[tuple]:
     """What a person sees of each update: kind, text, tool id and final status (not the transient states)."""
     out = []
@@ -78,8 +92,8 @@ async def test_load_in_a_new_process_replays_the_turn_and_the_meter_is_unchanged
         pending = await conn.start_request("session/load", {"sessionId": sid, "cwd": str(ama.workspace),
                                                             "mcpServers": []})
         result = await pending.wait(timeout=10)
-        n_at_response = len(conn.updates_for(sid))
         await conn.wait_for(lambda: "usage_update" in kinds(conn, sid))
+        n_at_response = updates_before_response(conn, pending.id)
         replay = conn.updates_for(sid)[:n_at_response]
         assert all(u["sessionUpdate"] in HISTORY for u in replay)  # history only before the response
         assert replay[0] == {"sessionUpdate": "user_message_chunk", "messageId": "r1",
