@@ -1,9 +1,9 @@
 """The scripted model: deterministic replies from a script file. A product feature — it powers `ama demo`,
 the tests and the conformance suite, and lets the real server run offline.
 
-A script (TOML or JSON) is a list of `reply` tables, consumed one per model request in order. The n-th
-request of a session gets reply n, where n counts the assistant messages already in the conversation, so
-a loaded or resumed session carries on where it stopped. Fields of a reply:
+A script (TOML or JSON) is a list of `reply` tables, consumed one per model request in order: the next
+reply, or reply n where n counts the assistant messages already in the conversation if that is further on,
+so a loaded or resumed session carries on where it stopped. Fields of a reply:
 
     text = "..."                  # streamed as text deltas
     thinking = "..."              # streamed as reasoning before the text
@@ -104,9 +104,11 @@ class ScriptedProvider:
     def __init__(self, script: Script, estimate_request: Any = None) -> None:
         self._script = script
         self._estimate = estimate_request  # callable(ModelRequest) -> int, for usage="auto"
+        self._next = 0  # side requests and compaction shrink the conversation; the script still moves on
 
     async def stream(self, request: pb.ModelRequest) -> AsyncIterator[pb.ProviderEvent]:
-        index = sum(1 for m in request.messages if isinstance(m, AssistantMessage))
+        index = max(self._next, sum(1 for m in request.messages if isinstance(m, AssistantMessage)))
+        self._next = index + 1
         if index >= len(self._script.reply):
             reply = Reply(text="(The scripted model has no more replies in its script.)")
         else:

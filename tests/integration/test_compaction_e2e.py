@@ -1,0 +1,131 @@
+"""Compaction (long-sessions.md, context-usage.md E5/U9/U13): /compact and automatic, the handoff saved and
+found again on load, failure that replaces nothing and holds automatic compaction."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ama_acp.client.connection import ClientOptions
+from tests.support.harness import Ama, kinds, run_ama, usage_updates
+from tests.support.llm_server import LLMServer
+
+pytestmark = pytest.mark.anyio
+ENV = {"LOCAL_TEST_KEY": "test-key-abcdefgh"}
+HANDOFF = "## Goal and current state\nThe user wants notes.txt summarised. HANDOFF-MARKER"
+
+
+def configure(ama: Ama, url: str, window: int = 100_000, keep: int = 0, retries: int = 0) -> None:
+    ama.config.write_text(f"""
+model = "local/m"
+[providers.local]
+kind = "openai"
+base_url = "{url}"
+api_key_env = "LOCAL_TEST_KEY"
+max_retries = {retries}
+[[models]]
+id = "local/m"
+context_window = {window}
+price = {{ input = 1.0, output = 2.0, cache_read = 0.1, cache_write = 1.0 }}
+[compaction]
+keep_tokens = {keep}
+""")
+
+
+async def open_session(conn, ama: Ama) -> str:
+    await conn.initialize()
+    sid = (await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))["sessionId"]
+    await conn.wait_for(lambda: "usage_update" in kinds(conn, sid))
+    return sid
+
+
+async def test_manual_compact_replaces_the_context_and_reports_an_estimate(tmp_path):
+    ama = Ama(tmp_path)
+    with LLMServer() as llm:
+        configure(ama, llm.openai_url)
+        llm.enqueue(
+            {"text": "First answer " + "x" * 4000, "usage": {"input": 3000, "output": 1000}},
+            {"text": HANDOFF, "usage": {"input": 4100, "output": 60}},
+            {"text": "after", "usage": {"input": 900, "output": 5}},
+        )
+        async with run_ama(ama, env=ENV, options=ClientOptions(compaction=True)) as conn:
+            sid = await open_session(conn, ama)
+            await conn.prompt(sid, "Please summarise notes.txt, in French.", timeout=10)
+            before = usage_updates(conn, sid)[-1]["used"]
+            result = await conn.prompt(sid, "/compact keep the French", timeout=10)
+            assert result["stopReason"] == "end_turn"
+            updates = conn.updates_for(sid, "compaction_update")
+            assert [u["status"] for u in updates] == ["in_progress", "completed"]
+            assert updates[0]["compactionId"] == updates[1]["compactionId"]
+            last = usage_updates(conn, sid)[-1]
+            assert last["_meta"]["ama"]["source"] == "estimate"  # U9 after a compaction (E5)
+            assert last["used"] < before
+            stats = await conn.request("_ama/session_stats", {"sessionId": sid})
+            assert stats["billed"]["requests"] == 2 and stats["billed"]["side_requests"] == 1  # U16
+            await conn.prompt(sid, "and now?", timeout=10)
+        # The handoff request asked for the checklist and carried the inventory and the focus.
+        handoff_req = json.dumps(llm.requests[1].body, ensure_ascii=False)
+        assert "Inventory" in handoff_req and "keep the French" in handoff_req
+        # The next request carries the handoff, not the old answer.
+        body = json.dumps(llm.requests[2].body)
+        assert "HANDOFF-MARKER" in body and "x" * 4000 not in body
+    folder = ama.data / "sessions" / sid / "compaction-1"
+    assert "HANDOFF-MARKER" in (folder / "handoff.md").read_text()
+    assert "Please summarise notes.txt, in French." in (folder / "inventory.md").read_text()
+
+
+async def test_automatic_compaction_at_auto_compact_at_then_load_finds_the_handoff(tmp_path):
+    ama = Ama(tmp_path)
+    (ama.workspace / "f.txt").write_text("data\n")
+    with LLMServer() as llm:
+        configure(ama, llm.openai_url, window=20_000)  # autoCompactAt = 20,000 - 16,384 = 3,616
+        llm.enqueue(
+            {"text": "OLD-REPLY-MARKER", "usage": {"input": 3700, "output": 20},
+             "tool_calls": [{"id": "t", "name": "read_file", "arguments": {"path": "f.txt"}}]},
+            {"text": HANDOFF, "usage": {"input": 3800, "output": 60}},
+            {"text": "done", "usage": {"input": 800, "output": 5}},
+        )
+        async with run_ama(ama, env=ENV) as conn:  # no session.compaction: an agent message instead
+            sid = await open_session(conn, ama)
+            result = await conn.prompt(sid, "read f.txt", timeout=15)
+            assert result["stopReason"] == "end_turn"
+            sources = [(u["used"], u["_meta"]["ama"]["source"]) for u in usage_updates(conn, sid)[1:]]
+            assert sources[0] == (3720, "usage")
+            assert sources[1][1] == "estimate" and sources[1][0] < 3616
+            assert sources[2] == (805, "usage")
+            text = "".join(u["content"]["text"] for u in conn.updates_for(sid, "agent_message_chunk"))
+            assert "Compacted the conversation (automatically)" in text
+            last = usage_updates(conn, sid)[-1]
+        assert "HANDOFF-MARKER" in json.dumps(llm.requests[2].body)
+        llm.enqueue({"text": "resumed", "usage": {"input": 900, "output": 5}})
+        async with run_ama(ama, env=ENV) as conn:
+            await conn.initialize()
+            await conn.request("session/load", {"sessionId": sid, "cwd": str(ama.workspace), "mcpServers": []})
+            await conn.wait_for(lambda: "usage_update" in kinds(conn, sid))
+            assert usage_updates(conn, sid)[-1] == last
+            await conn.prompt(sid, "continue", timeout=10)
+        body = json.dumps(llm.requests[3].body)
+        assert "HANDOFF-MARKER" in body and "OLD-REPLY-MARKER" not in body  # the rebuilt context, not the old one
+
+
+async def test_failed_compaction_keeps_everything_and_holds_auto_compaction(tmp_path):
+    ama = Ama(tmp_path)
+    with LLMServer() as llm:
+        configure(ama, llm.openai_url, window=20_000)
+        llm.enqueue(
+            {"text": "ONE-MARKER", "usage": {"input": 3700, "output": 20},
+             "tool_calls": [{"id": "t", "name": "list_dir", "arguments": {"path": "."}}]},
+            {"status": 500},  # the handoff request fails (no retries configured)
+            {"text": "two", "usage": {"input": 3800, "output": 5}},
+        )
+        async with run_ama(ama, env=ENV, options=ClientOptions(compaction=True)) as conn:
+            sid = await open_session(conn, ama)
+            result = await conn.prompt(sid, "go", timeout=15)
+            assert result["stopReason"] == "end_turn"
+            failed = conn.updates_for(sid, "compaction_update")
+            assert [u["status"] for u in failed] == ["in_progress", "failed"] and failed[1]["error"]
+            last = usage_updates(conn, sid)[-1]
+            assert last["used"] == 3805 and "autoCompactAt" not in last["_meta"]["ama"]  # held (U13)
+        assert "ONE-MARKER" in json.dumps(llm.requests[2].body)  # nothing was replaced
+        assert len(llm.requests) == 3  # not retried on every message
