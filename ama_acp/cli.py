@@ -66,7 +66,9 @@ def _acp(args: argparse.Namespace) -> int:
     model_id, why = choose_model(cfg, args.model)
     logging.getLogger("ama").log(
         logging.WARNING if model_id == "scripted/demo" and why.startswith("no model") else logging.INFO,
-        "model %s (%s)", model_id, why,
+        "model %s (%s)",
+        model_id,
+        why,
     )
     return run_stdio(cfg, model_id)
 

@@ -34,8 +34,9 @@ def setup_logging(data_dir: str, level: str = "warning") -> None:
     try:
         logs = Path(data_dir) / "logs"
         logs.mkdir(parents=True, exist_ok=True)
-        fh = logging.handlers.RotatingFileHandler(logs / "ama.log", maxBytes=5 * 1024 * 1024, backupCount=3,
-                                                  encoding="utf-8", delay=True)
+        fh = logging.handlers.RotatingFileHandler(
+            logs / "ama.log", maxBytes=5 * 1024 * 1024, backupCount=3, encoding="utf-8", delay=True
+        )
         fh.setLevel(logging.INFO)
         fh.setFormatter(fmt)
         fh.addFilter(_Redact())

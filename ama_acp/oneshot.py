@@ -71,10 +71,14 @@ def run_print(args: Any) -> int:
         result = await session.prompt([w.TextContent(text=args.prompt)])
         stats = session.stats()
         await manager.shutdown()
-        return {"sessionId": session.id, "model": model_id, "answer": "".join(peer.text),
-                "stopReason": result.stop_reason,
-                "usage": msgspec.to_builtins(result.usage) if result.usage else None,
-                "context": stats}
+        return {
+            "sessionId": session.id,
+            "model": model_id,
+            "answer": "".join(peer.text),
+            "stopReason": result.stop_reason,
+            "usage": msgspec.to_builtins(result.usage) if result.usage else None,
+            "context": stats,
+        }
 
     out = anyio.run(main)
     if as_json:

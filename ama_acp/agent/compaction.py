@@ -104,7 +104,6 @@ def _recent(items: list[str]) -> list[str]:
 def recent_messages(messages: list[Message], keep_tokens: int, estimate: Any) -> list[Message]:
     """The newest messages within `keep_tokens`, starting at a user message so every tool result keeps its
     call."""
-    kept: list[Message] = []
     total = 0
     start = len(messages)
     for i in range(len(messages) - 1, -1, -1):
@@ -113,8 +112,7 @@ def recent_messages(messages: list[Message], keep_tokens: int, estimate: Any) ->
             break
         if isinstance(messages[i], UserMessage):
             start = i
-    kept = messages[start:]
-    return kept
+    return messages[start:]
 
 
 async def maybe_compact(rt: Any, session: Any) -> None:
@@ -157,30 +155,45 @@ async def compact(rt: Any, session: Any, manual: bool, instructions: str = "") -
     session.replace_context([handoff_message(handoff, inv), *kept])
     session.compactions = number
     session.ctx.meter.set_compaction(held=False)
-    session.persist(en.CompactionEntry(number=number, summary_path=f"compaction-{number}/handoff.md",
-                                       inventory_path=f"compaction-{number}/inventory.md",
-                                       kept_from_index=kept_from, meter=session.ctx.meter_state()))
+    session.persist(
+        en.CompactionEntry(
+            number=number,
+            summary_path=f"compaction-{number}/handoff.md",
+            inventory_path=f"compaction-{number}/inventory.md",
+            kept_from_index=kept_from,
+            meter=session.ctx.meter_state(),
+        )
+    )
     summary = f"Compacted the conversation ({'by request' if manual else 'automatically'}): a handoff replaces the older messages; {len(kept)} recent messages kept."
     if visible:
-        await session.send(w.CompactionUpdate(compaction_id=cid, status="completed",
-                                              summary=[w.TextContent(text=summary)]))
+        await session.send(
+            w.CompactionUpdate(compaction_id=cid, status="completed", summary=[w.TextContent(text=summary)])
+        )
     else:
         await session.send(w.AgentMessageChunk(content=w.TextContent(text=f"\n\n_{summary}_\n\n")))
     await session.report_usage()  # E5
 
 
 def handoff_message(handoff: str, inventory: str) -> UserMessage:
-    return UserMessage(content=[TextPart(
-        "This conversation was compacted. The handoff below, written before compaction, and the mechanical "
-        "inventory carry what came before.\n\n" + handoff + "\n\n" + inventory
-    )])
+    return UserMessage(
+        content=[
+            TextPart(
+                "This conversation was compacted. The handoff below, written before compaction, and the mechanical "
+                "inventory carry what came before.\n\n" + handoff + "\n\n" + inventory
+            )
+        ]
+    )
 
 
 async def _ask_handoff(rt: Any, session: Any, prompt: str) -> str | None:
     request = session.build_request()
-    request = pb.ModelRequest(model=request.model, system=request.system,
-                              messages=[*session.messages, UserMessage(content=[TextPart(prompt)])],
-                              tools=[], max_output=request.max_output)
+    request = pb.ModelRequest(
+        model=request.model,
+        system=request.system,
+        messages=[*session.messages, UserMessage(content=[TextPart(prompt)])],
+        tools=[],
+        max_output=request.max_output,
+    )
     parts: list[str] = []
     async for event in session.provider().stream(request):
         if isinstance(event, pb.TextDelta):
@@ -192,9 +205,15 @@ async def _ask_handoff(rt: Any, session: Any, prompt: str) -> str | None:
         elif isinstance(event, pb.Finished):
             session.ctx.bill(session.model_id, event.usage, enters_context=False)
             if event.usage is not None:
-                session.persist(en.UsageEntry(model_id=session.model_id, usage=event.usage,
-                                              cost=session.ctx.last_cost, purpose="compaction",
-                                              billing=session.ctx.billing_state()))
+                session.persist(
+                    en.UsageEntry(
+                        model_id=session.model_id,
+                        usage=event.usage,
+                        cost=session.ctx.last_cost,
+                        purpose="compaction",
+                        billing=session.ctx.billing_state(),
+                    )
+                )
             break
     text = "".join(parts).strip()
     return text or None
@@ -206,6 +225,11 @@ async def _failed(session: Any, cid: str, visible: bool, error: str) -> None:
     if visible:
         await session.send(w.CompactionUpdate(compaction_id=cid, status="failed", error=error))
     else:
-        await session.send(w.AgentMessageChunk(content=w.TextContent(
-            text=f"\n\n_Compaction failed ({error}); the conversation is unchanged. Run /compact to try again._\n\n")))
+        await session.send(
+            w.AgentMessageChunk(
+                content=w.TextContent(
+                    text=f"\n\n_Compaction failed ({error}); the conversation is unchanged. Run /compact to try again._\n\n"
+                )
+            )
+        )
     await session.report_usage()

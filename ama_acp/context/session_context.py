@@ -138,8 +138,12 @@ class SessionContext:
         t = self.billing.totals()
         billed = {k: v for k, v in msgspec.to_builtins(t).items() if v is not None}
         context = {"source": f.source, "tier": f.tier}
-        for key, value in (("usageTokens", f.usage_tokens), ("trailingTokens", f.trailing_tokens),
-                           ("autoCompactAt", f.auto_compact_at), ("pruneAt", f.prune_at)):
+        for key, value in (
+            ("usageTokens", f.usage_tokens),
+            ("trailingTokens", f.trailing_tokens),
+            ("autoCompactAt", f.auto_compact_at),
+            ("pruneAt", f.prune_at),
+        ):
             if value is not None:
                 context[key] = value
         out: dict[str, Any] = {
@@ -167,17 +171,28 @@ class SessionContext:
             f"**Context:** {f.used:,} of {size} tokens{pct} · tier {f.tier} · source {f.source}",
         ]
         if f.source == "usage":
-            lines.append(f"(last reported usage {f.usage_tokens:,} + estimate of what came after {f.trailing_tokens:,})")
+            lines.append(
+                f"(last reported usage {f.usage_tokens:,} + estimate of what came after {f.trailing_tokens:,})"
+            )
         if f.auto_compact_at is not None:
             lines.append(f"Automatic compaction at {f.auto_compact_at:,} tokens; pruning at {f.prune_at:,}.")
         elif f.window is None:
             lines.append("The model's context window is unknown, so no fill is reported (set context_window).")
         cost = self.billing.cost
-        lines.append(f"**Cost so far:** ${cost:.4f}" if cost is not None else "**Cost so far:** unknown (a request had no known price)")
+        lines.append(
+            f"**Cost so far:** ${cost:.4f}"
+            if cost is not None
+            else "**Cost so far:** unknown (a request had no known price)"
+        )
         lines += ["", "| what | tokens (estimate) |", "|---|---:|"]
-        for label, value in (("system prompt", b.system_prompt), ("tool declarations", b.tool_declarations),
-                             ("user messages", b.user_messages), ("assistant messages", b.assistant_messages),
-                             ("tool results", b.tool_results), ("images", b.images)):
+        for label, value in (
+            ("system prompt", b.system_prompt),
+            ("tool declarations", b.tool_declarations),
+            ("user messages", b.user_messages),
+            ("assistant messages", b.assistant_messages),
+            ("tool results", b.tool_results),
+            ("images", b.images),
+        ):
             lines.append(f"| {label} | {value:,} |")
         lines.append(f"| **total** ({b.messages} messages) | **{b.total:,}** |")
         return "\n".join(lines) + "\n"

@@ -94,7 +94,9 @@ def make_provider(cfg: Config, model_id: str, estimate_request=None, env: dict[s
         from ama_acp.providers.scripted import ScriptedProvider, ScriptError, load_script, resolve_script
 
         try:
-            script = load_script(resolve_script(name, {**cfg.scripts, **({name: pcfg.script} if pcfg.script else {})}, env))
+            script = load_script(
+                resolve_script(name, {**cfg.scripts, **({name: pcfg.script} if pcfg.script else {})}, env)
+            )
         except ScriptError as exc:
             return FailingProvider("config", str(exc))
         return ScriptedProvider(script, estimate_request)

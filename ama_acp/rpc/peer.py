@@ -104,7 +104,9 @@ class Peer:
             message = _decoder.decode(line)
         except msgspec.DecodeError as exc:
             log.warning("parse error: %s", exc)
-            tg.start_soon(self.send_message, {"jsonrpc": "2.0", "id": None, "error": AcpError.parse_error(str(exc)).to_dict()})
+            tg.start_soon(
+                self.send_message, {"jsonrpc": "2.0", "id": None, "error": AcpError.parse_error(str(exc)).to_dict()}
+            )
             return
         if isinstance(message, dict):
             if "method" not in message and "id" in message and ("result" in message or "error" in message):

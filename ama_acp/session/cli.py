@@ -52,8 +52,13 @@ def run_sessions(argv: list[str], load_config: Callable[[argparse.Namespace], An
 
 
 def _summary(s: Any) -> dict[str, Any]:
-    return {"sessionId": s.session_id, "cwd": s.cwd, "title": s.title, "updatedAt": s.updated_at,
-            "createdAt": s.created_at}
+    return {
+        "sessionId": s.session_id,
+        "cwd": s.cwd,
+        "title": s.title,
+        "updatedAt": s.updated_at,
+        "createdAt": s.created_at,
+    }
 
 
 def _show(loaded: Any, as_json: bool) -> int:
@@ -62,8 +67,10 @@ def _show(loaded: Any, as_json: bool) -> int:
     from ama_acp.session import entries as en
 
     if as_json:
-        sys.stdout.write(json.dumps({"header": msgspec.to_builtins(loaded.header),
-                                     "entries": msgspec.to_builtins(loaded.entries)}) + "\n")
+        sys.stdout.write(
+            json.dumps({"header": msgspec.to_builtins(loaded.header), "entries": msgspec.to_builtins(loaded.entries)})
+            + "\n"
+        )
         return 0
     h = loaded.header
     out = [f"session {h.session_id}  created {h.created_at}  in {h.cwd}"]
@@ -71,8 +78,11 @@ def _show(loaded: Any, as_json: bool) -> int:
         if isinstance(e, en.MessageEntry):
             m = e.message
             role = type(m).__name__.replace("Message", "").lower()
-            text = getattr(m, "text", "") if not hasattr(m, "content") or role != "user" else \
-                "".join(getattr(p, "text", "[image]") for p in m.content)
+            text = (
+                getattr(m, "text", "")
+                if not hasattr(m, "content") or role != "user"
+                else "".join(getattr(p, "text", "[image]") for p in m.content)
+            )
             if role == "toolresult":
                 continue
             if text:

@@ -48,8 +48,15 @@ class Lifecycle:
         header = loaded.header
         if header.cwd != cwd:
             raise AcpError.invalid_params(f"cwd: session {session_id} belongs to {header.cwd!r}, not {cwd!r}")
-        session = Session(self.m, session_id=session_id, cwd=cwd, additional_directories=dirs,
-                          mode=self.m.config.mode, model_id=self.m.default_model, created_at=header.created_at)
+        session = Session(
+            self.m,
+            session_id=session_id,
+            cwd=cwd,
+            additional_directories=dirs,
+            mode=self.m.config.mode,
+            model_id=self.m.default_model,
+            created_at=header.created_at,
+        )
         restore(session, loaded, store.handoff_dir(session_id))
         try:
             session.writer = store.open_writer(session_id)
@@ -81,8 +88,13 @@ class Lifecycle:
             raise AcpError.invalid_params("cursor: not a cursor this agent issued") from None
         return w.ListSessionsResponse(
             sessions=[
-                w.SessionInfo(session_id=s.session_id, cwd=s.cwd, title=s.title, updated_at=s.updated_at,
-                              additional_directories=s.additional_directories or None)
+                w.SessionInfo(
+                    session_id=s.session_id,
+                    cwd=s.cwd,
+                    title=s.title,
+                    updated_at=s.updated_at,
+                    additional_directories=s.additional_directories or None,
+                )
                 for s in page
             ],
             next_cursor=cursor,

@@ -6,8 +6,6 @@ import logging
 import os
 from typing import Any
 
-import msgspec
-
 from ama_acp.config import Config
 from ama_acp.rpc.errors import AcpError
 from ama_acp.session.commands import default_commands
@@ -56,9 +54,7 @@ class SessionManager:
         if self._tool_specs is None:
             from ama_acp.providers.base import ToolSpec
 
-            self._tool_specs = [
-                ToolSpec(t.name, t.description, t.parameters) for t in self._load_tools().values()
-            ]
+            self._tool_specs = [ToolSpec(t.name, t.description, t.parameters) for t in self._load_tools().values()]
         return self._tool_specs
 
     def tool_context_for(self, session: Session) -> Any:
@@ -141,12 +137,19 @@ class SessionManager:
 
         dirs = self.check_dirs(cwd, additional)
         session_id = new_session_id()
-        session = Session(self, session_id=session_id, cwd=cwd, additional_directories=dirs,
-                          mode=self.config.mode, model_id=self.default_model)
+        session = Session(
+            self,
+            session_id=session_id,
+            cwd=cwd,
+            additional_directories=dirs,
+            mode=self.config.mode,
+            model_id=self.default_model,
+        )
         session.mcp_servers = mcp_servers
         try:
-            session.writer = self.store.create(Header(session_id=session_id, cwd=cwd, additional_directories=dirs,
-                                                      created_at=session.created_at))
+            session.writer = self.store.create(
+                Header(session_id=session_id, cwd=cwd, additional_directories=dirs, created_at=session.created_at)
+            )
             from ama_acp.session.entries import ModelEntry
 
             session.writer.append(ModelEntry(model_id=session.model_id))
@@ -171,6 +174,3 @@ class SessionManager:
             session.cancel()
             if session.writer is not None:
                 session.writer.close()
-
-    def encode(self, value: Any) -> Any:
-        return msgspec.to_builtins(value)

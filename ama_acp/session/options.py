@@ -26,7 +26,9 @@ def mode_state(current: str) -> w.SessionModeState:
     )
 
 
-def config_options(mode: str, model_id: str, models: list[tuple[str, str]], thought_level: str) -> list[w.SessionConfigOption]:
+def config_options(
+    mode: str, model_id: str, models: list[tuple[str, str]], thought_level: str
+) -> list[w.SessionConfigOption]:
     """All options, highest priority first (R98): model, thought level, mode."""
     return [
         w.SessionConfigOption(

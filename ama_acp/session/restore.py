@@ -89,8 +89,11 @@ def replay_updates(loaded: Any) -> list[w.SessionUpdate]:
                     if isinstance(part, TextPart):
                         out.append(w.UserMessageChunk(content=w.TextContent(text=part.text), message_id=mid))
                     elif isinstance(part, ImagePart):
-                        out.append(w.UserMessageChunk(content=w.ImageContent(data=part.data, mime_type=part.mime_type),
-                                                      message_id=mid))
+                        out.append(
+                            w.UserMessageChunk(
+                                content=w.ImageContent(data=part.data, mime_type=part.mime_type), message_id=mid
+                            )
+                        )
             elif isinstance(m, AssistantMessage):
                 for part in m.content:
                     if isinstance(part, ThinkingPart) and part.text and not part.redacted:
@@ -99,8 +102,16 @@ def replay_updates(loaded: Any) -> list[w.SessionUpdate]:
                         out.append(w.AgentMessageChunk(content=w.TextContent(text=part.text), message_id=mid))
         elif isinstance(entry, en.ToolCallEntry):
             locs = [w.ToolCallLocation(path=loc.path, line=loc.line) for loc in entry.locations]
-            out.append(w.ToolCall(tool_call_id=entry.wire_id, title=entry.title, kind=entry.kind, status="pending",
-                                  locations=locs, raw_input=entry.raw_input))
+            out.append(
+                w.ToolCall(
+                    tool_call_id=entry.wire_id,
+                    title=entry.title,
+                    kind=entry.kind,
+                    status="pending",
+                    locations=locs,
+                    raw_input=entry.raw_input,
+                )
+            )
             content: list[w.ToolCallContent] = []
             if entry.content_text:
                 content.append(w.Content(content=w.TextContent(text=en.clip_replay_text(entry.content_text))))

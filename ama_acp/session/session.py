@@ -9,24 +9,24 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
 from typing import Any
 
 import anyio
+import msgspec
 
 from ama_acp.agent import events as ev
 from ama_acp.agent.loop import run_turn
-from ama_acp.agent.messages import AssistantMessage, ImagePart, Message, TextPart, Usage, UserMessage
+from ama_acp.agent.messages import AssistantMessage, ImagePart, Message, TextPart, UserMessage
 from ama_acp.agent.prompt import system_prompt
-from ama_acp.permissions import Approvals, decide, deny_reason
 from ama_acp.providers import base as pb
 from ama_acp.rpc.dispatch import defer
 from ama_acp.rpc.errors import AcpError
 from ama_acp.session import entries as en
 from ama_acp.session import options
+from ama_acp.session.approval import Approver
 from ama_acp.session.updates import plan_update, to_update
 from ama_acp.session.workspaces import current_tool_call
-from ama_acp.tools.base import Location, ToolError, ToolResult
+from ama_acp.tools.base import ToolError, ToolResult
 from ama_acp.wire import types as w
 
 log = logging.getLogger(__name__)
@@ -34,44 +34,19 @@ log = logging.getLogger(__name__)
 Send = Callable[[w.SessionUpdate], Awaitable[None]]
 
 
-class TurnTotals:
-    """Billed tokens of one turn, for the prompt response's `usage` (S1)."""
-
-    def __init__(self) -> None:
-        self.input = self.output = self.cache_read = self.cache_write = self.total = self.thought = 0
-        self.any = False
-        self.has_cache = self.has_thought = False
-
-    def add(self, u: Usage) -> None:
-        self.any = True
-        inp, out = u.input or 0, u.output or 0
-        cr, cw = u.cache_read or 0, u.cache_write or 0
-        self.input += inp
-        self.output += out
-        self.cache_read += cr
-        self.cache_write += cw
-        self.has_cache |= u.cache_read is not None or u.cache_write is not None
-        if u.reasoning is not None:
-            self.thought += u.reasoning
-            self.has_thought = True
-        self.total += u.total if u.total is not None else inp + out + cr + cw
-
-    def to_wire(self) -> w.TurnUsage | None:
-        if not self.any:
-            return None
-        return w.TurnUsage(
-            total_tokens=self.total,
-            input_tokens=self.input,
-            output_tokens=self.output,
-            thought_tokens=self.thought if self.has_thought else None,
-            cached_read_tokens=self.cache_read if self.has_cache else None,
-            cached_write_tokens=self.cache_write if self.has_cache else None,
-        )
-
-
 class Session:
-    def __init__(self, runtime: Any, *, session_id: str, cwd: str, additional_directories: list[str],
-                 mode: str, model_id: str, thought_level: str = "off", created_at: str | None = None) -> None:
+    def __init__(
+        self,
+        runtime: Any,
+        *,
+        session_id: str,
+        cwd: str,
+        additional_directories: list[str],
+        mode: str,
+        model_id: str,
+        thought_level: str = "off",
+        created_at: str | None = None,
+    ) -> None:
         self.rt = runtime  # the SessionManager: config, catalog, store, client capabilities, send
         self.id = session_id
         self.cwd = cwd
@@ -88,14 +63,13 @@ class Session:
         self.title: str | None = None
         self._sent_title: str | None = None
         self.writer: Any = None
-        self.approvals = Approvals()
+        self.approver = Approver(self)
         self._provider: pb.Provider | None = None
         self._provider_for: str | None = None
-        self._seen_ids: dict[str, int] = {}
-        self._wire_ids: dict[str, str] = {}
+        self._seen_ids: dict[str, int] = {}  # provider tool-call id → how often seen
+        self._provider_ids: dict[str, str] = {}  # wire id → provider id
         self._calls: dict[str, dict[str, Any]] = {}  # wire id → what replay needs
         self._turn_scope: anyio.CancelScope | None = None
-        self._turn_totals: TurnTotals | None = None
         self._idle: anyio.Event | None = None  # set once the running turn's response is out
         self.cancelled = False
         self.closed = False
@@ -155,8 +129,13 @@ class Session:
 
     async def emit(self, event: ev.AgentEvent) -> None:
         if isinstance(event, ev.ToolCallRequested):
-            self._calls[event.wire_id] = {"name": event.name, "title": event.title, "kind": event.kind,
-                                          "locations": event.locations, "raw_input": event.raw_input}
+            self._calls[event.wire_id] = {
+                "name": event.name,
+                "title": event.title,
+                "kind": event.kind,
+                "locations": event.locations,
+                "raw_input": event.raw_input,
+            }
         elif isinstance(event, ev.ToolCallFinished):
             self._record_call(event.wire_id, event.result)
         update = to_update(event)
@@ -171,15 +150,23 @@ class Session:
         call = self._calls.pop(wire_id, None)
         if call is None:
             return
-        provider_id = next((p for p, wid in self._wire_ids.items() if wid == wire_id), wire_id)
-        self.persist(en.ToolCallEntry(
-            wire_id=wire_id, provider_id=provider_id, name=call["name"], title=call["title"], kind=call["kind"],
-            status="failed" if result.is_error else "completed",
-            locations=[en.Location(path=loc.path, line=loc.line) for loc in (result.locations or call["locations"])],
-            raw_input=call["raw_input"] if isinstance(call["raw_input"], dict) else None,
-            content_text=en.clip_replay_text(result.text),
-            diff_paths=[d.path for d in result.diffs],
-        ))
+        provider_id = self._provider_ids.pop(wire_id, wire_id)
+        self.persist(
+            en.ToolCallEntry(
+                wire_id=wire_id,
+                provider_id=provider_id,
+                name=call["name"],
+                title=call["title"],
+                kind=call["kind"],
+                status="failed" if result.is_error else "completed",
+                locations=[
+                    en.Location(path=loc.path, line=loc.line) for loc in (result.locations or call["locations"])
+                ],
+                raw_input=call["raw_input"] if isinstance(call["raw_input"], dict) else None,
+                content_text=en.clip_replay_text(result.text),
+                diff_paths=[d.path for d in result.diffs],
+            )
+        )
 
     def wire_id(self, provider_id: str) -> str:
         """Unique per session: a provider id seen before gets `#2`, `#3`, … (acp-mode.md)."""
@@ -189,7 +176,7 @@ class Session:
         while wid in self._calls:
             n += 1
             wid = f"{provider_id}#{n}"
-        self._wire_ids[provider_id] = wid
+        self._provider_ids[wid] = provider_id
         return wid
 
     def describe_tool(self, name: str, args: dict[str, Any]) -> ev.ToolCallRequested | None:
@@ -204,63 +191,7 @@ class Session:
         return ev.ToolCallRequested("", name, title, tool.kind, locs, args)
 
     async def approve(self, call: ev.ToolCallRequested, args: dict[str, Any]) -> str | None:
-        tool = self.rt.tool(call.name)
-        kind = tool.kind if tool else "other"
-        outside = self._outside_paths(call.locations, kind, args)
-        decision = decide(self.mode, kind, not outside)
-        if decision == "allow":
-            return None
-        if decision == "deny":
-            return deny_reason(self.mode, kind)
-        remembered = self.approvals.remembered(kind, outside)
-        if remembered is not None:
-            return None if remembered else "The user rejected this kind of call for this session."
-        return await self._ask(call, kind, outside)
-
-    def _outside_paths(self, locs: list[Location], kind: str, args: dict[str, Any]) -> list[str]:
-        paths = [loc.path for loc in locs]
-        if kind == "execute" and "cwd" in args and isinstance(args["cwd"], str):
-            paths.append(args["cwd"])
-        out = []
-        for p in paths:
-            resolved = self.tool_ctx.resolve(p)
-            if not resolved.inside:
-                out.append(resolved.path)
-        return out
-
-    async def _ask(self, call: ev.ToolCallRequested, kind: str, outside: list[str]) -> str | None:
-        where = f" (outside the project: {', '.join(outside)})" if outside else ""
-        opts = [
-            w.PermissionOption(option_id="allow_once", name="Allow once", kind="allow_once"),
-            w.PermissionOption(option_id="allow_always", name="Always allow" + ("" if not outside else " here"),
-                               kind="allow_always"),
-            w.PermissionOption(option_id="reject_once", name="Reject", kind="reject_once"),
-            w.PermissionOption(option_id="reject_always", name="Always reject", kind="reject_always"),
-        ]
-        request = w.RequestPermissionRequest(
-            session_id=self.id,
-            tool_call=w.ToolCallFields(tool_call_id=call.wire_id, title=call.title + where, kind=kind,
-                                       status="pending", locations=[w.ToolCallLocation(path=loc.path, line=loc.line) for loc in call.locations],
-                                       raw_input=call.raw_input),
-            options=opts,
-        )
-        try:
-            answer = await self.rt.client_request("session/request_permission", request)
-        except Exception as exc:  # a client that cannot ask counts as a rejection, with the reason
-            if isinstance(exc, anyio.get_cancelled_exc_class()):
-                raise
-            log.warning("permission request failed: %s", exc)
-            return f"Permission could not be asked ({exc}); the call did not run."
-        outcome = (answer or {}).get("outcome") or {}
-        if outcome.get("outcome") == "cancelled":
-            self.cancel()  # the client cancelled the turn while asking (R113)
-            raise anyio.get_cancelled_exc_class()()
-        chosen = outcome.get("optionId")
-        if chosen in ("allow_always", "reject_always"):
-            self.approvals.remember(kind, outside, chosen == "allow_always")
-        if chosen in ("allow_once", "allow_always"):
-            return None
-        return "The user rejected this tool call. Do not retry it; ask them what to do instead."
+        return await self.approver.approve(call, args)
 
     async def run_tool(self, name: str, args: dict[str, Any], wire_id: str) -> ToolResult:
         tool = self.rt.tool(name)
@@ -274,12 +205,17 @@ class Session:
 
     async def after_assistant_message(self, message: AssistantMessage) -> None:
         if message.usage is not None:
-            if self._turn_totals is not None:
-                self._turn_totals.add(message.usage)
             self.ctx.bill(self.model_id, message.usage, enters_context=True)
-            self.persist(en.UsageEntry(model_id=self.model_id, usage=message.usage, cost=self.ctx.last_cost,
-                                       purpose="turn", meter=self.ctx.meter_state(),
-                                       billing=self.ctx.billing_state()))
+            self.persist(
+                en.UsageEntry(
+                    model_id=self.model_id,
+                    usage=message.usage,
+                    cost=self.ctx.last_cost,
+                    purpose="turn",
+                    meter=self.ctx.meter_state(),
+                    billing=self.ctx.billing_state(),
+                )
+            )
         await self.report_usage()  # E1
 
     async def before_request(self) -> None:
@@ -312,7 +248,7 @@ class Session:
         command = self.rt.commands.match(user)
         self.cancelled = False
         idle = self._idle = anyio.Event()
-        self._turn_totals = TurnTotals()
+        billed_before = self.ctx.billing.totals()
         stop = "end_turn"
         with anyio.CancelScope() as scope:
             self._turn_scope = scope
@@ -330,12 +266,13 @@ class Session:
             stop = "cancelled"
         with anyio.CancelScope(shield=True):
             await self._turn_end(stop)
-        totals, self._turn_totals = self._turn_totals, None
+        turn = self.ctx.billing.totals().minus(billed_before)  # S1: everything billed in this turn
         try:
             defer(_set_event(idle))  # idle only once the prompt's response is written (session/close, R88)
         except LookupError:  # not under the RPC peer (ama -p)
             idle.set()
-        return w.PromptResponse(stop_reason=stop, usage=totals.to_wire() if totals else None)  # type: ignore[arg-type]
+        usage = msgspec.convert(turn.prompt_usage(), w.TurnUsage) if turn.requests else None
+        return w.PromptResponse(stop_reason=stop, usage=usage)  # type: ignore[arg-type]
 
     async def _turn_end(self, stop: str) -> None:
         self.updated_at = en.utc_now()
@@ -382,8 +319,9 @@ class Session:
     # --- options ------------------------------------------------------------------------------------------
 
     def config_options(self) -> list[w.SessionConfigOption]:
-        return options.config_options(self.mode, self.model_id, self.rt.model_choices(self.model_id),
-                                      self.thought_level)
+        return options.config_options(
+            self.mode, self.model_id, self.rt.model_choices(self.model_id), self.thought_level
+        )
 
     def mode_state(self) -> w.SessionModeState:
         return options.mode_state(self.mode)
@@ -454,9 +392,3 @@ def _title_from(message: UserMessage) -> str:
     if not line:
         return "Untitled"
     return line if len(line) <= 60 else line[:57].rstrip() + "…"
-
-
-def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-

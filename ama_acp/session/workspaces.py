@@ -57,8 +57,15 @@ class EditorWorkspace(LocalWorkspace):
         created = await self._rt.client_request(
             "terminal/create",
             w.CreateTerminalRequest(
-                session_id=sid, command="/bin/sh", args=["-c", command], cwd=cwd, output_byte_limit=output_cap,
-                env=[w.EnvVariable(name=k, value=v) for k, v in (("TERM", "dumb"), ("PAGER", "cat"), ("GIT_PAGER", "cat"))],
+                session_id=sid,
+                command="/bin/sh",
+                args=["-c", command],
+                cwd=cwd,
+                output_byte_limit=output_cap,
+                env=[
+                    w.EnvVariable(name=k, value=v)
+                    for k, v in (("TERM", "dumb"), ("PAGER", "cat"), ("GIT_PAGER", "cat"))
+                ],
             ),
         )
         terminal_id = str(created["terminalId"])

@@ -69,7 +69,17 @@ def session_new_and_rss(cmd: list[str], cwd: str) -> tuple[float, float]:
 
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "ama_acp", "--mode", "acp", "--data-dir", f"{tmp}/data", "--model", "scripted/demo"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "ama_acp",
+            "--mode",
+            "acp",
+            "--data-dir",
+            f"{tmp}/data",
+            "--model",
+            "scripted/demo",
+        ]
         spawn_to_initialize(cmd, tmp)  # warm the OS file cache and .pyc files
         base = statistics.median(baseline() for _ in range(RUNS))
         ama = statistics.median(spawn_to_initialize(cmd, tmp) for _ in range(RUNS))

@@ -104,8 +104,14 @@ def test_second_prompt_on_busy_session_is_refused(tmp_path):
     raw = RawAma(ama, "--model", "scripted/slow", env={"AMA_SCRIPT": str(script)})
     raw.request(1, "initialize", {"protocolVersion": 1})
     sid = raw.request(2, "session/new", {"cwd": str(ama.workspace), "mcpServers": []})["result"]["sessionId"]
-    raw.send({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
-              "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "one"}]}})
+    raw.send(
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "session/prompt",
+            "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "one"}]},
+        }
+    )
     err = raw.request(4, "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "two"}]})
     assert err["error"]["code"] == -32010 and "already running" in err["error"]["message"]
     # $/cancel_request on the running prompt answers it with the cancelled stop reason (R25).
@@ -127,8 +133,14 @@ def test_stdin_eof_during_a_turn_exits_within_a_second_and_the_session_loads(tmp
     raw = RawAma(ama, "--model", "scripted/slow", env={"AMA_SCRIPT": str(script)})
     raw.request(1, "initialize", {"protocolVersion": 1})
     sid = raw.request(2, "session/new", {"cwd": str(ama.workspace), "mcpServers": []})["result"]["sessionId"]
-    raw.send({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
-              "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "one"}]}})
+    raw.send(
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "session/prompt",
+            "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "one"}]},
+        }
+    )
     while raw.recv().get("params", {}).get("update", {}).get("sessionUpdate") != "agent_message_chunk":
         pass
     start = time.monotonic()

@@ -10,8 +10,14 @@ from tests.support.harness import Ama, clean_env
 
 
 def ama_cli(ama: Ama, *args: str, env: dict | None = None, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ama_acp", *args], capture_output=True, text=True, timeout=60,
-                          cwd=cwd or ama.workspace, env=clean_env(ama.tmp, env))
+    return subprocess.run(
+        [sys.executable, "-m", "ama_acp", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd or ama.workspace,
+        env=clean_env(ama.tmp, env),
+    )
 
 
 def test_version(tmp_path):
@@ -68,7 +74,8 @@ def test_sessions_list_show_delete(tmp_path):
     ama = Ama(tmp_path)
     (ama.workspace / "calc.py").write_text("def add(a, b):\n    return a - b\n")
     sid = json.loads(ama_cli(ama, "-p", "fix it", "--output-format", "json", "--data-dir", str(ama.data)).stdout)[
-        "sessionId"]
+        "sessionId"
+    ]
     listed = json.loads(ama_cli(ama, "sessions", "list", "--json", "--data-dir", str(ama.data)).stdout)
     assert [s["sessionId"] for s in listed] == [sid] and listed[0]["title"] == "fix it"
     shown = ama_cli(ama, "sessions", "show", sid, "--data-dir", str(ama.data))

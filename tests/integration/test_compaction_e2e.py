@@ -81,8 +81,11 @@ async def test_automatic_compaction_at_auto_compact_at_then_load_finds_the_hando
     with LLMServer() as llm:
         configure(ama, llm.openai_url, window=20_000)  # autoCompactAt = 20,000 - 16,384 = 3,616
         llm.enqueue(
-            {"text": "OLD-REPLY-MARKER", "usage": {"input": 3700, "output": 20},
-             "tool_calls": [{"id": "t", "name": "read_file", "arguments": {"path": "f.txt"}}]},
+            {
+                "text": "OLD-REPLY-MARKER",
+                "usage": {"input": 3700, "output": 20},
+                "tool_calls": [{"id": "t", "name": "read_file", "arguments": {"path": "f.txt"}}],
+            },
             {"text": HANDOFF, "usage": {"input": 3800, "output": 60}},
             {"text": "done", "usage": {"input": 800, "output": 5}},
         )
@@ -114,8 +117,11 @@ async def test_failed_compaction_keeps_everything_and_holds_auto_compaction(tmp_
     with LLMServer() as llm:
         configure(ama, llm.openai_url, window=20_000)
         llm.enqueue(
-            {"text": "ONE-MARKER", "usage": {"input": 3700, "output": 20},
-             "tool_calls": [{"id": "t", "name": "list_dir", "arguments": {"path": "."}}]},
+            {
+                "text": "ONE-MARKER",
+                "usage": {"input": 3700, "output": 20},
+                "tool_calls": [{"id": "t", "name": "list_dir", "arguments": {"path": "."}}],
+            },
             {"status": 500},  # the handoff request fails (no retries configured)
             {"text": "two", "usage": {"input": 3800, "output": 5}},
         )

@@ -73,8 +73,13 @@ async def open_session(conn, ama: Ama) -> str:
 
 def cost_of(*usages: dict) -> float:
     return sum(
-        (u.get("input", 0) * PRICE["input"] + u.get("output", 0) * PRICE["output"]
-         + u.get("cache_read", 0) * PRICE["cache_read"] + u.get("cache_write", 0) * PRICE["cache_write"]) / 1e6
+        (
+            u.get("input", 0) * PRICE["input"]
+            + u.get("output", 0) * PRICE["output"]
+            + u.get("cache_read", 0) * PRICE["cache_read"]
+            + u.get("cache_write", 0) * PRICE["cache_write"]
+        )
+        / 1e6
         for u in usages
     )
 
@@ -89,8 +94,12 @@ async def test_exact_used_sequence_over_a_turn_with_tool_calls(tmp_path, llm, ki
     u2 = {"input": 1300, "output": 30, "cache_read": 1000, **({"cache_write": 100} if kind == "anthropic" else {})}
     u3 = {"input": 1500, "output": 60}
     llm.enqueue(
-        {"thinking": "look first", "text": "Reading.", "usage": u1,
-         "tool_calls": [{"id": "t1", "name": "read_file", "arguments": {"path": "notes.txt"}}]},
+        {
+            "thinking": "look first",
+            "text": "Reading.",
+            "usage": u1,
+            "tool_calls": [{"id": "t1", "name": "read_file", "arguments": {"path": "notes.txt"}}],
+        },
         {"text": "Listing.", "usage": u2, "tool_calls": [{"id": "t2", "name": "list_dir", "arguments": {"path": "."}}]},
         {"text": "Done.", "usage": u3},
     )
@@ -189,7 +198,9 @@ async def test_unpriced_request_makes_cost_unknown(tmp_path, llm):
     ama = Ama(tmp_path)
     configure(ama, "openai", llm)
     ama.config.write_text(ama.config.read_text() + '\n[[models]]\nid = "local/free"\ncontext_window = 100000\n')
-    llm.enqueue({"text": "a", "usage": {"input": 100, "output": 5}}, {"text": "b", "usage": {"input": 200, "output": 5}})
+    llm.enqueue(
+        {"text": "a", "usage": {"input": 100, "output": 5}}, {"text": "b", "usage": {"input": 200, "output": 5}}
+    )
     async with run_ama(ama, env=ENV) as conn:
         sid = await open_session(conn, ama)
         await conn.prompt(sid, "one", timeout=10)
@@ -223,8 +234,14 @@ async def test_context_command_breakdown(tmp_path, llm):
         result = await conn.prompt(sid, "/context", timeout=10)
         assert result["stopReason"] == "end_turn"
         text = "".join(u["content"]["text"] for u in conn.updates_for(sid, "agent_message_chunk"))
-        for label in ("system prompt", "tool declarations", "user messages", "assistant messages", "tool results",
-                      "images"):
+        for label in (
+            "system prompt",
+            "tool declarations",
+            "user messages",
+            "assistant messages",
+            "tool results",
+            "images",
+        ):
             assert label in text
         assert "of 100,000 tokens" in text
         assert llm.requests == []
@@ -234,7 +251,9 @@ async def test_tier_notice_once_when_crossing_into_warning(tmp_path, llm):
     """long-sessions.md: crossing up into warning sends one notice (client advertised session.notices)."""
     ama = Ama(tmp_path)
     configure(ama, "openai", llm)
-    llm.enqueue({"text": "a", "usage": {"input": 71_000, "output": 5}}, {"text": "b", "usage": {"input": 71_500, "output": 5}})
+    llm.enqueue(
+        {"text": "a", "usage": {"input": 71_000, "output": 5}}, {"text": "b", "usage": {"input": 71_500, "output": 5}}
+    )
     async with run_ama(ama, env=ENV, options=ClientOptions(notices=True)) as conn:
         sid = await open_session(conn, ama)
         await conn.prompt(sid, "one", timeout=10)

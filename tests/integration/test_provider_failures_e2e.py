@@ -87,8 +87,10 @@ async def test_broken_stream_is_retried(tmp_path):
     ama = Ama(tmp_path)
     with LLMServer() as llm:
         configure(ama, llm.anthropic_url, "anthropic", retries=2)
-        llm.enqueue({"text": "half an answer that breaks", "break_after": 3},
-                    {"text": "whole answer", "usage": {"input": 70, "output": 3}})
+        llm.enqueue(
+            {"text": "half an answer that breaks", "break_after": 3},
+            {"text": "whole answer", "usage": {"input": 70, "output": 3}},
+        )
         async with run_ama(ama, env={"LOCAL_TEST_KEY": "k" * 12}) as conn:
             sid = await start(conn, ama)
             result = await conn.prompt(sid, "hi", timeout=20)

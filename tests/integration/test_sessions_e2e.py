@@ -21,20 +21,39 @@ HISTORY = ("user_message_chunk", "agent_message_chunk", "agent_thought_chunk", "
 
 
 def with_window(ama: Ama) -> None:
-    ama.config.write_text('[[models]]\nid = "scripted/s"\ncontext_window = 100000\n'
-                          'price = { input = 1.0, output = 4.0, cache_read = 0.1, cache_write = 1.25 }\n')
+    ama.config.write_text(
+        '[[models]]\nid = "scripted/s"\ncontext_window = 100000\n'
+        "price = { input = 1.0, output = 4.0, cache_read = 0.1, cache_write = 1.25 }\n"
+    )
 
 
 def script(tmp) -> str:
-    return str(write_script(tmp / "s.json", [
-        {"thinking": "think first", "text": "Reading.", "usage": {"input": 900, "output": 20, "cache_read": 100},
-         "tool_calls": [{"id": "a", "name": "read_file", "arguments": {"path": "f.txt"}}]},
-        {"text": "Planned.", "usage": {"input": 1100, "output": 30},
-         "tool_calls": [{"id": "a", "name": "todo_write", "arguments": {"todos": [
-             {"content": "step", "status": "in_progress", "priority": "high"}]}}]},
-        {"text": "All done.", "usage": {"input": 1200, "output": 40}},
-        {"text": "Second turn.", "usage": {"input": 1500, "output": 10}},
-    ]))
+    return str(
+        write_script(
+            tmp / "s.json",
+            [
+                {
+                    "thinking": "think first",
+                    "text": "Reading.",
+                    "usage": {"input": 900, "output": 20, "cache_read": 100},
+                    "tool_calls": [{"id": "a", "name": "read_file", "arguments": {"path": "f.txt"}}],
+                },
+                {
+                    "text": "Planned.",
+                    "usage": {"input": 1100, "output": 30},
+                    "tool_calls": [
+                        {
+                            "id": "a",
+                            "name": "todo_write",
+                            "arguments": {"todos": [{"content": "step", "status": "in_progress", "priority": "high"}]},
+                        }
+                    ],
+                },
+                {"text": "All done.", "usage": {"input": 1200, "output": 40}},
+                {"text": "Second turn.", "usage": {"input": 1500, "output": 10}},
+            ],
+        )
+    )
 
 
 async def first_process(ama: Ama, env: dict) -> tuple[str, list, dict]:
@@ -89,15 +108,19 @@ async def test_load_in_a_new_process_replays_the_turn_and_the_meter_is_unchanged
     sid, history, last = await first_process(ama, env)
     async with run_ama(ama, "--model", "scripted/s", env=env) as conn:
         await conn.initialize()
-        pending = await conn.start_request("session/load", {"sessionId": sid, "cwd": str(ama.workspace),
-                                                            "mcpServers": []})
+        pending = await conn.start_request(
+            "session/load", {"sessionId": sid, "cwd": str(ama.workspace), "mcpServers": []}
+        )
         result = await pending.wait(timeout=10)
         await conn.wait_for(lambda: "usage_update" in kinds(conn, sid))
         n_at_response = updates_before_response(conn, pending.id)
         replay = conn.updates_for(sid)[:n_at_response]
         assert all(u["sessionUpdate"] in HISTORY for u in replay)  # history only before the response
-        assert replay[0] == {"sessionUpdate": "user_message_chunk", "messageId": "r1",
-                             "content": {"type": "text", "text": "read f.txt please"}}
+        assert replay[0] == {
+            "sessionUpdate": "user_message_chunk",
+            "messageId": "r1",
+            "content": {"type": "text", "text": "read f.txt please"},
+        }
         live = shape(history)
         assert shape(replay[1:]) == live  # the same turn, update by update
         after = kinds(conn, sid)[n_at_response:]
@@ -160,10 +183,17 @@ async def test_list_paging_filter_and_delete(tmp_path):
 async def test_sigkill_mid_reply_then_load(tmp_path):
     """A process killed with SIGKILL in the middle of a streamed reply: the session loads."""
     ama = Ama(tmp_path)
-    env = {"AMA_SCRIPT": str(write_script(tmp_path / "s.json", [
-        {"text": "ok", "usage": {"input": 100, "output": 2}},
-        {"text": "y" * 2000, "chunk": 5, "delay": 0.01},
-    ]))}
+    env = {
+        "AMA_SCRIPT": str(
+            write_script(
+                tmp_path / "s.json",
+                [
+                    {"text": "ok", "usage": {"input": 100, "output": 2}},
+                    {"text": "y" * 2000, "chunk": 5, "delay": 0.01},
+                ],
+            )
+        )
+    }
     with_window(ama)
     conn_cm = run_ama(ama, "--model", "scripted/s", env=env, validate=False)
     async with conn_cm as conn:
@@ -206,8 +236,9 @@ async def test_newer_format_is_refused_with_a_clear_error(tmp_path):
     sessions = ama.data / "sessions"
     sessions.mkdir(parents=True)
     sid = "ses_0000000000000000000000ff"
-    (sessions / f"{sid}.jsonl").write_text(json.dumps({"t": "header", "session_id": sid, "cwd": str(ama.workspace),
-                                                       "format": 99}) + "\n")
+    (sessions / f"{sid}.jsonl").write_text(
+        json.dumps({"t": "header", "session_id": sid, "cwd": str(ama.workspace), "format": 99}) + "\n"
+    )
     async with run_ama(ama, "--model", "scripted/demo") as conn:
         await conn.initialize()
         with pytest.raises(RpcError) as err:
@@ -222,7 +253,9 @@ async def test_close_stops_a_running_turn(tmp_path):
     async with run_ama(ama, "--model", "scripted/s", env=env) as conn:
         await conn.initialize()
         sid = (await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))["sessionId"]
-        pending = await conn.start_request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "x"}]})
+        pending = await conn.start_request(
+            "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "x"}]}
+        )
         await conn.wait_for(lambda: bool(conn.updates_for(sid, "agent_message_chunk")))
         assert await conn.request("session/close", {"sessionId": sid}, timeout=3) == {}
         assert pending.done

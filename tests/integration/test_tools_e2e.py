@@ -22,15 +22,31 @@ LOCAL = pytest.param(False, id="local")
 
 
 def edit_script(tmp, path: str = "app.py") -> dict:
-    return {"reply": [
-        {"tool_calls": [{"id": "e1", "name": "edit_file",
-                         "arguments": {"path": path, "edits": [{"old_text": "x = 1", "new_text": "x = 2"}]}}]},
-        {"text": "done"},
-    ]}
+    return {
+        "reply": [
+            {
+                "tool_calls": [
+                    {
+                        "id": "e1",
+                        "name": "edit_file",
+                        "arguments": {"path": path, "edits": [{"old_text": "x = 1", "new_text": "x = 2"}]},
+                    }
+                ]
+            },
+            {"text": "done"},
+        ]
+    }
 
 
-async def run_turn(ama: Ama, replies: list[dict], *, editor: bool, mode: str | None = None,
-                   permission: str = "allow_once", prompt: str = "go") -> tuple:
+async def run_turn(
+    ama: Ama,
+    replies: list[dict],
+    *,
+    editor: bool,
+    mode: str | None = None,
+    permission: str = "allow_once",
+    prompt: str = "go",
+) -> tuple:
     script = write_script(ama.tmp / "script.json", replies)
     options = ClientOptions(fs=editor, terminal=editor, permission=permission)
     async with run_ama(ama, "--model", "scripted/t", env={"AMA_SCRIPT": str(script)}, options=options) as conn:
@@ -51,9 +67,15 @@ def finals(conn, sid: str) -> dict[str, dict]:
 
 
 @pytest.mark.parametrize("editor", [EDITOR, LOCAL])
-@pytest.mark.parametrize(("mode", "asked", "changed"), [
-    ("manual", True, True), ("accept_edits", False, True), ("full_access", False, True), ("read_only", False, False),
-])
+@pytest.mark.parametrize(
+    ("mode", "asked", "changed"),
+    [
+        ("manual", True, True),
+        ("accept_edits", False, True),
+        ("full_access", False, True),
+        ("read_only", False, False),
+    ],
+)
 async def test_edit_in_each_mode(tmp_path, editor, mode, asked, changed):
     ama = Ama(tmp_path)
     (ama.workspace / "app.py").write_text("x = 1\ny = 3\n")
@@ -65,8 +87,12 @@ async def test_edit_in_each_mode(tmp_path, editor, mode, asked, changed):
     if changed:
         diff = final["content"][0]
         assert final["status"] == "completed"
-        assert diff == {"type": "diff", "path": str(ama.workspace / "app.py"), "oldText": "x = 1\ny = 3\n",
-                        "newText": "x = 2\ny = 3\n"}
+        assert diff == {
+            "type": "diff",
+            "path": str(ama.workspace / "app.py"),
+            "oldText": "x = 1\ny = 3\n",
+            "newText": "x = 2\ny = 3\n",
+        }
         assert final["locations"] == [{"path": str(ama.workspace / "app.py"), "line": 1}]
     else:
         assert final["status"] == "failed" and "Read only" in final["content"][0]["content"]["text"]
@@ -88,8 +114,10 @@ async def test_rejected_permission_fails_the_call_and_the_turn_goes_on(tmp_path,
 
 async def test_new_file_diff_has_null_old_text(tmp_path):
     ama = Ama(tmp_path)
-    replies = [{"tool_calls": [{"id": "w", "name": "write_file", "arguments": {"path": "new/mod.py", "content": "a = 1\n"}}]},
-               {"text": "ok"}]
+    replies = [
+        {"tool_calls": [{"id": "w", "name": "write_file", "arguments": {"path": "new/mod.py", "content": "a = 1\n"}}]},
+        {"text": "ok"},
+    ]
     conn, sid, _ = await run_turn(ama, replies, editor=False, mode="accept_edits")
     diff = finals(conn, sid)["w"]["content"][0]
     assert diff["type"] == "diff" and diff["oldText"] is None and diff["newText"] == "a = 1\n"
@@ -99,8 +127,10 @@ async def test_new_file_diff_has_null_old_text(tmp_path):
 @pytest.mark.parametrize("editor", [EDITOR, LOCAL])
 async def test_command_runs_in_the_editor_terminal_or_locally(tmp_path, editor):
     ama = Ama(tmp_path)
-    replies = [{"tool_calls": [{"id": "c", "name": "run_command", "arguments": {"command": "echo hi-$((40+2)); exit 3"}}]},
-               {"text": "ran"}]
+    replies = [
+        {"tool_calls": [{"id": "c", "name": "run_command", "arguments": {"command": "echo hi-$((40+2)); exit 3"}}]},
+        {"text": "ran"},
+    ]
     conn, sid, _ = await run_turn(ama, replies, editor=editor, mode="full_access")
     final = finals(conn, sid)["c"]
     text = final["content"][-1]["content"]["text"]
@@ -108,8 +138,11 @@ async def test_command_runs_in_the_editor_terminal_or_locally(tmp_path, editor):
     methods = [m for m, _ in conn.requests_received]
     if editor:
         assert methods[:1] == ["terminal/create"] and "terminal/release" in methods
-        embedded = [u for u in conn.updates_for(sid, "tool_call_update")
-                    if any(c.get("type") == "terminal" for c in u.get("content") or [])]
+        embedded = [
+            u
+            for u in conn.updates_for(sid, "tool_call_update")
+            if any(c.get("type") == "terminal" for c in u.get("content") or [])
+        ]
         assert embedded, "the terminal is embedded in the tool call"
     else:
         assert not any(m.startswith("terminal/") or m.startswith("fs/") for m in methods)
@@ -119,17 +152,29 @@ async def test_command_runs_in_the_editor_terminal_or_locally(tmp_path, editor):
 async def test_cancel_during_a_long_command_kills_it(tmp_path, editor):
     ama = Ama(tmp_path)
     pidfile = tmp_path / "pid"
-    script = write_script(tmp_path / "s.json", [
-        {"tool_calls": [{"id": "c", "name": "run_command",
-                         "arguments": {"command": f"sleep 60 & echo $! > {pidfile}; wait"}}]},
-        {"text": "never"},
-    ])
+    script = write_script(
+        tmp_path / "s.json",
+        [
+            {
+                "tool_calls": [
+                    {
+                        "id": "c",
+                        "name": "run_command",
+                        "arguments": {"command": f"sleep 60 & echo $! > {pidfile}; wait"},
+                    }
+                ]
+            },
+            {"text": "never"},
+        ],
+    )
     options = ClientOptions(fs=editor, terminal=editor)
     async with run_ama(ama, "--model", "scripted/t", env={"AMA_SCRIPT": str(script)}, options=options) as conn:
         await conn.initialize()
         sid = (await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))["sessionId"]
         await conn.request("session/set_mode", {"sessionId": sid, "modeId": "full_access"})
-        pending = await conn.start_request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "x"}]})
+        pending = await conn.start_request(
+            "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "x"}]}
+        )
         with anyio.fail_after(10):  # the pid file appears without any message to wake wait_for
             while not (pidfile.exists() and pidfile.read_text().strip()):  # noqa: ASYNC110 - a file, no event to wait on
                 await anyio.sleep(0.02)
@@ -169,9 +214,18 @@ async def test_paths_escaping_the_workspace_ask_except_in_full_access(tmp_path, 
         path = "link/secret.txt"
     else:
         path = "../outside/secret.txt"
-    replies = [{"tool_calls": [{"id": "e1", "name": "edit_file",
-                                "arguments": {"path": path, "edits": [{"old_text": "x = 1", "new_text": "x = 2"}]}}]},
-               {"text": "done"}]
+    replies = [
+        {
+            "tool_calls": [
+                {
+                    "id": "e1",
+                    "name": "edit_file",
+                    "arguments": {"path": path, "edits": [{"old_text": "x = 1", "new_text": "x = 2"}]},
+                }
+            ]
+        },
+        {"text": "done"},
+    ]
     conn, sid, _ = await run_turn(ama, replies, editor=False, mode=mode, permission="reject_once")
     if mode == "full_access":
         assert not conn.permission_log
@@ -185,9 +239,15 @@ async def test_paths_escaping_the_workspace_ask_except_in_full_access(tmp_path, 
 async def test_reads_outside_ask_in_manual_and_read_only_refuses_commands(tmp_path):
     ama = Ama(tmp_path)
     (tmp_path / "elsewhere.txt").write_text("far away\n")
-    replies = [{"tool_calls": [{"id": "r", "name": "read_file", "arguments": {"path": "../elsewhere.txt"}},
-                               {"id": "c", "name": "run_command", "arguments": {"command": "touch made"}}]},
-               {"text": "ok"}]
+    replies = [
+        {
+            "tool_calls": [
+                {"id": "r", "name": "read_file", "arguments": {"path": "../elsewhere.txt"}},
+                {"id": "c", "name": "run_command", "arguments": {"command": "touch made"}},
+            ]
+        },
+        {"text": "ok"},
+    ]
     conn, sid, _ = await run_turn(ama, replies, editor=False, mode="read_only", permission="allow_once")
     f = finals(conn, sid)
     assert f["r"]["status"] == "completed" and "far away" in f["r"]["content"][-1]["content"]["text"]
@@ -200,9 +260,11 @@ async def test_allow_always_is_remembered_for_the_session(tmp_path):
     (ama.workspace / "a.py").write_text("x = 1\n")
     (ama.workspace / "b.py").write_text("x = 1\n")
     edit = {"edits": [{"old_text": "x = 1", "new_text": "x = 2"}]}
-    replies = [{"tool_calls": [{"id": "1", "name": "edit_file", "arguments": {"path": "a.py", **edit}}]},
-               {"tool_calls": [{"id": "1", "name": "edit_file", "arguments": {"path": "b.py", **edit}}]},
-               {"text": "ok"}]
+    replies = [
+        {"tool_calls": [{"id": "1", "name": "edit_file", "arguments": {"path": "a.py", **edit}}]},
+        {"tool_calls": [{"id": "1", "name": "edit_file", "arguments": {"path": "b.py", **edit}}]},
+        {"text": "ok"},
+    ]
     conn, sid, _ = await run_turn(ama, replies, editor=False, permission="allow_always")
     assert len(conn.permission_log) == 1
     assert (ama.workspace / "b.py").read_text() == "x = 2\n"

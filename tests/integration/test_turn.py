@@ -51,8 +51,13 @@ async def test_demo_turn_end_to_end(tmp_path):
         # The scripted model reuses call_1/call_2 in each reply: wire ids stay unique (acp-mode.md).
         assert ids == ["call_1", "call_2", "call_1#2", "call_2#2", "call_1#3", "call_1#4"]
         assert [c["kind"] for c in calls] == ["read", "read", "think", "edit", "execute", "think"]
-        edit_done = [u for u in ups if u["sessionUpdate"] == "tool_call_update" and u["toolCallId"] == "call_2#2"
-                     and u.get("status") == "completed"]
+        edit_done = [
+            u
+            for u in ups
+            if u["sessionUpdate"] == "tool_call_update"
+            and u["toolCallId"] == "call_2#2"
+            and u.get("status") == "completed"
+        ]
         diff = edit_done[0]["content"][0]
         assert diff["type"] == "diff" and diff["oldText"] == CALC and diff["newText"].endswith("return a + b\n")
         assert edit_done[0]["locations"][0]["line"] == 2  # the first changed line
@@ -78,7 +83,9 @@ async def test_cancel_mid_stream_ends_cancelled_and_reports_usage(tmp_path):
     async with run_ama(ama, "--model", "scripted/slow", env={"AMA_SCRIPT": str(script)}) as conn:
         await conn.initialize()
         sid = (await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))["sessionId"]
-        pending = await conn.start_request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]})
+        pending = await conn.start_request(
+            "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}
+        )
         await conn.wait_for(lambda: len(conn.updates_for(sid, "agent_message_chunk")) >= 3)
         await conn.cancel(sid)
         result = await pending.wait(timeout=2)

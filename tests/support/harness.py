@@ -15,8 +15,16 @@ from typing import Any
 from ama_acp.client.connection import AgentProcess, ClientOptions
 from tests.support.acp_schema import WireRecorder, load_validator
 
-SECRET_ENV = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "AMA_MODEL",
-              "AMA_CONFIG", "AMA_SCRIPT", "AMA_DATA_DIR")
+SECRET_ENV = (
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "OPENAI_BASE_URL",
+    "ANTHROPIC_BASE_URL",
+    "AMA_MODEL",
+    "AMA_CONFIG",
+    "AMA_SCRIPT",
+    "AMA_DATA_DIR",
+)
 
 
 def clean_env(tmp: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -46,8 +54,20 @@ class Ama:
             self.config.write_text("", encoding="utf-8")
 
     def command(self, *args: str) -> list[str]:
-        return [sys.executable, "-m", "ama_acp", "--mode", "acp", "--data-dir", str(self.data),
-                "--config", str(self.config), "--log-level", "info", *args]
+        return [
+            sys.executable,
+            "-m",
+            "ama_acp",
+            "--mode",
+            "acp",
+            "--data-dir",
+            str(self.data),
+            "--config",
+            str(self.config),
+            "--log-level",
+            "info",
+            *args,
+        ]
 
     def log_text(self) -> str:
         p = self.data / "logs" / "ama.log"
@@ -75,8 +95,13 @@ async def run_ama(
     env: dict[str, str] | None = None,
     validate: bool = True,
 ) -> AsyncIterator[AgentProcess]:
-    conn = AgentProcess(ama.command(*args), options or ClientOptions(), cwd=str(ama.workspace),
-                        env=clean_env(ama.tmp, env), stderr=str(ama.stderr))
+    conn = AgentProcess(
+        ama.command(*args),
+        options or ClientOptions(),
+        cwd=str(ama.workspace),
+        env=clean_env(ama.tmp, env),
+        stderr=str(ama.stderr),
+    )
     async with conn:
         yield conn
     if validate:

@@ -16,8 +16,12 @@ from tests.support.harness import Ama, clean_env
 class RawAma:
     def __init__(self, ama: Ama, *args: str, env: dict[str, str] | None = None) -> None:
         self.proc = subprocess.Popen(
-            ama.command(*args), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(ama.stderr, "wb"),
-            cwd=ama.workspace, env=clean_env(ama.tmp, env),
+            ama.command(*args),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=open(ama.stderr, "wb"),
+            cwd=ama.workspace,
+            env=clean_env(ama.tmp, env),
         )
         self.lines: queue.Queue[bytes | None] = queue.Queue()
         self.methods: dict[Any, str] = {}  # ids we sent → method, for per-method schema validation
@@ -53,8 +57,13 @@ class RawAma:
         while True:
             msg = self.recv(max(0.1, deadline - time.monotonic()))
             if msg.get("method") == "session/request_permission":
-                self.send({"jsonrpc": "2.0", "id": msg["id"],
-                           "result": {"outcome": {"outcome": "selected", "optionId": "allow_once"}}})
+                self.send(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": msg["id"],
+                        "result": {"outcome": {"outcome": "selected", "optionId": "allow_once"}},
+                    }
+                )
                 continue
             if "method" not in msg and msg.get("id") == req_id:
                 return msg
