@@ -146,6 +146,9 @@ class SessionManager:
             model_id=self.default_model,
         )
         session.mcp_servers = mcp_servers
+        if mcp_servers:  # accepted and recorded; connecting to them is not implemented yet (docs/protocol.md)
+            names = ", ".join(str(m.get("name", "?")) for m in mcp_servers)
+            log.warning("session %s: MCP servers recorded but not connected (not supported yet): %s", session_id, names)
         try:
             session.writer = self.store.create(
                 Header(session_id=session_id, cwd=cwd, additional_directories=dirs, created_at=session.created_at)

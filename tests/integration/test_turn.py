@@ -3,6 +3,7 @@ writes validated against the pinned ACP schema (harness.check_transcript)."""
 
 from __future__ import annotations
 
+import anyio
 import pytest
 
 from ama_acp.client.connection import ClientOptions
@@ -95,3 +96,23 @@ async def test_cancel_mid_stream_ends_cancelled_and_reports_usage(tmp_path):
         # The session still works after a cancel.
         second = await conn.prompt(sid, "again", timeout=10)
         assert second["stopReason"] == "end_turn"
+
+
+async def test_two_sessions_prompt_at_once_and_titles_are_sent_once(tmp_path):
+    """Several live sessions in one process; session_info_update carries the title only when it changes."""
+    ama = Ama(tmp_path)
+    script = write_script(tmp_path / "s.json", [{"text": "a" * 60, "chunk": 6, "delay": 0.01}] * 4)
+    async with run_ama(ama, "--model", "scripted/s", env={"AMA_SCRIPT": str(script)}) as conn:
+        await conn.initialize()
+        sids = [(await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))["sessionId"]
+                for _ in range(2)]
+        async with anyio.create_task_group() as tg:
+            for i, sid in enumerate(sids):
+                tg.start_soon(conn.prompt, sid, f"task number {i}", 20)
+        for i, sid in enumerate(sids):
+            text = "".join(u["content"]["text"] for u in conn.updates_for(sid, "agent_message_chunk"))
+            assert text == "a" * 60  # no interleaving across sessions
+        await conn.prompt(sids[0], "second turn", timeout=20)
+        infos = conn.updates_for(sids[0], "session_info_update")
+        assert infos[0]["title"] == "task number 0"
+        assert "title" not in infos[1] and "updatedAt" in infos[1]
