@@ -276,9 +276,7 @@ class Session:
 
     async def _turn_end(self, stop: str) -> None:
         self.updated_at = en.utc_now()
-        self.persist(en.TurnEntry(stop_reason=stop))
-        if self.writer is not None:
-            self.writer.sync()
+        self.persist(en.TurnEntry(stop_reason=stop))  # the store fsyncs after a turn entry
         await self.report_usage()  # E2, before the prompt response
         title = self.title if self.title != self._sent_title else None
         self._sent_title = self.title
