@@ -154,6 +154,7 @@ async def compact(rt: Any, session: Any, manual: bool, instructions: str = "") -
     kept_from = session.message_total - len(kept)
     session.replace_context([handoff_message(handoff, inv), *kept])
     session.compactions = number
+    session.context_first, session.context_synthetic = kept_from, 1
     session.ctx.meter.set_compaction(held=False)
     session.persist(
         en.CompactionEntry(

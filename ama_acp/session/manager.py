@@ -99,8 +99,11 @@ class SessionManager:
         return await self.peer.request(method, params, timeout=timeout)
 
     async def maybe_compact(self, session: Session) -> None:
+        """Before a request: prune at pruneAt (tier one), compact at autoCompactAt if still needed."""
         from ama_acp.agent.compaction import maybe_compact
+        from ama_acp.agent.pruning import maybe_prune
 
+        await maybe_prune(self, session)
         await maybe_compact(self, session)
 
     async def compact(self, session: Session, manual: bool, instructions: str = "") -> None:

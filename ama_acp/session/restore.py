@@ -12,6 +12,7 @@ from typing import Any
 
 from ama_acp.agent.compaction import handoff_message
 from ama_acp.agent.messages import AssistantMessage, ImagePart, Message, TextPart, ThinkingPart, UserMessage
+from ama_acp.agent.pruning import apply_prune
 from ama_acp.session import entries as en
 from ama_acp.session.updates import plan_update
 from ama_acp.wire import types as w
@@ -26,6 +27,7 @@ def restore(session: Any, loaded: Any, handoff_dir: Path) -> None:
     meter_state: dict | None = None
     billing_state: dict | None = None
     seen: dict[str, int] = {}
+    pruned: set[int] = set()  # file indices of messages the context carries pruned
     for entry in loaded.entries:
         if isinstance(entry, en.MessageEntry):
             all_messages.append(entry.message)
@@ -39,6 +41,14 @@ def restore(session: Any, loaded: Any, handoff_dir: Path) -> None:
             context = _compacted(entry, all_messages, handoff_dir)
             meter_state = entry.meter
             session.compactions = entry.number
+            session.context_first, session.context_synthetic = entry.kept_from_index, 1
+            # Messages kept through the compaction stay pruned, as they were in the live context.
+            apply_prune(context, [i - entry.kept_from_index + 1 for i in pruned if i >= entry.kept_from_index])
+        elif isinstance(entry, en.ContextEditEntry) and entry.action == "prune":
+            pruned.update(entry.message_indices)
+            apply_prune(context, [i - session.context_first + session.context_synthetic for i in entry.message_indices])
+            if entry.meter is not None:
+                meter_state = entry.meter
         elif isinstance(entry, en.ModelEntry):
             session.model_id = entry.model_id
         elif isinstance(entry, en.ModeEntry):

@@ -59,6 +59,10 @@ class Session:
         self.messages: list[Message] = []  # the context the next request carries
         self.message_total = 0  # MessageEntries written to the session file (compaction indexes by it)
         self.compactions = 0
+        # Where the context sits in the file: after a compaction it starts with `context_synthetic` messages
+        # of its own (the handoff), then the stored messages from file index `context_first` on.
+        self.context_first = 0
+        self.context_synthetic = 0
         self.todos: list[dict[str, str]] = []
         self.title: str | None = None
         self._sent_title: str | None = None
@@ -121,6 +125,10 @@ class Session:
         self.message_total += 1
         self.persist(en.MessageEntry(message=message))
         self.ctx.append(message)
+
+    def file_index(self, position: int) -> int:
+        """The MessageEntry index in the session file of the context message at `position`."""
+        return self.context_first + position - self.context_synthetic
 
     def replace_context(self, messages: list[Message]) -> None:
         """Compaction or pruning rebuilt the context; the meter estimates it until new usage (U9)."""

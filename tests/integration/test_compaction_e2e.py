@@ -135,3 +135,41 @@ async def test_failed_compaction_keeps_everything_and_holds_auto_compaction(tmp_
             assert last["used"] == 3805 and "autoCompactAt" not in last["_meta"]["ama"]  # held (U13)
         assert "ONE-MARKER" in json.dumps(llm.requests[2].body)  # nothing was replaced
         assert len(llm.requests) == 3  # not retried on every message
+
+
+async def test_pruning_at_prune_at_then_load_rebuilds_the_same_context(tmp_path):
+    """long-sessions.md tier one, E5, U9, U14: old tool results become a placeholder at pruneAt."""
+    ama = Ama(tmp_path)
+    (ama.workspace / "big.txt").write_text("BIG-OUTPUT-LINE\n" * 300)
+    with LLMServer() as llm:
+        configure(ama, llm.openai_url, window=40_000, keep=0)  # autoCompactAt 23,616; pruneAt 16,531
+        llm.enqueue(
+            {"text": "reading", "usage": {"input": 3000, "output": 20},
+             "tool_calls": [{"id": "t1", "name": "read_file", "arguments": {"path": "big.txt"}}]},
+            {"text": "again", "usage": {"input": 17_000, "output": 20},
+             "tool_calls": [{"id": "t2", "name": "list_dir", "arguments": {"path": "."}}]},
+            {"text": "done", "usage": {"input": 2000, "output": 5}},
+        )
+        async with run_ama(ama, env=ENV) as conn:
+            sid = await open_session(conn, ama)
+            result = await conn.prompt(sid, "read big.txt", timeout=15)
+            assert result["stopReason"] == "end_turn"
+            sources = [(u["used"], u["_meta"]["ama"]["source"]) for u in usage_updates(conn, sid)[1:]]
+            assert sources[1] == (17_020, "usage")  # at/over pruneAt, under autoCompactAt
+            assert sources[2][1] == "estimate" and sources[2][0] < 16_531  # pruned (E5, U9)
+            assert conn.updates_for(sid, "compaction_update") == []
+            last = usage_updates(conn, sid)[-1]
+        body = json.dumps(llm.requests[2].body)
+        assert "BIG-OUTPUT-LINE" not in body and "pruned to save context" in body
+        assert "BIG-OUTPUT-LINE" in json.dumps(llm.requests[1].body)  # the model saw it once
+        llm.enqueue({"text": "resumed", "usage": {"input": 900, "output": 5}})
+        async with run_ama(ama, env=ENV) as conn:
+            await conn.initialize()
+            await conn.request("session/load", {"sessionId": sid, "cwd": str(ama.workspace), "mcpServers": []})
+            await conn.wait_for(lambda: "usage_update" in kinds(conn, sid))
+            assert usage_updates(conn, sid)[-1] == last
+            await conn.prompt(sid, "continue", timeout=10)
+        body = json.dumps(llm.requests[3].body)
+        assert "BIG-OUTPUT-LINE" not in body and "pruned to save context" in body
+    # The stored message itself is whole (only the context carries the placeholder).
+    assert "BIG-OUTPUT-LINE" in (ama.data / "sessions" / f"{sid}.jsonl").read_text()
