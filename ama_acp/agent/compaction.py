@@ -151,6 +151,7 @@ async def compact(rt: Any, session: Any, manual: bool, instructions: str = "") -
     except OSError as exc:
         await _failed(session, cid, visible, f"cannot save the handoff: {exc}")
         return
+    rt.store.prune_handoffs(except_id=session.id)
     kept_from = session.message_total - len(kept)
     session.replace_context([handoff_message(handoff, inv), *kept])
     session.compactions = number

@@ -348,6 +348,9 @@ def _last_newline(fd: int, size: int) -> int:
     return -1
 
 
+HANDOFF_RETENTION_DAYS = 30
+
+
 class SessionStore:
     def __init__(
         self, data_dir: str | os.PathLike[str], *, redactor: Redactor | None = None, fsync: FsyncPolicy = "turn"
@@ -422,6 +425,26 @@ class SessionStore:
     ) -> tuple[list[SessionSummary], str | None]:
         """A page of sessions, newest first, and the cursor of the next page (None: this is the last)."""
         return self._lister.list(cwd, cursor, page_size)
+
+    def prune_handoffs(self, keep_days: float = HANDOFF_RETENTION_DAYS, *, except_id: str | None = None) -> int:
+        """Remove handoff folders untouched for `keep_days` (long-sessions.md), and those whose session file is
+        gone. Returns how many were removed."""
+        if not self.sessions_dir.is_dir():
+            return 0
+        cutoff = time.time() - keep_days * 86400
+        removed = 0
+        for folder in self.sessions_dir.iterdir():
+            sid = folder.name
+            if not folder.is_dir() or sid == except_id or not is_valid_session_id(sid):
+                continue
+            try:
+                old = folder.stat().st_mtime < cutoff
+            except OSError:
+                continue
+            if old or not self.path(sid).exists():
+                shutil.rmtree(folder, ignore_errors=True)
+                removed += 1
+        return removed
 
     def delete(self, session_id: str) -> None:
         """Remove the session file, then its handoff folder. The file goes first, so a session is never

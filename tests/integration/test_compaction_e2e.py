@@ -144,10 +144,16 @@ async def test_pruning_at_prune_at_then_load_rebuilds_the_same_context(tmp_path)
     with LLMServer() as llm:
         configure(ama, llm.openai_url, window=40_000, keep=0)  # autoCompactAt 23,616; pruneAt 16,531
         llm.enqueue(
-            {"text": "reading", "usage": {"input": 3000, "output": 20},
-             "tool_calls": [{"id": "t1", "name": "read_file", "arguments": {"path": "big.txt"}}]},
-            {"text": "again", "usage": {"input": 17_000, "output": 20},
-             "tool_calls": [{"id": "t2", "name": "list_dir", "arguments": {"path": "."}}]},
+            {
+                "text": "reading",
+                "usage": {"input": 3000, "output": 20},
+                "tool_calls": [{"id": "t1", "name": "read_file", "arguments": {"path": "big.txt"}}],
+            },
+            {
+                "text": "again",
+                "usage": {"input": 17_000, "output": 20},
+                "tool_calls": [{"id": "t2", "name": "list_dir", "arguments": {"path": "."}}],
+            },
             {"text": "done", "usage": {"input": 2000, "output": 5}},
         )
         async with run_ama(ama, env=ENV) as conn:

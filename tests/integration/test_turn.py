@@ -104,12 +104,14 @@ async def test_two_sessions_prompt_at_once_and_titles_are_sent_once(tmp_path):
     script = write_script(tmp_path / "s.json", [{"text": "a" * 60, "chunk": 6, "delay": 0.01}] * 4)
     async with run_ama(ama, "--model", "scripted/s", env={"AMA_SCRIPT": str(script)}) as conn:
         await conn.initialize()
-        sids = [(await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))["sessionId"]
-                for _ in range(2)]
+        sids = [
+            (await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))["sessionId"]
+            for _ in range(2)
+        ]
         async with anyio.create_task_group() as tg:
             for i, sid in enumerate(sids):
                 tg.start_soon(conn.prompt, sid, f"task number {i}", 20)
-        for i, sid in enumerate(sids):
+        for sid in sids:
             text = "".join(u["content"]["text"] for u in conn.updates_for(sid, "agent_message_chunk"))
             assert text == "a" * 60  # no interleaving across sessions
         await conn.prompt(sids[0], "second turn", timeout=20)

@@ -516,3 +516,26 @@ def test_two_processes_append_to_different_sessions(tmp_path: Path) -> None:
         assert not loaded.torn_tail and loaded.skipped_lines == 0
         assert _check_complete(loaded) == list(range(3000))
     assert {s.session_id for s in store.list()[0]} == set(sids)
+
+
+def test_prune_handoffs_removes_old_and_orphaned_folders(tmp_path):
+    """long-sessions.md: old handoff folders of other sessions are pruned after a retention period."""
+    import os as _os
+    import time as _time
+
+    from ama_acp.session.entries import Header as _Header
+    from ama_acp.session.store import SessionStore as _Store
+    from ama_acp.session.store import new_session_id as _new_id
+
+    store = _Store(tmp_path)
+    ids = [_new_id() for _ in range(4)]
+    for sid in ids[:3]:
+        store.create(_Header(session_id=sid, cwd="/w")).close()
+        (store.handoff_dir(sid) / "compaction-1").mkdir(parents=True)
+    old = _time.time() - 40 * 86400
+    _os.utime(store.handoff_dir(ids[0]), (old, old))  # old: pruned
+    _os.utime(store.handoff_dir(ids[2]), (old, old))  # old, but the current session: kept
+    (store.handoff_dir(ids[3]) / "compaction-1").mkdir(parents=True)  # no session file: pruned
+    assert store.prune_handoffs(except_id=ids[2]) == 2
+    assert not store.handoff_dir(ids[0]).exists() and not store.handoff_dir(ids[3]).exists()
+    assert store.handoff_dir(ids[1]).exists() and store.handoff_dir(ids[2]).exists()
