@@ -42,6 +42,11 @@ def estimate_request(request: Any) -> int:
     return total + sum(_heuristic.message(m) for m in request.messages)
 
 
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
 class SessionContext:
     def __init__(self, runtime: Any, session: Any) -> None:
         self._rt = runtime
@@ -136,7 +141,7 @@ class SessionContext:
         """S2: the full stats object; unknown figures are left out (U15)."""
         f = self.figures()
         t = self.billing.totals()
-        billed = {k: v for k, v in msgspec.to_builtins(t).items() if v is not None}
+        billed = {_camel(k): v for k, v in msgspec.to_builtins(t).items() if v is not None}
         context = {"source": f.source, "tier": f.tier}
         for key, value in (
             ("usageTokens", f.usage_tokens),

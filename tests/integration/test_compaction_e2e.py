@@ -62,7 +62,7 @@ async def test_manual_compact_replaces_the_context_and_reports_an_estimate(tmp_p
             assert last["_meta"]["ama"]["source"] == "estimate"  # U9 after a compaction (E5)
             assert last["used"] < before
             stats = await conn.request("_ama/session_stats", {"sessionId": sid})
-            assert stats["billed"]["requests"] == 2 and stats["billed"]["side_requests"] == 1  # U16
+            assert stats["billed"]["requests"] == 2 and stats["billed"]["sideRequests"] == 1  # U16
             await conn.prompt(sid, "and now?", timeout=10)
         # The handoff request asked for the checklist and carried the inventory and the focus.
         handoff_req = json.dumps(llm.requests[1].body, ensure_ascii=False)
