@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import signal
 import threading
 
 import anyio
@@ -45,12 +46,24 @@ async def serve(config: Config, model_id: str, receive: ByteReceiveStream, send:
     handlers.register(dispatcher)
     peer.on_cancel_request = handlers.on_cancel_request
     threading.Thread(target=_preload, name="ama-preload", daemon=True).start()
-    try:
-        await peer.run()
-    finally:
-        with anyio.CancelScope(shield=True):
-            await handlers.shutdown()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_stop_on_signal, tg.cancel_scope)
+        try:
+            await peer.run()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await handlers.shutdown()
+            tg.cancel_scope.cancel()
     log.info("input closed; exiting")
+
+
+async def _stop_on_signal(scope: anyio.CancelScope) -> None:
+    """SIGTERM or SIGINT (an editor stopping us, Ctrl-C in a terminal): end like stdin EOF, not a traceback."""
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for signum in signals:
+            log.info("%s received; exiting", signal.Signals(signum).name)
+            scope.cancel()
+            return
 
 
 def run_stdio(config: Config, model_id: str) -> int:

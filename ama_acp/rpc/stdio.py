@@ -11,23 +11,54 @@ from __future__ import annotations
 import os
 import select
 import stat
+import threading
 
 import anyio
+import anyio.abc
+import anyio.from_thread
+import anyio.lowlevel
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
 
 class FdReceiveStream(ByteReceiveStream):
+    """Reads a file descriptor in a daemon thread of its own, handing chunks to the event loop.
+
+    A daemon thread, not anyio's worker pool: a read blocked on an idle stdin must not keep the process
+    alive after a SIGTERM has ended the server.
+    """
+
     def __init__(self, fd: int) -> None:
         self._fd = fd
+        self._chunks: anyio.abc.ObjectReceiveStream[bytes] | None = None
 
     async def receive(self, max_bytes: int = 65536) -> bytes:
-        data = await anyio.to_thread.run_sync(os.read, self._fd, max_bytes, abandon_on_cancel=True)
-        if not data:
-            raise anyio.EndOfStream
-        return data
+        if self._chunks is None:
+            send, self._chunks = anyio.create_memory_object_stream[bytes](0)
+            token = anyio.lowlevel.current_token()
+            threading.Thread(target=self._pump, args=(send, token), name="ama-stdin", daemon=True).start()
+        try:
+            return await self._chunks.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise anyio.EndOfStream from None
+
+    def _pump(self, send: anyio.abc.ObjectSendStream[bytes], token: object) -> None:
+        try:
+            while True:
+                data = os.read(self._fd, 1 << 20)
+                if not data:
+                    break
+                anyio.from_thread.run(send.send, data, token=token)
+        except (OSError, RuntimeError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            pass  # stdin went away, or the event loop has ended: nothing left to feed
+        finally:
+            try:
+                anyio.from_thread.run_sync(send.close, token=token)
+            except RuntimeError:
+                pass
 
     async def aclose(self) -> None:
-        pass
+        if self._chunks is not None:
+            await self._chunks.aclose()
 
 
 class FdSendStream(ByteSendStream):

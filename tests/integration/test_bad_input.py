@@ -151,3 +151,30 @@ def test_stdin_eof_during_a_turn_exits_within_a_second_and_the_session_loads(tmp
     loaded = again.request(2, "session/load", {"sessionId": sid, "cwd": str(ama.workspace), "mcpServers": []})
     assert "result" in loaded
     again.close()
+
+
+def test_sigterm_during_a_turn_exits_cleanly_and_the_session_loads(tmp_path):
+    import signal
+
+    ama = Ama(tmp_path)
+    script = write_script(tmp_path / "slow.json", [{"text": "partial", "hang": 30}])
+    raw = RawAma(ama, "--model", "scripted/slow", env={"AMA_SCRIPT": str(script)})
+    raw.request(1, "initialize", {"protocolVersion": 1})
+    sid = raw.request(2, "session/new", {"cwd": str(ama.workspace), "mcpServers": []})["result"]["sessionId"]
+    raw.send(
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "session/prompt",
+            "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "one"}]},
+        }
+    )
+    while raw.recv().get("params", {}).get("update", {}).get("sessionUpdate") != "agent_message_chunk":
+        pass
+    raw.proc.send_signal(signal.SIGTERM)
+    assert raw.proc.wait(3) == 0
+    assert "Traceback" not in ama.stderr.read_text()
+    again = RawAma(ama, "--model", "scripted/slow", env={"AMA_SCRIPT": str(script)})
+    again.request(1, "initialize", {"protocolVersion": 1})
+    assert "result" in again.request(2, "session/load", {"sessionId": sid, "cwd": str(ama.workspace), "mcpServers": []})
+    again.close()
