@@ -178,3 +178,39 @@ def test_sigterm_during_a_turn_exits_cleanly_and_the_session_loads(tmp_path):
     again.request(1, "initialize", {"protocolVersion": 1})
     assert "result" in again.request(2, "session/load", {"sessionId": sid, "cwd": str(ama.workspace), "mcpServers": []})
     again.close()
+
+
+def test_a_storm_of_junk_lines_never_kills_the_server(tmp_path):
+    """Random bytes, wrong shapes and wrong types: every request-looking line gets an answer, nothing crashes."""
+    import random
+
+    rng = random.Random(1234)
+    ama = Ama(tmp_path)
+    raw = RawAma(ama, "--model", "scripted/demo")
+    raw.request(1, "initialize", {"protocolVersion": 1})
+    shapes = [
+        lambda: bytes(rng.randrange(1, 256) for _ in range(rng.randrange(1, 200))).replace(b"\n", b" "),
+        lambda: (
+            b'{"jsonrpc": "2.0", "id": %d, "method": "session/prompt", "params": %s}'
+            % (rng.randrange(10**6), rng.choice([b"[]", b"null", b'{"sessionId": 5}', b'{"prompt": "x"}', b"7"]))
+        ),
+        lambda: b'{"jsonrpc": "2.0", "id": {"x": 1}, "method": "initialize"}',
+        lambda: b"[" + b",".join([b'{"jsonrpc": "2.0", "method": "x"}'] * rng.randrange(0, 3)) + b"]",
+        lambda: b'{"jsonrpc": "2.0", "result": {}, "id": 424242}',  # a response to nothing we asked
+        lambda: b'{"jsonrpc": "2.0", "method": "session/new", "id": 9, "params": {"cwd": "/", "mcpServers": [1]}}',
+    ]
+    raw.validate = False  # the answers to junk ids are checked for shape below, not per method
+    for _ in range(300):
+        raw.send_line(rng.choice(shapes)())
+    raw.send({"jsonrpc": "2.0", "id": 7777, "method": "initialize", "params": {"protocolVersion": 1}})
+    answers = []
+    while True:
+        msg = raw.recv()
+        if msg.get("id") == 7777:
+            break
+        answers.append(msg)
+    assert all(m.get("jsonrpc") == "2.0" and ("error" in m) != ("result" in m) for m in answers)
+    raw.validate = True
+    assert raw.request(99999, "initialize", {"protocolVersion": 1})["result"]["protocolVersion"] == 1
+    assert raw.proc.poll() is None
+    assert raw.close() == 0
