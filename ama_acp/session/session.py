@@ -67,6 +67,7 @@ class Session:
         self.title: str | None = None
         self._sent_title: str | None = None
         self.writer: Any = None
+        self.mcp_servers: list[dict[str, Any]] = []  # recorded, not connected (docs/protocol.md)
         self.approver = Approver(self)
         self._provider: pb.Provider | None = None
         self._provider_for: str | None = None
@@ -87,8 +88,13 @@ class Session:
         await self.rt.send_update(self.id, update)
 
     def persist(self, entry: Any) -> None:
-        if self.writer is not None:
+        if self.writer is None:
+            return
+        try:
             self.writer.append(entry)
+        except OSError as exc:  # a full disk must not end the conversation; it ends persistence, loudly
+            log.error("session %s: cannot write the session file (%s); it will not survive a restart", self.id, exc)
+            self.writer = None
 
     @property
     def busy(self) -> bool:
