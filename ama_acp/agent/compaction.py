@@ -82,15 +82,12 @@ def build_inventory(messages: list[Message]) -> str:
 
 
 def _args(call: ToolCallPart | None) -> dict[str, Any]:
-    import json
-
     if call is None:
         return {}
     try:
-        value = json.loads(call.arguments or "{}")
+        return call.parsed_arguments()
     except ValueError:
         return {}
-    return value if isinstance(value, dict) else {}
 
 
 def _recent(items: list[str]) -> list[str]:

@@ -8,7 +8,6 @@ one place (`run_turn`).
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 from contextlib import aclosing
 from typing import Any, Protocol
@@ -182,9 +181,7 @@ async def _run_calls(host: TurnHost, calls: list[ToolCallPart]) -> None:
 async def _run_call(host: TurnHost, call: ToolCallPart) -> ToolResult:
     wire_id = host.wire_id(call.id)
     try:
-        args = json.loads(call.arguments or "{}")
-        if not isinstance(args, dict):
-            raise ValueError("arguments must be a JSON object")
+        args = call.parsed_arguments()
     except ValueError as exc:
         args = None
         bad_args = f"The arguments of {call.name} are not a valid JSON object ({exc}). Call it again with valid JSON."

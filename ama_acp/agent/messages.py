@@ -6,6 +6,9 @@ store writes them. Field names are snake_case here (this is not the ACP wire).
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import msgspec
 
 
@@ -37,9 +40,16 @@ class ThinkingPart(msgspec.Struct, tag="thinking", frozen=True, omit_defaults=Tr
 
 
 class ToolCallPart(msgspec.Struct, tag="tool_call", frozen=True):
-    id: str  # the provider's id (the wire id may differ: see session.ToolCallIds)
+    id: str  # the provider's id (the wire id may differ: Session.wire_id)
     name: str
     arguments: str  # JSON text exactly as the model produced it
+
+    def parsed_arguments(self) -> dict[str, Any]:
+        """The arguments as an object; ValueError when the model's JSON is not one."""
+        value = json.loads(self.arguments or "{}")
+        if not isinstance(value, dict):
+            raise ValueError("arguments must be a JSON object")
+        return value
 
 
 class UserMessage(msgspec.Struct, tag="user", frozen=True):

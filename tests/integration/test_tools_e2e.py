@@ -270,3 +270,20 @@ async def test_allow_always_is_remembered_for_the_session(tmp_path):
     assert (ama.workspace / "b.py").read_text() == "x = 2\n"
     # The provider reused id "1": the wire ids stay unique.
     assert [u["toolCallId"] for u in conn.updates_for(sid, "tool_call")] == ["1", "1#2"]
+
+
+async def test_bad_arguments_and_unknown_tools_fail_the_call_not_the_turn(tmp_path):
+    ama = Ama(tmp_path)
+    replies = [
+        {"tool_calls": [{"id": "a", "name": "read_file", "arguments": "{not json"},
+                        {"id": "b", "name": "teleport", "arguments": {}},
+                        {"id": "c", "name": "read_file", "arguments": {}}]},
+        {"text": "recovered"},
+    ]
+    conn, sid, result = await run_turn(ama, replies, editor=False)
+    assert result["stopReason"] == "end_turn"
+    f = finals(conn, sid)
+    text = {k: v["content"][-1]["content"]["text"] for k, v in f.items()}
+    assert f["a"]["status"] == "failed" and "not a valid JSON object" in text["a"]
+    assert f["b"]["status"] == "failed" and "no tool named 'teleport'" in text["b"]
+    assert f["c"]["status"] == "failed" and "path" in text["c"]  # the missing required field is named
