@@ -275,9 +275,13 @@ async def test_allow_always_is_remembered_for_the_session(tmp_path):
 async def test_bad_arguments_and_unknown_tools_fail_the_call_not_the_turn(tmp_path):
     ama = Ama(tmp_path)
     replies = [
-        {"tool_calls": [{"id": "a", "name": "read_file", "arguments": "{not json"},
-                        {"id": "b", "name": "teleport", "arguments": {}},
-                        {"id": "c", "name": "read_file", "arguments": {}}]},
+        {
+            "tool_calls": [
+                {"id": "a", "name": "read_file", "arguments": "{not json"},
+                {"id": "b", "name": "teleport", "arguments": {}},
+                {"id": "c", "name": "read_file", "arguments": {}},
+            ]
+        },
         {"text": "recovered"},
     ]
     conn, sid, result = await run_turn(ama, replies, editor=False)
