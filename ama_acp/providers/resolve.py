@@ -7,7 +7,7 @@ import os
 
 from ama_acp.config import Config, ProviderConfig
 from ama_acp.providers import base as pb
-from ama_acp.providers.catalog import BUILTIN_COMPAT_PROVIDERS, Catalog, ModelInfo
+from ama_acp.providers.catalog import BUILTIN_COMPAT_PROVIDERS, ModelInfo
 
 log = logging.getLogger(__name__)
 
@@ -71,11 +71,13 @@ def choose_model(cfg: Config, cli_model: str | None, env: dict[str, str] | None 
     return FALLBACK_MODEL, "no model configured and no API key found: using the bundled offline demo script"
 
 
-def model_info(catalog: Catalog, model_id: str) -> ModelInfo | None:
-    return catalog.get(model_id)
-
-
-def make_provider(cfg: Config, model_id: str, estimate_request=None, env: dict[str, str] | None = None) -> pb.Provider:
+def make_provider(
+    cfg: Config,
+    model_id: str,
+    info: ModelInfo | None = None,
+    estimate_request=None,
+    env: dict[str, str] | None = None,
+) -> pb.Provider:
     """A provider for the model; configuration problems come back as a provider that fails with a message."""
     env = dict(os.environ) if env is None else env
     try:
@@ -105,7 +107,6 @@ def make_provider(cfg: Config, model_id: str, estimate_request=None, env: dict[s
     key_env = api_key_env(provider, pcfg)
     api_key = env.get(key_env) if key_env else None
     base_url = pcfg.base_url or env.get(BUILTIN_BASE_ENV.get(provider, ""), "") or None
-    info = Catalog(cfg.models).get(model_id)
     return make_http_provider(
         pcfg.kind,
         name=provider,

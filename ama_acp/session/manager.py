@@ -71,15 +71,10 @@ class SessionManager:
         return self.catalog.get(model_id)
 
     def make_provider(self, model_id: str) -> Any:
+        from ama_acp.context.session_context import estimate_request
         from ama_acp.providers.resolve import make_provider
 
-        session_estimator = self._request_estimator()
-        return make_provider(self.config, model_id, session_estimator)
-
-    def _request_estimator(self) -> Any:
-        from ama_acp.context.session_context import estimate_request
-
-        return estimate_request
+        return make_provider(self.config, model_id, self.catalog.get(model_id), estimate_request)
 
     def model_choices(self, current: str) -> list[tuple[str, str]]:
         """Models worth offering: those whose provider has credentials, configured ones, and the current."""

@@ -127,10 +127,11 @@ def test_stdin_eof_exits_cleanly_within_a_second(server):
     assert time.monotonic() - start < 1.0
 
 
-def test_stdin_eof_during_a_turn_exits_within_a_second_and_the_session_loads(tmp_path):
+def start_a_hanging_turn(tmp_path) -> tuple[Ama, RawAma, str, dict[str, str]]:
+    """A server in the middle of streaming a reply that never finishes."""
     ama = Ama(tmp_path)
-    script = write_script(tmp_path / "slow.json", [{"text": "partial answer", "hang": 30}])
-    raw = RawAma(ama, "--model", "scripted/slow", env={"AMA_SCRIPT": str(script)})
+    env = {"AMA_SCRIPT": str(write_script(tmp_path / "slow.json", [{"text": "partial answer", "hang": 30}]))}
+    raw = RawAma(ama, "--model", "scripted/slow", env=env)
     raw.request(1, "initialize", {"protocolVersion": 1})
     sid = raw.request(2, "session/new", {"cwd": str(ama.workspace), "mcpServers": []})["result"]["sessionId"]
     raw.send(
@@ -143,41 +144,33 @@ def test_stdin_eof_during_a_turn_exits_within_a_second_and_the_session_loads(tmp
     )
     while raw.recv().get("params", {}).get("update", {}).get("sessionUpdate") != "agent_message_chunk":
         pass
-    start = time.monotonic()
-    assert raw.close(timeout=3) == 0
-    assert time.monotonic() - start < 1.0
-    again = RawAma(ama, "--model", "scripted/slow", env={"AMA_SCRIPT": str(script)})
+    return ama, raw, sid, env
+
+
+def assert_loads_in_a_new_process(ama: Ama, sid: str, env: dict[str, str]) -> None:
+    again = RawAma(ama, "--model", "scripted/slow", env=env)
     again.request(1, "initialize", {"protocolVersion": 1})
     loaded = again.request(2, "session/load", {"sessionId": sid, "cwd": str(ama.workspace), "mcpServers": []})
     assert "result" in loaded
     again.close()
 
 
+def test_stdin_eof_during_a_turn_exits_within_a_second_and_the_session_loads(tmp_path):
+    ama, raw, sid, env = start_a_hanging_turn(tmp_path)
+    start = time.monotonic()
+    assert raw.close(timeout=3) == 0
+    assert time.monotonic() - start < 1.0
+    assert_loads_in_a_new_process(ama, sid, env)
+
+
 def test_sigterm_during_a_turn_exits_cleanly_and_the_session_loads(tmp_path):
     import signal
 
-    ama = Ama(tmp_path)
-    script = write_script(tmp_path / "slow.json", [{"text": "partial", "hang": 30}])
-    raw = RawAma(ama, "--model", "scripted/slow", env={"AMA_SCRIPT": str(script)})
-    raw.request(1, "initialize", {"protocolVersion": 1})
-    sid = raw.request(2, "session/new", {"cwd": str(ama.workspace), "mcpServers": []})["result"]["sessionId"]
-    raw.send(
-        {
-            "jsonrpc": "2.0",
-            "id": 3,
-            "method": "session/prompt",
-            "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "one"}]},
-        }
-    )
-    while raw.recv().get("params", {}).get("update", {}).get("sessionUpdate") != "agent_message_chunk":
-        pass
+    ama, raw, sid, env = start_a_hanging_turn(tmp_path)
     raw.proc.send_signal(signal.SIGTERM)
     assert raw.proc.wait(3) == 0
     assert "Traceback" not in ama.stderr.read_text()
-    again = RawAma(ama, "--model", "scripted/slow", env={"AMA_SCRIPT": str(script)})
-    again.request(1, "initialize", {"protocolVersion": 1})
-    assert "result" in again.request(2, "session/load", {"sessionId": sid, "cwd": str(ama.workspace), "mcpServers": []})
-    again.close()
+    assert_loads_in_a_new_process(ama, sid, env)
 
 
 def test_a_storm_of_junk_lines_never_kills_the_server(tmp_path):
