@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -37,7 +37,10 @@ from ama_acp.providers.base import (
     ThinkingDelta,
     ToolCallEvent,
 )
-from ama_acp.providers.http import HttpStream, KeyHint, RetryPolicy, SSEEvent, StreamError
+from ama_acp.providers.http import MAX_DETAIL, HttpStream, KeyHint, RetryPolicy, SSEEvent, StreamError, token_count
+
+if TYPE_CHECKING:
+    import httpx
 
 log = logging.getLogger(__name__)
 
@@ -144,10 +147,12 @@ def _mark_cache(messages: list[dict[str, Any]]) -> None:
 _RETRYABLE_ERRORS = {"overloaded_error": "server", "api_error": "server", "timeout_error": "timeout"}
 
 
-def _error_event(data: dict[str, Any]) -> StreamError:
-    err = data.get("error") or {}
-    etype = str(err.get("type") or "error")
-    detail = str(err.get("message") or etype)
+def _error_event(err: Any) -> StreamError:
+    """An `error` event: its `error` object, read leniently (an error is an error, whatever its shape)."""
+    if not isinstance(err, dict):
+        err = {}
+    etype = str(err.get("type") or "error")[:100]
+    detail = str(err.get("message") or etype)[:MAX_DETAIL]
     if etype in _RETRYABLE_ERRORS:
         return StreamError(_RETRYABLE_ERRORS[etype], f"{etype}: {detail}", retryable=True)  # type: ignore[arg-type]
     if etype == "rate_limit_error":
@@ -155,6 +160,52 @@ def _error_event(data: dict[str, Any]) -> StreamError:
     if etype in ("authentication_error", "permission_error"):
         return StreamError("auth", detail, retryable=False)
     return StreamError("bad_request", f"{etype}: {detail}", retryable=False)
+
+
+# The event shapes ama reads, as typed Structs: a field of the wrong type is a malformed event (a clear
+# `Failure` naming the field), never a crash. Unknown fields, block types and event types are ignored, as the
+# API's versioning policy asks.
+
+
+class _ContentBlock(msgspec.Struct):
+    type: str
+    id: str | None = None
+    name: str | None = None
+    text: str | None = None
+    thinking: str | None = None
+    data: str | None = None
+    input: dict[str, Any] | None = None
+
+
+class _Delta(msgspec.Struct):
+    type: str | None = None
+    text: str | None = None
+    thinking: str | None = None
+    signature: str | None = None
+    partial_json: str | None = None
+    stop_reason: str | None = None
+
+
+class _MessageHead(msgspec.Struct):
+    usage: Any = None
+
+
+class _Event(msgspec.Struct):
+    type: str | None = None
+    index: int | None = None
+    message: _MessageHead | None = None
+    content_block: _ContentBlock | None = None
+    delta: _Delta | None = None
+    usage: Any = None  # read leniently: a bad figure is unknown, not a failed reply (see token_count)
+    error: Any = None
+
+
+_event_decoder = msgspec.json.Decoder(_Event)
+
+# Which delta may extend which block.
+_DELTA_FOR = {"text_delta": "text", "thinking_delta": "thinking", "signature_delta": "thinking"}
+_DELTA_FOR["input_json_delta"] = "tool_use"
+_KNOWN_BLOCKS = {"text", "thinking", "redacted_thinking", "tool_use"}  # deltas of other (newer) blocks are ignored
 
 
 class _Block:
@@ -168,77 +219,112 @@ class _Block:
         self.signature = ""
 
 
+def _malformed(detail: str) -> StreamError:
+    return StreamError("stream", detail, retryable=False, protocol=True)
+
+
+def _decode_event(data: str) -> _Event:
+    try:
+        return _event_decoder.decode(data)
+    except msgspec.ValidationError as exc:
+        raise _malformed(f"an event of the wrong shape: {exc}") from None
+    except msgspec.DecodeError:
+        # Not JSON at all: often a line cut in transit, so worth another try.
+        raise StreamError("stream", f"malformed event: {data[:200]}", retryable=True) from None
+
+
 async def parse_anthropic_stream(events: AsyncIterator[SSEEvent]) -> AsyncIterator[ProviderEvent]:
-    """Messages API stream events → provider events."""
-    decode = msgspec.json.Decoder()
+    """Messages API stream events → provider events. Raises `StreamError` for an event ama cannot use or one
+    out of order (a delta for a block never started); anything after `message_stop` is never read."""
     blocks: dict[int, _Block] = {}
-    usage: dict[str, int] = {}
+    started = 0  # content blocks started so far: the index of one that names none
+    last: int | None = None  # the block a delta or stop without an index belongs to
+    usage: dict[str, int | None] = {}
     stop: StopKind = "end_turn"
     async for ev in events:
-        try:
-            data = decode.decode(ev.data)
-        except msgspec.DecodeError:
-            raise StreamError("stream", f"malformed event: {ev.data[:200]}", retryable=True) from None
-        if not isinstance(data, dict):
-            continue
-        kind = data.get("type") or ev.event
+        data = _decode_event(ev.data)
+        kind = data.type or ev.event
         if kind == "message_start":
-            _take_usage(usage, (data.get("message") or {}).get("usage"))
+            _take_usage(usage, data.message.usage if data.message else None)
         elif kind == "content_block_start":
-            cb = data.get("content_block") or {}
-            btype = cb.get("type", "")
-            block = blocks[data.get("index", len(blocks))] = _Block(btype, cb.get("id", ""), cb.get("name", ""))
-            if btype == "text" and cb.get("text"):
-                yield TextDelta(text=cb["text"])
-            elif btype == "thinking" and cb.get("thinking"):
-                yield ThinkingDelta(text=cb["thinking"])
-            elif btype == "redacted_thinking":
+            cb = data.content_block
+            if cb is None:
+                raise _malformed("content_block_start without a content_block")
+            index = started if data.index is None else data.index
+            if index in blocks:
+                raise _malformed(f"content block {index} started twice")
+            if cb.type == "tool_use" and not (cb.id and cb.name):
+                raise _malformed(f"tool_use block {index} without an id or a name")
+            block = blocks[index] = _Block(cb.type, cb.id or "", cb.name or "")
+            started, last = started + 1, index
+            if cb.type == "text" and cb.text:
+                yield TextDelta(text=cb.text)
+            elif cb.type == "thinking" and cb.thinking:
+                yield ThinkingDelta(text=cb.thinking)
+            elif cb.type == "redacted_thinking":
                 # Encrypted reasoning: kept (in `text`) only to be sent back verbatim.
-                yield ThinkingDelta(text=cb.get("data", ""), redacted=True)
-            elif btype == "tool_use" and cb.get("input"):
-                block.parts.append(msgspec.json.encode(cb["input"]).decode())
+                yield ThinkingDelta(text=cb.data or "", redacted=True)
+            elif cb.type == "tool_use" and cb.input:
+                block.parts.append(msgspec.json.encode(cb.input).decode())
         elif kind == "content_block_delta":
-            block = blocks.get(data.get("index", -1))
-            delta = data.get("delta") or {}
-            dtype = delta.get("type")
-            if dtype == "text_delta" and delta.get("text"):
-                yield TextDelta(text=delta["text"])
-            elif dtype == "thinking_delta" and delta.get("thinking"):
-                yield ThinkingDelta(text=delta["thinking"])
-            elif dtype == "signature_delta" and block is not None:
-                block.signature += delta.get("signature", "")
-            elif dtype == "input_json_delta" and block is not None:
-                block.parts.append(delta.get("partial_json", ""))
-        elif kind == "content_block_stop":
-            block = blocks.pop(data.get("index", -1), None)
+            index = last if data.index is None else data.index
+            block = blocks.get(index) if index is not None else None
+            delta = data.delta or _Delta()
             if block is None:
-                continue
+                raise _malformed(f"content_block_delta for block {index}, which was never started (or has stopped)")
+            want = _DELTA_FOR.get(delta.type or "")
+            if want is not None and want != block.kind and block.kind in _KNOWN_BLOCKS:
+                raise _malformed(f"a {delta.type} for the {block.kind} block {index}")
+            if delta.type == "text_delta" and delta.text:
+                yield TextDelta(text=delta.text)
+            elif delta.type == "thinking_delta" and delta.thinking:
+                yield ThinkingDelta(text=delta.thinking)
+            elif delta.type == "signature_delta":
+                block.signature += delta.signature or ""
+            elif delta.type == "input_json_delta":
+                block.parts.append(delta.partial_json or "")
+        elif kind == "content_block_stop":
+            index = last if data.index is None else data.index
+            block = blocks.pop(index, None) if index is not None else None
+            if block is None:
+                raise _malformed(f"content_block_stop for block {index}, which was never started")
             if block.kind == "thinking" and block.signature:
                 yield ThinkingDelta(text="", signature=block.signature)
             elif block.kind == "tool_use":
                 yield ToolCallEvent(id=block.id, name=block.name, arguments="".join(block.parts) or "{}")
         elif kind == "message_delta":
-            reason = (data.get("delta") or {}).get("stop_reason")
+            reason = data.delta.stop_reason if data.delta else None
             if reason:
                 stop = _STOPS.get(reason, "end_turn")
-            _take_usage(usage, data.get("usage"))
+            _take_usage(usage, data.usage)
         elif kind == "message_stop":
+            unfinished = [i for i, b in blocks.items() if b.kind == "tool_use"]
+            if unfinished:
+                raise _malformed(f"message_stop while tool_use block {unfinished[0]} was still open")
             yield Finished(stop=stop, usage=_usage(usage))
             return
         elif kind == "error":
-            raise _error_event(data)
+            raise _error_event(data.error)
         # ping and unknown events are ignored, as the API's versioning policy asks
 
 
-def _take_usage(acc: dict[str, int], raw: Any) -> None:
-    # message_delta repeats the final (cumulative) figures, so later values replace earlier ones.
-    if isinstance(raw, dict):
-        for key, value in raw.items():
-            if isinstance(value, int):
-                acc[key] = value
+_USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
 
 
-def _usage(acc: dict[str, int]) -> Usage | None:
+def _take_usage(acc: dict[str, int | None], raw: Any) -> None:
+    # message_delta repeats the final (cumulative) figures, so later values replace earlier ones. A figure
+    # that is not a count makes that figure unknown (None), not 0.
+    if raw is None:
+        return
+    if not isinstance(raw, dict):
+        log.warning("usage is not an object (%s); ignored", type(raw).__name__)
+        return
+    for key in _USAGE_KEYS:
+        if key in raw:
+            acc[key] = token_count(raw[key], key)
+
+
+def _usage(acc: dict[str, int | None]) -> Usage | None:
     if not acc:
         return None
     return Usage(
@@ -267,6 +353,7 @@ class AnthropicProvider:
         max_retries: int = 4,
         retry: RetryPolicy | None = None,
         headers: dict[str, str] | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,  # tests: httpx.MockTransport instead of the network
     ):
         self.name = name
         self.base_url = (base_url or DEFAULT_BASE_URL).rstrip("/")
@@ -288,6 +375,7 @@ class AnthropicProvider:
             retry=retry or RetryPolicy(max_retries=max_retries),
             key=KeyHint(env=api_key_env, has_key=bool(api_key), provider=name, builtin=api_key_env == DEFAULT_KEY_ENV),
             secret=api_key,
+            transport=transport,
         )
 
     def __repr__(self) -> str:

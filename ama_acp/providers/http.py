@@ -14,6 +14,7 @@ import contextlib
 import functools
 import logging
 import random
+import re
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -28,6 +29,8 @@ from ama_acp.providers.base import Failure, FailureKind, Finished, ProviderEvent
 if TYPE_CHECKING:
     import ssl
 
+    import httpx
+
 log = logging.getLogger(__name__)
 
 MAX_DETAIL = 500  # characters of a provider's error text we pass on
@@ -38,51 +41,162 @@ class SSEEvent(NamedTuple):
     data: str
 
 
-async def iter_sse(chunks: AsyncIterator[str]) -> AsyncIterator[SSEEvent]:
-    """Server-sent events from decoded text chunks: `\\n`, `\\r\\n` and `\\r` all end a line, a blank line ends
-    an event, `:` lines are comments. A last event without its blank line is still delivered."""
-    buf = ""
-    event = ""
-    data: list[str] = []
-    async for chunk in chunks:
-        buf += chunk
-        # A trailing "\r" may be the first half of a "\r\n" split across chunks: keep it back.
-        hold = ""
-        if buf.endswith("\r"):
-            buf, hold = buf[:-1], "\r"
-        *lines, buf = buf.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-        buf += hold
-        for line in lines:
-            if not line:
-                if data:
-                    yield SSEEvent(event, "\n".join(data))
-                event, data = "", []
-                continue
-            if line.startswith(":"):
-                continue
-            field, _, value = line.partition(":")
-            if value.startswith(" "):
-                value = value[1:]
-            if field == "data":
-                data.append(value)
-            elif field == "event":
-                event = value
-    tail = buf.rstrip("\r")
-    if tail.startswith("data:"):
-        data.append(tail[5:].removeprefix(" "))
-    if data:
-        yield SSEEvent(event, "\n".join(data))
+MAX_EVENT_BYTES = 64 * 1024 * 1024  # one SSE event (a big tool argument fits; an endless line does not)
+MAX_ERROR_BODY = 64 * 1024  # bytes of an error body we read; the rest is never downloaded
+MAX_RESPONSE_BYTES = 256 * 1024 * 1024  # one streamed reply; ~8x the largest real one (128k tokens of deltas)
+
+_EOL = re.compile(rb"\r\n|\r|\n")
+_BOM = b"\xef\xbb\xbf"
+
+
+MAX_TOKEN_COUNT = 2**53 - 1  # the largest count a JSON reader anywhere (JavaScript included) keeps exact
+
+
+def token_count(value: object, name: str = "a usage figure") -> int | None:
+    """A token count the server reported, or None (unknown) when it is not one: a float, a bool, a string,
+    a negative number or one past MAX_TOKEN_COUNT. Unknown is not 0: a figure ama did not get is reported as
+    unknown, and one bad figure does not cost the reply (the text and tool calls are still good)."""
+    if value is None:
+        return None
+    if type(value) is int and 0 <= value <= MAX_TOKEN_COUNT:
+        return value
+    log.warning("usage: %s is not a token count (%.40r); it is unknown", name, value)
+    return None
 
 
 class StreamError(Exception):
-    """An error the server reported inside a 200 stream (a dialect parser raises it; the transport decides)."""
+    """An error the server reported inside a 200 stream, or a stream ama cannot read (a dialect parser or the
+    SSE reader raises it; the transport decides). `protocol`: the server broke the dialect, not the line."""
 
-    def __init__(self, kind: FailureKind, detail: str, *, retryable: bool, status: int | None = None):
+    def __init__(
+        self,
+        kind: FailureKind,
+        detail: str,
+        *,
+        retryable: bool,
+        status: int | None = None,
+        protocol: bool = False,
+    ):
         super().__init__(detail)
         self.kind: FailureKind = kind
         self.detail = detail
         self.retryable = retryable
         self.status = status
+        self.protocol = protocol
+
+
+class SSEParser:
+    """Server-sent events from raw bytes, in linear time however the bytes are split: `\\n`, `\\r\\n` and
+    `\\r` all end a line, a blank line ends an event, `:` lines are comments. An unfinished line is kept in a
+    bytearray and joined once, so one 40 MiB line costs one copy, not one per chunk. Lines are decoded as
+    UTF-8 only once whole (a multi-byte character split across chunks is fine); invalid UTF-8 or an event
+    over `max_event` bytes raises `StreamError`."""
+
+    def __init__(self, max_event: int = MAX_EVENT_BYTES) -> None:
+        self.max_event = max_event
+        self.events = 0  # events delivered so far
+        self._line = bytearray()  # the unfinished last line
+        self._skip_lf = False  # the last chunk ended in "\r": a "\n" opening the next one belongs to it
+        self._start = True  # nothing read yet (a leading BOM is dropped)
+        self._event = ""
+        self._data: list[str] = []
+        self._size = 0  # bytes in the event being built
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        out: list[SSEEvent] = []
+        if self._start and chunk:
+            head = bytes(self._line) + chunk[:3]
+            if len(head) < len(_BOM) and _BOM.startswith(head):
+                self._line += chunk  # too short to tell yet
+                return out
+            self._start = False
+            if head.startswith(_BOM):
+                chunk = (bytes(self._line) + chunk)[len(_BOM) :]
+                self._line.clear()
+        pos = 0
+        if self._skip_lf and chunk:
+            self._skip_lf = False
+            if chunk[0] == 0x0A:
+                pos = 1
+        for m in _EOL.finditer(chunk, pos):
+            piece = chunk[pos : m.start()]
+            if self._line:
+                self._line += piece
+                line = bytes(self._line)
+                self._line.clear()
+            else:
+                line = piece
+            self._take(line, out)
+            pos = m.end()
+            if pos == len(chunk) and m.group() == b"\r":
+                self._skip_lf = True
+        if pos < len(chunk):
+            self._line += chunk[pos:]
+            if self._size + len(self._line) > self.max_event:
+                raise self._too_big()
+        return out
+
+    def close(self) -> list[SSEEvent]:
+        """The end of the stream: a last event without its blank line is still delivered."""
+        out: list[SSEEvent] = []
+        if self._line:
+            line = bytes(self._line)
+            self._line.clear()
+            if line.startswith(b"data:"):
+                self._take(line, out)
+        if self._data:
+            self._dispatch(out)
+        return out
+
+    def _take(self, line: bytes, out: list[SSEEvent]) -> None:
+        if not line:
+            if self._data:
+                self._dispatch(out)
+            self._event, self._data, self._size = "", [], 0
+            return
+        if line[0] == 0x3A:  # ":" starts a comment (keepalives)
+            return
+        field, _, value = line.partition(b":")
+        if value[:1] == b" ":
+            value = value[1:]
+        if field == b"data":
+            self._size += len(value) + 1
+            if self._size > self.max_event:
+                raise self._too_big()
+            self._data.append(self._text(value))
+        elif field == b"event":
+            self._event = self._text(value)
+        # `id` and `retry` are of no use to a one-shot POST; unknown fields are ignored, as the spec says
+
+    def _dispatch(self, out: list[SSEEvent]) -> None:
+        out.append(SSEEvent(self._event, "\n".join(self._data)))
+        self.events += 1
+        self._event, self._data, self._size = "", [], 0
+
+    @staticmethod
+    def _text(value: bytes) -> str:
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise StreamError(
+                "stream", f"the stream is not valid UTF-8 ({exc.reason})", retryable=False, protocol=True
+            ) from None
+
+    def _too_big(self) -> StreamError:
+        mib = self.max_event / (1024 * 1024)
+        return StreamError("stream", f"one event is larger than {mib:g} MiB", retryable=False, protocol=True)
+
+
+async def iter_sse(
+    chunks: AsyncIterator[bytes] | AsyncIterator[str], parser: SSEParser | None = None
+) -> AsyncIterator[SSEEvent]:
+    """The events of a byte stream (text chunks are accepted too, encoded as UTF-8), through `parser`."""
+    parser = parser or SSEParser()
+    async for chunk in chunks:
+        for event in parser.feed(chunk.encode() if isinstance(chunk, str) else chunk):
+            yield event
+    for event in parser.close():
+        yield event
 
 
 Parser = Callable[[AsyncIterator[SSEEvent]], AsyncIterator[ProviderEvent]]
@@ -114,6 +228,7 @@ class _Outcome:
     status: int | None = None
     retry_after: float | None = None
     connect: bool = False
+    protocol: bool = False  # the server broke the dialect (a chunk of the wrong shape, bytes that are not UTF-8)
 
 
 def parse_retry_after(headers: Any, cap: float = 60.0, now: float | None = None) -> float | None:
@@ -214,8 +329,74 @@ class KeyHint:
         return f"Set {self.env} and restart."
 
 
+class _DeadlineExceeded(Exception):
+    """The whole-request deadline passed (raised outside any cancel scope, so it never meets a `yield`)."""
+
+
+def _remaining(deadline: float) -> float:
+    return max(0.0, deadline - anyio.current_time())
+
+
+async def _before(deadline: float, it: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """`it`'s chunks while `deadline` has not passed. Each wait for the next chunk gets its own cancel scope:
+    a scope held open across a `yield` would cancel the consumer's code instead of this read."""
+    while True:
+        with anyio.move_on_after(_remaining(deadline)) as scope:
+            try:
+                chunk = await it.__anext__()
+            except StopAsyncIteration:
+                return
+        if scope.cancelled_caught:
+            raise _DeadlineExceeded
+        yield chunk
+
+
+class _Meter:
+    """Counts a response's bytes (bounding the reply) and keeps its first bytes for messages."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.total = 0
+        self.head = b""
+
+    async def count(self, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        async for chunk in chunks:
+            if len(self.head) < 200:
+                self.head += chunk[: 200 - len(self.head)]
+            self.total += len(chunk)
+            if self.total > self.limit:
+                raise StreamError(
+                    "stream", f"the reply is larger than {self.limit // (1024 * 1024)} MiB", retryable=False
+                )
+            yield chunk
+
+
+async def read_bounded(chunks: AsyncIterator[bytes], limit: int = MAX_ERROR_BODY) -> bytes:
+    """At most `limit` bytes of a body; the rest is never read (the caller closes the response)."""
+    buf = bytearray()
+    async for chunk in chunks:
+        buf += chunk[: limit - len(buf)]
+        if len(buf) >= limit:
+            break
+    return bytes(buf)
+
+
+def _html_title(raw: bytes) -> str:
+    text = raw.decode("utf-8", "replace")
+    low = text.lower()
+    start = low.find("<title")
+    start = low.find(">", start) + 1 if start >= 0 else -1
+    end = low.find("</title>", start) if start > 0 else -1
+    title = " ".join(text[start:end].split()) if end > start else ""
+    return title[:200]
+
+
 class HttpStream:
-    """Streaming POSTs to one endpoint, with classification and retries. One instance per provider."""
+    """Streaming POSTs to one endpoint, with classification and retries. One instance per provider.
+
+    `timeout` is a deadline for a whole attempt, from connecting to the last byte: a server that trickles
+    keepalive comments forever still times out. `transport` replaces the network (tests: httpx.MockTransport).
+    """
 
     def __init__(
         self,
@@ -227,6 +408,9 @@ class HttpStream:
         retry: RetryPolicy,
         key: KeyHint,
         secret: str | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
+        max_event_bytes: int = MAX_EVENT_BYTES,
     ):
         self.provider = provider
         self.url = url
@@ -235,52 +419,32 @@ class HttpStream:
         self.retry = retry
         self.key = key
         self._secret = secret
+        self.transport = transport
+        self.max_response_bytes = max_response_bytes
+        self.max_event_bytes = max_event_bytes
 
     def __repr__(self) -> str:
         return f"HttpStream(provider={self.provider!r}, url={safe_url(self.url)!r})"
 
     async def stream(self, body: dict[str, Any], parse: Parser) -> AsyncIterator[ProviderEvent]:
         """POST `body`, feed the SSE stream to `parse`, and pass its events on. Ends with exactly one
-        `Finished` or `Failure`; a retry is announced with `Retrying` (the caller drops partial output)."""
-        import httpx
-
+        `Finished` or `Failure`; a retry is announced with `Retrying` (the caller drops partial output).
+        Never raises but for cancellation, whatever the server sends."""
         payload = msgspec.json.encode(body)
         retries = self.retry.max_retries
         for attempt in range(retries + 1):
             log.debug("%s: POST %s (attempt %d)", self.provider, safe_url(self.url), attempt + 1)
-            outcome: _Outcome
-            try:
-                async with (
-                    self._client() as client,
-                    client.stream("POST", self.url, content=payload, headers=self._headers) as resp,
-                ):
-                    if resp.status_code >= 300:
-                        outcome = self._classify_status(resp.status_code, resp.headers, await resp.aread())
-                    elif resp.headers.get("content-type", "").startswith("application/json"):
-                        # The server ignored `stream: true` or answered an error with 200.
-                        raw = await resp.aread()
-                        outcome = _Outcome(
-                            "bad_request", f"expected a stream, got JSON: {self._scrub(error_detail(raw))}", False
-                        )
-                    else:
-                        async with contextlib.aclosing(parse(iter_sse(resp.aiter_text()))) as events:
-                            async for event in events:
-                                yield event
-                                if isinstance(event, Finished | Failure):
-                                    return
-                        outcome = _Outcome("stream", "the response stream ended before the reply was complete", True)
-            except StreamError as exc:
-                outcome = _Outcome(exc.kind, self._scrub(exc.detail), exc.retryable, exc.status)
-            except httpx.TimeoutException as exc:
-                what = "connecting" if isinstance(exc, httpx.ConnectTimeout) else "waiting for the server"
-                outcome = _Outcome("timeout", f"timed out after {self.timeout:g}s {what}", True)
-            except httpx.ConnectError as exc:
-                outcome = _Outcome("server", f"could not connect: {self._scrub(str(exc)) or 'refused'}", True)
-                outcome.connect = True
-            except (httpx.TransportError, httpx.DecodingError) as exc:
-                # The connection dropped mid-body (incomplete chunked read, reset, ...).
-                outcome = _Outcome("stream", f"connection lost: {self._scrub(str(exc)) or type(exc).__name__}", True)
-
+            outcome: _Outcome | None = None
+            async with contextlib.aclosing(self._attempt(payload, parse)) as events:
+                async for item in events:
+                    if isinstance(item, _Outcome):
+                        outcome = item
+                        break
+                    yield item
+                    if isinstance(item, Finished | Failure):
+                        return
+            if outcome is None:  # unreachable: _attempt ends with a terminal event or an outcome
+                outcome = _Outcome("stream", "the reply ended without a result", False)
             if not outcome.retryable or attempt >= retries:
                 yield self._failure(outcome, attempt)
                 return
@@ -290,12 +454,94 @@ class HttpStream:
             yield Retrying(attempt=attempt + 1, delay=delay, reason=reason)
             await anyio.sleep(delay)
 
-    def _client(self) -> Any:
+    async def _attempt(self, payload: bytes, parse: Parser) -> AsyncIterator[ProviderEvent | _Outcome]:
+        """One POST: its provider events, then (unless one was terminal) the `_Outcome` of its failure."""
+        import httpx
+
+        deadline = anyio.current_time() + self.timeout
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                client = await stack.enter_async_context(self._client())
+                with anyio.move_on_after(_remaining(deadline)) as scope:
+                    resp = await stack.enter_async_context(
+                        client.stream("POST", self.url, content=payload, headers=self._headers)
+                    )
+                if scope.cancelled_caught:
+                    raise _DeadlineExceeded
+                body = _before(deadline, resp.aiter_bytes())
+                stack.push_async_callback(body.aclose)
+                ctype = resp.headers.get("content-type", "").lower()
+                if resp.status_code >= 300:
+                    yield self._classify_status(resp.status_code, resp.headers, await read_bounded(body))
+                    return
+                if ctype.startswith("application/json"):
+                    # The server ignored `stream: true` or answered an error with 200.
+                    raw = await read_bounded(body)
+                    yield _Outcome(
+                        "bad_request", f"expected a stream, got JSON: {self._scrub(error_detail(raw))}", False
+                    )
+                    return
+                if ctype.startswith("text/html"):
+                    # A web page, not an API: usually a base URL that points at a site or a login portal.
+                    title = _html_title(await read_bounded(body))
+                    what = f" ({self._scrub(title)})" if title else ""
+                    yield _Outcome(
+                        "bad_request", f"expected a stream, got an HTML page{what}; check the base URL", False
+                    )
+                    return
+                meter = _Meter(self.max_response_bytes)
+                sse = SSEParser(self.max_event_bytes)
+                counted = meter.count(body)
+                stack.push_async_callback(counted.aclose)
+                sse_events = iter_sse(counted, sse)
+                stack.push_async_callback(sse_events.aclose)
+                events = parse(sse_events)
+                stack.push_async_callback(events.aclose)  # type: ignore[attr-defined]
+                async for event in events:
+                    yield event
+                    if isinstance(event, Finished | Failure):
+                        return
+                yield self._ended_early(meter, sse)
+        except _DeadlineExceeded:
+            yield _Outcome("timeout", f"timed out after {self.timeout:g}s without a complete reply", True)
+        except StreamError as exc:
+            out = _Outcome(exc.kind, self._scrub(exc.detail), exc.retryable, exc.status)
+            out.protocol = exc.protocol
+            yield out
+        except httpx.TimeoutException as exc:
+            what = "connecting" if isinstance(exc, httpx.ConnectTimeout) else "waiting for the server"
+            yield _Outcome("timeout", f"timed out after {self.timeout:g}s {what}", True)
+        except httpx.ConnectError as exc:
+            out = _Outcome("server", f"could not connect: {self._scrub(str(exc)) or 'refused'}", True)
+            out.connect = True
+            yield out
+        except (httpx.TransportError, httpx.DecodingError) as exc:
+            # The connection dropped mid-body (incomplete chunked read, reset, ...).
+            yield _Outcome("stream", f"connection lost: {self._scrub(str(exc)) or type(exc).__name__}", True)
+        except Exception as exc:
+            # A bug of ours met an input nobody foresaw. The contract (never raise) holds, and the traceback
+            # goes to the log; the fuzz tests look for this wording.
+            log.exception("%s: internal error while reading the reply", self.provider)
+            yield _Outcome("stream", f"internal error reading the reply: {type(exc).__name__}", False)
+
+    def _ended_early(self, meter: _Meter, sse: SSEParser) -> _Outcome:
+        if meter.total == 0:
+            detail = "the server closed the stream without sending anything"
+        elif sse.events == 0:
+            head = " ".join(meter.head.decode("utf-8", "replace").split())[:120]
+            detail = f"the server sent {meter.total} bytes but no server-sent events (it began {head!r})"
+        else:
+            detail = "the response stream ended before the reply was complete"
+        return _Outcome("stream", self._scrub(detail), True)
+
+    def _client(self) -> httpx.AsyncClient:
         # A client per request: it binds to the running event loop, and a connection kept for the next
         # model call minutes later saves little. The expensive part, the TLS context, is shared.
         import httpx
 
         timeout = httpx.Timeout(self.timeout, connect=min(self.timeout, 30.0))
+        if self.transport is not None:
+            return httpx.AsyncClient(timeout=timeout, transport=self.transport)
         return httpx.AsyncClient(timeout=timeout, verify=_ssl_context())
 
     def _scrub(self, text: str) -> str:
@@ -342,6 +588,8 @@ class HttpStream:
             msg = f"{who} rejected the request ({self._short(out)})."
         elif out.kind == "timeout":
             msg = f"{who} did not answer in time ({out.detail}).{tail}"
+        elif out.kind == "stream" and out.protocol:
+            msg = f"{who} sent a reply ama cannot read ({out.detail})."
         elif out.kind == "stream":
             msg = f"The reply from {who} broke off ({out.detail}).{tail}"
         elif out.connect:

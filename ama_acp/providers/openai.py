@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import msgspec
@@ -39,7 +39,10 @@ from ama_acp.providers.base import (
     ThinkingDelta,
     ToolCallEvent,
 )
-from ama_acp.providers.http import HttpStream, KeyHint, RetryPolicy, SSEEvent, StreamError
+from ama_acp.providers.http import MAX_DETAIL, HttpStream, KeyHint, RetryPolicy, SSEEvent, StreamError, token_count
+
+if TYPE_CHECKING:
+    import httpx
 
 log = logging.getLogger(__name__)
 
@@ -129,19 +132,72 @@ def to_openai_messages(system: str, messages: list[Message], *, send_reasoning: 
 
 # --- response ----------------------------------------------------------------------------------------------
 
+# The chunk shapes ama reads, as typed Structs: a field of the wrong type is a malformed chunk (a clear
+# `Failure` naming the field), never a crash. Unknown fields are ignored and every field is optional, as in
+# the real API and its copies.
 
-def openai_usage(raw: dict[str, Any]) -> Usage:
-    """Chat Completions usage → Usage. `prompt_tokens` includes cached tokens; ama counts them apart."""
-    prompt = raw.get("prompt_tokens")
-    cached = (raw.get("prompt_tokens_details") or {}).get("cached_tokens")
+
+class _Function(msgspec.Struct):
+    name: str | None = None
+    arguments: str | None = None
+
+
+class _ToolFragment(msgspec.Struct):
+    index: int | None = None
+    id: str | None = None
+    function: _Function | None = None
+
+
+class _Delta(msgspec.Struct):
+    content: str | None = None
+    reasoning_content: str | None = None  # DeepSeek, vLLM, llama.cpp
+    reasoning: Any = None  # OpenRouter and others: a str; its shape varies between servers, so only a str is read
+    refusal: str | None = None
+    tool_calls: list[_ToolFragment] | None = None
+
+
+class _Choice(msgspec.Struct):
+    index: int = 0
+    delta: _Delta | None = None
+    finish_reason: str | None = None
+
+
+class _Chunk(msgspec.Struct):
+    choices: list[_Choice] | None = None
+    usage: Any = None  # read leniently: a bad figure is unknown, not a failed reply (see token_count)
+    error: Any = None
+
+
+_chunk_decoder = msgspec.json.Decoder(_Chunk)
+
+
+def openai_usage(raw: Any) -> Usage | None:
+    """Chat Completions usage → Usage. `prompt_tokens` includes cached tokens; ama counts them apart. A usage
+    that is not an object is unknown (None); a figure that is not a plausible count is unknown on its own."""
+    if not isinstance(raw, dict):
+        if raw is not None:
+            log.warning("usage is not an object (%s); the figures are unknown", type(raw).__name__)
+        return None
+    prompt = token_count(raw.get("prompt_tokens"), "prompt_tokens")
+    prompt_details = raw.get("prompt_tokens_details")
+    cached = (
+        token_count(prompt_details.get("cached_tokens"), "cached_tokens") if isinstance(prompt_details, dict) else None
+    )
     if cached is None:
-        cached = raw.get("prompt_cache_hit_tokens")  # DeepSeek's name for it
-    reasoning = (raw.get("completion_tokens_details") or {}).get("reasoning_tokens")
+        cached = token_count(raw.get("prompt_cache_hit_tokens"), "prompt_cache_hit_tokens")  # DeepSeek's name
+    out_details = raw.get("completion_tokens_details")
+    reasoning = (
+        token_count(out_details.get("reasoning_tokens"), "reasoning_tokens") if isinstance(out_details, dict) else None
+    )
+    uncached = prompt
+    if prompt is not None and cached is not None:
+        # More cached than prompt tokens cannot be: the input figure is then unknown.
+        uncached = prompt - cached if cached <= prompt else None
     return Usage(
-        input=prompt - cached if isinstance(prompt, int) and isinstance(cached, int) else prompt,
-        output=raw.get("completion_tokens"),
+        input=uncached,
+        output=token_count(raw.get("completion_tokens"), "completion_tokens"),
         cache_read=cached,
-        total=raw.get("total_tokens"),
+        total=token_count(raw.get("total_tokens"), "total_tokens"),
         reasoning=reasoning,
     )
 
@@ -162,6 +218,7 @@ def _stream_error(err: Any) -> StreamError:
         code = f"{err.get('code', '')} {err.get('type', '')}".lower()
     else:
         detail, code = str(err), ""
+    detail = detail[:MAX_DETAIL]
     if "429" in code or "rate" in code:
         return StreamError("rate_limit", detail, retryable=True)
     if any(w in code for w in ("500", "502", "503", "504", "server", "overload", "timeout", "internal")):
@@ -169,24 +226,39 @@ def _stream_error(err: Any) -> StreamError:
     return StreamError("bad_request", detail, retryable=False)
 
 
+def _malformed(detail: str) -> StreamError:
+    return StreamError("stream", detail, retryable=False, protocol=True)
+
+
+def _decode_chunk(data: str) -> _Chunk:
+    try:
+        return _chunk_decoder.decode(data)
+    except msgspec.ValidationError as exc:
+        raise _malformed(f"a chunk of the wrong shape: {exc}") from None
+    except msgspec.DecodeError:
+        # Not JSON at all: often a line cut in transit, so worth another try.
+        raise StreamError("stream", f"malformed chunk: {data[:200]}", retryable=True) from None
+
+
 async def parse_openai_stream(events: AsyncIterator[SSEEvent]) -> AsyncIterator[ProviderEvent]:
     """Chat Completions chunks → provider events. Tool calls are assembled by `index` and yielded when the
-    finish reason arrives; `Finished` waits for the usage chunk (or `[DONE]`)."""
+    finish reason arrives; `Finished` waits for the usage chunk (or `[DONE]`). Anything after `[DONE]` is
+    never read, as in the official SDK. Raises `StreamError` for a chunk ama cannot use."""
     calls: dict[int, _Call] = {}
     stop: StopKind | None = None
     refused = False
     usage: Usage | None = None
-    decode = msgspec.json.Decoder()
 
     def finish(reason: str | None) -> list[ToolCallEvent]:
         nonlocal stop
         kind = "refusal" if refused else _STOPS.get(reason or "", "end_turn")
         # Some servers say "stop" although the message carries tool calls.
         stop = "tool_use" if calls and kind == "end_turn" else kind
-        done = [
-            ToolCallEvent(id=c.id or f"call_{i}", name=c.name, arguments="".join(c.args) or "{}")
-            for i, c in sorted(calls.items())
-        ]
+        done = []
+        for i, c in sorted(calls.items()):
+            if not c.name:
+                raise _malformed(f"tool call {i} has no function name")
+            done.append(ToolCallEvent(id=c.id or f"call_{i}", name=c.name, arguments="".join(c.args) or "{}"))
         calls.clear()
         return done
 
@@ -195,33 +267,30 @@ async def parse_openai_stream(events: AsyncIterator[SSEEvent]) -> AsyncIterator[
         if ev.data.strip() == "[DONE]":
             done_seen = True
             break
-        try:
-            chunk = decode.decode(ev.data)
-        except msgspec.DecodeError:
-            raise StreamError("stream", f"malformed chunk: {ev.data[:200]}", retryable=True) from None
-        if not isinstance(chunk, dict):
-            continue
-        if chunk.get("error"):
-            raise _stream_error(chunk["error"])
-        for choice in chunk.get("choices") or ():
-            if choice.get("index", 0) != 0:
+        chunk = _decode_chunk(ev.data)
+        if chunk.error:
+            raise _stream_error(chunk.error)
+        for choice in chunk.choices or ():
+            if choice.index != 0:
                 continue
-            delta = choice.get("delta") or {}
-            thought = delta.get("reasoning_content") or delta.get("reasoning")
+            delta = choice.delta or _Delta()
+            if stop is not None and (delta.content or delta.refusal or delta.tool_calls):
+                raise _malformed("content after the finish reason")
+            thought = delta.reasoning_content or delta.reasoning
             if isinstance(thought, str) and thought:
                 yield ThinkingDelta(text=thought)
-            if delta.get("content"):
-                yield TextDelta(text=delta["content"])
-            if delta.get("refusal"):
+            if delta.content:
+                yield TextDelta(text=delta.content)
+            if delta.refusal:
                 refused = True
-                yield TextDelta(text=delta["refusal"])
-            for tc in delta.get("tool_calls") or ():
+                yield TextDelta(text=delta.refusal)
+            for tc in delta.tool_calls or ():
                 _add_fragment(calls, tc)
-            if choice.get("finish_reason") and stop is None:
-                for call in finish(choice["finish_reason"]):
+            if choice.finish_reason and stop is None:
+                for call in finish(choice.finish_reason):
                     yield call
-        if chunk.get("usage"):
-            usage = openai_usage(chunk["usage"])
+        if chunk.usage is not None:
+            usage = openai_usage(chunk.usage) or usage
         if stop is not None and usage is not None:
             yield Finished(stop=stop, usage=usage)
             return
@@ -234,21 +303,26 @@ async def parse_openai_stream(events: AsyncIterator[SSEEvent]) -> AsyncIterator[
     yield Finished(stop=stop, usage=usage)
 
 
-def _add_fragment(calls: dict[int, _Call], tc: dict[str, Any]) -> None:
-    idx = tc.get("index")
-    tid = tc.get("id")
+def _add_fragment(calls: dict[int, _Call], tc: _ToolFragment) -> None:
+    idx = tc.index
+    tid = tc.id
+    fn = tc.function or _Function()
     if idx is None:
         # Servers that leave `index` out send a new call with an id and its later fragments without one.
         same = [k for k, c in calls.items() if tid and c.id == tid]
         idx = same[0] if same else (len(calls) if tid or not calls else max(calls))
-    call = calls.setdefault(idx, _Call())
+    call = calls.get(idx)
+    if call is None:
+        # The first fragment of a call names it (OpenAI also sends its id; a few copies do not).
+        if not tid and not fn.name:
+            raise _malformed(f"a tool-call fragment for index {idx}, which was never started")
+        call = calls[idx] = _Call()
     if tid and not call.id:
         call.id = tid
-    fn = tc.get("function") or {}
-    if fn.get("name") and not call.name:
-        call.name = fn["name"]
-    if fn.get("arguments"):
-        call.args.append(fn["arguments"])
+    if fn.name and not call.name:
+        call.name = fn.name
+    if fn.arguments:
+        call.args.append(fn.arguments)
 
 
 # --- provider ----------------------------------------------------------------------------------------------
@@ -269,6 +343,7 @@ class OpenAIProvider:
         max_retries: int = 4,
         retry: RetryPolicy | None = None,
         headers: dict[str, str] | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,  # tests: httpx.MockTransport instead of the network
     ):
         self.name = name
         self.base_url = (base_url or DEFAULT_BASE_URL).rstrip("/")
@@ -285,6 +360,7 @@ class OpenAIProvider:
             retry=retry or RetryPolicy(max_retries=max_retries),
             key=KeyHint(env=api_key_env, has_key=bool(api_key), provider=name, builtin=api_key_env == DEFAULT_KEY_ENV),
             secret=api_key,
+            transport=transport,
         )
 
     def __repr__(self) -> str:
