@@ -47,13 +47,28 @@ def _load(args: argparse.Namespace):
     from ama_acp.config import ConfigError, load_config
 
     try:
-        return load_config(args.config, args.data_dir)
+        cfg = load_config(args.config, args.data_dir)
     except ConfigError as exc:
         sys.stderr.write(f"ama: {exc}\n")
         raise SystemExit(2) from None
+    from ama_acp.secrets import register_config
+
+    # Before anything logs, writes a session or runs a command: the configured key variables are secrets too.
+    register_config(cfg)
+    return cfg
+
+
+def _ignore_file_size_signal() -> None:
+    """A file-size limit (RLIMIT_FSIZE) must fail the one write with EFBIG, which the session store reports,
+    rather than kill the whole agent with SIGXFSZ."""
+    import signal
+
+    if hasattr(signal, "SIGXFSZ"):
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 
 
 def _acp(args: argparse.Namespace) -> int:
+    _ignore_file_size_signal()
     cfg = _load(args)
     from ama_acp.logs import setup_logging
 
@@ -74,6 +89,7 @@ def _acp(args: argparse.Namespace) -> int:
 
 
 def _print_mode(args: argparse.Namespace) -> int:
+    _ignore_file_size_signal()
     from ama_acp.oneshot import run_print
 
     return run_print(args)

@@ -1,12 +1,14 @@
 """Logging: stderr at --log-level and `<data dir>/logs/ama.log` (rotated). Never stdout.
 
-API keys never reach the log: a filter masks the values of secret-looking environment variables.
+API keys never reach the log: a filter masks the values of secret environment variables (ama_acp.secrets).
+The log is private like the sessions: the directory 0700, the files 0600 (they hold prompts, paths, errors).
 """
 
 from __future__ import annotations
 
 import logging
 import logging.handlers
+import os
 import sys
 from pathlib import Path
 
@@ -19,7 +21,27 @@ class _Redact(logging.Filter):
         clean = redact(msg)
         if clean != msg:
             record.msg, record.args = clean, None
+        if record.exc_info and not record.exc_text:
+            # A traceback can quote a secret too (an exception message, a URL): format it here, redacted.
+            record.exc_text = redact(_plain.formatException(record.exc_info))
         return True
+
+
+_plain = logging.Formatter()
+
+
+class _PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
+    """Every log file it opens (the first, and each one after a rollover) is created 0600, and an existing
+    one made 0600, before anything is written to it."""
+
+    def _open(self):  # type: ignore[override]
+        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            os.fchmod(fd, 0o600)
+        except OSError:
+            os.close(fd)
+            raise
+        return open(fd, self.mode, encoding=self.encoding, errors=self.errors)
 
 
 def setup_logging(data_dir: str, level: str = "warning") -> None:
@@ -33,8 +55,11 @@ def setup_logging(data_dir: str, level: str = "warning") -> None:
     root.addHandler(err)
     try:
         logs = Path(data_dir) / "logs"
-        logs.mkdir(parents=True, exist_ok=True)
-        fh = logging.handlers.RotatingFileHandler(
+        logs.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(logs, 0o700)  # an older ama made it 0755
+        for old in logs.glob("ama.log.*"):  # and its rotated files 0644
+            os.chmod(old, 0o600)
+        fh = _PrivateRotatingFileHandler(
             logs / "ama.log", maxBytes=5 * 1024 * 1024, backupCount=3, encoding="utf-8", delay=True
         )
         fh.setLevel(logging.INFO)

@@ -8,6 +8,7 @@ from typing import Any
 from ama_acp.rpc.dispatch import Dispatcher, defer
 from ama_acp.rpc.errors import AcpError
 from ama_acp.session import store as st
+from ama_acp.session.entries import DirectoriesEntry
 from ama_acp.session.listing import InvalidCursor
 from ama_acp.session.restore import replay_updates, restore
 from ama_acp.session.session import Session
@@ -57,15 +58,25 @@ class Lifecycle:
             model_id=self.m.default_model,
             created_at=header.created_at,
         )
-        restore(session, loaded, store.handoff_dir(session_id))
+        repair = restore(session, loaded, store.handoff_dir(session_id))
+        loaded.entries.extend(repair)  # replay shows the interrupted calls as failed
         try:
             session.writer = store.open_writer(session_id)
-            if dirs != list(header.additional_directories):
-                from ama_acp.session.entries import DirectoriesEntry
-
-                session.writer.append(DirectoriesEntry(additional_directories=dirs))
         except st.SessionBusy:
             raise AcpError.session_busy(session_id) from None
+        except st.SessionWriteError as exc:
+            # Readable but not writable (a read-only file or disk): the session goes on, unsaved, and says so.
+            log.error("session %s: %s", session_id, exc)
+        if session.writer is not None:
+            try:
+                # Written back, so the file itself pairs every call with a result: appending is the one change
+                # a crash cannot make worse (the repair is recomputed on the next load if these are lost).
+                for entry in repair:
+                    session.writer.append(entry)
+                if dirs != list(header.additional_directories):
+                    session.writer.append(DirectoriesEntry(additional_directories=dirs))
+            except st.SessionWriteError as exc:
+                log.error("session %s: %s", session_id, exc)
         self.m.sessions[session_id] = session
         return session, loaded
 

@@ -1,21 +1,21 @@
-"""A safety net that keeps secrets from the environment out of session files.
+"""A safety net that keeps secrets from the environment out of session files and logs.
 
 ama never puts an API key into a message on purpose; this catches the accidents (a tool printing its
-environment, a person pasting a token). The values of environment variables whose names look secret are
-collected once; each encoded line is checked with a plain substring test, so the cost is nothing when no
-secret is set and a few `in` tests per line otherwise.
+environment, a person pasting a token). Which variables are secret is decided by `ama_acp.secrets.is_secret`
+(the same rule commands' environments use); their values are collected once; each encoded line is checked
+with a plain substring test, so the cost is nothing when no secret is set and a few `in` tests per line
+otherwise.
 """
 
 from __future__ import annotations
 
-import os
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import msgspec
 
-SECRET_NAME = re.compile(r"(^|_)API_?KEY$|(^|_)TOKEN$|SECRET|PASSWORD|PASSWD", re.IGNORECASE)
+from ama_acp.secrets import secret_values
+
 MIN_SECRET_LENGTH = 8  # shorter values match too much ordinary text to be worth replacing
 REDACTED = "[redacted]"
 
@@ -34,8 +34,7 @@ class Redactor:
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Redactor:
-        env = os.environ if environ is None else environ
-        return cls(value for name, value in env.items() if SECRET_NAME.search(name))
+        return cls(secret_values(environ))
 
     def __bool__(self) -> bool:
         return bool(self._secrets)
@@ -51,7 +50,14 @@ class Redactor:
         redacted, rather than patching bytes, so the line stays valid JSON whatever the secret looks like."""
         if not self._needles or not any(n in line for n in self._needles):
             return line
-        return msgspec.json.encode(self._walk(msgspec.json.decode(line)))
+        try:
+            return msgspec.json.encode(self._walk(msgspec.json.decode(line)))
+        except (msgspec.DecodeError, RecursionError):
+            # Not JSON we can walk (too deep): patch the bytes instead. A secret's JSON-escaped form
+            # contains no quote or backslash the replacement could break, so the line stays valid JSON.
+            for needle in self._needles:
+                line = line.replace(needle, REDACTED.encode())
+            return line
 
     def _walk(self, value: Any) -> Any:
         if isinstance(value, str):
@@ -64,6 +70,12 @@ class Redactor:
 
 
 _default: Redactor | None = None
+
+
+def reset_default_redactor() -> None:
+    """The set of secret names changed (the config was read): collect the values again on next use."""
+    global _default
+    _default = None
 
 
 def default_redactor() -> Redactor:

@@ -2,87 +2,292 @@
 
 Usage and cost are taken from what was stored (the meter's and billing's state after the last request),
 never re-estimated, so the meter after a load equals the meter before the close (context-usage.md E4).
+A stored state that does not decode is ignored: the last good one stands, else the meter estimates.
+
+The file is evidence of what happened, not a promise that it is well formed: ama may have been killed
+between a tool call and its result, and a person may have edited the file. So the rebuilt context is
+repaired before any request is built from it (`pair_tool_calls`): every tool call gets a result (an
+"interrupted" error where none was written) and results without a call are dropped, because providers
+refuse a conversation with a dangling call (HTTP 400) — every later prompt would fail. Paths read from the
+file (handoffs) must stay inside the session's own folder.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from ama_acp.agent.compaction import handoff_message
-from ama_acp.agent.messages import AssistantMessage, ImagePart, Message, TextPart, ThinkingPart, UserMessage
+from ama_acp.agent.messages import (
+    AssistantMessage,
+    ImagePart,
+    Message,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultMessage,
+    UserMessage,
+)
 from ama_acp.agent.pruning import apply_prune
+from ama_acp.context.billing import BillingState
+from ama_acp.context.meter import MeterState
 from ama_acp.session import entries as en
+from ama_acp.session import options
 from ama_acp.session.updates import plan_update
 from ama_acp.wire import types as w
 
 log = logging.getLogger(__name__)
 
 
-def restore(session: Any, loaded: Any, handoff_dir: Path) -> None:
-    """Apply a LoadedSession's entries to a fresh Session (no updates are sent)."""
+INTERRUPTED = "This tool call was interrupted (ama stopped before it finished); its outcome is unknown."
+MAX_HANDOFF_BYTES = 4 << 20  # a handoff is a few KB; anything this big was not written by ama
+
+_STATUSES = frozenset({"pending", "in_progress", "completed", "failed"})
+_KINDS = frozenset({"read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"})
+_PLAN_STATUSES = frozenset({"pending", "in_progress", "completed"})
+_PRIORITIES = frozenset({"high", "medium", "low"})
+
+
+class PairResult(msgspec.Struct):
+    messages: list[Message]
+    tail: list[tuple[ToolCallPart, ToolResultMessage]]  # results added at the end (written back by the caller)
+    inserted: int = 0  # results added before the end (in memory only: a file cannot take them there)
+    dropped: int = 0  # results without a call (or a second result for one call)
+
+
+def interrupted_result(call: ToolCallPart) -> ToolResultMessage:
+    return ToolResultMessage(tool_call_id=call.id, name=call.name, content=[TextPart(INTERRUPTED)], is_error=True)
+
+
+def pair_tool_calls(messages: list[Message]) -> PairResult:
+    """The context with every tool call followed by its result, and no result without its call.
+
+    A call's results belong right after its assistant message (before the next user or assistant message),
+    which is where providers look for them.
+    """
+    out: list[Message] = []
+    tail: list[tuple[ToolCallPart, ToolResultMessage]] = []
+    open_calls: dict[str, ToolCallPart] = {}  # calls of the last assistant message still without a result
+    inserted = dropped = 0
+    for m in messages:
+        if isinstance(m, ToolResultMessage):
+            if open_calls.pop(m.tool_call_id, None) is not None:
+                out.append(m)
+            else:
+                dropped += 1
+            continue
+        for call in open_calls.values():
+            out.append(interrupted_result(call))
+            inserted += 1
+        open_calls = {}
+        out.append(m)
+        if isinstance(m, AssistantMessage):
+            for call in m.tool_calls:
+                open_calls.setdefault(call.id, call)
+    for call in open_calls.values():
+        result = interrupted_result(call)
+        out.append(result)
+        tail.append((call, result))
+    return PairResult(out, tail, inserted, dropped)
+
+
+def _state(value: dict | None, kind: type[msgspec.Struct]) -> Any:
+    """A stored meter/billing state that decodes as one, else None (the caller keeps the last good one)."""
+    if value is None:
+        return None
+    try:
+        state = msgspec.convert(value, kind)
+    except (msgspec.ValidationError, RecursionError, TypeError, ValueError):
+        return None
+    return value if _plausible(state) else None
+
+
+def _plausible(state: Any) -> bool:
+    """No negative or non-finite figure: such a state was damaged, and a figure not measured is unknown."""
+    for value in msgspec.structs.astuple(state):
+        if isinstance(value, msgspec.Struct):
+            if not _plausible(value):
+                return False
+        elif isinstance(value, bool):
+            continue
+        elif isinstance(value, int | float) and not (0 <= value < 1e18):
+            return False
+    return True
+
+
+def _plan(entries: Any) -> list[dict[str, str]]:
+    """Plan entries as the wire takes them, whatever the file held."""
+    out: list[dict[str, str]] = []
+    for e in entries if isinstance(entries, list) else []:
+        if not isinstance(e, dict) or not isinstance(e.get("content"), str):
+            continue
+        status, priority = e.get("status"), e.get("priority")
+        out.append(
+            {
+                "content": e["content"],
+                "status": status if status in _PLAN_STATUSES else "pending",
+                "priority": priority if priority in _PRIORITIES else "medium",
+            }
+        )
+    return out
+
+
+def restore(session: Any, loaded: Any, handoff_dir: Path) -> list[en.Entry]:
+    """Apply a LoadedSession's entries to a fresh Session (no updates are sent).
+
+    Returns the entries that make the file agree with the repaired context — an interrupted result (and a
+    failed tool-call record for replay) for each call left without one at the end of the file. The caller
+    appends them once it holds the writer, and adds them to `loaded.entries` so replay shows them.
+    """
     all_messages: list[Message] = []
     context: list[Message] = []
     meter_state: dict | None = None
     billing_state: dict | None = None
     seen: dict[str, int] = {}
+    recorded_after: dict[str, int] = {}  # provider id → messages stored before its last tool-call record
     pruned: set[int] = set()  # file indices of messages the context carries pruned
     for entry in loaded.entries:
         if isinstance(entry, en.MessageEntry):
             all_messages.append(entry.message)
             context.append(entry.message)
         elif isinstance(entry, en.UsageEntry):
-            if entry.billing is not None:
-                billing_state = entry.billing
-            if entry.meter is not None:
-                meter_state = entry.meter
+            # A damaged state is skipped: the last good one stands (never a made-up 0).
+            billing_state = _state(entry.billing, BillingState) or billing_state
+            meter_state = _state(entry.meter, MeterState) or meter_state
         elif isinstance(entry, en.CompactionEntry):
-            context = _compacted(entry, all_messages, handoff_dir)
-            meter_state = entry.meter
+            kept_from = min(max(entry.kept_from_index, 0), len(all_messages))
+            context = _compacted(entry, all_messages, kept_from, handoff_dir)
+            meter_state = _state(entry.meter, MeterState)  # the context changed: the old state is void either way
             session.compactions = entry.number
-            session.context_first, session.context_synthetic = entry.kept_from_index, 1
+            session.context_first, session.context_synthetic = kept_from, 1
             # Messages kept through the compaction stay pruned, as they were in the live context.
-            apply_prune(context, [i - entry.kept_from_index + 1 for i in pruned if i >= entry.kept_from_index])
+            apply_prune(context, [i - kept_from + 1 for i in pruned if i >= kept_from])
         elif isinstance(entry, en.ContextEditEntry) and entry.action == "prune":
             pruned.update(entry.message_indices)
             apply_prune(context, [i - session.context_first + session.context_synthetic for i in entry.message_indices])
-            if entry.meter is not None:
-                meter_state = entry.meter
+            meter_state = _state(entry.meter, MeterState) or meter_state
         elif isinstance(entry, en.ModelEntry):
             session.model_id = entry.model_id
         elif isinstance(entry, en.ModeEntry):
-            session.mode = entry.mode_id
+            if entry.mode_id in options.MODE_NAMES:  # a mode this ama does not know would govern approvals
+                session.mode = entry.mode_id
         elif isinstance(entry, en.ConfigEntry) and entry.config_id == "thought_level":
-            session.thought_level = str(entry.value)
+            if isinstance(entry.value, str) and entry.value in options.THOUGHT_LEVELS:
+                session.thought_level = entry.value
         elif isinstance(entry, en.TitleEntry):
             session.title = entry.title
         elif isinstance(entry, en.PlanEntry):
-            session.todos = list(entry.entries)
+            session.todos = _plan(entry.entries)
         elif isinstance(entry, en.ToolCallEntry):
             seen[entry.provider_id] = seen.get(entry.provider_id, 0) + 1
+            recorded_after[entry.provider_id] = len(all_messages)
         elif isinstance(entry, en.TurnEntry):
             session.updated_at = entry.at
-    session.messages = context
-    session.message_total = len(all_messages)
+    paired = pair_tool_calls(context)
+    if paired.tail or paired.inserted or paired.dropped:
+        log.warning(
+            "session %s: repaired its context: %d tool call(s) interrupted at the end, %d earlier without a "
+            "result, %d result(s) without a call dropped",
+            session.id,
+            len(paired.tail),
+            paired.inserted,
+            paired.dropped,
+        )
+    repair: list[en.Entry] = []
+    last_assistant = _last_assistant_index(all_messages)
+    for call, result in paired.tail:
+        # The tool_call the person saw live gets its end in replay, under the wire id it had (Session.wire_id).
+        if recorded_after.get(call.id, -1) < last_assistant:
+            n = seen.get(call.id, 0) + 1
+            seen[call.id] = n
+            repair.append(_interrupted_record(session, call, call.id if n == 1 else f"{call.id}#{n}"))
+        repair.append(en.MessageEntry(message=result))
+    session.messages = paired.messages
+    session.message_total = len(all_messages) + len(paired.tail)
     session._seen_ids = seen
     session._sent_title = session.title
     session.ctx.model_changed(session.model_id, session.model_id)  # window of the stored model
-    session.ctx.restore(context, meter_state, billing_state)
+    session.ctx.restore(paired.messages, meter_state, billing_state)
+    return repair
 
 
-def _compacted(entry: Any, all_messages: list[Message], handoff_dir: Path) -> list[Message]:
+def _last_assistant_index(messages: list[Message]) -> int:
+    for i in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[i], AssistantMessage):
+            return i + 1  # in `recorded_after` terms: the count of messages once it was stored
+    return 0
+
+
+def _interrupted_record(session: Any, call: ToolCallPart, wire_id: str) -> en.ToolCallEntry:
+    title, kind, raw_input = call.name, "other", None
+    try:
+        args = call.parsed_arguments()
+        raw_input = args
+        described = session.describe_tool(call.name, args)
+        if described is not None:
+            title, kind = described.title, described.kind
+    except (ValueError, RecursionError):
+        pass  # arguments the model never finished: the record goes without them
+    return en.ToolCallEntry(
+        wire_id=wire_id,
+        provider_id=call.id,
+        name=call.name,
+        title=title,
+        kind=kind,
+        status="failed",
+        raw_input=raw_input,
+        content_text=INTERRUPTED,
+    )
+
+
+def _compacted(entry: Any, all_messages: list[Message], kept_from: int, handoff_dir: Path) -> list[Message]:
     def read(rel: str | None) -> str:
         if not rel:
             return ""
-        try:
-            return (handoff_dir / rel).read_text(encoding="utf-8")
-        except OSError as exc:
-            log.warning("compaction %d: cannot read %s: %s", entry.number, rel, exc)
+        text = read_contained(handoff_dir, rel)
+        if text is None:
+            log.warning("compaction %d: cannot use the handoff file %r; treated as missing", entry.number, rel)
             return f"(the handoff file {rel} is missing)"
+        return text
 
-    kept = all_messages[entry.kept_from_index :]
+    kept = all_messages[kept_from:]
     return [handoff_message(read(entry.summary_path), read(entry.inventory_path)), *kept]
+
+
+def read_contained(folder: Path, rel: str, limit: int = MAX_HANDOFF_BYTES) -> str | None:
+    """The text of `folder/rel` if it is a regular file inside `folder` (after resolving every symlink) of at
+    most `limit` bytes; else None. A session file is not trusted to name what ama reads (`/etc/passwd`,
+    `../../.ssh/id_rsa`, a symlink out, a FIFO that would block the load)."""
+    if not isinstance(rel, str) or not rel or "\0" in rel or os.path.isabs(rel):
+        return None
+    parent = os.path.realpath(folder.parent)
+    root = os.path.join(parent, folder.name)
+    if os.path.islink(root) or not os.path.isdir(root):
+        return None  # the session's own folder replaced by a link elsewhere
+    target = os.path.realpath(os.path.join(root, rel))
+    if os.path.commonpath([root, target]) != root or target == root:
+        return None
+    try:
+        fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+            return None
+        data = os.read(fd, limit + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        return None
+    return data.decode("utf-8", errors="replace")
 
 
 def replay_updates(loaded: Any) -> list[w.SessionUpdate]:
@@ -111,12 +316,15 @@ def replay_updates(loaded: Any) -> list[w.SessionUpdate]:
                     elif isinstance(part, TextPart) and part.text:
                         out.append(w.AgentMessageChunk(content=w.TextContent(text=part.text), message_id=mid))
         elif isinstance(entry, en.ToolCallEntry):
-            locs = [w.ToolCallLocation(path=loc.path, line=loc.line) for loc in entry.locations]
+            locs = [
+                w.ToolCallLocation(path=loc.path, line=loc.line if loc.line is None or loc.line >= 0 else None)
+                for loc in entry.locations
+            ]
             out.append(
                 w.ToolCall(
                     tool_call_id=entry.wire_id,
                     title=entry.title,
-                    kind=entry.kind,
+                    kind=entry.kind if entry.kind in _KINDS else "other",
                     status="pending",
                     locations=locs,
                     raw_input=entry.raw_input,
@@ -125,7 +333,9 @@ def replay_updates(loaded: Any) -> list[w.SessionUpdate]:
             content: list[w.ToolCallContent] = []
             if entry.content_text:
                 content.append(w.Content(content=w.TextContent(text=en.clip_replay_text(entry.content_text))))
-            out.append(w.ToolCallUpdate(tool_call_id=entry.wire_id, status=entry.status, content=content))  # type: ignore[arg-type]
+            # A call cancelled or cut short is shown as failed: ACP has no other ending for it.
+            status = entry.status if entry.status in _STATUSES else "failed"
+            out.append(w.ToolCallUpdate(tool_call_id=entry.wire_id, status=status, content=content))  # type: ignore[arg-type]
         elif isinstance(entry, en.PlanEntry):
-            out.append(plan_update(entry.entries))
+            out.append(plan_update(_plan(entry.entries)))
     return out

@@ -19,6 +19,7 @@ import secrets
 import shutil
 import time
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
 
@@ -50,6 +51,7 @@ __all__ = [
     "SessionNotFound",
     "SessionStore",
     "SessionSummary",
+    "SessionWriteError",
     "SessionWriter",
     "StoreError",
     "new_session_id",
@@ -84,6 +86,48 @@ class SessionFormatError(StoreError):
     """The file cannot be read as a session of a format this ama understands."""
 
 
+class SessionWriteError(StoreError, OSError):
+    """An entry could not be written to the session file (read-only directory, full disk, file-size limit).
+
+    `str(exc)` is a sentence for a person: what failed, why, and what it means. The file itself is left
+    consistent: no partial line stays behind (it is cut off, now or before the next write). Also an
+    OSError, so code that already treats write failures as OSError keeps working.
+    """
+
+    def __init__(self, path: Path, reason: str, cause: BaseException | None = None) -> None:
+        self.path = path
+        self.reason = reason
+        errno_ = cause.errno if isinstance(cause, OSError) else None
+        super().__init__(
+            errno_,
+            f"Cannot write the session file {path} ({reason}); what happens from here on is not saved "
+            "and will be missing when the session is loaded again.",
+        )
+
+    def __str__(self) -> str:
+        return self.strerror or self.reason
+
+
+def _reason(exc: BaseException) -> str:
+    """Why a write failed, in words (errno names mean little to a person)."""
+    import errno
+
+    if isinstance(exc, OSError):
+        words = {
+            errno.ENOSPC: "the disk is full",
+            errno.EDQUOT: "the disk quota is used up",
+            errno.EFBIG: "the file reached the size limit for files",
+            errno.EROFS: "the file system is read-only",
+            errno.EACCES: "permission denied",
+            errno.EPERM: "permission denied",
+            errno.EIO: "an input/output error",
+        }
+        if exc.errno in words:
+            return words[exc.errno]
+        return exc.strerror or str(exc)
+    return f"{type(exc).__name__}: {exc}"
+
+
 _VALID_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
 
 
@@ -110,7 +154,12 @@ class _HeaderProbe(msgspec.Struct):
     format: int = 0
 
 
+class _TagProbe(msgspec.Struct):
+    t: str | None = None
+
+
 _probe_decoder = msgspec.json.Decoder(_HeaderProbe)
+_tag_decoder = msgspec.json.Decoder(_TagProbe)
 _header_decoder = msgspec.json.Decoder(Header)
 _entry_decoder = msgspec.json.Decoder(Entry)
 _encoder = msgspec.json.Encoder()
@@ -119,7 +168,7 @@ _encoder = msgspec.json.Encoder()
 def _decode_header(line: bytes | memoryview, path: Path) -> Header:
     try:
         probe = _probe_decoder.decode(line)
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, RecursionError) as exc:
         raise SessionFormatError(f"{path}: not an ama session file (unreadable header: {exc})") from exc
     if probe.t != "header" or probe.format < 1:
         raise SessionFormatError(f"{path}: not an ama session file (no header line)")
@@ -130,7 +179,7 @@ def _decode_header(line: bytes | memoryview, path: Path) -> Header:
         )
     try:
         return _header_decoder.decode(line)
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, RecursionError) as exc:
         raise SessionFormatError(f"{path}: invalid session header: {exc}") from exc
 
 
@@ -185,7 +234,9 @@ def read_session(path: Path) -> LoadedSession:
                 if end > pos:  # blank lines are harmless
                     try:
                         append(decode(view[pos:end]))
-                    except msgspec.DecodeError as exc:
+                    except (msgspec.DecodeError, RecursionError) as exc:
+                        # One bad line costs that line, never the session: corrupt bytes, a field of the wrong
+                        # type, or nesting deeper than the decoder goes (RecursionError).
                         skipped.note(view[pos:end], base + pos, exc)
                 pos = end + 1
             base += last + 1
@@ -218,8 +269,8 @@ class _Skipped:
     def note(self, line: memoryview, offset: int, exc: Exception) -> None:
         self.count += 1
         try:
-            tag = msgspec.json.decode(line).get("t")
-        except (msgspec.DecodeError, AttributeError):
+            tag = _tag_decoder.decode(line).t
+        except (msgspec.DecodeError, RecursionError):
             tag = None
         if isinstance(tag, str) and tag not in KNOWN_TAGS:
             self.unknown[tag] += 1  # written by a newer ama of the same format: skip, don't fail
@@ -233,6 +284,41 @@ class _Skipped:
             log.warning("%s: skipped %d corrupt lines in all", self.path, self.corrupt)
         for tag, n in self.unknown.items():
             log.info("%s: skipped %d entries of unknown type %r (written by a newer ama?)", self.path, n, tag)
+
+
+# Deeper values than this are not stored: msgspec (like json) stops decoding near 1000 levels, so a line
+# nested that deep would be written fine and never read back. Real tool arguments are a few levels deep.
+MAX_STORED_DEPTH = 64
+
+
+def _deeper_than(value: object, limit: int) -> bool:
+    """Whether `value` nests lists/dicts more than `limit` levels (iterative: no recursion to run out of)."""
+    stack: list[tuple[object, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Iterable[object] = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        if depth >= limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def _bounded_tool_entry(entry: ToolCallEntry) -> ToolCallEntry:
+    """The replay text clipped to its 4 KB; raw input too deep to read back left out (replay shows none)."""
+    changes: dict[str, object] = {}
+    if len(entry.content_text) > REPLAY_TEXT_LIMIT // 4:
+        clipped = clip_replay_text(entry.content_text)
+        if clipped is not entry.content_text:
+            changes["content_text"] = clipped
+    if entry.raw_input is not None and _deeper_than(entry.raw_input, MAX_STORED_DEPTH):
+        log.warning("%s: tool call %s: its input nests too deep to store; kept without it", entry.name, entry.wire_id)
+        changes["raw_input"] = None
+    return msgspec.structs.replace(entry, **changes) if changes else entry
 
 
 class SessionWriter:
@@ -256,31 +342,39 @@ class SessionWriter:
         return self._fd < 0
 
     def append(self, entry: Entry) -> None:
+        """Write one entry as one line. Raises SessionWriteError when the file cannot take it (the file stays
+        consistent: whatever part of the line reached the disk is cut off again)."""
         if self._fd < 0:
             raise ValueError(f"session writer for {self.path} is closed")
-        if type(entry) is ToolCallEntry and len(entry.content_text) > REPLAY_TEXT_LIMIT // 4:
-            clipped = clip_replay_text(entry.content_text)
-            if clipped is not entry.content_text:
-                entry = msgspec.structs.replace(entry, content_text=clipped)
-        self._write_line(_encoder.encode(entry))
+        if type(entry) is ToolCallEntry:
+            entry = _bounded_tool_entry(entry)
+        try:
+            line = _encoder.encode(entry)
+        except (RecursionError, msgspec.EncodeError, TypeError, OverflowError) as exc:
+            raise SessionWriteError(self.path, f"an entry could not be encoded: {type(exc).__name__}", exc) from exc
+        self._write_line(line)
         if self._fsync == "always" or (self._fsync == "turn" and type(entry) in (TurnEntry, CompactionEntry)):
-            os.fsync(self._fd)
+            self._sync()
 
     def _write_line(self, line: bytes) -> None:
         if self._redactor:
             line = self._redactor.redact_line(line)
         data = line + b"\n"
         if self._needs_repair:
-            self._repair()
+            try:
+                self._repair()
+            except OSError as exc:
+                raise SessionWriteError(self.path, _reason(exc), exc) from exc
         written = 0
         try:
-            # One write in practice; the loop only covers a short write (a signal, a full disk).
+            # One write in practice; the loop only covers a short write (a signal, a full disk, a size limit:
+            # the kernel writes what fits and the next write fails with ENOSPC / EFBIG).
             while written < len(data):
                 n = os.write(self._fd, data[written:] if written else data)
                 if n <= 0:
                     raise OSError(f"short write to {self.path}")
                 written += n
-        except BaseException:
+        except BaseException as exc:
             if written:
                 # A partial line would glue itself to the next entry: cut it off now, or before the next write.
                 self._needs_repair = True
@@ -288,8 +382,16 @@ class SessionWriter:
                     self._repair()
                 except OSError:
                     log.exception("%s: cannot cut off a partial line; will retry before the next write", self.path)
+            if isinstance(exc, OSError):
+                raise SessionWriteError(self.path, _reason(exc), exc) from exc
             raise
         self._end += written
+
+    def _sync(self) -> None:
+        try:
+            os.fsync(self._fd)
+        except OSError as exc:  # the line is written, but may not survive a power cut
+            raise SessionWriteError(self.path, f"it could not be flushed to disk: {_reason(exc)}", exc) from exc
 
     def _repair(self) -> None:
         os.ftruncate(self._fd, self._end)
@@ -297,7 +399,7 @@ class SessionWriter:
 
     def sync(self) -> None:
         if self._fd >= 0:
-            os.fsync(self._fd)
+            self._sync()
 
     def close(self) -> None:
         if self._fd < 0:
@@ -374,11 +476,13 @@ class SessionStore:
     def create(self, header: Header) -> SessionWriter:
         path = self.path(header.session_id)
         # Conversations are private: the directory and files are for this user only.
-        self.sessions_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         try:
+            self.sessions_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
             fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         except FileExistsError:
             raise SessionExists(f"session {header.session_id} already exists") from None
+        except OSError as exc:
+            raise SessionWriteError(path, _reason(exc), exc) from exc
         _lock(fd, path)
         writer = SessionWriter(path, fd, 0, self._redactor, self._fsync)
         try:
@@ -400,6 +504,8 @@ class SessionStore:
             fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
         except FileNotFoundError:
             raise SessionNotFound(f"no session {session_id}") from None
+        except OSError as exc:  # e.g. a read-only file: the session can be read but not continued on disk
+            raise SessionWriteError(path, _reason(exc), exc) from exc
         _lock(fd, path)
         try:
             size = os.fstat(fd).st_size
@@ -410,7 +516,10 @@ class SessionStore:
             if os.pread(fd, 1, size - 1) != b"\n":
                 end = _last_newline(fd, size) + 1
                 log.warning("%s: cut off a torn last line at byte offset %d (%d bytes)", path, end, size - end)
-                os.ftruncate(fd, end)
+                try:
+                    os.ftruncate(fd, end)
+                except OSError as exc:
+                    raise SessionWriteError(path, f"its torn last line cannot be cut off: {_reason(exc)}", exc) from exc
                 size = end
         except BaseException:
             os.close(fd)

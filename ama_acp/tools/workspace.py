@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import re
 import signal
 import stat as stat_mod
 import subprocess
@@ -98,7 +97,6 @@ class Workspace(Protocol):
 
 # --- local disk ----------------------------------------------------------------------------------------
 
-_SECRET_NAME = re.compile(r"(_API_KEY|_APIKEY|_TOKEN|SECRET|PASSWORD|PASSWD)", re.IGNORECASE)
 _ENV_OVERRIDES = {
     "TERM": "dumb",
     "PAGER": "cat",
@@ -109,15 +107,14 @@ _ENV_OVERRIDES = {
 
 
 def command_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment commands run with: the agent's own, minus anything that looks like a credential."""
-    env = {k: v for k, v in (os.environ if base is None else base).items() if not _is_secret_name(k)}
+    """The environment commands run with: the agent's own, minus every credential (ama_acp.secrets: the same rule
+    that keeps them out of session files and logs, including the configured providers' key variables)."""
+    from ama_acp.secrets import is_secret
+
+    env = {k: v for k, v in (os.environ if base is None else base).items() if not is_secret(k)}
     env.update(_ENV_OVERRIDES)
     env.setdefault("PATH", os.defpath)
     return env
-
-
-def _is_secret_name(name: str) -> bool:
-    return name.upper().endswith("API_KEY") or bool(_SECRET_NAME.search(name))
 
 
 def _shell() -> list[str]:
