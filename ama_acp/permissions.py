@@ -38,17 +38,47 @@ def deny_reason(mode: str, kind: str) -> str:
 
 
 class Approvals:
+    """ "Always" answers for one session: per tool kind, for the workspace or for an outside directory.
+
+    Outside directories are kept as real paths (symlinks resolved) and a call is covered only when the real
+    path of every outside target lies inside a remembered directory: an "always allow" for /tmp/notes must
+    not cover /tmp/notes/key, a symlink to ~/.ssh/id_rsa.
+    """
+
     def __init__(self) -> None:
-        self._always: dict[tuple[str, str], bool] = {}
+        self._workspace: dict[str, bool] = {}
+        self._dirs: dict[str, dict[str, bool]] = {}  # kind → real directory → allowed
 
     @staticmethod
     def scope(outside_paths: list[str]) -> str:
+        """The real directory an "always" answer for these paths covers (of the first, lexically)."""
         if not outside_paths:
             return "workspace"
-        return os.path.dirname(sorted(outside_paths)[0]) or "/"
+        return os.path.realpath(os.path.dirname(sorted(outside_paths)[0]) or "/")
 
     def remembered(self, kind: str, outside_paths: list[str]) -> bool | None:
-        return self._always.get((kind, self.scope(outside_paths)))
+        if not outside_paths:
+            return self._workspace.get(kind)
+        dirs = self._dirs.get(kind, {})
+        verdicts = [_covering(dirs, os.path.realpath(p)) for p in outside_paths]
+        if any(v is False for v in verdicts):
+            return False  # one target the person always rejects: the call is rejected
+        if verdicts and all(v is True for v in verdicts):
+            return True
+        return None
 
     def remember(self, kind: str, outside_paths: list[str], allowed: bool) -> None:
-        self._always[(kind, self.scope(outside_paths))] = allowed
+        if not outside_paths:
+            self._workspace[kind] = allowed
+            return
+        self._dirs.setdefault(kind, {})[self.scope(outside_paths)] = allowed
+
+
+def _covering(dirs: dict[str, bool], real_path: str) -> bool | None:
+    """The answer of the deepest remembered directory holding `real_path`, if any."""
+    best: tuple[int, bool] | None = None
+    for d, allowed in dirs.items():
+        if real_path == d or real_path.startswith(d.rstrip(os.sep) + os.sep):
+            if best is None or len(d) > best[0]:
+                best = (len(d), allowed)
+    return None if best is None else best[1]

@@ -39,6 +39,8 @@ class ToolCallFinished(msgspec.Struct, frozen=True):
     wire_id: str
     result: ToolResult
     title: str | None = None
+    # What the person is shown instead of `result.text` (which is for the model), e.g. "You rejected this call."
+    shown: str | None = None
 
 
 class Retrying(msgspec.Struct, frozen=True):

@@ -3,16 +3,21 @@
 No protocol in here. The host (a session) supplies the conversation, the provider request, tools,
 approvals and an event sink. Turn exits are `TurnEnd` exceptions carrying their ACP stop reason, caught in
 one place (`run_turn`).
+
+The invariant this module keeps on every path (normal, tool bug, host bug, cancel): once an assistant
+message with tool calls is appended, each of its calls gets exactly one ToolResultMessage before anything
+else enters the conversation, and each call the person was shown gets exactly one final status.
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
+import uuid
 from contextlib import aclosing
 from typing import Any, Protocol
 
 import anyio
+import msgspec
 
 from ama_acp.agent import events as ev
 from ama_acp.agent.messages import (
@@ -29,13 +34,22 @@ from ama_acp.tools.base import ToolError, ToolResult
 
 log = logging.getLogger(__name__)
 
-_message_ids = itertools.count(1)
+CANCELLED_FOR_MODEL = "The user cancelled this tool call before it finished."
+CANCELLED_FOR_PERSON = "Cancelled."
 
 
 class TurnEnd(Exception):
     def __init__(self, stop_reason: str) -> None:
         super().__init__(stop_reason)
         self.stop_reason = stop_reason
+
+
+class Refusal(msgspec.Struct, frozen=True):
+    """Why a call may not run: `for_model` goes into its ToolResultMessage, `for_person` is what the editor
+    shows in the tool call (they differ: the model needs instructions, the person needs a plain fact)."""
+
+    for_model: str
+    for_person: str
 
 
 class ToolCallInfo(Protocol):
@@ -60,8 +74,8 @@ class TurnHost(Protocol):
         """Title, kind and locations of a call; None when no tool of that name exists."""
         ...
 
-    async def approve(self, call: ev.ToolCallRequested, args: dict[str, Any]) -> str | None:
-        """None to go ahead, or the reason the call may not run (told to the model)."""
+    async def approve(self, call: ev.ToolCallRequested, args: dict[str, Any]) -> Refusal | None:
+        """None to go ahead, or why the call may not run."""
         ...
 
     async def run_tool(self, name: str, args: dict[str, Any], wire_id: str) -> ToolResult: ...
@@ -78,6 +92,10 @@ class TurnHost(Protocol):
         """Tell the person why the turn stopped (an agent message)."""
         ...
 
+    async def turn_failed(self, text: str) -> None:
+        """Tell the person that ama itself failed and the turn stopped (an agent message)."""
+        ...
+
 
 async def run_turn(host: TurnHost, prompt: UserMessage) -> str:
     """Run one prompt turn to its end and return the ACP stop reason."""
@@ -86,20 +104,39 @@ async def run_turn(host: TurnHost, prompt: UserMessage) -> str:
         await _turn(host)
     except TurnEnd as end:
         return end.stop_reason
+    except Exception as exc:  # a bug in ama: the turn ends with a message, the conversation stays valid
+        log.exception("the turn failed")
+        with anyio.CancelScope(shield=True):
+            try:
+                await host.turn_failed(
+                    f"ama hit an internal error and stopped this turn ({type(exc).__name__}: {exc})."
+                )
+            except Exception:
+                log.exception("could not tell the person about the failed turn")
+        return "end_turn"
     return "end_turn"  # pragma: no cover - _turn always raises TurnEnd
 
 
 async def _turn(host: TurnHost) -> None:
     for _ in range(host.max_turn_requests):
         message = await _one_request(host)
-        if message.stop == "max_tokens" and not message.tool_calls:
-            raise TurnEnd("max_tokens")
-        if message.stop == "refusal":
-            raise TurnEnd("refusal")
-        calls = message.tool_calls
-        if not calls:
-            raise TurnEnd("end_turn")
-        await _run_calls(host, calls)
+        batch = _CallBatch(host, message.tool_calls)
+        try:
+            await host.after_assistant_message(message)
+            if message.stop == "max_tokens" and not batch.calls:
+                raise TurnEnd("max_tokens")
+            if message.stop == "refusal":
+                raise TurnEnd("refusal")
+            if not batch.calls:
+                raise TurnEnd("end_turn")
+            await batch.run()
+        except BaseException as exc:
+            # Whatever ended this early (a cancel, a host bug, a refusal with calls), the calls still open
+            # get their results now, before anything else can enter the conversation.
+            cancelled = isinstance(exc, anyio.get_cancelled_exc_class())
+            with anyio.CancelScope(shield=True):
+                await batch.close_open(cancelled)
+            raise
     raise TurnEnd("max_turn_requests")
 
 
@@ -107,7 +144,7 @@ async def _one_request(host: TurnHost) -> AssistantMessage:
     """Stream one model response; append it; return it."""
     await host.before_request()
     request = host.build_request()
-    parts = _PartialMessage(next(_message_ids))
+    parts = _PartialMessage()
     try:
         # aclosing: a cancelled or abandoned stream closes its HTTP response now, not at garbage collection.
         async with aclosing(host.provider().stream(request)) as stream:
@@ -124,7 +161,7 @@ async def _one_request(host: TurnHost) -> AssistantMessage:
                 elif isinstance(event, pb.Retrying):
                     # The provider starts the request over itself; what streamed so far is void.
                     await host.emit(ev.Retrying(event.attempt, event.delay, event.reason))
-                    parts = _PartialMessage(next(_message_ids))
+                    parts = _PartialMessage()
                 elif isinstance(event, pb.Failure):
                     await _keep_partial(host, parts, "error")
                     await host.provider_failed(event)
@@ -132,7 +169,6 @@ async def _one_request(host: TurnHost) -> AssistantMessage:
                 elif isinstance(event, pb.Finished):
                     message = parts.finish(request.model, event.stop, event.usage)
                     await host.append(message)
-                    await host.after_assistant_message(message)
                     return message
     except anyio.get_cancelled_exc_class():
         with anyio.CancelScope(shield=True):
@@ -151,81 +187,128 @@ async def _keep_partial(host: TurnHost, parts: _PartialMessage, stop: str) -> No
         await host.append(message)
 
 
-async def _run_calls(host: TurnHost, calls: list[ToolCallPart]) -> None:
-    pending = list(calls)
-    try:
-        while pending:
-            call = pending[0]
-            result = await _run_call(host, call)
-            pending.pop(0)
-            await host.append(
-                ToolResultMessage(
-                    tool_call_id=call.id, name=call.name, content=[TextPart(result.text)], is_error=result.is_error
-                )
+class _CallState:
+    __slots__ = ("call", "wire_id", "announced", "finished", "closed")
+
+    def __init__(self, call: ToolCallPart) -> None:
+        self.call = call
+        self.wire_id: str | None = None
+        self.announced = False  # the person was shown a tool_call for it
+        self.finished = False  # …and its final status
+        self.closed = False  # its ToolResultMessage is in the conversation
+
+
+class _CallBatch:
+    """The tool calls of one assistant message, and which of them are announced, finished and closed."""
+
+    def __init__(self, host: TurnHost, calls: list[ToolCallPart]) -> None:
+        self.host = host
+        self.calls = calls
+        self.states = [_CallState(c) for c in calls]
+
+    async def run(self) -> None:
+        for state in self.states:
+            try:
+                result = await _run_call(self.host, state)
+            except Exception as exc:  # describe/approve/emit broke: this call fails, the turn goes on
+                log.exception("tool call %r failed outside its tool", state.call.name)
+                result = ToolResult(f"{_name(state.call)} failed unexpectedly: {type(exc).__name__}: {exc}", True)
+                await self._finish_quietly(state, result)
+            await self._close(state, result)
+
+    async def _close(self, state: _CallState, result: ToolResult) -> None:
+        call = state.call
+        state.closed = True  # before the await: a cancel inside append must not add a second result
+        await self.host.append(
+            ToolResultMessage(
+                tool_call_id=call.id, name=_name(call), content=[TextPart(result.text)], is_error=result.is_error
             )
-    except anyio.get_cancelled_exc_class():
-        # Every call the model made needs a result, or the next request is malformed.
-        with anyio.CancelScope(shield=True):
-            for call in pending:
-                await host.append(
-                    ToolResultMessage(
-                        tool_call_id=call.id,
-                        name=call.name,
-                        content=[TextPart("The user cancelled this tool call before it finished.")],
-                        is_error=True,
-                    )
-                )
-        raise
+        )
+
+    async def _finish_quietly(self, state: _CallState, result: ToolResult, shown: str | None = None) -> None:
+        if not state.announced or state.finished or state.wire_id is None:
+            return
+        state.finished = True
+        try:
+            await self.host.emit(ev.ToolCallFinished(state.wire_id, result, shown=shown))
+        except Exception:  # the person may not hear of it (the client is gone); the model still will
+            log.exception("could not send the final status of tool call %s", state.wire_id)
+
+    async def close_open(self, cancelled: bool) -> None:
+        """Every call not closed yet gets its result; those the person saw get a final status first."""
+        if cancelled:
+            model_text, person_text = CANCELLED_FOR_MODEL, CANCELLED_FOR_PERSON
+        else:
+            model_text = person_text = "This call did not run: the turn ended before it."
+        for state in self.states:
+            if state.closed:
+                continue
+            await self._finish_quietly(state, ToolResult(model_text, is_error=True), person_text)
+            try:
+                await self._close(state, ToolResult(model_text, is_error=True))
+            except Exception:
+                log.exception("could not record the result of tool call %r", state.call.id)
 
 
-async def _run_call(host: TurnHost, call: ToolCallPart) -> ToolResult:
-    wire_id = host.wire_id(call.id)
+def _name(call: ToolCallPart) -> str:
+    return call.name if isinstance(call.name, str) else repr(call.name)
+
+
+async def _run_call(host: TurnHost, state: _CallState) -> ToolResult:
+    call = state.call
+    wire_id = state.wire_id = host.wire_id(call.id if isinstance(call.id, str) else repr(call.id))
+    args: dict[str, Any] | None = None
+    bad_args = ""
     try:
         args = call.parsed_arguments()
     except ValueError as exc:
-        args = None
-        bad_args = f"The arguments of {call.name} are not a valid JSON object ({exc}). Call it again with valid JSON."
-    described = host.describe_tool(call.name, args if isinstance(args, dict) else {})
+        bad_args = f"The arguments of {_name(call)} are not a valid JSON object ({exc}). Call it again with valid JSON."
+    described = host.describe_tool(call.name, args or {}) if isinstance(call.name, str) else None
     if described is None:
-        described = ev.ToolCallRequested(wire_id, call.name, call.name, "other", [], args)
-        await host.emit(described)
-        return await _fail(host, wire_id, f"There is no tool named {call.name!r}.")
+        await _announce(host, state, ev.ToolCallRequested(wire_id, _name(call), _name(call), "other", [], args))
+        return await _fail(host, state, f"There is no tool named {call.name!r}.")
     described = ev.ToolCallRequested(
         wire_id, described.name, described.title, described.kind, described.locations, args
     )
-    await host.emit(described)
+    await _announce(host, state, described)
     if args is None:
-        return await _fail(host, wire_id, bad_args)
+        return await _fail(host, state, bad_args)
     refusal = await host.approve(described, args)
     if refusal is not None:
-        return await _fail(host, wire_id, refusal)
+        return await _fail(host, state, refusal.for_model, refusal.for_person)
     await host.emit(ev.ToolCallStarted(wire_id))
     try:
         result = await host.run_tool(call.name, args, wire_id)
     except ToolError as exc:
-        return await _fail(host, wire_id, str(exc))
-    except anyio.get_cancelled_exc_class():
-        with anyio.CancelScope(shield=True):
-            await host.emit(ev.ToolCallFinished(wire_id, ToolResult("Cancelled.", is_error=True)))
-        raise
+        return await _fail(host, state, str(exc))
     except Exception as exc:  # a tool bug must not kill the turn; the model and the person hear of it
         log.exception("tool %s failed", call.name)
-        return await _fail(host, wire_id, f"{call.name} failed unexpectedly: {type(exc).__name__}: {exc}")
+        return await _fail(host, state, f"{call.name} failed unexpectedly: {type(exc).__name__}: {exc}")
     await host.emit(ev.ToolCallFinished(wire_id, result))
+    state.finished = True
     return result
 
 
-async def _fail(host: TurnHost, wire_id: str, text: str) -> ToolResult:
+async def _announce(host: TurnHost, state: _CallState, event: ev.ToolCallRequested) -> None:
+    state.announced = True  # before the await: once the update may be out, it needs a final status
+    await host.emit(event)
+
+
+async def _fail(host: TurnHost, state: _CallState, text: str, shown: str | None = None) -> ToolResult:
     result = ToolResult(text, is_error=True)
-    await host.emit(ev.ToolCallFinished(wire_id, result))
+    assert state.wire_id is not None
+    await host.emit(ev.ToolCallFinished(state.wire_id, result, shown=shown))
+    # Marked after the send: a cancel that stops the send leaves the call for close_open to finish.
+    state.finished = True
     return result
 
 
 class _PartialMessage:
     """Accumulates one streamed reply into the parts of an AssistantMessage."""
 
-    def __init__(self, number: int) -> None:
-        self.message_id = f"m{number}"
+    def __init__(self) -> None:
+        # Unique across processes and resumes: a per-process counter would repeat `m1` in every run.
+        self.message_id = f"m-{uuid.uuid4().hex}"
         self._parts: list[TextPart | ThinkingPart | ToolCallPart] = []
         self._text: list[str] = []
         self._thinking: list[str] = []

@@ -45,8 +45,14 @@ class ToolCallPart(msgspec.Struct, tag="tool_call", frozen=True):
     arguments: str  # JSON text exactly as the model produced it
 
     def parsed_arguments(self) -> dict[str, Any]:
-        """The arguments as an object; ValueError when the model's JSON is not one."""
-        value = json.loads(self.arguments or "{}")
+        """The arguments as an object; ValueError when the model's JSON is not one (or not even a string)."""
+        if not isinstance(self.arguments, str):
+            raise ValueError("arguments must be JSON text")
+        try:
+            value = json.loads(self.arguments or "{}")
+        except RecursionError:
+            # The decoder's depth is bounded by the recursion limit; hostile nesting ends there, as bad JSON.
+            raise ValueError("arguments are nested too deeply") from None
         if not isinstance(value, dict):
             raise ValueError("arguments must be a JSON object")
         return value

@@ -1,19 +1,43 @@
 """Whether a tool call may run: the mode's policy (permissions.py), what the person said "always" to, and
-`session/request_permission` for the rest."""
+`session/request_permission` for the rest.
+
+The request shows the person what they are judging: the whole command, the diff an edit would apply, the
+real path behind a symlink outside the project. The answer is decoded before it is believed; a malformed
+one is a rejection with its reason. The mode is checked again once the person answers: a switch to Read
+only while the dialog was open wins over a later "Allow".
+"""
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+import os
+from typing import Any, Protocol
 
-import anyio
+import msgspec
 
 from ama_acp.agent import events as ev
+from ama_acp.agent.loop import CANCELLED_FOR_MODEL, CANCELLED_FOR_PERSON, Refusal
 from ama_acp.permissions import Approvals, decide, deny_reason
-from ama_acp.tools.base import Location
+from ama_acp.rpc.errors import ClientError
+from ama_acp.session.updates import DIFF_LIMIT
+from ama_acp.tools.base import FileDiff, Location, ToolError
 from ama_acp.wire import types as w
 
 log = logging.getLogger(__name__)
+
+# After session/cancel the client must answer a pending permission request `cancelled`; this long we wait
+# for that answer (so the dialog is closed by the book) before withdrawing the request ourselves.
+CANCEL_GRACE = 1.0
+PERMISSION_TIMEOUT = float("inf")  # a person decides; there is no deadline on that
+
+REJECTED_FOR_MODEL = "The user rejected this tool call. Do not retry it; ask them what to do instead."
+REJECTED_FOR_PERSON = "You rejected this call."
+
+
+class Previewing(Protocol):
+    """A tool that can say what a call would change before it runs (for the permission request)."""
+
+    async def preview(self, args: dict[str, Any], ctx: Any) -> list[FileDiff] | None: ...
 
 
 class Approver:
@@ -21,19 +45,31 @@ class Approver:
         self.s = session
         self.memory = Approvals()
 
-    async def approve(self, call: ev.ToolCallRequested, args: dict[str, Any]) -> str | None:
+    async def approve(self, call: ev.ToolCallRequested, args: dict[str, Any]) -> Refusal | None:
         tool = self.s.rt.tool(call.name)
         kind = tool.kind if tool else "other"
         outside = self._outside_paths(call.locations, kind, args)
-        decision = decide(self.s.mode, kind, not outside)
-        if decision == "allow":
-            return None
-        if decision == "deny":
-            return deny_reason(self.s.mode, kind)
+        refusal = self._by_policy(kind, outside)
+        if refusal is not None or self._allowed_by_policy(kind, outside):
+            return refusal
         remembered = self.memory.remembered(kind, outside)
         if remembered is not None:
-            return None if remembered else "The user rejected this kind of call for this session."
-        return await self._ask(call, kind, outside)
+            if remembered:
+                return None
+            return Refusal(
+                "The user rejected this kind of call for this session.",
+                "Rejected: you chose to always reject this kind of call in this session.",
+            )
+        return await self._ask(call, kind, outside, args)
+
+    def _by_policy(self, kind: str, outside: list[str]) -> Refusal | None:
+        if decide(self.s.mode, kind, not outside) == "deny":
+            reason = deny_reason(self.s.mode, kind)
+            return Refusal(reason, reason)
+        return None
+
+    def _allowed_by_policy(self, kind: str, outside: list[str]) -> bool:
+        return decide(self.s.mode, kind, not outside) == "allow"
 
     def _outside_paths(self, locs: list[Location], kind: str, args: dict[str, Any]) -> list[str]:
         paths = [loc.path for loc in locs]
@@ -46,8 +82,10 @@ class Approver:
                 out.append(resolved.path)
         return out
 
-    async def _ask(self, call: ev.ToolCallRequested, kind: str, outside: list[str]) -> str | None:
-        where = f" (outside the project: {', '.join(outside)})" if outside else ""
+    async def _ask(
+        self, call: ev.ToolCallRequested, kind: str, outside: list[str], args: dict[str, Any]
+    ) -> Refusal | None:
+        where = f" (outside the project: {', '.join(_shown_path(p) for p in outside)})" if outside else ""
         opts = [
             w.PermissionOption(option_id="allow_once", name="Allow once", kind="allow_once"),
             w.PermissionOption(
@@ -63,25 +101,126 @@ class Approver:
                 title=call.title + where,
                 kind=kind,
                 status="pending",
+                content=await self._content(call, kind, args) or None,
                 locations=[w.ToolCallLocation(path=loc.path, line=loc.line) for loc in call.locations],
                 raw_input=call.raw_input,
             ),
             options=opts,
         )
+        answer: Any = None
+        failure: str | None = None
+        # Shielded from the turn's cancel: on session/cancel the wait shrinks to CANCEL_GRACE, so the client's
+        # `cancelled` answer closes the dialog instead of a withdrawn request leaving it open.
+        with self.s.graceful(PERMISSION_TIMEOUT, CANCEL_GRACE) as scope:
+            try:
+                answer = await self.s.rt.client_request("session/request_permission", request)
+            except ClientError as exc:
+                failure = exc.message or str(exc)
+            except Exception as exc:  # a client that cannot ask counts as a rejection, with the reason
+                failure = str(exc) or type(exc).__name__
+        if scope.cancelled_caught or self.s.cancelled:
+            self.s.cancel()
+            return Refusal(CANCELLED_FOR_MODEL, CANCELLED_FOR_PERSON)
+        if failure is not None:
+            log.warning("permission request failed: %s", failure)
+            return Refusal(
+                f"Permission could not be asked ({failure}); the call did not run.",
+                f"Not run: the permission request failed ({failure}).",
+            )
+        return self._judge(answer, kind, outside, {o.option_id for o in opts})
+
+    def _judge(self, answer: Any, kind: str, outside: list[str], offered: set[str]) -> Refusal | None:
         try:
-            answer = await self.s.rt.client_request("session/request_permission", request)
-        except Exception as exc:  # a client that cannot ask counts as a rejection, with the reason
-            if isinstance(exc, anyio.get_cancelled_exc_class()):
-                raise
-            log.warning("permission request failed: %s", exc)
-            return f"Permission could not be asked ({exc}); the call did not run."
-        outcome = (answer or {}).get("outcome") or {}
-        if outcome.get("outcome") == "cancelled":
-            self.s.cancel()  # the client cancelled the turn while asking (R113)
-            raise anyio.get_cancelled_exc_class()()
-        chosen = outcome.get("optionId")
+            decoded = msgspec.convert(answer, w.RequestPermissionResponse)
+        except msgspec.ValidationError as exc:
+            log.warning("malformed permission answer %r: %s", _clip(answer), exc)
+            return _malformed(str(exc))
+        outcome = decoded.outcome
+        if isinstance(outcome, w.CancelledPermissionOutcome):
+            self.s.cancel()  # the client cancelled the turn while asking (R113); the turn scope ends it
+            return Refusal(CANCELLED_FOR_MODEL, CANCELLED_FOR_PERSON)
+        chosen = outcome.option_id
+        if chosen not in offered:
+            log.warning("permission answer chose an option never offered: %r", _clip(chosen))
+            return _malformed(f"it chose {_clip(chosen)!r}, which was not one of the options")
         if chosen in ("allow_always", "reject_always"):
             self.memory.remember(kind, outside, chosen == "allow_always")
-        if chosen in ("allow_once", "allow_always"):
-            return None
-        return "The user rejected this tool call. Do not retry it; ask them what to do instead."
+        if chosen not in ("allow_once", "allow_always"):
+            return Refusal(REJECTED_FOR_MODEL, REJECTED_FOR_PERSON)
+        # The person answered the question asked under the mode of that moment; the current mode decides.
+        return self._by_policy(kind, outside)
+
+    async def _content(self, call: ev.ToolCallRequested, kind: str, args: dict[str, Any]) -> list[w.ToolCallContent]:
+        """What the person needs to judge the call: the full command, the diff an edit would apply."""
+        content: list[w.ToolCallContent] = []
+        command = args.get("command")
+        if kind == "execute" and isinstance(command, str):
+            cwd = args.get("cwd")
+            text = command if not isinstance(cwd, str) else f"{command}\n\n(in {cwd})"
+            content.append(w.Content(content=w.TextContent(text=text)))
+        try:
+            diffs = await self._preview(call.name, args)
+        except Exception as exc:  # the tool will report the problem when it runs; ask without a diff
+            log.info("no preview for %s: %s", call.name, exc)
+            diffs = None
+        for d in diffs or []:
+            if len(d.new_text) > DIFF_LIMIT or (d.old_text is not None and len(d.old_text) > DIFF_LIMIT):
+                continue  # the same limit as a finished call's diff
+            content.append(w.Diff(path=d.path, old_text=d.old_text, new_text=d.new_text))
+        return content
+
+    async def _preview(self, name: str, args: dict[str, Any]) -> list[FileDiff] | None:
+        tool = self.s.rt.tool(name)
+        preview = getattr(tool, "preview", None)
+        if preview is not None:
+            tool_preview: Previewing = tool
+            return await tool_preview.preview(args, self.s.tool_ctx)
+        return await _preview_file_change(name, args, self.s.tool_ctx)
+
+
+async def _preview_file_change(name: str, args: dict[str, Any], ctx: Any) -> list[FileDiff] | None:
+    """edit_file and write_file computed in memory the way they will run (until the tools offer `preview`).
+    None when there is nothing to show: bad arguments, a missing or binary file (the tool will say so)."""
+    from ama_acp.tools.edit import apply_edits
+    from ama_acp.tools.workspace import BinaryFileError
+
+    path_arg = args.get("path")
+    if name not in ("edit_file", "write_file") or not isinstance(path_arg, str):
+        return None
+    path = ctx.resolve(path_arg).path
+    old: str | None
+    try:
+        old = await ctx.workspace.read_text(path)
+    except FileNotFoundError:
+        old = None
+    except (BinaryFileError, IsADirectoryError):
+        return None
+    if name == "write_file":
+        content = args.get("content")
+        return [FileDiff(path, old, content)] if isinstance(content, str) else None
+    edits = args.get("edits")
+    if old is None or not isinstance(edits, list) or not all(isinstance(e, dict) for e in edits):
+        return None
+    try:
+        new, _ = apply_edits(old, edits, path)
+    except (ToolError, KeyError, TypeError, AttributeError):
+        return None
+    return [FileDiff(path, old, new)]
+
+
+def _malformed(reason: str) -> Refusal:
+    return Refusal(
+        f"The editor's answer to the permission request was not understood ({reason}); the call did not run. "
+        "Ask the user whether to try again.",
+        f"Not run: the editor's answer to the permission request was not understood ({reason}).",
+    )
+
+
+def _shown_path(path: str) -> str:
+    real = os.path.realpath(path)
+    return path if real == path else f"{path} → {real}"
+
+
+def _clip(value: Any, limit: int = 200) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "…"

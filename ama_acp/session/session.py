@@ -8,14 +8,16 @@ session's `UpdateSink`. The meter, billing and reporter (context/) hang off the 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+import math
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import anyio
 import msgspec
 
 from ama_acp.agent import events as ev
-from ama_acp.agent.loop import run_turn
+from ama_acp.agent.loop import Refusal, run_turn
 from ama_acp.agent.messages import AssistantMessage, ImagePart, Message, TextPart, UserMessage
 from ama_acp.agent.prompt import system_prompt
 from ama_acp.providers import base as pb
@@ -74,7 +76,13 @@ class Session:
         self._seen_ids: dict[str, int] = {}  # provider tool-call id → how often seen
         self._provider_ids: dict[str, str] = {}  # wire id → provider id
         self._calls: dict[str, dict[str, Any]] = {}  # wire id → what replay needs
+        self._hidden_calls: set[str] = set()  # todo calls: the person sees the plan, not a tool call as well
         self._turn_scope: anyio.CancelScope | None = None
+        # Client calls that must not be abandoned at once on cancel (permission, terminal/create): each is
+        # shielded, and a cancel shortens its deadline to its grace period (see `graceful`).
+        self._graceful: dict[anyio.CancelScope, float] = {}
+        self._unsaved: str | None = None  # why the session file cannot be written, until the person is told
+        self._told_unsaved = False
         self._idle: anyio.Event | None = None  # set once the running turn's response is out
         self.cancelled = False
         self.closed = False
@@ -85,6 +93,7 @@ class Session:
     # --- plumbing -----------------------------------------------------------------------------------------
 
     async def send(self, update: w.SessionUpdate) -> None:
+        await self.warn_unsaved()
         await self.rt.send_update(self.id, update)
 
     def persist(self, entry: Any) -> None:
@@ -92,9 +101,44 @@ class Session:
             return
         try:
             self.writer.append(entry)
-        except OSError as exc:  # a full disk must not end the conversation; it ends persistence, loudly
+        except OSError as exc:  # a full disk must not end the conversation (store's SessionWriteError is one)
             log.error("session %s: cannot write the session file (%s); it will not survive a restart", self.id, exc)
             self.writer = None
+            reason = getattr(exc, "reason", None)  # SessionWriteError: the why, without the sentence around it
+            self._unsaved = str(reason or exc.strerror or exc) or type(exc).__name__
+
+    async def warn_unsaved(self) -> None:
+        """Tell the person, once and at the first chance, that the session file can no longer be written."""
+        if self._unsaved is None or self._told_unsaved:
+            return
+        self._told_unsaved = True  # first: the warning itself goes through send()
+        reason = self._unsaved
+        caps = self.rt.client_caps.session
+        if caps is not None and caps.notices is not None:
+            update: w.SessionUpdate = w.Notice(
+                severity="warning",
+                title="This session can no longer be saved",
+                description=f"{reason}. It will not survive a restart.",
+            )
+        else:
+            text = f"\n\n⚠ This session can no longer be saved: {reason}. It will not survive a restart.\n\n"
+            update = w.AgentMessageChunk(content=w.TextContent(text=text))
+        with anyio.CancelScope(shield=True):  # a cancel must not swallow the one warning
+            await self.rt.send_update(self.id, update)
+
+    @contextmanager
+    def graceful(self, timeout: float, grace: float) -> Iterator[anyio.CancelScope]:
+        """A scope for one client call the turn's cancel must not cut off at once: shielded, ended by
+        `timeout`, or `grace` seconds after a cancel (so the client's answer can still be handled)."""
+        now = anyio.current_time()
+        deadline = now + (grace if self.cancelled else timeout)
+        scope = anyio.CancelScope(shield=True, deadline=deadline if math.isfinite(deadline) else math.inf)
+        self._graceful[scope] = grace
+        try:
+            with scope:
+                yield scope
+        finally:
+            self._graceful.pop(scope, None)
 
     @property
     def busy(self) -> bool:
@@ -143,16 +187,26 @@ class Session:
 
     async def emit(self, event: ev.AgentEvent) -> None:
         if isinstance(event, ev.ToolCallRequested):
-            self._calls[event.wire_id] = {
-                "name": event.name,
-                "title": event.title,
-                "kind": event.kind,
-                "locations": event.locations,
-                "raw_input": event.raw_input,
-            }
-        elif isinstance(event, ev.ToolCallFinished):
-            self._record_call(event.wire_id, event.result)
-        update = to_update(event)
+            if event.name in _SHOWN_AS_PLAN:
+                self._hidden_calls.add(event.wire_id)
+            else:
+                self._calls[event.wire_id] = {
+                    "name": event.name,
+                    "title": event.title,
+                    "kind": event.kind,
+                    "locations": event.locations,
+                    "raw_input": event.raw_input,
+                }
+        hidden = isinstance(event, ev.ToolCallRequested | ev.ToolCallStarted | ev.ToolCallFinished) and (
+            event.wire_id in self._hidden_calls
+        )
+        if isinstance(event, ev.ToolCallFinished):
+            self._hidden_calls.discard(event.wire_id)
+            if hidden:
+                self._provider_ids.pop(event.wire_id, None)
+            else:
+                self._record_call(event.wire_id, event.result, event.shown)
+        update = None if hidden else to_update(event)
         if update is not None:
             await self.send(update)
         if isinstance(event, ev.ToolCallFinished) and event.result.plan is not None:
@@ -160,7 +214,7 @@ class Session:
             self.persist(en.PlanEntry(entries=self.todos))
             await self.send(plan_update(self.todos))
 
-    def _record_call(self, wire_id: str, result: ToolResult) -> None:
+    def _record_call(self, wire_id: str, result: ToolResult, shown: str | None = None) -> None:
         call = self._calls.pop(wire_id, None)
         if call is None:
             return
@@ -177,7 +231,7 @@ class Session:
                     en.Location(path=loc.path, line=loc.line) for loc in (result.locations or call["locations"])
                 ],
                 raw_input=call["raw_input"] if isinstance(call["raw_input"], dict) else None,
-                content_text=en.clip_replay_text(result.text),
+                content_text=en.clip_replay_text(result.text if shown is None else shown),
                 diff_paths=[d.path for d in result.diffs],
             )
         )
@@ -204,7 +258,7 @@ class Session:
             title, locs = name, []
         return ev.ToolCallRequested("", name, title, tool.kind, locs, args)
 
-    async def approve(self, call: ev.ToolCallRequested, args: dict[str, Any]) -> str | None:
+    async def approve(self, call: ev.ToolCallRequested, args: dict[str, Any]) -> Refusal | None:
         return await self.approver.approve(call, args)
 
     async def run_tool(self, name: str, args: dict[str, Any], wire_id: str) -> ToolResult:
@@ -234,6 +288,9 @@ class Session:
 
     async def before_request(self) -> None:
         await self.rt.maybe_compact(self)
+
+    async def turn_failed(self, text: str) -> None:
+        await self.send(w.AgentMessageChunk(content=w.TextContent(text=f"\n\n⚠ {text}\n")))
 
     async def provider_failed(self, failure: pb.Failure) -> None:
         text = failure.message
@@ -306,6 +363,8 @@ class Session:
         if self._turn_scope is not None:
             self.cancelled = True
             self._turn_scope.cancel()
+            for scope, grace in self._graceful.items():
+                scope.deadline = min(scope.deadline, anyio.current_time() + grace)
 
     def _user_message(self, blocks: list[w.ContentBlock]) -> UserMessage:
         parts: list[TextPart | ImagePart] = []
@@ -389,6 +448,10 @@ class Session:
 
     def stats(self) -> dict[str, Any]:
         return self.ctx.stats()
+
+
+# Tools whose calls the person sees only as the plan they produce (the model still gets the tool result).
+_SHOWN_AS_PLAN = frozenset({"todo_write"})
 
 
 def _set_event(event: anyio.Event) -> Callable[[], Awaitable[None]]:

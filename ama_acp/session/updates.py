@@ -17,15 +17,16 @@ def clip_text(text: str, limit: int = EDITOR_TEXT_LIMIT) -> str:
     return data[:limit].decode("utf-8", "ignore") + f"\n… ({len(data) - limit} more bytes)"
 
 
-def tool_content(result: ToolResult) -> list[w.ToolCallContent]:
-    """`[diff?, text]` for a finished call (acp-mode.md)."""
+def tool_content(result: ToolResult, shown: str | None = None) -> list[w.ToolCallContent]:
+    """`[diff?, text]` for a finished call (acp-mode.md); `shown` replaces the model's text for the person."""
     content: list[w.ToolCallContent] = []
     for diff in result.diffs:
         old, new = diff.old_text, diff.new_text
         if len(new) <= DIFF_LIMIT and (old is None or len(old) <= DIFF_LIMIT):
             content.append(w.Diff(path=diff.path, old_text=old, new_text=new))
-    if result.text:
-        content.append(w.Content(content=w.TextContent(text=clip_text(result.text))))
+    text = result.text if shown is None else shown
+    if text:
+        content.append(w.Content(content=w.TextContent(text=clip_text(text))))
     return content
 
 
@@ -55,7 +56,7 @@ def to_update(event: ev.AgentEvent) -> w.SessionUpdate | None:
             tool_call_id=event.wire_id,
             status="failed" if result.is_error else "completed",
             title=event.title,
-            content=tool_content(result),
+            content=tool_content(result, event.shown),
             locations=locations(result.locations) if result.locations else None,
         )
     if isinstance(event, ev.Retrying):

@@ -9,7 +9,10 @@ from contextvars import ContextVar
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 
+from ama_acp.rpc.errors import ClientError
+from ama_acp.tools.base import ToolError
 from ama_acp.tools.context import ToolContext
 from ama_acp.tools.paths import PathPolicy
 from ama_acp.tools.workspace import CommandResult, LocalWorkspace
@@ -21,9 +24,20 @@ log = logging.getLogger(__name__)
 current_tool_call: ContextVar[str | None] = ContextVar("current_tool_call", default=None)
 
 
+# Every call to the editor has a deadline: an editor that never answers must not hang the turn.
+FS_TIMEOUT = 30.0  # fs/read_text_file, fs/write_text_file
+TERMINAL_TIMEOUT = 5.0  # terminal/create, output, kill, release (wait_for_exit: the command's own timeout)
+# A terminal/create abandoned by a cancel: the editor may still create the terminal; this long we wait for
+# its answer so that terminal can be released instead of leaking.
+CREATE_GRACE = 2.0
+
+
 class EditorWorkspace(LocalWorkspace):
     """Reads and writes through the editor (its unsaved buffers are the truth) and runs commands in its
-    terminals, for whichever of those the client advertised; everything else is local."""
+    terminals, for whichever of those the client advertised; everything else is local.
+
+    A ClientError from the editor becomes a ToolError carrying the editor's own message (the model and the
+    person read "File is locked", not "ClientError: Internal error (-32603)")."""
 
     def __init__(self, runtime: Any, session: Any, fs_read: bool, fs_write: bool, terminal: bool) -> None:
         super().__init__()
@@ -33,29 +47,67 @@ class EditorWorkspace(LocalWorkspace):
         self._fs_write = fs_write
         self._terminal = terminal
 
+    async def _call(self, method: str, params: Any, timeout: float) -> Any:
+        try:
+            return await self._rt.client_request(method, params, timeout=timeout)
+        except ClientError as exc:
+            raise ToolError(f"The editor refused {method}: {exc.message or exc}") from None
+        except TimeoutError:
+            raise ToolError(f"The editor did not answer {method} within {timeout:g} s.") from None
+
     async def read_text(self, path: str, line: int | None = None, limit: int | None = None) -> str:
         if not self._fs_read:
             return await super().read_text(path, line, limit)
         if not await self.exists(path):  # ACP has no "not found" code of its own; keep the tools' contract
             raise FileNotFoundError(path)
-        result = await self._rt.client_request(
-            "fs/read_text_file", w.ReadTextFileRequest(session_id=self._session.id, path=path, line=line, limit=limit)
+        result = await self._call(
+            "fs/read_text_file",
+            w.ReadTextFileRequest(session_id=self._session.id, path=path, line=line, limit=limit),
+            FS_TIMEOUT,
         )
-        return str((result or {}).get("content", ""))
+        content = result.get("content") if isinstance(result, dict) else None
+        if not isinstance(content, str):
+            raise ToolError(f"The editor's answer to fs/read_text_file for {path} has no text content.")
+        return content
 
     async def write_text(self, path: str, text: str) -> None:
         if not self._fs_write:
             return await super().write_text(path, text)
-        await self._rt.client_request(
-            "fs/write_text_file", w.WriteTextFileRequest(session_id=self._session.id, path=path, content=text)
+        await self._call(
+            "fs/write_text_file",
+            w.WriteTextFileRequest(session_id=self._session.id, path=path, content=text),
+            FS_TIMEOUT,
         )
+
+    async def _create_terminal(self, request: w.CreateTerminalRequest) -> str:
+        """terminal/create that survives a cancel: the answer is awaited (bounded) and its terminal released,
+        so the terminal the editor creates anyway does not leak. Then the cancel goes on."""
+        created: Any = None
+        with self._session.graceful(TERMINAL_TIMEOUT, CREATE_GRACE) as scope:
+            created = await self._call("terminal/create", request, TERMINAL_TIMEOUT)
+        if scope.cancelled_caught:  # no answer within the grace (after a cancel) or the timeout
+            await anyio.lowlevel.checkpoint()  # a cancelled turn ends here; otherwise the editor was too slow
+            raise ToolError(f"The editor did not answer terminal/create within {TERMINAL_TIMEOUT:g} s.")
+        terminal_id = created.get("terminalId") if isinstance(created, dict) else None
+        if not isinstance(terminal_id, str) or not terminal_id:
+            raise ToolError("The editor's answer to terminal/create has no terminalId.")
+        if self._session.cancelled:
+            await self._release(w.TerminalRequest(session_id=self._session.id, terminal_id=terminal_id))
+            await anyio.lowlevel.checkpoint()  # the turn's cancel takes effect here
+        return terminal_id
+
+    async def _release(self, ref: w.TerminalRequest) -> None:
+        with anyio.CancelScope(shield=True):
+            try:
+                await self._rt.client_request("terminal/release", ref, timeout=TERMINAL_TIMEOUT)
+            except Exception as exc:  # the client may be gone; the log says which terminal may be left
+                log.warning("terminal/release of %s failed: %s", ref.terminal_id, exc)
 
     async def run_command(self, command: str, cwd: str, timeout: float, output_cap: int) -> CommandResult:
         if not self._terminal:
             return await super().run_command(command, cwd, timeout, output_cap)
         sid = self._session.id
-        created = await self._rt.client_request(
-            "terminal/create",
+        terminal_id = await self._create_terminal(
             w.CreateTerminalRequest(
                 session_id=sid,
                 command="/bin/sh",
@@ -66,9 +118,8 @@ class EditorWorkspace(LocalWorkspace):
                     w.EnvVariable(name=k, value=v)
                     for k, v in (("TERM", "dumb"), ("PAGER", "cat"), ("GIT_PAGER", "cat"))
                 ],
-            ),
+            )
         )
-        terminal_id = str(created["terminalId"])
         ref = w.TerminalRequest(session_id=sid, terminal_id=terminal_id)
         wire_id = current_tool_call.get()
         timed_out = False
@@ -77,29 +128,29 @@ class EditorWorkspace(LocalWorkspace):
                 await self._session.send(
                     w.ToolCallUpdate(tool_call_id=wire_id, content=[w.TerminalRef(terminal_id=terminal_id)])
                 )
-            exit_status: dict = {}
+            exit_status: Any = {}
             with anyio.move_on_after(timeout) as scope:
                 exit_status = await self._rt.client_request("terminal/wait_for_exit", ref) or {}
             if scope.cancelled_caught:
                 timed_out = True
-                await self._rt.client_request("terminal/kill", ref)
-            output = await self._rt.client_request("terminal/output", ref) or {}
+                await self._call("terminal/kill", ref, TERMINAL_TIMEOUT)
+            output = await self._call("terminal/output", ref, TERMINAL_TIMEOUT) or {}
+            if not isinstance(output, dict) or not isinstance(exit_status, dict):
+                raise ToolError("The editor's answer about the terminal is not an object.")
             status = output.get("exitStatus") or exit_status or {}
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
                 try:
-                    await self._rt.client_request("terminal/kill", ref, timeout=2)
+                    await self._rt.client_request("terminal/kill", ref, timeout=TERMINAL_TIMEOUT)
                 except Exception as exc:  # the client may already be gone
                     log.warning("terminal/kill failed: %s", exc)
             raise
+        except ClientError as exc:
+            raise ToolError(f"The editor's terminal failed: {exc.message or exc}") from None
         finally:
-            with anyio.CancelScope(shield=True):
-                try:
-                    await self._rt.client_request("terminal/release", ref, timeout=2)
-                except Exception as exc:
-                    log.warning("terminal/release failed: %s", exc)
+            await self._release(ref)
         return CommandResult(
-            exit_code=status.get("exitCode"),
+            exit_code=status.get("exitCode") if isinstance(status.get("exitCode"), int) else None,
             signal=_signal_number(status.get("signal")),
             output=str(output.get("output", "")),
             truncated=bool(output.get("truncated", False)),

@@ -449,6 +449,20 @@ class RequestPermissionRequest(_Out):
     options: list[PermissionOption]
 
 
+class SelectedPermissionOutcome(_In, tag="selected", tag_field="outcome"):
+    option_id: str
+
+
+class CancelledPermissionOutcome(_In, tag="cancelled", tag_field="outcome"):
+    pass
+
+
+class RequestPermissionResponse(_In):
+    """The client's answer to session/request_permission, decoded before ama acts on it."""
+
+    outcome: SelectedPermissionOutcome | CancelledPermissionOutcome
+
+
 class ReadTextFileRequest(_Out):
     session_id: str
     path: str
