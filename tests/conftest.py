@@ -28,3 +28,43 @@ def acp_validator():
 def anyio_backend():
     """ama runs on asyncio; anyio's pytest plugin runs `@pytest.mark.anyio` tests on it."""
     return "asyncio"
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "allow_traceback: the test makes ama log a traceback on purpose (an injected bug)"
+    )
+
+
+@pytest.fixture(autouse=True)
+def _leaves_nothing_behind(request):
+    """After every test that has a tmp_path: no process that names it is still alive (ama, its commands and
+    their setsid children included), and no log ama wrote there holds a traceback (an exception that
+    nobody handled)."""
+    if "tmp_path" not in request.fixturenames:
+        yield
+        return
+    from tests.support import leaks
+
+    tmp_path = request.getfixturevalue("tmp_path")  # taken now, so it is torn down after this check
+    yield
+    problems: list[str] = []
+    left = leaks.leftover_processes(tmp_path)
+    if left:
+        problems.append("processes left running (killed now): " + "; ".join(f"{pid} {cmd}" for pid, cmd in left))
+    if request.node.get_closest_marker("allow_traceback") is None:
+        for path, excerpt in leaks.tracebacks_in_logs(tmp_path):
+            problems.append(f"unexpected exception logged in {path}:\n{excerpt}")
+    if problems:
+        pytest.fail("\n".join(problems), pytrace=False)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """No test may leave a thread running: fail the run if one outlives it (after a grace period)."""
+    from tests.support import leaks
+
+    left = leaks.leftover_threads()
+    if left:
+        names = ", ".join(f"{t.name} (daemon={t.daemon})" for t in left)
+        session.config.get_terminal_writer().line(f"threads left running after the tests: {names}", red=True)
+        session.exitstatus = 1

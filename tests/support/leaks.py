@@ -1,0 +1,115 @@
+"""What a test may not leave behind: processes, threads, and unexpected exceptions in ama's logs.
+
+Used by tests/conftest.py around every test (processes, logs) and at the end of the run (threads). A leak
+is polled for with a deadline before it counts: a process that is exiting, or a thread finishing its last
+line, is not a leak.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+# Every exception ama did not expect is logged with its traceback; expected failures never are. One in any
+# log a test produced means some input reached a path nobody handled.
+TRACEBACK = "Traceback (most recent call last)"
+
+# Logs ama writes in tests: its log file, and the stderr the harnesses capture.
+LOG_NAMES = ("ama.log",)
+LOG_SUFFIXES = (".log", ".err", ".stderr")
+
+
+def _read(path: str) -> bytes:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(1 << 16)
+    except OSError:
+        return b""
+
+
+def processes_mentioning(needle: str, *, exclude: Iterable[int] = ()) -> list[tuple[int, str]]:
+    """Live processes whose command line, working directory or environment names `needle` (a test's
+    tmp_path): whatever the test started, including children that left its process group (setsid)."""
+    skip = {os.getpid(), *exclude}
+    raw = needle.encode()
+    found: list[tuple[int, str]] = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) in skip:
+            continue
+        base = f"/proc/{name}"
+        stat = _read(f"{base}/stat")
+        if not stat or stat.rsplit(b")", 1)[-1].split()[:1] == [b"Z"]:
+            continue  # gone, or a zombie (already dead; its parent reaps it)
+        cmdline = _read(f"{base}/cmdline")
+        try:
+            cwd = os.readlink(f"{base}/cwd")
+        except OSError:
+            cwd = ""
+        if raw in cmdline or needle in cwd or raw in _read(f"{base}/environ"):
+            found.append((int(name), cmdline.replace(b"\0", b" ").decode(errors="replace").strip()))
+    return found
+
+
+def wait_until(condition: Callable[[], bool], seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while True:
+        if condition():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+
+
+def leftover_processes(tmp_path: Path, seconds: float = 5.0) -> list[tuple[int, str]]:
+    """The processes still naming `tmp_path` after `seconds`; they are killed so the run can go on."""
+    needle = str(tmp_path)
+    left: list[tuple[int, str]] = []
+
+    def gone() -> bool:
+        left[:] = processes_mentioning(needle)
+        return not left
+
+    if wait_until(gone, seconds):
+        return []
+    for pid, _ in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    return left
+
+
+def tracebacks_in_logs(root: Path) -> list[tuple[Path, str]]:
+    """(log file, the lines around the first traceback) for every log below `root` that holds one."""
+    hits: list[tuple[Path, str]] = []
+    if not root.is_dir():
+        return hits
+    for path in root.rglob("*"):
+        if not (path.name in LOG_NAMES or path.name.endswith(LOG_SUFFIXES)) or not path.is_file():
+            continue
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        at = text.find(TRACEBACK)
+        if at != -1:
+            start = text.rfind("\n", 0, max(0, at - 1))
+            hits.append((path, text[start + 1 : at + 1500]))
+    return hits
+
+
+def leftover_threads(seconds: float = 10.0) -> list[threading.Thread]:
+    """Threads besides the main one still alive after `seconds`."""
+    main = threading.main_thread()
+    left: list[threading.Thread] = []
+
+    def gone() -> bool:
+        left[:] = [t for t in threading.enumerate() if t is not main and t.is_alive()]
+        return not left
+
+    wait_until(gone, seconds)
+    return left
