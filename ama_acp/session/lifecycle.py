@@ -6,7 +6,7 @@ import logging
 from typing import Any
 
 from ama_acp.rpc.dispatch import Dispatcher, defer
-from ama_acp.rpc.errors import AcpError
+from ama_acp.rpc.errors import SESSION_BUSY, AcpError
 from ama_acp.session import store as st
 from ama_acp.session.entries import DirectoriesEntry
 from ama_acp.session.listing import InvalidCursor
@@ -63,7 +63,12 @@ class Lifecycle:
         try:
             session.writer = store.open_writer(session_id)
         except st.SessionBusy:
-            raise AcpError.session_busy(session_id) from None
+            # The store's lock is held by another ama process, not by a prompt running here.
+            raise AcpError(
+                SESSION_BUSY,
+                f"Session {session_id} is open in another ama process; close it there first",
+                {"sessionId": session_id},
+            ) from None
         except st.SessionWriteError as exc:
             # Readable but not writable (a read-only file or disk): the session goes on, unsaved, and says so.
             log.error("session %s: %s", session_id, exc)
