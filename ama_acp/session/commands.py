@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ama_acp.agent.messages import TextPart, UserMessage
+from ama_acp.session.entries import CommandEntry, CommandOutputEntry
 from ama_acp.wire import types as w
 
 Command = Callable[[Any], Awaitable[str]]
@@ -37,12 +38,14 @@ class Commands:
         argument = rest.strip()
 
         async def call(session: Any) -> str:
+            session.persist(CommandEntry(text=first.text))  # so session/load replays the command and its output
             return await run(session, argument)
 
         return call
 
 
 async def say(session: Any, text: str) -> None:
+    session.persist(CommandOutputEntry(text=text))
     await session.send(w.AgentMessageChunk(content=w.TextContent(text=text)))
 
 

@@ -80,7 +80,7 @@ class ToolCallEntry(_Entry, tag="tool"):
     name: str
     title: str
     kind: str
-    status: str  # pending | in_progress | completed | failed
+    status: str  # pending | in_progress | completed | failed (a cancelled or interrupted call is failed)
     locations: list[Location] = []
     raw_input: dict[str, Any] | None = None
     content_text: str = ""
@@ -173,6 +173,21 @@ class TurnEntry(_Entry, tag="turn"):
     at: str = msgspec.field(default_factory=utc_now)
 
 
+class CommandEntry(_Entry, tag="command"):
+    """A slash command the person ran (`/context`): not a message the model sees, but part of what the person
+    saw, so replay shows it as their prompt. What it printed follows as CommandOutputEntry lines."""
+
+    text: str
+    at: str = msgspec.field(default_factory=utc_now)
+
+
+class CommandOutputEntry(_Entry, tag="command_output"):
+    """Text a slash command showed the person (replayed as an agent message)."""
+
+    text: str
+    at: str = msgspec.field(default_factory=utc_now)
+
+
 Entry = (
     MessageEntry
     | ToolCallEntry
@@ -186,6 +201,8 @@ Entry = (
     | ContextEditEntry
     | TitleEntry
     | TurnEntry
+    | CommandEntry
+    | CommandOutputEntry
 )
 
 ENTRY_TYPES: tuple[type[_Entry], ...] = Entry.__args__  # type: ignore[attr-defined]

@@ -338,4 +338,10 @@ def replay_updates(loaded: Any) -> list[w.SessionUpdate]:
             out.append(w.ToolCallUpdate(tool_call_id=entry.wire_id, status=status, content=content))  # type: ignore[arg-type]
         elif isinstance(entry, en.PlanEntry):
             out.append(plan_update(_plan(entry.entries)))
+        elif isinstance(entry, en.CommandEntry):
+            n += 1
+            out.append(w.UserMessageChunk(content=w.TextContent(text=entry.text), message_id=f"r{n}"))
+        elif isinstance(entry, en.CommandOutputEntry) and entry.text:
+            n += 1
+            out.append(w.AgentMessageChunk(content=w.TextContent(text=entry.text), message_id=f"r{n}"))
     return out

@@ -462,6 +462,7 @@ class SessionStore:
         self._redactor = redactor if redactor is not None else Redactor.from_environ()
         self._fsync: FsyncPolicy = fsync
         self._lister = SessionLister(self.sessions_dir, is_valid_session_id)
+        self._dir_checked = False
 
     def path(self, session_id: str) -> Path:
         return self.sessions_dir / f"{check_session_id(session_id)}.jsonl"
@@ -477,7 +478,7 @@ class SessionStore:
         path = self.path(header.session_id)
         # Conversations are private: the directory and files are for this user only.
         try:
-            self.sessions_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            self._private_dir()
             fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         except FileExistsError:
             raise SessionExists(f"session {header.session_id} already exists") from None
@@ -495,6 +496,15 @@ class SessionStore:
             path.unlink(missing_ok=True)
             raise
         return writer
+
+    def _private_dir(self) -> None:
+        """The sessions folder exists and is 0700 (also one made by an older ama or by hand)."""
+        if self._dir_checked:
+            return
+        self.sessions_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if os.stat(self.sessions_dir).st_mode & 0o077:
+            os.chmod(self.sessions_dir, 0o700)
+        self._dir_checked = True
 
     def open_writer(self, session_id: str) -> SessionWriter:
         """Append to an existing session. A torn last line (from a crash) is cut off first, so the next
