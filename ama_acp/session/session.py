@@ -29,6 +29,7 @@ from ama_acp.session.approval import Approver
 from ama_acp.session.updates import plan_update, to_update
 from ama_acp.session.workspaces import current_tool_call
 from ama_acp.tools.base import ToolError, ToolResult
+from ama_acp.tools.registry import run_with_deadline
 from ama_acp.wire import types as w
 
 log = logging.getLogger(__name__)
@@ -267,7 +268,7 @@ class Session:
             raise ToolError(f"There is no tool named {name!r}.")
         token = current_tool_call.set(wire_id)
         try:
-            return await tool.run(args, self.tool_ctx)
+            return await run_with_deadline(tool, args, self.tool_ctx)
         finally:
             current_tool_call.reset(token)
 

@@ -5,9 +5,12 @@ runs against the local disk or the editor's buffers and terminals.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import msgspec
+
+# How long a tool call may take unless the tool says otherwise (tools.registry.run_with_deadline).
+DEFAULT_DEADLINE_SECONDS = 60.0
 
 # ACP ToolKind values.
 ToolKind = Literal["read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"]
@@ -52,3 +55,12 @@ class Tool(Protocol):
     def locations(self, args: dict[str, Any], cwd: str) -> list[Location]: ...
 
     async def run(self, args: dict[str, Any], ctx: Any) -> ToolResult: ...
+
+
+@runtime_checkable
+class HasDeadline(Protocol):
+    """A tool whose time limit depends on its arguments (run_command: its own `timeout` plus the kill)."""
+
+    def deadline_seconds(self, args: Any) -> float:
+        """Never raises, whatever `args` hold: it runs before the arguments are checked."""
+        ...

@@ -9,6 +9,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ama_acp.tools.base import FileDiff, ToolError, ToolResult
+from ama_acp.tools.paths import ResolvedPath
+from ama_acp.tools.regular import special_root
+from ama_acp.tools.workspace import FileStat
 
 # Above this size on either side a diff is not sent (acp-mode.md, "Details that matter").
 DIFF_LIMIT = 256 * 1024
@@ -58,6 +61,7 @@ def _value(schema: dict[str, Any], value: Any, where: str) -> Any:
     if kind == "string":
         if not isinstance(value, str):
             raise ToolError(f"Argument `{where}` must be a string.")
+        _check_text(value, where)
     elif kind == "integer":
         value = _integer(value, where)
     elif kind == "number":
@@ -88,6 +92,21 @@ def _value(schema: dict[str, Any], value: Any, where: str) -> Any:
     if "maximum" in schema and value > schema["maximum"]:
         raise ToolError(f"Argument `{where}` must be at most {schema['maximum']}.")
     return value
+
+
+# Arguments that are file content, where a NUL byte is data; everywhere else (paths, commands, globs) a NUL
+# cannot reach the OS (`ValueError: embedded null byte`) and is never what the model meant.
+_NUL_ALLOWED = ("content", "old_text", "new_text", "pattern")
+
+
+def _check_text(value: str, where: str) -> None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate (JSON allows "\ud800"): no file name, command or file content can hold it.
+        raise ToolError(f"Argument `{where}` is not valid Unicode text (it holds a lone surrogate).") from None
+    if "\0" in value and where.rsplit(".", 1)[-1].split("[", 1)[0] not in _NUL_ALLOWED:
+        raise ToolError(f"Argument `{where}` contains a NUL character, which no path or command can hold.")
 
 
 def _integer(value: Any, where: str) -> int:
@@ -188,6 +207,30 @@ def first_changed_line(old: str | None, new: str) -> int:
     if i == len(old) == len(new):
         return 1
     return old.count("\n", 0, i) + 1
+
+
+def require_regular(resolved: ResolvedPath, st: FileStat | None, shown: str, verb: str) -> None:
+    """Refuse a FIFO, device or socket, and anything under /proc, /sys, /dev, before it is opened: such a
+    file can block a read forever or never end. `verb`: "read", "written", "edited", "searched"."""
+    root = special_root(resolved.abs_path)
+    if root is not None:
+        raise ToolError(f"{shown} is under {root}, a kernel file system; only regular files can be {verb}.")
+    if st is not None and not st.is_dir and not st.is_file:
+        raise ToolError(f"{shown} is {st.special or 'not a regular file'}; only regular files can be {verb}.")
+
+
+def refuse_git_internals(resolved: ResolvedPath, shown: str) -> None:
+    """Writing inside a `.git` directory (or replacing a `.git` file) is not an edit: git runs programs named
+    in its config and hooks (core.fsmonitor, hooks/pre-commit, ...), so such a write would be arbitrary code
+    execution approved as a file edit. Such changes go through run_command, which always asks."""
+    for path in (resolved.path, resolved.abs_path):
+        parts = [p.lower() for p in path.split(os.sep)]
+        if ".git" in parts:
+            raise ToolError(
+                f"{shown} is inside a .git directory (or is one). write_file and edit_file do not change git's "
+                "internals: its config and hooks name programs git runs. If this change is really wanted, "
+                "make it with run_command, which asks the person first."
+            )
 
 
 async def missing_file_error(workspace: Any, path: str, cwd: str, hint: str = "") -> ToolError:

@@ -16,6 +16,8 @@ from ama_acp.tools.common import (
     missing_file_error,
     os_errors_as_tool_errors,
     plural,
+    refuse_git_internals,
+    require_regular,
     validate,
 )
 from ama_acp.tools.context import ToolContext
@@ -75,10 +77,14 @@ class EditTool:
     @os_errors_as_tool_errors
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         args = validate(self.parameters, args)
-        path = ctx.resolve(args["path"]).path
+        resolved = ctx.resolve(args["path"])
+        path = resolved.path
         shown = display_path(path, ctx.cwd)
-        if await ctx.workspace.is_dir(path):
+        refuse_git_internals(resolved, shown)
+        st = await ctx.workspace.stat(path)
+        if st is not None and st.is_dir:
             raise ToolError(f"{shown} is a directory.")
+        require_regular(resolved, st, shown, "edited")
         try:
             original = await ctx.workspace.read_text(path)
         except FileNotFoundError:

@@ -3,115 +3,34 @@
 Inside a git work tree git itself says which files count (`git ls-files --cached --others
 --exclude-standard`: tracked plus untracked-but-not-ignored), so every ignore rule git knows is honoured.
 Elsewhere a small .gitignore reader covers the common rules (negation, anchoring, `dir/`, `**`).
+
+Git runs with every program a repository's config could name switched off (see `GIT_HARDENING`): the
+project's `.git/config` is input the model may have written, not configuration ama trusts.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import lru_cache
 
 import anyio
 
+from ama_acp.tools.budget import Budget, run_bounded
+from ama_acp.tools.globs import CompiledGlob, GlobError, glob_match, glob_regex
+from ama_acp.tools.regular import read_regular
 from ama_acp.tools.workspace import BINARY_SNIFF_BYTES, command_env
+
+__all__ = ["glob_match", "glob_regex", "list_files", "parse_gitignore", "walk_files", "is_binary_file"]
 
 # Directories never worth walking into, git repo or not.
 ALWAYS_SKIP = {".git", ".hg", ".svn"}
 MAX_WALK_FILES = 200_000
 WALK_SECONDS = 20.0
-
-
-# --- glob patterns -------------------------------------------------------------------------------------
-
-
-@lru_cache(maxsize=256)
-def glob_regex(pattern: str) -> re.Pattern[str]:
-    """A compiled regex for a glob over '/'-separated relative paths: `*` and `?` stay within one path
-    segment, `**` crosses segments (`**/` also matches no directory at all), `[abc]`, `[!abc]`, `{a,b}`."""
-    return re.compile(_translate(pattern), re.DOTALL)
-
-
-def _translate(pat: str) -> str:
-    out: list[str] = []
-    i, n = 0, len(pat)
-    while i < n:
-        c = pat[i]
-        if c == "*":
-            if pat.startswith("**", i):
-                if pat.startswith("**/", i):
-                    out.append("(?:.*/)?")
-                    i += 3
-                else:
-                    out.append(".*")
-                    i += 2
-                continue
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[":
-            end = pat.find("]", i + 2 if pat.startswith("[!", i) or pat.startswith("[^", i) else i + 1)
-            if end == -1:
-                out.append(re.escape(c))
-            else:
-                body = pat[i + 1 : end]
-                if body[:1] in ("!", "^"):
-                    body = "^" + body[1:]
-                out.append("[" + body.replace("\\", "\\\\") + "]")
-                i = end
-        elif c == "{":
-            end = _closing_brace(pat, i)
-            if end == -1:
-                out.append(re.escape(c))
-            else:
-                alts = _split_alternatives(pat[i + 1 : end])
-                out.append("(?:" + "|".join(_translate(a) for a in alts) + ")")
-                i = end
-        elif c == "\\" and i + 1 < n:
-            i += 1
-            out.append(re.escape(pat[i]))
-        else:
-            out.append(re.escape(c))
-        i += 1
-    return "".join(out)
-
-
-def _closing_brace(pat: str, start: int) -> int:
-    depth = 0
-    for j in range(start, len(pat)):
-        if pat[j] == "{":
-            depth += 1
-        elif pat[j] == "}":
-            depth -= 1
-            if depth == 0:
-                return j
-    return -1
-
-
-def _split_alternatives(body: str) -> list[str]:
-    parts, depth, current = [], 0, []
-    for ch in body:
-        if ch == "," and depth == 0:
-            parts.append("".join(current))
-            current = []
-            continue
-        depth += ch == "{"
-        depth -= ch == "}"
-        current.append(ch)
-    parts.append("".join(current))
-    return parts
-
-
-def glob_match(pattern: str, rel_path: str) -> bool:
-    """Whether a relative path matches. A pattern without '/' matches the file name at any depth, as
-    ripgrep's --glob does (so `*.py` finds `src/a.py`)."""
-    if "/" not in pattern.rstrip("/"):
-        return glob_regex(pattern).fullmatch(rel_path.rsplit("/", 1)[-1]) is not None
-    return glob_regex(pattern.lstrip("/")).fullmatch(rel_path) is not None
+# A .gitignore larger than this is not one a person wrote; the rest of it is ignored.
+MAX_GITIGNORE_BYTES = 1024 * 1024
 
 
 # --- .gitignore outside git ----------------------------------------------------------------------------
@@ -119,7 +38,7 @@ def glob_match(pattern: str, rel_path: str) -> bool:
 
 @dataclass(frozen=True)
 class _Rule:
-    regex: re.Pattern[str]
+    regex: CompiledGlob
     negate: bool
     dir_only: bool
 
@@ -150,7 +69,11 @@ def parse_gitignore(text: str) -> tuple[_Rule, ...]:
         anchored = "/" in line
         line = line.lstrip("/")
         pattern = line if anchored else "**/" + line
-        rules.append(_Rule(glob_regex(pattern), negate, dir_only))
+        try:
+            rules.append(_Rule(glob_regex(pattern), negate, dir_only))
+        except GlobError:
+            continue  # a line no glob engine could use; git would not match anything with it either
+
     return tuple(rules)
 
 
@@ -171,35 +94,46 @@ def _ignored(rel: str, is_dir: bool, stack: list[_RuleSet]) -> bool:
     return ignored
 
 
-def walk_files(root: str, deadline: float | None = None) -> tuple[list[str], bool]:
+def walk_files(root: str, budget: Budget | None = None) -> tuple[list[str], bool]:
     """Files under `root` (relative, '/'-separated) that .gitignore files do not exclude. Returns the list
-    and whether the walk stopped early (too many files or out of time)."""
+    and whether the walk stopped early (too many files, out of time or cancelled)."""
+    budget = budget or Budget(WALK_SECONDS)
     files: list[str] = []
     stopped = False
-    for rel in _walk(root, "", []):
-        files.append(rel)
-        out_of_time = deadline is not None and len(files) % 256 == 0 and time.monotonic() > deadline
-        if len(files) >= MAX_WALK_FILES or out_of_time:
+    for rel in _walk(root, "", [], budget):
+        if rel is None or len(files) >= MAX_WALK_FILES:
             stopped = True
             break
+        files.append(rel)
     return files, stopped
 
 
-def _walk(root: str, rel_dir: str, stack: list[_RuleSet]) -> Iterator[str]:
+def _walk(root: str, rel_dir: str, stack: list[_RuleSet], budget: Budget) -> Iterator[str | None]:
+    """Relative file paths; None once the budget is spent (the caller stops there)."""
     here = os.path.join(root, rel_dir) if rel_dir else root
     try:
-        with open(os.path.join(here, ".gitignore"), encoding="utf-8", errors="replace") as f:
-            rules = parse_gitignore(f.read())
+        # Never a FIFO or device: a `.gitignore` that is a pipe would block the walk for good.
+        text = read_regular(os.path.join(here, ".gitignore"), MAX_GITIGNORE_BYTES).decode("utf-8", "replace")
+        rules = parse_gitignore(text)
         if rules:
             stack = [*stack, _RuleSet(rel_dir, rules)]
     except OSError:
         pass
     try:
         with os.scandir(here) as it:
-            entries = sorted(it, key=lambda e: e.name)
+            entries = []
+            for e in it:
+                if budget.exhausted():
+                    yield None
+                    return
+                entries.append(e)
     except OSError:
         return
+    entries.sort(key=lambda e: e.name)
     for e in entries:
+        if budget.exhausted():
+            yield None
+            return
         rel = f"{rel_dir}/{e.name}" if rel_dir else e.name
         try:
             # Symlinked directories are not followed: they may loop or lead out of the workspace.
@@ -209,7 +143,7 @@ def _walk(root: str, rel_dir: str, stack: list[_RuleSet]) -> Iterator[str]:
         if is_dir:
             if e.name in ALWAYS_SKIP or _ignored(rel, True, stack):
                 continue
-            yield from _walk(root, rel, stack)
+            yield from _walk(root, rel, stack, budget)
         elif not _ignored(rel, False, stack):
             yield rel
 
@@ -217,15 +151,66 @@ def _walk(root: str, rel_dir: str, stack: list[_RuleSet]) -> Iterator[str]:
 # --- git -----------------------------------------------------------------------------------------------
 
 
-async def run_argv(argv: list[str], cwd: str, seconds: float) -> tuple[int | None, bytes, bytes]:
-    """Run a helper program (git, rg) quietly; (None, b"", b"") when it could not start or timed out."""
+# `-c` on the command line wins over every config file, includes included. Each of these keys names a
+# program git would run, or (the last ones) changes what a plain listing does:
+GIT_HARDENING = (
+    "-c", "core.fsmonitor=false",  # the known one: git status/ls-files/rev-parse run the named hook
+    "-c", "core.hooksPath=/dev/null",
+    "-c", "core.untrackedCache=false",
+    "-c", "core.sshCommand=false",
+    "-c", "core.gitProxy=false",
+    "-c", "core.askPass=false",
+    "-c", "core.pager=cat",
+    "-c", "core.editor=false",
+    "-c", "diff.external=",
+    "-c", "credential.helper=",
+    "-c", "protocol.allow=never",
+    # A directory the model filled with HEAD, config, objects/ and refs/ is a bare repository git would
+    # otherwise discover and read; only a real work tree's .git counts.
+    "-c", "safe.bareRepository=explicit",
+    "-c", "core.quotepath=off",
+)  # fmt: skip
+# Environment that belongs to whatever started ama, not to the project being listed.
+_GIT_ENV_DROP = (
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_COMMON_DIR",
+    "GIT_NAMESPACE",
+    "GIT_EXTERNAL_DIFF",
+    "GIT_CONFIG",
+    "GIT_CONFIG_COUNT",
+    "GIT_CONFIG_PARAMETERS",
+    "GIT_SSH",
+    "GIT_SSH_COMMAND",
+    "GIT_ASKPASS",
+    "GIT_PAGER",
+    "GIT_EDITOR",
+)
+
+
+def git_argv(*args: str) -> list[str]:
+    return ["git", *GIT_HARDENING, *args]
+
+
+def helper_env() -> dict[str, str]:
+    """The environment git and rg run with."""
     env = command_env()
+    for key in _GIT_ENV_DROP:
+        env.pop(key, None)
     # Reading must not take the index lock away from the user's own git commands.
     env["GIT_OPTIONAL_LOCKS"] = "0"
+    env["GIT_TERMINAL_PROMPT"] = "0"
+    return env
+
+
+async def run_argv(argv: list[str], cwd: str, seconds: float) -> tuple[int | None, bytes, bytes]:
+    """Run a helper program (git, rg) quietly; (None, b"", b"") when it could not start or timed out."""
     with anyio.move_on_after(seconds):
         try:
             # stdin from /dev/null: the agent's own stdin is the protocol stream.
-            done = await anyio.run_process(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, check=False)
+            done = await anyio.run_process(argv, cwd=cwd, env=helper_env(), stdin=subprocess.DEVNULL, check=False)
         except OSError:
             return None, b"", b""
         return done.returncode, done.stdout, done.stderr
@@ -237,12 +222,10 @@ async def git_files(root: str) -> list[str] | None:
     tree or without git."""
     if shutil.which("git") is None:
         return None
-    code, out, _ = await run_argv(["git", "rev-parse", "--is-inside-work-tree"], root, 10)
+    code, out, _ = await run_argv(git_argv("rev-parse", "--is-inside-work-tree"), root, 10)
     if code != 0 or out.strip() != b"true":
         return None
-    code, out, _ = await run_argv(
-        ["git", "-c", "core.quotepath=off", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], root, 30
-    )
+    code, out, _ = await run_argv(git_argv("ls-files", "-z", "--cached", "--others", "--exclude-standard"), root, 30)
     if code != 0:
         return None
     names = dict.fromkeys(p for p in out.decode("utf-8", errors="surrogateescape").split("\0") if p)
@@ -255,13 +238,12 @@ async def list_files(root: str) -> tuple[list[str], bool]:
     listed = await git_files(root)
     if listed is not None:
         return listed, False
-    deadline = time.monotonic() + WALK_SECONDS
-    return await anyio.to_thread.run_sync(walk_files, root, deadline, abandon_on_cancel=True)
+    return await run_bounded(WALK_SECONDS, lambda budget: walk_files(root, budget))
 
 
 def is_binary_file(path: str) -> bool:
+    """Binary, or not a regular file (never opened if it is a FIFO or device), or unreadable: skip it."""
     try:
-        with open(path, "rb") as f:
-            return b"\0" in f.read(BINARY_SNIFF_BYTES)
+        return b"\0" in read_regular(path, BINARY_SNIFF_BYTES)
     except OSError:
         return True

@@ -6,15 +6,17 @@ import os
 import stat
 from typing import Any
 
-import anyio
-
 from ama_acp.tools.base import Location, ToolError, ToolKind, ToolResult
+from ama_acp.tools.budget import Budget, run_bounded
 from ama_acp.tools.common import arg_str, display_path, os_errors_as_tool_errors, validate
 from ama_acp.tools.context import ToolContext
 from ama_acp.tools.filewalk import glob_regex, list_files
+from ama_acp.tools.globs import GlobError
 from ama_acp.tools.paths import absolute
 
 MAX_RESULTS = 200
+# Matching and dating the listed files (at most MAX_WALK_FILES of them) in a worker thread.
+FILTER_SECONDS = 20.0
 
 
 class GlobTool:
@@ -54,18 +56,23 @@ class GlobTool:
         if not await ctx.workspace.is_dir(root):
             raise ToolError(f"Not a directory: {shown_root}.")
         pattern = _relative_pattern(args["pattern"], root)
+        try:
+            glob_regex(pattern.rstrip("/"))
+        except GlobError as e:
+            raise ToolError(f"Unusable `pattern`: {e}.") from None
 
         files, stopped = await list_files(root)
-        matched = _filter(pattern, files)
+        matched, cut = await run_bounded(FILTER_SECONDS, _filter, pattern, files)
         note = ""
-        if not matched and "/" not in pattern:
+        if not matched and not cut and "/" not in pattern:
             # The model often means "anywhere" when it writes `*.py`; say so instead of returning nothing.
-            deep = _filter("**/" + pattern, files)
+            deep, cut = await run_bounded(FILTER_SECONDS, _filter, "**/" + pattern, files)
             if deep:
                 matched = deep
                 note = f"No files match `{pattern}` directly in {shown_root}; showing matches for `**/{pattern}`.\n"
+        stopped = stopped or cut
 
-        found = await anyio.to_thread.run_sync(_newest_first, root, matched, abandon_on_cancel=True)
+        found = await run_bounded(FILTER_SECONDS, _newest_first, root, matched)
         if not found:
             return ToolResult(text=f"No files match `{pattern}` in {shown_root}.", locations=[Location(root)])
         lines = [display_path(os.path.join(root, rel), ctx.cwd) for rel in found[:MAX_RESULTS]]
@@ -91,14 +98,23 @@ def _relative_pattern(pattern: str, root: str) -> str:
     return pattern
 
 
-def _filter(pattern: str, files: list[str]) -> list[str]:
+def _filter(budget: Budget, pattern: str, files: list[str]) -> tuple[list[str], bool]:
+    """The files the glob matches, and whether the budget ran out first."""
     regex = glob_regex(pattern.rstrip("/"))
-    return [f for f in files if regex.fullmatch(f)]
+    out: list[str] = []
+    for i, f in enumerate(files):
+        if i % 1024 == 0 and budget.exhausted():
+            return out, True
+        if regex.fullmatch(f):
+            out.append(f)
+    return out, False
 
 
-def _newest_first(root: str, rels: list[str]) -> list[str]:
+def _newest_first(budget: Budget, root: str, rels: list[str]) -> list[str]:
     dated: list[tuple[float, str]] = []
     for rel in rels:
+        if budget.exhausted():
+            break
         try:
             st = os.stat(os.path.join(root, rel))
         except OSError:

@@ -2,6 +2,11 @@
 
 Both honour .gitignore, skip binary files and files over 10 MB, include hidden files (not `.git`), and
 print `path:line:text` (context lines as `path-line-text`), sorted by path.
+
+The fallback matches with RE2, as ripgrep does with its own linear-time engine: no pattern can make it
+backtrack (`(a+)+$` on a long line of a's is as quick as any), and the syntax is the one promised (no
+look-around, no backreferences). It reads only regular files and stops between files and between matches
+when the search is out of time or its caller has gone.
 """
 
 from __future__ import annotations
@@ -9,24 +14,34 @@ from __future__ import annotations
 import base64
 import contextlib
 import os
-import re
 import shutil
 import signal
 import subprocess
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 import msgspec
+import re2
 from anyio.abc import Process
 
 from ama_acp.tools.base import Location, ToolError, ToolKind, ToolResult
-from ama_acp.tools.common import arg_str, display_path, os_errors_as_tool_errors, plural, short, validate
+from ama_acp.tools.budget import Budget, run_bounded
+from ama_acp.tools.common import (
+    arg_str,
+    display_path,
+    os_errors_as_tool_errors,
+    plural,
+    require_regular,
+    short,
+    validate,
+)
 from ama_acp.tools.context import ToolContext
-from ama_acp.tools.filewalk import glob_match, is_binary_file, list_files
+from ama_acp.tools.filewalk import glob_match, helper_env, list_files
+from ama_acp.tools.globs import GlobError
 from ama_acp.tools.paths import absolute
-from ama_acp.tools.workspace import command_env
+from ama_acp.tools.regular import read_regular
+from ama_acp.tools.workspace import BINARY_SNIFF_BYTES
 
 MAX_MATCHES = 200  # matching lines shown
 MAX_OUTPUT_CHARS = 50_000
@@ -104,23 +119,26 @@ class GrepTool:
         ignore_case: bool = args["ignore_case"]
         context: int = args["context"]
 
+        if not st.is_dir:
+            require_regular(ctx.resolve(target), st, shown, "searched")
+        if glob is not None:
+            try:
+                glob_match(glob, "x")
+            except GlobError as e:
+                raise ToolError(f"Unusable `glob`: {e}.") from None
+
         found: _Found | None = None
         rg = shutil.which("rg") if self.use_ripgrep else None
         if rg:
             found = await _ripgrep(rg, pattern, target, glob, ignore_case, context, ctx.cwd)
-        if found is None:  # no rg, or rg refused the pattern (look-around, backreferences): Python's re may not
-            try:
-                regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
-            except re.error as e:
-                raise ToolError(f"Invalid regular expression: {e}.") from None
+        if found is None:  # no rg, or rg refused the pattern or failed to run
+            regex = compile_pattern(pattern, ignore_case)
             if st.is_dir:
                 rels, stopped = await list_files(target)
                 paths = [os.path.join(target, r) for r in rels if glob is None or glob_match(glob, r)]
             else:
                 paths, stopped = [target], False
-            found = await anyio.to_thread.run_sync(
-                _python_search, paths, regex, context, st.is_dir, abandon_on_cancel=True
-            )
+            found = await run_bounded(SEARCH_SECONDS, _python_search, paths, regex, context, st.is_dir)
             found.complete = found.complete and not stopped
 
         text = _format(found, context, ctx.cwd)
@@ -152,7 +170,7 @@ async def _ripgrep(
     stored = 0
     try:
         proc = await anyio.open_process(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=command_env()
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=helper_env()
         )
     except OSError:
         return None
@@ -234,42 +252,128 @@ def _rg_text(obj: dict[str, Any]) -> str:
 
 # --- Python fallback -----------------------------------------------------------------------------------
 
+# What RE2 (like ripgrep's default engine) does not do, and what its parse errors say when it meets it.
+_UNSUPPORTED = (
+    ("invalid perl operator: (?=", "look-ahead `(?=…)`"),
+    ("invalid perl operator: (?!", "negative look-ahead `(?!…)`"),
+    ("invalid perl operator: (?<=", "look-behind `(?<=…)`"),
+    ("invalid perl operator: (?<!", "negative look-behind `(?<!…)`"),
+    ("invalid perl operator: (?>", "atomic groups `(?>…)`"),
+    ("bad repetition operator: ++", "possessive quantifiers (`a++`)"),
+    ("bad repetition operator: *+", "possessive quantifiers (`a*+`)"),
+    ("bad repetition operator: ?+", "possessive quantifiers (`a?+`)"),
+)
+_RE2_MAX_MEM = 64 << 20
 
-def _python_search(paths: list[str], regex: re.Pattern[str], context: int, walked: bool) -> _Found:
+
+def compile_pattern(pattern: str, ignore_case: bool) -> re2._Regexp:
+    """The RE2 regex for `pattern`, multi-line (`^`/`$` at line ends), never matching across lines. Raises a
+    ToolError naming the construct when the pattern uses something RE2 does not support."""
+    options = re2.Options()
+    options.case_sensitive = not ignore_case
+    options.never_nl = True  # a match never spans lines, as in ripgrep
+    options.log_errors = False
+    options.max_mem = _RE2_MAX_MEM
+    try:
+        return re2.compile("(?m)" + pattern, options)
+    except re2.error as e:
+        raise ToolError(_pattern_error(pattern, str(e.args[0] if e.args else e))) from None
+    except UnicodeEncodeError:
+        raise ToolError("`pattern` is not valid Unicode text.") from None
+
+
+def _pattern_error(pattern: str, message: str) -> str:
+    message = message.removeprefix("b'").removesuffix("'")
+    unsupported = [what for marker, what in _UNSUPPORTED if marker in message]
+    if "invalid escape sequence: \\" in message and message[-1:].isdigit():
+        unsupported.append("backreferences (`\\1`)")
+    base = f"Invalid regular expression `{short(pattern, 80)}`: {message}."
+    if unsupported:
+        return (
+            f"{base} The search uses ripgrep's regex syntax (RE2), which has no {', '.join(unsupported)}; "
+            "rewrite the pattern without it (for example search for a simpler pattern and filter the results)."
+        )
+    if "pattern too large" in message:
+        return f"{base} Use a shorter pattern."
+    return base
+
+
+def _python_search(budget: Budget, paths: list[str], regex: re2._Regexp, context: int, walked: bool) -> _Found:
     found = _Found()
-    deadline = time.monotonic() + SEARCH_SECONDS
     stored = 0
     for path in sorted(paths):
-        if found.matches >= COUNT_LIMIT or time.monotonic() > deadline:
+        if found.matches >= COUNT_LIMIT or budget.exhausted():
             found.complete = False
             break
         # Like rg, a walk does not follow symlinks: they may lead out of the workspace.
         if walked and os.path.islink(path):
             continue
         try:
-            if not os.path.isfile(path) or os.path.getsize(path) > MAX_FILE_BYTES or is_binary_file(path):
-                continue
-            with open(path, encoding="utf-8", errors="replace", newline="") as f:
-                lines = f.read().split("\n")
+            # Regular files only (never a FIFO or device); one byte more than the limit says "too big".
+            data = read_regular(path, MAX_FILE_BYTES + 1)
         except OSError:
             continue
-        if lines and lines[-1] == "":
-            lines.pop()
-        hits = _FileHits(path)
-        keep: set[int] = set()
-        matched: set[int] = set()
-        for i, line in enumerate(lines):
-            if regex.search(line):
-                found.matches += 1
-                if stored <= MAX_MATCHES:
-                    stored += 1
-                    matched.add(i)
-                    keep.update(range(max(0, i - context), min(len(lines), i + context + 1)))
-        for i in sorted(keep):
-            hits.lines.append((i + 1, i in matched, lines[i].removesuffix("\r")))
-        if hits.lines:
-            found.files.append(hits)
+        if len(data) > MAX_FILE_BYTES or b"\0" in data[:BINARY_SNIFF_BYTES]:
+            continue
+        stored = _search_bytes(data, path, regex, context, found, stored, budget)
     return found
+
+
+def _search_bytes(
+    data: bytes, path: str, regex: re2._Regexp, context: int, found: _Found, stored: int, budget: Budget
+) -> int:
+    """Count and keep the matching lines of one file. On bytes, so each search resumes where the last one
+    stopped without re-encoding the text: the whole file costs time linear in its size."""
+    hits = _FileHits(path)
+    kept: dict[int, tuple[bool, bytes]] = {}
+    pos = 0
+    line_no = 1  # the number of the line starting at `counted`
+    counted = 0
+    while pos <= len(data):
+        if found.matches >= COUNT_LIMIT or budget.exhausted():
+            found.complete = False
+            break
+        m = regex.search(data, pos)
+        if m is None:
+            break
+        start = data.rfind(b"\n", 0, m.start()) + 1
+        end = data.find(b"\n", m.start())
+        end = len(data) if end == -1 else end
+        if start == len(data):
+            break  # an empty match after the final newline (or in an empty file): there is no line there
+        line_no += data.count(b"\n", counted, start)
+        counted = start
+        found.matches += 1
+        if stored <= MAX_MATCHES:
+            stored += 1
+            kept[line_no] = (True, data[start:end])
+            if context:
+                _context_lines(data, start, end, line_no, context, kept)
+        pos = end + 1
+    for number in sorted(kept):
+        is_match, raw = kept[number]
+        hits.lines.append((number, is_match, raw.decode("utf-8", "replace").removesuffix("\r")))
+    if hits.lines:
+        found.files.append(hits)
+    return stored
+
+
+def _context_lines(data: bytes, start: int, end: int, line_no: int, context: int, kept: dict) -> None:
+    before_end = start - 1  # the newline ending the previous line
+    for k in range(1, context + 1):
+        if before_end < 0:
+            break
+        before_start = data.rfind(b"\n", 0, before_end) + 1
+        kept.setdefault(line_no - k, (False, data[before_start:before_end]))
+        before_end = before_start - 1
+    after_start = end + 1
+    for k in range(1, context + 1):
+        if after_start >= len(data):
+            break
+        after_end = data.find(b"\n", after_start)
+        after_end = len(data) if after_end == -1 else after_end
+        kept.setdefault(line_no + k, (False, data[after_start:after_end]))
+        after_start = after_end + 1
 
 
 # --- output --------------------------------------------------------------------------------------------

@@ -57,7 +57,12 @@ class ListTool:
         lines = []
         for e in entries[:MAX_ENTRIES]:
             link = " (symlink)" if e.is_symlink else ""
-            lines.append(f"{e.name}/{link}" if e.is_dir else f"{e.name}  {human_size(e.size)}{link}")
+            if e.is_dir:
+                lines.append(f"{e.name}/{link}")
+            elif e.special:  # listed so the model knows it is there, with why it cannot be read
+                lines.append(f"{e.name}  ({e.special}, not readable){link}")
+            else:
+                lines.append(f"{e.name}  {human_size(e.size)}{link}")
         dirs = sum(e.is_dir for e in entries)
         files = len(entries) - dirs
         header = (

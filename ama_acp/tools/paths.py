@@ -20,8 +20,13 @@ class ResolvedPath(msgspec.Struct, frozen=True):
 
 
 def absolute(path: str, cwd: str) -> str:
-    """`path` made absolute against `cwd` and normalized, symlinks untouched."""
-    return os.path.normpath(os.path.join(cwd, os.path.expanduser(path)))
+    """`path` made absolute against `cwd` and normalized, symlinks untouched. Pure string work that never
+    raises (`~name` with a NUL in it cannot be looked up: it stays as written)."""
+    try:
+        expanded = os.path.expanduser(path)
+    except (ValueError, KeyError, OSError):
+        expanded = path
+    return os.path.normpath(os.path.join(cwd, expanded))
 
 
 class PathPolicy:
@@ -34,8 +39,13 @@ class PathPolicy:
             self.roots.append(real)
 
     def resolve(self, path: str, cwd: str) -> ResolvedPath:
+        """Never raises: a path no file can have (a NUL byte, a lone surrogate) counts as outside, so the
+        permission check treats it with the most care; the tool then refuses it."""
         lexical = absolute(path, cwd)
-        real = os.path.realpath(lexical)
+        try:
+            real = os.path.realpath(lexical)
+        except (ValueError, OSError):
+            return ResolvedPath(abs_path=lexical, inside=False, path=lexical)
         return ResolvedPath(abs_path=real, inside=self.contains(real), path=lexical)
 
     def contains(self, real_path: str) -> bool:

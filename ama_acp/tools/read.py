@@ -13,6 +13,7 @@ from ama_acp.tools.common import (
     human_size,
     missing_file_error,
     os_errors_as_tool_errors,
+    require_regular,
     validate,
 )
 from ama_acp.tools.context import ToolContext
@@ -68,13 +69,15 @@ class ReadTool:
     @os_errors_as_tool_errors
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         args = validate(self.parameters, args)
-        path = ctx.resolve(args["path"]).path
+        resolved = ctx.resolve(args["path"])
+        path = resolved.path
         shown = display_path(path, ctx.cwd)
         st = await ctx.workspace.stat(path)
         if st is None:
             raise await missing_file_error(ctx.workspace, path, ctx.cwd)
         if st.is_dir:
             raise ToolError(f"{shown} is a directory. Use list_dir to see what it holds.")
+        require_regular(resolved, st, shown, "read")
         sliced = "offset" in args or "limit" in args
         offset: int = args.get("offset", 1)
         limit: int = args.get("limit", DEFAULT_LIMIT)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
+
+import anyio
 
 from ama_acp.providers.base import ToolSpec
-from ama_acp.tools.base import Tool
+from ama_acp.tools.base import DEFAULT_DEADLINE_SECONDS, HasDeadline, Tool, ToolError, ToolResult
 from ama_acp.tools.edit import EditTool
 from ama_acp.tools.glob import GlobTool
 from ama_acp.tools.grep import GrepTool
@@ -28,6 +31,29 @@ def default_tools() -> list[Tool]:
         ShellTool(),
         TodoTool(),
     ]
+
+
+def deadline_for(tool: Tool, args: Any) -> float:
+    """Seconds the call may take: the tool's own `deadline_seconds(args)` or DEFAULT_DEADLINE_SECONDS."""
+    if isinstance(tool, HasDeadline):
+        return tool.deadline_seconds(args)
+    return DEFAULT_DEADLINE_SECONDS
+
+
+async def run_with_deadline(tool: Tool, args: dict[str, Any], ctx: Any) -> ToolResult:
+    """Run one tool call; past its deadline it is cancelled (its threads told to stop, its processes
+    killed by their own cleanup) and the call fails with a ToolError saying so. Every tool call goes
+    through here, so no tool, however it misbehaves, can hold a turn forever."""
+    seconds = deadline_for(tool, args)
+    result: ToolResult | None = None
+    with anyio.move_on_after(seconds):
+        result = await tool.run(args, ctx)
+    if result is None:
+        raise ToolError(
+            f"{tool.name} timed out after {seconds:g} s and was stopped. Try a narrower request "
+            "(a smaller path, a more specific pattern, a shorter command)."
+        )
+    return result
 
 
 def by_name(tools: Sequence[Tool] | None = None) -> dict[str, Tool]:

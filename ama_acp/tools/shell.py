@@ -6,11 +6,14 @@ import signal
 from typing import Any
 
 from ama_acp.tools.base import Location, ToolError, ToolKind, ToolResult
-from ama_acp.tools.common import arg_str, os_errors_as_tool_errors, short, validate
+from ama_acp.tools.common import arg_int, arg_str, os_errors_as_tool_errors, short, validate
 from ama_acp.tools.context import ToolContext
 
 DEFAULT_TIMEOUT = 120
 MAX_TIMEOUT = 600
+# Beyond its own timeout a command gets this long to be killed and its output gathered before the call's
+# deadline (tools.registry.run_with_deadline) gives up on it.
+DEADLINE_GRACE = 15.0
 OUTPUT_CAP = 30_000  # bytes kept: the first and the last half
 
 
@@ -50,6 +53,11 @@ class ShellTool:
 
     def locations(self, args: dict[str, Any], cwd: str) -> list[Location]:
         return []
+
+    def deadline_seconds(self, args: Any) -> float:
+        timeout = arg_int(args, "timeout")
+        timeout = DEFAULT_TIMEOUT if timeout is None else min(max(timeout, 1), MAX_TIMEOUT)
+        return timeout + DEADLINE_GRACE
 
     @os_errors_as_tool_errors
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:

@@ -28,6 +28,9 @@ import anyio
 import msgspec
 from anyio.abc import Process
 
+from ama_acp.tools.proctree import MARKER_VAR, marked_pids, new_marker, signal_marked
+from ama_acp.tools.regular import describe_mode, open_regular
+
 # A NUL byte in the first block of a file means binary, as git and ripgrep decide it.
 BINARY_SNIFF_BYTES = 8192
 
@@ -40,8 +43,10 @@ class FileStat(msgspec.Struct, frozen=True):
     size: int
     mtime: float
     is_dir: bool
-    is_file: bool
+    is_file: bool  # a regular file
     is_symlink: bool = False
+    # What it is when neither a directory nor a regular file: "a FIFO (named pipe)", "a character device", ...
+    special: str | None = None
 
 
 class DirEntry(msgspec.Struct, frozen=True):
@@ -50,6 +55,7 @@ class DirEntry(msgspec.Struct, frozen=True):
     size: int  # bytes; 0 for directories
     mtime: float
     is_symlink: bool = False
+    special: str | None = None  # a FIFO, device or socket: listed, never opened
 
 
 class CommandResult(msgspec.Struct, frozen=True):
@@ -222,6 +228,10 @@ class LocalWorkspace:
     async def run_command(self, command: str, cwd: str, timeout: float, output_cap: int) -> CommandResult:
         # Shielded: a cancel while asyncio still connects the pipes would kill only the shell (its own cleanup)
         # and orphan whatever it already started. With the handle in hand the finally below kills the group.
+        marker = new_marker()
+        env = command_env(self._env_base)
+        # Inherited by everything the command starts, so even a process that left the group is found.
+        env[MARKER_VAR] = marker
         with anyio.CancelScope(shield=True):
             proc = await anyio.open_process(
                 [*_shell(), command],
@@ -229,7 +239,7 @@ class LocalWorkspace:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 cwd=cwd,
-                env=command_env(self._env_base),
+                env=env,
                 # Its own process group, so one killpg reaches everything the command started.
                 start_new_session=True,
             )
@@ -254,15 +264,15 @@ class LocalWorkspace:
                 with anyio.move_on_after(timeout) as scope:
                     await proc.wait()
                 timed_out = scope.cancelled_caught
-                # The shell is done (or out of time); whatever it left behind in its group goes too.
-                await self._terminate(proc, pgid)
+                # The shell is done (or out of time); whatever it left behind, in its group or not, goes too.
+                await self._terminate(proc, pgid, marker)
                 # A process that escaped the group (setsid) may still hold the pipe: stop waiting for it.
                 with anyio.move_on_after(1.0):
                     await eof.wait()
                 tg.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
-                await self._terminate(proc, pgid)
+                await self._terminate(proc, pgid, marker)
                 with contextlib.suppress(Exception):
                     await proc.aclose()
 
@@ -272,30 +282,38 @@ class LocalWorkspace:
         # bash reports a child killed by a signal as 128+N; keep the exit code as the shell gave it.
         return CommandResult(code, None, out.text(), out.dropped > 0, timed_out)
 
-    async def _terminate(self, proc: Process, pgid: int) -> None:
-        """SIGTERM the group, SIGKILL what is left after the grace period, and reap the shell."""
-        if proc.returncode is None or _group_alive(pgid):
+    async def _terminate(self, proc: Process, pgid: int, marker: str) -> None:
+        """SIGTERM the group and every marked process, SIGKILL what is left after the grace period, and reap
+        the shell."""
+        if proc.returncode is None or _group_alive(pgid) or marked_pids(marker):
             _killpg(pgid, signal.SIGTERM)
-            if not await _wait_gone(proc, pgid, self.kill_grace):
+            signal_marked(marker, signal.SIGTERM)
+            if not await _wait_gone(proc, pgid, marker, self.kill_grace):
                 _killpg(pgid, signal.SIGKILL)
-                # SIGKILL lands asynchronously; return only once the group is really gone.
-                await _wait_gone(proc, pgid, 1.0)
+                signal_marked(marker, signal.SIGKILL)
+                # SIGKILL lands asynchronously; return only once they are really gone.
+                await _wait_gone(proc, pgid, marker, 1.0)
         if proc.returncode is None:
             await proc.wait()
 
 
-async def _wait_gone(proc: Process, pgid: int, seconds: float) -> bool:
-    """Poll until the shell has exited and no live process is left in its group: nothing signals the end of a
-    process group, so polling it is."""
+def _all_gone(proc: Process, pgid: int, marker: str) -> bool:
+    return proc.returncode is not None and not _group_alive(pgid) and not marked_pids(marker)
+
+
+async def _wait_gone(proc: Process, pgid: int, marker: str, seconds: float) -> bool:
+    """Poll until the shell has exited and no live process is left in its group or carries its marker:
+    nothing signals the end of a process group, so polling it is."""
     for _ in range(max(int(seconds / 0.01), 1)):
-        if proc.returncode is not None and not _group_alive(pgid):
+        if _all_gone(proc, pgid, marker):
             return True
         await anyio.sleep(0.01)
-    return proc.returncode is not None and not _group_alive(pgid)
+    return _all_gone(proc, pgid, marker)
 
 
 def _read_text(path: str, line: int | None, limit: int | None) -> str:
-    with open(path, "rb") as f:
+    # Regular files only, opened so that the open itself cannot block (a FIFO would, forever).
+    with open(open_regular(path), "rb", closefd=True) as f:
         head = f.read(BINARY_SNIFF_BYTES)
         if b"\0" in head:
             raise BinaryFileError(f"{path} is a binary file")
@@ -325,9 +343,12 @@ def _write_text(path: str, text: str) -> None:
     parent = os.path.dirname(path)
     if parent:
         os.makedirs(parent, exist_ok=True)
-    # In place rather than rename-over: keeps the file's mode, owner, hard links and symlinks intact.
-    with open(path, "w", encoding="utf-8", newline="") as f:
-        f.write(text)
+    data = text.encode("utf-8")
+    # In place rather than rename-over: keeps the file's mode, owner, hard links and symlinks intact. Opened
+    # without O_TRUNC and checked to be a regular file first: never written through to a FIFO or device.
+    with open(open_regular(path, write=True), "wb", closefd=True) as f:
+        f.truncate(0)
+        f.write(data)
 
 
 def _stat(path: str) -> FileStat | None:
@@ -345,6 +366,7 @@ def _stat(path: str) -> FileStat | None:
         is_dir=stat_mod.S_ISDIR(st.st_mode),
         is_file=stat_mod.S_ISREG(st.st_mode),
         is_symlink=os.path.islink(path),
+        special=describe_mode(st.st_mode),
     )
 
 
@@ -359,5 +381,6 @@ def _list_dir(path: str) -> list[DirEntry]:
                 entries.append(DirEntry(e.name, False, 0, 0.0, is_symlink=True))
                 continue
             is_dir = stat_mod.S_ISDIR(st.st_mode)
-            entries.append(DirEntry(e.name, is_dir, 0 if is_dir else st.st_size, st.st_mtime, e.is_symlink()))
+            size = st.st_size if stat_mod.S_ISREG(st.st_mode) else 0
+            entries.append(DirEntry(e.name, is_dir, size, st.st_mtime, e.is_symlink(), describe_mode(st.st_mode)))
     return entries

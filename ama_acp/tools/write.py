@@ -14,6 +14,8 @@ from ama_acp.tools.common import (
     make_diff,
     os_errors_as_tool_errors,
     plural,
+    refuse_git_internals,
+    require_regular,
     validate,
 )
 from ama_acp.tools.context import ToolContext
@@ -49,12 +51,15 @@ class WriteTool:
     @os_errors_as_tool_errors
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         args = validate(self.parameters, args)
-        path = ctx.resolve(args["path"]).path
+        resolved = ctx.resolve(args["path"])
+        path = resolved.path
         content: str = args["content"]
         shown = display_path(path, ctx.cwd)
+        refuse_git_internals(resolved, shown)
         st = await ctx.workspace.stat(path)
         if st is not None and st.is_dir:
             raise ToolError(f"{shown} is a directory.")
+        require_regular(resolved, st, shown, "written")
 
         old: str | None = None
         replaced_binary = False

@@ -1,0 +1,64 @@
+"""Finding every process a command started, including the ones that left its process group.
+
+A command runs in a process group of its own, and killing the group ends most of what it started. But
+`setsid cmd &`, a daemonizing server or `nohup` moves a process into a session of its own, out of reach of
+that kill, and it would outlive the turn and ama itself. Each command therefore carries a marker in its
+environment (`AMA_RUN_ID=<uuid>`), which children inherit through fork and exec (unless a program goes out
+of its way to scrub its environment); at the end every live process whose /proc/<pid>/environ holds the
+marker is signalled too. Linux only; elsewhere only the process group is reached.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import uuid
+
+MARKER_VAR = "AMA_RUN_ID"
+
+
+def new_marker() -> str:
+    return uuid.uuid4().hex
+
+
+def _live(pid: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    # The state follows the command name, which may hold spaces and parentheses: look after the last ')'.
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    return bool(fields) and fields[0] not in (b"Z", b"X")  # zombies hold nothing; they only wait to be reaped
+
+
+def marked_pids(marker: str) -> list[int]:
+    """Live processes whose environment carries `AMA_RUN_ID=<marker>`."""
+    needle = f"{MARKER_VAR}={marker}".encode()
+    me = os.getpid()
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return []
+    found: list[int] = []
+    for pid in pids:
+        if int(pid) == me:
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = f.read()
+        except OSError:  # gone meanwhile, or another user's process: not ours either way
+            continue
+        if needle in env.split(b"\0") and _live(pid):
+            found.append(int(pid))
+    return found
+
+
+def signal_marked(marker: str, sig: int = signal.SIGKILL) -> int:
+    """Send `sig` to every live marked process; returns how many were signalled."""
+    pids = marked_pids(marker)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+    return len(pids)
