@@ -35,10 +35,26 @@ Each POST takes the next reply from the queue and renders it in the dialect of t
     body: dict | str           the error body (default: the dialect's usual error object)
     message: str               the error message inside the default body
   hang: float                  read the request, then send nothing for this many seconds
+  hostile replies (any bytes, to test what ama does with a server that misbehaves)
+    raw: str | bytes           send exactly this body (status `status`, default 200; `content_type`, default
+                               text/event-stream), chunked in pieces of `raw_chunk` bytes, `delay` apart
+    sse_lines: [str | bytes]   send these lines verbatim, each ended by "\n" (or "\r\n" with crlf), one chunk each
+    keepalive: float           send the first `break_after` events (default none), then `: keepalive` comments
+                               this many seconds apart, forever (until the client leaves or the server closes)
+    huge: int                  a body of this many bytes (status `status`, default 500, JSON-looking error text),
+                               streamed in 64 KiB pieces and never held in memory
+    content_type: str          the content-type of any reply
+
+Like the real APIs, the server rejects (HTTP 400 in the endpoint's error shape, without taking a reply from
+the queue) a request whose conversation has a tool call without its result or a tool result without its call:
+OpenAI wants every `tool_calls[].id` answered by `role: tool` messages before the next other message;
+Anthropic wants every `tool_use` answered by a `tool_result` in the next user message. Such rejections are
+also listed in `server.rejections`. `LLMServer(check_pairing=False)` turns the check off, for a test that
+deliberately sends such a conversation.
 
 An empty queue answers 500 with a body saying the script ran out. Every request is recorded in
-`server.requests` (`RecordedRequest`: path, headers with lower-case names, parsed JSON body, and the
-monotonic `time` it arrived, for checking retry delays).
+`server.requests` (`RecordedRequest`: path, headers with lower-case names, parsed JSON body, the monotonic
+`time` it arrived, for checking retry delays, and `sent`: body bytes written to the client so far).
 """
 
 from __future__ import annotations
@@ -72,6 +88,7 @@ class RecordedRequest:
     headers: dict[str, str]
     body: Any  # parsed JSON, or None when the body was not JSON
     time: float = field(default_factory=time.monotonic)
+    sent: int = 0  # body bytes written to the client (hostile replies count them)
 
 
 def _pieces(text: str, size: int) -> list[str]:
@@ -234,6 +251,77 @@ def anthropic_error(status: int, message: str) -> dict[str, Any]:
     return {"type": "error", "error": {"type": kind, "message": message}}
 
 
+# --- what the real APIs check before answering ------------------------------------------------------------
+
+
+def openai_pairing_error(body: Any) -> str | None:
+    """OpenAI's check: each assistant `tool_calls[].id` must be answered by `role: tool` messages before the
+    next other message, and each tool message must answer such a call. The wording is OpenAI's."""
+    messages = body.get("messages") if isinstance(body, dict) else None
+    pending: list[Any] = []
+    for i, msg in enumerate(messages if isinstance(messages, list) else []):
+        if not isinstance(msg, dict):
+            continue
+        if msg.get("role") == "tool":
+            if msg.get("tool_call_id") not in pending:
+                return (
+                    f"Invalid parameter: messages with role 'tool' must be a response to a preceeding message with "
+                    f"'tool_calls'. (messages.[{i}], tool_call_id {msg.get('tool_call_id')!r})"
+                )
+            pending.remove(msg.get("tool_call_id"))
+            continue
+        if pending:
+            break
+        if msg.get("role") == "assistant":
+            pending = [c.get("id") for c in msg.get("tool_calls") or [] if isinstance(c, dict)]
+    if pending:
+        return (
+            "An assistant message with 'tool_calls' must be followed by tool messages responding to each "
+            f"'tool_call_id'. The following tool_call_ids did not have response messages: {', '.join(map(str, pending))}"
+        )
+    return None
+
+
+def _blocks_of(msg: Any, kind: str) -> list[tuple[int, dict[str, Any]]]:
+    content = msg.get("content") if isinstance(msg, dict) else None
+    if not isinstance(content, list):
+        return []
+    return [(j, b) for j, b in enumerate(content) if isinstance(b, dict) and b.get("type") == kind]
+
+
+def anthropic_pairing_error(body: Any) -> str | None:
+    """Anthropic's check: each `tool_use` block must be answered by a `tool_result` with its id in the next
+    message (a user message), and each `tool_result` must answer a `tool_use` of the previous message."""
+    messages = body.get("messages") if isinstance(body, dict) else None
+    expected: list[Any] = []
+    for i, msg in enumerate(messages if isinstance(messages, list) else []):
+        role = msg.get("role") if isinstance(msg, dict) else None
+        results = _blocks_of(msg, "tool_result")
+        answered = [b.get("tool_use_id") for _, b in results]
+        missing = [t for t in expected if role != "user" or t not in answered]
+        if missing:
+            return (
+                f"messages.{i - 1}: `tool_use` ids were found without `tool_result` blocks immediately after: "
+                f"{', '.join(map(str, missing))}. Each `tool_use` block must have a corresponding `tool_result` "
+                "block in the next message."
+            )
+        for j, block in results:
+            if block.get("tool_use_id") not in expected:
+                return (
+                    f"messages.{i}.content.{j}: unexpected `tool_use_id` found in `tool_result` blocks: "
+                    f"{block.get('tool_use_id')}. Each `tool_result` block must have a corresponding `tool_use` "
+                    "block in the previous message."
+                )
+        expected = [b.get("id") for _, b in _blocks_of(msg, "tool_use")] if role == "assistant" else []
+    if expected:
+        return (
+            f"messages.{len(messages) - 1}: `tool_use` ids were found without `tool_result` blocks immediately "
+            f"after: {', '.join(map(str, expected))}. Each `tool_use` block must have a corresponding "
+            "`tool_result` block in the next message."
+        )
+    return None
+
+
 # --- the server --------------------------------------------------------------------------------------------
 
 
@@ -251,7 +339,8 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.loads(raw) if raw else None
         except ValueError:
             body = None
-        owner._record(RecordedRequest(self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+        self.recorded = RecordedRequest(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+        owner._record(self.recorded)
         path = self.path.split("?")[0]
         if path.endswith("/chat/completions"):
             dialect = "openai"
@@ -260,6 +349,23 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._json(404, {"error": {"message": f"llm_server: no endpoint {path}"}})
             return
+        if owner.check_pairing:
+            problem = (openai_pairing_error if dialect == "openai" else anthropic_pairing_error)(body)
+            if problem is not None:
+                owner._reject(self.recorded, problem)
+                if dialect == "openai":
+                    err = {
+                        "error": {
+                            "message": problem,
+                            "type": "invalid_request_error",
+                            "param": "messages",
+                            "code": None,
+                        }
+                    }
+                else:
+                    err = {"type": "error", "error": {"type": "invalid_request_error", "message": problem}}
+                self._json(400, err)
+                return
         reply = owner._next()
         if reply is None:
             n = len(owner.requests)
@@ -270,6 +376,18 @@ class _Handler(BaseHTTPRequestHandler):
         if "hang" in reply:
             owner._closing.wait(float(reply["hang"]))
             self.close_connection = True
+            return
+        if "raw" in reply or "sse_lines" in reply:
+            self._raw(reply)
+            return
+        if "huge" in reply:
+            self._huge(reply)
+            return
+        if "keepalive" in reply:
+            model = (body or {}).get("model", "test-model") if isinstance(body, dict) else "test-model"
+            include = dialect == "openai"
+            events = render_openai(reply, model, include) if dialect == "openai" else render_anthropic(reply, model)
+            self._keepalive(events, reply)
             return
         if "status" in reply:
             self._error(dialect, reply)
@@ -301,10 +419,78 @@ class _Handler(BaseHTTPRequestHandler):
             headers["retry-after"] = str(reply["retry_after"])
         self._json(status, body, headers)
 
+    # --- hostile replies
+
+    def _start_chunked(self, status: int, content_type: str, reply: dict[str, Any]) -> None:
+        self.send_response(status)
+        self.send_header("content-type", content_type)
+        self.send_header("transfer-encoding", "chunked")
+        for k, v in (reply.get("headers") or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.close_connection = True
+
+    def _chunk(self, payload: bytes) -> None:
+        if payload:
+            self.wfile.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
+            self.wfile.flush()
+            self.recorded.sent += len(payload)
+
+    def _end_chunks(self) -> None:
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    def _raw(self, reply: dict[str, Any]) -> None:
+        nl = b"\r\n" if reply.get("crlf") else b"\n"
+        if "sse_lines" in reply:
+            pieces = [(x.encode() if isinstance(x, str) else x) + nl for x in reply["sse_lines"]]
+        else:
+            raw = reply["raw"]
+            data = raw.encode() if isinstance(raw, str) else raw
+            size = int(reply.get("raw_chunk") or max(1, len(data)))
+            pieces = [data[i : i + size] for i in range(0, len(data), size)]
+        self._start_chunked(int(reply.get("status", 200)), reply.get("content_type", "text/event-stream"), reply)
+        delay = float(reply.get("delay", 0.0))
+        try:
+            for n, piece in enumerate(pieces):
+                if delay and n and self.server.owner._closing.wait(delay):
+                    return
+                self._chunk(piece)
+            self._end_chunks()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up on the body, as it should for a hostile one
+
+    def _huge(self, reply: dict[str, Any]) -> None:
+        total = int(reply["huge"])
+        self._start_chunked(int(reply.get("status", 500)), reply.get("content_type", "application/json"), reply)
+        head = b'{"error": {"message": "'
+        piece = b"x" * 65536
+        try:
+            self._chunk(head)
+            left = total - len(head)
+            while left > 0 and not self.server.owner._closing.is_set():
+                self._chunk(piece[:left])
+                left -= len(piece)
+            self._end_chunks()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client stopped reading: what a bounded reader does
+
+    def _keepalive(self, events: list[tuple[str, str]], reply: dict[str, Any]) -> None:
+        nl = "\r\n" if reply.get("crlf") else "\n"
+        interval = float(reply["keepalive"])
+        self._start_chunked(200, reply.get("content_type", "text/event-stream"), reply)
+        try:
+            for name, data in events[: int(reply.get("break_after") or 0)]:
+                self._chunk(((f"event: {name}{nl}" if name else "") + f"data: {data}{nl}{nl}").encode())
+            while not self.server.owner._closing.wait(interval):
+                self._chunk(f": keepalive{nl}{nl}".encode())
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (its deadline passed)
+
     def _stream(self, events: list[tuple[str, str]], reply: dict[str, Any]) -> None:
         nl = "\r\n" if reply.get("crlf") else "\n"
         self.send_response(200)
-        self.send_header("content-type", "text/event-stream")
+        self.send_header("content-type", reply.get("content_type", "text/event-stream"))
         self.send_header("cache-control", "no-cache")
         self.send_header("transfer-encoding", "chunked")
         for k, v in (reply.get("headers") or {}).items():
@@ -343,8 +529,10 @@ class _Server(ThreadingHTTPServer):
 class LLMServer:
     """The scripted server. Start with `start()` or `with`; `url` is `http://127.0.0.1:PORT`."""
 
-    def __init__(self, host: str = "127.0.0.1") -> None:
+    def __init__(self, host: str = "127.0.0.1", *, check_pairing: bool = True) -> None:
         self._host = host
+        self.check_pairing = check_pairing  # reject dangling tool calls/results, as the real APIs do
+        self.rejections: list[tuple[RecordedRequest, str]] = []
         self._queue: deque[dict[str, Any]] = deque()
         self._lock = threading.Lock()
         self._closing = threading.Event()
@@ -372,6 +560,10 @@ class LLMServer:
     def _record(self, req: RecordedRequest) -> None:
         with self._lock:
             self.requests.append(req)
+
+    def _reject(self, req: RecordedRequest, problem: str) -> None:
+        with self._lock:
+            self.rejections.append((req, problem))
 
     # --- addresses
 
