@@ -130,8 +130,8 @@ def _plan(entries: Any) -> list[dict[str, str]]:
         out.append(
             {
                 "content": e["content"],
-                "status": status if status in _PLAN_STATUSES else "pending",
-                "priority": priority if priority in _PRIORITIES else "medium",
+                "status": status if isinstance(status, str) and status in _PLAN_STATUSES else "pending",
+                "priority": priority if isinstance(priority, str) and priority in _PRIORITIES else "medium",
             }
         )
     return out
