@@ -5,7 +5,7 @@ hostile: Python's backtracking `re` on a translation of `**/**/**/…` or `*a*a*
 holding the GIL. RE2 cannot backtrack, so no pattern can do that.
 
 Syntax over '/'-separated relative paths: `*` and `?` stay within one path segment, `**/` matches zero or
-more whole directories, `**` elsewhere matches anything (also across '/'), `[abc]`, `[a-z]`, `[!abc]`
+more whole directories (so does a longer run of stars before '/'), `**` elsewhere matches anything, `[abc]`, `[a-z]`, `[!abc]`
 (a class never matches '/'), `{a,b}` (nested too), `\\x` a literal x.
 """
 
@@ -67,14 +67,10 @@ def glob_regex(pattern: str) -> CompiledGlob:
 
 def translate(pattern: str) -> str:
     """The RE2 source for a glob (for fullmatch)."""
-    return _translate(_collapse(pattern), 0)
+    return _translate(pattern, 0)
 
 
-def _collapse(pattern: str) -> str:
-    # `**/**/` means exactly what `**/` means; collapsing keeps the regex small for `**/` repeated 1000 times.
-    while "**/**/" in pattern:
-        pattern = pattern.replace("**/**/", "**/")
-    return pattern
+_ANY_DIRS = "(?:.*/)?"
 
 
 def _translate(pat: str, depth: int) -> str:
@@ -85,19 +81,19 @@ def _translate(pat: str, depth: int) -> str:
     while i < n:
         c = pat[i]
         if c == "*":
-            if pat.startswith("**/", i):
-                out.append("(?:.*/)?")
-                i += 3
-                continue
-            if pat.startswith("**", i):
-                out.append(".*")
-                i += 2
-            else:
+            # A run of stars: one is `*`; two or more are `**`, which before a '/' means "any directories".
+            run = i
+            while i < n and pat[i] == "*":
+                i += 1
+            if i - run == 1:
                 out.append("[^/]*")
+            elif i < n and pat[i] == "/":
                 i += 1
-            # A run of stars means what one (or two) does.
-            while i < n and pat[i] == "*" and not pat.startswith("**/", i):
-                i += 1
+                # `**/**/` means exactly what `**/` means: one keeps the regex small for `**/` repeated.
+                if not out or out[-1] != _ANY_DIRS:
+                    out.append(_ANY_DIRS)
+            else:
+                out.append(".*")
             continue
         if c == "?":
             out.append("[^/]")

@@ -145,6 +145,11 @@ class GrepTool:
         if not found.matches:
             where = f" in {shown}" + (f" (files matching `{glob}`)" if glob else "")
             text = f"No matches for `{pattern}`{where}."
+            if not found.complete:
+                text = (
+                    f"No matches for `{pattern}`{where} before the search stopped early (out of time); "
+                    "it did not look everywhere. Narrow the path or glob."
+                )
         return ToolResult(text=text, locations=[Location(target)])
 
 
