@@ -118,6 +118,20 @@ class SSEParser:
             self._skip_lf = False
             if chunk[0] == 0x0A:
                 pos = 1
+        if b"\r" not in chunk:
+            # The usual case (servers end lines with "\n"): split at C speed; a long line's middle chunks
+            # have no "\n" at all and are only appended.
+            *lines, rest = chunk[pos:].split(b"\n")
+            for piece in lines:
+                if self._line:
+                    self._line += piece
+                    piece = bytes(self._line)
+                    self._line.clear()
+                self._take(piece, out)
+            self._line += rest
+            if self._size + len(self._line) > self.max_event:
+                raise self._too_big()
+            return out
         for m in _EOL.finditer(chunk, pos):
             piece = chunk[pos : m.start()]
             if self._line:
