@@ -228,3 +228,35 @@ def test_property_every_call_gets_one_result_and_one_final_status(replies, fail_
     stop = anyio.run(run_turn, host, UserMessage([TextPart("go")]))
     assert stop == "end_turn"
     check_invariant(host)
+
+
+# --- a session whose file cannot be written tells the person, once (uses the persist test's seams) ---------
+
+
+@pytest.mark.parametrize("notices", [True, False])
+def test_an_unwritable_session_file_is_told_to_the_person_once(tmp_path, notices):
+    from ama_acp.config import Config
+    from ama_acp.session.manager import SessionManager
+    from ama_acp.wire import types as w
+    from tests.unit.test_session_persist import FullDisk, Peer
+
+    (tmp_path / "ws").mkdir()
+    peer = Peer()
+    manager = SessionManager(Config(data_dir=str(tmp_path / "data")), peer, default_model="scripted/demo")
+    if notices:
+        manager.client_caps = w.ClientCapabilities(session=w.ClientSessionCapabilities(notices={}))
+
+    async def main() -> None:
+        session = manager.new_session(str(tmp_path / "ws"), None, [])
+        session.writer = FullDisk()
+        await session.prompt([w.TextContent(text="hello")])
+        await session.prompt([w.TextContent(text="again")])
+
+    anyio.run(main)
+    if notices:
+        warned = [u for u in peer.updates if u["sessionUpdate"] == "notice"]
+        assert len(warned) == 1 and "No space left on device" in warned[0]["description"]
+    else:
+        chunks = [u["content"]["text"] for u in peer.updates if u["sessionUpdate"] == "agent_message_chunk"]
+        warned = [t for t in chunks if "can no longer be saved" in t]
+        assert len(warned) == 1 and "No space left on device" in warned[0] and "will not survive a restart" in warned[0]
