@@ -355,6 +355,8 @@ async def _before(deadline: float, it: AsyncIterator[bytes]) -> AsyncIterator[by
     """`it`'s chunks while `deadline` has not passed. Each wait for the next chunk gets its own cancel scope:
     a scope held open across a `yield` would cancel the consumer's code instead of this read."""
     while True:
+        if _remaining(deadline) <= 0:
+            raise _DeadlineExceeded  # a read that never has to wait would not meet the cancel scope below
         with anyio.move_on_after(_remaining(deadline)) as scope:
             try:
                 chunk = await it.__anext__()

@@ -599,3 +599,25 @@ def test_llm_server_raw_and_sse_lines_modes(server):
     assert [e for e in first if isinstance(e, TextDelta)] == [TextDelta("hi")] and isinstance(first[-1], Finished)
     assert isinstance(collect(lambda: p.stream(REQUEST))[-1], Finished)
     assert "HTML page" in failure(collect(lambda: p.stream(REQUEST))).message
+
+
+def test_a_server_that_never_stops_sending_text_hits_the_deadline_too():
+    chunk = sse(oa({"delta": {"content": "more "}}))
+
+    async def endless() -> AsyncIterator[bytes]:
+        while True:
+            yield chunk  # no await in between: the reads never have to wait
+
+    p = mock(OpenAIProvider, endless, timeout=0.5)
+
+    async def main() -> tuple[int, ProviderEvent | None]:
+        n, last = 0, None
+        with anyio.fail_after(10):
+            async for event in p.stream(REQUEST):
+                n, last = n + 1, event
+        return n, last
+
+    start = time.monotonic()
+    n, last = anyio.run(main)
+    assert isinstance(last, Failure) and last.kind == "timeout" and n > 100
+    assert time.monotonic() - start < 3.0
