@@ -65,9 +65,10 @@ class Handlers:
 
     def on_cancel_request(self, method: str, params: Any) -> bool:
         """`$/cancel_request` on a prompt cancels the turn, which then answers `cancelled` (R25)."""
-        if method != "session/prompt" or not isinstance(params, dict) or self._manager is None:
-            return False
-        session = self._manager.sessions.get(params.get("sessionId", ""))
+        session_id = params.get("sessionId") if isinstance(params, dict) else None
+        if method != "session/prompt" or not isinstance(session_id, str) or self._manager is None:
+            return False  # not a prompt, or params the prompt itself will refuse: a plain request cancel
+        session = self._manager.sessions.get(session_id)
         if session is None:
             return False
         session.cancel()

@@ -12,6 +12,7 @@ from anyio.abc import ByteReceiveStream, ByteSendStream
 from ama_acp.config import Config
 from ama_acp.handlers import Handlers
 from ama_acp.rpc.dispatch import Dispatcher
+from ama_acp.rpc.errors import UNEXPECTED
 from ama_acp.rpc.peer import Peer
 
 log = logging.getLogger(__name__)
@@ -29,14 +30,23 @@ PRELOAD = (
 )
 
 
+PRELOAD_JOIN_S = 2.0
+
+
 def _preload() -> None:
     import importlib
 
     for name in PRELOAD:
         try:
             importlib.import_module(name)
-        except Exception:  # the real import later reports it properly
-            log.exception("preloading %s failed", name)
+        except Exception:  # a module of ama's that cannot be imported is a bug; the real import reports it too
+            log.exception("%s preloading %s failed", UNEXPECTED, name)
+
+
+def _start_preload() -> threading.Thread:
+    thread = threading.Thread(target=_preload, name="ama-preload", daemon=True)
+    thread.start()
+    return thread
 
 
 async def serve(config: Config, model_id: str, receive: ByteReceiveStream, send: ByteSendStream) -> None:
@@ -45,7 +55,7 @@ async def serve(config: Config, model_id: str, receive: ByteReceiveStream, send:
     handlers = Handlers(config, peer, model_id)
     handlers.register(dispatcher)
     peer.on_cancel_request = handlers.on_cancel_request
-    threading.Thread(target=_preload, name="ama-preload", daemon=True).start()
+    preload = _start_preload()
     async with anyio.create_task_group() as tg:
         tg.start_soon(_stop_on_signal, tg.cancel_scope)
         try:
@@ -54,6 +64,10 @@ async def serve(config: Config, model_id: str, receive: ByteReceiveStream, send:
             with anyio.CancelScope(shield=True):
                 await handlers.shutdown()
             tg.cancel_scope.cancel()
+    # An interpreter that exits while this thread is inside an extension module's initialisation can abort
+    # (C++ `terminate called without an active exception` from google-re2, exit status -6). Importing
+    # takes well under a second; the wait is bounded all the same.
+    await anyio.to_thread.run_sync(preload.join, PRELOAD_JOIN_S)
     log.info("input closed; exiting")
 
 

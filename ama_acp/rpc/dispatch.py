@@ -1,25 +1,43 @@
-"""Method table → handler, through jsonrpcserver.
+"""The JSON-RPC 2.0 envelope and the method table.
 
-jsonrpcserver does the JSON-RPC 2.0 envelope work (request validation, -32600/-32601, no replies to
-notifications). Each ACP method registers a handler taking one typed params Struct; this module decodes
-the params with msgspec (so -32602 names the offending field) and maps `AcpError` to the error object.
+Every decoded line is classified here into one typed value — `Request`, `Notification`, `Response` or
+`Invalid` — before anything acts on it. Classification never raises: ids of any JSON type, params of any
+shape and values of any depth become a specific answer (`Invalid`, answered with the request's id whenever
+it has a usable one) or a quiet drop, never an exception in the reader. The peer decides what to write.
+
+The rules (JSON-RPC 2.0 as ACP v1 uses it):
+- a request id is a string or an int64 (or null, allowed by both specs though discouraged); any other id on
+  a message with a method is -32600 answered with id null, since no usable id can be echoed;
+- `params` absent means `{}`; an object is decoded per method with msgspec (-32602 names the field); an array
+  is -32602 (ACP passes params by name); null, a string, a number or a boolean is -32600 (JSON-RPC: params
+  must be a structured value), all answered with the request's id;
+- a batch (a JSON array) is one -32600 with id null (ACP v1 has no batches, R8);
+- nesting deeper than `MAX_DEPTH` is -32600 with the id: deeper values would overflow the recursion limit of
+  whatever walks them next (msgspec, the handlers, the log), and no ACP message needs them;
+- a message without a method but with an id is a response, whatever else it holds; it is the client's word
+  about one of our requests and is never answered.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
-from jsonrpcserver import Error, Result, Success, async_dispatch_to_serializable
 
-from ama_acp.rpc.errors import AcpError
+from ama_acp.rpc.errors import UNEXPECTED, AcpError, ClientError, clip
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[[Any], Awaitable[Any]]
+RequestId = str | int | None
+
+MAX_DEPTH = 128
+_INT64 = (-(2**63), 2**63 - 1)
 
 # Work a handler wants done right after its response is written (see Peer._serve).
 after_response: ContextVar[list[Callable[[], Awaitable[None]]]] = ContextVar("after_response")
@@ -29,38 +47,199 @@ def defer(run: Callable[[], Awaitable[None]]) -> None:
     after_response.get().append(run)
 
 
+# --- the envelope --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    id: RequestId
+    method: str
+    params: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    method: str
+    params: dict[str, Any] | None  # None: params that were not an object (a notification is never answered)
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    id: Any  # any JSON value: only an int can be one of ours
+    result: Any = None
+    error: ClientError | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Invalid:
+    id: RequestId
+    error: AcpError
+
+
+Incoming = Request | Notification | Response | Invalid
+
+
+def is_request_id(value: Any) -> bool:
+    """A string or an int64; `type() is` keeps out bool and float, which would hash equal to ints."""
+    return type(value) is str or (type(value) is int and _INT64[0] <= value <= _INT64[1])
+
+
+def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """True when containers nest more than `limit` levels (the top-level value is level 1). Iterative, so the
+    check itself cannot overflow the stack it protects."""
+    if not isinstance(value, (dict, list)):
+        return False
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item
+        for child in children:
+            if isinstance(child, (dict, list)):
+                if depth + 1 > limit:
+                    return True
+                stack.append((child, depth + 1))
+    return False
+
+
+def classify(message: Any) -> Incoming:
+    if isinstance(message, list):
+        return Invalid(None, AcpError.invalid_request("batches are not supported in ACP v1; send one message a line"))
+    if not isinstance(message, dict):
+        return Invalid(None, AcpError.invalid_request("a message must be a JSON object"))
+    deep = too_deep(message)
+    if "method" not in message:
+        return _classify_response(message, deep)
+    raw_id = message.get("id")
+    has_id = "id" in message
+    if has_id and raw_id is not None and not is_request_id(raw_id):
+        return Invalid(None, AcpError.invalid_request("id must be a string or an integer"))
+    req_id: RequestId = raw_id if has_id else None
+    method = message["method"]
+    if deep:
+        if not has_id:
+            return Notification(method if isinstance(method, str) else "", None)  # unusable; never answered
+        return Invalid(req_id, AcpError.invalid_request(f"the message nests deeper than {MAX_DEPTH} levels"))
+    if not isinstance(method, str):
+        return Invalid(req_id, AcpError.invalid_request("method must be a string"))
+    if message.get("jsonrpc") != "2.0":
+        return Invalid(req_id, AcpError.invalid_request('jsonrpc must be "2.0"'))
+    params = message.get("params", {})
+    if not has_id:
+        return Notification(method, params if isinstance(params, dict) else None)
+    if isinstance(params, list):
+        return Invalid(req_id, AcpError.invalid_params("params must be an object (ACP passes params by name)"))
+    if not isinstance(params, dict):
+        return Invalid(req_id, AcpError.invalid_request("params must be an object"))
+    return Request(req_id, method, params)
+
+
+def _classify_response(message: dict[str, Any], deep: bool) -> Incoming:
+    if "id" not in message:
+        if "result" in message or "error" in message:
+            return Response(None, error=ClientError.from_wire(None))  # matches nothing: ignored
+        return Invalid(None, AcpError.invalid_request("not a request, a notification or a response"))
+    rid = message["id"]
+    if deep:
+        return Response(rid, error=ClientError(-32600, f"the response nests deeper than {MAX_DEPTH} levels"))
+    error = message.get("error")
+    if error is not None:
+        return Response(rid, error=ClientError.from_wire(error))
+    if "result" not in message:
+        return Response(rid, error=ClientError(-32600, "the response has neither result nor error"))
+    return Response(rid, result=message["result"])
+
+
+# A line too deep for msgspec (RecursionError before any value exists): its top-level members are found by a
+# flat scan instead, a run of brackets counted in one match so `[[[[…` costs nothing. The scan stops after
+# `_SCAN_TOKENS` tokens (a worst case `[1,[1,…` takes ~0.1 s for them): an id is almost always near the
+# start, and the rest of such a line is junk anyway.
+_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[{]+|[\]}]+|[:,]')
+_SCAN_TOKENS = 50_000
+
+
+def classify_too_deep(line: bytes) -> Incoming:
+    """What to do with a line whose nesting overflowed the decoder: -32600 with its id when one is found at
+    the top level, nothing for a notification, an error for a response of ours."""
+    members, complete = _top_level_scalars(line)
+    error = AcpError.invalid_request(f"the message nests deeper than {MAX_DEPTH} levels")
+    rid = members.get("id")
+    if "id" in members and "method" not in members and complete:
+        return Response(rid, error=ClientError(-32600, f"the response nests deeper than {MAX_DEPTH} levels"))
+    if "id" in members and is_request_id(rid):
+        return Invalid(rid, error)
+    if "method" in members and "id" not in members and complete:
+        return Notification("", None)  # a notification: never answered, even when unusable (R13)
+    return Invalid(None, error)
+
+
+def _top_level_scalars(line: bytes) -> tuple[dict[str, Any], bool]:
+    """The scalar `id` and the `method` key of a top-level object, and whether the whole object was seen."""
+    found: dict[str, Any] = {}
+    if not line.lstrip().startswith(b"{"):
+        return found, False
+    depth = 0
+    key: str | None = None
+    value_from: int | None = None  # just after the ':' of a wanted member at depth 1
+    for count, m in enumerate(_TOKEN.finditer(line)):
+        if count == _SCAN_TOKENS:
+            break
+        tok = m.group()
+        if value_from is not None and key is not None:
+            text = tok if tok[:1] == b'"' and not line[value_from : m.start()].strip() else line[value_from : m.start()]
+            try:
+                found[key] = msgspec.json.decode(text.strip())
+            except msgspec.DecodeError:
+                found[key] = ...  # present, but not a scalar (an object or array starts here): unusable
+            value_from = None
+        first = tok[:1]
+        if first in (b"[", b"{"):
+            depth += len(tok)
+        elif first in (b"]", b"}"):
+            depth -= len(tok)
+            if depth <= 0:
+                return found, True
+        elif tok == b":":
+            if depth == 1 and key in ("id", "method"):
+                value_from = m.end()
+        elif tok == b",":
+            key = None
+        elif depth == 1:
+            try:
+                key = msgspec.json.decode(tok)
+            except msgspec.DecodeError:
+                key = None
+    return found, False
+
+
+# --- the method table ----------------------------------------------------------------------------------------
+
+
 class Dispatcher:
     def __init__(self) -> None:
-        self._methods: dict[str, Callable[..., Awaitable[Result]]] = {}
+        self._methods: dict[str, tuple[type | None, Handler]] = {}
 
     def add(self, method: str, params_type: type | None, handler: Handler) -> None:
-        async def call(_ctx: Any, **params: Any) -> Result:
-            try:
-                if params_type is None:
-                    args: Any = params
-                else:
-                    args = msgspec.convert(params, params_type, strict=True)
-            except msgspec.ValidationError as exc:
-                return Error(-32602, f"Invalid params: {exc}", {"method": method})
-            try:
-                result = await handler(args)
-            except AcpError as exc:
-                return Error(exc.code, exc.message, exc.data)
-            except Exception as exc:
-                log.exception("internal error in %s", method)
-                return Error(-32603, f"Internal error: {type(exc).__name__}: {exc}")
-            return Success(result if result is not None else {})
-
-        self._methods[method] = call
+        self._methods[method] = (params_type, handler)
 
     def has(self, method: str) -> bool:
         return method in self._methods
 
-    async def dispatch(self, message: Any) -> dict[str, Any] | None:
-        """Answer one decoded message; None for notifications (JSON-RPC never answers those)."""
-        return await async_dispatch_to_serializable(
-            "",  # already decoded: the deserializer hands jsonrpcserver the object itself
-            self._methods,
-            context=None,
-            deserializer=lambda _text: message,
-        )
+    async def call(self, method: str, params: dict[str, Any]) -> Any:
+        """The handler's result (`{}` for None). Raises AcpError only: a handler's unexpected exception is
+        logged with its traceback under UNEXPECTED and becomes -32603."""
+        entry = self._methods.get(method)
+        if entry is None:
+            raise AcpError.method_not_found(method)
+        params_type, handler = entry
+        try:
+            args: Any = params if params_type is None else msgspec.convert(params, params_type, strict=True)
+        except msgspec.ValidationError as exc:
+            raise AcpError(-32602, f"Invalid params: {exc}", {"method": method}) from None
+        try:
+            result = await handler(args)
+        except AcpError:
+            raise
+        except Exception as exc:
+            log.exception("%s internal error in %s", UNEXPECTED, method)
+            raise AcpError.internal(f"{type(exc).__name__}: {clip(str(exc))}") from None
+        return result if result is not None else {}

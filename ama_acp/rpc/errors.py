@@ -53,7 +53,7 @@ class AcpError(Exception):
 
     @classmethod
     def method_not_found(cls, method: str) -> AcpError:
-        return cls(METHOD_NOT_FOUND, f"Method not found: {method}", {"method": method})
+        return cls(METHOD_NOT_FOUND, f"Method not found: {clip(method)}", {"method": clip(method)})
 
     @classmethod
     def invalid_params(cls, detail: str) -> AcpError:
@@ -73,7 +73,7 @@ class AcpError(Exception):
 
     @classmethod
     def session_not_found(cls, session_id: str) -> AcpError:
-        return cls(RESOURCE_NOT_FOUND, f"Session not found: {session_id}", {"sessionId": session_id})
+        return cls(RESOURCE_NOT_FOUND, f"Session not found: {clip(session_id)}", {"sessionId": clip(session_id)})
 
     @classmethod
     def resource_not_found(cls, what: str, data: Any = None) -> AcpError:
@@ -89,10 +89,61 @@ class AcpError(Exception):
 
 
 class ClientError(Exception):
-    """The client answered one of ama's requests with an error."""
+    """The client answered one of ama's requests with an error.
+
+    `message` is the client's own words, fit to show to the model and the person: when the client put them in
+    `data` under a generic JSON-RPC message (the official Python SDK sends `"Internal error"` with
+    `data.details` for any exception in its handler), they are taken from there. `str()` is that message
+    plus the code, on one short line. `wire_message` keeps the message exactly as sent.
+    """
 
     def __init__(self, code: int, message: str, data: Any = None) -> None:
-        super().__init__(f"{message} ({code})")
         self.code = code
-        self.message = message
+        self.wire_message = message
         self.data = data
+        self.message = _client_text(message, data)
+        super().__init__(f"{self.message} ({code})")
+
+    @classmethod
+    def from_wire(cls, error: Any) -> ClientError:
+        """The `error` member of a client's response, whatever its shape (it is the client's word, unchecked)."""
+        if not isinstance(error, dict):
+            return cls(INTERNAL_ERROR, "the client answered with a malformed error")
+        code = error.get("code")
+        message = error.get("message")
+        return cls(
+            code if type(code) is int else INTERNAL_ERROR,
+            message if isinstance(message, str) and message.strip() else "",
+            error.get("data"),
+        )
+
+
+# JSON-RPC's own names for its codes: a client that says only this has put its real words in `data`.
+_GENERIC = frozenset(
+    {"internal error", "invalid params", "invalid request", "parse error", "method not found", "server error", "error"}
+)
+_DETAIL_KEYS = ("details", "detail", "message", "reason", "error")
+_MAX_TEXT = 500
+
+
+def _client_text(message: str, data: Any) -> str:
+    detail = data if isinstance(data, str) else None
+    if isinstance(data, dict):
+        detail = next((v for k in _DETAIL_KEYS if isinstance(v := data.get(k), str) and v.strip()), None)
+    message = message.strip()
+    if detail and detail.strip() and detail.strip() not in message:
+        generic = not message or message.lower().rstrip(".") in _GENERIC
+        message = detail.strip() if generic else f"{message}: {detail.strip()}"
+    if not message:
+        message = "the client answered with an error and no message"
+    return clip(" ".join(message.split()), _MAX_TEXT)
+
+
+def clip(text: str, limit: int = 200) -> str:
+    """Hostile text echoed in an error or a log line stays short (R14: one short sentence)."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# The one prefix of every log line about an exception ama did not expect (a bug): the test suite checks that
+# no ama log contains it.
+UNEXPECTED = "UNEXPECTED:"

@@ -1,5 +1,9 @@
 """One JSON-RPC connection: incoming requests each in their own task, our own requests to the client with
 their responses routed back, `$/cancel_request`, and one writer for the output stream.
+
+Containment: nothing one message does may end the connection. Each line is decoded and classified
+(dispatch.classify) before anything acts on it, and every task this module starts runs under `_contained`,
+which logs an exception it did not expect under the UNEXPECTED prefix, with its traceback, and carries on.
 """
 
 from __future__ import annotations
@@ -7,21 +11,37 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
 import msgspec
 from anyio.abc import ByteReceiveStream, ByteSendStream, TaskGroup
 
-from ama_acp.rpc.dispatch import Dispatcher, after_response
-from ama_acp.rpc.errors import AcpError, ClientError
+from ama_acp.rpc.dispatch import (
+    Dispatcher,
+    Invalid,
+    Notification,
+    Request,
+    RequestId,
+    Response,
+    after_response,
+    classify,
+    classify_too_deep,
+    is_request_id,
+)
+from ama_acp.rpc.errors import UNEXPECTED, AcpError, ClientError, clip
 from ama_acp.rpc.framing import LineTooLong, LineWriter, read_lines
 
 log = logging.getLogger(__name__)
 
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder()
+
+# Ids of requests ama stopped waiting for, so that the client's answer (which it owes us) is recognised as
+# late rather than unknown. Bounded: a client that never answers must not grow it forever.
+_ABANDONED_KEPT = 1024
 
 
 class PeerClosed(Exception):
@@ -44,13 +64,13 @@ class Peer:
         self._writer = LineWriter(send)
         self._dispatcher = dispatcher
         self._ids = itertools.count(1)
-        self._pending: dict[Any, _Pending] = {}
-        self._running: dict[Any, tuple[str, Any, anyio.CancelScope]] = {}
-        self._tg: TaskGroup | None = None
+        self._pending: dict[int, _Pending] = {}
+        self._abandoned: OrderedDict[int, str] = OrderedDict()
+        self._running: dict[str | int, tuple[str, dict[str, Any], anyio.CancelScope]] = {}
         self.closed = False
         # The prompt handler turns a `$/cancel_request` on its request into a session cancel (R25):
         # called with (method, params); True means handled.
-        self.on_cancel_request: Callable[[str, Any], bool] | None = None
+        self.on_cancel_request: Callable[[str, dict[str, Any]], bool] | None = None
 
     # --- output ------------------------------------------------------------------------------------------
 
@@ -60,24 +80,40 @@ class Peer:
     async def notify(self, method: str, params: Any) -> None:
         await self.send_message({"jsonrpc": "2.0", "method": method, "params": params})
 
-    async def request(self, method: str, params: Any, timeout: float | None = None) -> Any:
-        """Send a request to the client and wait for its result. Raises ClientError or PeerClosed."""
-        if self.closed:
+    async def request(
+        self, method: str, params: Any, timeout: float | None = None, *, cancel_notice: bool = True
+    ) -> Any:
+        """Send a request to the client and wait for its result. Raises ClientError, PeerClosed, TimeoutError
+        (after `timeout` seconds) or the caller's cancellation.
+
+        `$/cancel_request` is sent only when ama gives up for its own reason — `timeout` expired — and
+        `cancel_notice` is true. When the wait ends because this task is cancelled from outside (the client's
+        session/cancel, its `$/cancel_request` on the prompt, session/close, shutdown) the client already
+        knows or the connection is going, and a notice would only be noise: the official Python SDK logs an
+        ERROR traceback for every `$/cancel_request` it receives (it has no handler for it). Either way the id
+        is remembered, and the client's late answer is accepted quietly.
+        """
+        if self.closed or self._writer.closed:
             raise PeerClosed(method)
         req_id = next(self._ids)
         pending = self._pending[req_id] = _Pending(method)
         try:
             await self.send_message({"jsonrpc": "2.0", "id": req_id, "method": method, "params": params})
-            with anyio.fail_after(timeout if timeout is not None else math.inf):
-                await pending.event.wait()
-        except BaseException:
-            if not pending.event.is_set() and not self.closed:
-                # Tell the client we no longer wait (R24); it may still answer, which we then ignore.
-                with anyio.CancelScope(shield=True):
-                    await self.notify("$/cancel_request", {"requestId": req_id})
-            raise
+            if self._writer.closed:  # the client stopped reading: it will never answer
+                raise PeerClosed(method)
+            try:
+                with anyio.fail_after(timeout if timeout is not None else math.inf):
+                    await pending.event.wait()
+            except TimeoutError:
+                if cancel_notice and not self.closed:
+                    await self.notify("$/cancel_request", {"requestId": req_id})  # R24
+                raise
         finally:
             self._pending.pop(req_id, None)
+            if not pending.event.is_set():
+                self._abandoned[req_id] = method
+                if len(self._abandoned) > _ABANDONED_KEPT:
+                    self._abandoned.popitem(last=False)
         if pending.error is not None:
             raise pending.error
         return pending.result
@@ -87,12 +123,13 @@ class Peer:
     async def run(self) -> None:
         """Serve until the input ends; then cancel what still runs and return."""
         async with anyio.create_task_group() as tg:
-            self._tg = tg
             try:
                 async for line in read_lines(self._receive):
                     self._handle_line(line, tg)
             except LineTooLong as exc:
                 log.error("closing: %s", exc)
+            except Exception:  # the input stream itself failed: nothing more can be read
+                log.exception("%s reading the input failed; closing", UNEXPECTED)
             self.closed = True
             for pending in self._pending.values():
                 pending.error = ClientError(-32800, "connection closed")
@@ -101,72 +138,124 @@ class Peer:
 
     def _handle_line(self, line: bytes, tg: TaskGroup) -> None:
         try:
+            self._route(line, tg)
+        except Exception:
+            log.exception("%s handling an input line failed: %r", UNEXPECTED, line[:200])
+
+    def _route(self, line: bytes, tg: TaskGroup) -> None:
+        try:
             message = _decoder.decode(line)
         except msgspec.DecodeError as exc:
             log.warning("parse error: %s", exc)
-            tg.start_soon(
-                self.send_message, {"jsonrpc": "2.0", "id": None, "error": AcpError.parse_error(str(exc)).to_dict()}
-            )
+            self._answer(tg, None, AcpError.parse_error(str(exc)))
             return
-        if isinstance(message, dict):
-            if "method" not in message and "id" in message and ("result" in message or "error" in message):
-                self._handle_response(message)
-                return
-            if message.get("method") == "$/cancel_request":
-                self._handle_cancel_request(message.get("params"))
-                return
-        tg.start_soon(self._serve, message)
-
-    def _handle_response(self, message: dict[str, Any]) -> None:
-        pending = self._pending.get(message["id"])
-        if pending is None:
-            log.warning("response to unknown request id %r ignored", message["id"])
-            return
-        err = message.get("error")
-        if err is not None:
-            if isinstance(err, dict):
-                pending.error = ClientError(err.get("code", -32603), str(err.get("message", "")), err.get("data"))
-            else:
-                pending.error = ClientError(-32603, "malformed error response")
+        except RecursionError:  # nested past the decoder's stack: valid JSON, perhaps, but not a message
+            incoming = classify_too_deep(line)
         else:
-            pending.result = message.get("result")
+            incoming = classify(message)
+        if isinstance(incoming, Response):
+            self._handle_response(incoming)
+        elif isinstance(incoming, Invalid):
+            log.warning("invalid message: %s", incoming.error.message)
+            self._answer(tg, incoming.id, incoming.error)
+        elif isinstance(incoming, Notification):
+            if incoming.method == "$/cancel_request":
+                self._handle_cancel_request(incoming.params)
+            elif incoming.params is not None and self._dispatcher.has(incoming.method):
+                tg.start_soon(self._contained, self._notification, incoming, name=incoming.method)
+            # else: unknown or unusable notification, ignored silently (R13, R16)
+        else:
+            # Registered now, not when the task starts: a `$/cancel_request` on the very next line finds it.
+            scope = anyio.CancelScope()
+            tracked = incoming.id is not None and incoming.id not in self._running
+            if tracked:
+                assert incoming.id is not None
+                self._running[incoming.id] = (incoming.method, incoming.params, scope)
+            tg.start_soon(self._contained, self._serve, incoming, scope, tracked, name=incoming.method)
+
+    def _answer(self, tg: TaskGroup, req_id: RequestId, error: AcpError) -> None:
+        tg.start_soon(self._contained, self.send_message, {"jsonrpc": "2.0", "id": req_id, "error": error.to_dict()})
+
+    async def _contained(self, run: Callable[..., Awaitable[Any]], *args: Any) -> None:
+        try:
+            await run(*args)
+        except Exception:
+            log.exception("%s in %s", UNEXPECTED, getattr(run, "__name__", run))
+
+    def _handle_response(self, response: Response) -> None:
+        rid = response.id
+        pending = self._pending.get(rid) if type(rid) is int else None  # bool/float ids never match ours
+        if pending is None:
+            if type(rid) is int and rid in self._abandoned:
+                log.debug("late answer to request %d (%s), which ama stopped waiting for", rid, self._abandoned[rid])
+                del self._abandoned[rid]
+            else:
+                log.debug("response to unknown request id %s ignored", clip(repr(rid), 100))
+            return
+        if pending.event.is_set():
+            log.debug("second response to request %d ignored", rid)
+            return
+        pending.error, pending.result = response.error, response.result
         pending.event.set()
 
-    def _handle_cancel_request(self, params: Any) -> None:
-        if not isinstance(params, dict) or "requestId" not in params:
-            return  # a notification: never answered, even when malformed (R13)
-        running = self._running.get(params["requestId"])
+    def _handle_cancel_request(self, params: dict[str, Any] | None) -> None:
+        """Any malformed or unknown `requestId` is tolerated silently: a notification is never answered (R13)
+        and a request that already finished keeps its response (R22)."""
+        rid = params.get("requestId") if params is not None else None
+        if not is_request_id(rid):
+            return
+        assert rid is not None
+        running = self._running.get(rid)
         if running is None:
-            return  # already finished: its response stands (R22)
+            return
         method, req_params, scope = running
-        if self.on_cancel_request is not None and self.on_cancel_request(method, req_params):
-            return  # handled as a session cancel: the prompt answers `cancelled`
+        try:
+            if self.on_cancel_request is not None and self.on_cancel_request(method, req_params):
+                return  # handled as a session cancel: the prompt answers `cancelled`
+        except Exception:
+            log.exception("%s in the cancel hook for %s", UNEXPECTED, method)
         scope.cancel()
 
-    async def _serve(self, message: Any) -> None:
-        is_request = isinstance(message, dict) and "id" in message and isinstance(message.get("method"), str)
-        req_id = message.get("id") if is_request else None
-        hashable = is_request and isinstance(req_id, (str, int)) and req_id not in self._running
-        scope = anyio.CancelScope()
-        if hashable:
-            self._running[req_id] = (message["method"], message.get("params"), scope)
+    async def _notification(self, note: Notification) -> None:
+        assert note.params is not None
+        try:
+            await self._dispatcher.call(note.method, note.params)
+        except AcpError as exc:  # never answered (R13); the log says why nothing happened
+            log.info("notification %s failed: %s", note.method, exc.message)
+
+    async def _serve(self, req: Request, scope: anyio.CancelScope, tracked: bool) -> None:
         response: dict[str, Any] | None = None
-        deferred: list[Callable[[], Any]] = []
+        deferred: list[Callable[[], Awaitable[None]]] = []
         token = after_response.set(deferred)
         try:
             with scope:
-                response = await self._dispatcher.dispatch(message)
+                try:
+                    result = await self._dispatcher.call(req.method, req.params)
+                    response = {"jsonrpc": "2.0", "id": req.id, "result": result}
+                except AcpError as exc:
+                    response = {"jsonrpc": "2.0", "id": req.id, "error": exc.to_dict()}
         finally:
             after_response.reset(token)
-            if hashable:
-                self._running.pop(req_id, None)
-        if scope.cancelled_caught and is_request:
+            if tracked:
+                self._running.pop(req.id, None)  # type: ignore[arg-type]
+        if scope.cancelled_caught:
             if self.closed:
                 return
-            response = {"jsonrpc": "2.0", "id": req_id, "error": AcpError.cancelled().to_dict()}  # R20
-        if response is not None:
-            await self.send_message(response)
-        if response is not None and "error" in response:
+            response = {"jsonrpc": "2.0", "id": req.id, "error": AcpError.cancelled().to_dict()}  # R20
+        assert response is not None
+        line, ok = self._encode_response(req, response)
+        await self._writer.write(line)
+        if not ok or "error" in response:
             return  # nothing announced for a request that failed
         for run in deferred:  # updates that must follow the response (E4: the client knows the id now)
-            await run()
+            await self._contained(run)
+
+    def _encode_response(self, req: Request, response: dict[str, Any]) -> tuple[bytes, bool]:
+        """The response as one line, and whether it is the one meant. A result that cannot be encoded is a bug
+        in ama: this request is answered -32603 instead of the task dying and the client waiting forever."""
+        try:
+            return _encoder.encode(response), True
+        except Exception as exc:
+            log.exception("%s the result of %s could not be encoded", UNEXPECTED, req.method)
+            error = AcpError.internal(f"the result could not be encoded ({type(exc).__name__}: {clip(str(exc))})")
+            return _encoder.encode({"jsonrpc": "2.0", "id": req.id, "error": error.to_dict()}), False

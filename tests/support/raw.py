@@ -36,14 +36,25 @@ class RawAma:
         self.lines.put(None)
 
     def send_line(self, data: bytes) -> None:
+        self._remember(data)
         assert self.proc.stdin is not None
         self.proc.stdin.write(data + b"\n")
         self.proc.stdin.flush()
 
-    def send(self, msg: dict[str, Any]) -> None:
-        if "id" in msg and "method" in msg:
-            self.methods[msg["id"]] = msg["method"]
+    def send(self, msg: Any) -> None:
+        """Send any JSON value as one line."""
         self.send_line(json.dumps(msg).encode())
+
+    def _remember(self, data: bytes) -> None:
+        """A request-looking line with a string or integer id: its answer is validated against its method."""
+        if b'"method"' not in data:
+            return
+        try:
+            msg = json.loads(data)
+        except (ValueError, RecursionError):
+            return
+        if isinstance(msg, dict) and "method" in msg and type(msg.get("id")) in (str, int):
+            self.methods[msg["id"]] = msg["method"] if isinstance(msg["method"], str) else repr(msg["method"])
 
     def recv(self, timeout: float = 10.0) -> dict[str, Any]:
         line = self.lines.get(timeout=timeout)
@@ -70,6 +81,19 @@ class RawAma:
                 continue
             if "method" not in msg and msg.get("id") == req_id:
                 return msg
+
+    def until(self, req_id: Any, timeout: float = 10.0) -> list[dict[str, Any]]:
+        """Every message up to and including the response to `req_id`, as written (no automatic answers)."""
+        deadline = time.monotonic() + timeout
+        seen: list[dict[str, Any]] = []
+        while True:
+            msg = self.recv(max(0.1, deadline - time.monotonic()))
+            seen.append(msg)
+            if "method" not in msg and msg.get("id") == req_id and type(msg.get("id")) is type(req_id):
+                return seen
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
 
     def request(self, req_id: Any, method: str, params: Any) -> dict[str, Any]:
         self.send({"jsonrpc": "2.0", "id": req_id, "method": method, "params": params})
