@@ -53,7 +53,7 @@ class Handlers:
         d.add("authenticate", w.AuthenticateRequest, self.authenticate)
         d.add("session/new", w.NewSessionRequest, self.new_session)
         d.add("session/prompt", w.PromptRequest, self.prompt)
-        d.add("session/cancel", w.SessionIdRequest, self.cancel)
+        d.add("session/cancel", w.SessionIdRequest, self.cancel, notification=True)
         d.add("session/set_mode", w.SetSessionModeRequest, self.set_mode)
         d.add("session/set_config_option", w.SetSessionConfigOptionRequest, self.set_config_option)
         d.add("_ama/session_stats", w.SessionIdRequest, self.session_stats)

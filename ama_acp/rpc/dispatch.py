@@ -29,7 +29,7 @@ from typing import Any
 
 import msgspec
 
-from ama_acp.rpc.errors import UNEXPECTED, AcpError, ClientError, clip
+from ama_acp.rpc.errors import INVALID_PARAMS, METHOD_NOT_FOUND, UNEXPECTED, AcpError, ClientError, clip
 
 log = logging.getLogger(__name__)
 
@@ -158,18 +158,20 @@ _SCAN_TOKENS = 50_000
 
 
 def classify_too_deep(line: bytes) -> Incoming:
-    """What to do with a line whose nesting overflowed the decoder: -32600 with its id when one is found at
-    the top level, nothing for a notification, an error for a response of ours."""
+    """What to do with a line whose nesting overflowed the decoder, from its top-level `id` and `method`:
+    a request is answered -32600 with its id; a notification (a method, no id seen) is never answered (R13);
+    a response is an error for that request of ours; when the scan stopped before it could tell requests
+    from responses, -32600 with id null."""
     members, complete = _top_level_scalars(line)
-    error = AcpError.invalid_request(f"the message nests deeper than {MAX_DEPTH} levels")
     rid = members.get("id")
-    if "id" in members and "method" not in members and complete:
+    if "method" in members:
+        if "id" not in members:
+            return Notification("", None)
+        if is_request_id(rid) or rid is None:
+            return Invalid(rid, AcpError.invalid_request(f"the message nests deeper than {MAX_DEPTH} levels"))
+    elif "id" in members and complete:
         return Response(rid, error=ClientError(-32600, f"the response nests deeper than {MAX_DEPTH} levels"))
-    if "id" in members and is_request_id(rid):
-        return Invalid(rid, error)
-    if "method" in members and "id" not in members and complete:
-        return Notification("", None)  # a notification: never answered, even when unusable (R13)
-    return Invalid(None, error)
+    return Invalid(None, AcpError.invalid_request(f"the message nests deeper than {MAX_DEPTH} levels"))
 
 
 def _top_level_scalars(line: bytes) -> tuple[dict[str, Any], bool]:
@@ -215,26 +217,34 @@ def _top_level_scalars(line: bytes) -> tuple[dict[str, Any], bool]:
 
 
 class Dispatcher:
+    """Methods by kind, as the schema has them: a request method is not run for a notification (nobody would
+    see its result; R16 ignores unknown notifications) and a notification method asked as a request is
+    -32601, as the official SDK answers it (the schema defines no result for it)."""
+
     def __init__(self) -> None:
-        self._methods: dict[str, tuple[type | None, Handler]] = {}
+        self._methods: dict[str, tuple[type | None, Handler, bool]] = {}
 
-    def add(self, method: str, params_type: type | None, handler: Handler) -> None:
-        self._methods[method] = (params_type, handler)
+    def add(self, method: str, params_type: type | None, handler: Handler, *, notification: bool = False) -> None:
+        self._methods[method] = (params_type, handler, notification)
 
-    def has(self, method: str) -> bool:
-        return method in self._methods
+    def has(self, method: str, *, notification: bool = False) -> bool:
+        entry = self._methods.get(method)
+        return entry is not None and entry[2] == notification
 
-    async def call(self, method: str, params: dict[str, Any]) -> Any:
+    async def call(self, method: str, params: dict[str, Any], *, notification: bool = False) -> Any:
         """The handler's result (`{}` for None). Raises AcpError only: a handler's unexpected exception is
         logged with its traceback under UNEXPECTED and becomes -32603."""
         entry = self._methods.get(method)
         if entry is None:
             raise AcpError.method_not_found(method)
-        params_type, handler = entry
+        params_type, handler, is_notification = entry
+        if is_notification != notification:
+            kind = "a notification: send it without an id" if is_notification else "a request: send it with an id"
+            raise AcpError(METHOD_NOT_FOUND, f"Method not found: {method} is {kind}", {"method": method})
         try:
             args: Any = params if params_type is None else msgspec.convert(params, params_type, strict=True)
         except msgspec.ValidationError as exc:
-            raise AcpError(-32602, f"Invalid params: {exc}", {"method": method}) from None
+            raise AcpError(INVALID_PARAMS, f"Invalid params: {exc}", {"method": method}) from None
         try:
             result = await handler(args)
         except AcpError:

@@ -161,7 +161,7 @@ class Peer:
         elif isinstance(incoming, Notification):
             if incoming.method == "$/cancel_request":
                 self._handle_cancel_request(incoming.params)
-            elif incoming.params is not None and self._dispatcher.has(incoming.method):
+            elif incoming.params is not None and self._dispatcher.has(incoming.method, notification=True):
                 tg.start_soon(self._contained, self._notification, incoming, name=incoming.method)
             # else: unknown or unusable notification, ignored silently (R13, R16)
         else:
@@ -219,7 +219,7 @@ class Peer:
     async def _notification(self, note: Notification) -> None:
         assert note.params is not None
         try:
-            await self._dispatcher.call(note.method, note.params)
+            await self._dispatcher.call(note.method, note.params, notification=True)
         except AcpError as exc:  # never answered (R13); the log says why nothing happened
             log.info("notification %s failed: %s", note.method, exc.message)
 
