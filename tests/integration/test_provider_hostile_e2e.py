@@ -235,3 +235,23 @@ async def test_a_stream_that_breaks_after_a_complete_tool_call_leaves_no_danglin
             assert second["stopReason"] == "end_turn"
             assert llm.rejections == [], llm.rejections[0][1]
             assert agent_text(conn, sid).endswith("recovered")
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+@pytest.mark.parametrize("stop", ["refusal", "max_tokens"])
+async def test_tool_calls_in_a_refused_or_cut_reply_leave_no_dangling_call(tmp_path, kind, stop):
+    """A reply that carries a tool call but stops for refusal or max_tokens: whatever the loop does with the
+    call, the next request must pair it with a result (or drop it), or the real API answers 400."""
+    ama = Ama(tmp_path)
+    (ama.workspace / "a.txt").write_text("alpha\n")
+    with LLMServer() as llm:
+        configure(ama, url_of(llm, kind), kind)
+        call = {"id": "call_9", "name": "read_file", "arguments": {"path": "a.txt"}}
+        llm.enqueue({"text": "hm", "tool_calls": [call], "stop": stop}, {"text": "second"}, {"text": "third"})
+        async with run_ama(ama, env=KEY) as conn:
+            sid = await start(conn, ama)
+            await conn.prompt(sid, "go", timeout=15)
+            again = await conn.prompt(sid, "again", timeout=15)
+            assert again["stopReason"] == "end_turn"
+        assert llm.rejections == [], llm.rejections[0][1]
+        assert len(llm.requests) >= 2
