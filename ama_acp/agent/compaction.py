@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from contextlib import aclosing
 from pathlib import Path
 from typing import Any
-
-import anyio
 
 from ama_acp.agent.messages import AssistantMessage, Message, TextPart, ToolCallPart, ToolResultMessage, UserMessage
 from ama_acp.providers import base as pb
@@ -129,10 +128,12 @@ async def compact(rt: Any, session: Any, manual: bool, instructions: str = "") -
     extra = f"\nThe user asks you to focus on: {instructions}" if instructions else ""
     try:
         handoff = await _ask_handoff(rt, session, HANDOFF_PROMPT.format(extra=extra, inventory=inventory))
-    except Exception as exc:
-        if isinstance(exc, anyio.get_cancelled_exc_class()):
-            raise
+    except CompactionFailed as exc:
         await _failed(session, cid, visible, str(exc))
+        return
+    except Exception as exc:  # a bug of ours: the conversation stays as it was, and the log has the traceback
+        log.exception("compaction failed unexpectedly")
+        await _failed(session, cid, visible, f"internal error: {type(exc).__name__}")
         return
     if handoff is None:
         await _failed(session, cid, visible, "the model returned no handoff")
@@ -184,6 +185,10 @@ def handoff_message(handoff: str, inventory: str) -> UserMessage:
     )
 
 
+class CompactionFailed(Exception):
+    """The model could not write the handoff; the message says why (a provider failure)."""
+
+
 async def _ask_handoff(rt: Any, session: Any, prompt: str) -> str | None:
     request = session.build_request()
     request = pb.ModelRequest(
@@ -194,26 +199,28 @@ async def _ask_handoff(rt: Any, session: Any, prompt: str) -> str | None:
         max_output=request.max_output,
     )
     parts: list[str] = []
-    async for event in session.provider().stream(request):
-        if isinstance(event, pb.TextDelta):
-            parts.append(event.text)
-        elif isinstance(event, pb.Retrying):
-            parts = []
-        elif isinstance(event, pb.Failure):
-            raise RuntimeError(event.message)
-        elif isinstance(event, pb.Finished):
-            session.ctx.bill(session.model_id, event.usage, enters_context=False)
-            if event.usage is not None:
-                session.persist(
-                    en.UsageEntry(
-                        model_id=session.model_id,
-                        usage=event.usage,
-                        cost=session.ctx.last_cost,
-                        purpose="compaction",
-                        billing=session.ctx.billing_state(),
+    # aclosing: a cancelled compaction closes its HTTP response now, not at garbage collection.
+    async with aclosing(session.provider().stream(request)) as stream:
+        async for event in stream:
+            if isinstance(event, pb.TextDelta):
+                parts.append(event.text)
+            elif isinstance(event, pb.Retrying):
+                parts = []
+            elif isinstance(event, pb.Failure):
+                raise CompactionFailed(event.message)
+            elif isinstance(event, pb.Finished):
+                session.ctx.bill(session.model_id, event.usage, enters_context=False)
+                if event.usage is not None:
+                    session.persist(
+                        en.UsageEntry(
+                            model_id=session.model_id,
+                            usage=event.usage,
+                            cost=session.ctx.last_cost,
+                            purpose="compaction",
+                            billing=session.ctx.billing_state(),
+                        )
                     )
-                )
-            break
+                break
     text = "".join(parts).strip()
     return text or None
 

@@ -87,8 +87,8 @@ def _blocks(parts: list[TextPart | ImagePart]) -> list[dict[str, Any]]:
 def _tool_input(arguments: str) -> dict[str, Any]:
     try:
         value = msgspec.json.decode(arguments) if arguments.strip() else {}
-    except msgspec.DecodeError:
-        log.debug("tool call arguments are not JSON; sending {} instead")
+    except (msgspec.DecodeError, RecursionError):  # not JSON, or nested past the decoder's depth
+        log.debug("tool call arguments are not usable JSON; sending {} instead")
         value = {}
     return value if isinstance(value, dict) else {}
 

@@ -71,7 +71,7 @@ class Lifecycle:
             ) from None
         except st.SessionWriteError as exc:
             # Readable but not writable (a read-only file or disk): the session goes on, unsaved, and says so.
-            log.error("session %s: %s", session_id, exc)
+            session.cannot_save(exc)
         if session.writer is not None:
             try:
                 # Written back, so the file itself pairs every call with a result: appending is the one change
@@ -81,7 +81,7 @@ class Lifecycle:
                 if dirs != list(header.additional_directories):
                     session.writer.append(DirectoriesEntry(additional_directories=dirs))
             except st.SessionWriteError as exc:
-                log.error("session %s: %s", session_id, exc)
+                session.cannot_save(exc)
         self.m.sessions[session_id] = session
         return session, loaded
 

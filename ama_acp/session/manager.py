@@ -155,7 +155,7 @@ class SessionManager:
 
             session.writer.append(ModelEntry(model_id=session.model_id))
         except OSError as exc:
-            log.error("cannot create the session file: %s; the session will not survive a restart", exc)
+            session.cannot_save(exc)
         self.sessions[session_id] = session
         return session
 

@@ -103,10 +103,18 @@ class Session:
         try:
             self.writer.append(entry)
         except OSError as exc:  # a full disk must not end the conversation (store's SessionWriteError is one)
+            self.cannot_save(exc)
+
+    def cannot_save(self, exc: OSError) -> None:
+        """The session file cannot be written (created, opened or appended to): the session runs on unsaved,
+        and the person is told at the next update (warn_unsaved)."""
+        reason = getattr(exc, "reason", None)  # SessionWriteError: the why, without the sentence around it
+        if reason is not None:  # its str() is already the whole sentence
+            log.error("session %s: %s", self.id, exc)
+        else:
             log.error("session %s: cannot write the session file (%s); it will not survive a restart", self.id, exc)
-            self.writer = None
-            reason = getattr(exc, "reason", None)  # SessionWriteError: the why, without the sentence around it
-            self._unsaved = str(reason or exc.strerror or exc) or type(exc).__name__
+        self.writer = None
+        self._unsaved = str(reason or exc.strerror or exc) or type(exc).__name__
 
     async def warn_unsaved(self) -> None:
         """Tell the person, once and at the first chance, that the session file can no longer be written."""
