@@ -267,9 +267,14 @@ class PipePeer:
     def close_input(self) -> None:
         os.close(self._in_w)
 
-    def close(self) -> None:
-        for fd in (self._in_r, self._out_r, self._out_w):
-            os.close(fd)
+    async def aclose(self) -> None:
+        """End both reader threads by EOF (closing an fd does not wake a thread blocked reading it)."""
+        os.close(self._out_w)
+        with anyio.fail_after(STEP):
+            async for _ in self._lines:
+                pass
+        os.close(self._in_r)
+        os.close(self._out_r)
 
 
 class Unencodable:
@@ -311,7 +316,7 @@ async def test_a_result_that_cannot_be_encoded_is_an_internal_error_for_that_req
             pp.send({"jsonrpc": "2.0", "id": 4, "method": "fine", "params": {}})  # still serving
             assert (await pp.recv())["result"] == {"ok": True}
             pp.close_input()
-    pp.close()
+    await pp.aclose()
     unexpected = [r for r in caplog.records if r.getMessage().startswith(UNEXPECTED)]
     assert len(unexpected) == 4 and all(r.exc_info for r in unexpected)  # bad, boom, two deferred failures
 
@@ -340,7 +345,7 @@ async def _give_up_by_timeout(cancel_notice: bool) -> list[dict]:
         while written[-1].get("id") != 99:
             written.append(await pp.recv())
         pp.close_input()
-    pp.close()
+    await pp.aclose()
     assert written[-1]["error"]["code"] == -32601
     return written[:-1]
 
@@ -376,4 +381,4 @@ async def test_no_cancel_notice_when_the_task_is_cancelled_from_outside():
         answer = await pp.recv()  # the next line is the answer to 99: no $/cancel_request came before it
         assert answer["id"] == 99 and answer["error"]["code"] == -32601
         pp.close_input()
-    pp.close()
+    await pp.aclose()
