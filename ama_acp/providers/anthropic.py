@@ -37,7 +37,17 @@ from ama_acp.providers.base import (
     ThinkingDelta,
     ToolCallEvent,
 )
-from ama_acp.providers.http import MAX_DETAIL, HttpStream, KeyHint, RetryPolicy, SSEEvent, StreamError, token_count
+from ama_acp.providers.http import (
+    MAX_DETAIL,
+    HttpStream,
+    KeyHint,
+    RetryPolicy,
+    SSEEvent,
+    StreamError,
+    decode_event,
+    malformed,
+    token_count,
+)
 
 if TYPE_CHECKING:
     import httpx
@@ -219,18 +229,8 @@ class _Block:
         self.signature = ""
 
 
-def _malformed(detail: str) -> StreamError:
-    return StreamError("stream", detail, retryable=False, protocol=True)
-
-
 def _decode_event(data: str) -> _Event:
-    try:
-        return _event_decoder.decode(data)
-    except msgspec.ValidationError as exc:
-        raise _malformed(f"an event of the wrong shape: {exc}") from None
-    except msgspec.DecodeError:
-        # Not JSON at all: often a line cut in transit, so worth another try.
-        raise StreamError("stream", f"malformed event: {data[:200]}", retryable=True) from None
+    return decode_event(_event_decoder, data, "event")
 
 
 async def parse_anthropic_stream(events: AsyncIterator[SSEEvent]) -> AsyncIterator[ProviderEvent]:
@@ -249,12 +249,12 @@ async def parse_anthropic_stream(events: AsyncIterator[SSEEvent]) -> AsyncIterat
         elif kind == "content_block_start":
             cb = data.content_block
             if cb is None:
-                raise _malformed("content_block_start without a content_block")
+                raise malformed("content_block_start without a content_block")
             index = started if data.index is None else data.index
             if index in blocks:
-                raise _malformed(f"content block {index} started twice")
+                raise malformed(f"content block {index} started twice")
             if cb.type == "tool_use" and not (cb.id and cb.name):
-                raise _malformed(f"tool_use block {index} without an id or a name")
+                raise malformed(f"tool_use block {index} without an id or a name")
             block = blocks[index] = _Block(cb.type, cb.id or "", cb.name or "")
             started, last = started + 1, index
             if cb.type == "text" and cb.text:
@@ -271,10 +271,10 @@ async def parse_anthropic_stream(events: AsyncIterator[SSEEvent]) -> AsyncIterat
             block = blocks.get(index) if index is not None else None
             delta = data.delta or _Delta()
             if block is None:
-                raise _malformed(f"content_block_delta for block {index}, which was never started (or has stopped)")
+                raise malformed(f"content_block_delta for block {index}, which was never started (or has stopped)")
             want = _DELTA_FOR.get(delta.type or "")
             if want is not None and want != block.kind and block.kind in _KNOWN_BLOCKS:
-                raise _malformed(f"a {delta.type} for the {block.kind} block {index}")
+                raise malformed(f"a {delta.type} for the {block.kind} block {index}")
             if delta.type == "text_delta" and delta.text:
                 yield TextDelta(text=delta.text)
             elif delta.type == "thinking_delta" and delta.thinking:
@@ -287,7 +287,7 @@ async def parse_anthropic_stream(events: AsyncIterator[SSEEvent]) -> AsyncIterat
             index = last if data.index is None else data.index
             block = blocks.pop(index, None) if index is not None else None
             if block is None:
-                raise _malformed(f"content_block_stop for block {index}, which was never started")
+                raise malformed(f"content_block_stop for block {index}, which was never started")
             if block.kind == "thinking" and block.signature:
                 yield ThinkingDelta(text="", signature=block.signature)
             elif block.kind == "tool_use":
@@ -300,7 +300,7 @@ async def parse_anthropic_stream(events: AsyncIterator[SSEEvent]) -> AsyncIterat
         elif kind == "message_stop":
             unfinished = [i for i, b in blocks.items() if b.kind == "tool_use"]
             if unfinished:
-                raise _malformed(f"message_stop while tool_use block {unfinished[0]} was still open")
+                raise malformed(f"message_stop while tool_use block {unfinished[0]} was still open")
             yield Finished(stop=stop, usage=_usage(usage))
             return
         elif kind == "error":

@@ -18,13 +18,15 @@ import re
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 from urllib.parse import urlsplit
 
 import anyio
 import msgspec
 
 from ama_acp.providers.base import Failure, FailureKind, Finished, ProviderEvent, Retrying
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     import ssl
@@ -83,6 +85,22 @@ class StreamError(Exception):
         self.retryable = retryable
         self.status = status
         self.protocol = protocol
+
+
+def malformed(detail: str) -> StreamError:
+    """The server broke its dialect (a wrong shape, an event out of order): not retried, it would repeat."""
+    return StreamError("stream", detail, retryable=False, protocol=True)
+
+
+def decode_event(decoder: msgspec.json.Decoder[T], data: str, what: str) -> T:
+    """One SSE data payload into the dialect's typed Struct; `what` names it in the failure ("chunk")."""
+    try:
+        return decoder.decode(data)
+    except msgspec.ValidationError as exc:
+        raise malformed(f"a {what} of the wrong shape: {exc}") from None
+    except msgspec.DecodeError:
+        # Not JSON at all: often a line cut in transit, so worth another try.
+        raise StreamError("stream", f"malformed {what}: {data[:200]}", retryable=True) from None
 
 
 class SSEParser:

@@ -39,7 +39,17 @@ from ama_acp.providers.base import (
     ThinkingDelta,
     ToolCallEvent,
 )
-from ama_acp.providers.http import MAX_DETAIL, HttpStream, KeyHint, RetryPolicy, SSEEvent, StreamError, token_count
+from ama_acp.providers.http import (
+    MAX_DETAIL,
+    HttpStream,
+    KeyHint,
+    RetryPolicy,
+    SSEEvent,
+    StreamError,
+    decode_event,
+    malformed,
+    token_count,
+)
 
 if TYPE_CHECKING:
     import httpx
@@ -226,18 +236,8 @@ def _stream_error(err: Any) -> StreamError:
     return StreamError("bad_request", detail, retryable=False)
 
 
-def _malformed(detail: str) -> StreamError:
-    return StreamError("stream", detail, retryable=False, protocol=True)
-
-
 def _decode_chunk(data: str) -> _Chunk:
-    try:
-        return _chunk_decoder.decode(data)
-    except msgspec.ValidationError as exc:
-        raise _malformed(f"a chunk of the wrong shape: {exc}") from None
-    except msgspec.DecodeError:
-        # Not JSON at all: often a line cut in transit, so worth another try.
-        raise StreamError("stream", f"malformed chunk: {data[:200]}", retryable=True) from None
+    return decode_event(_chunk_decoder, data, "chunk")
 
 
 async def parse_openai_stream(events: AsyncIterator[SSEEvent]) -> AsyncIterator[ProviderEvent]:
@@ -257,7 +257,7 @@ async def parse_openai_stream(events: AsyncIterator[SSEEvent]) -> AsyncIterator[
         done = []
         for i, c in sorted(calls.items()):
             if not c.name:
-                raise _malformed(f"tool call {i} has no function name")
+                raise malformed(f"tool call {i} has no function name")
             done.append(ToolCallEvent(id=c.id or f"call_{i}", name=c.name, arguments="".join(c.args) or "{}"))
         calls.clear()
         return done
@@ -275,7 +275,7 @@ async def parse_openai_stream(events: AsyncIterator[SSEEvent]) -> AsyncIterator[
                 continue
             delta = choice.delta or _Delta()
             if stop is not None and (delta.content or delta.refusal or delta.tool_calls):
-                raise _malformed("content after the finish reason")
+                raise malformed("content after the finish reason")
             thought = delta.reasoning_content or delta.reasoning
             if isinstance(thought, str) and thought:
                 yield ThinkingDelta(text=thought)
@@ -315,7 +315,7 @@ def _add_fragment(calls: dict[int, _Call], tc: _ToolFragment) -> None:
     if call is None:
         # The first fragment of a call names it (OpenAI also sends its id; a few copies do not).
         if not tid and not fn.name:
-            raise _malformed(f"a tool-call fragment for index {idx}, which was never started")
+            raise malformed(f"a tool-call fragment for index {idx}, which was never started")
         call = calls[idx] = _Call()
     if tid and not call.id:
         call.id = tid

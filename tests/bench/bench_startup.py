@@ -1,5 +1,5 @@
 """Startup: spawn → `initialize` response (median of 7) against a baseline measured in the same run,
-`python -c "import anyio, msgspec, jsonrpcserver"`; then session/new latency and the idle RSS.
+`python -c "import anyio, msgspec"`; then session/new latency and the idle RSS.
 
     python tests/bench/bench_startup.py
 
@@ -34,7 +34,7 @@ def spawn_to_initialize(cmd: list[str], cwd: str) -> float:
 
 def baseline() -> float:
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import anyio, msgspec, jsonrpcserver"], check=True)
+    subprocess.run([sys.executable, "-c", "import anyio, msgspec"], check=True)
     return time.perf_counter() - start
 
 
@@ -84,7 +84,7 @@ def main() -> None:
         base = statistics.median(baseline() for _ in range(RUNS))
         ama = statistics.median(spawn_to_initialize(cmd, tmp) for _ in range(RUNS))
         new, rss = session_new_and_rss(cmd, tmp)
-    print(f"baseline  python -c 'import anyio, msgspec, jsonrpcserver': {base * 1000:7.1f} ms")
+    print(f"baseline  python -c 'import anyio, msgspec': {base * 1000:7.1f} ms")
     print(f"ama       spawn → initialize response (median of {RUNS}):   {ama * 1000:7.1f} ms")
     print(f"ratio     {ama / base:.2f}  (goal ≤ 1.30, and under 250 ms)")
     print(f"session/new (median of {RUNS}): {new * 1000:.2f} ms  (goal < 10 ms)")

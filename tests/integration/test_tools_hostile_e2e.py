@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from tests.support.harness import Ama, write_script
+from tests.support.leaks import processes_with_cmdline
 from tests.support.raw import RawAma
 
 HAS_GIT = shutil.which("git") is not None
@@ -152,9 +153,11 @@ def test_exit_during_a_running_command_kills_its_setsid_child(tmp_path, how, sta
             "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]},
         }
     )
-    assert wait_until(lambda: _processes_with(f"sleep 3{tag}") and _processes_with(f"sleep 4{tag}"), 10.0)
+    assert wait_until(lambda: processes_with_cmdline(f"sleep 3{tag}") and processes_with_cmdline(f"sleep 4{tag}"), 10.0)
     assert exits_within(raw, 1.0, how) < 1.5
-    assert wait_until(lambda: not _processes_with(f"sleep 3{tag}") and not _processes_with(f"sleep 4{tag}"), 5.0)
+    assert wait_until(
+        lambda: not processes_with_cmdline(f"sleep 3{tag}") and not processes_with_cmdline(f"sleep 4{tag}"), 5.0
+    )
 
 
 def wait_until(condition, seconds: float) -> bool:
@@ -164,21 +167,6 @@ def wait_until(condition, seconds: float) -> bool:
             return True
         time.sleep(0.02)
     return bool(condition())
-
-
-def _processes_with(text: str) -> list[str]:
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-            state = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if text in cmdline and state != b"Z":
-            found.append(cmdline)
-    return found
 
 
 def _evil_repo(root: Path) -> Path:

@@ -35,22 +35,33 @@ def processes_mentioning(needle: str, *, exclude: Iterable[int] = ()) -> list[tu
     """Live processes whose command line, working directory or environment names `needle` (a test's
     tmp_path): whatever the test started, including children that left its process group (setsid)."""
     skip = {os.getpid(), *exclude}
-    raw = needle.encode()
     found: list[tuple[int, str]] = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) in skip:
+    for pid, cmdline in _live_processes():
+        if pid in skip:
             continue
-        base = f"/proc/{name}"
-        stat = _read(f"{base}/stat")
-        if not stat or stat.rsplit(b")", 1)[-1].split()[:1] == [b"Z"]:
-            continue  # gone, or a zombie (already dead; its parent reaps it)
-        cmdline = _read(f"{base}/cmdline")
         try:
-            cwd = os.readlink(f"{base}/cwd")
+            cwd = os.readlink(f"/proc/{pid}/cwd")
         except OSError:
             cwd = ""
-        if raw in cmdline or needle in cwd or raw in _read(f"{base}/environ"):
-            found.append((int(name), cmdline.replace(b"\0", b" ").decode(errors="replace").strip()))
+        if needle in cmdline or needle in cwd or needle.encode() in _read(f"/proc/{pid}/environ"):
+            found.append((pid, cmdline.strip()))
+    return found
+
+
+def processes_with_cmdline(text: str) -> list[str]:
+    """Command lines of the live (not zombie) processes whose command line contains `text`."""
+    return [cmd for _, cmd in _live_processes() if text in cmd]
+
+
+def _live_processes() -> list[tuple[int, str]]:
+    found: list[tuple[int, str]] = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        stat = _read(f"/proc/{name}/stat")
+        if not stat or stat.rsplit(b")", 1)[-1].split()[:1] == [b"Z"]:
+            continue
+        found.append((int(name), _read(f"/proc/{name}/cmdline").replace(b"\0", b" ").decode(errors="replace")))
     return found
 
 

@@ -37,6 +37,7 @@ from ama_acp.tools.registry import deadline_for, default_tools, run_with_deadlin
 from ama_acp.tools.shell import ShellTool
 from ama_acp.tools.workspace import LocalWorkspace
 from ama_acp.tools.write import WriteTool
+from tests.support.leaks import processes_with_cmdline
 
 HAS_GIT = shutil.which("git") is not None
 
@@ -540,27 +541,12 @@ def test_run_with_deadline_passes_results_through(tmp_path, ctx):
 # --- 6. process trees end with the command --------------------------------------------------------
 
 
-def _processes_with(text: str) -> list[str]:
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-            state = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if text in cmdline and state != b"Z":
-            found.append(cmdline)
-    return found
-
-
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs /proc")
 def test_a_setsid_child_does_not_outlive_the_command(tmp_path, ctx):
     tag = f"{os.getpid()}{time.monotonic_ns() % 100000}"
     result = run(ShellTool(), ctx, command=f"setsid sleep 1{tag} & echo started")
     assert result.text.startswith("started")
-    assert wait_until(lambda: not _processes_with(f"sleep 1{tag}"), 5.0), _processes_with(f"sleep 1{tag}")
+    assert wait_until(lambda: not processes_with_cmdline(f"sleep 1{tag}"), 5.0), processes_with_cmdline(f"sleep 1{tag}")
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs /proc")
@@ -568,7 +554,7 @@ def test_a_setsid_child_is_killed_when_the_command_times_out(tmp_path, ctx):
     tag = f"{os.getpid()}{time.monotonic_ns() % 100000}"
     result = run(ShellTool(), ctx, command=f"setsid sleep 2{tag} & sleep 30", timeout=1)
     assert "Timed out after 1 s" in result.text
-    assert wait_until(lambda: not _processes_with(f"sleep 2{tag}"), 5.0)
+    assert wait_until(lambda: not processes_with_cmdline(f"sleep 2{tag}"), 5.0)
 
 
 # --- 8. argument values that cannot reach the OS -------------------------------------------------
