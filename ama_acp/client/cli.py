@@ -18,7 +18,7 @@ import anyio
 
 from ama_acp.client.connection import AgentExited, AgentProcess, AgentStartError, ClientOptions
 from ama_acp.client.handlers import RpcError
-from ama_acp.client.render import Renderer, Writer
+from ama_acp.client.render import Renderer, Writer, permission_details
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_AGENT_DIED, EXIT_VIOLATIONS, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
 INIT_TIMEOUT = 30.0
@@ -58,6 +58,7 @@ async def ask_person(params: dict[str, Any]) -> str | None:
     options = [o for o in params.get("options") or [] if isinstance(o, dict)]
     tool = params.get("toolCall") if isinstance(params.get("toolCall"), dict) else {}
     lines = [f"Permission requested: {tool.get('title') or tool.get('toolCallId')}"]
+    lines += ["  │ " + detail for detail in permission_details(tool)]
     lines += [f"  {i}. {o.get('name')} ({o.get('kind')})" for i, o in enumerate(options, 1)]
     sys.stderr.write("\n".join(lines) + "\nChoose a number (empty = cancel): ")
     sys.stderr.flush()

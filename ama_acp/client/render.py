@@ -114,6 +114,26 @@ def compact_diff(path: str, old: str | None, new: str, max_lines: int = _MAX_DIF
     return body
 
 
+def permission_details(tool_call: Any) -> list[str]:
+    """What a permission request asks about, beyond its title: the text it carries (the whole command) and
+    the diff an edit or write would apply — so the person judges the call itself, not a summary."""
+    if not isinstance(tool_call, dict):
+        return []
+    lines: list[str] = []
+    for item in tool_call.get("content") or []:
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "diff" and isinstance(item.get("newText"), str):
+            old = item.get("oldText")
+            lines.append(str(item.get("path", "")))
+            lines += compact_diff(str(item.get("path", "")), old if isinstance(old, str) else None, item["newText"])
+        elif item.get("type") == "content" and isinstance(item.get("content"), dict):
+            text = item["content"].get("text")
+            if isinstance(text, str):
+                lines += _clip_lines(text)
+    return lines
+
+
 def _clip_lines(text: str, limit: int = _MAX_TEXT_LINES) -> list[str]:
     lines = text.rstrip("\n").splitlines()
     if len(lines) <= limit:
@@ -245,6 +265,8 @@ class Renderer:
         options = [o for o in params.get("options") or [] if isinstance(o, dict)]
         choices = ", ".join(f"{o.get('name')} ({o.get('kind')})" for o in options)
         self.line(self.style(MAGENTA, f"? permission: {title}") + f" — {choices}")
+        for detail in permission_details(tool):
+            self.line("  │ " + detail)
         if outcome.get("outcome") == "selected":
             chosen = next((o for o in options if o.get("optionId") == outcome.get("optionId")), {})
             kind = str(chosen.get("kind", ""))

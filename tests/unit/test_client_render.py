@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from ama_acp.client.render import RED, Renderer, compact_diff, format_ctx, format_percent, meter_bar
+from ama_acp.client.render import RED, Renderer, compact_diff, format_ctx, format_percent, meter_bar, permission_details
 
 SID = "sess-1"
 
@@ -416,3 +416,34 @@ def test_live_terminal_output_replaces_the_text_copy():
         }
     )
     assert out.getvalue().count("Ran 2 tests") == 1 and "Exit code" not in out.getvalue()
+
+
+def test_permission_details_show_the_whole_command_and_the_diff():
+    long_command = "echo start && " + " && ".join(f"step{i}" for i in range(40)) + " && rm -rf ./build"
+    tool = {
+        "toolCallId": "t1",
+        "title": "Run `echo start && …`",
+        "content": [
+            {"type": "content", "content": {"type": "text", "text": long_command}},
+            {"type": "diff", "path": "/w/a.py", "oldText": "x = 1\n", "newText": "x = 2\n"},
+            "junk",
+            {"type": "diff", "path": "/w/b.py", "oldText": 5, "newText": None},
+        ],
+    }
+    lines = permission_details(tool)
+    assert lines[0] == long_command  # the destructive tail is visible, not cut at 80 characters
+    assert lines[1:] == ["/w/a.py", "@@ -1 +1 @@", "-x = 1", "+x = 2"]
+    assert permission_details(None) == [] and permission_details({"content": "nope"}) == []
+
+
+def test_a_permission_prompt_lists_the_details_under_the_title():
+    out = io.StringIO()
+    r = Renderer(out, colour=False, cwd="/w")
+    tool = {
+        "toolCallId": "t1",
+        "title": "Edit a.py",
+        "content": [{"type": "diff", "path": "/w/a.py", "oldText": None, "newText": "hi\n"}],
+    }
+    r.permission({"sessionId": SID, "toolCall": tool, "options": []}, {"outcome": "cancelled"})
+    text = out.getvalue()
+    assert "? permission: Edit a.py" in text and "│ +hi" in text
