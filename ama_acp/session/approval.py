@@ -48,6 +48,12 @@ class Approver:
     async def approve(self, call: ev.ToolCallRequested, args: dict[str, Any]) -> Refusal | None:
         tool = self.s.rt.tool(call.name)
         kind = tool.kind if tool else "other"
+        if any("\0" in loc.path for loc in call.locations) or "\0" in str(args.get("cwd", "")):
+            # No file can have such a name, and the OS calls behind the policy refuse it: say so plainly.
+            return Refusal(
+                "A path in this call contains a NUL character, which no file name can hold. Fix the path.",
+                "Not run: a path in this call contains a NUL character.",
+            )
         outside = self._outside_paths(call.locations, kind, args)
         refusal = self._by_policy(kind, outside)
         if refusal is not None or self._allowed_by_policy(kind, outside):
