@@ -16,6 +16,18 @@ WRITE_KINDS = frozenset({"edit", "delete", "move"})
 RISKY_KINDS = WRITE_KINDS | {"execute"}
 
 
+def path_problem(path: str) -> str | None:
+    """Why no file can have this name (a NUL character, a lone surrogate), or None when the OS can be asked
+    about it. The policy below resolves real paths; such names must be refused before they get there."""
+    if "\0" in path:
+        return "contains a NUL character"
+    try:
+        os.fsencode(path)
+    except UnicodeEncodeError:
+        return "is not valid Unicode text (it holds a lone surrogate)"
+    return None
+
+
 def decide(mode: str, kind: str, inside: bool) -> Decision:
     if mode == "full_access":
         return "allow"

@@ -17,7 +17,7 @@ import msgspec
 
 from ama_acp.agent import events as ev
 from ama_acp.agent.loop import CANCELLED_FOR_MODEL, CANCELLED_FOR_PERSON, Refusal
-from ama_acp.permissions import Approvals, decide, deny_reason
+from ama_acp.permissions import Approvals, decide, deny_reason, path_problem
 from ama_acp.rpc.errors import ClientError
 from ama_acp.session.updates import DIFF_LIMIT
 from ama_acp.tools.base import FileDiff, Location, ToolError
@@ -48,12 +48,14 @@ class Approver:
     async def approve(self, call: ev.ToolCallRequested, args: dict[str, Any]) -> Refusal | None:
         tool = self.s.rt.tool(call.name)
         kind = tool.kind if tool else "other"
-        if any("\0" in loc.path for loc in call.locations) or "\0" in str(args.get("cwd", "")):
-            # No file can have such a name, and the OS calls behind the policy refuse it: say so plainly.
-            return Refusal(
-                "A path in this call contains a NUL character, which no file name can hold. Fix the path.",
-                "Not run: a path in this call contains a NUL character.",
-            )
+        cwd = args.get("cwd")
+        for path in [loc.path for loc in call.locations] + ([cwd] if isinstance(cwd, str) else []):
+            problem = path_problem(path)
+            if problem is not None:  # no file can have such a name, and the OS calls behind the policy refuse it
+                return Refusal(
+                    f"A path in this call {problem}, which no file name can hold. Fix the path.",
+                    f"Not run: a path in this call {problem}.",
+                )
         outside = self._outside_paths(call.locations, kind, args)
         refusal = self._by_policy(kind, outside)
         if refusal is not None or self._allowed_by_policy(kind, outside):
