@@ -28,6 +28,7 @@ from ama_acp.agent.messages import (
     ToolCallPart,
     ToolResultMessage,
     UserMessage,
+    valid_unicode,
 )
 from ama_acp.providers import base as pb
 from ama_acp.tools.base import ToolError, ToolResult
@@ -284,9 +285,21 @@ async def _run_call(host: TurnHost, state: _CallState) -> ToolResult:
     except Exception as exc:  # a tool bug must not kill the turn; the model and the person hear of it
         log.exception("tool %s failed", call.name)
         return await _fail(host, state, f"{call.name} failed unexpectedly: {type(exc).__name__}: {exc}")
+    result = _valid_result(result)
     await host.emit(ev.ToolCallFinished(wire_id, result))
     state.finished = True
     return result
+
+
+def _valid_result(result: ToolResult) -> ToolResult:
+    """A tool's result as valid Unicode: file names the OS could not decode must not make the update, the
+    session file or the next model request unwritable (see messages.valid_unicode)."""
+    text = valid_unicode(result.text)
+    paths = [valid_unicode(loc.path) for loc in result.locations]
+    if text is result.text and all(p is loc.path for p, loc in zip(paths, result.locations, strict=True)):
+        return result
+    locations = [msgspec.structs.replace(loc, path=p) for p, loc in zip(paths, result.locations, strict=True)]
+    return msgspec.structs.replace(result, text=text, locations=locations)
 
 
 async def _announce(host: TurnHost, state: _CallState, event: ev.ToolCallRequested) -> None:
@@ -295,7 +308,7 @@ async def _announce(host: TurnHost, state: _CallState, event: ev.ToolCallRequest
 
 
 async def _fail(host: TurnHost, state: _CallState, text: str, shown: str | None = None) -> ToolResult:
-    result = ToolResult(text, is_error=True)
+    result = ToolResult(valid_unicode(text), is_error=True)  # an error may quote a file name as the OS gave it
     assert state.wire_id is not None
     await host.emit(ev.ToolCallFinished(state.wire_id, result, shown=shown))
     # Marked after the send: a cancel that stops the send leaves the call for close_open to finish.

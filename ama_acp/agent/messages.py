@@ -12,6 +12,24 @@ from typing import Any
 import msgspec
 
 
+def valid_unicode(text: str) -> str:
+    """`text` as valid Unicode: what the conversation, the wire and the session file can all encode.
+
+    File names reach tool results as the OS gives them: undecodable bytes become lone surrogates
+    (surrogateescape), which no JSON encoder will write. Those bytes are shown as U+FFFD instead; a lone
+    surrogate of any other origin likewise. Text that is already valid is returned as it is (one encode).
+    """
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    try:  # an escaped byte becomes the byte again, then one U+FFFD
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    except UnicodeEncodeError:  # a surrogate that escapes no byte
+        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+
+
 class Usage(msgspec.Struct, omit_defaults=True, frozen=True):
     """Token figures one model request reported. None means the provider did not say."""
 
@@ -50,9 +68,14 @@ class ToolCallPart(msgspec.Struct, tag="tool_call", frozen=True):
             raise ValueError("arguments must be JSON text")
         try:
             value = json.loads(self.arguments or "{}")
+            # JSON may escape a lone surrogate ("\\ud800"); no encoder of ours can write one back out (the
+            # tool call's rawInput, the session file), so such arguments are not valid text.
+            msgspec.json.encode(value)
         except RecursionError:
             # The decoder's depth is bounded by the recursion limit; hostile nesting ends there, as bad JSON.
             raise ValueError("arguments are nested too deeply") from None
+        except UnicodeEncodeError:
+            raise ValueError("arguments hold text that is not valid Unicode (a lone surrogate)") from None
         if not isinstance(value, dict):
             raise ValueError("arguments must be a JSON object")
         return value

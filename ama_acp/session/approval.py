@@ -19,7 +19,7 @@ from ama_acp.agent import events as ev
 from ama_acp.agent.loop import CANCELLED_FOR_MODEL, CANCELLED_FOR_PERSON, Refusal
 from ama_acp.permissions import Approvals, decide, deny_reason, path_problem
 from ama_acp.rpc.errors import ClientError
-from ama_acp.session.updates import DIFF_LIMIT
+from ama_acp.session.updates import DIFF_LIMIT, locations
 from ama_acp.tools.base import FileDiff, Location, ToolError
 from ama_acp.wire import types as w
 
@@ -110,7 +110,7 @@ class Approver:
                 kind=kind,
                 status="pending",
                 content=await self._content(call, kind, args) or None,
-                locations=[w.ToolCallLocation(path=loc.path, line=loc.line) for loc in call.locations],
+                locations=locations(call.locations),
                 raw_input=call.raw_input,
             ),
             options=opts,

@@ -38,7 +38,7 @@ from ama_acp.context.billing import BillingState
 from ama_acp.context.meter import MeterState
 from ama_acp.session import entries as en
 from ama_acp.session import options
-from ama_acp.session.updates import plan_update
+from ama_acp.session.updates import plan_update, wire_line
 from ama_acp.wire import types as w
 
 log = logging.getLogger(__name__)
@@ -316,10 +316,7 @@ def replay_updates(loaded: Any) -> list[w.SessionUpdate]:
                     elif isinstance(part, TextPart) and part.text:
                         out.append(w.AgentMessageChunk(content=w.TextContent(text=part.text), message_id=mid))
         elif isinstance(entry, en.ToolCallEntry):
-            locs = [
-                w.ToolCallLocation(path=loc.path, line=loc.line if loc.line is None or loc.line >= 0 else None)
-                for loc in entry.locations
-            ]
+            locs = [w.ToolCallLocation(path=loc.path, line=wire_line(loc.line)) for loc in entry.locations]
             out.append(
                 w.ToolCall(
                     tool_call_id=entry.wire_id,

@@ -30,8 +30,19 @@ def tool_content(result: ToolResult, shown: str | None = None) -> list[w.ToolCal
     return content
 
 
+UINT32_MAX = 2**32 - 1
+
+
+def wire_line(line: object) -> int | None:
+    """A location's line as the schema allows it (uint32), else none: the line comes from the model's
+    arguments (`offset: -1`, `10**30`), and a client may reject the whole update over one bad number."""
+    if isinstance(line, int) and not isinstance(line, bool) and 0 <= line <= UINT32_MAX:
+        return line
+    return None
+
+
 def locations(result_locations: list) -> list[w.ToolCallLocation]:
-    return [w.ToolCallLocation(path=loc.path, line=loc.line) for loc in result_locations]
+    return [w.ToolCallLocation(path=loc.path, line=wire_line(loc.line)) for loc in result_locations]
 
 
 def to_update(event: ev.AgentEvent) -> w.SessionUpdate | None:

@@ -10,6 +10,7 @@ both dialects. And an editor that never answers `terminal/kill` cannot hang a ca
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 import anyio
@@ -122,3 +123,38 @@ async def test_an_editor_that_never_answers_terminal_kill_cannot_hang_a_cancelle
             assert again["stopReason"] == "end_turn"
         assert llm.rejections == []
         assert json.dumps(llm.requests[-1].body).count('"tool_call_id": "c1"') == 1
+
+
+async def test_a_file_name_that_is_not_utf8_is_shown_not_fatal(tmp_path):
+    """os.listdir and git hand over undecodable bytes as lone surrogates, which no JSON encoder writes: the
+    update, the session file and the next model request must all still be written."""
+    ama = Ama(tmp_path)
+    (ama.workspace / os.fsdecode(b"bad-\xff.txt")).write_bytes(b"alpha\n")
+    with LLMServer() as llm:
+        configure(ama, llm, "openai")
+        llm.enqueue(
+            {
+                "tool_calls": [
+                    {"id": "ls", "name": "list_dir", "arguments": {}},
+                    {"id": "grep", "name": "search", "arguments": {"pattern": "alpha"}},
+                    {"id": "find", "name": "find_files", "arguments": {"pattern": "*.txt"}},
+                ]
+            },
+            {"text": "listed"},
+            {"text": "next turn"},
+        )
+        async with run_ama(ama, env=KEY) as conn:
+            await conn.initialize()
+            sid = (await conn.new_session(str(ama.workspace)))["sessionId"]
+            assert (await conn.prompt(sid, "look", timeout=30))["stopReason"] == "end_turn"
+            texts = final_texts(conn, sid)
+            assert set(texts) == {"ls", "grep", "find"}
+            assert all("bad-\ufffd.txt" in texts[k] for k in texts), texts
+            assert (await conn.prompt(sid, "again", timeout=30))["stopReason"] == "end_turn"
+        assert llm.rejections == [] and len(llm.requests) == 3
+        assert "cannot" not in ama.log_text().lower() or "session file" not in ama.log_text()
+    async with run_ama(ama, env=KEY) as conn:  # the session file took every entry and loads
+        await conn.initialize()
+        await conn.request("session/load", {"sessionId": sid, "cwd": str(ama.workspace), "mcpServers": []})
+        replayed = [u for u in conn.updates_for(sid, "tool_call_update") if u.get("status") == "completed"]
+        assert len(replayed) == 3

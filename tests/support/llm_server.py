@@ -547,6 +547,11 @@ class LLMServer:
             self._queue.extend(replies)
         return self
 
+    def clear(self) -> None:
+        """Drop the replies not yet taken (a cancelled turn leaves its later replies unasked for)."""
+        with self._lock:
+            self._queue.clear()
+
     @property
     def pending(self) -> int:
         """Replies not yet taken."""
