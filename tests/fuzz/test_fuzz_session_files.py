@@ -29,6 +29,7 @@ from ama_acp.session.restore import replay_updates, restore
 from ama_acp.session.session import Session
 from ama_acp.session.store import SessionFormatError, SessionStore, read_session
 from ama_acp.wire import types as w
+from tests.support.conversation import paired_everywhere
 
 EXAMPLES = int(os.environ.get("AMA_FUZZ_EXAMPLES", "200"))
 
@@ -132,21 +133,6 @@ def mutated(draw: st.DrawFn, files: list[bytes]) -> bytes:
     return data
 
 
-def _paired(messages: list) -> bool:
-    open_calls: set[str] = set()
-    for m in messages:
-        if isinstance(m, ToolResultMessage):
-            if m.tool_call_id not in open_calls:
-                return False
-            open_calls.discard(m.tool_call_id)
-            continue
-        if open_calls:
-            return False
-        if isinstance(m, AssistantMessage):
-            open_calls = {c.id for c in m.tool_calls}
-    return not open_calls
-
-
 _work = Path(tempfile.mkdtemp(prefix="ama-fuzz-"))
 _manager = SessionManager(Config(data_dir=str(_work / "data")), Peer(), default_model="scripted/demo")
 _encoder = msgspec.json.Encoder()
@@ -186,7 +172,7 @@ def test_mutated_session_files_always_load_and_pair_every_call(real_files):
         )
         repair = restore(session, loaded, _work / "sessions" / "ses_fuzz")
         loaded.entries.extend(repair)
-        assert _paired(session.messages)
+        assert paired_everywhere(session.messages)
         figures = session.ctx.figures()
         assert figures.used is None or figures.used >= 0
         session.build_request()

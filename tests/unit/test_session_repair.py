@@ -38,6 +38,7 @@ from ama_acp.session.redact import Redactor
 from ama_acp.session.restore import INTERRUPTED, pair_tool_calls, read_contained, replay_updates
 from ama_acp.session.store import SessionStore, SessionWriteError, read_session
 from ama_acp.wire import types as w
+from tests.support.conversation import paired_everywhere
 
 
 class Peer:
@@ -61,22 +62,6 @@ def asks(*calls: ToolCallPart) -> AssistantMessage:
 
 def result(cid: str, text: str = "done") -> ToolResultMessage:
     return ToolResultMessage(tool_call_id=cid, name="run_command", content=[TextPart(text)])
-
-
-def paired_everywhere(messages: list[Message]) -> bool:
-    """What providers demand: each call's result follows its assistant message; no result without a call."""
-    open_calls: set[str] = set()
-    for m in messages:
-        if isinstance(m, ToolResultMessage):
-            if m.tool_call_id not in open_calls:
-                return False
-            open_calls.discard(m.tool_call_id)
-            continue
-        if open_calls:
-            return False
-        if isinstance(m, AssistantMessage):
-            open_calls = {c.id for c in m.tool_calls}
-    return not open_calls
 
 
 # --- pair_tool_calls --------------------------------------------------------------------------------------
