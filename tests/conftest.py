@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 
@@ -30,10 +31,44 @@ def anyio_backend():
     return "asyncio"
 
 
+class _TracebackRecords(logging.Handler):
+    """Collects every record ama logs in this process with an exception attached (in-process tests: the
+    peer, the loop, tools). The subprocess tests are covered by their log files instead."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.exc_info:
+            self.records.append(record)
+
+
+_in_process = _TracebackRecords()
+
+
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "allow_traceback: the test makes ama log a traceback on purpose (an injected bug)"
     )
+    logging.getLogger("ama_acp").addHandler(_in_process)
+
+
+@pytest.fixture(autouse=True)
+def _no_unexpected_exception_in_process(request):
+    """An exception ama logs with its traceback inside the test process fails the test, as in a log file."""
+    _in_process.records.clear()
+    yield
+    if request.node.get_closest_marker("allow_traceback") is not None:
+        return
+    found = list(_in_process.records)
+    _in_process.records.clear()
+    if found:
+        lines = [
+            f"{r.name}: {r.getMessage()} ({r.exc_info[0].__name__ if r.exc_info and r.exc_info[0] else '?'})"
+            for r in found
+        ]
+        pytest.fail("unexpected exception logged in the test process:\n" + "\n".join(lines), pytrace=False)
 
 
 @pytest.fixture(autouse=True)

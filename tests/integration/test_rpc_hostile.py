@@ -282,6 +282,7 @@ class Unencodable:
 
 
 @pytest.mark.anyio
+@pytest.mark.allow_traceback  # it injects the bugs whose tracebacks it counts
 async def test_a_result_that_cannot_be_encoded_is_an_internal_error_for_that_request(caplog):
     d = Dispatcher()
 

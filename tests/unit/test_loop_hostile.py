@@ -152,6 +152,7 @@ async def test_a_non_string_tool_name_and_id_fail_that_call_only():
 
 
 @pytest.mark.parametrize("fail_at", ["describe", "approve", "emit_started"])
+@pytest.mark.allow_traceback  # injects host and tool bugs on purpose
 async def test_a_host_failure_around_one_call_gives_that_call_an_error_result(fail_at):
     host = Host([calls_reply(("a", "ok", "{}"), ("b", "ok", "{}"))], fail_at=fail_at)
     assert await run_turn(host, UserMessage([TextPart("go")])) == "end_turn"
@@ -160,6 +161,7 @@ async def test_a_host_failure_around_one_call_gives_that_call_an_error_result(fa
     assert host.p.requests[-1].messages[-1] == results(host)[-1]  # the next request went out, whole
 
 
+@pytest.mark.allow_traceback  # injects host and tool bugs on purpose
 async def test_a_failure_after_the_message_ends_the_turn_with_a_message_and_closed_calls():
     host = Host([calls_reply(("a", "ok", "{}"))], fail_at="after_message")
     assert await run_turn(host, UserMessage([TextPart("go")])) == "end_turn"
@@ -222,6 +224,7 @@ ARGS = st.one_of(
     replies=st.lists(st.lists(st.tuples(BEHAVIOURS, ARGS), min_size=1, max_size=4), min_size=1, max_size=3),
     fail_at=st.sampled_from([None, "describe", "approve", "emit_started", "after_message"]),
 )
+@pytest.mark.allow_traceback  # injects host and tool bugs on purpose
 def test_property_every_call_gets_one_result_and_one_final_status(replies, fail_at):
     script = [calls_reply(*((f"id{i}", name, args) for i, (name, args) in enumerate(r))) for r in replies]
     host = Host(script, fail_at=fail_at)
