@@ -63,9 +63,8 @@ enabled = false
 """)
         raw = RawAma(ama, env=KEY)
         raw.request(1, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})
-        sid = raw.request(2, "session/new", {"cwd": str(ws), "mcpServers": []})["result"]["sessionId"]
         try:
-            yield raw, llm, sid, ama
+            yield raw, llm, ama
         finally:
             raw.close()
 
@@ -90,8 +89,13 @@ _ids = iter(range(1000, 10**9))
     choices=st.lists(answers, min_size=3, max_size=3),
 )
 def test_any_tool_call_in_any_mode_with_any_answer_keeps_the_session_usable(agent, batch, mode, choices):
-    raw, llm, sid, _ = agent
+    raw, llm, ama = agent
+    # A session an example, closed after it, and the server's record cleared: thousands of examples must
+    # not grow one conversation (every request resends it) or the recorded requests without bound.
     llm.clear()
+    llm.requests.clear()
+    new = raw.request(next(_ids), "session/new", {"cwd": str(ama.workspace), "mcpServers": []})
+    sid = new["result"]["sessionId"]
     raw.request(next(_ids), "session/set_mode", {"sessionId": sid, "modeId": mode})
     tool_calls = [{"id": f"f{next(_ids)}", "name": name, "arguments": args} for name, args in batch]
     llm.enqueue({"tool_calls": tool_calls, "chunk_size": 1 << 20}, {"text": "done"})
@@ -131,3 +135,4 @@ def test_any_tool_call_in_any_mode_with_any_answer_keeps_the_session_usable(agen
     assert llm.rejections == [], llm.rejections[-1][1]
     assert raw.alive()
     assert all(name in TOOLS for name, _ in batch)
+    assert "result" in raw.request(next(_ids), "session/close", {"sessionId": sid})
