@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.fuzz.test_fuzz_tools import TOOLS, calls
-from tests.support.harness import Ama
+from tests.support.harness import Ama, local_config
 from tests.support.llm_server import LLMServer
 from tests.support.raw import RawAma
 
@@ -48,19 +48,7 @@ def agent(tmp_path_factory):
     (tmp / "outside").mkdir()
     (tmp / "outside" / "x").write_text("outside\n")
     with LLMServer() as llm:
-        ama.config.write_text(f"""
-model = "local/m"
-[providers.local]
-kind = "openai"
-base_url = "{llm.openai_url}"
-api_key_env = "LOCAL_TEST_KEY"
-max_retries = 0
-[[models]]
-id = "local/m"
-context_window = 1000000
-[compaction]
-enabled = false
-""")
+        ama.config.write_text(local_config(llm.openai_url, window=1_000_000, tail="[compaction]\nenabled = false\n"))
         raw = RawAma(ama, env=KEY)
         raw.request(1, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})
         try:

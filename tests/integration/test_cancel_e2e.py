@@ -14,7 +14,7 @@ import anyio
 import pytest
 
 from ama_acp.client.connection import AgentProcess, ClientOptions
-from tests.support.harness import Ama, run_ama
+from tests.support.harness import Ama, local_config, run_ama
 from tests.support.llm_server import LLMServer
 
 pytestmark = pytest.mark.anyio
@@ -23,17 +23,7 @@ KEY = {"LOCAL_TEST_KEY": "k" * 12}
 
 
 def configure(ama: Ama, url: str, retries: int = 1) -> None:
-    ama.config.write_text(f"""
-model = "local/m"
-[providers.local]
-kind = "openai"
-base_url = "{url}"
-api_key_env = "LOCAL_TEST_KEY"
-max_retries = {retries}
-[[models]]
-id = "local/m"
-context_window = 100000
-""")
+    ama.config.write_text(local_config(url, retries=retries))
 
 
 def dangling(body: dict[str, Any]) -> list[str]:

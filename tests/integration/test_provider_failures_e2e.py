@@ -4,28 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.harness import Ama, run_ama
+from tests.support.harness import Ama, agent_text, local_config, run_ama
 from tests.support.llm_server import LLMServer
 
 pytestmark = pytest.mark.anyio
 
 
 def configure(ama: Ama, url: str, kind: str = "openai", retries: int = 1) -> None:
-    ama.config.write_text(f"""
-model = "local/m"
-[providers.local]
-kind = "{kind}"
-base_url = "{url}"
-api_key_env = "LOCAL_TEST_KEY"
-max_retries = {retries}
-[[models]]
-id = "local/m"
-context_window = 100000
-""")
-
-
-def agent_text(conn, sid: str) -> str:
-    return "".join(u["content"]["text"] for u in conn.updates_for(sid, "agent_message_chunk"))
+    ama.config.write_text(local_config(url, kind, retries=retries))
 
 
 async def start(conn, ama: Ama) -> str:

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.support.harness import Ama, run_ama
+from tests.support.harness import Ama, agent_text, local_config, run_ama
 from tests.support.llm_server import LLMServer
 
 pytestmark = pytest.mark.anyio
@@ -20,26 +20,11 @@ KEY = {"LOCAL_TEST_KEY": "k" * 16}
 
 
 def configure(ama: Ama, url: str, kind: str = "openai", *, retries: int = 0, timeout: float = 30.0) -> None:
-    ama.config.write_text(f"""
-model = "local/m"
-[providers.local]
-kind = "{kind}"
-base_url = "{url}"
-api_key_env = "LOCAL_TEST_KEY"
-max_retries = {retries}
-timeout = {timeout}
-[[models]]
-id = "local/m"
-context_window = 100000
-""")
+    ama.config.write_text(local_config(url, kind, retries=retries, timeout=timeout))
 
 
 def url_of(llm: LLMServer, kind: str) -> str:
     return llm.openai_url if kind == "openai" else llm.anthropic_url
-
-
-def agent_text(conn, sid: str) -> str:
-    return "".join(u["content"]["text"] for u in conn.updates_for(sid, "agent_message_chunk"))
 
 
 async def start(conn, ama: Ama) -> str:

@@ -13,7 +13,7 @@ import signal
 import time
 from pathlib import Path
 
-from tests.support.harness import Ama
+from tests.support.harness import Ama, local_config
 from tests.support.llm_server import LLMServer
 from tests.support.raw import RawAma
 
@@ -22,11 +22,7 @@ PROCESSES = 10  # 50 sessions, 10 kills
 
 
 def configure(ama: Ama, url: str, extra: str = "") -> None:
-    ama.config.write_text(
-        f'model = "local/m"\nmode = "full_access"\n{extra}\n'
-        f'[providers.local]\nkind = "openai"\nbase_url = "{url}"\napi_key_env = "LOCAL_KEY"\nmax_retries = 0\n'
-        '[[models]]\nid = "local/m"\ncontext_window = 100000\n'
-    )
+    ama.config.write_text(local_config(url, key_env="LOCAL_KEY", top=f'mode = "full_access"\n{extra}'))
 
 
 def busy_replies(n: int) -> list[dict]:

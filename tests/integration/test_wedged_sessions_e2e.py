@@ -17,7 +17,7 @@ import anyio
 import pytest
 
 from ama_acp.client.connection import ClientOptions
-from tests.support.harness import Ama, run_ama
+from tests.support.harness import Ama, local_config, run_ama
 from tests.support.llm_server import LLMServer
 
 pytestmark = pytest.mark.anyio
@@ -28,17 +28,7 @@ DEEP = 100_000
 
 def configure(ama: Ama, llm: LLMServer, dialect: str) -> None:
     url = llm.openai_url if dialect == "openai" else llm.anthropic_url
-    ama.config.write_text(f"""
-model = "local/m"
-[providers.local]
-kind = "{dialect}"
-base_url = "{url}"
-api_key_env = "LOCAL_TEST_KEY"
-max_retries = 0
-[[models]]
-id = "local/m"
-context_window = 100000
-""")
+    ama.config.write_text(local_config(url, dialect))
 
 
 def call(name: Any, arguments: Any, cid: str) -> dict[str, Any]:

@@ -114,3 +114,30 @@ def kinds(conn: AgentProcess, session_id: str) -> list[str]:
 
 def usage_updates(conn: AgentProcess, session_id: str) -> list[dict[str, Any]]:
     return conn.updates_for(session_id, "usage_update")
+
+
+def local_config(
+    url: str,
+    kind: str = "openai",
+    *,
+    retries: int = 0,
+    timeout: float | None = None,
+    window: int = 100_000,
+    key_env: str = "LOCAL_TEST_KEY",
+    top: str = "",
+    tail: str = "",
+) -> str:
+    """A config with one model, `local/m`, served by the tests' model server at `url` in dialect `kind`.
+    `top` goes before the tables (e.g. `mode = ...`), `tail` after them (e.g. a `[compaction]` table)."""
+    timeout_line = f"timeout = {timeout}\n" if timeout is not None else ""
+    return (
+        f'model = "local/m"\n{top}\n'
+        f'[providers.local]\nkind = "{kind}"\nbase_url = "{url}"\napi_key_env = "{key_env}"\n'
+        f"max_retries = {retries}\n{timeout_line}"
+        f'[[models]]\nid = "local/m"\ncontext_window = {window}\n{tail}'
+    )
+
+
+def agent_text(conn: AgentProcess, session_id: str) -> str:
+    """Everything the agent said in a session, as one string."""
+    return "".join(u["content"]["text"] for u in conn.updates_for(session_id, "agent_message_chunk"))
