@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 
-from ama_acp.agent.messages import AssistantMessage, Message
+from ama_acp.agent.messages import AssistantMessage
 from ama_acp.tools.base import Location, ToolResult
 
 
@@ -49,12 +49,6 @@ class Retrying(msgspec.Struct, frozen=True):
     attempt: int
     delay: float
     reason: str
-
-
-class MessageAppended(msgspec.Struct, frozen=True):
-    """A message entered the conversation (user, assistant, tool result)."""
-
-    message: Message
 
 
 class AssistantMessageDone(msgspec.Struct, frozen=True):

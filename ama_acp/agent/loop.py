@@ -53,11 +53,6 @@ class Refusal(msgspec.Struct, frozen=True):
     for_person: str
 
 
-class ToolCallInfo(Protocol):
-    wire_id: str
-    name: str
-
-
 class TurnHost(Protocol):
     max_turn_requests: int
 

@@ -222,10 +222,6 @@ class ContextMeter:
             self._compaction_held = held
         self._cached = None
 
-    def set_reserve(self, reserve_tokens: int) -> None:
-        self._reserve = reserve_tokens
-        self._cached = None
-
     # -- outputs --------------------------------------------------------------------------------------------
 
     def estimate_total(self) -> int:

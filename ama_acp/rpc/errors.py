@@ -68,16 +68,8 @@ class AcpError(Exception):
         return cls(REQUEST_CANCELLED, "Request cancelled")
 
     @classmethod
-    def auth_required(cls, detail: str) -> AcpError:
-        return cls(AUTH_REQUIRED, f"Authentication required: {detail}")
-
-    @classmethod
     def session_not_found(cls, session_id: str) -> AcpError:
         return cls(RESOURCE_NOT_FOUND, f"Session not found: {clip(session_id)}", {"sessionId": clip(session_id)})
-
-    @classmethod
-    def resource_not_found(cls, what: str, data: Any = None) -> AcpError:
-        return cls(RESOURCE_NOT_FOUND, f"Resource not found: {what}", data)
 
     @classmethod
     def session_busy(cls, session_id: str) -> AcpError:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ama_acp.rpc.dispatch import Dispatcher, defer
+from ama_acp.rpc.dispatch import defer
 from ama_acp.rpc.errors import SESSION_BUSY, AcpError
 from ama_acp.session import store as st
 from ama_acp.session.entries import DirectoriesEntry
@@ -22,13 +22,6 @@ PAGE_SIZE = 50
 class Lifecycle:
     def __init__(self, manager: Any) -> None:
         self.m = manager
-
-    def register(self, d: Dispatcher) -> None:
-        d.add("session/load", w.LoadSessionRequest, self.load)
-        d.add("session/resume", w.ResumeSessionRequest, self.resume)
-        d.add("session/list", w.ListSessionsRequest, self.list)
-        d.add("session/close", w.SessionIdRequest, self.close)
-        d.add("session/delete", w.SessionIdRequest, self.delete)
 
     async def _open(self, session_id: str, cwd: str, additional: list[str] | None) -> tuple[Session, Any]:
         live = self.m.sessions.get(session_id)
