@@ -407,13 +407,15 @@ class AgentProcess:
     # --- waiting on what arrives ------------------------------------------------------------------
 
     async def wait_for(self, predicate: Callable[[], bool], timeout: float | None = 10.0) -> None:  # noqa: ASYNC109
-        """Wait until `predicate()` holds, re-checking after every message received. Raises TimeoutError,
-        or AgentExited when the agent's output ends first."""
+        """Wait until `predicate()` holds, re-checking after every message received and every 50 ms (so a
+        condition on the world outside the connection — a file, a server's log — is seen while the agent
+        is silent). Raises TimeoutError, or AgentExited when the agent's output ends first."""
         with anyio.fail_after(timeout):
             while not predicate():
                 if self._eof.is_set():
                     raise AgentExited("the agent exited before the condition held", self.returncode)
-                await self._changed.wait()
+                with anyio.move_on_after(0.05):
+                    await self._changed.wait()
 
     def updates_for(self, session_id: str, kind: str | None = None) -> list[dict[str, Any]]:
         """The `update` objects received for one session, optionally of one `sessionUpdate` kind."""

@@ -158,6 +158,7 @@ async def test_prompt_estimates_after_cancel_before_any_reply(tmp_path, llm, pro
         await conn.cancel(sid)
         result = await pending.wait(timeout=3)
         assert result["stopReason"] == "cancelled"
+        assert len(llm.requests) == 1, "cancelled while the request hung, not in a retry after it"
         last = usage_updates(conn, sid)[-1]
         assert last["used"] == prefix + extra
         assert last["_meta"]["ama"]["source"] == "prefix"

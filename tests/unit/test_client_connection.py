@@ -353,6 +353,27 @@ def test_wait_for_times_out(agent):
     run(main)
 
 
+def test_wait_for_sees_a_condition_outside_the_connection_while_the_agent_is_silent(agent, tmp_path):
+    """A predicate on the world (a file, a model server's log) holds without the agent saying anything:
+    wait_for re-checks it on a short period, not only when a message arrives."""
+    flag = tmp_path / "flag"
+
+    async def main():
+        async with AgentProcess(agent) as conn:
+            await conn.initialize()
+
+            async def later() -> None:
+                await anyio.sleep(0.2)  # the event the test waits for, not a wait itself
+                flag.write_text("set")
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(later)
+                with anyio.fail_after(2):
+                    await conn.wait_for(flag.exists, 5)
+
+    run(main)
+
+
 def test_error_response_raises_rpc_error(agent):
     async def main():
         async with AgentProcess(agent) as conn:
