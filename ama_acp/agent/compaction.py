@@ -10,7 +10,14 @@ from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
-from ama_acp.agent.messages import AssistantMessage, Message, TextPart, ToolCallPart, ToolResultMessage, UserMessage
+from ama_acp.conversation.messages import (
+    AssistantMessage,
+    Message,
+    TextPart,
+    ToolCallPart,
+    ToolResultMessage,
+    UserMessage,
+)
 from ama_acp.providers import base as pb
 from ama_acp.session import entries as en
 from ama_acp.wire import types as w

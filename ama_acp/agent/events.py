@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 
-from ama_acp.agent.messages import AssistantMessage
+from ama_acp.conversation.messages import AssistantMessage
 from ama_acp.tools.base import Location, ToolResult
 
 

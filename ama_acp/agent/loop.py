@@ -20,7 +20,7 @@ import anyio
 import msgspec
 
 from ama_acp.agent import events as ev
-from ama_acp.agent.messages import (
+from ama_acp.conversation.messages import (
     AssistantMessage,
     Message,
     TextPart,

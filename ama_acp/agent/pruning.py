@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ama_acp.agent.messages import AssistantMessage, Message, TextPart, ToolResultMessage
+from ama_acp.conversation.messages import AssistantMessage, Message, TextPart, ToolResultMessage
 from ama_acp.session import entries as en
 
 PLACEHOLDER = "[This tool output was pruned to save context. Run the tool again if you need it.]"

@@ -15,8 +15,8 @@ import logging
 
 import msgspec
 
-from ama_acp.agent.messages import Usage
 from ama_acp.config import Price
+from ama_acp.conversation.messages import Usage
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable
 from typing import Protocol
 
-from ama_acp.agent.messages import (
+from ama_acp.conversation.messages import (
     ImagePart,
     Message,
     TextPart,

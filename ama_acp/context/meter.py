@@ -23,9 +23,9 @@ from collections.abc import Iterable, Sequence
 
 import msgspec
 
-from ama_acp.agent.messages import AssistantMessage, Message, ToolResultMessage, Usage, UserMessage
 from ama_acp.context.estimate import IMAGE_TOKENS, Estimator, HeuristicEstimator, MessageEstimates, image_count
 from ama_acp.context.tiers import DEFAULT_CAPS, tier_for
+from ama_acp.conversation.messages import AssistantMessage, Message, ToolResultMessage, Usage, UserMessage
 
 log = logging.getLogger(__name__)
 

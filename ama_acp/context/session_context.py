@@ -10,12 +10,12 @@ from typing import Any
 
 import msgspec
 
-from ama_acp.agent.messages import Message, Usage
 from ama_acp.context.billing import Billing, BillingState
 from ama_acp.context.estimate import Estimator, HeuristicEstimator, make_estimator
 from ama_acp.context.meter import ContextMeter, MeterState
 from ama_acp.context.reporter import UsageReporter
 from ama_acp.context.tiers import TierWatch, notice_text
+from ama_acp.conversation.messages import Message, Usage
 from ama_acp.wire import types as w
 
 log = logging.getLogger(__name__)

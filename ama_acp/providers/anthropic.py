@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ama_acp.agent.messages import (
+from ama_acp.conversation.messages import (
     AssistantMessage,
     ImagePart,
     Message,

@@ -12,15 +12,8 @@ from typing import Literal, Protocol
 
 import msgspec
 
-from ama_acp.agent.messages import Message, Usage
-
-
-class ToolSpec(msgspec.Struct, frozen=True):
-    """A tool as the model sees it."""
-
-    name: str
-    description: str
-    parameters: dict  # JSON schema of the arguments object
+from ama_acp.conversation.messages import Message, Usage
+from ama_acp.conversation.tools import ToolSpec
 
 
 class ModelRequest(msgspec.Struct, frozen=True, omit_defaults=True):

@@ -28,8 +28,8 @@ from typing import NamedTuple
 
 import msgspec
 
-from ama_acp.agent.messages import Usage
 from ama_acp.config import ModelEntry, Price
+from ama_acp.conversation.messages import Usage
 
 log = logging.getLogger(__name__)
 

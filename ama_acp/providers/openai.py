@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 import msgspec
 
-from ama_acp.agent.messages import (
+from ama_acp.conversation.messages import (
     AssistantMessage,
     ImagePart,
     Message,

@@ -33,7 +33,7 @@ from typing import Any
 import anyio
 import msgspec
 
-from ama_acp.agent.messages import AssistantMessage, Usage
+from ama_acp.conversation.messages import AssistantMessage, Usage
 from ama_acp.providers import base as pb
 
 

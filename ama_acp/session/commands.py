@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ama_acp.agent.messages import TextPart, UserMessage
+from ama_acp.conversation.messages import TextPart, UserMessage
 from ama_acp.session.entries import CommandEntry, CommandOutputEntry
 from ama_acp.wire import types as w
 

@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 
 from ama_acp import __version__
-from ama_acp.agent.messages import Message, Usage
+from ama_acp.conversation.messages import Message, Usage
 
 # The newest format this ama writes and the newest it reads.
 FORMAT_VERSION = 1

@@ -52,7 +52,7 @@ class SessionManager:
 
     def tool_specs(self) -> list[Any]:
         if self._tool_specs is None:
-            from ama_acp.providers.base import ToolSpec
+            from ama_acp.conversation.tools import ToolSpec
 
             self._tool_specs = [ToolSpec(t.name, t.description, t.parameters) for t in self._load_tools().values()]
         return self._tool_specs

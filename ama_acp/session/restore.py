@@ -23,7 +23,10 @@ from typing import Any
 import msgspec
 
 from ama_acp.agent.compaction import handoff_message
-from ama_acp.agent.messages import (
+from ama_acp.agent.pruning import apply_prune
+from ama_acp.context.billing import BillingState
+from ama_acp.context.meter import MeterState
+from ama_acp.conversation.messages import (
     AssistantMessage,
     ImagePart,
     Message,
@@ -33,9 +36,6 @@ from ama_acp.agent.messages import (
     ToolResultMessage,
     UserMessage,
 )
-from ama_acp.agent.pruning import apply_prune
-from ama_acp.context.billing import BillingState
-from ama_acp.context.meter import MeterState
 from ama_acp.session import entries as en
 from ama_acp.session import options
 from ama_acp.session.updates import plan_update, wire_line

@@ -18,8 +18,8 @@ import msgspec
 
 from ama_acp.agent import events as ev
 from ama_acp.agent.loop import Refusal, run_turn
-from ama_acp.agent.messages import AssistantMessage, ImagePart, Message, TextPart, UserMessage
 from ama_acp.agent.prompt import system_prompt
+from ama_acp.conversation.messages import AssistantMessage, ImagePart, Message, TextPart, UserMessage
 from ama_acp.providers import base as pb
 from ama_acp.rpc.dispatch import defer
 from ama_acp.rpc.errors import AcpError

@@ -25,7 +25,7 @@ from typing import Literal
 
 import msgspec
 
-from ama_acp.agent.messages import Message
+from ama_acp.conversation.messages import Message
 from ama_acp.session.entries import (
     FORMAT_VERSION,
     KNOWN_TAGS,

@@ -7,7 +7,7 @@ from typing import Any
 
 import anyio
 
-from ama_acp.providers.base import ToolSpec
+from ama_acp.conversation.tools import ToolSpec
 from ama_acp.tools.base import DEFAULT_DEADLINE_SECONDS, HasDeadline, Tool, ToolError, ToolResult
 from ama_acp.tools.edit import EditTool
 from ama_acp.tools.glob import GlobTool

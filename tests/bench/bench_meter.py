@@ -19,7 +19,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _texts  # noqa: E402
 
-from ama_acp.agent.messages import (  # noqa: E402
+from ama_acp.context.billing import Billing  # noqa: E402
+from ama_acp.context.meter import ContextMeter  # noqa: E402
+from ama_acp.context.reporter import UsageReporter  # noqa: E402
+from ama_acp.conversation.messages import (  # noqa: E402
     AssistantMessage,
     TextPart,
     ToolCallPart,
@@ -27,9 +30,6 @@ from ama_acp.agent.messages import (  # noqa: E402
     Usage,
     UserMessage,
 )
-from ama_acp.context.billing import Billing  # noqa: E402
-from ama_acp.context.meter import ContextMeter  # noqa: E402
-from ama_acp.context.reporter import UsageReporter  # noqa: E402
 
 UPDATES = 2000
 ROUNDS = 7

@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from ama_acp.agent.messages import (  # noqa: E402
+from ama_acp.conversation.messages import (  # noqa: E402
     AssistantMessage,
     TextPart,
     ThinkingPart,

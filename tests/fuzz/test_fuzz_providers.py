@@ -22,7 +22,7 @@ import httpx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ama_acp.agent.messages import Usage
+from ama_acp.conversation.messages import Usage
 from ama_acp.providers.anthropic import AnthropicProvider
 from ama_acp.providers.base import (
     Failure,

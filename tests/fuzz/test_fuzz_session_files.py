@@ -20,8 +20,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ama_acp.agent.messages import AssistantMessage, TextPart, ToolCallPart, ToolResultMessage, Usage, UserMessage
 from ama_acp.config import Config
+from ama_acp.conversation.messages import (
+    AssistantMessage,
+    TextPart,
+    ToolCallPart,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
 from ama_acp.session import entries as en
 from ama_acp.session.manager import SessionManager
 from ama_acp.session.redact import Redactor

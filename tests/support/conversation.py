@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ama_acp.agent.messages import AssistantMessage, Message, ToolResultMessage
+from ama_acp.conversation.messages import AssistantMessage, Message, ToolResultMessage
 
 
 def paired_everywhere(messages: Iterable[Message]) -> bool:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ama_acp.agent.messages import Usage
 from ama_acp.config import ModelEntry, Price, parse_config
 from ama_acp.context.billing import Billing
+from ama_acp.conversation.messages import Usage
 from ama_acp.providers.catalog import BUILTIN_COMPAT_PROVIDERS, BUILTIN_MODELS, Catalog, price_for
 
 BUILTIN_PROVIDERS = {"openai", "anthropic", "scripted"}

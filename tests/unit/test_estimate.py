@@ -9,15 +9,6 @@ import sys
 
 import pytest
 
-from ama_acp.agent.messages import (
-    AssistantMessage,
-    ImagePart,
-    TextPart,
-    ThinkingPart,
-    ToolCallPart,
-    ToolResultMessage,
-    UserMessage,
-)
 from ama_acp.context import estimate
 from ama_acp.context.estimate import (
     IMAGE_TOKENS,
@@ -26,6 +17,15 @@ from ama_acp.context.estimate import (
     TiktokenEstimator,
     heuristic_text_tokens,
     make_estimator,
+)
+from ama_acp.conversation.messages import (
+    AssistantMessage,
+    ImagePart,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultMessage,
+    UserMessage,
 )
 
 H = HeuristicEstimator()

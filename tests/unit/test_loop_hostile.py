@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from ama_acp.agent import events as ev
 from ama_acp.agent.loop import Refusal, run_turn
-from ama_acp.agent.messages import AssistantMessage, Message, TextPart, ToolResultMessage, UserMessage
+from ama_acp.conversation.messages import AssistantMessage, Message, TextPart, ToolResultMessage, UserMessage
 from ama_acp.providers import base as pb
 from ama_acp.tools.base import ToolError, ToolResult
 

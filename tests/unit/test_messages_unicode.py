@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ama_acp.agent.messages import ToolCallPart, valid_unicode
+from ama_acp.conversation.messages import ToolCallPart, valid_unicode
 
 FUZZ = int(os.environ.get("AMA_FUZZ_EXAMPLES", "300"))
 

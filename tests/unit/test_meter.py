@@ -5,7 +5,9 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from ama_acp.agent.messages import (
+from ama_acp.context.estimate import HeuristicEstimator
+from ama_acp.context.meter import ContextFigures, ContextMeter, MeterState, usage_tokens
+from ama_acp.conversation.messages import (
     AssistantMessage,
     ImagePart,
     TextPart,
@@ -14,8 +16,6 @@ from ama_acp.agent.messages import (
     Usage,
     UserMessage,
 )
-from ama_acp.context.estimate import HeuristicEstimator
-from ama_acp.context.meter import ContextFigures, ContextMeter, MeterState, usage_tokens
 
 SYSTEM = "s" * 4000  # 1,000 tokens
 TOOLS = "t" * 6000  # 1,500 tokens

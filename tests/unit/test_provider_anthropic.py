@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ama_acp.agent.messages import (
+from ama_acp.conversation.messages import (
     AssistantMessage,
     TextPart,
     ThinkingPart,

@@ -11,7 +11,7 @@ from email.utils import formatdate
 import anyio
 import pytest
 
-from ama_acp.agent.messages import TextPart, UserMessage
+from ama_acp.conversation.messages import TextPart, UserMessage
 from ama_acp.providers.base import Failure, Finished, ModelRequest, Retrying, TextDelta
 from ama_acp.providers.http import RetryPolicy, parse_retry_after
 from ama_acp.providers.registry import make_provider

@@ -16,7 +16,14 @@ import anyio
 import httpx
 import pytest
 
-from ama_acp.agent.messages import AssistantMessage, TextPart, ToolCallPart, ToolResultMessage, Usage, UserMessage
+from ama_acp.conversation.messages import (
+    AssistantMessage,
+    TextPart,
+    ToolCallPart,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
 from ama_acp.providers.anthropic import AnthropicProvider
 from ama_acp.providers.base import (
     Failure,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from ama_acp.agent.messages import (
+from ama_acp.conversation.messages import (
     AssistantMessage,
     ImagePart,
     TextPart,

@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from ama_acp.agent.messages import AssistantMessage, TextPart, ToolCallPart, ToolResultMessage, Usage, UserMessage
 from ama_acp.context.billing import Billing
 from ama_acp.context.meter import ContextFigures, ContextMeter
 from ama_acp.context.reporter import UsageReporter, usage_payload
+from ama_acp.conversation.messages import (
+    AssistantMessage,
+    TextPart,
+    ToolCallPart,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
 from ama_acp.providers.catalog import Catalog, price_for
 
 

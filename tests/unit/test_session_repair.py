@@ -19,7 +19,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ama_acp.agent.messages import (
+from ama_acp.config import Config
+from ama_acp.conversation.messages import (
     AssistantMessage,
     Message,
     TextPart,
@@ -28,7 +29,6 @@ from ama_acp.agent.messages import (
     Usage,
     UserMessage,
 )
-from ama_acp.config import Config
 from ama_acp.rpc.dispatch import after_response
 from ama_acp.session import entries as en
 from ama_acp.session import store as store_mod

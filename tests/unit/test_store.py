@@ -14,7 +14,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from ama_acp.agent.messages import (
+from ama_acp.conversation.messages import (
     AssistantMessage,
     ImagePart,
     TextPart,
@@ -438,7 +438,7 @@ def test_secrets_from_the_environment_never_reach_the_file(tmp_path: Path, monke
 _CHILD = textwrap.dedent(
     """
     import sys
-    from ama_acp.agent.messages import TextPart, UserMessage
+    from ama_acp.conversation.messages import TextPart, UserMessage
     from ama_acp.session.entries import Header, MessageEntry
     from ama_acp.session.redact import Redactor
     from ama_acp.session.store import SessionStore
