@@ -4,6 +4,10 @@ Written by hand from the pinned schema (npm @agentclientprotocol/sdk 2.4.0, sche
 only the types ama uses. Conventions: camelCase on the wire (`rename="camel"`), unknown fields ignored on
 input (msgspec's default), optional fields default to None / UNSET and are omitted on output
 (`omit_defaults=True`) — an absent figure is unknown, never null or 0.
+
+Every struct repeats `frozen=True`: msgspec inherits the flag from the base at run time, but type checkers
+model Structs as dataclasses (PEP 681), where a subclass without the flag reads as non-frozen and may not
+inherit from a frozen base. Spelling it out keeps both views the same; the wire shape does not change.
 """
 
 from __future__ import annotations
@@ -27,38 +31,38 @@ class _Out(msgspec.Struct, rename="camel", omit_defaults=True, frozen=True):
 # --- content blocks -----------------------------------------------------------------------------------------
 
 
-class TextContent(_Out, tag="text", tag_field="type"):
+class TextContent(_Out, tag="text", tag_field="type", frozen=True):
     text: str
-    annotations: dict | None = None
+    annotations: dict[str, Any] | None = None
     meta: Meta | None = field(default=None, name="_meta")
 
 
-class ImageContent(_Out, tag="image", tag_field="type"):
+class ImageContent(_Out, tag="image", tag_field="type", frozen=True):
     data: str
     mime_type: str
     uri: str | None = None
-    annotations: dict | None = None
+    annotations: dict[str, Any] | None = None
 
 
-class AudioContent(_Out, tag="audio", tag_field="type"):
+class AudioContent(_Out, tag="audio", tag_field="type", frozen=True):
     data: str
     mime_type: str
-    annotations: dict | None = None
+    annotations: dict[str, Any] | None = None
 
 
-class ResourceLink(_Out, tag="resource_link", tag_field="type"):
+class ResourceLink(_Out, tag="resource_link", tag_field="type", frozen=True):
     name: str
     uri: str
     title: str | None = None
     description: str | None = None
     mime_type: str | None = None
     size: int | None = None
-    annotations: dict | None = None
+    annotations: dict[str, Any] | None = None
 
 
-class EmbeddedResource(_Out, tag="resource", tag_field="type"):
+class EmbeddedResource(_Out, tag="resource", tag_field="type", frozen=True):
     resource: dict[str, Any]  # TextResourceContents {uri, text, mimeType?} | BlobResourceContents {uri, blob}
-    annotations: dict | None = None
+    annotations: dict[str, Any] | None = None
 
 
 ContentBlock = TextContent | ImageContent | AudioContent | ResourceLink | EmbeddedResource
@@ -67,130 +71,130 @@ ContentBlock = TextContent | ImageContent | AudioContent | ResourceLink | Embedd
 # --- initialize ---------------------------------------------------------------------------------------------
 
 
-class FileSystemCapabilities(_In):
+class FileSystemCapabilities(_In, frozen=True):
     read_text_file: bool = False
     write_text_file: bool = False
 
 
-class ClientSessionCapabilities(_In):
-    compaction: dict | None = None
-    notices: dict | None = None
-    config_options: dict | None = None
+class ClientSessionCapabilities(_In, frozen=True):
+    compaction: dict[str, Any] | None = None
+    notices: dict[str, Any] | None = None
+    config_options: dict[str, Any] | None = None
 
 
-class ClientCapabilities(_In):
+class ClientCapabilities(_In, frozen=True):
     fs: FileSystemCapabilities = FileSystemCapabilities()
     terminal: bool = False
     session: ClientSessionCapabilities | None = None
 
 
-class Implementation(_Out):
+class Implementation(_Out, frozen=True):
     name: str
     version: str
     title: str | None = None
 
 
-class InitializeRequest(_In):
+class InitializeRequest(_In, frozen=True):
     protocol_version: int
     client_capabilities: ClientCapabilities = ClientCapabilities()
     client_info: Implementation | None = None
 
 
-class PromptCapabilities(_Out):
+class PromptCapabilities(_Out, frozen=True):
     image: bool = False
     audio: bool = False
     embedded_context: bool = False
 
 
-class McpCapabilities(_Out):
+class McpCapabilities(_Out, frozen=True):
     http: bool = False
     sse: bool = False
 
 
-class SessionCapabilities(_Out):
-    list: dict | None = None
-    delete: dict | None = None
-    resume: dict | None = None
-    close: dict | None = None
-    additional_directories: dict | None = None
+class SessionCapabilities(_Out, frozen=True):
+    list: dict[str, Any] | None = None
+    delete: dict[str, Any] | None = None
+    resume: dict[str, Any] | None = None
+    close: dict[str, Any] | None = None
+    additional_directories: dict[str, Any] | None = None
 
 
-class AgentCapabilities(_Out):
+class AgentCapabilities(_Out, frozen=True):
     load_session: bool = False
     prompt_capabilities: PromptCapabilities = PromptCapabilities()
     mcp_capabilities: McpCapabilities = McpCapabilities()
     session_capabilities: SessionCapabilities = SessionCapabilities()
 
 
-class AuthMethod(_Out):
+class AuthMethod(_Out, frozen=True):
     id: str
     name: str
     description: str | None = None
 
 
-class InitializeResponse(_Out):
+class InitializeResponse(_Out, frozen=True):
     protocol_version: int
     agent_capabilities: AgentCapabilities
     agent_info: Implementation
     auth_methods: list[AuthMethod] = []
 
 
-class AuthenticateRequest(_In):
+class AuthenticateRequest(_In, frozen=True):
     method_id: str
 
 
 # --- sessions -----------------------------------------------------------------------------------------------
 
 
-class NewSessionRequest(_In):
+class NewSessionRequest(_In, frozen=True):
     cwd: str
     mcp_servers: list[dict[str, Any]]
     additional_directories: list[str] | None = None
 
 
-class LoadSessionRequest(_In):
+class LoadSessionRequest(_In, frozen=True):
     session_id: str
     cwd: str
     mcp_servers: list[dict[str, Any]]
     additional_directories: list[str] | None = None
 
 
-class ResumeSessionRequest(_In):
+class ResumeSessionRequest(_In, frozen=True):
     session_id: str
     cwd: str
     mcp_servers: list[dict[str, Any]] = []
     additional_directories: list[str] | None = None
 
 
-class SessionIdRequest(_In):
+class SessionIdRequest(_In, frozen=True):
     """close, delete, cancel, _ama/session_stats: just the id."""
 
     session_id: str
 
 
-class ListSessionsRequest(_In):
+class ListSessionsRequest(_In, frozen=True):
     cwd: str | None = None
     cursor: str | None = None
 
 
-class SessionMode(_Out):
+class SessionMode(_Out, frozen=True):
     id: str
     name: str
     description: str | None = None
 
 
-class SessionModeState(_Out):
+class SessionModeState(_Out, frozen=True):
     current_mode_id: str
     available_modes: list[SessionMode]
 
 
-class SessionConfigSelectOption(_Out):
+class SessionConfigSelectOption(_Out, frozen=True):
     value: str
     name: str
     description: str | None = None
 
 
-class SessionConfigOption(_Out, tag="select", tag_field="type"):
+class SessionConfigOption(_Out, tag="select", tag_field="type", frozen=True):
     """A `select` option (the tag makes `type` always present on the wire)."""
 
     id: str
@@ -201,18 +205,18 @@ class SessionConfigOption(_Out, tag="select", tag_field="type"):
     category: str | None = None
 
 
-class NewSessionResponse(_Out):
+class NewSessionResponse(_Out, frozen=True):
     session_id: str
     modes: SessionModeState | None = None
     config_options: list[SessionConfigOption] | None = None
 
 
-class LoadSessionResponse(_Out):
+class LoadSessionResponse(_Out, frozen=True):
     modes: SessionModeState | None = None
     config_options: list[SessionConfigOption] | None = None
 
 
-class SessionInfo(_Out):
+class SessionInfo(_Out, frozen=True):
     session_id: str
     cwd: str
     title: str | None = None
@@ -220,40 +224,40 @@ class SessionInfo(_Out):
     additional_directories: list[str] | None = None
 
 
-class ListSessionsResponse(_Out):
+class ListSessionsResponse(_Out, frozen=True):
     sessions: list[SessionInfo]
     next_cursor: str | None = None
 
 
-class SetSessionModeRequest(_In):
+class SetSessionModeRequest(_In, frozen=True):
     session_id: str
     mode_id: str
 
 
-class SetSessionConfigOptionRequest(_In):
+class SetSessionConfigOptionRequest(_In, frozen=True):
     session_id: str
     config_id: str
     value: str | bool
     type: str | None = None
 
 
-class SetSessionConfigOptionResponse(_Out):
+class SetSessionConfigOptionResponse(_Out, frozen=True):
     config_options: list[SessionConfigOption]
 
 
-class Empty(_Out):
+class Empty(_Out, frozen=True):
     pass
 
 
 # --- prompt turn --------------------------------------------------------------------------------------------
 
 
-class PromptRequest(_In):
+class PromptRequest(_In, frozen=True):
     session_id: str
     prompt: list[ContentBlock]
 
 
-class TurnUsage(_Out):
+class TurnUsage(_Out, frozen=True):
     """The unstable `Usage` of a PromptResponse: the turn's billed tokens (S1)."""
 
     total_tokens: int
@@ -267,7 +271,7 @@ class TurnUsage(_Out):
 StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
 
 
-class PromptResponse(_Out):
+class PromptResponse(_Out, frozen=True):
     stop_reason: StopReason
     usage: TurnUsage | None = None
 
@@ -275,41 +279,41 @@ class PromptResponse(_Out):
 # --- session/update payloads --------------------------------------------------------------------------------
 
 
-class _Update(_Out, tag_field="sessionUpdate"):
+class _Update(_Out, tag_field="sessionUpdate", frozen=True):
     pass
 
 
-class UserMessageChunk(_Update, tag="user_message_chunk"):
+class UserMessageChunk(_Update, tag="user_message_chunk", frozen=True):
     content: ContentBlock
     message_id: str | None = None
 
 
-class AgentMessageChunk(_Update, tag="agent_message_chunk"):
+class AgentMessageChunk(_Update, tag="agent_message_chunk", frozen=True):
     content: ContentBlock
     message_id: str | None = None
 
 
-class AgentThoughtChunk(_Update, tag="agent_thought_chunk"):
+class AgentThoughtChunk(_Update, tag="agent_thought_chunk", frozen=True):
     content: ContentBlock
     message_id: str | None = None
 
 
-class ToolCallLocation(_Out):
+class ToolCallLocation(_Out, frozen=True):
     path: str
     line: int | None = None
 
 
-class Diff(_Out, tag="diff", tag_field="type"):
+class Diff(_Out, tag="diff", tag_field="type", frozen=True):
     path: str
     old_text: str | None  # required here so a new file is sent as `oldText: null`
     new_text: str
 
 
-class Content(_Out, tag="content", tag_field="type"):
+class Content(_Out, tag="content", tag_field="type", frozen=True):
     content: ContentBlock
 
 
-class TerminalRef(_Out, tag="terminal", tag_field="type"):
+class TerminalRef(_Out, tag="terminal", tag_field="type", frozen=True):
     terminal_id: str
 
 
@@ -318,7 +322,7 @@ ToolCallContent = Content | Diff | TerminalRef
 ToolCallStatus = Literal["pending", "in_progress", "completed", "failed"]
 
 
-class ToolCall(_Update, tag="tool_call"):
+class ToolCall(_Update, tag="tool_call", frozen=True):
     tool_call_id: str
     title: str
     kind: str = "other"
@@ -328,7 +332,7 @@ class ToolCall(_Update, tag="tool_call"):
     raw_input: Any = None
 
 
-class ToolCallUpdate(_Update, tag="tool_call_update"):
+class ToolCallUpdate(_Update, tag="tool_call_update", frozen=True):
     tool_call_id: str
     status: ToolCallStatus | None = None
     title: str | None = None
@@ -337,63 +341,63 @@ class ToolCallUpdate(_Update, tag="tool_call_update"):
     locations: list[ToolCallLocation] | None = None
 
 
-class PlanEntry(_Out):
+class PlanEntry(_Out, frozen=True):
     content: str
     priority: Literal["high", "medium", "low"]
     status: Literal["pending", "in_progress", "completed"]
 
 
-class Plan(_Update, tag="plan"):
+class Plan(_Update, tag="plan", frozen=True):
     entries: list[PlanEntry]
 
 
-class AvailableCommandInput(_Out):
+class AvailableCommandInput(_Out, frozen=True):
     hint: str
 
 
-class AvailableCommand(_Out):
+class AvailableCommand(_Out, frozen=True):
     name: str
     description: str
     input: AvailableCommandInput | None = None
 
 
-class AvailableCommandsUpdate(_Update, tag="available_commands_update"):
+class AvailableCommandsUpdate(_Update, tag="available_commands_update", frozen=True):
     available_commands: list[AvailableCommand]
 
 
-class CurrentModeUpdate(_Update, tag="current_mode_update"):
+class CurrentModeUpdate(_Update, tag="current_mode_update", frozen=True):
     current_mode_id: str
 
 
-class ConfigOptionUpdate(_Update, tag="config_option_update"):
+class ConfigOptionUpdate(_Update, tag="config_option_update", frozen=True):
     config_options: list[SessionConfigOption]
 
 
-class SessionInfoUpdate(_Update, tag="session_info_update"):
+class SessionInfoUpdate(_Update, tag="session_info_update", frozen=True):
     # UNSET (not None): `title: null` would clear the client's title (R129).
     title: str | UnsetType = UNSET
     updated_at: str | UnsetType = UNSET
 
 
-class Cost(_Out):
+class Cost(_Out, frozen=True):
     amount: float
     currency: str  # required on the wire: no default, so it is never omitted
 
 
-class UsageUpdate(_Update, tag="usage_update"):
+class UsageUpdate(_Update, tag="usage_update", frozen=True):
     used: int
     size: int
     cost: Cost | None = None
     meta: Meta | None = field(default=None, name="_meta")
 
 
-class Notice(_Update, tag="notice"):
+class Notice(_Update, tag="notice", frozen=True):
     severity: Literal["info", "warning", "error"]
     title: str
     description: str | None = None
 
 
-class CompactionUpdate(_Update, tag="compaction_update"):
+class CompactionUpdate(_Update, tag="compaction_update", frozen=True):
     compaction_id: str
     status: Literal["in_progress", "completed", "failed"]
     summary: list[ContentBlock] | None = None
@@ -417,7 +421,7 @@ SessionUpdate = (
 )
 
 
-class SessionNotification(_Out):
+class SessionNotification(_Out, frozen=True):
     session_id: str
     update: SessionUpdate
 
@@ -425,13 +429,13 @@ class SessionNotification(_Out):
 # --- agent → client requests --------------------------------------------------------------------------------
 
 
-class PermissionOption(_Out):
+class PermissionOption(_Out, frozen=True):
     option_id: str
     name: str
     kind: Literal["allow_once", "allow_always", "reject_once", "reject_always"]
 
 
-class ToolCallFields(_Out):
+class ToolCallFields(_Out, frozen=True):
     """A ToolCallUpdate outside a session/update (in a permission request): no `sessionUpdate` tag."""
 
     tool_call_id: str
@@ -443,45 +447,45 @@ class ToolCallFields(_Out):
     raw_input: Any = None
 
 
-class RequestPermissionRequest(_Out):
+class RequestPermissionRequest(_Out, frozen=True):
     session_id: str
     tool_call: ToolCallFields
     options: list[PermissionOption]
 
 
-class SelectedPermissionOutcome(_In, tag="selected", tag_field="outcome"):
+class SelectedPermissionOutcome(_In, tag="selected", tag_field="outcome", frozen=True):
     option_id: str
 
 
-class CancelledPermissionOutcome(_In, tag="cancelled", tag_field="outcome"):
+class CancelledPermissionOutcome(_In, tag="cancelled", tag_field="outcome", frozen=True):
     pass
 
 
-class RequestPermissionResponse(_In):
+class RequestPermissionResponse(_In, frozen=True):
     """The client's answer to session/request_permission, decoded before ama acts on it."""
 
     outcome: SelectedPermissionOutcome | CancelledPermissionOutcome
 
 
-class ReadTextFileRequest(_Out):
+class ReadTextFileRequest(_Out, frozen=True):
     session_id: str
     path: str
     line: int | None = None
     limit: int | None = None
 
 
-class WriteTextFileRequest(_Out):
+class WriteTextFileRequest(_Out, frozen=True):
     session_id: str
     path: str
     content: str
 
 
-class EnvVariable(_Out):
+class EnvVariable(_Out, frozen=True):
     name: str
     value: str
 
 
-class CreateTerminalRequest(_Out):
+class CreateTerminalRequest(_Out, frozen=True):
     session_id: str
     command: str
     args: list[str] = []
@@ -490,6 +494,6 @@ class CreateTerminalRequest(_Out):
     output_byte_limit: int | None = None
 
 
-class TerminalRequest(_Out):
+class TerminalRequest(_Out, frozen=True):
     session_id: str
     terminal_id: str
