@@ -1,0 +1,273 @@
+"""Compaction: the mechanical inventory, the recent messages kept (whole tool-call pairs, within
+keep_tokens), the handoff message, and `/compact` on a real in-process session (context replaced, a
+CompactionEntry persisted, the same context after a reload)."""
+
+from __future__ import annotations
+
+import json
+
+import anyio
+import msgspec
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ama_acp.agent.compaction import (
+    LIST_KEEP,
+    USER_MESSAGE_CLIP,
+    build_inventory,
+    handoff_message,
+    recent_messages,
+)
+from ama_acp.conversation.messages import (
+    AssistantMessage,
+    Message,
+    TextPart,
+    ToolCallPart,
+    ToolResultMessage,
+    UserMessage,
+)
+from ama_acp.session import entries as en
+from ama_acp.session.store import read_session
+from tests.support.conversation import paired_everywhere
+from tests.support.inprocess import make_manager, prompt, reload, workspace
+
+
+def user(text: str) -> UserMessage:
+    return UserMessage([TextPart(text)])
+
+
+def asks(*calls: tuple[str, str, dict[str, object] | str]) -> AssistantMessage:
+    parts = [ToolCallPart(cid, name, args if isinstance(args, str) else json.dumps(args)) for cid, name, args in calls]
+    return AssistantMessage(content=[TextPart("working"), *parts], stop="tool_use")
+
+
+def result(cid: str, name: str, text: str = "ok", error: bool = False) -> ToolResultMessage:
+    return ToolResultMessage(cid, name, [TextPart(text)], is_error=error)
+
+
+def section(inventory: str, title: str) -> list[str]:
+    """The lines of one `## title` section."""
+    lines = inventory.splitlines()
+    start = lines.index(f"## {title}") + 1
+    end = next((i for i in range(start, len(lines)) if lines[i].startswith("## ")), len(lines))
+    return [line for line in lines[start:end] if line]
+
+
+# --- build_inventory --------------------------------------------------------------------------------------
+
+
+def test_the_inventory_lists_requests_files_commands_searches_and_errors():
+    messages: list[Message] = [
+        user("Fix the failing test in calc.py"),
+        asks(
+            ("c1", "read_file", {"path": "calc.py"}),
+            ("c2", "edit_file", {"path": "calc.py", "edits": []}),
+            ("c3", "read_file", {"path": "README.md"}),
+        ),
+        result("c1", "read_file"),
+        result("c2", "edit_file", "old_text not found", error=True),
+        result("c3", "read_file"),
+        asks(
+            ("c4", "run_command", {"command": "pytest -q"}),
+            ("c5", "run_command", {"command": "make lint"}),
+            ("c6", "search", {"pattern": "def add"}),
+            ("c7", "find_files", {"pattern": "*.py"}),
+        ),
+        result("c4", "run_command"),
+        result("c5", "run_command", "exit 2", error=True),
+        result("c6", "search"),
+        result("c7", "find_files"),
+        AssistantMessage([TextPart("Done.")]),
+        user("  "),  # blank: not a request
+        user("Now run it again"),
+    ]
+    inventory = build_inventory(messages)
+    assert inventory.startswith("# Inventory (mechanical)\n")
+    assert section(inventory, "The user's messages") == ["- Fix the failing test in calc.py", "- Now run it again"]
+    assert section(inventory, "Files touched") == ["- calc.py: read_file×1, edit_file×1", "- README.md: read_file×1"]
+    assert section(inventory, "Commands run (✗ failed)") == ["- ✓ pytest -q", "- ✗ make lint"]
+    assert section(inventory, "Searches") == ["- search def add", "- find_files *.py"]
+    # a failed command is listed with the commands, not again as a tool error
+    assert section(inventory, "Tool errors") == ["- edit_file: old_text not found"]
+
+
+def test_an_empty_conversation_has_every_section_saying_none():
+    inventory = build_inventory([])
+    for title in ("The user's messages", "Files touched", "Commands run (✗ failed)", "Searches", "Tool errors"):
+        assert section(inventory, title) == ["- (none)"]
+
+
+def test_long_user_messages_and_long_lists_are_clipped_keeping_the_newest():
+    long = "x" * (USER_MESSAGE_CLIP + 500)
+    messages: list[Message] = [user(long)]
+    for i in range(LIST_KEEP + 5):
+        messages += [asks((f"c{i}", "run_command", {"command": f"cmd {i}"})), result(f"c{i}", "run_command")]
+    inventory = build_inventory(messages)
+    (request,) = section(inventory, "The user's messages")
+    assert request == "- " + "x" * USER_MESSAGE_CLIP + " […500 characters left out]"
+    commands = section(inventory, "Commands run (✗ failed)")
+    assert commands[0] == "- (5 earlier entries left out)"
+    assert commands[1:] == [f"- ✓ cmd {i}" for i in range(5, LIST_KEEP + 5)]
+
+
+def test_results_without_a_known_call_or_with_bad_arguments_still_count_without_a_path():
+    messages: list[Message] = [
+        user("go"),
+        asks(("c1", "read_file", "{not json")),
+        result("c1", "read_file", "bad arguments", error=True),
+        result("orphan", "write_file", "denied", error=True),
+        asks(("c2", "read_file", {"path": 7})),  # a path that is not a string names no file
+        result("c2", "read_file"),
+    ]
+    inventory = build_inventory(messages)
+    assert section(inventory, "Files touched") == ["- (none)"]
+    assert section(inventory, "Tool errors") == ["- read_file: bad arguments", "- write_file: denied"]
+
+
+def test_tool_error_texts_are_clipped_to_300_characters():
+    messages: list[Message] = [asks(("c", "read_file", {})), result("c", "read_file", "e" * 1000, error=True)]
+    (line,) = section(build_inventory(messages), "Tool errors")
+    assert line == "- read_file: " + "e" * 300
+
+
+# --- handoff_message ------------------------------------------------------------------------------------
+
+
+def test_the_handoff_message_is_one_user_message_with_the_handoff_then_the_inventory():
+    message = handoff_message("## Goal\nship it", "# Inventory (mechanical)\n")
+    assert isinstance(message, UserMessage) and len(message.content) == 1
+    body = message.content[0]
+    assert isinstance(body, TextPart)
+    assert body.text.startswith("This conversation was compacted.")
+    assert body.text.index("## Goal\nship it") < body.text.index("# Inventory (mechanical)")
+
+
+# --- recent_messages --------------------------------------------------------------------------------------
+
+
+def size(message: Message) -> int:
+    """A deterministic stand-in for the token estimate: one token per 10 bytes of the stored form."""
+    return len(msgspec.json.encode(message)) // 10 + 1
+
+
+def test_recent_messages_keep_whole_turns_from_a_user_message_within_keep_tokens():
+    turn1: list[Message] = [
+        user("a" * 400),
+        asks(("c1", "read_file", {"path": "x"})),
+        result("c1", "read_file", "r" * 400),
+    ]
+    turn2: list[Message] = [user("second"), asks(("c2", "read_file", {"path": "y"})), result("c2", "read_file")]
+    messages = turn1 + turn2
+    budget = sum(size(m) for m in turn2)
+    assert recent_messages(messages, budget, size) == turn2
+    assert recent_messages(messages, budget - 1, size) == []  # the last turn does not fit whole: nothing kept
+    assert recent_messages(messages, 10**9, size) == messages
+
+
+def test_recent_messages_never_start_at_a_tool_result_even_when_its_result_would_fit():
+    messages: list[Message] = [user("go"), asks(("c1", "t", {})), result("c1", "t")]
+    just_the_tail = size(messages[-1]) + size(messages[-2])
+    assert recent_messages(messages, just_the_tail, size) == []
+
+
+TURN = st.lists(st.tuples(st.integers(0, 3), st.integers(0, 600)), max_size=3)
+
+
+@st.composite
+def conversations(draw: st.DrawFn) -> list[Message]:
+    messages: list[Message] = []
+    n = 0
+    for rounds in draw(st.lists(TURN, max_size=6)):
+        messages.append(user("u" * draw(st.integers(0, 300))))
+        for ncalls, body in rounds:
+            ids = [f"c{n + i}" for i in range(ncalls)]
+            n += ncalls
+            messages.append(asks(*((cid, "read_file", {"path": cid}) for cid in ids)))
+            messages += [result(cid, "read_file", "r" * body) for cid in ids]
+        messages.append(AssistantMessage([TextPart("done")]))
+    return messages
+
+
+@settings(max_examples=200, deadline=None)
+@given(messages=conversations(), keep=st.integers(0, 1000))
+def test_property_recent_messages_are_the_longest_whole_turn_suffix_within_keep_tokens(messages, keep):
+    kept = recent_messages(messages, keep, size)
+    start = len(messages) - len(kept)
+    assert messages[start:] == kept
+    assert kept == [] or isinstance(kept[0], UserMessage)
+    assert sum(size(m) for m in kept) <= keep
+    assert paired_everywhere(kept)  # no result without its call, no call without its result
+    for j, m in enumerate(messages[:start]):  # no earlier turn start would still have fit
+        if isinstance(m, UserMessage):
+            assert sum(size(x) for x in messages[j:]) > keep
+
+
+# --- /compact on a real session ---------------------------------------------------------------------------
+
+HANDOFF = "## Goal and current state\nThe add() bug is fixed; tests pass."
+
+
+def test_slash_compact_replaces_the_context_persists_the_entry_and_a_reload_gives_the_same_context(tmp_path):
+    ws = workspace(tmp_path)
+    (ws / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    replies = [
+        {"text": "Reading.", "tool_calls": [{"id": "r1", "name": "read_file", "arguments": {"path": "calc.py"}}]},
+        {"text": "It subtracts. " + "Explained at length. " * 60},
+        {"text": "Sure, short answer."},
+        {"text": HANDOFF},  # the compaction request's reply
+    ]
+    # keep_tokens: the short last turn fits, the long first one does not
+    manager, peer = make_manager(tmp_path, replies, keep_tokens=200)
+
+    async def main() -> tuple[str, list[Message], list[Message]]:
+        session = manager.new_session(str(ws), None, [])
+        assert await prompt(session, "Why do the tests of calc.py fail? " + "context " * 200) == "end_turn"
+        assert await prompt(session, "Thanks") == "end_turn"
+        before = list(session.messages)
+        assert await prompt(session, "/compact keep the test commands") == "end_turn"
+        after = list(session.messages)
+        await manager.close(session.id)
+        return session.id, before, after
+
+    sid, before, after = anyio.run(main)
+    assert len(before) == 6  # user, call, result, answer; user, answer
+    assert after[1:] == before[-2:]  # the last whole turn is kept as it was
+    handoff = after[0]
+    assert isinstance(handoff, UserMessage) and HANDOFF in handoff.content[0].text  # type: ignore[union-attr]
+    assert "- calc.py: read_file×1" in handoff.content[0].text  # type: ignore[union-attr]  # the inventory
+
+    loaded = read_session(manager.store.path(sid))
+    (entry,) = [e for e in loaded.entries if isinstance(e, en.CompactionEntry)]
+    assert entry.number == 1 and entry.kept_from_index == 4
+    folder = manager.store.handoff_dir(sid)
+    assert (folder / entry.summary_path).read_text(encoding="utf-8") == HANDOFF
+    assert "# Inventory (mechanical)" in (folder / entry.inventory_path).read_text(encoding="utf-8")
+    summary = [u for u in peer.updates if u["sessionUpdate"] == "agent_message_chunk" and "Compacted" in str(u)]
+    assert summary and "2 recent messages kept" in summary[0]["content"]["text"]
+
+    async def again() -> list[Message]:
+        manager2, _ = make_manager(tmp_path, replies, keep_tokens=200)
+        return list((await reload(manager2, sid, ws)).messages)
+
+    assert anyio.run(again) == after
+
+
+def test_slash_compact_whose_model_fails_changes_nothing_and_says_so(tmp_path):
+    ws = workspace(tmp_path)
+    replies = [{"text": "hello"}, {"failure": {"kind": "server", "message": "overloaded"}}]
+    manager, peer = make_manager(tmp_path, replies)
+
+    async def main() -> tuple[list[Message], list[Message], str]:
+        session = manager.new_session(str(ws), None, [])
+        await prompt(session, "hi")
+        before = list(session.messages)
+        await prompt(session, "/compact")
+        after = list(session.messages)
+        await manager.close(session.id)
+        return before, after, session.id
+
+    before, after, sid = anyio.run(main)
+    assert after == before
+    assert "Compaction failed (overloaded); the conversation is unchanged" in peer.agent_text()
+    loaded = read_session(manager.store.path(sid))
+    assert not any(isinstance(e, en.CompactionEntry) for e in loaded.entries)
