@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from ama_acp.session.redact import redact
+from ama_acp.redact import redact
 
 
 class _Redact(logging.Filter):

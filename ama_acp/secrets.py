@@ -75,6 +75,9 @@ def is_secret_name(name: str) -> bool:
 
 # Names the configuration declares secret (providers' api_key_env), whatever they look like.
 _configured: set[str] = set()
+# Bumped when `_configured` grows, so a cache of secret values (the redactor's) knows to collect them again
+# without this module importing it.
+_generation = 0
 
 
 class _ProviderLike(Protocol):
@@ -88,12 +91,16 @@ class _ConfigLike(Protocol):
 
 def register_secret_names(names: Iterable[str | None]) -> None:
     """Treat these variable names as secret from now on (in this process)."""
+    global _generation
     added = {n for n in names if n}
     if added - _configured:
         _configured.update(added)
-        from ama_acp.session import redact  # late: redact imports this module
+        _generation += 1
 
-        redact.reset_default_redactor()
+
+def names_generation() -> int:
+    """A number that changes whenever the set of secret names grows."""
+    return _generation
 
 
 def register_config(config: _ConfigLike) -> None:

@@ -22,11 +22,11 @@ log = logging.getLogger(__name__)
 PRELOAD = (
     "ama_acp.session.manager",
     "ama_acp.session.lifecycle",
-    "ama_acp.context.session_context",
+    "ama_acp.session.accounting",
     "ama_acp.providers.catalog",
     "ama_acp.providers.resolve",
     "ama_acp.tools.registry",
-    "ama_acp.agent.compaction",
+    "ama_acp.session.compacting",
 )
 
 

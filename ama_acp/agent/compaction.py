@@ -1,13 +1,14 @@
-"""Compaction that keeps the work (long-sessions.md): a mechanical inventory, a model-written handoff, and
-a context rebuilt from them plus the recent messages. Failure replaces nothing and holds auto-compaction.
+"""Compaction that keeps the work, the protocol-free half: a mechanical inventory, the model-written handoff,
+and the recent messages a rebuilt context keeps. The session side (`session/compacting.py`) decides when,
+stores the result and tells the person over ACP; failure there replaces nothing and holds auto-compaction.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Callable
 from contextlib import aclosing
-from pathlib import Path
 from typing import Any
 
 from ama_acp.conversation.messages import (
@@ -16,11 +17,11 @@ from ama_acp.conversation.messages import (
     TextPart,
     ToolCallPart,
     ToolResultMessage,
+    Usage,
     UserMessage,
 )
+from ama_acp.errors import ProviderError
 from ama_acp.providers import base as pb
-from ama_acp.session import entries as en
-from ama_acp.wire import types as w
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +105,7 @@ def _recent(items: list[str]) -> list[str]:
     return [f"- ({len(items) - LIST_KEEP} earlier entries left out)"] + items[-LIST_KEEP:]
 
 
-def recent_messages(messages: list[Message], keep_tokens: int, estimate: Any) -> list[Message]:
+def recent_messages(messages: list[Message], keep_tokens: int, estimate: Callable[[Message], int]) -> list[Message]:
     """The newest messages within `keep_tokens`, starting at a user message so every tool result keeps its
     call."""
     total = 0
@@ -118,67 +119,11 @@ def recent_messages(messages: list[Message], keep_tokens: int, estimate: Any) ->
     return messages[start:]
 
 
-async def maybe_compact(rt: Any, session: Any) -> None:
-    f = session.ctx.figures()
-    if f.auto_compact_at is not None and f.used >= f.auto_compact_at:
-        await compact(rt, session, manual=False)
-
-
-async def compact(rt: Any, session: Any, manual: bool, instructions: str = "") -> None:
-    number = session.compactions + 1
-    cid = f"{session.id}-c{number}"
-    caps = rt.client_caps.session
-    visible = caps is not None and caps.compaction is not None
-    if visible:
-        await session.send(w.CompactionUpdate(compaction_id=cid, status="in_progress"))
-    inventory = build_inventory(session.messages)
+def handoff_prompt(messages: list[Message], instructions: str = "") -> tuple[str, str]:
+    """The prompt asking for a handoff, and the inventory it embeds."""
+    inventory = build_inventory(messages)
     extra = f"\nThe user asks you to focus on: {instructions}" if instructions else ""
-    try:
-        handoff = await _ask_handoff(rt, session, HANDOFF_PROMPT.format(extra=extra, inventory=inventory))
-    except CompactionFailed as exc:
-        await _failed(session, cid, visible, str(exc))
-        return
-    except Exception as exc:  # a bug of ours: the conversation stays as it was, and the log has the traceback
-        log.exception("compaction failed unexpectedly")
-        await _failed(session, cid, visible, f"internal error: {type(exc).__name__}")
-        return
-    if handoff is None:
-        await _failed(session, cid, visible, "the model returned no handoff")
-        return
-    handoff = handoff[:HANDOFF_BUDGET]
-    inv = inventory[:INVENTORY_BUDGET]
-    kept = recent_messages(session.messages, rt.config.compaction.keep_tokens, session.ctx.meter.estimator.message)
-    folder = Path(rt.store.handoff_dir(session.id)) / f"compaction-{number}"
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "handoff.md").write_text(handoff, encoding="utf-8")
-        (folder / "inventory.md").write_text(inv, encoding="utf-8")
-    except OSError as exc:
-        await _failed(session, cid, visible, f"cannot save the handoff: {exc}")
-        return
-    rt.store.prune_handoffs(except_id=session.id)
-    kept_from = session.message_total - len(kept)
-    session.replace_context([handoff_message(handoff, inv), *kept])
-    session.compactions = number
-    session.context_first, session.context_synthetic = kept_from, 1
-    session.ctx.meter.set_compaction(held=False)
-    session.persist(
-        en.CompactionEntry(
-            number=number,
-            summary_path=f"compaction-{number}/handoff.md",
-            inventory_path=f"compaction-{number}/inventory.md",
-            kept_from_index=kept_from,
-            meter=session.ctx.meter_state(),
-        )
-    )
-    summary = f"Compacted the conversation ({'by request' if manual else 'automatically'}): a handoff replaces the older messages; {len(kept)} recent messages kept."
-    if visible:
-        await session.send(
-            w.CompactionUpdate(compaction_id=cid, status="completed", summary=[w.TextContent(text=summary)])
-        )
-    else:
-        await session.send(w.AgentMessageChunk(content=w.TextContent(text=f"\n\n_{summary}_\n\n")))
-    await session.report_usage()  # E5
+    return HANDOFF_PROMPT.format(extra=extra, inventory=inventory), inventory
 
 
 def handoff_message(handoff: str, inventory: str) -> UserMessage:
@@ -192,22 +137,29 @@ def handoff_message(handoff: str, inventory: str) -> UserMessage:
     )
 
 
-class CompactionFailed(Exception):
+class CompactionFailed(ProviderError):
     """The model could not write the handoff; the message says why (a provider failure)."""
 
 
-async def _ask_handoff(rt: Any, session: Any, prompt: str) -> str | None:
-    request = session.build_request()
+async def write_handoff(
+    provider: pb.Provider,
+    request: pb.ModelRequest,
+    prompt: str,
+    on_usage: Callable[[Usage | None], None],
+) -> str | None:
+    """Ask the model for the handoff: `request` (the session's next request) with `prompt` appended and no
+    tools. `on_usage` gets the request's usage (it is billed, but does not enter the context). None when
+    the model wrote nothing; a provider failure raises CompactionFailed."""
     request = pb.ModelRequest(
         model=request.model,
         system=request.system,
-        messages=[*session.messages, UserMessage(content=[TextPart(prompt)])],
+        messages=[*request.messages, UserMessage(content=[TextPart(prompt)])],
         tools=[],
         max_output=request.max_output,
     )
     parts: list[str] = []
     # aclosing: a cancelled compaction closes its HTTP response now, not at garbage collection.
-    async with aclosing(session.provider().stream(request)) as stream:
+    async with aclosing(provider.stream(request)) as stream:
         async for event in stream:
             if isinstance(event, pb.TextDelta):
                 parts.append(event.text)
@@ -216,33 +168,7 @@ async def _ask_handoff(rt: Any, session: Any, prompt: str) -> str | None:
             elif isinstance(event, pb.Failure):
                 raise CompactionFailed(event.message)
             elif isinstance(event, pb.Finished):
-                session.ctx.bill(session.model_id, event.usage, enters_context=False)
-                if event.usage is not None:
-                    session.persist(
-                        en.UsageEntry(
-                            model_id=session.model_id,
-                            usage=event.usage,
-                            cost=session.ctx.last_cost,
-                            purpose="compaction",
-                            billing=session.ctx.billing_state(),
-                        )
-                    )
+                on_usage(event.usage)
                 break
     text = "".join(parts).strip()
     return text or None
-
-
-async def _failed(session: Any, cid: str, visible: bool, error: str) -> None:
-    log.warning("compaction failed: %s", error)
-    session.ctx.meter.set_compaction(held=True)  # not retried on every message (long-sessions.md 5)
-    if visible:
-        await session.send(w.CompactionUpdate(compaction_id=cid, status="failed", error=error))
-    else:
-        await session.send(
-            w.AgentMessageChunk(
-                content=w.TextContent(
-                    text=f"\n\n_Compaction failed ({error}); the conversation is unchanged. Run /compact to try again._\n\n"
-                )
-            )
-        )
-    await session.report_usage()

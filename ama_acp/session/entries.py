@@ -11,6 +11,7 @@ written by a newer ama never makes a whole entry unreadable.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+import typing
 from typing import Any
 
 import msgspec
@@ -44,7 +45,7 @@ class _Entry(msgspec.Struct, tag_field="t", frozen=True, omit_defaults=True):
     """Base of every line. The tag (`"t"`) comes first in each encoded line, which listing relies on."""
 
 
-class Header(_Entry, tag="header", omit_defaults=False):
+class Header(_Entry, tag="header", frozen=True, omit_defaults=False):
     """The first line of every session file. Never omits defaults: `format` must always be on disk."""
 
     session_id: str
@@ -55,7 +56,7 @@ class Header(_Entry, tag="header", omit_defaults=False):
     ama_version: str = __version__
 
 
-class MessageEntry(_Entry, tag="msg"):
+class MessageEntry(_Entry, tag="msg", frozen=True):
     """One message of the conversation, exactly as the model sees it (tool results in full)."""
 
     message: Message
@@ -67,7 +68,7 @@ class Location(msgspec.Struct, frozen=True, omit_defaults=True):
     line: int | None = None  # 1-based
 
 
-class ToolCallEntry(_Entry, tag="tool"):
+class ToolCallEntry(_Entry, tag="tool", frozen=True):
     """The editor-facing record of one tool call, for replay. Written when the call settles; if several
     entries share a `wire_id`, the last one wins.
 
@@ -88,14 +89,14 @@ class ToolCallEntry(_Entry, tag="tool"):
     at: str = msgspec.field(default_factory=utc_now)
 
 
-class PlanEntry(_Entry, tag="plan"):
+class PlanEntry(_Entry, tag="plan", frozen=True):
     """The whole plan as last shown (ACP plan entries: content, status, priority)."""
 
     entries: list[dict[str, Any]]
     at: str = msgspec.field(default_factory=utc_now)
 
 
-class UsageEntry(_Entry, tag="usage"):
+class UsageEntry(_Entry, tag="usage", frozen=True):
     """One billed model request with the figures it reported.
 
     `meter` and `billing` are opaque to the store: the context meter's and the cost tracker's own state
@@ -111,30 +112,30 @@ class UsageEntry(_Entry, tag="usage"):
     at: str = msgspec.field(default_factory=utc_now)
 
 
-class ModelEntry(_Entry, tag="model"):
+class ModelEntry(_Entry, tag="model", frozen=True):
     model_id: str
     at: str = msgspec.field(default_factory=utc_now)
 
 
-class ModeEntry(_Entry, tag="mode"):
+class ModeEntry(_Entry, tag="mode", frozen=True):
     mode_id: str
     at: str = msgspec.field(default_factory=utc_now)
 
 
-class ConfigEntry(_Entry, tag="config"):
+class ConfigEntry(_Entry, tag="config", frozen=True):
     config_id: str
     value: Any
     at: str = msgspec.field(default_factory=utc_now)
 
 
-class DirectoriesEntry(_Entry, tag="dirs"):
+class DirectoriesEntry(_Entry, tag="dirs", frozen=True):
     """The additional directories changed (session/load and resume carry the full list again)."""
 
     additional_directories: list[str]
     at: str = msgspec.field(default_factory=utc_now)
 
 
-class CompactionEntry(_Entry, tag="compaction"):
+class CompactionEntry(_Entry, tag="compaction", frozen=True):
     """A compaction replaced the context. Paths are relative to the session's handoff folder
     (`<sessions>/<id>/`), so a moved data directory still finds them.
 
@@ -150,7 +151,7 @@ class CompactionEntry(_Entry, tag="compaction"):
     at: str = msgspec.field(default_factory=utc_now)
 
 
-class ContextEditEntry(_Entry, tag="context_edit"):
+class ContextEditEntry(_Entry, tag="context_edit", frozen=True):
     """Pruning: the bodies of these messages (MessageEntry indices from the start of the file) were
     replaced by `placeholder` in the context. The stored messages themselves stay as they were."""
 
@@ -161,19 +162,19 @@ class ContextEditEntry(_Entry, tag="context_edit"):
     at: str = msgspec.field(default_factory=utc_now)
 
 
-class TitleEntry(_Entry, tag="title"):
+class TitleEntry(_Entry, tag="title", frozen=True):
     title: str
     at: str = msgspec.field(default_factory=utc_now)
 
 
-class TurnEntry(_Entry, tag="turn"):
+class TurnEntry(_Entry, tag="turn", frozen=True):
     """A prompt turn ended. The store fsyncs after it (by default)."""
 
     stop_reason: str
     at: str = msgspec.field(default_factory=utc_now)
 
 
-class CommandEntry(_Entry, tag="command"):
+class CommandEntry(_Entry, tag="command", frozen=True):
     """A slash command the person ran (`/context`): not a message the model sees, but part of what the person
     saw, so replay shows it as their prompt. What it printed follows as CommandOutputEntry lines."""
 
@@ -181,7 +182,7 @@ class CommandEntry(_Entry, tag="command"):
     at: str = msgspec.field(default_factory=utc_now)
 
 
-class CommandOutputEntry(_Entry, tag="command_output"):
+class CommandOutputEntry(_Entry, tag="command_output", frozen=True):
     """Text a slash command showed the person (replayed as an agent message)."""
 
     text: str
@@ -205,5 +206,5 @@ Entry = (
     | CommandOutputEntry
 )
 
-ENTRY_TYPES: tuple[type[_Entry], ...] = Entry.__args__  # type: ignore[attr-defined]
-KNOWN_TAGS: frozenset[str] = frozenset(t.__struct_config__.tag for t in ENTRY_TYPES)
+ENTRY_TYPES: tuple[type[_Entry], ...] = typing.get_args(Entry)
+KNOWN_TAGS: frozenset[str] = frozenset(str(t.__struct_config__.tag) for t in ENTRY_TYPES)

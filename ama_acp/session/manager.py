@@ -4,19 +4,35 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from ama_acp.config import Config
+from ama_acp.config import Config, Price
+from ama_acp.conversation.messages import Usage
 from ama_acp.rpc.errors import AcpError
 from ama_acp.session.commands import default_commands
 from ama_acp.session.session import Session
 from ama_acp.wire import types as w
 
+if TYPE_CHECKING:  # imported lazily at run time (startup time), so for annotations only
+    from ama_acp.conversation.tools import ToolSpec
+    from ama_acp.providers.base import Provider
+    from ama_acp.providers.catalog import ModelInfo
+    from ama_acp.session.store import SessionStore
+    from ama_acp.tools.base import Tool
+
 log = logging.getLogger(__name__)
 
 
+class ClientPeer(Protocol):
+    """The connection to the client as sessions use it (rpc/peer.py `Peer`, or `ama -p`'s stand-in)."""
+
+    async def notify(self, method: str, params: Any) -> None: ...
+
+    async def request(self, method: str, params: Any, timeout: float | None = None) -> Any: ...
+
+
 class SessionManager:
-    def __init__(self, config: Config, peer: Any, *, default_model: str) -> None:
+    def __init__(self, config: Config, peer: ClientPeer, *, default_model: str) -> None:
         from ama_acp.providers.catalog import Catalog
 
         self.config = config
@@ -26,52 +42,54 @@ class SessionManager:
         self.sessions: dict[str, Session] = {}
         self.client_caps = w.ClientCapabilities()
         self.commands = default_commands()
-        self._tools: dict[str, Any] | None = None
-        self._tool_specs: list[Any] | None = None
-        self._store: Any = None
+        self._tools: dict[str, Tool] | None = None
+        self._tool_specs: list[ToolSpec] | None = None
+        self._store: SessionStore | None = None
 
     # --- shared services used by sessions -----------------------------------------------------------------
 
     @property
-    def store(self) -> Any:
+    def store(self) -> SessionStore:
         if self._store is None:
             from ama_acp.session.store import SessionStore
 
             self._store = SessionStore(self.config.data_dir)
         return self._store
 
-    def _load_tools(self) -> dict[str, Any]:
+    def _load_tools(self) -> dict[str, Tool]:
         if self._tools is None:
             from ama_acp.tools.registry import default_tools
 
             self._tools = {t.name: t for t in default_tools()}
         return self._tools
 
-    def tool(self, name: str) -> Any:
+    def tool(self, name: str) -> Tool | None:
         return self._load_tools().get(name)
 
-    def tool_specs(self) -> list[Any]:
+    def tool_specs(self) -> list[ToolSpec]:
         if self._tool_specs is None:
             from ama_acp.conversation.tools import ToolSpec
 
             self._tool_specs = [ToolSpec(t.name, t.description, t.parameters) for t in self._load_tools().values()]
         return self._tool_specs
 
-    def tool_context_for(self, session: Session) -> Any:
-        from ama_acp.session.workspaces import tool_context
-
-        return tool_context(self, session)
-
-    def context_for(self, session: Session) -> Any:
-        from ama_acp.context.session_context import SessionContext
-
-        return SessionContext(self, session)
-
-    def model_info(self, model_id: str) -> Any:
+    def model_info(self, model_id: str) -> ModelInfo | None:
         return self.catalog.get(model_id)
 
-    def make_provider(self, model_id: str) -> Any:
-        from ama_acp.context.session_context import estimate_request
+    def context_window(self, model_id: str) -> int | None:
+        info = self.catalog.get(model_id)
+        return info.context_window if info else None
+
+    def price(self, model_id: str, usage: Usage | None) -> Price | None:
+        """The catalog's price for one request (long-context tiers depend on the usage); injected into the
+        session's billing, so the context package never imports the catalog."""
+        from ama_acp.providers.catalog import price_for
+
+        info = self.catalog.get(model_id)
+        return price_for(info, usage) if info else None
+
+    def make_provider(self, model_id: str) -> Provider:
+        from ama_acp.context.request_size import estimate_request
         from ama_acp.providers.resolve import make_provider
 
         return make_provider(self.config, model_id, self.catalog.get(model_id), estimate_request)
@@ -90,19 +108,16 @@ class SessionManager:
     async def send_update(self, session_id: str, update: w.SessionUpdate) -> None:
         await self.peer.notify("session/update", w.SessionNotification(session_id=session_id, update=update))
 
-    async def client_request(self, method: str, params: Any, timeout: float | None = None) -> Any:
+    async def client_request(self, method: str, params: object, timeout: float | None = None) -> object:
         return await self.peer.request(method, params, timeout=timeout)
 
-    async def maybe_compact(self, session: Session) -> None:
-        """Before a request: prune at pruneAt (tier one), compact at autoCompactAt if still needed."""
-        from ama_acp.agent.compaction import maybe_compact
-        from ama_acp.agent.pruning import maybe_prune
+    async def before_request(self, session: Session) -> None:
+        from ama_acp.session.compacting import before_request
 
-        await maybe_prune(self, session)
-        await maybe_compact(self, session)
+        await before_request(self, session)
 
     async def compact(self, session: Session, manual: bool, instructions: str = "") -> None:
-        from ama_acp.agent.compaction import compact
+        from ama_acp.session.compacting import compact
 
         await compact(self, session, manual=manual, instructions=instructions)
 

@@ -20,14 +20,17 @@ from ama_acp.agent import events as ev
 from ama_acp.agent.loop import Refusal, run_turn
 from ama_acp.agent.prompt import system_prompt
 from ama_acp.conversation.messages import AssistantMessage, ImagePart, Message, TextPart, UserMessage
+from ama_acp.conversation.tools import ToolSpec
 from ama_acp.providers import base as pb
 from ama_acp.rpc.dispatch import defer
 from ama_acp.rpc.errors import AcpError
 from ama_acp.session import entries as en
 from ama_acp.session import options
+from ama_acp.session.accounting import SessionContext
 from ama_acp.session.approval import Approver
+from ama_acp.session.runtime import Runtime
 from ama_acp.session.updates import plan_update, to_update
-from ama_acp.session.workspaces import current_tool_call
+from ama_acp.session.workspaces import current_tool_call, tool_context
 from ama_acp.tools.base import ToolError, ToolResult
 from ama_acp.tools.registry import run_with_deadline
 from ama_acp.wire import types as w
@@ -40,7 +43,7 @@ Send = Callable[[w.SessionUpdate], Awaitable[None]]
 class Session:
     def __init__(
         self,
-        runtime: Any,
+        runtime: Runtime,
         *,
         session_id: str,
         cwd: str,
@@ -50,7 +53,7 @@ class Session:
         thought_level: str = "off",
         created_at: str | None = None,
     ) -> None:
-        self.rt = runtime  # the SessionManager: config, catalog, store, client capabilities, send
+        self.rt = runtime  # the SessionManager (session/runtime.py): config, catalog, store, client, send
         self.id = session_id
         self.cwd = cwd
         self.additional_directories = additional_directories
@@ -88,8 +91,8 @@ class Session:
         self.cancelled = False
         self.closed = False
         self.max_turn_requests = runtime.config.max_turn_requests
-        self.ctx = runtime.context_for(self)  # meter, billing, reporter (context/ package glue)
-        self.tool_ctx = runtime.tool_context_for(self)
+        self.ctx = SessionContext(runtime, self)  # meter, billing, reporter and their ACP reports
+        self.tool_ctx = tool_context(runtime, self)
 
     # --- plumbing -----------------------------------------------------------------------------------------
 
@@ -156,8 +159,8 @@ class Session:
     def system_prompt(self) -> str:
         return system_prompt(self.cwd, self.additional_directories, self.mode)
 
-    def tool_specs(self) -> list[pb.ToolSpec]:
-        return self.rt.tool_specs()
+    def tool_specs(self) -> list[ToolSpec]:
+        return list(self.rt.tool_specs())
 
     # --- TurnHost -----------------------------------------------------------------------------------------
 
@@ -296,7 +299,7 @@ class Session:
         await self.report_usage()  # E1
 
     async def before_request(self) -> None:
-        await self.rt.maybe_compact(self)
+        await self.rt.before_request(self)
 
     async def turn_failed(self, text: str) -> None:
         await self.send(w.AgentMessageChunk(content=w.TextContent(text=f"\n\n⚠ {text}\n")))

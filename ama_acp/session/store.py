@@ -39,7 +39,7 @@ from ama_acp.session.entries import (
     clip_replay_text,
 )
 from ama_acp.session.listing import InvalidCursor, SessionLister, SessionSummary
-from ama_acp.session.redact import Redactor
+from ama_acp.redact import Redactor
 
 __all__ = [
     "InvalidCursor",

@@ -31,7 +31,7 @@ from ama_acp.conversation.messages import (
 )
 from ama_acp.session import entries as en
 from ama_acp.session.manager import SessionManager
-from ama_acp.session.redact import Redactor
+from ama_acp.redact import Redactor
 from ama_acp.session.restore import replay_updates, restore
 from ama_acp.session.session import Session
 from ama_acp.session.store import SessionFormatError, SessionStore, read_session

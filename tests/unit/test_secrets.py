@@ -12,7 +12,7 @@ from ama_acp import secrets
 from ama_acp.config import Config, ProviderConfig
 from ama_acp.providers.catalog import BUILTIN_COMPAT_PROVIDERS
 from ama_acp.providers.resolve import BUILTIN_KEYS
-from ama_acp.session.redact import REDACTED, Redactor
+from ama_acp.redact import REDACTED, Redactor
 from ama_acp.tools.workspace import command_env
 
 SECRET = [

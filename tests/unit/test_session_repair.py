@@ -34,7 +34,7 @@ from ama_acp.session import entries as en
 from ama_acp.session import store as store_mod
 from ama_acp.session.lifecycle import Lifecycle
 from ama_acp.session.manager import SessionManager
-from ama_acp.session.redact import Redactor
+from ama_acp.redact import Redactor
 from ama_acp.session.restore import INTERRUPTED, pair_tool_calls, read_contained, replay_updates
 from ama_acp.session.store import SessionStore, SessionWriteError, read_session
 from ama_acp.wire import types as w
@@ -352,7 +352,7 @@ def test_a_file_size_limit_is_efbig_not_a_killed_process(tmp_path):
         import resource, sys
         from ama_acp.cli import _ignore_file_size_signal
         from ama_acp.session import entries as en
-        from ama_acp.session.redact import Redactor
+        from ama_acp.redact import Redactor
         from ama_acp.session.store import SessionStore, SessionWriteError
         _ignore_file_size_signal()
         store = SessionStore({str(tmp_path)!r}, redactor=Redactor(), fsync="never")
@@ -399,7 +399,7 @@ def test_read_only_directory_and_file_raise_session_write_error(tmp_path):
     code = textwrap.dedent(
         f"""
         from ama_acp.session import entries as en
-        from ama_acp.session.redact import Redactor
+        from ama_acp.redact import Redactor
         from ama_acp.session.store import SessionStore, SessionWriteError
         store = SessionStore({str(data)!r}, redactor=Redactor(), fsync="never")
         for what, act in (

@@ -42,7 +42,7 @@ from ama_acp.session.entries import (
     TurnEntry,
     UsageEntry,
 )
-from ama_acp.session.redact import Redactor
+from ama_acp.redact import Redactor
 from ama_acp.session.store import (
     InvalidCursor,
     InvalidSessionId,
@@ -440,7 +440,7 @@ _CHILD = textwrap.dedent(
     import sys
     from ama_acp.conversation.messages import TextPart, UserMessage
     from ama_acp.session.entries import Header, MessageEntry
-    from ama_acp.session.redact import Redactor
+    from ama_acp.redact import Redactor
     from ama_acp.session.store import SessionStore
 
     data_dir, session_id, count, biggest = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])

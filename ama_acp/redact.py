@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from ama_acp.secrets import secret_values
+from ama_acp.secrets import names_generation, secret_values
 
 MIN_SECRET_LENGTH = 8  # shorter values match too much ordinary text to be worth replacing
 REDACTED = "[redacted]"
@@ -70,19 +70,22 @@ class Redactor:
 
 
 _default: Redactor | None = None
+_default_generation = -1
 
 
 def reset_default_redactor() -> None:
-    """The set of secret names changed (the config was read): collect the values again on next use."""
+    """Collect the secret values again on next use (the environment changed)."""
     global _default
     _default = None
 
 
 def default_redactor() -> Redactor:
-    """The redactor for this process's environment, built on first use."""
-    global _default
-    if _default is None:
-        _default = Redactor.from_environ()
+    """The redactor for this process's environment, built on first use and again when the set of secret
+    names grew (the config was read and declared a key variable)."""
+    global _default, _default_generation
+    generation = names_generation()
+    if _default is None or generation != _default_generation:
+        _default, _default_generation = Redactor.from_environ(), generation
     return _default
 
 

@@ -1,21 +1,29 @@
-"""A session's context accounting in one object: the meter (U*), billing (U16–U17), the reporter (E*, D*)
-and the tier watch, wired to the session's model and prompt. The session calls it at each emission point.
+"""A session's context accounting, and its reports on the ACP wire.
+
+The context package (estimator, meter, billing, reporter, tiers) is pure and knows no protocol; this module
+wires it to one session and maps its figures to ACP (`usage_update`, notices, `_ama/session_stats`,
+`/context`). Prices reach the billing by injection: the runtime answers `price(model_id, usage)` from its
+catalog.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from functools import lru_cache
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
+from ama_acp.config import Config, Price
 from ama_acp.context.billing import Billing, BillingState
-from ama_acp.context.estimate import Estimator, HeuristicEstimator, make_estimator
-from ama_acp.context.meter import ContextMeter, MeterState
+from ama_acp.context.estimate import Estimator, make_estimator
+from ama_acp.context.meter import ContextFigures, ContextMeter, MeterState
 from ama_acp.context.reporter import UsageReporter
+from ama_acp.context.request_size import tools_json
 from ama_acp.context.tiers import TierWatch, notice_text
 from ama_acp.conversation.messages import Message, Usage
+from ama_acp.conversation.tools import ToolSpec
 from ama_acp.wire import types as w
 
 log = logging.getLogger(__name__)
@@ -26,20 +34,33 @@ def shared_estimator(name: str) -> Estimator:
     return make_estimator(name)
 
 
-def tools_json(specs: list[Any]) -> str:
-    """The tool declarations as they are sent (name, description, JSON schema), for the prefix estimate."""
-    return msgspec.json.encode(
-        [{"name": s.name, "description": s.description, "parameters": s.parameters} for s in specs]
-    ).decode()
+class AccountingRuntime(Protocol):
+    """What the accounting needs from the sessions' shared runtime."""
+
+    @property
+    def config(self) -> Config: ...
+
+    def context_window(self, model_id: str) -> int | None:
+        """The model's window in tokens; None when the catalog does not know it."""
+        ...
+
+    def price(self, model_id: str, usage: Usage | None) -> Price | None:
+        """The price of one request of this model with this usage; None when it is not known."""
+        ...
+
+    def tool_specs(self) -> Sequence[ToolSpec]: ...
 
 
-_heuristic = HeuristicEstimator()
+class AccountedSession(Protocol):
+    """What the accounting reads from its session."""
 
+    @property
+    def id(self) -> str: ...
 
-def estimate_request(request: Any) -> int:
-    """The heuristic size of a whole request: what the scripted model reports as its input tokens."""
-    total = _heuristic.text(request.system) + _heuristic.text(tools_json(request.tools))
-    return total + sum(_heuristic.message(m) for m in request.messages)
+    @property
+    def model_id(self) -> str: ...
+
+    def system_prompt(self) -> str: ...
 
 
 def _camel(name: str) -> str:
@@ -48,14 +69,13 @@ def _camel(name: str) -> str:
 
 
 class SessionContext:
-    def __init__(self, runtime: Any, session: Any) -> None:
+    def __init__(self, runtime: AccountingRuntime, session: AccountedSession) -> None:
         self._rt = runtime
         self._session = session
         cfg = runtime.config
-        info = runtime.model_info(session.model_id)
         self.meter = ContextMeter(
             shared_estimator(cfg.context.estimator),
-            window=info.context_window if info else None,
+            window=runtime.context_window(session.model_id),
             reserve_tokens=cfg.compaction.reserve_tokens,
             compaction_enabled=cfg.compaction.enabled,
             caps=cfg.tiers.caps,
@@ -77,23 +97,20 @@ class SessionContext:
         self.meter.append(message)
 
     def bill(self, model_id: str, usage: Usage | None, enters_context: bool) -> float | None:
-        from ama_acp.providers.catalog import price_for
-
-        info = self._rt.model_info(model_id)
-        # price_for: long-context tiers (e.g. [1m] models above 200K) price the whole request higher.
-        self.last_cost = self.billing.add(usage, price_for(info, usage) if info else None, enters_context)
+        # The price depends on the usage: long-context tiers (e.g. [1m] models above 200K) price the whole
+        # request higher.
+        self.last_cost = self.billing.add(usage, self._rt.price(model_id, usage), enters_context)
         return self.last_cost
 
     def model_changed(self, old: str, new: str) -> None:
-        info = self._rt.model_info(new)
-        self.meter.set_window(info.context_window if info else None)
+        self.meter.set_window(self._rt.context_window(new))
         if old.partition("/")[0] != new.partition("/")[0]:
             self.meter.invalidate()  # another provider: another request shape and tokenizer (U9)
 
     def replace(self, messages: list[Message]) -> None:
         self.meter.replace(messages)
 
-    def restore(self, messages: list[Message], meter: dict | None, billing: dict | None) -> None:
+    def restore(self, messages: list[Message], meter: dict[str, Any] | None, billing: dict[str, Any] | None) -> None:
         self.refresh_prefix()
         state = msgspec.convert(meter, MeterState) if meter else None
         self.meter.restore(messages, state)
@@ -108,7 +125,7 @@ class SessionContext:
 
     # --- outputs ------------------------------------------------------------------------------------------
 
-    def figures(self) -> Any:
+    def figures(self) -> ContextFigures:
         self.refresh_prefix()
         return self.meter.figures()
 

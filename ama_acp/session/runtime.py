@@ -1,0 +1,66 @@
+"""What a session needs from the connection's shared runtime (the SessionManager), as a Protocol.
+
+Sessions, their approver, workspace and compaction see the manager only through this seam, so they can be
+built in tests from anything that has these members, and the session package has no import cycle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
+
+from ama_acp.config import Config, Price
+from ama_acp.conversation.messages import Usage
+from ama_acp.conversation.tools import ToolSpec
+from ama_acp.providers.base import Provider
+from ama_acp.providers.catalog import ModelInfo
+from ama_acp.tools.base import Tool
+from ama_acp.wire import types as w
+
+if TYPE_CHECKING:  # only for annotations: these modules import this one
+    from ama_acp.session.commands import Commands
+    from ama_acp.session.session import Session
+    from ama_acp.session.store import SessionStore
+
+
+class Runtime(Protocol):
+    @property
+    def config(self) -> Config: ...
+
+    @property
+    def client_caps(self) -> w.ClientCapabilities: ...
+
+    @property
+    def commands(self) -> Commands: ...
+
+    @property
+    def store(self) -> SessionStore: ...
+
+    def tool(self, name: str) -> Tool | None: ...
+
+    def tool_specs(self) -> Sequence[ToolSpec]: ...
+
+    def model_info(self, model_id: str) -> ModelInfo | None: ...
+
+    def context_window(self, model_id: str) -> int | None: ...
+
+    def price(self, model_id: str, usage: Usage | None) -> Price | None: ...
+
+    def make_provider(self, model_id: str) -> Provider: ...
+
+    def model_choices(self, current: str) -> list[tuple[str, str]]:
+        """(id, name) of the models worth offering in this session."""
+        ...
+
+    async def send_update(self, session_id: str, update: w.SessionUpdate) -> None: ...
+
+    async def client_request(self, method: str, params: object, timeout: float | None = None) -> object:
+        """A request to the client (fs/*, terminal/*, session/request_permission): its raw JSON result, to be
+        decoded by the caller (it is the client's input, so hostile until parsed)."""
+        ...
+
+    async def before_request(self, session: Session) -> None:
+        """Pruning and compaction when due, before a model request."""
+        ...
+
+    async def compact(self, session: Session, manual: bool, instructions: str = "") -> None: ...
