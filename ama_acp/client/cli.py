@@ -17,14 +17,15 @@ from typing import Any
 import anyio
 
 from ama_acp.client.connection import AgentExited, AgentProcess, AgentStartError, ClientOptions
-from ama_acp.client.handlers import RpcError
+from ama_acp.client.handlers import INTERNAL_ERROR, INVALID_PARAMS, RpcError
 from ama_acp.client.render import Renderer, Writer, permission_details
+from ama_acp.errors import ControlFlow
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_AGENT_DIED, EXIT_VIOLATIONS, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
 INIT_TIMEOUT = 30.0
 
 
-class Interrupted(Exception):
+class Interrupted(ControlFlow):
     """Ctrl-C twice: stop waiting for the agent."""
 
 
@@ -56,7 +57,7 @@ def _split_command(argv: list[str]) -> tuple[list[str], list[str]]:
 async def ask_person(params: dict[str, Any]) -> str | None:
     """Interactive permission policy: list the options on stderr and read a choice from stdin."""
     options = [o for o in params.get("options") or [] if isinstance(o, dict)]
-    tool = params.get("toolCall") if isinstance(params.get("toolCall"), dict) else {}
+    tool = call if isinstance(call := params.get("toolCall"), dict) else {}
     lines = [f"Permission requested: {tool.get('title') or tool.get('toolCallId')}"]
     lines += ["  │ " + detail for detail in permission_details(tool)]
     lines += [f"  {i}. {o.get('name')} ({o.get('kind')})" for i, o in enumerate(options, 1)]
@@ -87,7 +88,7 @@ async def run_turn(conn: AgentProcess, renderer: Renderer, session_id: str, text
     if error is not None:
         raise error
     if not isinstance(result, dict):
-        raise RpcError(-32603, f"session/prompt returned {result!r}, not an object")
+        raise RpcError(INTERNAL_ERROR, f"session/prompt returned {result!r}, not an object")
     renderer.turn_end(session_id, result.get("stopReason"))
     usage = result.get("usage")
     if isinstance(usage, dict):
@@ -176,7 +177,7 @@ async def _main(args: argparse.Namespace, command: list[str], out: Writer, err: 
                 renderer.line(f"agent: {info.get('title') or info.get('name')} {info.get('version', '')}".rstrip())
             version = init.get("protocolVersion") if isinstance(init, dict) else None
             if version != 1:
-                raise RpcError(-32602, f"the agent speaks protocol version {version!r}, this client speaks 1")
+                raise RpcError(INVALID_PARAMS, f"the agent speaks protocol version {version!r}, this client speaks 1")
             step = "session/new"
             # What the session opens with (its options) reads better before the updates that follow it.
             renderer.hold()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -30,6 +30,7 @@ from ama_acp.client.handlers import (
     RpcError,
     TerminalManager,
 )
+from ama_acp.errors import ProtocolError
 
 Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
@@ -46,7 +47,7 @@ _TERMINAL_METHODS = (
 )
 
 
-class AgentExited(Exception):
+class AgentExited(ProtocolError):
     """The agent's stdout ended (it exited or closed it) while we still expected something."""
 
     def __init__(self, message: str, returncode: int | None = None) -> None:
@@ -54,7 +55,7 @@ class AgentExited(Exception):
         self.returncode = returncode
 
 
-class AgentStartError(Exception):
+class AgentStartError(ProtocolError):
     """The agent command could not be started at all."""
 
 
@@ -303,7 +304,7 @@ class AgentProcess:
         """The agent's stdout has ended."""
         return self._eof.is_set()
 
-    def _spawn(self, fn: Callable[[], Awaitable[None]]) -> None:
+    def _spawn(self, fn: Callable[[], Coroutine[Any, Any, None]]) -> None:
         if self._tg is None:
             raise RuntimeError("the connection is not running")
         self._tg.start_soon(fn)
@@ -343,9 +344,9 @@ class AgentProcess:
         self._next_id += 1
         pending = PendingRequest(self._next_id, method)
         self._pending[_id_key(pending.id)] = pending
-        if method == "session/prompt" and isinstance(params, dict):
+        if method == "session/prompt" and isinstance(params, dict) and isinstance(sid := params.get("sessionId"), str):
             # A new turn: permission requests are answered by the policy again.
-            self._cancelled_sessions.discard(params.get("sessionId"))  # type: ignore[arg-type]
+            self._cancelled_sessions.discard(sid)
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": pending.id, "method": method}
         if params is not None:
             message["params"] = params
@@ -367,7 +368,7 @@ class AgentProcess:
     # --- conveniences for the usual ACP sequence -------------------------------------------------
 
     async def initialize(self, protocol_version: int = 1, timeout: float | None = 30.0) -> dict[str, Any]:  # noqa: ASYNC109
-        return await self.request(
+        result = await self.request(
             "initialize",
             {
                 "protocolVersion": protocol_version,
@@ -376,6 +377,7 @@ class AgentProcess:
             },
             timeout=timeout,
         )
+        return self._object_result("initialize", result)
 
     async def new_session(
         self,
@@ -385,15 +387,27 @@ class AgentProcess:
         **extra: Any,
     ) -> dict[str, Any]:
         cwd = os.path.abspath(cwd)  # noqa: ASYNC240 - string work plus one getcwd
-        result = await self.request("session/new", {"cwd": cwd, "mcpServers": mcp_servers or [], **extra}, timeout)
-        if isinstance(result, dict) and isinstance(result.get("sessionId"), str):
+        result = self._object_result(
+            "session/new",
+            await self.request("session/new", {"cwd": cwd, "mcpServers": mcp_servers or [], **extra}, timeout),
+        )
+        if isinstance(result.get("sessionId"), str):
             self.session_cwds[result["sessionId"]] = cwd
         return result
 
     async def prompt(self, session_id: str, text: str, timeout: float | None = None) -> dict[str, Any]:  # noqa: ASYNC109
-        return await self.request(
+        result = await self.request(
             "session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}, timeout
         )
+        return self._object_result("session/prompt", result)
+
+    def _object_result(self, method: str, result: Any) -> dict[str, Any]:
+        """The result of a method whose schema result is an object; anything else is the agent's violation,
+        recorded, and the caller sees `{}` (no member it looks for) instead of a value of another type."""
+        if isinstance(result, dict):
+            return result
+        self._violation("result_not_object", f"the result of {method} is not an object: {type(result).__name__}")
+        return {}
 
     async def cancel(self, session_id: str) -> None:
         """session/cancel, then answer this session's pending permission requests with `cancelled`, as

@@ -12,22 +12,24 @@ import os
 import shutil
 import signal
 import subprocess
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.abc
 
-# JSON-RPC / ACP error codes the client answers with.
-METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
-INTERNAL_ERROR = -32603
-REQUEST_CANCELLED = -32800
-RESOURCE_NOT_FOUND = -32002
+from ama_acp.errors import ProtocolError
+
+# JSON-RPC / ACP error codes the client answers with: the one table is rpc/errors.py (re-exported, `as`).
+from ama_acp.rpc.errors import INTERNAL_ERROR as INTERNAL_ERROR
+from ama_acp.rpc.errors import INVALID_PARAMS as INVALID_PARAMS
+from ama_acp.rpc.errors import METHOD_NOT_FOUND as METHOD_NOT_FOUND
+from ama_acp.rpc.errors import REQUEST_CANCELLED as REQUEST_CANCELLED
+from ama_acp.rpc.errors import RESOURCE_NOT_FOUND as RESOURCE_NOT_FOUND
 
 
-class RpcError(Exception):
+class RpcError(ProtocolError):
     """A JSON-RPC error, received from the agent or to be sent to it."""
 
     def __init__(self, code: int, message: str, data: Any = None) -> None:
@@ -132,8 +134,12 @@ def choose_option(options: list[dict[str, Any]], kind: str) -> str | None:
     """The optionId of the first option of `kind` (or its nearest kind), None when nothing fits."""
     for wanted in _KIND_FALLBACK.get(kind, (kind,)):
         for opt in options:
-            if isinstance(opt, dict) and opt.get("kind") == wanted and isinstance(opt.get("optionId"), str):
-                return opt["optionId"]
+            if (
+                isinstance(opt, dict)
+                and opt.get("kind") == wanted
+                and isinstance(option_id := opt.get("optionId"), str)
+            ):
+                return option_id
     return None
 
 
@@ -208,7 +214,7 @@ class TerminalManager:
     """Runs terminal/* requests as real subprocesses. `spawn_task` starts a background task (the
     connection's task group), so output is collected while the agent does other things."""
 
-    def __init__(self, spawn_task: Callable[[Callable[[], Awaitable[None]]], None]) -> None:
+    def __init__(self, spawn_task: Callable[[Callable[[], Coroutine[Any, Any, None]]], None]) -> None:
         self._spawn_task = spawn_task
         self._terminals: dict[str, Terminal] = {}
         self._counter = 0

@@ -257,7 +257,7 @@ class Renderer:
 
     def permission(self, params: dict[str, Any], outcome: dict[str, Any]) -> None:
         """A permission request and the answer given to it."""
-        tool = params.get("toolCall") if isinstance(params.get("toolCall"), dict) else {}
+        tool = call if isinstance(call := params.get("toolCall"), dict) else {}
         title = tool.get("title")
         if not title:
             state = self._tools.get((str(params.get("sessionId")), str(tool.get("toolCallId"))))
@@ -420,7 +420,7 @@ class Renderer:
     # plan, modes, options, info
 
     def _on_plan(self, sid: str, update: dict[str, Any]) -> None:
-        entries = update.get("entries") if isinstance(update.get("entries"), list) else []
+        entries = items if isinstance(items := update.get("entries"), list) else []
         if self._plans.get(sid) == entries:
             return
         self._plans[sid] = entries
@@ -431,7 +431,7 @@ class Renderer:
                 self.line(f"  {mark} {entry.get('content', '')}")
 
     def _on_plan_update(self, sid: str, update: dict[str, Any]) -> None:
-        plan = update.get("plan") if isinstance(update.get("plan"), dict) else {}
+        plan = given if isinstance(given := update.get("plan"), dict) else {}
         if plan.get("type") == "items":
             self._on_plan(sid, {"entries": plan.get("entries") or []})
         else:

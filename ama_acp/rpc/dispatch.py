@@ -25,16 +25,32 @@ import re
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard, TypeVar, overload
 
 import msgspec
 
-from ama_acp.rpc.errors import INVALID_PARAMS, METHOD_NOT_FOUND, UNEXPECTED, AcpError, ClientError, clip
+from ama_acp.rpc.errors import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    UNEXPECTED,
+    AcpError,
+    ClientError,
+    clip,
+)
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[Any], Awaitable[Any]]
+# A JSON value as msgspec's untyped decoder returns it: what a message holds before a method's Struct checks it.
+JSONValue = None | bool | int | float | str | list["JSONValue"] | dict[str, "JSONValue"]
+JSONObject = dict[str, JSONValue]
 RequestId = str | int | None
+
+P = TypeVar("P", bound=msgspec.Struct)
+# A handler's result is encoded by msgspec as it is (a Struct, a dict, None for `{}`); anything msgspec cannot
+# encode is answered -32603 (Peer._encode_response), so the honest static type is `object`.
+Handler = Callable[[P], Awaitable[object]]
+RawHandler = Callable[[JSONObject], Awaitable[object]]
 
 MAX_DEPTH = 128
 _INT64 = (-(2**63), 2**63 - 1)
@@ -54,19 +70,19 @@ def defer(run: Callable[[], Awaitable[None]]) -> None:
 class Request:
     id: RequestId
     method: str
-    params: dict[str, Any]
+    params: JSONObject
 
 
 @dataclass(frozen=True, slots=True)
 class Notification:
     method: str
-    params: dict[str, Any] | None  # None: params that were not an object (a notification is never answered)
+    params: JSONObject | None  # None: an unusable notification (a notification is never answered)
 
 
 @dataclass(frozen=True, slots=True)
 class Response:
-    id: Any  # any JSON value: only an int can be one of ours
-    result: Any = None
+    id: JSONValue  # any JSON value: only an int can be one of ours
+    result: JSONValue = None
     error: ClientError | None = None
 
 
@@ -79,12 +95,12 @@ class Invalid:
 Incoming = Request | Notification | Response | Invalid
 
 
-def is_request_id(value: Any) -> bool:
+def is_request_id(value: object) -> TypeGuard[str | int]:
     """A string or an int64; `type() is` keeps out bool and float, which would hash equal to ints."""
     return type(value) is str or (type(value) is int and _INT64[0] <= value <= _INT64[1])
 
 
-def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+def too_deep(value: object, limit: int = MAX_DEPTH) -> bool:
     """True when containers nest more than `limit` levels (the top-level value is level 1). Iterative, so the
     check itself cannot overflow the stack it protects."""
     if not isinstance(value, (dict, list)):
@@ -101,7 +117,7 @@ def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
     return False
 
 
-def classify(message: Any) -> Incoming:
+def classify(message: Any) -> Incoming:  # Any: the decoder's output, not yet looked at
     if isinstance(message, list):
         return Invalid(None, AcpError.invalid_request("batches are not supported in ACP v1; send one message a line"))
     if not isinstance(message, dict):
@@ -140,12 +156,12 @@ def _classify_response(message: dict[str, Any], deep: bool) -> Incoming:
         return Invalid(None, AcpError.invalid_request("not a request, a notification or a response"))
     rid = message["id"]
     if deep:
-        return Response(rid, error=ClientError(-32600, f"the response nests deeper than {MAX_DEPTH} levels"))
+        return Response(rid, error=ClientError(INVALID_REQUEST, f"the response nests deeper than {MAX_DEPTH} levels"))
     error = message.get("error")
     if error is not None:
         return Response(rid, error=ClientError.from_wire(error))
     if "result" not in message:
-        return Response(rid, error=ClientError(-32600, "the response has neither result nor error"))
+        return Response(rid, error=ClientError(INVALID_REQUEST, "the response has neither result nor error"))
     return Response(rid, result=message["result"])
 
 
@@ -170,13 +186,13 @@ def classify_too_deep(line: bytes) -> Incoming:
         if is_request_id(rid) or rid is None:
             return Invalid(rid, AcpError.invalid_request(f"the message nests deeper than {MAX_DEPTH} levels"))
     elif "id" in members and complete:
-        return Response(rid, error=ClientError(-32600, f"the response nests deeper than {MAX_DEPTH} levels"))
+        return Response(rid, error=ClientError(INVALID_REQUEST, f"the response nests deeper than {MAX_DEPTH} levels"))
     return Invalid(None, AcpError.invalid_request(f"the message nests deeper than {MAX_DEPTH} levels"))
 
 
-def _top_level_scalars(line: bytes) -> tuple[dict[str, Any], bool]:
+def _top_level_scalars(line: bytes) -> tuple[JSONObject, bool]:
     """The scalar `id` and the `method` key of a top-level object, and whether the whole object was seen."""
-    found: dict[str, Any] = {}
+    found: JSONObject = {}
     if not line.lstrip().startswith(b"{"):
         return found, False
     depth = 0
@@ -191,7 +207,7 @@ def _top_level_scalars(line: bytes) -> tuple[dict[str, Any], bool]:
             try:
                 found[key] = msgspec.json.decode(text.strip())
             except msgspec.DecodeError:
-                found[key] = ...  # present, but not a scalar (an object or array starts here): unusable
+                found[key] = []  # present, but not a scalar (an object or array starts here): no usable id
             value_from = None
         first = tok[:1]
         if first in (b"[", b"{"):
@@ -222,16 +238,31 @@ class Dispatcher:
     -32601, as the official SDK answers it (the schema defines no result for it)."""
 
     def __init__(self) -> None:
-        self._methods: dict[str, tuple[type | None, Handler, bool]] = {}
+        # Any: the table holds handlers of every params type; add() checks each against its own Struct.
+        self._methods: dict[str, tuple[type[msgspec.Struct] | None, Callable[[Any], Awaitable[object]], bool]] = {}
 
-    def add(self, method: str, params_type: type | None, handler: Handler, *, notification: bool = False) -> None:
+    @overload
+    def add(self, method: str, params_type: type[P], handler: Handler[P], *, notification: bool = False) -> None: ...
+
+    @overload
+    def add(self, method: str, params_type: None, handler: RawHandler, *, notification: bool = False) -> None: ...
+
+    def add(
+        self,
+        method: str,
+        params_type: type[msgspec.Struct] | None,
+        handler: Callable[[Any], Awaitable[object]],
+        *,
+        notification: bool = False,
+    ) -> None:
+        """`params_type` None: the handler gets the params object as decoded."""
         self._methods[method] = (params_type, handler, notification)
 
     def has(self, method: str, *, notification: bool = False) -> bool:
         entry = self._methods.get(method)
         return entry is not None and entry[2] == notification
 
-    async def call(self, method: str, params: dict[str, Any], *, notification: bool = False) -> Any:
+    async def call(self, method: str, params: JSONObject, *, notification: bool = False) -> object:
         """The handler's result (`{}` for None). Raises AcpError only: a handler's unexpected exception is
         logged with its traceback under UNEXPECTED and becomes -32603."""
         entry = self._methods.get(method)
@@ -242,7 +273,9 @@ class Dispatcher:
             kind = "a notification: send it without an id" if is_notification else "a request: send it with an id"
             raise AcpError(METHOD_NOT_FOUND, f"Method not found: {method} is {kind}", {"method": method})
         try:
-            args: Any = params if params_type is None else msgspec.convert(params, params_type, strict=True)
+            args: msgspec.Struct | JSONObject = (
+                params if params_type is None else msgspec.convert(params, params_type, strict=True)
+            )
         except msgspec.ValidationError as exc:
             raise AcpError(INVALID_PARAMS, f"Invalid params: {exc}", {"method": method}) from None
         try:

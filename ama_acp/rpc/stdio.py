@@ -18,6 +18,8 @@ import anyio.abc
 import anyio.from_thread
 import anyio.lowlevel
 from anyio.abc import ByteReceiveStream, ByteSendStream
+from anyio.lowlevel import EventLoopToken
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 
 class FdReceiveStream(ByteReceiveStream):
@@ -29,7 +31,7 @@ class FdReceiveStream(ByteReceiveStream):
 
     def __init__(self, fd: int) -> None:
         self._fd = fd
-        self._chunks: anyio.abc.ObjectReceiveStream[bytes] | None = None
+        self._chunks: MemoryObjectReceiveStream[bytes] | None = None
 
     async def receive(self, max_bytes: int = 65536) -> bytes:
         if self._chunks is None:
@@ -41,7 +43,7 @@ class FdReceiveStream(ByteReceiveStream):
         except (anyio.EndOfStream, anyio.ClosedResourceError):
             raise anyio.EndOfStream from None
 
-    def _pump(self, send: anyio.abc.ObjectSendStream[bytes], token: object) -> None:
+    def _pump(self, send: MemoryObjectSendStream[bytes], token: EventLoopToken) -> None:
         try:
             while True:
                 data = os.read(self._fd, 1 << 20)
@@ -54,7 +56,7 @@ class FdReceiveStream(ByteReceiveStream):
             try:
                 anyio.from_thread.run_sync(send.close, token=token)
             except RuntimeError:
-                pass
+                pass  # the event loop has ended: no receiver is left to tell about the end of input
 
     async def aclose(self) -> None:
         if self._chunks is not None:
