@@ -11,9 +11,8 @@ from pathlib import Path
 
 import msgspec
 
-
-class ConfigError(Exception):
-    """The configuration cannot be used; the message says where and why."""
+# Re-exported (`as`): callers import it from here.
+from ama_acp.errors import ConfigError as ConfigError
 
 
 class Price(msgspec.Struct, frozen=True, omit_defaults=True, forbid_unknown_fields=True):

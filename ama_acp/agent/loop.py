@@ -30,6 +30,7 @@ from ama_acp.conversation.messages import (
     UserMessage,
     valid_unicode,
 )
+from ama_acp.errors import ControlFlow
 from ama_acp.providers import base as pb
 from ama_acp.tools.base import ToolError, ToolResult
 
@@ -39,7 +40,9 @@ CANCELLED_FOR_MODEL = "The user cancelled this tool call before it finished."
 CANCELLED_FOR_PERSON = "Cancelled."
 
 
-class TurnEnd(Exception):
+class TurnEnd(ControlFlow):
+    """The turn is over (a control-flow signal, not an error): unwinds to the loop with the ACP stop reason."""
+
     def __init__(self, stop_reason: str) -> None:
         super().__init__(stop_reason)
         self.stop_reason = stop_reason

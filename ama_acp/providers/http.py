@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 import anyio
 import msgspec
 
+from ama_acp.errors import ProviderError
 from ama_acp.providers.base import Failure, FailureKind, Finished, ProviderEvent, Retrying
 
 T = TypeVar("T")
@@ -66,7 +67,7 @@ def token_count(value: object, name: str = "a usage figure") -> int | None:
     return None
 
 
-class StreamError(Exception):
+class StreamError(ProviderError):
     """An error the server reported inside a 200 stream, or a stream ama cannot read (a dialect parser or the
     SSE reader raises it; the transport decides). `protocol`: the server broke the dialect, not the line."""
 
@@ -361,7 +362,7 @@ class KeyHint:
         return f"Set {self.env} and restart."
 
 
-class _DeadlineExceeded(Exception):
+class _DeadlineExceeded(ProviderError):
     """The whole-request deadline passed (raised outside any cancel scope, so it never meets a `yield`)."""
 
 

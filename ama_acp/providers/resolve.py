@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 
-from ama_acp.config import Config, ProviderConfig
+from ama_acp.config import Config, ConfigError, ProviderConfig
 from ama_acp.providers import base as pb
 from ama_acp.providers.catalog import BUILTIN_COMPAT_PROVIDERS, ModelInfo
 
@@ -17,8 +17,8 @@ DEFAULT_MODELS = {"anthropic": "anthropic/claude-sonnet-4-5", "openai": "openai/
 FALLBACK_MODEL = "scripted/demo"
 
 
-class ModelError(Exception):
-    pass
+class ModelError(ConfigError):
+    """A model id that is not `provider/model`; resolve.py makes it a "config" failure."""
 
 
 def split_model_id(model_id: str) -> tuple[str, str]:

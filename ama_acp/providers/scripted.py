@@ -34,11 +34,12 @@ import anyio
 import msgspec
 
 from ama_acp.conversation.messages import AssistantMessage, Usage
+from ama_acp.errors import ConfigError
 from ama_acp.providers import base as pb
 
 
-class ScriptError(Exception):
-    pass
+class ScriptError(ConfigError):
+    """The script file cannot be used (missing, unreadable, malformed); resolve.py makes it a "config" failure."""
 
 
 class ToolCallSpec(msgspec.Struct, frozen=True):

@@ -1,36 +1,33 @@
-"""Every error ama answers with, in one place.
+"""The protocol layer's errors (the `ProtocolError` family of `ama_acp/errors.py`) and the one table of
+JSON-RPC / ACP error codes: every code ama sends or reads is named here, and nowhere else in `ama_acp/` is
+one written as a number (`tests/unit/test_error_families.py` checks it). `docs/errors.md` says when each
+is sent.
 
-| code    | name              | when                                                            |
-|---------|-------------------|-----------------------------------------------------------------|
-| -32700  | parse error       | a line that is not JSON                                         |
-| -32600  | invalid request   | JSON that is not a JSON-RPC 2.0 request object                  |
-| -32601  | method not found  | unknown method, or one whose capability ama did not advertise   |
-| -32602  | invalid params    | params that break the method's schema (message names the field) |
-| -32603  | internal error    | a bug in ama; the log has the traceback                         |
-| -32800  | request cancelled | `$/cancel_request` for a request still running                  |
-| -32000  | auth required     | a provider refused our credentials (ACP `auth_required`)        |
-| -32002  | resource not found| unknown session id, missing file                                |
-| -32010  | session busy      | a second `session/prompt` while a turn is running (ama's own)   |
-
-Handlers raise `AcpError`; the dispatcher turns it into the JSON-RPC error object.
+Handlers raise `AcpError`; the dispatcher turns it into the JSON-RPC error object. `ClientError` is the
+client's error answer to one of ama's requests.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
-INTERNAL_ERROR = -32603
-REQUEST_CANCELLED = -32800
-AUTH_REQUIRED = -32000
-RESOURCE_NOT_FOUND = -32002
-SESSION_BUSY = -32010
+from ama_acp.errors import ProtocolError
+
+# JSON-RPC 2.0's own codes.
+PARSE_ERROR = -32700  # a line that is not JSON
+INVALID_REQUEST = -32600  # JSON that is not a JSON-RPC 2.0 request object
+METHOD_NOT_FOUND = -32601  # an unknown method, or one whose capability ama did not advertise
+INVALID_PARAMS = -32602  # params that break the method's schema (the message names the field)
+INTERNAL_ERROR = -32603  # a bug in ama; the log has the traceback
+# ACP's codes.
+REQUEST_CANCELLED = -32800  # `$/cancel_request` for a request still running; also a request the closed pipe ended
+AUTH_REQUIRED = -32000  # ACP `auth_required`: ama never sends it (it offers no auth methods); named for peers
+RESOURCE_NOT_FOUND = -32002  # an unknown session id; a missing file (from ama's own client)
+# ama's own (in the implementation-defined server-error range).
+SESSION_BUSY = -32010  # a second `session/prompt` while a turn of that session is running
 
 
-class AcpError(Exception):
+class AcpError(ProtocolError):
     def __init__(self, code: int, message: str, data: Any = None) -> None:
         super().__init__(message)
         self.code = code
@@ -80,7 +77,7 @@ class AcpError(Exception):
         )
 
 
-class ClientError(Exception):
+class ClientError(ProtocolError):
     """The client answered one of ama's requests with an error.
 
     `message` is the client's own words, fit to show to the model and the person: when the client put them in

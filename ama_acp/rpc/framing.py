@@ -11,11 +11,13 @@ from collections.abc import AsyncIterator
 from anyio import BrokenResourceError, ClosedResourceError, EndOfStream, Lock
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
+from ama_acp.errors import ProtocolError
+
 MAX_LINE = 256 * 1024 * 1024
 
 
-class LineTooLong(Exception):
-    pass
+class LineTooLong(ProtocolError):
+    """An incoming line longer than the limit: the connection is closed (its end cannot be found to resync)."""
 
 
 async def read_lines(stream: ByteReceiveStream, max_line: int = MAX_LINE) -> AsyncIterator[bytes]:

@@ -25,6 +25,7 @@ from typing import Any
 
 import msgspec
 
+from ama_acp.errors import StoreError
 from ama_acp.session.entries import DirectoriesEntry, Header, TitleEntry
 
 log = logging.getLogger(__name__)
@@ -41,7 +42,7 @@ _dirs_decoder = msgspec.json.Decoder(DirectoriesEntry)
 _header_decoder = msgspec.json.Decoder(Header)
 
 
-class InvalidCursor(ValueError):
+class InvalidCursor(StoreError, ValueError):
     """A session/list cursor this store did not hand out."""
 
 

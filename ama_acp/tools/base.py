@@ -9,6 +9,9 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import msgspec
 
+# Re-exported (`as`): callers import it from here.
+from ama_acp.errors import ToolError as ToolError
+
 # How long a tool call may take unless the tool says otherwise (tools.registry.run_with_deadline).
 DEFAULT_DEADLINE_SECONDS = 60.0
 
@@ -36,10 +39,6 @@ class ToolResult(msgspec.Struct, frozen=True, omit_defaults=True):
     locations: list[Location] = []
     # A todo tool sets this to the whole list: [{"content", "status", "priority"}].
     plan: list[dict[str, str]] | None = None
-
-
-class ToolError(Exception):
-    """A tool failed in a way the model should hear about (bad arguments, missing file, ...)."""
 
 
 class Tool(Protocol):

@@ -15,6 +15,8 @@ from functools import lru_cache
 
 import re2
 
+from ama_acp.errors import ToolError
+
 # Past this the pattern is not a glob anyone means; it also bounds the translator's recursion on `{{{…`.
 MAX_GLOB_CHARS = 4096
 MAX_BRACE_DEPTH = 32
@@ -24,7 +26,7 @@ _RE2_MAX_MEM = 32 << 20
 _SPECIAL = set(".^$*+?()[]{}|\\/-#&~ \t\n\r\f\v")
 
 
-class GlobError(ValueError):
+class GlobError(ToolError, ValueError):
     """The glob cannot be used (too long, too deep, too big to compile); the message says why."""
 
 

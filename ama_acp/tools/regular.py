@@ -13,11 +13,13 @@ import errno
 import os
 import stat
 
+from ama_acp.errors import ToolError
+
 SPECIAL_ROOTS = ("/proc", "/sys", "/dev")
 _OPEN_FLAGS = os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
 
-class NotRegularFileError(OSError):
+class NotRegularFileError(ToolError, OSError):
     """The path names a FIFO, device, socket, or a file under /proc, /sys or /dev."""
 
     def __init__(self, message: str) -> None:

@@ -28,6 +28,7 @@ import anyio
 import msgspec
 from anyio.abc import Process
 
+from ama_acp.errors import ToolError
 from ama_acp.tools.proctree import MARKER_VAR, marked_pids, new_marker, signal_marked
 from ama_acp.tools.regular import describe_mode, open_regular
 
@@ -35,7 +36,7 @@ from ama_acp.tools.regular import describe_mode, open_regular
 BINARY_SNIFF_BYTES = 8192
 
 
-class BinaryFileError(ValueError):
+class BinaryFileError(ToolError, ValueError):
     """The file is not UTF-8 text (NUL bytes or undecodable); tools show a message, not the bytes."""
 
 

@@ -1,0 +1,91 @@
+"""Every exception ama defines belongs to one family, one family per layer; this module is the whole tree.
+
+It imports nothing of ama (it is the ground floor), so any module may import it. The classes below are the
+family roots; each layer defines its own members next to the code that raises them (the names stay where
+callers import them from), and `tests/unit/test_error_families.py` checks that every exception class in
+`ama_acp/` derives from exactly one root. `docs/errors.md` says what each becomes on the wire or for the
+person, with the table of JSON-RPC codes (their names are in `rpc/errors.py`).
+
+    AmaError
+    ├── ProtocolError             transport and protocol: JSON-RPC 2.0 / ACP over stdio
+    │   ├── rpc.errors.AcpError            a JSON-RPC error ama answers a request with (handlers raise it,
+    │   │                                  the dispatcher turns it into the error object)
+    │   ├── rpc.errors.ClientError         the client answered one of ama's requests with an error
+    │   ├── rpc.framing.LineTooLong        an incoming line longer than the limit (the connection closes)
+    │   ├── rpc.peer.PeerClosed            the connection ended before the client answered
+    │   ├── client.handlers.RpcError       (ama's own client) a JSON-RPC error from or for the agent
+    │   ├── client.connection.AgentExited  (ama's own client) the agent's stdout ended
+    │   └── client.connection.AgentStartError  (ama's own client) the agent could not be started
+    ├── ConfigError               configuration: the TOML file, the environment, the command line
+    │   ├── providers.resolve.ModelError   a model id that is not provider/model
+    │   └── providers.scripted.ScriptError a script file for the scripted provider that cannot be used
+    ├── ProviderError             a model request; never escapes a provider (see below)
+    │   ├── providers.http.StreamError     the server broke the stream or the dialect
+    │   ├── providers.http._DeadlineExceeded  the whole-request deadline passed
+    │   └── agent.compaction.CompactionFailed  the model could not write the handoff
+    ├── ToolError                 a tool failed in a way the model should hear about (tools.base.ToolError)
+    │   ├── tools.globs.GlobError          (also ValueError) an unusable glob
+    │   ├── tools.workspace.BinaryFileError  (also ValueError) a file that is not UTF-8 text
+    │   └── tools.regular.NotRegularFileError  (also OSError) a FIFO, a device, a file under /proc ...
+    ├── StoreError                the session files (session.store.StoreError)
+    │   ├── session.store.SessionNotFound
+    │   │   └── session.store.InvalidSessionId  (also ValueError)
+    │   ├── session.store.SessionExists
+    │   ├── session.store.SessionBusy
+    │   ├── session.store.SessionFormatError
+    │   ├── session.store.SessionWriteError  (also OSError)
+    │   └── session.listing.InvalidCursor  (also ValueError) a session/list cursor this store did not issue
+    └── ControlFlow               not errors: exceptions that unwind a stack on purpose
+        ├── agent.loop.TurnEnd              the turn is over; carries the ACP stop reason
+        └── client.cli.Interrupted          (ama's own client) Ctrl-C twice
+
+Who raises, who catches:
+- ProtocolError: `rpc/` and the handlers raise `AcpError`; `rpc/dispatch.py` answers it as a JSON-RPC error
+  (any other exception out of a handler is a bug: logged under `UNEXPECTED` and answered -32603).
+  `ClientError` is raised by `rpc/peer.py` to the code that sent the request (a tool, the permission prompt),
+  which shows the client's own words.
+- ConfigError: `config.py` raises it while loading; `cli.py` prints it and exits 2. `ModelError` and
+  `ScriptError` are caught by `providers/resolve.py` and become a provider that fails with kind "config".
+- ProviderError: providers do not raise for a failed request. Every failure reaches the agent loop as a
+  `providers.base.Failure` event (retries first announced as `Retrying`), so the loop has one place that
+  decides what the person sees. `StreamError` and `_DeadlineExceeded` are raised and caught inside
+  `providers/http.py` to become that event; `CompactionFailed` is caught by the compaction command.
+- ToolError: tools raise it; the agent loop catches it and the tool call ends failed with its message, which
+  the model reads as the tool's result. Any other exception out of a tool is logged as a bug and reported as
+  "<tool> failed unexpectedly".
+- StoreError: `session/store.py` and `session/listing.py` raise it; the session layer turns it into an
+  `AcpError` (not found, invalid params) or, for `SessionWriteError`, a notice that the session is not saved.
+- ControlFlow: caught by the code that raised it (the loop, the client's main), never reported.
+"""
+
+from __future__ import annotations
+
+__all__ = ["AmaError", "ConfigError", "ControlFlow", "ProtocolError", "ProviderError", "StoreError", "ToolError"]
+
+
+class AmaError(Exception):
+    """Base of every exception ama defines."""
+
+
+class ProtocolError(AmaError):
+    """Transport and protocol: a JSON-RPC 2.0 / ACP message that is wrong, an error answered, a closed pipe."""
+
+
+class ConfigError(AmaError):
+    """The configuration cannot be used; the message says where and why."""
+
+
+class ProviderError(AmaError):
+    """A model request failed. Internal to the provider layer: what leaves a provider is a `Failure` event."""
+
+
+class ToolError(AmaError):
+    """A tool failed in a way the model should hear about (bad arguments, missing file, ...)."""
+
+
+class StoreError(AmaError):
+    """The session store's errors: a session file that is missing, busy, unreadable or unwritable."""
+
+
+class ControlFlow(AmaError):
+    """Not an error: raised to unwind to a known handler (the end of a turn, an interrupt), never reported."""
