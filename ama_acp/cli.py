@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from ama_acp import __version__
+
+if TYPE_CHECKING:
+    from ama_acp.config import Config
 
 SUBCOMMANDS = ("demo", "models", "sessions", "acp-client")
 
@@ -43,7 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     return 2
 
 
-def _load(args: argparse.Namespace):
+def load_config_or_exit(args: argparse.Namespace) -> Config:
+    """The configuration named by `--config`/`--data-dir` (and the environment), with its key variables
+    registered as secrets; a bad config ends the process with its message and exit code 2."""
     from ama_acp.config import ConfigError, load_config
 
     try:
@@ -69,7 +75,7 @@ def _ignore_file_size_signal() -> None:
 
 def _acp(args: argparse.Namespace) -> int:
     _ignore_file_size_signal()
-    cfg = _load(args)
+    cfg = load_config_or_exit(args)
     from ama_acp.logs import setup_logging
 
     setup_logging(cfg.data_dir, args.log_level)
@@ -90,9 +96,10 @@ def _acp(args: argparse.Namespace) -> int:
 
 def _print_mode(args: argparse.Namespace) -> int:
     _ignore_file_size_signal()
+    cfg = load_config_or_exit(args)
     from ama_acp.oneshot import run_print
 
-    return run_print(args)
+    return run_print(args, cfg)
 
 
 def _subcommand(name: str, rest: list[str]) -> int:
@@ -112,11 +119,11 @@ def _subcommand(name: str, rest: list[str]) -> int:
         args = p.parse_args(rest)
         from ama_acp.catalog_cli import print_models
 
-        return print_models(_load(args), args.json)
+        return print_models(load_config_or_exit(args), args.json)
     if name == "sessions":
         from ama_acp.session.cli import run_sessions
 
-        return run_sessions(rest, _load)
+        return run_sessions(rest, load_config_or_exit)
     return 2
 
 

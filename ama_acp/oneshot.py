@@ -7,6 +7,7 @@ nobody to ask for permission, so anything the mode would ask about is refused (t
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -14,6 +15,8 @@ from typing import Any
 
 import anyio
 import msgspec
+
+from ama_acp.config import Config
 
 
 class _LocalPeer:
@@ -51,14 +54,12 @@ class _LocalPeer:
         raise RuntimeError(f"{method} is not available in -p mode")
 
 
-def run_print(args: Any) -> int:
-    from ama_acp.cli import _load
+def run_print(args: argparse.Namespace, cfg: Config) -> int:
     from ama_acp.logs import setup_logging
     from ama_acp.providers.resolve import choose_model
     from ama_acp.session.manager import SessionManager
     from ama_acp.wire import types as w
 
-    cfg = _load(args)
     setup_logging(cfg.data_dir, args.log_level)
     model_id, _why = choose_model(cfg, args.model)
     as_json = args.output_format == "json"

@@ -81,7 +81,8 @@ _generation = 0
 
 
 class _ProviderLike(Protocol):
-    api_key_env: str | None
+    @property
+    def api_key_env(self) -> str | None: ...
 
 
 class _ConfigLike(Protocol):

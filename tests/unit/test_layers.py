@@ -1,0 +1,189 @@
+"""The layers of ama, as the imports draw them (docs/architecture.md "Layers").
+
+Every import in ama_acp/ (at the top of a module and inside functions, `TYPE_CHECKING` blocks included) is
+read with `ast`; an edge from one part to another must be allowed by the table below, or the test fails
+naming the file, line and rule. The picture in docs/architecture.md is this table.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "ama_acp"
+
+# The parts of ama, bottom to top. A part may import itself and the parts listed for it, nothing else.
+GROUND = {"conversation", "wire", "errors", "__init__"}  # import nothing of ama (errors: and nothing else)
+SUPPORT = {"config", "secrets", "redact", "logs"}  # ground utilities: configuration, secrets, logging
+AGENT_SIDE = {"context", "providers", "tools", "permissions", "agent"}  # protocol-free: no wire, no rpc
+
+ALLOWED: dict[str, set[str]] = {
+    # ground floor
+    "conversation": set(),
+    "wire": set(),
+    "errors": set(),
+    "__init__": set(),
+    # support
+    "config": {"errors"},
+    "secrets": {"errors"},
+    "redact": {"secrets"},
+    "logs": {"redact"},
+    # transport: JSON-RPC over stdio, knows nothing of sessions or the agent
+    "rpc": {"errors"},
+    # the protocol-free stack
+    "context": {"conversation", "config", "errors"},
+    "providers": {"conversation", "config", "errors", "secrets", "context"},
+    "permissions": {"errors"},
+    "tools": {"conversation", "config", "errors", "secrets", "redact", "permissions"},
+    "agent": {"conversation", "config", "errors", "context", "providers", "tools", "permissions"},
+    # the ACP side: sessions map the agent to the protocol; the server dispatches to them
+    "session": {"__init__", "conversation", "wire", "errors", "rpc", *SUPPORT, *AGENT_SIDE},
+    "handlers": {"__init__", "wire", "errors", "rpc", "config", "session"},
+    "server": {"config", "errors", "rpc", "handlers", "logs"},
+    # beside the agent: the ACP client (`ama acp-client`, `ama demo`) speaks the protocol, knows no agent
+    "client": {"__init__", "wire", "errors", "rpc"},
+    # entry points: wire the rest together; nothing imports them but each other
+    "catalog_cli": {"config", "providers"},
+    "oneshot": {"config", "logs", "providers", "session", "wire"},
+    "cli": {
+        "__init__",
+        "config",
+        "secrets",
+        "logs",
+        "providers",
+        "session",
+        "server",
+        "client",
+        "oneshot",
+        "catalog_cli",
+    },
+    "__main__": {"cli"},
+}
+
+
+def part_of(module: str) -> str:
+    """`ama_acp.session.store` → `session`; `ama_acp.cli` → `cli`; `ama_acp` → `__init__`."""
+    pieces = module.split(".")
+    return pieces[1] if len(pieces) > 1 else "__init__"
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def imports_of(path: Path) -> list[tuple[int, str]]:
+    """(line, imported module) for every ama_acp import in the file, at any depth."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    this = module_name(path)
+    package = this if path.name == "__init__.py" else this.rpartition(".")[0]
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if node.module is None or target == "ama_acp":  # `from ama_acp import x`: x may be a part
+                found += [(node.lineno, f"{target}.{alias.name}") for alias in node.names]
+            else:
+                found.append((node.lineno, target))
+    return [(line, name) for line, name in found if name == "ama_acp" or name.startswith("ama_acp.")]
+
+
+def _is_module(name: str) -> bool:
+    rel = Path(*name.split("."))
+    return (ROOT / rel).is_dir() or (ROOT / rel).with_suffix(".py").is_file()
+
+
+def violations() -> list[str]:
+    out: list[str] = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        source = part_of(module_name(path))
+        if source not in ALLOWED:
+            out.append(f"{path.relative_to(ROOT)}: part {source!r} has no row in ALLOWED (add it, with its rule)")
+            continue
+        for line, name in imports_of(path):
+            if not _is_module(name):  # `from ama_acp import __version__`: the package itself
+                name = name.rpartition(".")[0]
+            target = part_of(name)
+            if target != source and target not in ALLOWED[source]:
+                out.append(f"{path.relative_to(ROOT)}:{line}: {source} may not import {target} ({name})")
+    return out
+
+
+def test_every_import_keeps_to_the_layers() -> None:
+    problems = violations()
+    assert not problems, "imports that break the layers:\n" + "\n".join(problems)
+
+
+def test_every_part_of_the_package_has_a_rule() -> None:
+    parts = {part_of(module_name(p)) for p in PACKAGE.rglob("*.py")}
+    assert parts <= set(ALLOWED), sorted(parts - set(ALLOWED))
+    assert set(ALLOWED) - parts == set(), f"rules for parts that do not exist: {sorted(set(ALLOWED) - parts)}"
+
+
+def test_the_ground_floor_imports_nothing_of_ama() -> None:
+    for name in sorted(GROUND):
+        assert ALLOWED[name] == set(), name
+
+
+def test_the_agent_side_never_reaches_the_protocol() -> None:
+    for name in sorted(AGENT_SIDE):
+        assert not ALLOWED[name] & {"wire", "rpc", "session", "handlers", "server", "client"}, name
+
+
+def test_no_cycle_between_parts() -> None:
+    graph = {name: allowed - {name} for name, allowed in ALLOWED.items()}
+    seen: dict[str, int] = {}
+
+    def visit(node: str, path: list[str]) -> None:
+        state = seen.get(node)
+        if state == 1:
+            pytest.fail("a cycle in ALLOWED: " + " → ".join([*path, node]))
+        if state == 2:
+            return
+        seen[node] = 1
+        for nxt in sorted(graph.get(node, ())):
+            visit(nxt, [*path, node])
+        seen[node] = 2
+
+    for name in sorted(graph):
+        visit(name, [])
+
+
+@pytest.mark.parametrize(
+    ("source", "line", "expected"),
+    [
+        ("ama_acp/agent/x.py", "from ama_acp.wire import types as w", "agent may not import wire"),
+        ("ama_acp/context/x.py", "def f():\n    from ama_acp.providers.catalog import price_for", "context may not"),
+        ("ama_acp/conversation/x.py", "from ama_acp import config", "conversation may not import config"),
+        ("ama_acp/tools/x.py", "if TYPE_CHECKING:\n    from ama_acp.session.session import Session", "tools may"),
+    ],
+)
+def test_the_checker_catches_a_forbidden_edge(tmp_path, monkeypatch, source, line, expected) -> None:
+    """The test above can fail: a forbidden import, at the top, in a function or under TYPE_CHECKING."""
+    fake_root = tmp_path / "repo"
+    target = fake_root / source
+    target.parent.mkdir(parents=True)
+    for init in (fake_root / "ama_acp" / "__init__.py", target.parent / "__init__.py"):
+        init.write_text("")
+    for existing in ("wire", "providers", "session"):
+        (fake_root / "ama_acp" / existing).mkdir(exist_ok=True)
+        (fake_root / "ama_acp" / existing / "__init__.py").write_text("")
+    (fake_root / "ama_acp" / "config.py").write_text("")
+    target.write_text("from typing import TYPE_CHECKING\n" + line + "\n")
+    monkeypatch.setattr(__import__(__name__, fromlist=["x"]), "ROOT", fake_root)
+    monkeypatch.setattr(__import__(__name__, fromlist=["x"]), "PACKAGE", fake_root / "ama_acp")
+    problems = violations()
+    assert any(expected in p for p in problems), problems
