@@ -1,9 +1,10 @@
 """Validate every message ama writes against the pinned official ACP schema, per method.
 
-The schema is the one shipped in the npm package ``@agentclientprotocol/sdk@2.4.0``
-(``package/schema/v1/schema.unstable.json``), checked by sha256 and cached in the git-ignored
-``<repo>/.cache/acp-schema/2.4.0/``. It is fetched with the ordinary npm client (``npm pack``); set
-``AMA_ACP_SCHEMA`` to the path of an already-downloaded ``schema.unstable.json`` to skip the fetch.
+The schema is vendored in ``<repo>/schema/v1/`` — ``schema.unstable.json`` and ``schema.json`` from the npm
+package ``@agentclientprotocol/sdk`` at the version ``schema/pin.json`` names — and checked against the sha256
+values in that pin once per test process. Nothing here fetches anything: no npm, no network, no cache. A file
+that is missing or does not match its pin fails loudly (``SchemaUnavailable``); ``schema/refresh.py`` is the
+person-run tool that re-fetches the files and rewrites the pin (see ``schema/README.md``).
 
 The schema's root is an ``anyOf`` loose enough to accept almost anything, so messages are never
 validated against the root. Instead each message is validated against the definition of *its*
@@ -22,8 +23,8 @@ descriptions ("Successful result returned for a `initialize` request.") and agai
 
 Public API::
 
-    schema_path() -> Path
-    stable_schema_path() -> Path
+    schema_path(root=SCHEMA_DIR) -> Path           # v1/schema.unstable.json, verified against the pin
+    stable_schema_path(root=SCHEMA_DIR) -> Path    # v1/schema.json, verified against the pin
     load_validator(path: Path | None = None) -> WireValidator
     WireValidator.validate_outgoing(msg, request_methods) -> None      # raises AssertionError
     WireValidator.validate_line(line, request_methods) -> dict         # raises AssertionError
@@ -32,37 +33,22 @@ Public API::
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import hashlib
+import importlib.util
 import json
-import os
 import re
-import shutil
-import subprocess
-import tarfile
-import tempfile
+import sys
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
-SDK_PACKAGE = "@agentclientprotocol/sdk"
-SDK_VERSION = "2.4.0"
-NPM_SPEC = f"{SDK_PACKAGE}@{SDK_VERSION}"
-TARBALL_NAME = f"agentclientprotocol-sdk-{SDK_VERSION}.tgz"
-SCHEMA_MEMBER_DIR = "package/schema/v1"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SCHEMA_DIR = REPO_ROOT / "schema"
 UNSTABLE_NAME = "schema.unstable.json"
 STABLE_NAME = "schema.json"
-SHA256 = {
-    UNSTABLE_NAME: "ce7881d10c854bcac4f0e7d3a9ce4fb0f612ec0a09e64b572940beec4668c189",
-    STABLE_NAME: "0d0b1ca83c4872e5473f68926a894c7a8203b59b118e2a79bfe43dd76fbcbc1a",
-}
-ENV_VAR = "AMA_ACP_SCHEMA"
-REPO_ROOT = Path(__file__).resolve().parents[2]
-CACHE_DIR = REPO_ROOT / ".cache" / "acp-schema" / SDK_VERSION
-NPM_TIMEOUT_S = 300
 
 # Methods ama relies on; the derived tables must cover them (asserted when the validator is built).
 REQUIRED_AGENT_REQUESTS = frozenset(
@@ -99,174 +85,55 @@ _MAX_SHOWN = 600  # characters of the offending message quoted in a failure
 
 
 # --------------------------------------------------------------------------------------------------
-# Obtaining the schema
+# Reading the vendored schema
 # --------------------------------------------------------------------------------------------------
 
 
 class SchemaUnavailable(RuntimeError):
-    """The pinned schema could not be obtained or failed its sha256 check. str() says how to get it."""
+    """The vendored schema is missing or does not match schema/pin.json. str() says which file and what to do."""
 
 
-def how_to_get_schema() -> str:
-    tgz_members = f"{SCHEMA_MEMBER_DIR}/{UNSTABLE_NAME} {SCHEMA_MEMBER_DIR}/{STABLE_NAME}"
-    return (
-        f"The tests validate every message ama writes against the pinned ACP schema: npm package {NPM_SPEC}, "
-        f"file schema/v1/{UNSTABLE_NAME} (sha256 {SHA256[UNSTABLE_NAME]}).\n"
-        "The test helper fetches it with `npm pack`; to get it by hand:\n"
-        f"    npm pack {NPM_SPEC}\n"
-        f"    tar -xzf {TARBALL_NAME} {tgz_members}\n"
-        f"    mkdir -p {CACHE_DIR}\n"
-        f"    cp {SCHEMA_MEMBER_DIR}/{UNSTABLE_NAME} {SCHEMA_MEMBER_DIR}/{STABLE_NAME} {CACHE_DIR}/\n"
-        f"or point {ENV_VAR} at an already-downloaded copy of that file:\n"
-        f"    export {ENV_VAR}=/path/to/{UNSTABLE_NAME}"
-    )
+@functools.cache
+def _pin_tool() -> ModuleType:
+    """schema/refresh.py, which owns the pin format and its check. It is loaded from its path because schema/
+    is data plus a person-run script, not a package (and a top-level package named ``schema`` would shadow
+    the PyPI library of that name)."""
+    path = SCHEMA_DIR / "refresh.py"
+    spec = importlib.util.spec_from_file_location("ama_schema_refresh", path)
+    if spec is None or spec.loader is None:
+        raise SchemaUnavailable(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # msgspec resolves the Structs' postponed annotations through sys.modules
+    spec.loader.exec_module(module)
+    return module
 
 
-def _unavailable(reason: str) -> SchemaUnavailable:
-    return SchemaUnavailable(f"ACP schema unavailable: {reason}\n\n{how_to_get_schema()}")
-
-
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def _is_good(path: Path, name: str) -> bool:
+@functools.cache
+def _verified(root: Path) -> Path:
+    """``root`` once every file it vendors matches its pin (hashed once per process and root)."""
+    tool = _pin_tool()
     try:
-        return path.is_file() and _sha256_file(path) == SHA256[name]
-    except OSError:
-        return False
+        found: list[str] = tool.problems(root)
+    except tool.PinError as exc:
+        found = [str(exc)]
+    if found:
+        raise SchemaUnavailable(
+            f"the vendored ACP schema in {root} does not match its pin:\n  "
+            + "\n  ".join(found)
+            + "\nThe files are committed byte for byte; restore them from git, or, for a reviewed change of"
+            " version, run `python schema/refresh.py` (see schema/README.md)."
+        )
+    return root
 
 
-@contextlib.contextmanager
-def _cache_lock(directory: Path) -> Iterator[None]:
-    """Serialise fetches between parallel test processes (files are also written by atomic rename)."""
-    try:
-        import fcntl
-    except ImportError:  # not POSIX: atomic rename alone keeps the cache consistent
-        yield
-        return
-    with (directory / ".lock").open("a+b") as lock_file:
-        fcntl.flock(lock_file.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock_file.fileno(), fcntl.LOCK_UN)
+def schema_path(root: Path = SCHEMA_DIR) -> Path:
+    """Path of the verified ``v1/schema.unstable.json`` (raises SchemaUnavailable, saying why)."""
+    return _verified(root.resolve()) / "v1" / UNSTABLE_NAME
 
 
-def _atomic_write(target: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def _npm_pack(destination: Path) -> Path:
-    npm = shutil.which("npm")
-    if npm is None:
-        raise _unavailable("the `npm` client is not on PATH, so the helper cannot fetch the package")
-    cmd = [npm, "pack", NPM_SPEC, "--pack-destination", str(destination), "--ignore-scripts", "--silent"]
-    try:
-        proc = subprocess.run(cmd, cwd=destination, capture_output=True, text=True, timeout=NPM_TIMEOUT_S, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise _unavailable(f"`{' '.join(cmd[1:])}` failed to run: {exc}") from exc
-    tarballs = sorted(destination.glob("*.tgz"))
-    if proc.returncode != 0 or not tarballs:
-        detail = (proc.stderr or proc.stdout or "").strip()[-2000:]
-        raise _unavailable(f"`npm pack {NPM_SPEC}` exited with {proc.returncode}: {detail or '(no output)'}")
-    return tarballs[0]
-
-
-def _extract(tgz: Path) -> dict[str, bytes]:
-    out: dict[str, bytes] = {}
-    try:
-        with tarfile.open(tgz, "r:gz") as tar:
-            for name in (STABLE_NAME, UNSTABLE_NAME):
-                member = f"{SCHEMA_MEMBER_DIR}/{name}"
-                try:
-                    f = tar.extractfile(member)
-                except KeyError:
-                    f = None
-                if f is None:
-                    raise _unavailable(f"{tgz.name} has no regular file {member}")
-                with f:
-                    out[name] = f.read()
-    except (tarfile.TarError, OSError) as exc:
-        raise _unavailable(f"cannot read {tgz}: {exc}") from exc
-    for name, data in out.items():
-        got = hashlib.sha256(data).hexdigest()
-        if got != SHA256[name]:
-            raise _unavailable(f"{SCHEMA_MEMBER_DIR}/{name} in {tgz.name} has sha256 {got}, expected {SHA256[name]}")
-    return out
-
-
-def _fetch_into_cache() -> None:
-    try:
-        CACHE_DIR.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise _unavailable(f"cannot create the cache directory {CACHE_DIR}: {exc}") from exc
-    with _cache_lock(CACHE_DIR):
-        if _is_good(CACHE_DIR / UNSTABLE_NAME, UNSTABLE_NAME) and _is_good(CACHE_DIR / STABLE_NAME, STABLE_NAME):
-            return  # another process fetched it while we waited for the lock
-        with tempfile.TemporaryDirectory(prefix="acp-schema-pack-") as tmp:
-            files = _extract(_npm_pack(Path(tmp)))
-        try:
-            # schema.unstable.json last: its presence (with the right sha256) marks a complete cache.
-            _atomic_write(CACHE_DIR / STABLE_NAME, files[STABLE_NAME])
-            _atomic_write(CACHE_DIR / UNSTABLE_NAME, files[UNSTABLE_NAME])
-        except OSError as exc:
-            raise _unavailable(f"cannot write into {CACHE_DIR}: {exc}") from exc
-
-
-def schema_path() -> Path:
-    """Path of the verified ``schema.unstable.json`` (env override, else cache, else ``npm pack``).
-
-    Raises SchemaUnavailable (message says how to get the file) on any failure.
-    """
-    override = os.environ.get(ENV_VAR)
-    if override:
-        path = Path(override).expanduser()
-        if not path.is_file():
-            raise _unavailable(f"{ENV_VAR}={override!r} is not a readable file")
-        got = _sha256_file(path)
-        if got != SHA256[UNSTABLE_NAME]:
-            raise _unavailable(
-                f"{ENV_VAR}={override!r} has sha256 {got}, expected {SHA256[UNSTABLE_NAME]} "
-                f"(it must be schema/v1/{UNSTABLE_NAME} from {NPM_SPEC})"
-            )
-        return path
-    cached = CACHE_DIR / UNSTABLE_NAME
-    if not _is_good(cached, UNSTABLE_NAME):
-        _fetch_into_cache()
-        if not _is_good(cached, UNSTABLE_NAME):
-            raise _unavailable(f"{cached} is still missing or has the wrong sha256 after fetching")
-    return cached
-
-
-def stable_schema_path() -> Path:
-    """Path of the verified stable ``schema.json`` from the same package (next to the override, or cached)."""
-    override = os.environ.get(ENV_VAR)
-    if override:
-        sibling = Path(override).expanduser().with_name(STABLE_NAME)
-        if _is_good(sibling, STABLE_NAME):
-            return sibling
-    cached = CACHE_DIR / STABLE_NAME
-    if not _is_good(cached, STABLE_NAME):
-        _fetch_into_cache()
-        if not _is_good(cached, STABLE_NAME):
-            raise _unavailable(f"{cached} is still missing or has the wrong sha256 after fetching")
-    return cached
+def stable_schema_path(root: Path = SCHEMA_DIR) -> Path:
+    """Path of the verified stable ``v1/schema.json`` from the same package."""
+    return _verified(root.resolve()) / "v1" / STABLE_NAME
 
 
 # --------------------------------------------------------------------------------------------------
@@ -451,7 +318,7 @@ _INT_FORMATS = {
     "uint64": (0, 2**64 - 1),
 }
 _URI_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:\S*$")
-_SCHEMA_URI = f"urn:ama:acp-schema:{SDK_VERSION}:unstable"
+_SCHEMA_URI = "urn:ama:acp-schema:v1:unstable"  # the id the validator registers the schema under
 
 
 def _union_tag(branches: object) -> str | None:

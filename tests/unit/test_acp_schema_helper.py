@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
+from pathlib import Path
 
 import pytest
 
 from tests.support import acp_schema
 from tests.support.acp_schema import (
-    ENV_VAR,
-    NPM_SPEC,
     REQUIRED_AGENT_NOTIFICATIONS,
     REQUIRED_AGENT_REQUESTS,
     REQUIRED_RESULTS,
-    SHA256,
+    SCHEMA_DIR,
     SchemaUnavailable,
     WireRecorder,
     WireValidator,
@@ -456,49 +456,63 @@ def test_optimised_schema_is_equivalent(acp_validator: WireValidator) -> None:
     assert any(verdicts) and not all(verdicts)
 
 
-# -- obtaining the schema ---------------------------------------------------------------------------------------
+# -- reading the vendored schema ----------------------------------------------------------------------------
 
 
-def test_schema_file_matches_pin(acp_validator: WireValidator) -> None:
-    path = acp_schema.schema_path()
-    assert hashlib.sha256(path.read_bytes()).hexdigest() == SHA256["schema.unstable.json"]
+def _pinned_sha256(root: Path, path: str) -> str:
+    """Read straight from pin.json, independently of the loader under test."""
+    return {f["path"]: f["sha256"] for f in json.loads((root / "pin.json").read_text())["files"]}[path]
 
 
-def test_sha256_mismatch_raises_clear_error(tmp_path, monkeypatch) -> None:
-    fake = tmp_path / "schema.unstable.json"
-    fake.write_text('{"$defs": {}}')
-    monkeypatch.setenv(ENV_VAR, str(fake))
+def _copy_of_schema_dir(tmp_path: Path) -> Path:
+    root = tmp_path / "schema"
+    for name in ("pin.json", "LICENSE", "v1/schema.json", "v1/schema.unstable.json"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(SCHEMA_DIR / name, root / name)
+    return root
+
+
+def test_schema_files_are_the_vendored_ones_and_match_the_pin() -> None:
+    unstable, stable = acp_schema.schema_path(), acp_schema.stable_schema_path()
+    assert unstable == SCHEMA_DIR / "v1" / "schema.unstable.json"
+    assert stable == SCHEMA_DIR / "v1" / "schema.json"
+    assert hashlib.sha256(unstable.read_bytes()).hexdigest() == _pinned_sha256(SCHEMA_DIR, "v1/schema.unstable.json")
+    assert hashlib.sha256(stable.read_bytes()).hexdigest() == _pinned_sha256(SCHEMA_DIR, "v1/schema.json")
+
+
+def test_an_untouched_copy_is_accepted(tmp_path: Path) -> None:
+    root = _copy_of_schema_dir(tmp_path)
+    assert acp_schema.schema_path(root) == root.resolve() / "v1" / "schema.unstable.json"
+
+
+def test_wrong_hash_fails_loudly(tmp_path: Path) -> None:
+    root = _copy_of_schema_dir(tmp_path)
+    target = root / "v1" / "schema.unstable.json"
+    data = bytearray(target.read_bytes())
+    data[-2] ^= 0x01  # one flipped bit in the last bytes: still about the same file, not the pinned one
+    target.write_bytes(bytes(data))
     with pytest.raises(SchemaUnavailable) as info:
-        acp_schema.schema_path()
+        acp_schema.schema_path(root)
     text = str(info.value)
-    assert "sha256" in text
-    assert SHA256["schema.unstable.json"] in text
-    assert hashlib.sha256(fake.read_bytes()).hexdigest() in text
-    assert f"npm pack {NPM_SPEC}" in text
-    assert ENV_VAR in text
-    assert str(acp_schema.CACHE_DIR) in text
+    assert "v1/schema.unstable.json" in text
+    assert hashlib.sha256(bytes(data)).hexdigest() in text
+    assert _pinned_sha256(root, "v1/schema.unstable.json") in text
+    assert "schema/refresh.py" in text
 
 
-def test_missing_override_raises_clear_error(tmp_path, monkeypatch) -> None:
-    monkeypatch.setenv(ENV_VAR, str(tmp_path / "nope.json"))
-    with pytest.raises(SchemaUnavailable, match="not a readable file") as info:
-        acp_schema.schema_path()
-    assert f"npm pack {NPM_SPEC}" in str(info.value)
+def test_missing_file_fails_loudly(tmp_path: Path) -> None:
+    root = _copy_of_schema_dir(tmp_path)
+    (root / "v1" / "schema.json").unlink()
+    # The unstable file is intact, but the pin covers the whole directory: a partial copy is refused.
+    with pytest.raises(SchemaUnavailable, match=r"v1/schema\.json: missing"):
+        acp_schema.schema_path(root)
 
 
-def test_override_with_right_file_is_used(tmp_path, monkeypatch) -> None:
-    src = acp_schema.schema_path()
-    copy = tmp_path / "schema.unstable.json"
-    copy.write_bytes(src.read_bytes())
-    monkeypatch.setenv(ENV_VAR, str(copy))
-    assert acp_schema.schema_path() == copy
-
-
-def test_npm_missing_raises_clear_error(tmp_path, monkeypatch) -> None:
-    monkeypatch.delenv(ENV_VAR, raising=False)
-    monkeypatch.setattr(acp_schema, "CACHE_DIR", tmp_path / "cache")
-    monkeypatch.setattr(acp_schema.shutil, "which", lambda name: None)
-    with pytest.raises(SchemaUnavailable, match="npm") as info:
-        acp_schema.schema_path()
-    assert f"npm pack {NPM_SPEC}" in str(info.value)
-    assert ENV_VAR in str(info.value)
+def test_missing_or_broken_pin_fails_loudly(tmp_path: Path) -> None:
+    root = _copy_of_schema_dir(tmp_path)
+    (root / "pin.json").unlink()
+    with pytest.raises(SchemaUnavailable, match="cannot read .*pin.json"):
+        acp_schema.schema_path(root)
+    (root / "pin.json").write_text('{"package": "@agentclientprotocol/sdk"}')
+    with pytest.raises(SchemaUnavailable, match="not a valid pin"):
+        acp_schema.schema_path(root)
