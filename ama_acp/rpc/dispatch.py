@@ -12,6 +12,9 @@ The rules (JSON-RPC 2.0 as ACP v1 uses it):
   is -32602 (ACP passes params by name); null, a string, a number or a boolean is -32600 (JSON-RPC: params
   must be a structured value), all answered with the request's id;
 - a batch (a JSON array) is one -32600 with id null (ACP v1 has no batches, R8);
+- a method without an id is a notification and never answered (R13), however broken: one that is not
+  JSON-RPC 2.0, has a method that is not a string, params that are not an object or nests too deep is
+  unusable (`params` None) and dropped without running anything;
 - nesting deeper than `MAX_DEPTH` is -32600 with the id: deeper values would overflow the recursion limit of
   whatever walks them next (msgspec, the handlers, the log), and no ACP message needs them;
 - a message without a method but with an id is a response, whatever else it holds; it is the client's word
@@ -131,17 +134,16 @@ def classify(message: Any) -> Incoming:  # Any: the decoder's output, not yet lo
         return Invalid(None, AcpError.invalid_request("id must be a string or an integer"))
     req_id: RequestId = raw_id if has_id else None
     method = message["method"]
+    params = message.get("params", {})
+    if not has_id:  # checked before anything is refused: no error may answer a notification (R13)
+        usable = not deep and isinstance(method, str) and message.get("jsonrpc") == "2.0" and isinstance(params, dict)
+        return Notification(method if isinstance(method, str) else "", params if usable else None)
     if deep:
-        if not has_id:
-            return Notification(method if isinstance(method, str) else "", None)  # unusable; never answered
         return Invalid(req_id, AcpError.invalid_request(f"the message nests deeper than {MAX_DEPTH} levels"))
     if not isinstance(method, str):
         return Invalid(req_id, AcpError.invalid_request("method must be a string"))
     if message.get("jsonrpc") != "2.0":
         return Invalid(req_id, AcpError.invalid_request('jsonrpc must be "2.0"'))
-    params = message.get("params", {})
-    if not has_id:
-        return Notification(method, params if isinstance(params, dict) else None)
     if isinstance(params, list):
         return Invalid(req_id, AcpError.invalid_params("params must be an object (ACP passes params by name)"))
     if not isinstance(params, dict):

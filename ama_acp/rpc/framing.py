@@ -1,7 +1,8 @@
 """Bytes ↔ lines. Split on `\\n` only, strip a trailing `\\r`, skip blank lines, no small line limit.
 
 anyio's own line reader caps lines; ACP messages carry whole files (a 10 MiB line must work), so this
-reads raw chunks and splits itself. `max_line` only guards memory against a peer that never sends `\\n`.
+reads raw chunks and splits itself. `max_line` only guards memory against a peer that never sends `\\n`;
+it holds for every line however the reads cut it (a line's fate must not depend on the pipe's timing).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ async def read_lines(stream: ByteReceiveStream, max_line: int = MAX_LINE) -> Asy
         start = 0
         nl = chunk.find(b"\n")
         while nl != -1:
+            if len(buf) + nl - start > max_line:
+                raise LineTooLong(f"line longer than {max_line} bytes")
             if buf:
                 buf += chunk[start:nl]
                 line = bytes(buf)
