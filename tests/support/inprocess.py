@@ -13,6 +13,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
+import anyio.lowlevel
 import msgspec
 
 from ama_acp.config import CompactionConfig, Config, ModelEntry
@@ -41,6 +43,9 @@ class ScriptedPeer:
         self.requests: list[tuple[str, dict[str, Any]]] = []
 
     async def notify(self, method: str, params: object) -> None:
+        # The real peer's write takes a lock first, a checkpoint: a cancelled turn stops at the next update
+        # it sends, before anything is written. Without one here the turn would run on to its end in tests.
+        await anyio.lowlevel.checkpoint()
         self.updates.append(msgspec.to_builtins(params)["update"])
 
     async def request(self, method: str, params: object, timeout: float | None = None) -> object:
