@@ -37,6 +37,7 @@ from ama_acp.providers.base import (
     ThinkingDelta,
     ToolCallEvent,
 )
+from ama_acp.providers.endpoints import DIALECT_HOME, is_home_key
 from ama_acp.providers.http import (
     MAX_DETAIL,
     HttpStream,
@@ -54,8 +55,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DEFAULT_BASE_URL = "https://api.anthropic.com"
-DEFAULT_KEY_ENV = "ANTHROPIC_API_KEY"
+_HOME = DIALECT_HOME["anthropic"]  # the endpoint and key variable when none is given
 API_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 8192
 # Thinking budgets per thought level; each is further held to half of max_tokens so an answer fits.
@@ -347,7 +347,7 @@ class AnthropicProvider:
         name: str = "anthropic",
         base_url: str | None = None,
         api_key: str | None = None,
-        api_key_env: str | None = DEFAULT_KEY_ENV,  # None: no variable is named
+        api_key_env: str | None = _HOME.api_key_env,  # None: no variable is named
         reasoning: bool = False,
         timeout: float = 600.0,
         max_retries: int = 4,
@@ -356,7 +356,7 @@ class AnthropicProvider:
         transport: httpx.AsyncBaseTransport | None = None,  # tests: httpx.MockTransport instead of the network
     ):
         self.name = name
-        self.base_url = (base_url or DEFAULT_BASE_URL).rstrip("/")
+        self.base_url = (base_url or _HOME.base_url).rstrip("/")
         self.reasoning = reasoning
         url = self.base_url + ("/messages" if self.base_url.endswith("/v1") else "/v1/messages")
         all_headers = {
@@ -373,7 +373,9 @@ class AnthropicProvider:
             headers=all_headers,
             timeout=timeout,
             retry=retry or RetryPolicy(max_retries=max_retries),
-            key=KeyHint(env=api_key_env, has_key=bool(api_key), provider=name, builtin=api_key_env == DEFAULT_KEY_ENV),
+            key=KeyHint(
+                env=api_key_env, has_key=bool(api_key), provider=name, builtin=is_home_key("anthropic", api_key_env)
+            ),
             secret=api_key,
             transport=transport,
         )

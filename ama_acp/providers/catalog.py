@@ -24,7 +24,6 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterable
-from typing import NamedTuple
 
 import msgspec
 
@@ -53,24 +52,6 @@ class ModelInfo(msgspec.Struct, frozen=True, omit_defaults=True):
     reasoning: bool = False
     extra_headers: dict[str, str] = {}
     source: str = ""  # where the figures come from, and when
-
-
-class CompatProvider(NamedTuple):
-    base_url: str
-    api_key_env: str
-
-
-# OpenAI-compatible providers the lead can configure automatically (kind "openai").
-BUILTIN_COMPAT_PROVIDERS: dict[str, CompatProvider] = {
-    "deepseek": CompatProvider("https://api.deepseek.com/v1", "DEEPSEEK_API_KEY"),
-    # International (Singapore) endpoint; mainland accounts use https://dashscope.aliyuncs.com/compatible-mode/v1
-    "qwen": CompatProvider("https://dashscope-intl.aliyuncs.com/compatible-mode/v1", "DASHSCOPE_API_KEY"),
-    # International endpoint; mainland accounts use https://api.moonshot.cn/v1
-    "moonshot": CompatProvider("https://api.moonshot.ai/v1", "MOONSHOT_API_KEY"),
-    # Z.ai international; mainland (bigmodel.cn) accounts use https://open.bigmodel.cn/api/paas/v4
-    "zhipu": CompatProvider("https://api.z.ai/api/paas/v4", "ZAI_API_KEY"),
-    "gemini": CompatProvider("https://generativelanguage.googleapis.com/v1beta/openai", "GEMINI_API_KEY"),
-}
 
 
 def _m(

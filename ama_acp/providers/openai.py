@@ -39,6 +39,7 @@ from ama_acp.providers.base import (
     ThinkingDelta,
     ToolCallEvent,
 )
+from ama_acp.providers.endpoints import DIALECT_HOME, is_home_key
 from ama_acp.providers.http import (
     MAX_DETAIL,
     HttpStream,
@@ -56,8 +57,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
-DEFAULT_KEY_ENV = "OPENAI_API_KEY"
+_HOME = DIALECT_HOME["openai"]  # the endpoint and key variable when none is given
 
 _STOPS: dict[str, StopKind] = {
     "stop": "end_turn",
@@ -337,7 +337,7 @@ class OpenAIProvider:
         name: str = "openai",
         base_url: str | None = None,
         api_key: str | None = None,
-        api_key_env: str | None = DEFAULT_KEY_ENV,  # None: no variable is named (a local server)
+        api_key_env: str | None = _HOME.api_key_env,  # None: no variable is named (a local server)
         reasoning: bool = False,
         timeout: float = 600.0,
         max_retries: int = 4,
@@ -346,7 +346,7 @@ class OpenAIProvider:
         transport: httpx.AsyncBaseTransport | None = None,  # tests: httpx.MockTransport instead of the network
     ):
         self.name = name
-        self.base_url = (base_url or DEFAULT_BASE_URL).rstrip("/")
+        self.base_url = (base_url or _HOME.base_url).rstrip("/")
         self.reasoning = reasoning
         self.official = is_official(self.base_url)
         all_headers = {"content-type": "application/json", "accept": "text/event-stream", **(headers or {})}
@@ -358,7 +358,9 @@ class OpenAIProvider:
             headers=all_headers,
             timeout=timeout,
             retry=retry or RetryPolicy(max_retries=max_retries),
-            key=KeyHint(env=api_key_env, has_key=bool(api_key), provider=name, builtin=api_key_env == DEFAULT_KEY_ENV),
+            key=KeyHint(
+                env=api_key_env, has_key=bool(api_key), provider=name, builtin=is_home_key("openai", api_key_env)
+            ),
             secret=api_key,
             transport=transport,
         )

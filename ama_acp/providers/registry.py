@@ -1,33 +1,22 @@
-"""Provider kind → implementation. Environment and config resolution belong to the caller (resolve.py);
-this only builds the object. Implementations are imported on demand so the unused ones cost nothing."""
+"""Provider kind → implementation: the one place an HTTP provider object is built. Reading the config and
+the environment belongs to the caller (resolve.py); this only builds. The dialect modules are imported on
+demand so the unused one costs nothing."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, get_args
 
 from ama_acp.config import ConfigError
 from ama_acp.providers.base import Provider
+from ama_acp.providers.endpoints import Dialect, key_env
 from ama_acp.providers.http import RetryPolicy
 
-# The standard key variable of each kind, used when the caller names none for the built-in provider.
-STANDARD_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
-
-
-def _openai(**kw: Any) -> Provider:
+if TYPE_CHECKING:
+    from ama_acp.providers.anthropic import AnthropicProvider
     from ama_acp.providers.openai import OpenAIProvider
 
-    return OpenAIProvider(**kw)
-
-
-def _anthropic(**kw: Any) -> Provider:
-    from ama_acp.providers.anthropic import AnthropicProvider
-
-    return AnthropicProvider(**kw)
-
-
-# "scripted" is built by resolve.py from its script file; add HTTP dialects here.
-FACTORIES: dict[str, Callable[..., Provider]] = {"openai": _openai, "anthropic": _anthropic}
+# "scripted" is built by resolve.py from its script file; add HTTP dialects to `Dialect` and `_dialect`.
+KINDS: tuple[Dialect, ...] = get_args(Dialect)
 
 
 def make_provider(
@@ -44,21 +33,29 @@ def make_provider(
     headers: dict[str, str] | None = None,
 ) -> Provider:
     """Build the provider for `kind`. `base_url` None means the kind's public endpoint. `api_key_env` is
-    only named in error messages (the key itself comes in `api_key`); None for the built-in provider of
-    that kind means its standard variable. `retry` overrides `max_retries` (tests pass a fast backoff)."""
-    factory = FACTORIES.get(kind)
-    if factory is None:
-        raise ConfigError(f"provider kind {kind!r} is not one of {', '.join(sorted(FACTORIES))}")
-    if api_key_env is None and name == kind:
-        api_key_env = STANDARD_KEY_ENV.get(kind)
-    return factory(
+    only named in error messages (the key itself comes in `api_key`); None for a built-in provider means its
+    own variable (endpoints.py). `retry` overrides `max_retries` (tests pass a fast backoff)."""
+    dialect = _dialect(kind)
+    return dialect(
         name=name,
         base_url=base_url,
         api_key=api_key,
-        api_key_env=api_key_env,
+        api_key_env=key_env(name, api_key_env),
         reasoning=model_reasoning,
         timeout=timeout,
-        max_retries=max_retries,
-        retry=retry,
+        retry=retry or RetryPolicy(max_retries=max_retries),
         headers=headers or None,
     )
+
+
+def _dialect(kind: str) -> type[OpenAIProvider] | type[AnthropicProvider]:
+    """The class of a dialect, imported now (both take the same keyword arguments)."""
+    if kind == "anthropic":
+        from ama_acp.providers.anthropic import AnthropicProvider
+
+        return AnthropicProvider
+    if kind == "openai":
+        from ama_acp.providers.openai import OpenAIProvider
+
+        return OpenAIProvider
+    raise ConfigError(f"provider kind {kind!r} is not one of {', '.join(sorted(KINDS))}")

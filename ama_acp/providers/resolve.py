@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import AsyncIterator, Callable, Mapping
 
 from ama_acp.config import Config, ConfigError, ProviderConfig
 from ama_acp.providers import base as pb
-from ama_acp.providers.catalog import BUILTIN_COMPAT_PROVIDERS, ModelInfo
+from ama_acp.providers.catalog import ModelInfo
+from ama_acp.providers.endpoints import BUILTIN_ENDPOINTS, key_env
 
 log = logging.getLogger(__name__)
 
-BUILTIN_KEYS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
-BUILTIN_BASE_ENV = {"openai": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}
+# The model to start with when a built-in provider's key is set and nothing names a model, in this order.
 DEFAULT_MODELS = {"anthropic": "anthropic/claude-sonnet-4-5", "openai": "openai/gpt-5"}
 FALLBACK_MODEL = "scripted/demo"
 
@@ -31,43 +32,46 @@ def split_model_id(model_id: str) -> tuple[str, str]:
 def provider_config(cfg: Config, provider: str) -> ProviderConfig | None:
     if provider in cfg.providers:
         return cfg.providers[provider]
-    if provider in ("openai", "anthropic", "scripted"):
+    if provider == "scripted":
         return ProviderConfig(kind=provider)
-    if provider in BUILTIN_COMPAT_PROVIDERS:
-        base_url, key_env = BUILTIN_COMPAT_PROVIDERS[provider]
-        return ProviderConfig(kind="openai", base_url=base_url, api_key_env=key_env)
+    endpoint = BUILTIN_ENDPOINTS.get(provider)
+    if endpoint is not None:
+        # base_url stays None for the home providers: their base_url_env may still override the default.
+        base_url = None if endpoint.kind == provider else endpoint.base_url
+        return ProviderConfig(kind=endpoint.kind, base_url=base_url, api_key_env=endpoint.api_key_env)
     return None
 
 
 def api_key_env(provider: str, pcfg: ProviderConfig) -> str | None:
-    return pcfg.api_key_env or BUILTIN_KEYS.get(provider)
+    return key_env(provider, pcfg.api_key_env)
 
 
-def has_credentials(cfg: Config, provider: str, env: dict[str, str] | None = None) -> bool:
+def has_credentials(cfg: Config, provider: str, env: Mapping[str, str] | None = None) -> bool:
     env = os.environ if env is None else env
     pcfg = provider_config(cfg, provider)
     if pcfg is None:
         return False
     if pcfg.kind == "scripted":
         return True
-    key_env = api_key_env(provider, pcfg)
-    if key_env is None:  # a local endpoint configured without a key
+    variable = api_key_env(provider, pcfg)
+    if variable is None:  # a local endpoint configured without a key
         return provider in cfg.providers
-    return bool(env.get(key_env))
+    return bool(env.get(variable))
 
 
-def choose_model(cfg: Config, cli_model: str | None, env: dict[str, str] | None = None) -> tuple[str, str]:
+def choose_model(cfg: Config, cli_model: str | None, env: Mapping[str, str] | None = None) -> tuple[str, str]:
     """The model to start with and where the choice came from."""
-    env = dict(os.environ) if env is None else env
+    env = os.environ if env is None else env
     if cli_model:
         return cli_model, "--model"
     if env.get("AMA_MODEL"):
         return env["AMA_MODEL"], "AMA_MODEL"
     if cfg.model:
         return cfg.model, "config"
-    for provider in ("anthropic", "openai"):
-        if env.get(BUILTIN_KEYS[provider]):
-            return DEFAULT_MODELS[provider], f"{BUILTIN_KEYS[provider]} is set"
+    for provider, model in DEFAULT_MODELS.items():
+        variable = BUILTIN_ENDPOINTS[provider].api_key_env
+        if env.get(variable):
+            return model, f"{variable} is set"
     return FALLBACK_MODEL, "no model configured and no API key found: using the bundled offline demo script"
 
 
@@ -75,11 +79,11 @@ def make_provider(
     cfg: Config,
     model_id: str,
     info: ModelInfo | None = None,
-    estimate_request=None,
-    env: dict[str, str] | None = None,
+    estimate_request: Callable[[pb.ModelRequest], int] | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> pb.Provider:
     """A provider for the model; configuration problems come back as a provider that fails with a message."""
-    env = dict(os.environ) if env is None else env
+    env = os.environ if env is None else env
     try:
         provider, name = split_model_id(model_id)
     except ModelError as exc:
@@ -88,9 +92,8 @@ def make_provider(
     if pcfg is None:
         return FailingProvider(
             "config",
-            f"Unknown provider {provider!r} in model id {model_id!r}. Built-in providers: openai, anthropic, "
-            f"scripted, {', '.join(sorted(BUILTIN_COMPAT_PROVIDERS))}; others go in the config file under "
-            f"[providers.{provider}].",
+            f"Unknown provider {provider!r} in model id {model_id!r}. Built-in providers: "
+            f"{', '.join([*BUILTIN_ENDPOINTS, 'scripted'])}; others go in the config file under [providers.{provider}].",
         )
     if pcfg.kind == "scripted":
         from ama_acp.providers.scripted import ScriptedProvider, ScriptError, load_script, resolve_script
@@ -104,15 +107,17 @@ def make_provider(
         return ScriptedProvider(script, estimate_request)
     from ama_acp.providers.registry import make_provider as make_http_provider
 
-    key_env = api_key_env(provider, pcfg)
-    api_key = env.get(key_env) if key_env else None
-    base_url = pcfg.base_url or env.get(BUILTIN_BASE_ENV.get(provider, ""), "") or None
+    variable = api_key_env(provider, pcfg)
+    api_key = env.get(variable) if variable else None
+    endpoint = BUILTIN_ENDPOINTS.get(provider)
+    base_env = endpoint.base_url_env if endpoint else None
+    base_url = pcfg.base_url or (env.get(base_env) if base_env else None) or None
     return make_http_provider(
         pcfg.kind,
         name=provider,
         base_url=base_url,
         api_key=api_key,
-        api_key_env=key_env,
+        api_key_env=variable,
         model_reasoning=bool(info and info.reasoning),
         timeout=pcfg.timeout,
         max_retries=pcfg.max_retries,
@@ -125,8 +130,8 @@ class FailingProvider:
 
     name = "unavailable"
 
-    def __init__(self, kind: str, message: str) -> None:
-        self._failure = pb.Failure(kind, message)  # type: ignore[arg-type]
+    def __init__(self, kind: pb.FailureKind, message: str) -> None:
+        self._failure = pb.Failure(kind, message)
 
-    async def stream(self, request: pb.ModelRequest):
+    async def stream(self, request: pb.ModelRequest) -> AsyncIterator[pb.ProviderEvent]:
         yield self._failure

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import os
 import tomllib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -87,8 +87,8 @@ def bundled_script(name: str) -> Path | None:
     return Path(str(ref)) if ref.is_file() else None
 
 
-def resolve_script(name: str, configured: dict[str, str], env: dict[str, str] | None = None) -> Path:
-    env = dict(os.environ) if env is None else env
+def resolve_script(name: str, configured: Mapping[str, str], env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
     if name in configured:
         return Path(configured[name]).expanduser()
     if env.get("AMA_SCRIPT"):

@@ -7,9 +7,11 @@ import pytest
 from ama_acp.config import ModelEntry, Price, parse_config
 from ama_acp.context.billing import Billing
 from ama_acp.conversation.messages import Usage
-from ama_acp.providers.catalog import BUILTIN_COMPAT_PROVIDERS, BUILTIN_MODELS, Catalog, price_for
+from ama_acp.providers.catalog import BUILTIN_MODELS, Catalog, price_for
+from ama_acp.providers.endpoints import BUILTIN_ENDPOINTS
 
 BUILTIN_PROVIDERS = {"openai", "anthropic", "scripted"}
+COMPAT = {name for name, e in BUILTIN_ENDPOINTS.items() if name != e.kind}
 
 
 def test_catalog_has_the_pinned_and_requested_ids() -> None:
@@ -49,7 +51,7 @@ def test_catalog_has_the_pinned_and_requested_ids() -> None:
 @pytest.mark.parametrize("info", BUILTIN_MODELS, ids=lambda m: m.id)
 def test_every_builtin_model_is_well_formed(info) -> None:
     assert info.id == f"{info.provider}/{info.id.partition('/')[2]}"
-    assert info.provider in BUILTIN_PROVIDERS | set(BUILTIN_COMPAT_PROVIDERS)
+    assert info.provider in BUILTIN_PROVIDERS | COMPAT
     assert info.source, "every family says where its figures come from"
     assert info.context_window and info.context_window > 0
     if info.max_output is not None:
@@ -58,11 +60,14 @@ def test_every_builtin_model_is_well_formed(info) -> None:
     assert list(info.price_tiers) == sorted(info.price_tiers, key=lambda t: t.above)
 
 
-def test_compat_providers_have_base_url_and_key_env() -> None:
-    assert set(BUILTIN_COMPAT_PROVIDERS) == {"deepseek", "qwen", "moonshot", "zhipu", "gemini"}
-    for base_url, key_env in BUILTIN_COMPAT_PROVIDERS.values():
-        assert base_url.startswith("https://") and not base_url.endswith("/")
-        assert key_env.isupper() and key_env.endswith("_API_KEY")
+def test_builtin_endpoints_have_base_url_and_key_env() -> None:
+    assert COMPAT == {"deepseek", "qwen", "moonshot", "zhipu", "gemini"}
+    for name, endpoint in BUILTIN_ENDPOINTS.items():
+        assert endpoint.kind in ("openai", "anthropic"), name
+        assert endpoint.base_url.startswith("https://") and not endpoint.base_url.endswith("/")
+        assert endpoint.api_key_env.isupper() and endpoint.api_key_env.endswith("_API_KEY")
+    assert BUILTIN_ENDPOINTS["openai"].api_key_env == "OPENAI_API_KEY"
+    assert BUILTIN_ENDPOINTS["anthropic"].api_key_env == "ANTHROPIC_API_KEY"
 
 
 def test_long_context_variant_same_api_model_with_beta_header() -> None:

@@ -10,8 +10,7 @@ from hypothesis import strategies as st
 
 from ama_acp import secrets
 from ama_acp.config import Config, ProviderConfig
-from ama_acp.providers.catalog import BUILTIN_COMPAT_PROVIDERS
-from ama_acp.providers.resolve import BUILTIN_KEYS
+from ama_acp.providers.endpoints import BUILTIN_ENDPOINTS
 from ama_acp.redact import REDACTED, Redactor
 from ama_acp.tools.workspace import command_env
 
@@ -68,7 +67,7 @@ def test_ordinary_names_are_not_secret(name):
 
 
 def test_every_built_in_providers_key_variable_is_secret_by_name():
-    for name in [*BUILTIN_KEYS.values(), *(p.api_key_env for p in BUILTIN_COMPAT_PROVIDERS.values())]:
+    for name in [e.api_key_env for e in BUILTIN_ENDPOINTS.values()]:
         assert secrets.is_secret_name(name), name
 
 
