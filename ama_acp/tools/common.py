@@ -13,7 +13,8 @@ from ama_acp.tools.paths import ResolvedPath
 from ama_acp.tools.regular import special_root
 from ama_acp.tools.workspace import FileStat
 
-# Above this size on either side a diff is not sent (acp-mode.md, "Details that matter").
+# Above this size on either side a diff is not sent: in bytes of UTF-8, not characters (a diff's cost on the
+# wire and in the editor is its encoded size). The one definition; test a diff with `diff_too_big`.
 DIFF_LIMIT = 256 * 1024
 
 
@@ -184,6 +185,7 @@ def count_lines(text: str) -> int:
 
 
 def diff_too_big(old: str | None, new: str) -> bool:
+    """Whether either side of a diff is over DIFF_LIMIT bytes (UTF-8): such a diff is not sent."""
     return len(new.encode("utf-8")) > DIFF_LIMIT or (old is not None and len(old.encode("utf-8")) > DIFF_LIMIT)
 
 

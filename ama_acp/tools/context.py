@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ama_acp.tools.paths import PathPolicy, ResolvedPath
 from ama_acp.tools.workspace import Workspace
@@ -13,8 +13,6 @@ class ToolContext:
     workspace: Workspace
     cwd: str  # absolute; the session's working directory
     policy: PathPolicy
-    # The session's todo list, replaced whole by todo_write: [{"content", "status", "priority"}].
-    todos: list[dict[str, str]] = field(default_factory=list)
 
     def resolve(self, path: str) -> ResolvedPath:
         return self.policy.resolve(path, self.cwd)

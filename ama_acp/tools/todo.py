@@ -59,8 +59,6 @@ class TodoTool:
             if not content:
                 raise ToolError(f"`todos[{i}].content` is empty.")
             todos.append({"content": content, "status": item["status"], "priority": item["priority"]})
-        # In place: the session holds this very list.
-        ctx.todos[:] = todos
         if not todos:
             return ToolResult(text="The plan is now empty.", plan=[])
         lines = [f"{_MARK[t['status']]} {t['content']}" for t in todos]
