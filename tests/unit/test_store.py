@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from ama_acp.conversation.messages import (
     Usage,
     UserMessage,
 )
+from ama_acp.redact import Redactor
 from ama_acp.session.entries import (
     FORMAT_VERSION,
     REPLAY_TEXT_LIMIT,
@@ -42,7 +44,6 @@ from ama_acp.session.entries import (
     TurnEntry,
     UsageEntry,
 )
-from ama_acp.redact import Redactor
 from ama_acp.session.store import (
     InvalidCursor,
     InvalidSessionId,
@@ -53,6 +54,7 @@ from ama_acp.session.store import (
     SessionStore,
     new_session_id,
 )
+from tests.support.waiting import poll_until
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -407,7 +409,10 @@ def test_id_validation(store: SessionStore, bad: str) -> None:
 def test_new_session_ids_are_unique_and_sortable() -> None:
     ids = [new_session_id() for _ in range(1000)]
     assert len(set(ids)) == 1000
-    later = (time.sleep(0.002), new_session_id())[1]
+    # An id made in a later millisecond sorts after: wait for the clock to reach one, not a fixed time.
+    first_ms = int(ids[0][4:16], 16)
+    poll_until(lambda: time.time_ns() // 1_000_000 > first_ms, 1.0, "the millisecond clock to move on")
+    later = new_session_id()
     assert later[:16] > ids[0][:16] and later.startswith("ses_")
 
 
@@ -473,36 +478,149 @@ def _check_complete(loaded) -> list[int]:
 
 
 def test_sigkill_mid_write_then_load(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A real kill at an arbitrary moment of a writer going at full speed: whatever it left loads, every entry
+    whole and in order, and the session goes on. Where the kill lands is chance (big lines make a cut line
+    likely, not certain), so the torn-tail branch is asserted both ways here and made certain below."""
     store = SessionStore(tmp_path, redactor=Redactor())
     sid = new_session_id()
     proc = _child(tmp_path, sid, -1, 1 << 18)
     path = store.path(sid)
     try:
-        deadline = time.monotonic() + 20
-        while not (path.exists() and path.stat().st_size > 0):
-            assert proc.poll() is None and time.monotonic() < deadline
-            time.sleep(0.01)
-        time.sleep(0.3)  # writing as fast as it can by now
+        # Kill once it has written a few MB (dozens of its big lines): it is mid-stream by then.
+        poll_until(
+            lambda: proc.poll() is not None or (path.exists() and path.stat().st_size > 4 << 20),
+            20,
+            "the writer to write 4 MB",
+        )
+        assert proc.poll() is None, "the writer ended before the kill"
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     assert proc.returncode == -signal.SIGKILL
 
     try:
+        ends_whole = path.read_bytes()[-1:] == b"\n"
         with caplog.at_level(logging.WARNING):
             loaded = store.read(sid)
         numbers = _check_complete(loaded)
         assert numbers == list(range(len(numbers))) and len(numbers) > 10
         assert loaded.skipped_lines == 0
-        if loaded.torn_tail:
-            assert any("torn" in r.getMessage() for r in caplog.records)
+        # Both outcomes of the race are checked: a torn tail exactly when the file does not end in a newline,
+        # and a log line exactly then.
+        assert loaded.torn_tail == (not ends_whole)
+        assert any("torn" in r.getMessage() for r in caplog.records) == loaded.torn_tail
         # Whatever the kill left, the session can go on.
         with store.open_writer(sid) as w:
             w.append(_user("0:0:"))
         again = store.read(sid)
         assert not again.torn_tail and len(again.messages) == len(numbers) + 1
     finally:
-        path.unlink(missing_ok=True)  # it grows at disk speed: often 100 MB in 0.3 s
+        path.unlink(missing_ok=True)  # it grows at disk speed
+
+
+# A writer killed in the middle of one line, deterministically: the child runs the real SessionWriter, but its
+# os.write for the last entry writes only the first KEEP bytes (what the kernel had taken when the kill came),
+# says so on stdout and blocks until the parent SIGKILLs it, before the writer could cut the partial line off.
+_CUT_CHILD = textwrap.dedent(
+    """
+    import os
+    import sys
+    from ama_acp.conversation.messages import TextPart, UserMessage
+    from ama_acp.session.entries import Header, MessageEntry
+    from ama_acp.session.store import SessionStore
+
+    data_dir, session_id, keep = sys.argv[1], sys.argv[2], sys.argv[3]
+    w = SessionStore(data_dir, fsync="never").create(Header(session_id=session_id, cwd="/work"))
+    for i in range(3):
+        w.append(MessageEntry(message=UserMessage(content=[TextPart(f"whole {i}")])))
+    real_write = os.write
+
+    def cut_short(fd, data):
+        n = {"first": 1, "half": len(data) // 2, "all-but-newline": len(data) - 1}[keep]
+        real_write(fd, bytes(data[:n]))
+        sys.stdout.write(f"cut {n} of {len(data)}\\n")
+        sys.stdout.flush()
+        sys.stdin.buffer.read()  # blocks until the kill (the parent holds stdin open)
+        raise SystemExit("not killed")
+
+    os.write = cut_short
+    w.append(MessageEntry(message=UserMessage(content=[TextPart("cut short " + "x" * 300)])))
+    """
+)
+
+
+@pytest.mark.parametrize("keep", ["first", "half", "all-but-newline"])
+def test_sigkill_mid_line_leaves_a_torn_tail_that_loads(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, keep: str
+) -> None:
+    store = SessionStore(tmp_path, redactor=Redactor())
+    sid = new_session_id()
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _CUT_CHILD, str(tmp_path), sid, keep],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stdin is not None
+    try:
+        ready = poll_until(lambda: select.select([proc.stdout], [], [], 0.05)[0], 20, "the child to cut its line")
+        assert ready
+        said = proc.stdout.readline().decode()
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        proc.stdin.close()
+        proc.stdout.close()
+    assert proc.returncode == -signal.SIGKILL
+    assert said.startswith("cut "), said
+    kept, total = int(said.split()[1]), int(said.split()[3])
+
+    path = store.path(sid)
+    raw = path.read_bytes()
+    assert raw.count(b"\n") == 4  # the header and three whole entries
+    assert len(raw) - (raw.rindex(b"\n") + 1) == kept < total  # then exactly the bytes the kill left
+    with caplog.at_level(logging.WARNING):
+        loaded = store.read(sid)
+    assert loaded.torn_tail and loaded.skipped_lines == 0
+    assert [m.content[0].text for m in loaded.messages] == ["whole 0", "whole 1", "whole 2"]
+    assert any("torn last line" in r.getMessage() and str(path) in r.getMessage() for r in caplog.records)
+
+    caplog.clear()
+    with caplog.at_level(logging.WARNING), store.open_writer(sid) as w:
+        w.append(_user("after the crash"))
+    assert any("cut off a torn last line" in r.getMessage() for r in caplog.records)
+    again = store.read(sid)
+    assert not again.torn_tail and again.skipped_lines == 0
+    assert [m.content[0].text for m in again.messages] == ["whole 0", "whole 1", "whole 2", "after the crash"]
+
+
+def test_every_cut_of_the_last_line_is_a_torn_tail(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A crash can stop a line at any byte: cut a real file at every offset inside its last line (up to and
+    including the whole line without its newline) and load each one."""
+    store = SessionStore(tmp_path / "src")
+    header = _header()
+    with store.create(header) as w:
+        w.append(_user("one"))
+        w.append(_user("two"))
+        w.append(MessageEntry(message=AssistantMessage(content=[TextPart('three "quoted" \\ é')])))
+    whole = store.path(header.session_id).read_bytes()
+    start = whole.rindex(b"\n", 0, len(whole) - 1) + 1  # first byte of the last line
+    assert whole.endswith(b"\n") and len(whole) - start > 40
+    cuts = SessionStore(tmp_path / "cut")
+    target = cuts.path(header.session_id)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    for end in range(start + 1, len(whole)):
+        target.write_bytes(whole[:end])
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            loaded = cuts.read(header.session_id)
+        assert loaded.torn_tail, end
+        assert loaded.skipped_lines == 0, end
+        assert [m.content[0].text for m in loaded.messages] == ["one", "two"], end
+        assert any(f"torn last line at byte offset {start}" in r.getMessage() for r in caplog.records), end
+    target.write_bytes(whole)
+    assert not cuts.read(header.session_id).torn_tail
 
 
 def test_two_processes_append_to_different_sessions(tmp_path: Path) -> None:
