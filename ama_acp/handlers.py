@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ama_acp import __version__
+from ama_acp.config import Config
 from ama_acp.rpc.dispatch import Dispatcher, defer
 from ama_acp.rpc.errors import AcpError
 from ama_acp.wire import types as w
+
+if TYPE_CHECKING:  # built on first use (startup time): for annotations only
+    from ama_acp.session.lifecycle import Lifecycle
+    from ama_acp.session.manager import ClientPeer, SessionManager
 
 log = logging.getLogger(__name__)
 
@@ -19,15 +24,15 @@ class Handlers:
     """`initialize` must not wait for the session machinery: the manager (and everything it imports) is
     built on first use, while server.py preloads its modules in a thread after startup."""
 
-    def __init__(self, config: Any, peer: Any, model_id: str) -> None:
+    def __init__(self, config: Config, peer: ClientPeer, model_id: str) -> None:
         self._args = (config, peer, model_id)
-        self._manager: Any = None
-        self._lifecycle: Any = None
+        self._manager: SessionManager | None = None
+        self._lifecycle: Lifecycle | None = None
         self.initialized = False
         self.client_caps = w.ClientCapabilities()
 
     @property
-    def m(self) -> Any:
+    def m(self) -> SessionManager:
         if self._manager is None:
             from ama_acp.session.manager import SessionManager
 
@@ -37,7 +42,7 @@ class Handlers:
         return self._manager
 
     @property
-    def lifecycle(self) -> Any:
+    def lifecycle(self) -> Lifecycle:
         if self._lifecycle is None:
             from ama_acp.session.lifecycle import Lifecycle
 

@@ -6,6 +6,7 @@ The log is private like the sessions: the directory 0700, the files 0600 (they h
 
 from __future__ import annotations
 
+import io
 import logging
 import logging.handlers
 import os
@@ -34,14 +35,17 @@ class _PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
     """Every log file it opens (the first, and each one after a rollover) is created 0600, and an existing
     one made 0600, before anything is written to it."""
 
-    def _open(self):  # type: ignore[override]
+    def _open(self) -> io.TextIOWrapper:
         fd = os.open(self.baseFilename, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             os.fchmod(fd, 0o600)
         except OSError:
             os.close(fd)
             raise
-        return open(fd, self.mode, encoding=self.encoding, errors=self.errors)
+        # A text mode (logging opens its files so): open() gives a TextIOWrapper.
+        stream = open(fd, self.mode, encoding=self.encoding, errors=self.errors)
+        assert isinstance(stream, io.TextIOWrapper)
+        return stream
 
 
 def setup_logging(data_dir: str, level: str = "warning") -> None:

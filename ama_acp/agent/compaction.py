@@ -64,8 +64,7 @@ def build_inventory(messages: list[Message]) -> str:
             for call in m.tool_calls:
                 calls[call.id] = call
         elif isinstance(m, ToolResultMessage):
-            call = calls.get(m.tool_call_id)
-            args = _args(call)
+            args = _args(calls.get(m.tool_call_id))
             path = args.get("path") if isinstance(args.get("path"), str) else None
             if path:
                 files.setdefault(path, Counter())[m.name] += 1

@@ -362,7 +362,9 @@ class _PartialMessage:
     def finish_partial(self, stop: str) -> AssistantMessage | None:
         self._flush_text()
         self._flush_thinking()
-        kept = [p for p in self._parts if isinstance(p, TextPart) and p.text]
+        kept: list[TextPart | ThinkingPart | ToolCallPart] = [
+            p for p in self._parts if isinstance(p, TextPart) and p.text
+        ]
         if not kept:
             return None
         return AssistantMessage(content=kept, stop=stop)

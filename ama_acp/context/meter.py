@@ -234,12 +234,15 @@ class ContextMeter:
             return self._cached
         if self._source == USAGE and self._anchor is not None:
             used = self._anchor + self._trailing
-            usage_part, trailing_part = self._anchor, self._trailing
+            usage_part: int | None = self._anchor
+            trailing_part: int | None = self._trailing
         else:
             used = self.estimate_total()
             usage_part = trailing_part = None
         window = self._window
-        percent = auto_compact_at = prune_at = None
+        percent: float | None = None
+        auto_compact_at: int | None = None
+        prune_at: int | None = None
         if window is not None:
             percent = min(100.0, round(used * 100 / window, 1))
             room = window - self._reserve

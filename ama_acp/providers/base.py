@@ -7,7 +7,7 @@ agent loop has one place that decides what a person sees. Retries with backoff h
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Literal, Protocol
 
 import msgspec
@@ -76,6 +76,6 @@ ProviderEvent = TextDelta | ThinkingDelta | ToolCallEvent | Finished | Failure |
 class Provider(Protocol):
     name: str
 
-    def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
+    def stream(self, request: ModelRequest) -> AsyncGenerator[ProviderEvent, None]:
         """Stream one model request. Ends with exactly one `Finished` or `Failure`."""
         ...

@@ -118,10 +118,12 @@ class SessionContext:
             self.billing = Billing(msgspec.convert(billing, BillingState))
 
     def meter_state(self) -> dict[str, Any]:
-        return msgspec.to_builtins(self.meter.state())
+        state: dict[str, Any] = msgspec.to_builtins(self.meter.state())  # a Struct encodes as an object
+        return state
 
     def billing_state(self) -> dict[str, Any]:
-        return msgspec.to_builtins(self.billing.state())
+        state: dict[str, Any] = msgspec.to_builtins(self.billing.state())
+        return state
 
     # --- outputs ------------------------------------------------------------------------------------------
 
@@ -159,7 +161,7 @@ class SessionContext:
         f = self.figures()
         t = self.billing.totals()
         billed = {_camel(k): v for k, v in msgspec.to_builtins(t).items() if v is not None}
-        context = {"source": f.source, "tier": f.tier}
+        context: dict[str, str | int] = {"source": f.source, "tier": f.tier}
         for key, value in (
             ("usageTokens", f.usage_tokens),
             ("trailingTokens", f.trailing_tokens),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -21,7 +21,11 @@ from ama_acp.permissions import Approvals, decide, deny_reason, path_problem
 from ama_acp.rpc.errors import ClientError
 from ama_acp.session.updates import DIFF_LIMIT, locations
 from ama_acp.tools.base import FileDiff, Location, ToolError
+from ama_acp.tools.context import ToolContext
 from ama_acp.wire import types as w
+
+if TYPE_CHECKING:
+    from ama_acp.session.session import Session
 
 log = logging.getLogger(__name__)
 
@@ -34,14 +38,8 @@ REJECTED_FOR_MODEL = "The user rejected this tool call. Do not retry it; ask the
 REJECTED_FOR_PERSON = "You rejected this call."
 
 
-class Previewing(Protocol):
-    """A tool that can say what a call would change before it runs (for the permission request)."""
-
-    async def preview(self, args: dict[str, Any], ctx: Any) -> list[FileDiff] | None: ...
-
-
 class Approver:
-    def __init__(self, session: Any) -> None:
+    def __init__(self, session: Session) -> None:
         self.s = session
         self.memory = Approvals()
 
@@ -178,15 +176,10 @@ class Approver:
         return content
 
     async def _preview(self, name: str, args: dict[str, Any]) -> list[FileDiff] | None:
-        tool = self.s.rt.tool(name)
-        preview = getattr(tool, "preview", None)
-        if preview is not None:
-            tool_preview: Previewing = tool
-            return await tool_preview.preview(args, self.s.tool_ctx)
         return await _preview_file_change(name, args, self.s.tool_ctx)
 
 
-async def _preview_file_change(name: str, args: dict[str, Any], ctx: Any) -> list[FileDiff] | None:
+async def _preview_file_change(name: str, args: dict[str, Any], ctx: ToolContext) -> list[FileDiff] | None:
     """edit_file and write_file computed in memory the way they will run (until the tools offer `preview`).
     None when there is nothing to show: bad arguments, a missing or binary file (the tool will say so)."""
     from ama_acp.tools.edit import apply_edits

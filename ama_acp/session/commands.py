@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ama_acp.conversation.messages import TextPart, UserMessage
 from ama_acp.session.entries import CommandEntry, CommandOutputEntry
 from ama_acp.wire import types as w
 
-Command = Callable[[Any], Awaitable[str]]
+if TYPE_CHECKING:
+    from ama_acp.session.session import Session
+
+Command = Callable[["Session"], Awaitable[str]]
+Run = Callable[["Session", str], Awaitable[str]]
 
 
 class Commands:
     def __init__(self) -> None:
-        self._table: dict[str, tuple[str, str | None, Callable[[Any, str], Awaitable[str]]]] = {}
+        self._table: dict[str, tuple[str, str | None, Run]] = {}
 
-    def add(self, name: str, description: str, hint: str | None, run: Callable[[Any, str], Awaitable[str]]) -> None:
+    def add(self, name: str, description: str, hint: str | None, run: Run) -> None:
         self._table[name] = (description, hint, run)
 
     def available(self) -> list[w.AvailableCommand]:
@@ -37,25 +41,25 @@ class Commands:
         run = entry[2]
         argument = rest.strip()
 
-        async def call(session: Any) -> str:
+        async def call(session: Session) -> str:
             session.persist(CommandEntry(text=first.text))  # so session/load replays the command and its output
             return await run(session, argument)
 
         return call
 
 
-async def say(session: Any, text: str) -> None:
+async def say(session: Session, text: str) -> None:
     session.persist(CommandOutputEntry(text=text))
     await session.send(w.AgentMessageChunk(content=w.TextContent(text=text)))
 
 
-async def context_command(session: Any, _arg: str) -> str:
+async def context_command(session: Session, _arg: str) -> str:
     """S3: the meter's figures for a person, with a breakdown by kind."""
     await say(session, session.ctx.describe())
     return "end_turn"
 
 
-async def model_command(session: Any, arg: str) -> str:
+async def model_command(session: Session, arg: str) -> str:
     if not arg:
         lines = [f"Current model: `{session.model_id}`", "", "Available:"]
         for mid, name in session.rt.model_choices(session.model_id):
@@ -74,7 +78,7 @@ async def model_command(session: Any, arg: str) -> str:
     return "end_turn"
 
 
-async def compact_command(session: Any, arg: str) -> str:
+async def compact_command(session: Session, arg: str) -> str:
     await session.rt.compact(session, manual=True, instructions=arg)
     return "end_turn"
 

@@ -10,8 +10,8 @@ written by a newer ama never makes a whole entry unreadable.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 import typing
+from datetime import UTC, datetime
 from typing import Any
 
 import msgspec

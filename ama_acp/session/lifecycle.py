@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ama_acp.rpc.dispatch import defer
 from ama_acp.rpc.errors import SESSION_BUSY, AcpError
@@ -14,16 +14,19 @@ from ama_acp.session.restore import replay_updates, restore
 from ama_acp.session.session import Session
 from ama_acp.wire import types as w
 
+if TYPE_CHECKING:
+    from ama_acp.session.manager import SessionManager
+
 log = logging.getLogger(__name__)
 
 PAGE_SIZE = 50
 
 
 class Lifecycle:
-    def __init__(self, manager: Any) -> None:
+    def __init__(self, manager: SessionManager) -> None:
         self.m = manager
 
-    async def _open(self, session_id: str, cwd: str, additional: list[str] | None) -> tuple[Session, Any]:
+    async def _open(self, session_id: str, cwd: str, additional: list[str] | None) -> tuple[Session, st.LoadedSession]:
         live = self.m.sessions.get(session_id)
         if live is not None:
             if live.busy:

@@ -21,7 +21,7 @@ import secrets
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 import msgspec
 
@@ -29,6 +29,8 @@ from ama_acp.errors import StoreError
 from ama_acp.session.entries import DirectoriesEntry, Header, TitleEntry
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 INDEX_NAME = "index.json"
 _INDEX_VERSION = 1
@@ -233,7 +235,7 @@ def _scan(path: Path, prev: _Cached | None, st: os.stat_result) -> _Cached:
     return rec
 
 
-def _last_line(buf: bytes, cut: int, marker: bytes, decoder: msgspec.json.Decoder) -> Any:
+def _last_line(buf: bytes, cut: int, marker: bytes, decoder: msgspec.json.Decoder[T]) -> T | None:
     i = buf.rfind(marker, 0, cut + 1)
     while i >= 0:
         end = buf.index(b"\n", i + 1)

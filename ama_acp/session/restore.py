@@ -18,7 +18,7 @@ import logging
 import os
 import stat
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -40,6 +40,10 @@ from ama_acp.session import entries as en
 from ama_acp.session import options
 from ama_acp.session.updates import plan_update, wire_line
 from ama_acp.wire import types as w
+
+if TYPE_CHECKING:
+    from ama_acp.session.session import Session
+    from ama_acp.session.store import LoadedSession
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +100,7 @@ def pair_tool_calls(messages: list[Message]) -> PairResult:
     return PairResult(out, tail, inserted, dropped)
 
 
-def _state(value: dict | None, kind: type[msgspec.Struct]) -> Any:
+def _state(value: dict[str, Any] | None, kind: type[msgspec.Struct]) -> dict[str, Any] | None:
     """A stored meter/billing state that decodes as one, else None (the caller keeps the last good one)."""
     if value is None:
         return None
@@ -107,7 +111,7 @@ def _state(value: dict | None, kind: type[msgspec.Struct]) -> Any:
     return value if _plausible(state) else None
 
 
-def _plausible(state: Any) -> bool:
+def _plausible(state: msgspec.Struct) -> bool:
     """No negative or non-finite figure: such a state was damaged, and a figure not measured is unknown."""
     for value in msgspec.structs.astuple(state):
         if isinstance(value, msgspec.Struct):
@@ -120,7 +124,7 @@ def _plausible(state: Any) -> bool:
     return True
 
 
-def _plan(entries: Any) -> list[dict[str, str]]:
+def _plan(entries: object) -> list[dict[str, str]]:
     """Plan entries as the wire takes them, whatever the file held."""
     out: list[dict[str, str]] = []
     for e in entries if isinstance(entries, list) else []:
@@ -137,7 +141,7 @@ def _plan(entries: Any) -> list[dict[str, str]]:
     return out
 
 
-def restore(session: Any, loaded: Any, handoff_dir: Path) -> list[en.Entry]:
+def restore(session: Session, loaded: LoadedSession, handoff_dir: Path) -> list[en.Entry]:
     """Apply a LoadedSession's entries to a fresh Session (no updates are sent).
 
     Returns the entries that make the file agree with the repaired context — an interrupted result (and a
@@ -146,8 +150,8 @@ def restore(session: Any, loaded: Any, handoff_dir: Path) -> list[en.Entry]:
     """
     all_messages: list[Message] = []
     context: list[Message] = []
-    meter_state: dict | None = None
-    billing_state: dict | None = None
+    meter_state: dict[str, Any] | None = None
+    billing_state: dict[str, Any] | None = None
     seen: dict[str, int] = {}
     recorded_after: dict[str, int] = {}  # provider id → messages stored before its last tool-call record
     pruned: set[int] = set()  # file indices of messages the context carries pruned
@@ -209,8 +213,7 @@ def restore(session: Any, loaded: Any, handoff_dir: Path) -> list[en.Entry]:
         repair.append(en.MessageEntry(message=result))
     session.messages = paired.messages
     session.message_total = len(all_messages) + len(paired.tail)
-    session._seen_ids = seen
-    session._sent_title = session.title
+    session.adopt_restored(seen)
     session.ctx.model_changed(session.model_id, session.model_id)  # window of the stored model
     session.ctx.restore(paired.messages, meter_state, billing_state)
     return repair
@@ -223,7 +226,7 @@ def _last_assistant_index(messages: list[Message]) -> int:
     return 0
 
 
-def _interrupted_record(session: Any, call: ToolCallPart, wire_id: str) -> en.ToolCallEntry:
+def _interrupted_record(session: Session, call: ToolCallPart, wire_id: str) -> en.ToolCallEntry:
     title, kind, raw_input = call.name, "other", None
     try:
         args = call.parsed_arguments()
@@ -245,7 +248,9 @@ def _interrupted_record(session: Any, call: ToolCallPart, wire_id: str) -> en.To
     )
 
 
-def _compacted(entry: Any, all_messages: list[Message], kept_from: int, handoff_dir: Path) -> list[Message]:
+def _compacted(
+    entry: en.CompactionEntry, all_messages: list[Message], kept_from: int, handoff_dir: Path
+) -> list[Message]:
     def read(rel: str | None) -> str:
         if not rel:
             return ""
@@ -290,7 +295,7 @@ def read_contained(folder: Path, rel: str, limit: int = MAX_HANDOFF_BYTES) -> st
     return data.decode("utf-8", errors="replace")
 
 
-def replay_updates(loaded: Any) -> list[w.SessionUpdate]:
+def replay_updates(loaded: LoadedSession) -> list[w.SessionUpdate]:
     """The conversation as the updates a live turn produced, in the original order (R66)."""
     out: list[w.SessionUpdate] = []
     n = 0
@@ -310,11 +315,11 @@ def replay_updates(loaded: Any) -> list[w.SessionUpdate]:
                             )
                         )
             elif isinstance(m, AssistantMessage):
-                for part in m.content:
-                    if isinstance(part, ThinkingPart) and part.text and not part.redacted:
-                        out.append(w.AgentThoughtChunk(content=w.TextContent(text=part.text), message_id=mid))
-                    elif isinstance(part, TextPart) and part.text:
-                        out.append(w.AgentMessageChunk(content=w.TextContent(text=part.text), message_id=mid))
+                for said in m.content:
+                    if isinstance(said, ThinkingPart) and said.text and not said.redacted:
+                        out.append(w.AgentThoughtChunk(content=w.TextContent(text=said.text), message_id=mid))
+                    elif isinstance(said, TextPart) and said.text:
+                        out.append(w.AgentMessageChunk(content=w.TextContent(text=said.text), message_id=mid))
         elif isinstance(entry, en.ToolCallEntry):
             locs = [w.ToolCallLocation(path=loc.path, line=wire_line(loc.line)) for loc in entry.locations]
             out.append(

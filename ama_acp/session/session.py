@@ -11,7 +11,7 @@ import logging
 import math
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import msgspec
@@ -34,6 +34,9 @@ from ama_acp.session.workspaces import current_tool_call, tool_context
 from ama_acp.tools.base import ToolError, ToolResult
 from ama_acp.tools.registry import run_with_deadline
 from ama_acp.wire import types as w
+
+if TYPE_CHECKING:
+    from ama_acp.session.store import SessionWriter
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +75,7 @@ class Session:
         self.todos: list[dict[str, str]] = []
         self.title: str | None = None
         self._sent_title: str | None = None
-        self.writer: Any = None
+        self.writer: SessionWriter | None = None
         self.mcp_servers: list[dict[str, Any]] = []  # recorded, not connected (docs/protocol.md)
         self.approver = Approver(self)
         self._provider: pb.Provider | None = None
@@ -100,7 +103,7 @@ class Session:
         await self.warn_unsaved()
         await self.rt.send_update(self.id, update)
 
-    def persist(self, entry: Any) -> None:
+    def persist(self, entry: en.Entry) -> None:
         if self.writer is None:
             return
         try:
@@ -151,6 +154,12 @@ class Session:
                 yield scope
         finally:
             self._graceful.pop(scope, None)
+
+    def adopt_restored(self, seen_ids: dict[str, int]) -> None:
+        """After a load (session/restore.py): the provider tool-call ids the file already used, so new wire
+        ids stay unique, and the title, which the client already has."""
+        self._seen_ids = dict(seen_ids)
+        self._sent_title = self.title
 
     @property
     def busy(self) -> bool:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ama_acp.agent import events as ev
-from ama_acp.tools.base import ToolResult
+from ama_acp.tools.base import Location, ToolResult
 from ama_acp.wire import types as w
 
 EDITOR_TEXT_LIMIT = 4096  # the editor sees the first 4 KB of a tool's text; the model gets it all
@@ -41,7 +41,7 @@ def wire_line(line: object) -> int | None:
     return None
 
 
-def locations(result_locations: list) -> list[w.ToolCallLocation]:
+def locations(result_locations: list[Location]) -> list[w.ToolCallLocation]:
     return [w.ToolCallLocation(path=loc.path, line=wire_line(loc.line)) for loc in result_locations]
 
 

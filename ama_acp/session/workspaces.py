@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from contextvars import ContextVar
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.lowlevel
@@ -17,6 +17,10 @@ from ama_acp.tools.context import ToolContext
 from ama_acp.tools.paths import PathPolicy
 from ama_acp.tools.workspace import CommandResult, LocalWorkspace
 from ama_acp.wire import types as w
+
+if TYPE_CHECKING:
+    from ama_acp.session.runtime import Runtime
+    from ama_acp.session.session import Session
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +43,7 @@ class EditorWorkspace(LocalWorkspace):
     A ClientError from the editor becomes a ToolError carrying the editor's own message (the model and the
     person read "File is locked", not "ClientError: Internal error (-32603)")."""
 
-    def __init__(self, runtime: Any, session: Any, fs_read: bool, fs_write: bool, terminal: bool) -> None:
+    def __init__(self, runtime: Runtime, session: Session, fs_read: bool, fs_write: bool, terminal: bool) -> None:
         super().__init__()
         self._rt = runtime
         self._session = session
@@ -47,7 +51,7 @@ class EditorWorkspace(LocalWorkspace):
         self._fs_write = fs_write
         self._terminal = terminal
 
-    async def _call(self, method: str, params: Any, timeout: float) -> Any:
+    async def _call(self, method: str, params: object, timeout: float) -> Any:  # the editor's raw JSON
         try:
             return await self._rt.client_request(method, params, timeout=timeout)
         except ClientError as exc:
@@ -171,11 +175,11 @@ def _signal_number(sig: Any) -> int | None:
         return -1
 
 
-def tool_context(runtime: Any, session: Any) -> ToolContext:
+def tool_context(runtime: Runtime, session: Session) -> ToolContext:
     caps = runtime.client_caps
     fs_read, fs_write, terminal = caps.fs.read_text_file, caps.fs.write_text_file, caps.terminal
     if fs_read or fs_write or terminal:
-        workspace: Any = EditorWorkspace(runtime, session, fs_read, fs_write, terminal)
+        workspace: LocalWorkspace = EditorWorkspace(runtime, session, fs_read, fs_write, terminal)
     else:
         workspace = LocalWorkspace()
     policy = PathPolicy([session.cwd, *session.additional_directories])
