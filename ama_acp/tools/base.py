@@ -5,12 +5,15 @@ runs against the local disk or the editor's buffers and terminals.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import msgspec
 
 # Re-exported (`as`): callers import it from here.
 from ama_acp.errors import ToolError as ToolError
+
+if TYPE_CHECKING:  # tools/context.py stands on the workspace; the interface need not import it
+    from ama_acp.tools.context import ToolContext
 
 # How long a tool call may take unless the tool says otherwise (tools.registry.run_with_deadline).
 DEFAULT_DEADLINE_SECONDS = 60.0
@@ -53,7 +56,7 @@ class Tool(Protocol):
 
     def locations(self, args: dict[str, Any], cwd: str) -> list[Location]: ...
 
-    async def run(self, args: dict[str, Any], ctx: Any) -> ToolResult: ...
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult: ...
 
 
 @runtime_checkable

@@ -5,10 +5,11 @@ from __future__ import annotations
 import difflib
 import functools
 import os
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar, cast
 
 from ama_acp.tools.base import FileDiff, ToolError, ToolResult
+from ama_acp.tools.context import ToolContext
 from ama_acp.tools.paths import ResolvedPath
 from ama_acp.tools.regular import special_root
 from ama_acp.tools.workspace import FileStat
@@ -252,16 +253,21 @@ async def missing_file_error(workspace: Any, path: str, cwd: str, hint: str = ""
     return ToolError(message)
 
 
-def os_errors_as_tool_errors(run: Callable[[Any, Any, Any], Awaitable[ToolResult]]):
+# A tool's `run` method: (self, args, ctx) -> ToolResult.
+_Run = TypeVar("_Run", bound=Callable[[Any, dict[str, Any], ToolContext], Coroutine[Any, Any, ToolResult]])
+
+
+def os_errors_as_tool_errors(run: _Run) -> _Run:
     """Decorate a tool's `run`: an OSError (permission denied, read-only file system, ...) reaches the model
     as a plain sentence rather than a traceback."""
 
     @functools.wraps(run)
-    async def wrapper(self: Any, args: Any, ctx: Any) -> ToolResult:
+    async def wrapper(self: object, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         try:
             return await run(self, args, ctx)
         except OSError as e:
             where = f": {display_path(os.fsdecode(e.filename), ctx.cwd)}" if e.filename else ""
             raise ToolError(f"{e.strerror or e}{where}.") from None
 
-    return wrapper
+    # The same signature as `run` (wraps copies its name and docstring; the cast says so to the checker).
+    return cast(_Run, wrapper)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-import re2
+import re2  # type: ignore[import-untyped]  # google-re2 ships neither stubs nor py.typed
 
 from ama_acp.errors import ToolError
 

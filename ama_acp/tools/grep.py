@@ -22,7 +22,7 @@ from typing import Any
 
 import anyio
 import msgspec
-import re2
+import re2  # type: ignore[import-untyped]  # google-re2 ships neither stubs nor py.typed
 from anyio.abc import Process
 
 from ama_acp.tools.base import Location, ToolError, ToolKind, ToolResult
@@ -229,14 +229,15 @@ def _take(raw: bytes, found: _Found, by_path: dict[str, _FileHits], stored: int)
     if not raw.strip():
         return stored
     try:
-        msg = msgspec.json.decode(raw)
+        msg: Any = msgspec.json.decode(raw)  # one line of ripgrep's --json output, checked below as far as used
     except msgspec.DecodeError:
+        return stored
+    if not isinstance(msg, dict) or not isinstance(data := msg.get("data"), dict):
         return stored
     kind = msg.get("type")
     if kind not in ("match", "context"):
         return stored
-    data = msg["data"]
-    is_match = kind == "match"
+    is_match: bool = kind == "match"
     if is_match:
         found.matches += 1
     # Context and matches beyond what is shown need not be kept; counting is enough.
@@ -249,10 +250,14 @@ def _take(raw: bytes, found: _Found, by_path: dict[str, _FileHits], stored: int)
     return stored + is_match
 
 
-def _rg_text(obj: dict[str, Any]) -> str:
-    if "text" in obj:
-        return obj["text"]
-    return base64.b64decode(obj.get("bytes", "")).decode("utf-8", errors="replace")
+def _rg_text(obj: Any) -> str:
+    """ripgrep's text object: {"text": ...}, or {"bytes": base64} for a name or line that is not UTF-8."""
+    if not isinstance(obj, dict):
+        return ""
+    if isinstance(text := obj.get("text"), str):
+        return text
+    data = obj.get("bytes")
+    return base64.b64decode(data).decode("utf-8", errors="replace") if isinstance(data, str) else ""
 
 
 # --- Python fallback -----------------------------------------------------------------------------------
@@ -363,7 +368,9 @@ def _search_bytes(
     return stored
 
 
-def _context_lines(data: bytes, start: int, end: int, line_no: int, context: int, kept: dict) -> None:
+def _context_lines(
+    data: bytes, start: int, end: int, line_no: int, context: int, kept: dict[int, tuple[bool, bytes]]
+) -> None:
     before_end = start - 1  # the newline ending the previous line
     for k in range(1, context + 1):
         if before_end < 0:

@@ -9,6 +9,7 @@ import anyio
 
 from ama_acp.conversation.tools import ToolSpec
 from ama_acp.tools.base import DEFAULT_DEADLINE_SECONDS, HasDeadline, Tool, ToolError, ToolResult
+from ama_acp.tools.context import ToolContext
 from ama_acp.tools.edit import EditTool
 from ama_acp.tools.glob import GlobTool
 from ama_acp.tools.grep import GrepTool
@@ -40,7 +41,7 @@ def deadline_for(tool: Tool, args: Any) -> float:
     return DEFAULT_DEADLINE_SECONDS
 
 
-async def run_with_deadline(tool: Tool, args: dict[str, Any], ctx: Any) -> ToolResult:
+async def run_with_deadline(tool: Tool, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
     """Run one tool call; past its deadline it is cancelled (its threads told to stop, its processes
     killed by their own cleanup) and the call fails with a ToolError saying so. Every tool call goes
     through here, so no tool, however it misbehaves, can hold a turn forever."""
