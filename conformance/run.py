@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,31 @@ async def expect_error(conn: AgentProcess, method: str, params: Any, code: int) 
     return False
 
 
+def kinds_of(conn: AgentProcess, sid: str) -> list[str]:
+    return [u["sessionUpdate"] for u in conn.updates_for(sid)]
+
+
+def is_parse_error(raw: str) -> bool:
+    try:
+        msg = json.loads(raw)
+    except ValueError:
+        return False
+    if not isinstance(msg, dict) or "id" not in msg or msg["id"] is not None:
+        return False
+    error = msg.get("error")
+    return isinstance(error, dict) and error.get("code") == -32700
+
+
+async def arrives(conn: AgentProcess, condition: Callable[[], bool], timeout: float = 10) -> bool:
+    """Whether `condition` comes to hold within `timeout` s (re-checked as messages arrive): a deadline for
+    something the agent must send, never a fixed pause."""
+    try:
+        await conn.wait_for(condition, timeout)
+    except TimeoutError:
+        return False
+    return True
+
+
 async def run(agent: list[str], prompt: str, cwd: str) -> int:
     report = Report()
     validator = load_validator()
@@ -58,9 +84,8 @@ async def run(agent: list[str], prompt: str, cwd: str) -> int:
         report.check("R53", bool(sid), "session/new returns a session id")
         other = await conn.request("session/new", {"cwd": cwd, "mcpServers": []}, timeout=30)
         report.check("R53", other.get("sessionId") not in ("", sid), "two sessions get two ids")
-        await anyio.sleep(0.5)
-        opened = [u["sessionUpdate"] for u in conn.updates_for(sid)]
-        report.check("E4", "usage_update" in opened, "a usage_update follows session/new (after its response)")
+        opened = await arrives(conn, lambda: "usage_update" in kinds_of(conn, sid))
+        report.check("E4", opened, "a usage_update follows session/new (after its response)")
         result = await conn.request(
             "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": prompt}]}, timeout=120
         )
@@ -76,8 +101,12 @@ async def run(agent: list[str], prompt: str, cwd: str) -> int:
         report.check("P1", all(u["used"] >= 0 and u["size"] > 0 for u in usage), "used ≥ 0 and size > 0")
         report.check("R17", await expect_error(conn, "session/no_such_method", {}, -32601), "unknown method → -32601")
         report.check("R17", await expect_error(conn, "session/new", {"mcpServers": []}, -32602), "missing cwd → -32602")
+        mark = len(conn.transcript)
         await conn.send_raw('{"jsonrpc": "2.0", "id": 999, "method": ')
-        await anyio.sleep(0.3)
+        answered = await arrives(
+            conn, lambda: any(is_parse_error(e.raw) for e in conn.transcript[mark:] if e.direction == "in")
+        )
+        report.check("R17", answered, "a line that is not JSON → -32700 with id null")
         alive = await conn.request("initialize", {"protocolVersion": 1}, timeout=10)
         report.check("R17", alive.get("protocolVersion") == 1, "after a malformed line the agent keeps serving")
         await conn.notify("session/cancel", {"sessionId": "no-such-session"})

@@ -519,8 +519,16 @@ async def test_load_session_through_official_sdk(tmp_path: Path, kind: str) -> N
                 lambda: any(u["sessionUpdate"] == "usage_update" for u in client.of(sid)[replay_done:]),
                 "the usage_update after session/load",
             )
-            await asyncio.sleep(0.2)  # anything else ama sends after opening
+            # A round trip instead of a quiet period: ama writes everything on one ordered stream, so whatever it
+            # sent for the load (replay, answer, then commands, options, the meter) is on the wire before it
+            # answers this request; then wait until the SDK has handed each of those updates to the client.
+            await step(conn.list_sessions(cwd=str(ama.workspace.resolve())), "session/list (a barrier)")
+            on_wire = sum(
+                1 for m in wire.received() if m.get("method") == "session/update" and m["params"]["sessionId"] == sid
+            )
+            await client.wait_for(lambda: len(client.of(sid)) >= on_wire, "every update ama wrote before the barrier")
             updates = client.of(sid)
+            assert len(updates) == on_wire, "the client saw updates the wire did not carry"
         assert len(server.requests) == 2, "loading a session must not call the model"
 
     replay = updates[:replay_done]

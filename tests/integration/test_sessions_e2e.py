@@ -8,7 +8,6 @@ import json
 import os
 import signal
 
-import anyio
 import pytest
 
 from ama_acp.client.connection import ClientOptions
@@ -203,7 +202,9 @@ async def test_sigkill_mid_reply_then_load(tmp_path):
         await conn.start_request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "second"}]})
         await conn.wait_for(lambda: len(conn.updates_for(sid, "agent_message_chunk")) > 20)
         os.kill(conn.pid, signal.SIGKILL)
-        await anyio.sleep(0.2)
+        # Wait for the kill itself (close() waits for the exit), not a fixed time: the second process must
+        # not open the file while the first could still be writing it.
+        assert await conn.close() == -signal.SIGKILL
     async with run_ama(ama, "--model", "scripted/s", env=env) as conn:
         await conn.initialize()
         await conn.request("session/load", {"sessionId": sid, "cwd": str(ama.workspace), "mcpServers": []})
