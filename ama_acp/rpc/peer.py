@@ -12,16 +12,19 @@ import itertools
 import logging
 import math
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TypeVarTuple
 
 import anyio
 import msgspec
 from anyio.abc import ByteReceiveStream, ByteSendStream, TaskGroup
 
+from ama_acp.errors import ProtocolError
 from ama_acp.rpc.dispatch import (
     Dispatcher,
     Invalid,
+    JSONObject,
+    JSONValue,
     Notification,
     Request,
     RequestId,
@@ -31,7 +34,7 @@ from ama_acp.rpc.dispatch import (
     classify_too_deep,
     is_request_id,
 )
-from ama_acp.rpc.errors import UNEXPECTED, AcpError, ClientError, clip
+from ama_acp.rpc.errors import REQUEST_CANCELLED, UNEXPECTED, AcpError, ClientError, clip
 from ama_acp.rpc.framing import LineTooLong, LineWriter, read_lines
 
 log = logging.getLogger(__name__)
@@ -43,8 +46,14 @@ _decoder = msgspec.json.Decoder()
 # late rather than unknown. Bounded: a client that never answers must not grow it forever.
 _ABANDONED_KEPT = 1024
 
+# What ama sends as `params` (and the messages it writes): a wire Struct, or a mapping whose values msgspec
+# encodes (they may hold Structs themselves). A value msgspec cannot encode is a bug in ama.
+Params = msgspec.Struct | Mapping[str, object]
 
-class PeerClosed(Exception):
+Ts = TypeVarTuple("Ts")
+
+
+class PeerClosed(ProtocolError):
     """The connection ended before the client answered."""
 
 
@@ -53,7 +62,7 @@ class _Pending:
 
     def __init__(self, method: str) -> None:
         self.event = anyio.Event()
-        self.result: Any = None
+        self.result: JSONValue = None
         self.error: ClientError | None = None
         self.method = method
 
@@ -66,25 +75,27 @@ class Peer:
         self._ids = itertools.count(1)
         self._pending: dict[int, _Pending] = {}
         self._abandoned: OrderedDict[int, str] = OrderedDict()
-        self._running: dict[str | int, tuple[str, dict[str, Any], anyio.CancelScope]] = {}
+        self._running: dict[str | int, tuple[str, JSONObject, anyio.CancelScope]] = {}
         self.closed = False
         # The prompt handler turns a `$/cancel_request` on its request into a session cancel (R25):
         # called with (method, params); True means handled.
-        self.on_cancel_request: Callable[[str, dict[str, Any]], bool] | None = None
+        self.on_cancel_request: Callable[[str, JSONObject], bool] | None = None
 
     # --- output ------------------------------------------------------------------------------------------
 
-    async def send_message(self, message: Any) -> None:
+    async def send_message(self, message: Mapping[str, object]) -> None:
         await self._writer.write(_encoder.encode(message))
 
-    async def notify(self, method: str, params: Any) -> None:
+    async def notify(self, method: str, params: Params) -> None:
         await self.send_message({"jsonrpc": "2.0", "method": method, "params": params})
 
     async def request(
-        self, method: str, params: Any, timeout: float | None = None, *, cancel_notice: bool = True
-    ) -> Any:
-        """Send a request to the client and wait for its result. Raises ClientError, PeerClosed, TimeoutError
-        (after `timeout` seconds) or the caller's cancellation.
+        self, method: str, params: Params, timeout: float | None = None, *, cancel_notice: bool = True
+    ) -> JSONValue:
+        """Send a request to the client and wait for its result. Raises ClientError (the client's error answer,
+        or -32800 "connection closed" when the connection ends during the wait), PeerClosed (the connection had
+        ended, or the client stopped reading, before the request was out), TimeoutError (after `timeout`
+        seconds) or the caller's cancellation.
 
         `$/cancel_request` is sent only when ama gives up for its own reason — `timeout` expired — and
         `cancel_notice` is true. When the wait ends because this task is cancelled from outside (the client's
@@ -121,20 +132,33 @@ class Peer:
     # --- input -------------------------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Serve until the input ends; then cancel what still runs and return."""
-        async with anyio.create_task_group() as tg:
-            try:
-                async for line in read_lines(self._receive):
-                    self._handle_line(line, tg)
-            except LineTooLong as exc:
-                log.error("closing: %s", exc)
-            except Exception:  # the input stream itself failed: nothing more can be read
-                log.exception("%s reading the input failed; closing", UNEXPECTED)
-            self.closed = True
-            for pending in self._pending.values():
-                pending.error = ClientError(-32800, "connection closed")
+        """Serve until the input ends; then cancel what still runs and return.
+
+        However it ends — EOF, a line too long, or `run` itself cancelled (a signal) — the peer is closed:
+        requests of ours still waiting fail with -32800 "connection closed" (what callers already take as
+        a cancelled request, R24) and later ones raise PeerClosed, so nothing waits for an answer that
+        cannot come.
+        """
+        try:
+            async with anyio.create_task_group() as tg:
+                try:
+                    async for line in read_lines(self._receive):
+                        self._handle_line(line, tg)
+                except LineTooLong as exc:
+                    log.error("closing: %s", exc)
+                except Exception:  # the input stream itself failed: nothing more can be read
+                    log.exception("%s reading the input failed; closing", UNEXPECTED)
+                self._close()  # before the handlers are cancelled: their clean-up must not ask the client
+                tg.cancel_scope.cancel()
+        finally:
+            self._close()
+
+    def _close(self) -> None:
+        self.closed = True
+        for pending in self._pending.values():
+            if not pending.event.is_set():  # an answer already read stands, even if its waiter has not woken
+                pending.error = ClientError(REQUEST_CANCELLED, "connection closed")
                 pending.event.set()
-            tg.cancel_scope.cancel()
 
     def _handle_line(self, line: bytes, tg: TaskGroup) -> None:
         try:
@@ -168,15 +192,14 @@ class Peer:
             # Registered now, not when the task starts: a `$/cancel_request` on the very next line finds it.
             scope = anyio.CancelScope()
             tracked = incoming.id is not None and incoming.id not in self._running
-            if tracked:
-                assert incoming.id is not None
+            if incoming.id is not None and tracked:
                 self._running[incoming.id] = (incoming.method, incoming.params, scope)
             tg.start_soon(self._contained, self._serve, incoming, scope, tracked, name=incoming.method)
 
     def _answer(self, tg: TaskGroup, req_id: RequestId, error: AcpError) -> None:
         tg.start_soon(self._contained, self.send_message, {"jsonrpc": "2.0", "id": req_id, "error": error.to_dict()})
 
-    async def _contained(self, run: Callable[..., Awaitable[Any]], *args: Any) -> None:
+    async def _contained(self, run: Callable[[*Ts], Awaitable[object]], *args: *Ts) -> None:
         try:
             await run(*args)
         except Exception:
@@ -198,13 +221,12 @@ class Peer:
         pending.error, pending.result = response.error, response.result
         pending.event.set()
 
-    def _handle_cancel_request(self, params: dict[str, Any] | None) -> None:
+    def _handle_cancel_request(self, params: JSONObject | None) -> None:
         """Any malformed or unknown `requestId` is tolerated silently: a notification is never answered (R13)
         and a request that already finished keeps its response (R22)."""
         rid = params.get("requestId") if params is not None else None
         if not is_request_id(rid):
             return
-        assert rid is not None
         running = self._running.get(rid)
         if running is None:
             return
@@ -224,7 +246,7 @@ class Peer:
             log.info("notification %s failed: %s", note.method, exc.message)
 
     async def _serve(self, req: Request, scope: anyio.CancelScope, tracked: bool) -> None:
-        response: dict[str, Any] | None = None
+        response: dict[str, object] | None = None
         deferred: list[Callable[[], Awaitable[None]]] = []
         token = after_response.set(deferred)
         try:
@@ -236,8 +258,8 @@ class Peer:
                     response = {"jsonrpc": "2.0", "id": req.id, "error": exc.to_dict()}
         finally:
             after_response.reset(token)
-            if tracked:
-                self._running.pop(req.id, None)  # type: ignore[arg-type]
+            if tracked and req.id is not None:
+                self._running.pop(req.id, None)
         if scope.cancelled_caught:
             if self.closed:
                 return
@@ -250,7 +272,7 @@ class Peer:
         for run in deferred:  # updates that must follow the response (E4: the client knows the id now)
             await self._contained(run)
 
-    def _encode_response(self, req: Request, response: dict[str, Any]) -> tuple[bytes, bool]:
+    def _encode_response(self, req: Request, response: dict[str, object]) -> tuple[bytes, bool]:
         """The response as one line, and whether it is the one meant. A result that cannot be encoded is a bug
         in ama: this request is answered -32603 instead of the task dying and the client waiting forever."""
         try:
