@@ -9,6 +9,9 @@ from typing import Any
 import msgspec
 
 from ama_acp.conversation.messages import AssistantMessage
+from ama_acp.providers.base import (
+    Retrying as Retrying,  # re-exported, passed on as the provider said it: a partial message is void
+)
 from ama_acp.tools.base import Location, ToolResult
 
 
@@ -41,14 +44,6 @@ class ToolCallFinished(msgspec.Struct, frozen=True):
     title: str | None = None
     # What the person is shown instead of `result.text` (which is for the model), e.g. "You rejected this call."
     shown: str | None = None
-
-
-class Retrying(msgspec.Struct, frozen=True):
-    """The provider request is being retried; any partial text already shown is superseded."""
-
-    attempt: int
-    delay: float
-    reason: str
 
 
 class AssistantMessageDone(msgspec.Struct, frozen=True):

@@ -159,7 +159,7 @@ async def _one_request(host: TurnHost) -> AssistantMessage:
                     parts.tool_call(event)
                 elif isinstance(event, pb.Retrying):
                     # The provider starts the request over itself; what streamed so far is void.
-                    await host.emit(ev.Retrying(event.attempt, event.delay, event.reason))
+                    await host.emit(event)
                     parts = _PartialMessage()
                 elif isinstance(event, pb.Failure):
                     await _keep_partial(host, parts, "error")

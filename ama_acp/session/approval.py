@@ -19,8 +19,9 @@ from ama_acp.agent import events as ev
 from ama_acp.agent.loop import CANCELLED_FOR_MODEL, CANCELLED_FOR_PERSON, Refusal
 from ama_acp.permissions import Approvals, decide, deny_reason, path_problem
 from ama_acp.rpc.errors import ClientError
-from ama_acp.session.updates import DIFF_LIMIT, locations
+from ama_acp.session.updates import locations
 from ama_acp.tools.base import FileDiff, Location, ToolError
+from ama_acp.tools.common import diff_too_big
 from ama_acp.tools.context import ToolContext
 from ama_acp.wire import types as w
 
@@ -170,7 +171,7 @@ class Approver:
             log.info("no preview for %s: %s", call.name, exc)
             diffs = None
         for d in diffs or []:
-            if len(d.new_text) > DIFF_LIMIT or (d.old_text is not None and len(d.old_text) > DIFF_LIMIT):
+            if diff_too_big(d.old_text, d.new_text):
                 continue  # the same limit as a finished call's diff
             content.append(w.Diff(path=d.path, old_text=d.old_text, new_text=d.new_text))
         return content

@@ -18,6 +18,7 @@ import msgspec
 
 from ama_acp import __version__
 from ama_acp.conversation.messages import Message, Usage
+from ama_acp.tools.base import Location  # the struct a tool result carries, stored as it is
 
 # The newest format this ama writes and the newest it reads.
 FORMAT_VERSION = 1
@@ -61,11 +62,6 @@ class MessageEntry(_Entry, tag="msg", frozen=True):
 
     message: Message
     at: str = msgspec.field(default_factory=utc_now)
-
-
-class Location(msgspec.Struct, frozen=True, omit_defaults=True):
-    path: str  # absolute
-    line: int | None = None  # 1-based
 
 
 class ToolCallEntry(_Entry, tag="tool", frozen=True):

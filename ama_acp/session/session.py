@@ -248,9 +248,7 @@ class Session:
                 title=call["title"],
                 kind=call["kind"],
                 status="failed" if result.is_error else "completed",
-                locations=[
-                    en.Location(path=loc.path, line=loc.line) for loc in (result.locations or call["locations"])
-                ],
+                locations=list(result.locations or call["locations"]),
                 raw_input=call["raw_input"] if isinstance(call["raw_input"], dict) else None,
                 content_text=en.clip_replay_text(result.text if shown is None else shown),
                 diff_paths=[d.path for d in result.diffs],

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from ama_acp.agent import events as ev
 from ama_acp.tools.base import Location, ToolResult
+from ama_acp.tools.common import diff_too_big
 from ama_acp.wire import types as w
 
 EDITOR_TEXT_LIMIT = 4096  # the editor sees the first 4 KB of a tool's text; the model gets it all
-DIFF_LIMIT = 256 * 1024  # above this on either side there is no diff
 
 
 def clip_text(text: str, limit: int = EDITOR_TEXT_LIMIT) -> str:
@@ -22,7 +22,7 @@ def tool_content(result: ToolResult, shown: str | None = None) -> list[w.ToolCal
     content: list[w.ToolCallContent] = []
     for diff in result.diffs:
         old, new = diff.old_text, diff.new_text
-        if len(new) <= DIFF_LIMIT and (old is None or len(old) <= DIFF_LIMIT):
+        if not diff_too_big(old, new):  # the one limit (tools/common.py DIFF_LIMIT, UTF-8 bytes)
             content.append(w.Diff(path=diff.path, old_text=old, new_text=new))
     text = result.text if shown is None else shown
     if text:
