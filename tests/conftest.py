@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,21 @@ import pytest
 _REPO_ROOT = str(Path(__file__).resolve().parent.parent)
 if _REPO_ROOT not in sys.path:
     sys.path.insert(0, _REPO_ROOT)
+
+
+def _put_scripts_dir_first_on_path() -> None:
+    """The test dependency `ripgrep` installs its `rg` binary into this interpreter's scripts directory
+    (`.venv/bin`), which is not on PATH when the suite runs as `.venv/bin/python -m pytest` without an
+    activated venv. Put that directory first, for this process and the ama subprocesses it starts, so the
+    search tool's rg path is what the tests exercise. Done at import, before test modules read PATH."""
+    scripts = sysconfig.get_path("scripts")
+    if not scripts or not (Path(scripts) / "rg").is_file():
+        return  # no bundled rg: the rg tests say they are skipped, nothing else changes
+    parts = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p and p != scripts]
+    os.environ["PATH"] = os.pathsep.join([scripts, *parts])
+
+
+_put_scripts_dir_first_on_path()
 
 
 @pytest.fixture(scope="session")
