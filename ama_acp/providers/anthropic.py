@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -233,7 +233,7 @@ def _decode_event(data: str) -> _Event:
     return decode_event(_event_decoder, data, "event")
 
 
-async def parse_anthropic_stream(events: AsyncIterator[SSEEvent]) -> AsyncIterator[ProviderEvent]:
+async def parse_anthropic_stream(events: AsyncIterator[SSEEvent]) -> AsyncGenerator[ProviderEvent, None]:
     """Messages API stream events → provider events. Raises `StreamError` for an event ama cannot use or one
     out of order (a delta for a block never started); anything after `message_stop` is never read."""
     blocks: dict[int, _Block] = {}
@@ -241,6 +241,8 @@ async def parse_anthropic_stream(events: AsyncIterator[SSEEvent]) -> AsyncIterat
     last: int | None = None  # the block a delta or stop without an index belongs to
     usage: dict[str, int | None] = {}
     stop: StopKind = "end_turn"
+    index: int | None  # the block an event is about
+    block: _Block | None
     async for ev in events:
         data = _decode_event(ev.data)
         kind = data.type or ev.event
@@ -404,5 +406,5 @@ class AnthropicProvider:
                 log.info("max_tokens %d leaves no room for thinking; asking without it", max_tokens)
         return body
 
-    def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
+    def stream(self, request: ModelRequest) -> AsyncGenerator[ProviderEvent, None]:
         return self._http.stream(self.build_body(request), parse_anthropic_stream)

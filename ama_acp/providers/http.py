@@ -16,7 +16,7 @@ import logging
 import random
 import re
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 from urllib.parse import urlsplit
@@ -222,7 +222,7 @@ class SSEParser:
 
 async def iter_sse(
     chunks: AsyncIterator[bytes] | AsyncIterator[str], parser: SSEParser | None = None
-) -> AsyncIterator[SSEEvent]:
+) -> AsyncGenerator[SSEEvent, None]:
     """The events of a byte stream (text chunks are accepted too, encoded as UTF-8), through `parser`."""
     parser = parser or SSEParser()
     async for chunk in chunks:
@@ -232,7 +232,8 @@ async def iter_sse(
         yield event
 
 
-Parser = Callable[[AsyncIterator[SSEEvent]], AsyncIterator[ProviderEvent]]
+# A dialect's stream parser; an async generator, so the transport can close it when it stops early.
+Parser = Callable[[AsyncIterator[SSEEvent]], AsyncGenerator[ProviderEvent, None]]
 
 
 @dataclass(frozen=True)
@@ -247,7 +248,7 @@ class RetryPolicy:
     def backoff(self, retry: int) -> float:
         """Delay before retry number `retry` (1-based): exponential, capped, with up to 25 % jitter off so
         many clients that failed together do not come back together."""
-        delay = min(self.backoff_cap, self.backoff_base * 2 ** (retry - 1))
+        delay = min(self.backoff_cap, self.backoff_base * 2.0 ** (retry - 1))
         return delay * (1.0 - 0.25 * random.random())
 
 
@@ -264,7 +265,7 @@ class _Outcome:
     protocol: bool = False  # the server broke the dialect (a chunk of the wrong shape, bytes that are not UTF-8)
 
 
-def parse_retry_after(headers: Any, cap: float = 60.0, now: float | None = None) -> float | None:
+def parse_retry_after(headers: Mapping[str, str], cap: float = 60.0, now: float | None = None) -> float | None:
     """Seconds the server asked us to wait: `retry-after-ms`, else `Retry-After` as seconds or an HTTP
     date. Capped so a confused server cannot park the agent for an hour."""
     value: float | None = None
@@ -298,16 +299,15 @@ def error_detail(raw: bytes | str) -> str:
         obj = msgspec.json.decode(text)
     except msgspec.DecodeError:
         obj = None
-    msg: Any = None
+    found: Any = None  # a value of the decoded body, unchecked until the isinstance below
     if isinstance(obj, dict):
         err = obj.get("error")
         if isinstance(err, dict):
-            msg = err.get("message") or err.get("type") or err.get("code")
+            found = err.get("message") or err.get("type") or err.get("code")
         elif isinstance(err, str):
-            msg = err
-        msg = msg or obj.get("message") or obj.get("detail")
-    if not isinstance(msg, str) or not msg:
-        msg = text.strip() or "no error text"
+            found = err
+        found = found or obj.get("message") or obj.get("detail")
+    msg = found if isinstance(found, str) and found else (text.strip() or "no error text")
     msg = " ".join(msg.split())
     return msg if len(msg) <= MAX_DETAIL else msg[:MAX_DETAIL] + "…"
 
@@ -370,7 +370,7 @@ def _remaining(deadline: float) -> float:
     return max(0.0, deadline - anyio.current_time())
 
 
-async def _before(deadline: float, it: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+async def _before(deadline: float, it: AsyncIterator[bytes]) -> AsyncGenerator[bytes, None]:
     """`it`'s chunks while `deadline` has not passed. Each wait for the next chunk gets its own cancel scope:
     a scope held open across a `yield` would cancel the consumer's code instead of this read."""
     while True:
@@ -394,7 +394,7 @@ class _Meter:
         self.total = 0
         self.head = b""
 
-    async def count(self, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    async def count(self, chunks: AsyncIterator[bytes]) -> AsyncGenerator[bytes, None]:
         async for chunk in chunks:
             if len(self.head) < 200:
                 self.head += chunk[: 200 - len(self.head)]
@@ -461,7 +461,7 @@ class HttpStream:
     def __repr__(self) -> str:
         return f"HttpStream(provider={self.provider!r}, url={safe_url(self.url)!r})"
 
-    async def stream(self, body: dict[str, Any], parse: Parser) -> AsyncIterator[ProviderEvent]:
+    async def stream(self, body: dict[str, Any], parse: Parser) -> AsyncGenerator[ProviderEvent, None]:
         """POST `body`, feed the SSE stream to `parse`, and pass its events on. Ends with exactly one
         `Finished` or `Failure`; a retry is announced with `Retrying` (the caller drops partial output).
         Never raises but for cancellation, whatever the server sends."""
@@ -489,7 +489,7 @@ class HttpStream:
             yield Retrying(attempt=attempt + 1, delay=delay, reason=reason)
             await anyio.sleep(delay)
 
-    async def _attempt(self, payload: bytes, parse: Parser) -> AsyncIterator[ProviderEvent | _Outcome]:
+    async def _attempt(self, payload: bytes, parse: Parser) -> AsyncGenerator[ProviderEvent | _Outcome, None]:
         """One POST: its provider events, then (unless one was terminal) the `_Outcome` of its failure."""
         import httpx
 
@@ -531,7 +531,7 @@ class HttpStream:
                 sse_events = iter_sse(counted, sse)
                 stack.push_async_callback(sse_events.aclose)
                 events = parse(sse_events)
-                stack.push_async_callback(events.aclose)  # type: ignore[attr-defined]
+                stack.push_async_callback(events.aclose)
                 async for event in events:
                     yield event
                     if isinstance(event, Finished | Failure):
@@ -582,7 +582,7 @@ class HttpStream:
     def _scrub(self, text: str) -> str:
         return scrub(text, self._secret)
 
-    def _classify_status(self, status: int, headers: Any, raw: bytes) -> _Outcome:
+    def _classify_status(self, status: int, headers: Mapping[str, str], raw: bytes) -> _Outcome:
         detail = self._scrub(error_detail(raw))
         retry_after = parse_retry_after(headers, self.retry.retry_after_cap)
         if status in (401, 403):

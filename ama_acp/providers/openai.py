@@ -13,7 +13,7 @@ Choices that differ between servers:
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -240,7 +240,7 @@ def _decode_chunk(data: str) -> _Chunk:
     return decode_event(_chunk_decoder, data, "chunk")
 
 
-async def parse_openai_stream(events: AsyncIterator[SSEEvent]) -> AsyncIterator[ProviderEvent]:
+async def parse_openai_stream(events: AsyncIterator[SSEEvent]) -> AsyncGenerator[ProviderEvent, None]:
     """Chat Completions chunks → provider events. Tool calls are assembled by `index` and yielded when the
     finish reason arrives; `Finished` waits for the usage chunk (or `[DONE]`). Anything after `[DONE]` is
     never read, as in the official SDK. Raises `StreamError` for a chunk ama cannot use."""
@@ -389,5 +389,5 @@ class OpenAIProvider:
             body["reasoning_effort"] = request.thought_level
         return body
 
-    def stream(self, request: ModelRequest) -> AsyncIterator[ProviderEvent]:
+    def stream(self, request: ModelRequest) -> AsyncGenerator[ProviderEvent, None]:
         return self._http.stream(self.build_body(request), parse_openai_stream)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 
 from ama_acp.config import Config, ConfigError, ProviderConfig
 from ama_acp.providers import base as pb
@@ -133,5 +133,5 @@ class FailingProvider:
     def __init__(self, kind: pb.FailureKind, message: str) -> None:
         self._failure = pb.Failure(kind, message)
 
-    async def stream(self, request: pb.ModelRequest) -> AsyncIterator[pb.ProviderEvent]:
+    async def stream(self, request: pb.ModelRequest) -> AsyncGenerator[pb.ProviderEvent, None]:
         yield self._failure

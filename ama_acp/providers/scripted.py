@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import os
 import tomllib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -102,12 +102,12 @@ def resolve_script(name: str, configured: Mapping[str, str], env: Mapping[str, s
 class ScriptedProvider:
     name = "scripted"
 
-    def __init__(self, script: Script, estimate_request: Any = None) -> None:
+    def __init__(self, script: Script, estimate_request: Callable[[pb.ModelRequest], int] | None = None) -> None:
         self._script = script
-        self._estimate = estimate_request  # callable(ModelRequest) -> int, for usage="auto"
+        self._estimate = estimate_request  # the input-token estimate behind usage="auto"
         self._next = 0  # side requests and compaction shrink the conversation; the script still moves on
 
-    async def stream(self, request: pb.ModelRequest) -> AsyncIterator[pb.ProviderEvent]:
+    async def stream(self, request: pb.ModelRequest) -> AsyncGenerator[pb.ProviderEvent, None]:
         index = max(self._next, sum(1 for m in request.messages if isinstance(m, AssistantMessage)))
         self._next = index + 1
         if index >= len(self._script.reply):

@@ -28,6 +28,8 @@ SESSION_BUSY = -32010  # a second `session/prompt` while a turn of that session 
 
 
 class AcpError(ProtocolError):
+    """A JSON-RPC error ama answers a request with. `data`: any JSON-encodable value (msgspec encodes it)."""
+
     def __init__(self, code: int, message: str, data: Any = None) -> None:
         super().__init__(message)
         self.code = code
@@ -86,7 +88,7 @@ class ClientError(ProtocolError):
     plus the code, on one short line. `wire_message` keeps the message exactly as sent.
     """
 
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
+    def __init__(self, code: int, message: str, data: Any = None) -> None:  # data: the client's JSON, unchecked
         self.code = code
         self.wire_message = message
         self.data = data

@@ -12,7 +12,7 @@ from ama_acp.tools.base import FileDiff, ToolError, ToolResult
 from ama_acp.tools.context import ToolContext
 from ama_acp.tools.paths import ResolvedPath
 from ama_acp.tools.regular import special_root
-from ama_acp.tools.workspace import FileStat
+from ama_acp.tools.workspace import FileStat, Workspace
 
 # Above this size on either side a diff is not sent: in bytes of UTF-8, not characters (a diff's cost on the
 # wire and in the editor is its encoded size). The one definition; test a diff with `diff_too_big`.
@@ -236,7 +236,7 @@ def refuse_git_internals(resolved: ResolvedPath, shown: str) -> None:
             )
 
 
-async def missing_file_error(workspace: Any, path: str, cwd: str, hint: str = "") -> ToolError:
+async def missing_file_error(workspace: Workspace, path: str, cwd: str, hint: str = "") -> ToolError:
     """'File not found', with the closest names in its directory when there are any."""
     shown = display_path(path, cwd)
     message = f"File not found: {shown}."
