@@ -17,6 +17,7 @@ import anyio
 import msgspec
 
 from ama_acp.config import Config
+from ama_acp.conversation.messages import valid_unicode
 
 
 class _LocalPeer:
@@ -69,7 +70,8 @@ def run_print(args: argparse.Namespace, cfg: Config) -> int:
     async def main() -> dict[str, Any]:
         manager = SessionManager(cfg, peer, default_model=model_id)
         session = manager.new_session(cwd, None, [])
-        result = await session.prompt([w.TextContent(text=args.prompt)])
+        # argv holds the OS's bytes: one that is not UTF-8 arrives as a lone surrogate, which no file can store.
+        result = await session.prompt([w.TextContent(text=valid_unicode(args.prompt))])
         stats = session.stats()
         await manager.shutdown()
         return {

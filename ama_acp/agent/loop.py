@@ -98,8 +98,8 @@ class TurnHost(Protocol):
 
 async def run_turn(host: TurnHost, prompt: UserMessage) -> str:
     """Run one prompt turn to its end and return the ACP stop reason."""
-    await host.append(prompt)
     try:
+        await host.append(prompt)  # inside: a host that cannot take the prompt fails the turn, not the request
         await _turn(host)
     except TurnEnd as end:
         return end.stop_reason

@@ -71,8 +71,9 @@ async def model_command(session: Session, arg: str) -> str:
 
     try:
         await session.set_model(arg)
-    except AcpError as exc:
-        await say(session, exc.message)
+    except AcpError:  # its message is for a client program ("Invalid params: value: …"), not for a person
+        shown = arg if len(arg) <= 80 else arg[:77] + "…"
+        await say(session, f"Unknown model {shown!r}: type `/model` to see the models you can switch to.")
         return "end_turn"
     await say(session, f"Model switched to `{session.model_id}`.")
     return "end_turn"

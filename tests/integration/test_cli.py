@@ -83,3 +83,32 @@ def test_sessions_list_show_delete(tmp_path):
     assert ama_cli(ama, "sessions", "delete", sid, "--data-dir", str(ama.data)).returncode == 0
     missing = ama_cli(ama, "sessions", "show", sid, "--data-dir", str(ama.data))
     assert missing.returncode == 1 and "no session" in missing.stderr
+
+
+def test_print_mode_takes_a_prompt_that_is_not_utf8(tmp_path):
+    """argv is the OS's bytes: a byte that is not UTF-8 (a lone surrogate in Python) is shown as U+FFFD,
+    and the turn is answered and saved instead of ending in a traceback."""
+    ama = Ama(tmp_path)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ama_acp",
+            "-p",
+            b"caf\xff".decode("utf-8", "surrogateescape"),
+            "--output-format",
+            "json",
+            "--data-dir",
+            str(ama.data),
+        ],
+        capture_output=True,
+        timeout=60,
+        cwd=ama.workspace,
+        env=clean_env(ama.tmp, None),
+    )
+    assert out.returncode in (0, 1), out.stderr
+    assert b"Traceback" not in out.stderr
+    result = json.loads(out.stdout)
+    files = list((ama.data / "sessions").rglob("*.jsonl"))
+    assert len(files) == 1 and "caf\ufffd" in files[0].read_text(encoding="utf-8")
+    assert result["sessionId"]

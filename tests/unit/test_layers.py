@@ -47,7 +47,7 @@ ALLOWED: dict[str, set[str]] = {
     "client": {"__init__", "wire", "errors", "rpc"},
     # entry points: wire the rest together; nothing imports them but each other
     "catalog_cli": {"config", "providers"},
-    "oneshot": {"config", "logs", "providers", "session", "wire"},
+    "oneshot": {"config", "conversation", "logs", "providers", "session", "wire"},
     "cli": {
         "__init__",
         "config",

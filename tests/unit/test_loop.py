@@ -323,11 +323,6 @@ async def test_a_host_append_that_raises_ends_the_turn_with_a_message_and_no_exc
         assert [r.tool_call_id for r in host.results()] == (["b"] if at == 2 else ["a"])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: run_turn appends the prompt outside its try, so a host failure there escapes run_turn "
-    "(turn_failed is not called; Session.prompt would answer -32603 instead of end_turn)",
-)
 @pytest.mark.allow_traceback
 async def test_a_host_append_that_raises_on_the_prompt_is_a_failed_turn_not_an_exception():
     host = FakeHost([text("never")], fail_append=0)
