@@ -26,6 +26,8 @@ from typing import Literal
 import msgspec
 
 from ama_acp.conversation.messages import Message
+from ama_acp.errors import StoreError
+from ama_acp.redact import Redactor
 from ama_acp.session.entries import (
     FORMAT_VERSION,
     KNOWN_TAGS,
@@ -39,7 +41,6 @@ from ama_acp.session.entries import (
     clip_replay_text,
 )
 from ama_acp.session.listing import InvalidCursor, SessionLister, SessionSummary
-from ama_acp.redact import Redactor
 
 __all__ = [
     "InvalidCursor",
@@ -60,10 +61,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 FsyncPolicy = Literal["turn", "always", "never"]
-
-
-class StoreError(Exception):
-    """Base of the session store's errors."""
 
 
 class SessionNotFound(StoreError):
