@@ -31,7 +31,7 @@ class ToolCallRequested(msgspec.Struct, frozen=True):
     title: str
     kind: str
     locations: list[Location]
-    raw_input: Any
+    raw_input: Any  # the arguments as the model wrote them (a JSON object when they parsed), shown as is
 
 
 class ToolCallStarted(msgspec.Struct, frozen=True):

@@ -27,6 +27,7 @@ from ama_acp.conversation.messages import (
     ThinkingPart,
     ToolCallPart,
     ToolResultMessage,
+    Usage,
     UserMessage,
     valid_unicode,
 )
@@ -354,7 +355,7 @@ class _PartialMessage:
         self._flush_thinking()
         self._parts.append(ToolCallPart(event.id, event.name, event.arguments))
 
-    def finish(self, model: str, stop: str, usage: Any) -> AssistantMessage:
+    def finish(self, model: str, stop: str, usage: Usage | None) -> AssistantMessage:
         self._flush_text()
         self._flush_thinking()
         return AssistantMessage(content=self._parts, model=model, stop=stop, usage=usage)
