@@ -70,6 +70,10 @@ def wait_until(condition, seconds: float = 5.0) -> bool:
 # --- 1. globs: linear time, and the semantics a reference matcher gives ------------------------------
 
 
+# Stands where a brace group began or ended in an expanded pattern (see _expand_braces).
+BOUNDARY = "\0"
+
+
 def _expand_braces(pat: str) -> list[str]:
     """Every brace alternative spelled out (the reference may be exponential: its inputs are tiny)."""
     depth, start = 0, -1
@@ -93,7 +97,9 @@ def _expand_braces(pat: str) -> list[str]:
                     d -= ch == "}"
                     cur += ch
                 alts.append(cur)
-                return [x for a in alts for x in _expand_braces(pat[:start] + a + pat[i + 1 :])]
+                # BOUNDARY marks where the braces stood: ripgrep reads `**` only as written, so `*{*/b}` is
+                # two stars, not the `**/` that pasting the text together would spell.
+                return [x for a in alts for x in _expand_braces(pat[:start] + BOUNDARY + a + BOUNDARY + pat[i + 1 :])]
     return [pat]
 
 
@@ -102,6 +108,9 @@ def _tokens(pat: str) -> list[tuple[str, Any]]:
     i = 0
     while i < len(pat):
         c = pat[i]
+        if c == BOUNDARY:
+            i += 1
+            continue
         if c == "*":
             j = i
             while j < len(pat) and pat[j] == "*":
