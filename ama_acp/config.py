@@ -1,6 +1,6 @@
 """Typed configuration: the TOML file, the environment and the command line, resolved once.
 
-Names are pinned by ../shared/spec/interface.md. A missing config file is fine; a malformed one is a
+The names are promises to users (docs/configuration.md). A missing config file is fine; a malformed one is a
 `ConfigError` naming the line.
 """
 

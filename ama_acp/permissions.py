@@ -1,4 +1,4 @@
-"""Permission modes and approvals (interface.md "Permission modes").
+"""Permission modes and approvals (docs/tools.md "Permission modes").
 
 `decide` is the policy: for a tool kind, whether every path it touches is inside the session's roots, and
 the mode, it says allow, ask or deny. `Approvals` remembers "always" answers for the session, per tool

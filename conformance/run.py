@@ -2,9 +2,9 @@
 
 It drives the agent with ama's own client over stdio, validates every line the agent writes against the
 pinned official schema (per method; the copy vendored in schema/v1/, read and hash-checked by
-tests/support/acp_schema.py, never fetched), and checks the requirements below, citing the ids of
-../shared/spec/acp-v1-requirements.md (R*) and of the context-usage contract (E*, D*, P*). It prints one line a
-check and exits 0 only when every check passed.
+tests/support/acp_schema.py, never fetched), and checks the requirements below, citing the rule
+ids that docs/rules.md defines: the ACP v1 agent requirements (R*) and the context-meter contract
+(E*, D*, P*). It prints one line a check and exits 0 only when every check passed.
 """
 
 from __future__ import annotations

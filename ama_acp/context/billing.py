@@ -1,4 +1,4 @@
-"""Billed tokens and cost of one session (context-usage.md U16, U17).
+"""Billed tokens and cost of one session (docs/rules.md U16, U17).
 
 Billed totals are not context: they sum every billed request, including those whose output never enters the
 context (titles, compaction summaries). Each request is priced when it is billed, with the price of the model

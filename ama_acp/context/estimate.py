@@ -1,4 +1,4 @@
-"""Token estimates for text, images and messages (context-usage.md U1–U6).
+"""Token estimates for text, images and messages (docs/rules.md U1–U6).
 
 The heuristic is the default: a CJK ideograph, kana or hangul character is one token, every other code point a
 quarter token, an image 1,600 tokens. It has to be fast because every appended message passes through it once

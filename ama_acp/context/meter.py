@@ -1,4 +1,4 @@
-"""The context meter of one session (context-usage.md U7–U15): how many tokens the next request carries.
+"""The context meter of one session (docs/rules.md U7–U15): how many tokens the next request carries.
 
 It is kept incrementally: each message is estimated once when it is appended (U5) and the meter keeps running
 sums, so `append` and `figures` cost the same in a session of ten messages as in one of ten thousand. Only

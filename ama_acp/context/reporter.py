@@ -1,4 +1,4 @@
-"""The one gate every `usage_update` of a session passes through (context-usage.md E1–E5, D1–D3, P1–P3).
+"""The one gate every `usage_update` of a session passes through (docs/rules.md E1–E5, D1–D3, P1–P3).
 
 Emission points (end of an assistant message, end of a turn, model change, session open, compaction) call
 `update`; this module decides whether anything is sent. It builds plain dicts in the exact wire shape and

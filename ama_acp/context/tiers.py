@@ -1,4 +1,4 @@
-"""Load tiers (long-sessions.md): the fill mapped to healthy / mid / high / warning / danger / unmeasured.
+"""Load tiers (docs/context.md "Load tiers"): the fill mapped to healthy / mid / high / warning / danger / unmeasured.
 
 A tier is derived from the current figure only, so it falls again after a compaction and never rises on momentum.
 `TierWatch` reports an upward crossing into warning or danger once, for the one-time notice.

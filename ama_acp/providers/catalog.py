@@ -1,7 +1,7 @@
 """The model catalog: context window, output limit and prices of the models ama knows without being told.
 
 Ids are `provider/model`. `[[models]]` entries in the config override the fields they set on a catalog model,
-or add a model; a model without a known window gets no `usage_update` (context-usage.md D3), one without a
+or add a model; a model without a known window gets no `usage_update` (rule D3, docs/rules.md), one without a
 price gets no cost (U17). Every family carries a dated note of where its figures come from; a figure that could
 not be checked says so. Prices are USD per million tokens.
 

@@ -1,4 +1,4 @@
-"""Model id → catalog entry and a provider instance (interface.md "Models and providers")."""
+"""Model id → catalog entry and a provider instance (docs/configuration.md "Models and providers")."""
 
 from __future__ import annotations
 

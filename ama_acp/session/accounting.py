@@ -145,7 +145,7 @@ class SessionContext:
         )
 
     def tier_notice(self) -> w.Notice | None:
-        """One notice when the fill rises into warning or danger (long-sessions.md)."""
+        """One notice when the fill rises into warning or danger (docs/context.md "Load tiers")."""
         f = self.figures()
         risen = self.tiers.update(f.tier)
         if risen is None:

@@ -23,7 +23,7 @@ from ama_acp.tools.base import Location  # the struct a tool result carries, sto
 # The newest format this ama writes and the newest it reads.
 FORMAT_VERSION = 1
 
-# Tool results replayed by session/load carry only their first 4 KB (acp-mode.md).
+# Tool results replayed by session/load carry only their first 4 KB (docs/protocol.md "Agent event → update").
 REPLAY_TEXT_LIMIT = 4096
 
 

@@ -1,4 +1,4 @@
-"""Session modes and config options (interface.md: permission modes; model; thought level)."""
+"""Session modes and config options (docs/tools.md "Permission modes"; model and thought level: docs/protocol.md)."""
 
 from __future__ import annotations
 

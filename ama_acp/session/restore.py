@@ -1,7 +1,7 @@
 """Rebuild a session from its file, and replay it to the client (session/load).
 
 Usage and cost are taken from what was stored (the meter's and billing's state after the last request),
-never re-estimated, so the meter after a load equals the meter before the close (context-usage.md E4).
+never re-estimated, so the meter after a load equals the meter before the close (rule E4, docs/rules.md).
 A stored state that does not decode is ignored: the last good one stands, else the meter estimates.
 
 The file is evidence of what happened, not a promise that it is well formed: ama may have been killed

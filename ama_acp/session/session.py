@@ -256,7 +256,7 @@ class Session:
         )
 
     def wire_id(self, provider_id: str) -> str:
-        """Unique per session: a provider id seen before gets `#2`, `#3`, … (acp-mode.md)."""
+        """Unique per session: a provider id seen before gets `#2`, `#3`, … (docs/tools.md "Tool call ids")."""
         n = self._seen_ids.get(provider_id, 0) + 1
         self._seen_ids[provider_id] = n
         wid = provider_id if n == 1 else f"{provider_id}#{n}"

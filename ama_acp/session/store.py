@@ -543,8 +543,8 @@ class SessionStore:
         return self._lister.list(cwd, cursor, page_size)
 
     def prune_handoffs(self, keep_days: float = HANDOFF_RETENTION_DAYS, *, except_id: str | None = None) -> int:
-        """Remove handoff folders untouched for `keep_days` (long-sessions.md), and those whose session file is
-        gone. Returns how many were removed."""
+        """Remove handoff folders untouched for `keep_days` (docs/sessions.md
+        "Handoff retention"), and those whose session file is gone. Returns how many were removed."""
         if not self.sessions_dir.is_dir():
             return 0
         cutoff = time.time() - keep_days * 86400

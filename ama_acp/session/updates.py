@@ -18,7 +18,7 @@ def clip_text(text: str, limit: int = EDITOR_TEXT_LIMIT) -> str:
 
 
 def tool_content(result: ToolResult, shown: str | None = None) -> list[w.ToolCallContent]:
-    """`[diff?, text]` for a finished call (acp-mode.md); `shown` replaces the model's text for the person."""
+    """`[diff?, text]` for a finished call (docs/protocol.md); `shown` replaces the model's text for the person."""
     content: list[w.ToolCallContent] = []
     for diff in result.diffs:
         old, new = diff.old_text, diff.new_text

@@ -1,6 +1,6 @@
 """Heuristic estimator throughput (a script, not a test): python tests/bench/bench_estimator.py
 
-Goals (context-usage.md U5 — every appended message is estimated once, so the estimator must be cheap):
+Goals (docs/rules.md U5 — every appended message is estimated once, so the estimator must be cheap):
 >= 50 MB/s on ASCII text and >= 20 MB/s on mixed Chinese/English, MB being UTF-8 bytes. Each text is measured
 whole and cut into 2 KB "messages" (per-call overhead), against two baselines measured in the same run:
 `len(s)` (O(1) for a Python str, so it shows what "free" costs) and `s.encode("utf-8")` (one linear pass over

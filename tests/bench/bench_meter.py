@@ -1,6 +1,6 @@
 """Context meter update cost (a script, not a test): python tests/bench/bench_meter.py
 
-Goal (context-usage.md U5): the cost of one update — append a message, read the figures, build and offer the
+Goal (docs/rules.md U5): the cost of one update — append a message, read the figures, build and offer the
 `usage_update` payload — must not grow with the session. It is measured with 10 and with 10,000 messages already
 in the history; the ratio 10,000 / 10 should stay <= 1.5. The same new messages are used in both runs, so the
 estimator's work per message is identical and only the history differs.

@@ -28,6 +28,7 @@ from ama_acp.conversation.messages import (  # noqa: E402
     Usage,
     UserMessage,
 )
+from ama_acp.redact import Redactor  # noqa: E402
 from ama_acp.session.entries import (  # noqa: E402
     Header,
     MessageEntry,
@@ -37,7 +38,6 @@ from ama_acp.session.entries import (  # noqa: E402
     UsageEntry,
     clip_replay_text,
 )
-from ama_acp.redact import Redactor  # noqa: E402
 from ama_acp.session.store import SessionStore, new_session_id  # noqa: E402
 
 MESSAGES = 10_000

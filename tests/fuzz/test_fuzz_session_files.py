@@ -29,9 +29,9 @@ from ama_acp.conversation.messages import (
     Usage,
     UserMessage,
 )
+from ama_acp.redact import Redactor
 from ama_acp.session import entries as en
 from ama_acp.session.manager import SessionManager
-from ama_acp.redact import Redactor
 from ama_acp.session.restore import replay_updates, restore
 from ama_acp.session.session import Session
 from ama_acp.session.store import SessionFormatError, SessionStore, read_session

@@ -1,4 +1,4 @@
-"""The command line (interface.md): -p, models, sessions, --version, config errors."""
+"""The command line (README.md "Command line"): -p, models, sessions, --version, config errors."""
 
 from __future__ import annotations
 

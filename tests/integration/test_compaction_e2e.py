@@ -1,4 +1,4 @@
-"""Compaction (long-sessions.md, context-usage.md E5/U9/U13): /compact and automatic, the handoff saved and
+"""Compaction (docs/context.md; docs/rules.md E5/U9/U13): /compact and automatic, the handoff saved and
 found again on load, failure that replaces nothing and holds automatic compaction."""
 
 from __future__ import annotations
@@ -138,7 +138,7 @@ async def test_failed_compaction_keeps_everything_and_holds_auto_compaction(tmp_
 
 
 async def test_pruning_at_prune_at_then_load_rebuilds_the_same_context(tmp_path):
-    """long-sessions.md tier one, E5, U9, U14: old tool results become a placeholder at pruneAt."""
+    """Pruning (docs/context.md), E5, U9, U14: old tool results become a placeholder at pruneAt."""
     ama = Ama(tmp_path)
     (ama.workspace / "big.txt").write_text("BIG-OUTPUT-LINE\n" * 300)
     with LLMServer() as llm:

@@ -1,4 +1,4 @@
-"""The context meter through the real subprocess against the local HTTP providers (context-usage.md).
+"""The context meter through the real subprocess against the local HTTP providers (docs/context.md).
 
 Every test cites the rules it checks; every line ama writes is validated against the pinned schema.
 """
@@ -139,7 +139,7 @@ async def test_exact_used_sequence_over_a_turn_with_tool_calls(tmp_path, llm, ki
 @pytest.mark.parametrize(
     ("prompt", "extra"),
     [
-        ([{"type": "text", "text": "重构这个函数 please"}], 6 + math.ceil(7 / 4)),  # U1/U2: the spec's example
+        ([{"type": "text", "text": "重构这个函数 please"}], 6 + math.ceil(7 / 4)),  # U1/U2 (docs/context.md)
         ([{"type": "text", "text": "please fix the bug"}], math.ceil(18 / 4)),  # U2
         ([{"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}], 1600),  # U3
         ([{"type": "text", "text": "こんにちは 안녕하세요"}], 5 + 5 + 1),  # U1: kana and hangul, one space
@@ -249,7 +249,7 @@ async def test_context_command_breakdown(tmp_path, llm):
 
 
 async def test_tier_notice_once_when_crossing_into_warning(tmp_path, llm):
-    """long-sessions.md: crossing up into warning sends one notice (client advertised session.notices)."""
+    """docs/context.md "Load tiers": crossing up into warning sends one notice (client advertised session.notices)."""
     ama = Ama(tmp_path)
     configure(ama, "openai", llm)
     llm.enqueue(

@@ -302,7 +302,7 @@ def reply_b() -> dict[str, Any]:
 
 
 def context_total(kind: str, usage: dict[str, int]) -> int:
-    """ama's Usage total (context-usage.md U7) for a reply the server rendered from `usage`."""
+    """ama's Usage total (docs/rules.md U7) for a reply the server rendered from `usage`."""
     inp, out = usage.get("input", 0), usage.get("output", 0)
     cache_read, cache_write = usage.get("cache_read", 0), usage.get("cache_write", 0)
     if kind == "openai":

@@ -49,7 +49,7 @@ async def test_demo_turn_end_to_end(tmp_path):
         assert thoughts.startswith("The person says the tests fail.")
         calls = [u for u in ups if u["sessionUpdate"] == "tool_call"]
         ids = [c["toolCallId"] for c in calls]
-        # The scripted model reuses call_1/call_2 in each reply: wire ids stay unique (acp-mode.md). The todo
+        # The scripted model reuses call_1/call_2 in each reply: wire ids stay unique (docs/tools.md). The todo
         # calls (call_1#2, call_1#4) are shown only as the plan, not as tool calls too.
         assert ids == ["call_1", "call_2", "call_2#2", "call_1#3"]
         assert [c["kind"] for c in calls] == ["read", "read", "edit", "execute"]

@@ -1,4 +1,4 @@
-"""Billed totals and cost: context-usage.md U16, U17, S1."""
+"""Billed totals and cost: docs/rules.md U16, U17, S1."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The model catalog and `[[models]]` overrides (interface.md "Models and providers", context-usage.md D3, U17)."""
+"""The model catalog and `[[models]]` overrides (docs/configuration.md, docs/rules.md D3, U17)."""
 
 from __future__ import annotations
 

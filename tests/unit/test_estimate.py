@@ -1,4 +1,4 @@
-"""The estimator: context-usage.md U1–U6."""
+"""The estimator: docs/rules.md U1–U6."""
 
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ def test_u2_ceil_of_other_over_four() -> None:
 
 
 def test_u1_u2_spec_example_mixed_text() -> None:
-    # §5 step 2: 6 CJK + 7 other = 6 + ceil(7/4) = 8
+    # The worked example (docs/context.md), step 2: 6 CJK + 7 other = 6 + ceil(7/4) = 8
     assert H.text("重构这个函数 please") == 8
 
 

@@ -1,4 +1,4 @@
-"""The context meter: context-usage.md U5, U7–U15, S3, and restoring a session's figures."""
+"""The context meter: docs/rules.md U5, U7–U15, S3, and restoring a session's figures."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The usage reporter: context-usage.md §3 (P1–P3), D1–D3, U15, and the worked example of §5 end to end."""
+"""The usage reporter: docs/rules.md P1–P3, D1–D3, U15, and the worked example of docs/context.md end to end."""
 
 from __future__ import annotations
 
@@ -121,7 +121,7 @@ def test_d1_forget_resends_after_reconnect() -> None:
 
 
 def test_worked_example_section5_end_to_end() -> None:
-    """§5 through meter + billing + reporter: U10, U2, U7, U8, E4/D2, E1, E2/D1."""
+    """The worked example (docs/context.md) through meter + billing + reporter: U10, U2, U7, U8, E4/D2, E1, E2/D1."""
     catalog = Catalog()
     demo = catalog.get("scripted/demo")
     meter = ContextMeter(window=200_000, reserve_tokens=16_384)

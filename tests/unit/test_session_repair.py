@@ -29,12 +29,12 @@ from ama_acp.conversation.messages import (
     Usage,
     UserMessage,
 )
+from ama_acp.redact import Redactor
 from ama_acp.rpc.dispatch import after_response
 from ama_acp.session import entries as en
 from ama_acp.session import store as store_mod
 from ama_acp.session.lifecycle import Lifecycle
 from ama_acp.session.manager import SessionManager
-from ama_acp.redact import Redactor
 from ama_acp.session.restore import INTERRUPTED, pair_tool_calls, read_contained, replay_updates
 from ama_acp.session.store import SessionStore, SessionWriteError, read_session
 from ama_acp.wire import types as w

@@ -637,7 +637,7 @@ def test_two_processes_append_to_different_sessions(tmp_path: Path) -> None:
 
 
 def test_prune_handoffs_removes_old_and_orphaned_folders(tmp_path):
-    """long-sessions.md: old handoff folders of other sessions are pruned after a retention period."""
+    """docs/sessions.md: old handoff folders of other sessions are pruned after a retention period."""
     import os as _os
     import time as _time
 

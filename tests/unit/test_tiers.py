@@ -1,4 +1,4 @@
-"""Load tiers: long-sessions.md "Load tiers"."""
+"""Load tiers: docs/context.md "Load tiers"."""
 
 from __future__ import annotations
 
