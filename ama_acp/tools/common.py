@@ -8,9 +8,9 @@ import os
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar, cast
 
-from ama_acp.tools.base import FileDiff, ToolError, ToolResult
+from ama_acp.tools.base import FileDiff, Location, ToolError, ToolResult
 from ama_acp.tools.context import ToolContext
-from ama_acp.tools.paths import ResolvedPath
+from ama_acp.tools.paths import ResolvedPath, absolute
 from ama_acp.tools.regular import special_root
 from ama_acp.tools.workspace import FileStat, Workspace
 
@@ -130,6 +130,20 @@ def arg_str(args: Any, key: str, default: str = "") -> str:
     """A string argument for titles and locations, which must never fail on bad input."""
     value = args.get(key) if isinstance(args, dict) else None
     return value if isinstance(value, str) else default
+
+
+# The `path` argument of the tools that take one file, as the model sees it.
+FILE_PATH_PARAM: dict[str, Any] = {
+    "type": "string",
+    "description": "File path, absolute or relative to the working directory.",
+}
+
+
+def path_locations(args: Any, cwd: str, default: str | None = None, line: int | None = None) -> list[Location]:
+    """The call's `path` argument as its one location (absolute; `default` when it has none, e.g. "." for a
+    search of the working directory); no location when there is neither. Never fails on bad input."""
+    path = arg_str(args, "path") or default
+    return [Location(absolute(path, cwd), line)] if path else []
 
 
 def arg_int(args: Any, key: str) -> int | None:

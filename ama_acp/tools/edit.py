@@ -8,6 +8,7 @@ from typing import Any
 
 from ama_acp.tools.base import Location, ToolError, ToolKind, ToolResult
 from ama_acp.tools.common import (
+    FILE_PATH_PARAM,
     arg_str,
     diff_too_big,
     display_path,
@@ -15,13 +16,13 @@ from ama_acp.tools.common import (
     make_diff,
     missing_file_error,
     os_errors_as_tool_errors,
+    path_locations,
     plural,
     refuse_git_internals,
     require_regular,
     validate,
 )
 from ama_acp.tools.context import ToolContext
-from ama_acp.tools.paths import absolute
 from ama_acp.tools.workspace import BinaryFileError
 
 _LINE_NUMBER_PREFIX = re.compile(r"^\s*\d+\t")
@@ -42,7 +43,7 @@ class EditTool:
     parameters: dict[str, Any] = {
         "type": "object",
         "properties": {
-            "path": {"type": "string", "description": "File path, absolute or relative to the working directory."},
+            "path": FILE_PATH_PARAM,
             "edits": {
                 "type": "array",
                 "minItems": 1,
@@ -71,8 +72,7 @@ class EditTool:
         return f"Edit {arg_str(args, 'path', 'file')}"
 
     def locations(self, args: dict[str, Any], cwd: str) -> list[Location]:
-        path = arg_str(args, "path")
-        return [Location(absolute(path, cwd))] if path else []
+        return path_locations(args, cwd)
 
     @os_errors_as_tool_errors
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:

@@ -8,11 +8,16 @@ from typing import Any
 
 from ama_acp.tools.base import Location, ToolError, ToolKind, ToolResult
 from ama_acp.tools.budget import Budget, run_bounded
-from ama_acp.tools.common import arg_str, display_path, os_errors_as_tool_errors, validate
+from ama_acp.tools.common import (
+    arg_str,
+    display_path,
+    os_errors_as_tool_errors,
+    path_locations,
+    validate,
+)
 from ama_acp.tools.context import ToolContext
 from ama_acp.tools.filewalk import glob_regex, list_files
 from ama_acp.tools.globs import GlobError
-from ama_acp.tools.paths import absolute
 
 MAX_RESULTS = 200
 # Matching and dating the listed files (at most MAX_WALK_FILES of them) in a worker thread.
@@ -46,7 +51,7 @@ class GlobTool:
         return f"Find `{arg_str(args, 'pattern', '*')}`" + (f" in {where}" if where else "")
 
     def locations(self, args: dict[str, Any], cwd: str) -> list[Location]:
-        return [Location(absolute(arg_str(args, "path") or ".", cwd))]
+        return path_locations(args, cwd, default=".")
 
     @os_errors_as_tool_errors
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:

@@ -31,6 +31,7 @@ from ama_acp.tools.common import (
     arg_str,
     display_path,
     os_errors_as_tool_errors,
+    path_locations,
     plural,
     require_regular,
     short,
@@ -39,7 +40,6 @@ from ama_acp.tools.common import (
 from ama_acp.tools.context import ToolContext
 from ama_acp.tools.filewalk import glob_match, helper_env, list_files
 from ama_acp.tools.globs import GlobError
-from ama_acp.tools.paths import absolute
 from ama_acp.tools.regular import read_regular
 from ama_acp.tools.workspace import BINARY_SNIFF_BYTES
 
@@ -102,7 +102,7 @@ class GrepTool:
         return f"Search for `{short(arg_str(args, 'pattern'), 50)}`" + (f" in {where}" if where else "")
 
     def locations(self, args: dict[str, Any], cwd: str) -> list[Location]:
-        return [Location(absolute(arg_str(args, "path") or ".", cwd))]
+        return path_locations(args, cwd, default=".")
 
     @os_errors_as_tool_errors
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:

@@ -5,9 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from ama_acp.tools.base import Location, ToolError, ToolKind, ToolResult
-from ama_acp.tools.common import arg_str, display_path, human_size, os_errors_as_tool_errors, plural, validate
+from ama_acp.tools.common import (
+    arg_str,
+    display_path,
+    human_size,
+    os_errors_as_tool_errors,
+    path_locations,
+    plural,
+    validate,
+)
 from ama_acp.tools.context import ToolContext
-from ama_acp.tools.paths import absolute
 
 MAX_ENTRIES = 500
 
@@ -36,7 +43,7 @@ class ListTool:
         return f"List {arg_str(args, 'path') or '.'}"
 
     def locations(self, args: dict[str, Any], cwd: str) -> list[Location]:
-        return [Location(absolute(arg_str(args, "path") or ".", cwd))]
+        return path_locations(args, cwd, default=".")
 
     @os_errors_as_tool_errors
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:

@@ -7,17 +7,18 @@ from typing import Any
 
 from ama_acp.tools.base import Location, ToolError, ToolKind, ToolResult
 from ama_acp.tools.common import (
+    FILE_PATH_PARAM,
     arg_int,
     arg_str,
     display_path,
     human_size,
     missing_file_error,
     os_errors_as_tool_errors,
+    path_locations,
     require_regular,
     validate,
 )
 from ama_acp.tools.context import ToolContext
-from ama_acp.tools.paths import absolute
 from ama_acp.tools.workspace import BinaryFileError
 
 DEFAULT_LIMIT = 2000
@@ -40,7 +41,7 @@ class ReadTool:
     parameters: dict[str, Any] = {
         "type": "object",
         "properties": {
-            "path": {"type": "string", "description": "File path, absolute or relative to the working directory."},
+            "path": FILE_PATH_PARAM,
             "offset": {"type": "integer", "minimum": 1, "description": "First line to read (1-based). Default 1."},
             "limit": {
                 "type": "integer",
@@ -63,8 +64,7 @@ class ReadTool:
         return f"Read {path}"
 
     def locations(self, args: dict[str, Any], cwd: str) -> list[Location]:
-        path = arg_str(args, "path")
-        return [Location(absolute(path, cwd), arg_int(args, "offset"))] if path else []
+        return path_locations(args, cwd, line=arg_int(args, "offset"))
 
     @os_errors_as_tool_errors
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:

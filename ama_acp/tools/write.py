@@ -6,6 +6,7 @@ from typing import Any
 
 from ama_acp.tools.base import Location, ToolError, ToolKind, ToolResult
 from ama_acp.tools.common import (
+    FILE_PATH_PARAM,
     arg_str,
     count_lines,
     diff_too_big,
@@ -13,13 +14,13 @@ from ama_acp.tools.common import (
     first_changed_line,
     make_diff,
     os_errors_as_tool_errors,
+    path_locations,
     plural,
     refuse_git_internals,
     require_regular,
     validate,
 )
 from ama_acp.tools.context import ToolContext
-from ama_acp.tools.paths import absolute
 from ama_acp.tools.workspace import BinaryFileError
 
 
@@ -34,7 +35,7 @@ class WriteTool:
     parameters: dict[str, Any] = {
         "type": "object",
         "properties": {
-            "path": {"type": "string", "description": "File path, absolute or relative to the working directory."},
+            "path": FILE_PATH_PARAM,
             "content": {"type": "string", "description": "The complete new content of the file."},
         },
         "required": ["path", "content"],
@@ -45,8 +46,7 @@ class WriteTool:
         return f"Write {arg_str(args, 'path', 'file')}"
 
     def locations(self, args: dict[str, Any], cwd: str) -> list[Location]:
-        path = arg_str(args, "path")
-        return [Location(absolute(path, cwd))] if path else []
+        return path_locations(args, cwd)
 
     @os_errors_as_tool_errors
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:

@@ -20,6 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from ama_acp.session.store import SessionStore  # noqa: E402
+from tests.bench._ama import preloads, wait_preloaded  # noqa: E402
 from tests.bench.bench_store import build_session  # noqa: E402
 
 
@@ -30,7 +31,8 @@ def rss_mb(pid: int, field: str = "VmRSS") -> float:
     return 0.0
 
 
-def run(cmd: list[str], cwd: str, sid: str | None) -> tuple[float, float, int, float]:
+def run(cmd: list[str], cwd: str, sid: str | None, data_dir: str) -> tuple[float, float, int, float]:
+    before = preloads(data_dir)
     p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=cwd)
     assert p.stdin and p.stdout
 
@@ -48,7 +50,7 @@ def run(cmd: list[str], cwd: str, sid: str | None) -> tuple[float, float, int, f
 
     send(1, "initialize", {"protocolVersion": 1})
     wait(1)
-    time.sleep(0.5)  # preload finished
+    wait_preloaded(data_dir, before)
     before = rss_mb(p.pid)
     start = time.perf_counter()
     if sid is None:
@@ -71,8 +73,8 @@ def main() -> None:
         sid = build_session(SessionStore(data), 10_000, cwd=str(ws))
         size = (data / "sessions" / f"{sid}.jsonl").stat().st_size / 1e6
         cmd = [sys.executable, "-m", "ama_acp", "--mode", "acp", "--data-dir", str(data), "--model", "scripted/demo"]
-        base = [run(cmd, str(ws), None) for _ in range(3)]
-        loads = [run(cmd, str(ws), sid) for _ in range(3)]
+        base = [run(cmd, str(ws), None, str(data)) for _ in range(3)]
+        loads = [run(cmd, str(ws), sid, str(data)) for _ in range(3)]
     t = statistics.median(x[0] for x in loads)
     grow = statistics.median(x[1] for x in loads)
     print(f"session file: 10,000 messages, {size:.2f} MB; replayed updates: {loads[0][2] - 1:,}")

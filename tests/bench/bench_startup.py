@@ -18,6 +18,10 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from tests.bench._ama import preloads, wait_preloaded  # noqa: E402
+
 RUNS = 7
 
 
@@ -40,7 +44,8 @@ def baseline() -> float:
     return time.perf_counter() - start
 
 
-def session_new_and_rss(cmd: list[str], cwd: str) -> tuple[float, float]:
+def session_new_and_rss(cmd: list[str], cwd: str, data_dir: str) -> tuple[float, float]:
+    before = preloads(data_dir)
     p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=cwd)
     assert p.stdin and p.stdout
 
@@ -53,13 +58,18 @@ def session_new_and_rss(cmd: list[str], cwd: str) -> tuple[float, float]:
                 return msg
 
     call(1, "initialize", {"protocolVersion": 1})
-    time.sleep(1.0)  # let the preload thread finish, as it has by the time a person opens a thread
+    wait_preloaded(data_dir, before)  # as it is by the time a person opens a thread
     times = []
+    last = ""
     for i in range(RUNS):
         start = time.perf_counter()
-        call(10 + i, "session/new", {"cwd": cwd, "mcpServers": []})
+        last = call(10 + i, "session/new", {"cwd": cwd, "mcpServers": []})["result"]["sessionId"]
         times.append(time.perf_counter() - start)
-    time.sleep(0.5)
+    while True:  # the last session's opening updates end with its usage_update (E4): then it is idle
+        msg = json.loads(p.stdout.readline())
+        update = msg.get("params", {}).get("update", {})
+        if msg.get("params", {}).get("sessionId") == last and update.get("sessionUpdate") == "usage_update":
+            break
     rss_kb = 0
     for line in Path(f"/proc/{p.pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -85,7 +95,7 @@ def main() -> None:
         spawn_to_initialize(cmd, tmp)  # warm the OS file cache and .pyc files
         base = statistics.median(baseline() for _ in range(RUNS))
         ama = statistics.median(spawn_to_initialize(cmd, tmp) for _ in range(RUNS))
-        new, rss = session_new_and_rss(cmd, tmp)
+        new, rss = session_new_and_rss(cmd, tmp, f"{tmp}/data")
     print(f"baseline  python -c 'import anyio, msgspec': {base * 1000:7.1f} ms")
     print(f"ama       spawn → initialize response (median of {RUNS}):   {ama * 1000:7.1f} ms")
     print(f"ratio     {ama / base:.2f}  (to anyio + msgspec alone; goal: under 250 ms)")
