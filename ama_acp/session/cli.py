@@ -6,10 +6,15 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ama_acp.config import Config
+    from ama_acp.session.listing import SessionSummary
+    from ama_acp.session.store import LoadedSession
 
 
-def run_sessions(argv: list[str], load_config: Callable[[argparse.Namespace], Any]) -> int:
+def run_sessions(argv: list[str], load_config: Callable[[argparse.Namespace], Config]) -> int:
     p = argparse.ArgumentParser(prog="ama sessions", description="the stored sessions")
     p.add_argument("action", choices=["list", "show", "delete"])
     p.add_argument("session_id", nargs="?")
@@ -51,7 +56,7 @@ def run_sessions(argv: list[str], load_config: Callable[[argparse.Namespace], An
     return _show(loaded, args.json)
 
 
-def _summary(s: Any) -> dict[str, Any]:
+def _summary(s: SessionSummary) -> dict[str, Any]:
     return {
         "sessionId": s.session_id,
         "cwd": s.cwd,
@@ -61,7 +66,7 @@ def _summary(s: Any) -> dict[str, Any]:
     }
 
 
-def _show(loaded: Any, as_json: bool) -> int:
+def _show(loaded: LoadedSession, as_json: bool) -> int:
     import msgspec
 
     from ama_acp.session import entries as en
