@@ -17,6 +17,8 @@ if TYPE_CHECKING:  # imported lazily at run time (startup time), so for annotati
     from ama_acp.conversation.tools import ToolSpec
     from ama_acp.providers.base import Provider
     from ama_acp.providers.catalog import ModelInfo
+    from ama_acp.rpc.dispatch import JSONValue
+    from ama_acp.rpc.peer import Params
     from ama_acp.session.store import SessionStore
     from ama_acp.tools.base import Tool
 
@@ -26,9 +28,9 @@ log = logging.getLogger(__name__)
 class ClientPeer(Protocol):
     """The connection to the client as sessions use it (rpc/peer.py `Peer`, or `ama -p`'s stand-in)."""
 
-    async def notify(self, method: str, params: Any) -> None: ...
+    async def notify(self, method: str, params: Params) -> None: ...
 
-    async def request(self, method: str, params: Any, timeout: float | None = None) -> Any: ...
+    async def request(self, method: str, params: Params, timeout: float | None = None) -> JSONValue: ...
 
 
 class SessionManager:
@@ -108,7 +110,7 @@ class SessionManager:
     async def send_update(self, session_id: str, update: w.SessionUpdate) -> None:
         await self.peer.notify("session/update", w.SessionNotification(session_id=session_id, update=update))
 
-    async def client_request(self, method: str, params: object, timeout: float | None = None) -> object:
+    async def client_request(self, method: str, params: Params, timeout: float | None = None) -> object:
         return await self.peer.request(method, params, timeout=timeout)
 
     async def before_request(self, session: Session) -> None:

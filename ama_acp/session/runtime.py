@@ -14,6 +14,7 @@ from ama_acp.conversation.messages import Usage
 from ama_acp.conversation.tools import ToolSpec
 from ama_acp.providers.base import Provider
 from ama_acp.providers.catalog import ModelInfo
+from ama_acp.rpc.peer import Params
 from ama_acp.tools.base import Tool
 from ama_acp.wire import types as w
 
@@ -54,7 +55,7 @@ class Runtime(Protocol):
 
     async def send_update(self, session_id: str, update: w.SessionUpdate) -> None: ...
 
-    async def client_request(self, method: str, params: object, timeout: float | None = None) -> object:
+    async def client_request(self, method: str, params: Params, timeout: float | None = None) -> object:
         """A request to the client (fs/*, terminal/*, session/request_permission): its raw JSON result, to be
         decoded by the caller (it is the client's input, so hostile until parsed)."""
         ...

@@ -12,6 +12,7 @@ import anyio
 import anyio.lowlevel
 
 from ama_acp.rpc.errors import ClientError
+from ama_acp.rpc.peer import Params
 from ama_acp.tools.base import ToolError
 from ama_acp.tools.context import ToolContext
 from ama_acp.tools.paths import PathPolicy
@@ -51,7 +52,7 @@ class EditorWorkspace(LocalWorkspace):
         self._fs_write = fs_write
         self._terminal = terminal
 
-    async def _call(self, method: str, params: object, timeout: float) -> Any:  # the editor's raw JSON
+    async def _call(self, method: str, params: Params, timeout: float) -> Any:  # the editor's raw JSON
         try:
             return await self._rt.client_request(method, params, timeout=timeout)
         except ClientError as exc:
