@@ -49,7 +49,7 @@ Who raises, who catches:
 - ProviderError: providers do not raise for a failed request. Every failure reaches the agent loop as a
   `providers.base.Failure` event (retries first announced as `Retrying`), so the loop has one place that
   decides what the person sees. `StreamError` and `_DeadlineExceeded` are raised and caught inside
-  `providers/http.py` to become that event; `CompactionFailed` is caught by the compaction command.
+  `providers/http.py` to become that event; `CompactionFailed` is caught by `session/compacting.py`.
 - ToolError: tools raise it; the agent loop catches it and the tool call ends failed with its message, which
   the model reads as the tool's result. Any other exception out of a tool is logged as a bug and reported as
   "<tool> failed unexpectedly".
