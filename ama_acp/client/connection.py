@@ -255,7 +255,8 @@ class AgentProcess:
         with anyio.CancelScope(shield=True):
             await self.terminals.shutdown()
             try:
-                await proc.stdin.aclose()  # type: ignore[union-attr]
+                if proc.stdin is not None:  # it is a pipe: the agent was started with stdin=PIPE
+                    await proc.stdin.aclose()
             except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
                 pass
             with anyio.move_on_after(timeout):

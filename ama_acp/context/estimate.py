@@ -113,11 +113,17 @@ class HeuristicEstimator(_MessageRules):
         return heuristic_text_tokens(s)
 
 
-_ENCODINGS: dict[str, object] = {}
+_ENCODINGS: dict[str, _Encoding] = {}
 _warned = False  # U6: the fallback is said once per process, not once per session
 
 
-def _load_encoding(name: str) -> object | None:
+class _Encoding(Protocol):
+    """What the estimator uses of a tiktoken encoding (tiktoken itself is imported only when chosen)."""
+
+    def encode_ordinary(self, text: str) -> list[int]: ...
+
+
+def _load_encoding(name: str) -> _Encoding | None:
     """The tiktoken encoding `name`, or None (with one warning per process) when it cannot be had offline."""
     global _warned
     if name in _ENCODINGS:
@@ -151,7 +157,7 @@ class TiktokenEstimator(_MessageRules):
         if not s:
             return 0
         # encode_ordinary: text that looks like a special token is counted as text, never rejected.
-        return len(self._enc.encode_ordinary(s))  # type: ignore[attr-defined]
+        return len(self._enc.encode_ordinary(s))
 
 
 def make_estimator(name: str) -> Estimator:

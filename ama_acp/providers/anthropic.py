@@ -29,6 +29,7 @@ from ama_acp.conversation.messages import (
     UserMessage,
 )
 from ama_acp.providers.base import (
+    FailureKind,
     Finished,
     ModelRequest,
     ProviderEvent,
@@ -154,7 +155,11 @@ def _mark_cache(messages: list[dict[str, Any]]) -> None:
 
 # --- response ----------------------------------------------------------------------------------------------
 
-_RETRYABLE_ERRORS = {"overloaded_error": "server", "api_error": "server", "timeout_error": "timeout"}
+_RETRYABLE_ERRORS: dict[str, FailureKind] = {
+    "overloaded_error": "server",
+    "api_error": "server",
+    "timeout_error": "timeout",
+}
 
 
 def _error_event(err: Any) -> StreamError:
@@ -164,7 +169,7 @@ def _error_event(err: Any) -> StreamError:
     etype = str(err.get("type") or "error")[:100]
     detail = str(err.get("message") or etype)[:MAX_DETAIL]
     if etype in _RETRYABLE_ERRORS:
-        return StreamError(_RETRYABLE_ERRORS[etype], f"{etype}: {detail}", retryable=True)  # type: ignore[arg-type]
+        return StreamError(_RETRYABLE_ERRORS[etype], f"{etype}: {detail}", retryable=True)
     if etype == "rate_limit_error":
         return StreamError("rate_limit", detail, retryable=True)
     if etype in ("authentication_error", "permission_error"):

@@ -84,8 +84,12 @@ def _user_content(parts: list[TextPart | ImagePart]) -> str | list[dict[str, Any
         if isinstance(p, TextPart):
             out.append({"type": "text", "text": p.text})
         else:
-            out.append({"type": "image_url", "image_url": {"url": f"data:{p.mime_type};base64,{p.data}"}})
+            out.append(_image_block(p))
     return out
+
+
+def _image_block(part: ImagePart) -> dict[str, Any]:
+    return {"type": "image_url", "image_url": {"url": f"data:{part.mime_type};base64,{part.data}"}}
 
 
 def _assistant(msg: AssistantMessage, send_reasoning: bool) -> dict[str, Any]:
@@ -134,7 +138,7 @@ def to_openai_messages(system: str, messages: list[Message], *, send_reasoning: 
             images = [p for p in msg.content if isinstance(p, ImagePart)]
             if images:
                 text = (text + "\n" if text else "") + f"({len(images)} image(s) attached below)"
-                pending_images.extend(_user_content(list(images)))  # type: ignore[arg-type]
+                pending_images.extend(_image_block(p) for p in images)
             out.append({"role": "tool", "tool_call_id": msg.tool_call_id, "content": text})
     flush_images()
     return out

@@ -49,7 +49,7 @@ class ToolCallSpec(msgspec.Struct, frozen=True):
 
 
 class FailureSpec(msgspec.Struct, frozen=True):
-    kind: str = "server"
+    kind: pb.FailureKind = "server"  # checked when the script is read: a kind ama does not know is a ScriptError
     message: str = "The scripted model failed as scripted."
 
 
@@ -58,7 +58,7 @@ class Reply(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     thinking: str = ""
     tool_calls: list[ToolCallSpec] = []
     usage: Usage | str = "auto"
-    stop: str | None = None
+    stop: pb.StopKind | None = None
     chunk: int = 12
     delay: float = 0.0
     hang: float = 0.0
@@ -115,7 +115,7 @@ class ScriptedProvider:
         else:
             reply = self._script.reply[index]
         if reply.failure is not None:
-            yield pb.Failure(reply.failure.kind, reply.failure.message)  # type: ignore[arg-type]
+            yield pb.Failure(reply.failure.kind, reply.failure.message)
             return
         out_chars = 0
         for kind, text in (("thinking", reply.thinking), ("text", reply.text)):
@@ -135,8 +135,8 @@ class ScriptedProvider:
             yield event
         if reply.hang:
             await anyio.sleep(reply.hang)
-        stop = reply.stop or ("tool_use" if calls else "end_turn")
-        yield pb.Finished(stop, self._usage(reply, request, out_chars))  # type: ignore[arg-type]
+        stop: pb.StopKind = reply.stop or ("tool_use" if calls else "end_turn")
+        yield pb.Finished(stop, self._usage(reply, request, out_chars))
 
     def _usage(self, reply: Reply, request: pb.ModelRequest, out_chars: int) -> Usage | None:
         if isinstance(reply.usage, Usage):

@@ -38,7 +38,7 @@ from ama_acp.conversation.messages import (
 )
 from ama_acp.session import entries as en
 from ama_acp.session import options
-from ama_acp.session.updates import plan_update, wire_line
+from ama_acp.session.updates import is_tool_status, plan_update, wire_line
 from ama_acp.wire import types as w
 
 if TYPE_CHECKING:
@@ -51,7 +51,6 @@ log = logging.getLogger(__name__)
 INTERRUPTED = "This tool call was interrupted (ama stopped before it finished); its outcome is unknown."
 MAX_HANDOFF_BYTES = 4 << 20  # a handoff is a few KB; anything this big was not written by ama
 
-_STATUSES = frozenset({"pending", "in_progress", "completed", "failed"})
 _KINDS = frozenset({"read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"})
 _PLAN_STATUSES = frozenset({"pending", "in_progress", "completed"})
 _PRIORITIES = frozenset({"high", "medium", "low"})
@@ -336,8 +335,8 @@ def replay_updates(loaded: LoadedSession) -> list[w.SessionUpdate]:
             if entry.content_text:
                 content.append(w.Content(content=w.TextContent(text=en.clip_replay_text(entry.content_text))))
             # A call cancelled or cut short is shown as failed: ACP has no other ending for it.
-            status = entry.status if entry.status in _STATUSES else "failed"
-            out.append(w.ToolCallUpdate(tool_call_id=entry.wire_id, status=status, content=content))  # type: ignore[arg-type]
+            status: w.ToolCallStatus = entry.status if is_tool_status(entry.status) else "failed"
+            out.append(w.ToolCallUpdate(tool_call_id=entry.wire_id, status=status, content=content))
         elif isinstance(entry, en.PlanEntry):
             out.append(plan_update(_plan(entry.entries)))
         elif isinstance(entry, en.CommandEntry):

@@ -23,13 +23,13 @@ from ama_acp.conversation.messages import AssistantMessage, ImagePart, Message, 
 from ama_acp.conversation.tools import ToolSpec
 from ama_acp.providers import base as pb
 from ama_acp.rpc.dispatch import defer
-from ama_acp.rpc.errors import AcpError
+from ama_acp.rpc.errors import UNEXPECTED, AcpError
 from ama_acp.session import entries as en
 from ama_acp.session import options
 from ama_acp.session.accounting import SessionContext
 from ama_acp.session.approval import Approver
 from ama_acp.session.runtime import Runtime
-from ama_acp.session.updates import plan_update, to_update
+from ama_acp.session.updates import is_stop_reason, plan_update, to_update
 from ama_acp.session.workspaces import current_tool_call, tool_context
 from ama_acp.tools.base import ToolError, ToolResult
 from ama_acp.tools.registry import run_with_deadline
@@ -362,7 +362,12 @@ class Session:
         except LookupError:  # not under the RPC peer (ama -p)
             idle.set()
         usage = msgspec.convert(turn.prompt_usage(), w.TurnUsage) if turn.requests else None
-        return w.PromptResponse(stop_reason=stop, usage=usage)  # type: ignore[arg-type]
+        reason: w.StopReason = "end_turn"
+        if is_stop_reason(stop):  # the loop's and the commands' reasons are ACP's
+            reason = stop
+        else:  # a bug: answer what is closest, and say so in the log
+            log.error("%s turn ended with stop reason %r; answering end_turn", UNEXPECTED, stop)
+        return w.PromptResponse(stop_reason=reason, usage=usage)
 
     async def _turn_end(self, stop: str) -> None:
         self.updated_at = en.utc_now()

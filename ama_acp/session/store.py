@@ -139,9 +139,9 @@ def is_valid_session_id(session_id: object) -> bool:
 
 def check_session_id(session_id: object) -> str:
     # Letters, digits, _ and - only: no separator, no dot, so an id can never name a path elsewhere.
-    if not is_valid_session_id(session_id):
+    if not isinstance(session_id, str) or not is_valid_session_id(session_id):
         raise InvalidSessionId(f"no session {session_id!r} (not a valid session id)")
-    return session_id  # type: ignore[return-value]
+    return session_id
 
 
 class _HeaderProbe(msgspec.Struct):

@@ -1,11 +1,37 @@
-"""Agent events → ACP `session/update` payloads. The only place that knows both sides."""
+"""Agent events → ACP `session/update` payloads, and the checks that narrow ama's strings to the wire's
+enumerations (a value outside one is a bug or a damaged file, and gets the safe value instead)."""
 
 from __future__ import annotations
+
+import typing
+from typing import TypeGuard
 
 from ama_acp.agent import events as ev
 from ama_acp.tools.base import Location, ToolResult
 from ama_acp.tools.common import diff_too_big
 from ama_acp.wire import types as w
+
+_STOP_REASONS = frozenset(typing.get_args(w.StopReason))
+_TOOL_STATUSES = frozenset(typing.get_args(w.ToolCallStatus))
+_PLAN_PRIORITIES = frozenset(typing.get_args(w.PlanPriority))
+_PLAN_STATUSES = frozenset(typing.get_args(w.PlanStatus))
+
+
+def is_stop_reason(value: str) -> TypeGuard[w.StopReason]:
+    return value in _STOP_REASONS
+
+
+def is_tool_status(value: str) -> TypeGuard[w.ToolCallStatus]:
+    return value in _TOOL_STATUSES
+
+
+def _is_plan_priority(value: object) -> TypeGuard[w.PlanPriority]:
+    return isinstance(value, str) and value in _PLAN_PRIORITIES
+
+
+def _is_plan_status(value: object) -> TypeGuard[w.PlanStatus]:
+    return isinstance(value, str) and value in _PLAN_STATUSES
+
 
 EDITOR_TEXT_LIMIT = 4096  # the editor sees the first 4 KB of a tool's text; the model gets it all
 
@@ -81,8 +107,8 @@ def plan_update(entries: list[dict[str, str]]) -> w.Plan:
         entries=[
             w.PlanEntry(
                 content=e.get("content", ""),
-                priority=e.get("priority", "medium"),  # type: ignore[arg-type]
-                status=e.get("status", "pending"),  # type: ignore[arg-type]
+                priority=priority if _is_plan_priority(priority := e.get("priority")) else "medium",
+                status=status if _is_plan_status(status := e.get("status")) else "pending",
             )
             for e in entries
         ]

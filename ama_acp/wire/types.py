@@ -341,10 +341,14 @@ class ToolCallUpdate(_Update, tag="tool_call_update", frozen=True):
     locations: list[ToolCallLocation] | None = None
 
 
+PlanPriority = Literal["high", "medium", "low"]
+PlanStatus = Literal["pending", "in_progress", "completed"]
+
+
 class PlanEntry(_Out, frozen=True):
     content: str
-    priority: Literal["high", "medium", "low"]
-    status: Literal["pending", "in_progress", "completed"]
+    priority: PlanPriority
+    status: PlanStatus
 
 
 class Plan(_Update, tag="plan", frozen=True):
