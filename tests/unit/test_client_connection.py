@@ -185,6 +185,8 @@ def main():
             CAPS.update(params.get("clientCapabilities") or {})
             result = {"protocolVersion": 1, "agentCapabilities": {},
                       "agentInfo": {"name": "fake-agent", "version": "0.0.1"}}
+            if os.environ.get("FAKE_AGENT_INIT_NOT_OBJECT") == "1":
+                result = ["not", "an", "object"]
         elif method == "session/new":
             sid = "s%d" % (len(sessions) + 1)
             sessions[sid] = params["cwd"]
@@ -579,3 +581,20 @@ def test_demo_drives_an_agent_through_the_whole_flow(agent):
     assert "▸ Run the unit tests [execute] in_progress → completed" in text
     assert "contextTokens" in text and "$0.0451" in text
     assert "what changed in the workspace:" in text
+
+
+def test_a_result_that_is_not_an_object_is_recorded_and_read_as_empty(agent, workspace, monkeypatch):
+    """An agent answering initialize with a list: the client records the violation and its caller sees `{}`
+    (no member it looks for), not a value of another type that would fail later."""
+    monkeypatch.setenv("FAKE_AGENT_INIT_NOT_OBJECT", "1")
+
+    async def main():
+        async with AgentProcess(agent, ClientOptions()) as conn:
+            init = await conn.initialize()
+            await conn.close()
+            return conn, init
+
+    conn, init = run(main)
+    assert init == {}
+    [violation] = conn.violations_of("result_not_object")
+    assert "initialize" in violation.detail and "list" in violation.detail
