@@ -187,3 +187,12 @@ def test_the_checker_catches_a_forbidden_edge(tmp_path, monkeypatch, source, lin
     monkeypatch.setattr(__import__(__name__, fromlist=["x"]), "PACKAGE", fake_root / "ama_acp")
     problems = violations()
     assert any(expected in p for p in problems), problems
+
+
+def test_the_architecture_picture_names_every_part() -> None:
+    """docs/architecture.md draws this table: a part added here and missing there is a stale picture."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    picture = text.split("```")[1]  # the first code block is the picture
+    names = {name for name in ALLOWED if name not in {"__init__", "__main__"}}
+    missing = sorted(n for n in names if f"{n}/" not in picture and f"{n}.py" not in picture)
+    assert not missing, f"parts missing from the picture in docs/architecture.md: {missing}"
