@@ -23,7 +23,8 @@ class ShellTool:
     description = (
         "Run a shell command in the working directory and get its combined stdout and stderr and its exit "
         "code. Write POSIX sh: it runs under bash, or /bin/sh when the editor's terminal runs it. Use it for "
-        "builds, tests, git and other programs. Nothing is interactive: stdin is empty and pagers are off. Each call starts a fresh shell, so `cd` and exported variables do not carry over; "
+        "builds, tests, git and other programs. Nothing is interactive: stdin is empty and pagers are off. "
+        "Each call starts a fresh shell, so `cd` and exported variables do not carry over; "
         f"chain them with `&&`. The command is killed after `timeout` seconds (default {DEFAULT_TIMEOUT}, at "
         f"most {MAX_TIMEOUT}), with everything it started. Output above about 30 KB keeps its beginning and end. "
         "To read, find or search files prefer read_file, find_files and search."
