@@ -169,6 +169,8 @@ async def _ripgrep(
     if glob:
         argv += ["--glob", glob]
     argv += ["--regexp", pattern, "--", target]
+    if any("\x00" in arg for arg in argv):  # no argv can carry a NUL: the RE2 fallback searches for it instead
+        return None
 
     found = _Found()
     by_path: dict[str, _FileHits] = {}
@@ -177,7 +179,7 @@ async def _ripgrep(
         proc = await anyio.open_process(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=helper_env()
         )
-    except OSError:
+    except (OSError, ValueError):  # ValueError: an argument the OS cannot take (checked above, kept as a net)
         return None
     stderr = bytearray()
     async with proc:

@@ -225,6 +225,15 @@ def test_search_no_match_and_bad_regex(tmp_path, ctx, grep_tool):
         run(grep_tool, ctx, pattern="(unclosed")
 
 
+def test_search_for_a_nul_byte_answers_instead_of_raising(tmp_path, ctx, grep_tool):
+    """A NUL in the pattern or glob cannot go into rg's argv (found by tests/fuzz/test_fuzz_tools.py once rg
+    ran in the tests): the search falls back to RE2 and answers, it never raises out of the tool."""
+    (tmp_path / "a.txt").write_text("plain text\n")
+    assert run(grep_tool, ctx, pattern="\x00", path="a.txt").text.startswith("No matches")
+    result = run(grep_tool, ctx, pattern="\x00", glob="a.txt", ignore_case=True)
+    assert result.text.startswith("No matches")
+
+
 def test_search_lookaround_is_refused_with_the_construct_named(tmp_path, ctx, grep_tool):
     # ripgrep's syntax (and RE2's, the linear-time engine of the fallback) has no look-around.
     (tmp_path / "t.txt").write_text("foobar\nfoobaz\n")
