@@ -38,7 +38,7 @@ from ama_acp.conversation.messages import (
 )
 from ama_acp.session import entries as en
 from ama_acp.session import options
-from ama_acp.session.updates import is_tool_status, plan_update, wire_line
+from ama_acp.session.updates import is_plan_priority, is_plan_status, is_tool_status, plan_update, wire_line
 from ama_acp.wire import types as w
 
 if TYPE_CHECKING:
@@ -52,8 +52,6 @@ INTERRUPTED = "This tool call was interrupted (ama stopped before it finished); 
 MAX_HANDOFF_BYTES = 4 << 20  # a handoff is a few KB; anything this big was not written by ama
 
 _KINDS = frozenset({"read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"})
-_PLAN_STATUSES = frozenset({"pending", "in_progress", "completed"})
-_PRIORITIES = frozenset({"high", "medium", "low"})
 
 
 class PairResult(msgspec.Struct):
@@ -133,8 +131,8 @@ def _plan(entries: object) -> list[dict[str, str]]:
         out.append(
             {
                 "content": e["content"],
-                "status": status if isinstance(status, str) and status in _PLAN_STATUSES else "pending",
-                "priority": priority if isinstance(priority, str) and priority in _PRIORITIES else "medium",
+                "status": status if is_plan_status(status) else "pending",
+                "priority": priority if is_plan_priority(priority) else "medium",
             }
         )
     return out

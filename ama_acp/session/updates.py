@@ -25,11 +25,11 @@ def is_tool_status(value: str) -> TypeGuard[w.ToolCallStatus]:
     return value in _TOOL_STATUSES
 
 
-def _is_plan_priority(value: object) -> TypeGuard[w.PlanPriority]:
+def is_plan_priority(value: object) -> TypeGuard[w.PlanPriority]:
     return isinstance(value, str) and value in _PLAN_PRIORITIES
 
 
-def _is_plan_status(value: object) -> TypeGuard[w.PlanStatus]:
+def is_plan_status(value: object) -> TypeGuard[w.PlanStatus]:
     return isinstance(value, str) and value in _PLAN_STATUSES
 
 
@@ -107,8 +107,8 @@ def plan_update(entries: list[dict[str, str]]) -> w.Plan:
         entries=[
             w.PlanEntry(
                 content=e.get("content", ""),
-                priority=priority if _is_plan_priority(priority := e.get("priority")) else "medium",
-                status=status if _is_plan_status(status := e.get("status")) else "pending",
+                priority=priority if is_plan_priority(priority := e.get("priority")) else "medium",
+                status=status if is_plan_status(status := e.get("status")) else "pending",
             )
             for e in entries
         ]
