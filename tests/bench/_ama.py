@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from ama_acp.server import PRELOADED
+from tests.support.waiting import poll_until
 
 
 def preloads(data_dir: str | Path) -> int:
@@ -20,8 +20,4 @@ def preloads(data_dir: str | Path) -> int:
 def wait_preloaded(data_dir: str | Path, before: int, timeout: float = 10.0) -> None:
     """Until one more ama than `before` logged that its session modules are imported (the state a person's
     first thread meets)."""
-    deadline = time.monotonic() + timeout
-    while preloads(data_dir) <= before:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"ama did not finish preloading within {timeout} s ({data_dir})")
-        time.sleep(0.01)  # a poll interval, not a wait for the event
+    poll_until(lambda: preloads(data_dir) > before, timeout, f"ama's preload in {data_dir}")
