@@ -16,6 +16,7 @@ from pathlib import Path
 from tests.support.harness import Ama, local_config
 from tests.support.llm_server import LLMServer
 from tests.support.raw import RawAma
+from tests.support.waiting import poll_until
 
 SESSIONS_PER_PROCESS = 5
 PROCESSES = 10  # 50 sessions, 10 kills
@@ -43,14 +44,6 @@ def busy_replies(n: int) -> list[dict]:
                 }
             )
     return out
-
-
-def wait_until(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
 
 
 def test_sigkill_at_random_points_then_every_session_loads_and_prompts_again(tmp_path):
@@ -83,7 +76,7 @@ def test_sigkill_at_random_points_then_every_session_loads_and_prompts_again(tmp
                         "params": {"sessionId": sid, "prompt": prompt},
                     }
                 )
-            wait_until(lambda n=before: len(llm.requests) > n, 10, "the first model request")
+            poll_until(lambda n=before: len(llm.requests) > n, 10, "the first model request")
             time.sleep(rng.uniform(0.0, 1.2))  # the random kill point is the test, not a wait
             os.kill(raw.proc.pid, signal.SIGKILL)
             raw.proc.wait(10)

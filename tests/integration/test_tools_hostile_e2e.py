@@ -20,6 +20,7 @@ import pytest
 from tests.support.harness import Ama, write_script
 from tests.support.leaks import processes_with_cmdline
 from tests.support.raw import RawAma
+from tests.support.waiting import holds_within
 
 HAS_GIT = shutil.which("git") is not None
 
@@ -153,20 +154,13 @@ def test_exit_during_a_running_command_kills_its_setsid_child(tmp_path, how, sta
             "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]},
         }
     )
-    assert wait_until(lambda: processes_with_cmdline(f"sleep 3{tag}") and processes_with_cmdline(f"sleep 4{tag}"), 10.0)
+    assert holds_within(
+        lambda: processes_with_cmdline(f"sleep 3{tag}") and processes_with_cmdline(f"sleep 4{tag}"), 10.0
+    )
     assert exits_within(raw, 1.0, how) < 1.5
-    assert wait_until(
+    assert holds_within(
         lambda: not processes_with_cmdline(f"sleep 3{tag}") and not processes_with_cmdline(f"sleep 4{tag}"), 5.0
     )
-
-
-def wait_until(condition, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return bool(condition())
 
 
 def _evil_repo(root: Path) -> Path:

@@ -10,9 +10,10 @@ from __future__ import annotations
 import os
 import signal
 import threading
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
+
+from tests.support.waiting import holds_within
 
 # Every exception ama did not expect is logged with its traceback; expected failures never are. One in any
 # log a test produced means some input reached a path nobody handled.
@@ -65,16 +66,6 @@ def _live_processes() -> list[tuple[int, str]]:
     return found
 
 
-def wait_until(condition: Callable[[], bool], seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while True:
-        if condition():
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.05)
-
-
 def leftover_processes(tmp_path: Path, seconds: float = 5.0) -> list[tuple[int, str]]:
     """The processes still naming `tmp_path` after `seconds`; they are killed so the run can go on."""
     needle = str(tmp_path)
@@ -84,7 +75,7 @@ def leftover_processes(tmp_path: Path, seconds: float = 5.0) -> list[tuple[int, 
         left[:] = processes_mentioning(needle)
         return not left
 
-    if wait_until(gone, seconds):
+    if holds_within(gone, seconds, interval=0.05):
         return []
     for pid, _ in left:
         try:
@@ -122,5 +113,5 @@ def leftover_threads(seconds: float = 10.0) -> list[threading.Thread]:
         left[:] = [t for t in threading.enumerate() if t is not main and t.is_alive()]
         return not left
 
-    wait_until(gone, seconds)
+    holds_within(gone, seconds, interval=0.05)
     return left

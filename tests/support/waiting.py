@@ -21,3 +21,14 @@ def poll_until(predicate: Callable[[], T], timeout: float, what: str, interval: 
         if time.monotonic() >= deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         time.sleep(interval)
+
+
+def holds_within(condition: Callable[[], object], seconds: float, interval: float = 0.01) -> bool:
+    """Whether ``condition()`` became true within ``seconds`` (checked once more at the deadline), for callers
+    that assert on the outcome themselves (e.g. that something did *not* happen)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(interval)
+    return bool(condition())

@@ -38,6 +38,7 @@ from ama_acp.tools.shell import ShellTool
 from ama_acp.tools.workspace import LocalWorkspace
 from ama_acp.tools.write import WriteTool
 from tests.support.leaks import processes_with_cmdline
+from tests.support.waiting import holds_within
 
 HAS_GIT = shutil.which("git") is not None
 
@@ -55,16 +56,6 @@ def timed(fn, *args, **kwargs):
     start = time.monotonic()
     value = fn(*args, **kwargs)
     return value, time.monotonic() - start
-
-
-def wait_until(condition, seconds: float = 5.0) -> bool:
-    """Poll `condition` until it holds or the deadline passes."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return condition()
 
 
 # --- 1. globs: linear time, and the semantics a reference matcher gives ------------------------------
@@ -351,7 +342,7 @@ def test_a_cancelled_search_leaves_no_thread_running(tmp_path, ctx, python_grep,
             t for t in threading.enumerate() if t.ident not in before and any("grep.py" in f for f in _frames_of(t))
         ]
 
-    assert wait_until(lambda: not busy_workers(), 2.0), busy_workers()
+    assert holds_within(lambda: not busy_workers(), 2.0), busy_workers()
 
 
 def _frames_of(thread: threading.Thread) -> list[str]:
@@ -555,7 +546,9 @@ def test_a_setsid_child_does_not_outlive_the_command(tmp_path, ctx):
     tag = f"{os.getpid()}{time.monotonic_ns() % 100000}"
     result = run(ShellTool(), ctx, command=f"setsid sleep 1{tag} & echo started")
     assert result.text.startswith("started")
-    assert wait_until(lambda: not processes_with_cmdline(f"sleep 1{tag}"), 5.0), processes_with_cmdline(f"sleep 1{tag}")
+    assert holds_within(lambda: not processes_with_cmdline(f"sleep 1{tag}"), 5.0), processes_with_cmdline(
+        f"sleep 1{tag}"
+    )
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs /proc")
@@ -563,7 +556,7 @@ def test_a_setsid_child_is_killed_when_the_command_times_out(tmp_path, ctx):
     tag = f"{os.getpid()}{time.monotonic_ns() % 100000}"
     result = run(ShellTool(), ctx, command=f"setsid sleep 2{tag} & sleep 30", timeout=1)
     assert "Timed out after 1 s" in result.text
-    assert wait_until(lambda: not processes_with_cmdline(f"sleep 2{tag}"), 5.0)
+    assert holds_within(lambda: not processes_with_cmdline(f"sleep 2{tag}"), 5.0)
 
 
 # --- 8. argument values that cannot reach the OS -------------------------------------------------
