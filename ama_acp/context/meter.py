@@ -245,8 +245,7 @@ class ContextMeter:
         prune_at: int | None = None
         if window is not None:
             percent = min(100.0, round(used * 100 / window, 1))
-            room = window - self._reserve
-            # A window not larger than the reserve has no meaningful threshold; omit rather than go negative.
+            room = window - effective_reserve(window, self._reserve)
             if self._compaction_enabled and not self._compaction_held and room > 0:
                 auto_compact_at = room
                 prune_at = room * 7 // 10  # floor(0.7 × room) in integers: no float rounding at the boundary
@@ -347,6 +346,14 @@ class ContextMeter:
         self._anchor = None
         self._anchor_key = None
         self._trailing = 0
+
+
+def effective_reserve(window: int, reserve_tokens: int) -> int:
+    """The reserve actually kept free under `window` (U13): the configured one, but never more than half the
+    window. Without the cap a window of 8,192 or 16,384 tokens under the default 16,384 reserve would have no
+    threshold at all and never compact; with it, 32,768 and larger windows keep exactly the configured reserve.
+    """
+    return max(0, min(reserve_tokens, window // 2))
 
 
 def _clean_window(window: int | None) -> int | None:

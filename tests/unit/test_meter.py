@@ -183,23 +183,31 @@ def test_u13_u14_thresholds() -> None:
 
 
 def test_u14_prune_at_is_an_exact_floor() -> None:
-    # 0.7 * 90 in floats is 62.99999999999999: a float floor would be one short.
-    assert int(0.7 * 90) == 62
-    assert meter(window=16_384 + 90).figures().prune_at == 63
+    # 0.7 * 40,970 in floats is 28678.999999999996: a float floor would be one short.
+    assert int(0.7 * 40_970) == 28_678
+    assert meter(window=16_384 + 40_970).figures().prune_at == 28_679
 
 
-@pytest.mark.parametrize("how", ["disabled", "held", "window<=reserve"])
+@pytest.mark.parametrize("how", ["disabled", "held"])
 def test_u13_u14_absent_when_compaction_off_or_held(how: str) -> None:
     if how == "disabled":
         m = meter(compaction_enabled=False)
     elif how == "held":
         m = meter()
         m.set_compaction(held=True)
-    else:
-        m = meter(window=16_000)
     f = m.figures()
     assert f.auto_compact_at is None and f.prune_at is None
     assert f.percent is not None  # the rest stays known
+
+
+@pytest.mark.parametrize(
+    ("window", "at"),
+    [(8_192, 4_096), (16_384, 8_192), (32_768, 16_384), (128_000, 111_616), (1_000_000, 983_616)],
+)
+def test_u13_the_reserve_is_at_most_half_the_window(window: int, at: int) -> None:
+    # Small windows still get a threshold (the default reserve would swallow them whole); from 32k on the
+    # configured reserve stands.
+    assert meter(window=window).figures().auto_compact_at == at
 
 
 def test_u13_held_then_released() -> None:
