@@ -1,5 +1,10 @@
-"""The system prompt. Deterministic for a given session (no clock in it), so the prefix estimate a new
-session shows equals what its first request carries (U10).
+"""The system prompt, and the reminders that carry later changes of the session's setting.
+
+The system prompt is deterministic for a given session (no clock in it), so the prefix estimate a new session
+shows equals what its first request carries (U10). After the first request it is never rewritten: providers
+cache a request's prefix (system prompt, tools, earlier messages), and one changed byte at the top makes every
+later request pay for the whole context again. A change of mode or directories after that point reaches the
+model as a reminder message appended to the conversation (`setting_reminder`).
 """
 
 from __future__ import annotations
@@ -31,3 +36,27 @@ def system_prompt(cwd: str, additional_directories: list[str], mode: str) -> str
     if mode == "read_only":
         lines.append("- The session is read-only: you may read and search, but not edit files or run commands.")
     return "\n".join(lines) + "\n"
+
+
+# What each permission mode means for the model (the modes themselves: session/options.py).
+MODE_RULES = {
+    "manual": "you may edit files and run commands; the editor asks the user before each edit and each command",
+    "accept_edits": "edits inside the project go ahead; the editor asks the user before each command",
+    "read_only": "you may read and search, but not edit files or run commands (such calls are refused)",
+    "full_access": "edits and commands go ahead without asking the user",
+}
+
+
+def setting_reminder(mode: str, additional_directories: list[str], *, mode_changed: bool, dirs_changed: bool) -> str:
+    """The note that tells the model of a change the frozen system prompt cannot show."""
+    lines = ["[A note from ama about this session, not written by the user]"]
+    if mode_changed:
+        rule = MODE_RULES.get(mode, "follow the user's instructions about edits and commands")
+        lines.append(
+            f"The permission mode is now `{mode}`: {rule}. This replaces what the system prompt or an earlier "
+            "note said about the mode."
+        )
+    if dirs_changed:
+        listed = ", ".join(additional_directories) if additional_directories else "none"
+        lines.append(f"The additional directories are now: {listed}. This replaces the list given before.")
+    return "\n".join(lines)

@@ -7,7 +7,7 @@ store writes them. Field names are snake_case here (this is not the ACP wire).
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -81,8 +81,16 @@ class ToolCallPart(msgspec.Struct, tag="tool_call", frozen=True):
         return value
 
 
-class UserMessage(msgspec.Struct, tag="user", frozen=True):
+Origin = Literal["person", "ama"]
+
+
+class UserMessage(msgspec.Struct, tag="user", frozen=True, omit_defaults=True):
+    """A user-role message. `origin` "ama" marks what ama itself put in the conversation for the model (a
+    mode reminder, a compaction handoff): the model reads it like any user message, but it is not the person's
+    and is neither replayed to the editor as theirs nor listed among their messages."""
+
     content: list[TextPart | ImagePart]
+    origin: Origin = "person"
 
 
 class AssistantMessage(msgspec.Struct, tag="assistant", frozen=True, omit_defaults=True):

@@ -131,6 +131,17 @@ class DirectoriesEntry(_Entry, tag="dirs", frozen=True):
     at: str = msgspec.field(default_factory=utc_now)
 
 
+class PromptEntry(_Entry, tag="prompt", frozen=True, omit_defaults=True):
+    """What the model has been told of the session's setting. The first one freezes the system prompt (`system`)
+    at the session's first request, so every later request starts with the same bytes (the provider's prompt
+    cache); a later one, written after a reminder message, records the mode and directories that reminder told."""
+
+    mode_id: str
+    additional_directories: list[str] = msgspec.field(default_factory=list)
+    system: str | None = None
+    at: str = msgspec.field(default_factory=utc_now)
+
+
 class CompactionEntry(_Entry, tag="compaction", frozen=True):
     """A compaction replaced the context. Paths are relative to the session's handoff folder
     (`<sessions>/<id>/`), so a moved data directory still finds them.
@@ -144,6 +155,20 @@ class CompactionEntry(_Entry, tag="compaction", frozen=True):
     kept_from_index: int
     inventory_path: str | None = None
     meter: dict[str, Any] | None = None
+    # Characters of handoff and of inventory the context message carries (None: the files unclipped, as
+    # compactions before these fields were written), so a load rebuilds the very message the live context had.
+    handoff_chars: int | None = None
+    inventory_chars: int | None = None
+    at: str = msgspec.field(default_factory=utc_now)
+
+
+class CompactionHoldEntry(_Entry, tag="compaction_hold", frozen=True):
+    """Automatic compaction was held (`held`: a compaction failed, was refused, or left the context over the
+    threshold) or released again (a compaction, /compact, or the context under pruneAt). A load applies the
+    last one, so a held session is not compacted before every request after a restart either."""
+
+    held: bool
+    reason: str = ""
     at: str = msgspec.field(default_factory=utc_now)
 
 
@@ -194,7 +219,9 @@ Entry = (
     | ModeEntry
     | ConfigEntry
     | DirectoriesEntry
+    | PromptEntry
     | CompactionEntry
+    | CompactionHoldEntry
     | ContextEditEntry
     | TitleEntry
     | TurnEntry

@@ -39,6 +39,7 @@ from ama_acp.conversation.messages import (
 from ama_acp.session import entries as en
 from ama_acp.session import options
 from ama_acp.session.updates import is_plan_priority, is_plan_status, is_tool_status, plan_update, wire_line
+from ama_acp.session.wire_ids import WireIds
 from ama_acp.wire import types as w
 
 if TYPE_CHECKING:
@@ -149,7 +150,7 @@ def restore(session: Session, loaded: LoadedSession, handoff_dir: Path) -> list[
     context: list[Message] = []
     meter_state: dict[str, Any] | None = None
     billing_state: dict[str, Any] | None = None
-    seen: dict[str, int] = {}
+    wire_ids = WireIds()
     recorded_after: dict[str, int] = {}  # provider id → messages stored before its last tool-call record
     pruned: set[int] = set()  # file indices of messages the context carries pruned
     for entry in loaded.entries:
@@ -172,6 +173,10 @@ def restore(session: Session, loaded: LoadedSession, handoff_dir: Path) -> list[
             pruned.update(entry.message_indices)
             apply_prune(context, [i - session.context_first + session.context_synthetic for i in entry.message_indices])
             meter_state = _state(entry.meter, MeterState) or meter_state
+        elif isinstance(entry, en.PromptEntry):
+            if entry.system is not None and session.frozen_prompt is None:
+                session.frozen_prompt = entry.system  # the next request starts with the bytes the last one did
+            session.told = (entry.mode_id, tuple(entry.additional_directories))
         elif isinstance(entry, en.ModelEntry):
             session.model_id = entry.model_id
         elif isinstance(entry, en.ModeEntry):
@@ -185,7 +190,7 @@ def restore(session: Session, loaded: LoadedSession, handoff_dir: Path) -> list[
         elif isinstance(entry, en.PlanEntry):
             session.todos = _plan(entry.entries)
         elif isinstance(entry, en.ToolCallEntry):
-            seen[entry.provider_id] = seen.get(entry.provider_id, 0) + 1
+            wire_ids.add(entry.wire_id)
             recorded_after[entry.provider_id] = len(all_messages)
         elif isinstance(entry, en.TurnEntry):
             session.updated_at = entry.at
@@ -204,13 +209,12 @@ def restore(session: Session, loaded: LoadedSession, handoff_dir: Path) -> list[
     for call, result in paired.tail:
         # The tool_call the person saw live gets its end in replay, under the wire id it had (Session.wire_id).
         if recorded_after.get(call.id, -1) < last_assistant:
-            n = seen.get(call.id, 0) + 1
-            seen[call.id] = n
-            repair.append(_interrupted_record(session, call, call.id if n == 1 else f"{call.id}#{n}"))
+            # The live session allocated its id after every recorded one: the next free id is the one it had.
+            repair.append(_interrupted_record(session, call, wire_ids.allocate(call.id)))
         repair.append(en.MessageEntry(message=result))
     session.messages = paired.messages
     session.message_total = len(all_messages) + len(paired.tail)
-    session.adopt_restored(seen)
+    session.adopt_restored(wire_ids)
     session.ctx.model_changed(session.model_id, session.model_id)  # window of the stored model
     session.ctx.restore(paired.messages, meter_state, billing_state)
     return repair
@@ -301,6 +305,8 @@ def replay_updates(loaded: LoadedSession) -> list[w.SessionUpdate]:
             m = entry.message
             n += 1
             mid = f"r{n}"
+            if isinstance(m, UserMessage) and m.origin == "ama":
+                continue  # ama's own note to the model (a mode reminder): the person never wrote it
             if isinstance(m, UserMessage):
                 for part in m.content:
                     if isinstance(part, TextPart):

@@ -18,7 +18,7 @@ import msgspec
 
 from ama_acp.agent import events as ev
 from ama_acp.agent.loop import Refusal, run_turn
-from ama_acp.agent.prompt import system_prompt
+from ama_acp.agent.prompt import setting_reminder, system_prompt
 from ama_acp.conversation.messages import AssistantMessage, ImagePart, Message, TextPart, UserMessage
 from ama_acp.conversation.tools import ToolSpec
 from ama_acp.providers import base as pb
@@ -30,6 +30,7 @@ from ama_acp.session.accounting import SessionContext
 from ama_acp.session.approval import Approver
 from ama_acp.session.runtime import Runtime
 from ama_acp.session.updates import is_stop_reason, plan_update, to_update
+from ama_acp.session.wire_ids import WireIds
 from ama_acp.session.workspaces import current_tool_call, tool_context
 from ama_acp.tools.base import ToolError, ToolResult
 from ama_acp.tools.registry import run_with_deadline
@@ -72,6 +73,11 @@ class Session:
         # of its own (the handoff), then the stored messages from file index `context_first` on.
         self.context_first = 0
         self.context_synthetic = 0
+        # The system prompt as the session's first request sent it (None before): never rewritten after, so the
+        # provider's cached prefix stays valid (agent/prompt.py). `told` is the (mode, directories) the model was
+        # last told of, by that prompt or a reminder message.
+        self.frozen_prompt: str | None = None
+        self.told: tuple[str, tuple[str, ...]] | None = None
         self.todos: list[dict[str, str]] = []
         self.title: str | None = None
         self._sent_title: str | None = None
@@ -80,7 +86,7 @@ class Session:
         self.approver = Approver(self)
         self._provider: pb.Provider | None = None
         self._provider_for: str | None = None
-        self._seen_ids: dict[str, int] = {}  # provider tool-call id → how often seen
+        self.wire_ids = WireIds()  # every toolCallId the session has used, restored on load
         self._provider_ids: dict[str, str] = {}  # wire id → provider id
         self._calls: dict[str, dict[str, Any]] = {}  # wire id → what replay needs
         self._hidden_calls: set[str] = set()  # todo calls: the person sees the plan, not a tool call as well
@@ -155,10 +161,10 @@ class Session:
         finally:
             self._graceful.pop(scope, None)
 
-    def adopt_restored(self, seen_ids: dict[str, int]) -> None:
-        """After a load (session/restore.py): the provider tool-call ids the file already used, so new wire
-        ids stay unique, and the title, which the client already has."""
-        self._seen_ids = dict(seen_ids)
+    def adopt_restored(self, wire_ids: WireIds) -> None:
+        """After a load (session/restore.py): the wire ids the file already used, so new ones stay unique, and
+        the title, which the client already has."""
+        self.wire_ids = wire_ids
         self._sent_title = self.title
 
     @property
@@ -166,7 +172,34 @@ class Session:
         return self._turn_scope is not None
 
     def system_prompt(self) -> str:
+        if self.frozen_prompt is not None:
+            return self.frozen_prompt
         return system_prompt(self.cwd, self.additional_directories, self.mode)
+
+    def _setting(self) -> tuple[str, tuple[str, ...]]:
+        return self.mode, tuple(self.additional_directories)
+
+    def _freeze_prompt(self) -> None:
+        """The first request fixes the system prompt for the rest of the session (and its reloads)."""
+        self.frozen_prompt = self.system_prompt()
+        self.told = self._setting()
+        self.persist(
+            en.PromptEntry(
+                mode_id=self.mode, additional_directories=list(self.additional_directories), system=self.frozen_prompt
+            )
+        )
+
+    async def tell_setting(self) -> bool:
+        """Append a reminder when the mode or directories changed since the model was last told; True if one was
+        appended. Only where the conversation is whole (no tool call waiting for its result)."""
+        if self.frozen_prompt is None or self.told is None or self.told == self._setting():
+            return False
+        mode, dirs = self._setting()
+        text = setting_reminder(mode, list(dirs), mode_changed=mode != self.told[0], dirs_changed=dirs != self.told[1])
+        await self.append(UserMessage(content=[TextPart(text)], origin="ama"))
+        self.told = (mode, dirs)
+        self.persist(en.PromptEntry(mode_id=mode, additional_directories=list(dirs)))
+        return True
 
     def tool_specs(self) -> list[ToolSpec]:
         return list(self.rt.tool_specs())
@@ -180,6 +213,8 @@ class Session:
         return self._provider
 
     def build_request(self) -> pb.ModelRequest:
+        if self.frozen_prompt is None:
+            self._freeze_prompt()
         info = self.rt.model_info(self.model_id)
         _, _, name = self.model_id.partition("/")
         return pb.ModelRequest(
@@ -256,13 +291,9 @@ class Session:
         )
 
     def wire_id(self, provider_id: str) -> str:
-        """Unique per session: a provider id seen before gets `#2`, `#3`, … (docs/tools.md "Tool call ids")."""
-        n = self._seen_ids.get(provider_id, 0) + 1
-        self._seen_ids[provider_id] = n
-        wid = provider_id if n == 1 else f"{provider_id}#{n}"
-        while wid in self._calls:
-            n += 1
-            wid = f"{provider_id}#{n}"
+        """Unique across the session's history: a provider id used before gets the first free `#n`
+        (session/wire_ids.py; docs/tools.md "Tool call ids")."""
+        wid = self.wire_ids.allocate(provider_id)
         self._provider_ids[wid] = provider_id
         return wid
 
@@ -306,6 +337,7 @@ class Session:
         await self.report_usage()  # E1
 
     async def before_request(self) -> None:
+        await self.tell_setting()  # a mode changed while the turn ran: the model hears of it before its next reply
         await self.rt.before_request(self)
 
     async def turn_failed(self, text: str) -> None:
@@ -371,6 +403,10 @@ class Session:
 
     async def _turn_end(self, stop: str) -> None:
         self.updated_at = en.utc_now()
+        try:
+            await self.tell_setting()  # a change during the turn's last reply: in the context, and in the figure
+        except Exception:  # the reminder is retried before the next request; the turn's end must go out
+            log.exception("could not append the setting reminder")
         self.persist(en.TurnEntry(stop_reason=stop))  # the store fsyncs after a turn entry
         await self.report_usage()  # E2, before the prompt response
         title = self.title if self.title != self._sent_title else None
@@ -431,6 +467,9 @@ class Session:
         await self.send(w.CurrentModeUpdate(current_mode_id=mode))
         if announce_options:
             await self.send(w.ConfigOptionUpdate(config_options=self.config_options()))
+        if not self.busy:  # during a turn the reminder waits for the next request (the context must be whole)
+            await self.tell_setting()
+        await self.report_usage()  # the figure moved: a reminder, or (before the first request) the prompt
 
     async def set_model(self, model_id: str) -> None:
         choices = {mid for mid, _ in self.rt.model_choices(self.model_id)}
@@ -456,6 +495,7 @@ class Session:
             if value != self.thought_level:
                 self.thought_level = value
                 self.persist(en.ConfigEntry(config_id="thought_level", value=value))
+                await self.send(w.ConfigOptionUpdate(config_options=self.config_options()))
         elif config_id == "mode":
             await self.set_mode(value, announce_options=False)
         else:
