@@ -1,4 +1,4 @@
-"""Changes of a session's setting keep the provider's prompt cache (docs/context.md "Prompt cache"): after the
+"""Changes of a session's setting keep the provider's prompt cache (docs/protocol.md "Setting changes and the prompt cache"): after the
 first request the system prompt is frozen and a mode change reaches the model as a reminder message, so every
 request starts with exactly the bytes of the one before — asserted on the request bodies the model server
 recorded, for both dialects, across mode changes and a reload. Also: the figure is resent when a mode change
