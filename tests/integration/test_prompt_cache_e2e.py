@@ -150,3 +150,34 @@ async def test_a_thinking_level_change_is_announced(tmp_path) -> None:
             )
             await conn.request("session/list", {})
             assert kinds(conn, sid).count("config_option_update") == n + 1
+
+
+async def test_a_mode_change_during_a_turn_reaches_the_next_request_after_the_tool_results(tmp_path) -> None:
+    ama = Ama(tmp_path)
+    (ama.workspace / "a.txt").write_text("alpha\n")
+    with LLMServer() as llm:
+        ama.config.write_text(local_config(llm.openai_url, top='mode = "manual"'))
+        llm.enqueue(
+            {
+                "text": "reading " * 10,
+                "chunk_size": 8,
+                "delay": 0.1,  # ~1 s of streaming: the mode change lands while the reply is still running
+                "tool_calls": [{"id": "r1", "name": "read_file", "arguments": {"path": "a.txt"}}],
+            },
+            {"text": "done"},
+        )
+        async with run_ama(ama, env=ENV) as conn:
+            await conn.initialize()
+            sid = (await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))["sessionId"]
+            pending = await conn.start_request(
+                "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}
+            )
+            await conn.wait_for(lambda: "agent_message_chunk" in kinds(conn, sid))
+            await conn.request("session/set_mode", {"sessionId": sid, "modeId": "read_only"})
+            assert (await pending.wait(timeout=10))["stopReason"] == "end_turn"
+        first, second = (r.body for r in llm.requests)
+        roles = [m["role"] for m in second["messages"]]
+        # system, user, assistant (with the call), tool result, then the note: the call kept its result first.
+        assert roles == ["system", "user", "assistant", "tool", "user"]
+        assert "`read_only`" in json.dumps(second["messages"][-1])
+        assert_prefix_kept([first, second], "openai")
