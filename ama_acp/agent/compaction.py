@@ -1,34 +1,44 @@
-"""Compaction that keeps the work, the protocol-free half: a mechanical inventory, the model-written handoff,
-and the recent messages a rebuilt context keeps. The session side (`session/compacting.py`) decides when,
-stores the result and tells the person over ACP; failure there replaces nothing and holds auto-compaction.
+"""Compaction that keeps the work, the protocol-free half: the budgets that make a compaction always shrink the
+context, the kept tail, the handoff request (sized to fit the window), and the message that replaces the older
+context. The inventory itself is `agent/inventory.py`. The session side (`session/compacting.py`) decides when,
+stores the result and tells the person over ACP; failure or refusal there replaces nothing and holds automatic
+compaction.
+
+The arithmetic (docs/sessions.md "Budgets"): the context after a compaction must land at most
+`limit = (1 - MARGIN) × min(used, autoCompactAt)`; it is the prefix (system prompt + tools) + the context message
+(its fixed wording + the handoff and inventory copies) + the kept tail. The kept tail may use at most
+KEEP_FRACTION of autoCompactAt (whatever `keep_tokens` says), the handoff and inventory get what is left, capped
+for big windows. When what is left is under MIN_ROOM_TOKENS, compaction cannot help and is refused.
 """
 
 from __future__ import annotations
 
 import logging
-from collections import Counter
+import re
 from collections.abc import Callable
 from contextlib import aclosing
-from typing import Any
+from dataclasses import dataclass
 
-from ama_acp.conversation.messages import (
-    AssistantMessage,
-    Message,
-    TextPart,
-    ToolCallPart,
-    ToolResultMessage,
-    Usage,
-    UserMessage,
-)
+from ama_acp.agent.inventory import clip, model_copy, recent_files
+from ama_acp.conversation.messages import Message, TextPart, Usage, UserMessage
 from ama_acp.errors import ProviderError
 from ama_acp.providers import base as pb
 
 log = logging.getLogger(__name__)
 
-HANDOFF_BUDGET = 24_000  # characters of handoff kept in the new context
-INVENTORY_BUDGET = 12_000
-USER_MESSAGE_CLIP = 2_000
-LIST_KEEP = 30
+# A quarter of autoCompactAt for the kept tail: the rest is for the prefix, the handoff and the inventory, and
+# what is left under the threshold must leave the person several turns of work before the next compaction.
+KEEP_FRACTION_PERCENT = 25
+# The context after a compaction lands at most 80 % of the threshold (or of the current figure, for a /compact
+# under it): a compaction that frees less would be followed by another one a turn later.
+MARGIN_PERCENT = 20
+CHARS_PER_TOKEN = 4  # the heuristic estimator's ratio for ASCII (U1); budgets are characters, limits tokens
+MIN_ROOM_TOKENS = 256  # under this a handoff cannot carry the work: refuse rather than lose it
+INVENTORY_SHARE_PERCENT = 40  # of the room, at most, for the inventory's copy; the handoff gets the rest
+HANDOFF_CAP = 40_000  # characters of handoff in the context, whatever the window (~10k tokens)
+INVENTORY_CAP = 24_000  # characters of inventory in the context
+REQUEST_INVENTORY_CAP = 400_000  # characters of inventory in the handoff request (a checklist, not the context)
+MAX_REREAD = 10  # files named to re-read in the context message
 
 HANDOFF_PROMPT = """The conversation so far is about to be replaced by a handoff you write now, so that work can
 continue without it. Write the handoff in Markdown with these sections:
@@ -39,69 +49,95 @@ continue without it. Write the handoff in Markdown with these sections:
 5. Commands that work (build, test, run)
 6. Work log and next steps
 7. Open questions and verbatim error messages still relevant
-8. The few files to re-read first
+8. The few files to re-read first (one path a line, in backticks)
+Keep it under about {chars} characters: only that much goes back into the context (the full text is saved).
 Use the inventory below as a checklist so nothing is lost. Do not call tools.{extra}
 
 {inventory}"""
 
 
-def build_inventory(messages: list[Message]) -> str:
-    """What the session did, read mechanically from its messages: no model involved."""
-    users: list[str] = []
-    files: dict[str, Counter[str]] = {}
-    commands: list[str] = []
-    searches: list[str] = []
-    errors: list[str] = []
-    calls: dict[str, ToolCallPart] = {}
-    for m in messages:
-        if isinstance(m, UserMessage):
-            text = "".join(p.text for p in m.content if isinstance(p, TextPart)).strip()
-            if len(text) > USER_MESSAGE_CLIP:
-                text = text[:USER_MESSAGE_CLIP] + f" […{len(text) - USER_MESSAGE_CLIP} characters left out]"
-            if text:
-                users.append(text)
-        elif isinstance(m, AssistantMessage):
-            for call in m.tool_calls:
-                calls[call.id] = call
-        elif isinstance(m, ToolResultMessage):
-            args = _args(calls.get(m.tool_call_id))
-            path = args.get("path") if isinstance(args.get("path"), str) else None
-            if path:
-                files.setdefault(path, Counter())[m.name] += 1
-            if m.name == "run_command":
-                commands.append(("✗ " if m.is_error else "✓ ") + str(args.get("command", "")))
-            elif m.name in ("search", "find_files"):
-                searches.append(f"{m.name} {args.get('pattern', '')}")
-            if m.is_error and m.name != "run_command":
-                errors.append(f"{m.name}: {m.text[:300]}")
-    out = ["# Inventory (mechanical)", "", "## The user's messages"]
-    out += _recent([f"- {u}" for u in users])
-    out += ["", "## Files touched"]
-    out += _recent([f"- {p}: " + ", ".join(f"{k}×{v}" for k, v in c.items()) for p, c in files.items()])
-    out += ["", "## Commands run (✗ failed)"]
-    out += _recent([f"- {c}" for c in commands])
-    out += ["", "## Searches"]
-    out += _recent([f"- {s}" for s in searches])
-    out += ["", "## Tool errors"]
-    out += _recent([f"- {e}" for e in errors])
-    return "\n".join(out) + "\n"
+def keep_budget(keep_tokens: int, auto_compact_at: int | None) -> int:
+    """The kept tail's bound: `keep_tokens`, but never more than KEEP_FRACTION of autoCompactAt."""
+    if auto_compact_at is None:
+        return max(keep_tokens, 0)
+    return max(0, min(keep_tokens, auto_compact_at * KEEP_FRACTION_PERCENT // 100))
 
 
-def _args(call: ToolCallPart | None) -> dict[str, Any]:
-    if call is None:
-        return {}
-    try:
-        return call.parsed_arguments()
-    except ValueError:
-        return {}
+def limit_after(used: int, auto_compact_at: int | None) -> int:
+    """The most the context may hold after a compaction (integers: no float rounding at the boundary)."""
+    base = used if auto_compact_at is None else min(used, auto_compact_at)
+    return base * (100 - MARGIN_PERCENT) // 100
 
 
-def _recent(items: list[str]) -> list[str]:
-    if not items:
-        return ["- (none)"]
-    if len(items) <= LIST_KEEP:
-        return items
-    return [f"- ({len(items) - LIST_KEEP} earlier entries left out)"] + items[-LIST_KEEP:]
+@dataclass(frozen=True)
+class Plan:
+    """A compaction that will shrink the context: keep `kept` (`kept_tokens`), and `room_tokens` for the handoff
+    and the inventory's copy, so that the context lands at most `limit`."""
+
+    kept: list[Message]
+    kept_tokens: int
+    limit: int
+    room_tokens: int
+
+
+@dataclass(frozen=True)
+class Refused:
+    """Why a compaction would not help, worded for the person."""
+
+    reason: str
+
+
+def plan_compaction(
+    messages: list[Message],
+    synthetic: int,
+    *,
+    used: int,
+    prefix_tokens: int,
+    wrapper_tokens: int,
+    auto_compact_at: int | None,
+    keep_tokens: int,
+    estimate: Callable[[Message], int],
+) -> Plan | Refused:
+    """Predict the context after a compaction before asking the model (all estimates). `messages` is the
+    context; its first `synthetic` messages (a previous handoff) are never kept."""
+    stored = messages[synthetic:]
+    limit = limit_after(used, auto_compact_at)
+    fixed = prefix_tokens + wrapper_tokens
+    keep = max(0, min(keep_budget(keep_tokens, auto_compact_at), limit - fixed - MIN_ROOM_TOKENS))
+    kept = recent_messages(stored, keep, estimate)
+    if len(kept) == len(stored):
+        return Refused(
+            "There is nothing to compact yet: every message is among the recent ones a compaction keeps. "
+            "Nothing was changed."
+        )
+    kept_tokens = sum(estimate(m) for m in kept)
+    room = limit - fixed - kept_tokens
+    if room < MIN_ROOM_TOKENS:
+        if auto_compact_at is None or used < auto_compact_at:
+            why = f"a compaction would not free even {MARGIN_PERCENT} % of the context ({used:,} tokens)"
+        else:
+            why = (
+                f"the system prompt and tools ({prefix_tokens:,} tokens) leave too little room under "
+                f"{limit:,} tokens for a handoff"
+            )
+        return Refused(f"Compaction cannot help here: {why}. Nothing was changed.")
+    return Plan(kept, kept_tokens, limit, room)
+
+
+@dataclass(frozen=True)
+class Budgets:
+    inventory_chars: int  # the budget `model_copy` was given (stored, so a load derives the same copy)
+    inventory_copy: str
+    handoff_chars: int
+
+
+def budgets(room_tokens: int, inventory_full: str) -> Budgets:
+    """The inventory's copy for the context and the handoff's character budget, together within the room: the
+    inventory takes what it needs up to its share, the handoff the rest, each capped for big windows."""
+    room = room_tokens * CHARS_PER_TOKEN
+    inventory_chars = min(INVENTORY_CAP, room * INVENTORY_SHARE_PERCENT // 100)
+    copy = model_copy(inventory_full, inventory_chars)
+    return Budgets(inventory_chars, copy, max(0, min(HANDOFF_CAP, room - len(copy))))
 
 
 def recent_messages(messages: list[Message], keep_tokens: int, estimate: Callable[[Message], int]) -> list[Message]:
@@ -118,21 +154,120 @@ def recent_messages(messages: list[Message], keep_tokens: int, estimate: Callabl
     return messages[start:]
 
 
-def handoff_prompt(messages: list[Message], instructions: str = "") -> tuple[str, str]:
-    """The prompt asking for a handoff, and the inventory it embeds."""
-    inventory = build_inventory(messages)
+# --- the message that replaces the older context -----------------------------------------------------------
+
+_HEADING = re.compile(r"^\s*(?:#{1,6}\s+|\*\*)?\s*(\d+)[.):]?\s")
+_TICKED = re.compile(r"`([^`\n]{1,200})`")
+_BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+
+
+def reread_files(handoff: str, inventory_full: str) -> list[str]:
+    """The files to re-read: the handoff's section 8 when it names some, else the inventory's most recently
+    touched files."""
+    lines = handoff.splitlines()
+    found: list[str] = []
+    for i, line in enumerate(lines):
+        m = _HEADING.match(line)
+        if m is None or m.group(1) != "8":
+            continue
+        for item in lines[i + 1 :]:
+            if item.lstrip().startswith("#") or ((h := _HEADING.match(item)) is not None and h.group(1) == "9"):
+                break
+            ticked = _TICKED.findall(item)
+            if not ticked and (b := _BULLET.match(item)) is not None:
+                first = item[b.end() :].split()
+                ticked = [first[0].strip("*,;:")] if first else []
+            found += [t.strip() for t in ticked if t.strip() and ("/" in t or "." in t)]
+        break
+    unique = list(dict.fromkeys(found))
+    return unique[:MAX_REREAD] if unique else recent_files(inventory_full)
+
+
+def context_message(
+    number: int,
+    handoff: str,
+    inventory_full: str,
+    *,
+    handoff_path: str,
+    inventory_path: str,
+    handoff_chars: int | None,
+    inventory_chars: int | None,
+) -> UserMessage:
+    """The synthetic first message of a compacted context, built from the saved full texts (a live compaction
+    and a load call this alike, so the reloaded context is the live one). None budgets: unclipped."""
+    files = reread_files(handoff, inventory_full)
+    reread = (
+        "Re-read these files before you continue: " + ", ".join(f"`{f}`" for f in files) + "."
+        if files
+        else "No files were named to re-read."
+    )
+    shown_handoff = handoff if handoff_chars is None else clip(handoff, handoff_chars)
+    shown_inventory = inventory_full if inventory_chars is None else model_copy(inventory_full, inventory_chars)
+    text = (
+        f"This conversation was compacted (compaction {number}). The handoff below, written before compaction, and "
+        "the mechanical inventory carry what came before.\n"
+        f"{reread}\n"
+        "The full handoff and inventory are on disk; read them if something you need is missing here:\n"
+        f"- handoff: {handoff_path}\n- inventory: {inventory_path}\n\n" + shown_handoff + "\n\n" + shown_inventory
+    )
+    return UserMessage(content=[TextPart(text)])
+
+
+def wrapper_text(handoff_path: str, inventory_path: str) -> str:
+    """The context message's fixed wording at its longest (every re-read slot used): its share of the room."""
+    longest = "\n".join(f"`{'x' * 60}`" for _ in range(MAX_REREAD))
+    message = context_message(
+        99,
+        f"8. files\n{longest}",
+        "",
+        handoff_path=handoff_path,
+        inventory_path=inventory_path,
+        handoff_chars=0,
+        inventory_chars=0,
+    )
+    part = message.content[0]
+    return part.text if isinstance(part, TextPart) else ""
+
+
+# --- the handoff request -----------------------------------------------------------------------------------
+
+
+def handoff_prompt(inventory: str, handoff_chars: int, instructions: str = "") -> str:
     extra = f"\nThe user asks you to focus on: {instructions}" if instructions else ""
-    return HANDOFF_PROMPT.format(extra=extra, inventory=inventory), inventory
+    return HANDOFF_PROMPT.format(chars=f"{handoff_chars:,}", extra=extra, inventory=inventory)
 
 
-def handoff_message(handoff: str, inventory: str) -> UserMessage:
-    return UserMessage(
-        content=[
-            TextPart(
-                "This conversation was compacted. The handoff below, written before compaction, and the mechanical "
-                "inventory carry what came before.\n\n" + handoff + "\n\n" + inventory
-            )
-        ]
+def handoff_request(
+    base: pb.ModelRequest,
+    inventory_full: str,
+    handoff_chars: int,
+    *,
+    instructions: str,
+    window: int | None,
+    prefix_tokens: int,
+    estimate_text: Callable[[str], int],
+    estimate: Callable[[Message], int],
+) -> pb.ModelRequest:
+    """The session's next request with the handoff prompt appended and no tools, sized to fit `window`: the
+    context (its oldest messages left out of this one request if it must) + the prompt + the inventory clipped
+    to what fits + the expected handoff."""
+    messages = list(base.messages)
+    inventory = clip(inventory_full, REQUEST_INVENTORY_CAP)
+    if window is not None:
+        head = estimate_text(handoff_prompt("", handoff_chars, instructions))
+        avail = window - window // 20 - handoff_chars // CHARS_PER_TOKEN - head  # 5 %: estimates are not exact
+        context = prefix_tokens + sum(estimate(m) for m in messages)
+        if context > avail - MIN_ROOM_TOKENS:
+            messages = recent_messages(messages, max(avail - MIN_ROOM_TOKENS - prefix_tokens, 0), estimate)
+            context = prefix_tokens + sum(estimate(m) for m in messages)
+        inventory = clip(inventory, max(avail - context, MIN_ROOM_TOKENS) * CHARS_PER_TOKEN)
+    prompt = handoff_prompt(inventory, handoff_chars, instructions)
+    return pb.ModelRequest(
+        model=base.model,
+        system=base.system,
+        messages=[*messages, UserMessage(content=[TextPart(prompt)])],
+        tools=[],
+        max_output=base.max_output,
     )
 
 
@@ -143,19 +278,11 @@ class CompactionFailed(ProviderError):
 async def write_handoff(
     provider: pb.Provider,
     request: pb.ModelRequest,
-    prompt: str,
     on_usage: Callable[[Usage | None], None],
 ) -> str | None:
-    """Ask the model for the handoff: `request` (the session's next request) with `prompt` appended and no
-    tools. `on_usage` gets the request's usage (it is billed, but does not enter the context). None when
-    the model wrote nothing; a provider failure raises CompactionFailed."""
-    request = pb.ModelRequest(
-        model=request.model,
-        system=request.system,
-        messages=[*request.messages, UserMessage(content=[TextPart(prompt)])],
-        tools=[],
-        max_output=request.max_output,
-    )
+    """Ask the model for the handoff (`request` from `handoff_request`). `on_usage` gets the request's usage
+    (it is billed, but does not enter the context). None when the model wrote nothing; a provider failure
+    raises CompactionFailed."""
     parts: list[str] = []
     # aclosing: a cancelled compaction closes its HTTP response now, not at garbage collection.
     async with aclosing(provider.stream(request)) as stream:

@@ -1,30 +1,40 @@
 """Pruning and compaction of a session's context, and what the person and the session file learn of them.
 
-The decisions that need no protocol (which tool results to prune, what the inventory lists, how the handoff
-is asked for, which recent messages are kept) live in `agent/pruning.py` and `agent/compaction.py`; this
-module applies them to a session: it stores the handoff, persists the entries a load needs to rebuild the
-same context, sends the ACP updates (`compaction` updates when the client shows them, else a short agent
-message) and reports the new figure (E5). A failed compaction replaces nothing and holds automatic
-compaction, so it is not retried before every request.
+The decisions that need no protocol (which tool results to prune, what the inventory lists, the budgets, how
+the handoff is asked for, which recent messages are kept) live in `agent/pruning.py`, `agent/inventory.py` and
+`agent/compaction.py`; this module applies them to a session: it saves the full handoff and inventory, persists
+the entries a load needs to rebuild the same context, sends the ACP updates (`compaction` updates when the
+client shows them, else a short agent message) and reports the new figure (E5).
+
+A compaction that cannot bring the context under its limit is refused before any request; one that fails
+replaces nothing. Either holds automatic compaction (persisted, so a load keeps the hold), as does a compaction
+that still leaves the context over the threshold: compaction never runs before every request. The hold is
+released by a compaction, by /compact and when the context falls under pruneAt.
 """
 
 from __future__ import annotations
 
 import logging
+import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ama_acp.agent.compaction import (
-    HANDOFF_BUDGET,
-    INVENTORY_BUDGET,
     CompactionFailed,
-    handoff_message,
-    handoff_prompt,
-    recent_messages,
+    Refused,
+    budgets,
+    context_message,
+    handoff_request,
+    keep_budget,
+    plan_compaction,
+    wrapper_text,
     write_handoff,
 )
+from ama_acp.agent.inventory import Header, build_inventory
 from ama_acp.agent.pruning import PLACEHOLDER, candidates, pruned
-from ama_acp.conversation.messages import ToolResultMessage, Usage
+from ama_acp.context.meter import effective_reserve
+from ama_acp.conversation.messages import Message, ToolResultMessage, Usage
+from ama_acp.errors import StoreError
 from ama_acp.session import entries as en
 from ama_acp.wire import types as w
 
@@ -34,19 +44,36 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+HELD = "Automatic compaction is held until the context shrinks or you run /compact."
+
+
+def thresholds(rt: Runtime, session: Session) -> tuple[int | None, int | None]:
+    """(autoCompactAt, pruneAt) of the current window, whether or not compaction is held (the meter's figures
+    leave them out while it is: U13). The meter's own arithmetic, from the same `effective_reserve`."""
+    window = session.ctx.figures().window
+    cfg = rt.config.compaction
+    if window is None or not cfg.enabled:
+        return None, None
+    room = window - effective_reserve(window, cfg.reserve_tokens)
+    return (room, room * 7 // 10) if room > 0 else (None, None)
+
 
 async def before_request(rt: Runtime, session: Session) -> None:
     """Prune at pruneAt (the first tier), then compact at autoCompactAt if that is still needed."""
-    await maybe_prune(rt, session)
+    await _release_if_shrunk(rt, session)
+    if await maybe_prune(rt, session):
+        await _release_if_shrunk(rt, session)
     await maybe_compact(rt, session)
 
 
 async def maybe_prune(rt: Runtime, session: Session) -> bool:
-    """Prune when the fill reached pruneAt; True when the context changed."""
-    f = session.ctx.figures()
-    if f.prune_at is None or f.used < f.prune_at:
+    """Prune when the fill reached pruneAt (also while compaction is held: pruning asks no model); True when
+    the context changed."""
+    auto, prune_at = thresholds(rt, session)
+    if prune_at is None or session.ctx.figures().used < prune_at:
         return False
-    positions = candidates(session.messages, rt.config.compaction.keep_tokens, session.ctx.meter.estimator.message)
+    keep = keep_budget(rt.config.compaction.keep_tokens, auto)  # the same bound as compaction's kept tail
+    positions = candidates(session.messages, keep, session.ctx.meter.estimator.message)
     positions = [p for p in positions if p >= session.context_synthetic]  # never the handoff itself
     if not positions:
         return False
@@ -69,19 +96,65 @@ async def maybe_prune(rt: Runtime, session: Session) -> bool:
 
 
 async def maybe_compact(rt: Runtime, session: Session) -> None:
-    f = session.ctx.figures()
-    if f.auto_compact_at is not None and f.used >= f.auto_compact_at:
+    auto, _ = thresholds(rt, session)
+    if auto is not None and not session.compaction_held and session.ctx.figures().used >= auto:
         await compact(rt, session, manual=False)
 
 
 async def compact(rt: Runtime, session: Session, manual: bool, instructions: str = "") -> None:
     number = session.compactions + 1
-    cid = f"{session.id}-c{number}"
+    # Unique per attempt (a refused or failed one is its own entity on the client: patch semantics).
+    cid = f"{session.id}-c{number}-{secrets.token_hex(3)}"
     caps = rt.client_caps.session
     visible = caps is not None and caps.compaction is not None
+    if manual:
+        _hold(session, False, "/compact")
+    f = session.ctx.figures()
+    auto, _ = thresholds(rt, session)
+    est = session.ctx.meter.estimator
+    breakdown = session.ctx.meter.breakdown()
+    prefix = breakdown.system_prompt + breakdown.tool_declarations
+    handoff_dir = Path(rt.store.handoff_dir(session.id))
+    folder = handoff_dir / f"compaction-{number}"
+    handoff_path, inventory_path = folder / "handoff.md", folder / "inventory.md"
+    plan = plan_compaction(
+        session.messages,
+        session.context_synthetic,
+        used=f.used,
+        prefix_tokens=prefix,
+        wrapper_tokens=est.text(wrapper_text(str(handoff_path), str(inventory_path))),
+        auto_compact_at=auto,
+        keep_tokens=rt.config.compaction.keep_tokens,
+        estimate=est.message,
+    )
+    if isinstance(plan, Refused):
+        over = auto is not None and f.used >= auto
+        await _refused(session, cid, visible, plan.reason, hold=not manual or over)
+        return
     if visible:
         await session.send(w.CompactionUpdate(compaction_id=cid, status="in_progress"))
-    prompt, inventory = handoff_prompt(session.messages, instructions)
+    previous = handoff_dir / f"compaction-{number - 1}" if number > 1 else None
+    header = Header(
+        session_id=session.id,
+        cwd=session.cwd,
+        model=session.model_id,
+        context=f"{f.used:,} / {f.window:,} tokens ({f.source})" if f.window else f"{f.used:,} tokens ({f.source})",
+        time=en.utc_now(),
+        previous_handoff=str(previous / "handoff.md") if previous else None,
+        previous_inventory=str(previous / "inventory.md") if previous else None,
+    )
+    inventory = build_inventory(_history(rt, session), header)
+    room = budgets(plan.room_tokens, inventory)
+    request = handoff_request(
+        session.build_request(),
+        inventory,
+        room.handoff_chars,
+        instructions=instructions,
+        window=f.window,
+        prefix_tokens=prefix,
+        estimate_text=est.text,
+        estimate=est.message,
+    )
 
     def bill(usage: Usage | None) -> None:
         session.ctx.bill(session.model_id, usage, enters_context=False)
@@ -97,7 +170,7 @@ async def compact(rt: Runtime, session: Session, manual: bool, instructions: str
             )
 
     try:
-        handoff = await write_handoff(session.provider(), session.build_request(), prompt, bill)
+        handoff = await write_handoff(session.provider(), request, bill)
     except CompactionFailed as exc:
         await _failed(session, cid, visible, str(exc))
         return
@@ -108,22 +181,29 @@ async def compact(rt: Runtime, session: Session, manual: bool, instructions: str
     if handoff is None:
         await _failed(session, cid, visible, "the model returned no handoff")
         return
-    handoff = handoff[:HANDOFF_BUDGET]
-    inv = inventory[:INVENTORY_BUDGET]
-    kept = recent_messages(session.messages, rt.config.compaction.keep_tokens, session.ctx.meter.estimator.message)
-    folder = Path(rt.store.handoff_dir(session.id)) / f"compaction-{number}"
-    try:
+    try:  # the full texts: what goes back to the model is clipped, the files never are
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / "handoff.md").write_text(handoff, encoding="utf-8")
-        (folder / "inventory.md").write_text(inv, encoding="utf-8")
+        handoff_path.write_text(handoff, encoding="utf-8")
+        inventory_path.write_text(inventory, encoding="utf-8")
     except OSError as exc:
         await _failed(session, cid, visible, f"cannot save the handoff: {exc}")
         return
     rt.store.prune_handoffs(except_id=session.id)
-    kept_from = session.message_total - len(kept)
-    session.replace_context([handoff_message(handoff, inv), *kept])
+    # The kept tail holds stored messages only (never a previous handoff), so this is a valid file index.
+    kept_from = max(session.context_first, session.message_total - len(plan.kept))
+    message = context_message(
+        number,
+        handoff,
+        inventory,
+        handoff_path=str(handoff_path),
+        inventory_path=str(inventory_path),
+        handoff_chars=room.handoff_chars,
+        inventory_chars=room.inventory_chars,
+    )
+    session.replace_context([message, *plan.kept])
     session.compactions = number
     session.context_first, session.context_synthetic = kept_from, 1
+    session.compaction_held = False  # a CompactionEntry releases the hold on load as well
     session.ctx.meter.set_compaction(held=False)
     session.persist(
         en.CompactionEntry(
@@ -132,12 +212,19 @@ async def compact(rt: Runtime, session: Session, manual: bool, instructions: str
             inventory_path=f"compaction-{number}/inventory.md",
             kept_from_index=kept_from,
             meter=session.ctx.meter_state(),
+            handoff_chars=room.handoff_chars,
+            inventory_chars=room.inventory_chars,
         )
     )
     how = "by request" if manual else "automatically"
     summary = (
-        f"Compacted the conversation ({how}): a handoff replaces the older messages; {len(kept)} recent messages kept."
+        f"Compacted the conversation ({how}): a handoff replaces the older messages; {len(plan.kept)} recent "
+        "messages kept."
     )
+    after = session.ctx.figures().used
+    if auto is not None and after >= auto:  # estimates were off: never compact again before the next request
+        _hold(session, True, f"the context is still at {after:,} tokens after compaction {number}")
+        summary += f" The context is still over {auto:,} tokens. {HELD}"
     if visible:
         await session.send(
             w.CompactionUpdate(compaction_id=cid, status="completed", summary=[w.TextContent(text=summary)])
@@ -147,9 +234,52 @@ async def compact(rt: Runtime, session: Session, manual: bool, instructions: str
     await session.report_usage()  # E5
 
 
+def _history(rt: Runtime, session: Session) -> list[Message]:
+    """The whole stored conversation, so the inventory covers what came before the current context (the
+    first request of a session compacted five times is in the fifth inventory). Unsaved session: the context."""
+    if session.writer is not None:
+        try:
+            return rt.store.read(session.id).messages
+        except (OSError, StoreError) as exc:
+            log.warning("compaction: cannot read the session file for the inventory (%s); using the context", exc)
+    return session.messages[session.context_synthetic :]
+
+
+def _hold(session: Session, held: bool, reason: str) -> None:
+    """Hold or release automatic compaction, persisted (a load applies the last entry)."""
+    if session.compaction_held == held:
+        return
+    session.compaction_held = held
+    session.ctx.meter.set_compaction(held=held)
+    session.persist(en.CompactionHoldEntry(held=held, reason=reason))
+
+
+async def _release_if_shrunk(rt: Runtime, session: Session) -> None:
+    if not session.compaction_held:
+        return
+    _, prune_at = thresholds(rt, session)
+    used = session.ctx.figures().used
+    if prune_at is not None and used < prune_at:
+        _hold(session, False, f"the context is under pruneAt ({used:,} < {prune_at:,} tokens)")
+        await session.report_usage()
+
+
+async def _refused(session: Session, cid: str, visible: bool, reason: str, hold: bool) -> None:
+    """No request was made: say why, and hold automatic compaction when it would only be refused again."""
+    log.info("compaction refused: %s", reason)
+    if hold:
+        _hold(session, True, reason)
+        reason = f"{reason} {HELD}"
+    if visible:
+        await session.send(w.CompactionUpdate(compaction_id=cid, status="failed", error=reason))
+    else:
+        await session.send(w.AgentMessageChunk(content=w.TextContent(text=f"\n\n_{reason}_\n\n")))
+    await session.report_usage()
+
+
 async def _failed(session: Session, cid: str, visible: bool, error: str) -> None:
     log.warning("compaction failed: %s", error)
-    session.ctx.meter.set_compaction(held=True)  # not retried before every request
+    _hold(session, True, f"compaction failed: {error}")  # not retried before every request
     if visible:
         await session.send(w.CompactionUpdate(compaction_id=cid, status="failed", error=error))
     else:

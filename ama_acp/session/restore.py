@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ama_acp.agent.compaction import handoff_message
+from ama_acp.agent.compaction import context_message
 from ama_acp.agent.pruning import apply_prune
 from ama_acp.context.billing import BillingState
 from ama_acp.context.meter import MeterState
@@ -153,6 +153,7 @@ def restore(session: Session, loaded: LoadedSession, handoff_dir: Path) -> list[
     wire_ids = WireIds()
     recorded_after: dict[str, int] = {}  # provider id → messages stored before its last tool-call record
     pruned: set[int] = set()  # file indices of messages the context carries pruned
+    held = False  # automatic compaction held: the last CompactionHoldEntry, released by a compaction
     for entry in loaded.entries:
         if isinstance(entry, en.MessageEntry):
             all_messages.append(entry.message)
@@ -167,8 +168,11 @@ def restore(session: Session, loaded: LoadedSession, handoff_dir: Path) -> list[
             meter_state = _state(entry.meter, MeterState)  # the context changed: the old state is void either way
             session.compactions = entry.number
             session.context_first, session.context_synthetic = kept_from, 1
+            held = False
             # Messages kept through the compaction stay pruned, as they were in the live context.
             apply_prune(context, [i - kept_from + 1 for i in pruned if i >= kept_from])
+        elif isinstance(entry, en.CompactionHoldEntry):
+            held = entry.held
         elif isinstance(entry, en.ContextEditEntry) and entry.action == "prune":
             pruned.update(entry.message_indices)
             apply_prune(context, [i - session.context_first + session.context_synthetic for i in entry.message_indices])
@@ -217,6 +221,8 @@ def restore(session: Session, loaded: LoadedSession, handoff_dir: Path) -> list[
     session.adopt_restored(wire_ids)
     session.ctx.model_changed(session.model_id, session.model_id)  # window of the stored model
     session.ctx.restore(paired.messages, meter_state, billing_state)
+    session.compaction_held = held
+    session.ctx.meter.set_compaction(held=held)
     return repair
 
 
@@ -261,8 +267,22 @@ def _compacted(
             return f"(the handoff file {rel} is missing)"
         return text
 
-    kept = all_messages[kept_from:]
-    return [handoff_message(read(entry.summary_path), read(entry.inventory_path)), *kept]
+    # The same function and budgets as the live compaction, from the saved full texts: the same message.
+    message = context_message(
+        entry.number,
+        read(entry.summary_path),
+        read(entry.inventory_path),
+        handoff_path=str(handoff_dir / entry.summary_path),
+        inventory_path=str(handoff_dir / (entry.inventory_path or "")),
+        handoff_chars=_budget(entry.handoff_chars),
+        inventory_chars=_budget(entry.inventory_chars),
+    )
+    return [message, *all_messages[kept_from:]]
+
+
+def _budget(value: object) -> int | None:
+    """A stored character budget, if it is one (a damaged file's is ignored: the text goes unclipped)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 40 else None
 
 
 def read_contained(folder: Path, rel: str, limit: int = MAX_HANDOFF_BYTES) -> str | None:

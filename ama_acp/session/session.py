@@ -19,7 +19,7 @@ import msgspec
 from ama_acp.agent import events as ev
 from ama_acp.agent.loop import Refusal, run_turn
 from ama_acp.agent.prompt import setting_reminder, system_prompt
-from ama_acp.conversation.messages import AssistantMessage, ImagePart, Message, TextPart, UserMessage
+from ama_acp.conversation.messages import AssistantMessage, ImagePart, Message, TextPart, Usage, UserMessage
 from ama_acp.conversation.tools import ToolSpec
 from ama_acp.providers import base as pb
 from ama_acp.rpc.dispatch import defer
@@ -73,6 +73,9 @@ class Session:
         # of its own (the handoff), then the stored messages from file index `context_first` on.
         self.context_first = 0
         self.context_synthetic = 0
+        # Automatic compaction held (a compaction failed, was refused, or left the context over the threshold);
+        # persisted as CompactionHoldEntry, mirrored in the meter (its thresholds are hidden while held).
+        self.compaction_held = False
         # The system prompt as the session's first request sent it (None before): never rewritten after, so the
         # provider's cached prefix stays valid (agent/prompt.py). `told` is the (mode, directories) the model was
         # last told of, by that prompt or a reminder message.
@@ -322,19 +325,20 @@ class Session:
             current_tool_call.reset(token)
 
     async def after_assistant_message(self, message: AssistantMessage) -> None:
-        if message.usage is not None:
-            self.ctx.bill(self.model_id, message.usage, enters_context=True)
-            self.persist(
-                en.UsageEntry(
-                    model_id=self.model_id,
-                    usage=message.usage,
-                    cost=self.ctx.last_cost,
-                    purpose="turn",
-                    meter=self.ctx.meter_state(),
-                    billing=self.ctx.billing_state(),
-                )
+        # Every completed response was billed by the provider, reported or not: one without usage counts as an
+        # unreported request and makes the cost unknown (U17), instead of passing for a free one.
+        self.ctx.bill(self.model_id, message.usage, enters_context=True)
+        self.persist(
+            en.UsageEntry(
+                model_id=self.model_id,
+                usage=message.usage or Usage(),  # {}: the provider said nothing; the states below still change
+                cost=self.ctx.last_cost,
+                purpose="turn",
+                meter=self.ctx.meter_state(),
+                billing=self.ctx.billing_state(),
             )
-        await self.report_usage()  # E1
+        )
+        await self.report_usage(message_end=True)  # E1
 
     async def before_request(self) -> None:
         await self.tell_setting()  # a mode changed while the turn ran: the model hears of it before its next reply
@@ -351,15 +355,24 @@ class Session:
 
     # --- usage --------------------------------------------------------------------------------------------
 
-    async def report_usage(self, force: bool = False) -> None:
-        """Every usage_update of the session goes through here (D1–D3 apply in the reporter)."""
+    async def report_usage(self, force: bool = False, message_end: bool = False) -> None:
+        """Every usage_update of the session goes through here (D1–D3 apply in the reporter), and the context
+        notices after it (tier rises, a reading over the window): an ACP `notice` when the client advertised
+        `session.notices`, else an agent message. That one must not land inside a streamed reply, so it goes
+        out only after a complete assistant message (`message_end`, E1) or when no turn is running (E2 and the
+        points outside a turn); otherwise it waits for the next such point."""
         update = self.ctx.usage_update(force=force)
         if update is not None:
             await self.send(update)
-        notice = self.ctx.tier_notice()
         caps = self.rt.client_caps.session
-        if notice is not None and caps is not None and caps.notices is not None:
-            await self.send(notice)
+        as_notice = caps is not None and caps.notices is not None
+        for n in self.ctx.context_notices(deliver=as_notice or message_end or self._turn_scope is None):
+            if as_notice:
+                await self.send(w.Notice(severity=n.severity, title=n.title, description=n.text))
+            else:
+                mark = "⚠" if n.severity == "warning" else "ℹ"
+                text = f"\n\n{mark} {n.title}: {n.text}\n\n"
+                await self.send(w.AgentMessageChunk(content=w.TextContent(text=text)))
 
     # --- prompt turn --------------------------------------------------------------------------------------
 
@@ -393,7 +406,8 @@ class Session:
             defer(_set_event(idle))  # idle only once the prompt's response is written (session/close, R88)
         except LookupError:  # not under the RPC peer (ama -p)
             idle.set()
-        usage = msgspec.convert(turn.prompt_usage(), w.TurnUsage) if turn.requests else None
+        # S1 only when every request of the turn reported usage: a sum missing one would be an invented figure.
+        usage = msgspec.convert(turn.prompt_usage(), w.TurnUsage) if turn.requests and not turn.unreported else None
         reason: w.StopReason = "end_turn"
         if is_stop_reason(stop):  # the loop's and the commands' reasons are ACP's
             reason = stop

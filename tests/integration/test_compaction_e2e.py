@@ -8,7 +8,7 @@ import json
 import pytest
 
 from ama_acp.client.connection import ClientOptions
-from tests.support.harness import Ama, kinds, run_ama, usage_updates
+from tests.support.harness import Ama, agent_text, kinds, run_ama, usage_updates
 from tests.support.llm_server import LLMServer
 
 pytestmark = pytest.mark.anyio
@@ -79,11 +79,11 @@ async def test_automatic_compaction_at_auto_compact_at_then_load_finds_the_hando
     ama = Ama(tmp_path)
     (ama.workspace / "f.txt").write_text("data\n")
     with LLMServer() as llm:
-        configure(ama, llm.openai_url, window=20_000)  # autoCompactAt = 20,000 - 16,384 = 3,616
+        configure(ama, llm.openai_url, window=8_192)  # autoCompactAt = 8,192 - 4,096 (the reserve, capped at half)
         llm.enqueue(
             {
                 "text": "OLD-REPLY-MARKER",
-                "usage": {"input": 3700, "output": 20},
+                "usage": {"input": 4100, "output": 20},
                 "tool_calls": [{"id": "t", "name": "read_file", "arguments": {"path": "f.txt"}}],
             },
             {"text": HANDOFF, "usage": {"input": 3800, "output": 60}},
@@ -94,8 +94,8 @@ async def test_automatic_compaction_at_auto_compact_at_then_load_finds_the_hando
             result = await conn.prompt(sid, "read f.txt", timeout=15)
             assert result["stopReason"] == "end_turn"
             sources = [(u["used"], u["_meta"]["ama"]["source"]) for u in usage_updates(conn, sid)[1:]]
-            assert sources[0] == (3720, "usage")
-            assert sources[1][1] == "estimate" and sources[1][0] < 3616
+            assert sources[0] == (4120, "usage")
+            assert sources[1][1] == "estimate" and sources[1][0] < 4096, agent_text(conn, sid)
             assert sources[2] == (805, "usage")
             text = "".join(u["content"]["text"] for u in conn.updates_for(sid, "agent_message_chunk"))
             assert "Compacted the conversation (automatically)" in text
@@ -115,15 +115,15 @@ async def test_automatic_compaction_at_auto_compact_at_then_load_finds_the_hando
 async def test_failed_compaction_keeps_everything_and_holds_auto_compaction(tmp_path):
     ama = Ama(tmp_path)
     with LLMServer() as llm:
-        configure(ama, llm.openai_url, window=20_000)
+        configure(ama, llm.openai_url, window=8_192)
         llm.enqueue(
             {
                 "text": "ONE-MARKER",
-                "usage": {"input": 3700, "output": 20},
+                "usage": {"input": 4100, "output": 20},
                 "tool_calls": [{"id": "t", "name": "list_dir", "arguments": {"path": "."}}],
             },
             {"status": 500},  # the handoff request fails (no retries configured)
-            {"text": "two", "usage": {"input": 3800, "output": 5}},
+            {"text": "two", "usage": {"input": 4200, "output": 5}},
         )
         async with run_ama(ama, env=ENV, options=ClientOptions(compaction=True)) as conn:
             sid = await open_session(conn, ama)
@@ -132,7 +132,7 @@ async def test_failed_compaction_keeps_everything_and_holds_auto_compaction(tmp_
             failed = conn.updates_for(sid, "compaction_update")
             assert [u["status"] for u in failed] == ["in_progress", "failed"] and failed[1]["error"]
             last = usage_updates(conn, sid)[-1]
-            assert last["used"] == 3805 and "autoCompactAt" not in last["_meta"]["ama"]  # held (U13)
+            assert last["used"] == 4205 and "autoCompactAt" not in last["_meta"]["ama"]  # held (U13)
         assert "ONE-MARKER" in json.dumps(llm.requests[2].body)  # nothing was replaced
         assert len(llm.requests) == 3  # not retried on every message
 

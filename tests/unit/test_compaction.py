@@ -11,12 +11,18 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ama_acp.agent.compaction import (
+from ama_acp.agent.compaction import context_message, recent_messages
+from ama_acp.agent.inventory import (
+    COMMANDS,
+    ERRORS,
+    FILES,
     LIST_KEEP,
+    SEARCHES,
+    TOOLS,
     USER_MESSAGE_CLIP,
+    USERS,
     build_inventory,
-    handoff_message,
-    recent_messages,
+    model_copy,
 )
 from ama_acp.conversation.messages import (
     AssistantMessage,
@@ -56,7 +62,7 @@ def section(inventory: str, title: str) -> list[str]:
 # --- build_inventory --------------------------------------------------------------------------------------
 
 
-def test_the_inventory_lists_requests_files_commands_searches_and_errors():
+def test_the_inventory_lists_requests_files_tools_commands_searches_and_every_error():
     messages: list[Message] = [
         user("Fix the failing test in calc.py"),
         asks(
@@ -70,11 +76,11 @@ def test_the_inventory_lists_requests_files_commands_searches_and_errors():
         asks(
             ("c4", "run_command", {"command": "pytest -q"}),
             ("c5", "run_command", {"command": "make lint"}),
-            ("c6", "search", {"pattern": "def add"}),
+            ("c6", "search", {"pattern": "def add", "path": "src"}),
             ("c7", "find_files", {"pattern": "*.py"}),
         ),
         result("c4", "run_command"),
-        result("c5", "run_command", "exit 2", error=True),
+        result("c5", "run_command", "exit 2\nlint: E501", error=True),
         result("c6", "search"),
         result("c7", "find_files"),
         AssistantMessage([TextPart("Done.")]),
@@ -83,31 +89,83 @@ def test_the_inventory_lists_requests_files_commands_searches_and_errors():
     ]
     inventory = build_inventory(messages)
     assert inventory.startswith("# Inventory (mechanical)\n")
-    assert section(inventory, "The user's messages") == ["- Fix the failing test in calc.py", "- Now run it again"]
-    assert section(inventory, "Files touched") == ["- calc.py: read_file×1, edit_file×1", "- README.md: read_file×1"]
-    assert section(inventory, "Commands run (✗ failed)") == ["- ✓ pytest -q", "- ✗ make lint"]
-    assert section(inventory, "Searches") == ["- search def add", "- find_files *.py"]
-    # a failed command is listed with the commands, not again as a tool error
-    assert section(inventory, "Tool errors") == ["- edit_file: old_text not found"]
+    assert section(inventory, USERS) == ["- Fix the failing test in calc.py", "- Now run it again"]
+    assert section(inventory, FILES) == ["- calc.py: read_file×1, edit_file×1", "- README.md: read_file×1"]
+    assert section(inventory, TOOLS) == [
+        "- read_file×2",
+        "- run_command×2",
+        "- edit_file×1",
+        "- search×1",
+        "- find_files×1",
+    ]
+    assert section(inventory, COMMANDS) == ["- ✓ `pytest -q`", "- ✗ `make lint`"]
+    assert section(inventory, SEARCHES) == ["- search `def add` in `src`", "- find_files `*.py` in `.`"]
+    # every tool error, a failed command with its command and the first part of its output
+    assert section(inventory, ERRORS) == [
+        "- edit_file: old_text not found",
+        "- run_command `make lint`: exit 2 lint: E501",
+    ]
+
+
+def test_the_inventory_header_names_session_cwd_model_figure_time_and_the_previous_files():
+    from ama_acp.agent.inventory import SESSION, Header
+
+    header = Header("s1", "/w", "local/m", "17,020 / 32,768 tokens (usage)", "2025-01-01T00:00:00.000Z", "/h/1", "/i/1")
+    lines = section(build_inventory([], header), SESSION)
+    assert lines == [
+        "- session: s1",
+        "- cwd: /w",
+        "- model: local/m",
+        "- context at compaction: 17,020 / 32,768 tokens (usage)",
+        "- time: 2025-01-01T00:00:00.000Z",
+        "- previous handoff: /h/1",
+        "- previous inventory: /i/1",
+    ]
+    first = section(build_inventory([], Header("s1", "/w", "m", "1 tokens (estimate)", "t")), SESSION)
+    assert not any("previous" in line for line in first)  # the first compaction has none
+
+
+def test_a_file_touched_again_moves_to_the_end_of_the_list():
+    messages: list[Message] = [
+        asks(
+            ("c1", "read_file", {"path": "a"}), ("c2", "read_file", {"path": "b"}), ("c3", "edit_file", {"path": "a"})
+        ),
+        result("c1", "read_file"),
+        result("c2", "read_file"),
+        result("c3", "edit_file"),
+    ]
+    assert section(build_inventory(messages), FILES) == ["- b: read_file×1", "- a: read_file×1, edit_file×1"]
 
 
 def test_an_empty_conversation_has_every_section_saying_none():
     inventory = build_inventory([])
-    for title in ("The user's messages", "Files touched", "Commands run (✗ failed)", "Searches", "Tool errors"):
+    for title in (USERS, FILES, TOOLS, COMMANDS, SEARCHES, ERRORS):
         assert section(inventory, title) == ["- (none)"]
 
 
-def test_long_user_messages_and_long_lists_are_clipped_keeping_the_newest():
+def test_every_user_message_is_kept_each_clipped_with_a_note_and_the_file_keeps_every_list_entry():
     long = "x" * (USER_MESSAGE_CLIP + 500)
     messages: list[Message] = [user(long)]
     for i in range(LIST_KEEP + 5):
-        messages += [asks((f"c{i}", "run_command", {"command": f"cmd {i}"})), result(f"c{i}", "run_command")]
+        messages += [user(f"request {i}"), asks((f"c{i}", "run_command", {"command": f"cmd {i}"}))]
+        messages.append(result(f"c{i}", "run_command"))
     inventory = build_inventory(messages)
-    (request,) = section(inventory, "The user's messages")
-    assert request == "- " + "x" * USER_MESSAGE_CLIP + " […500 characters left out]"
-    commands = section(inventory, "Commands run (✗ failed)")
-    assert commands[0] == "- (5 earlier entries left out)"
-    assert commands[1:] == [f"- ✓ cmd {i}" for i in range(5, LIST_KEEP + 5)]
+    requests = section(inventory, USERS)
+    assert requests[0] == "- " + "x" * USER_MESSAGE_CLIP + " […500 characters left out]"
+    assert len(requests) == LIST_KEEP + 6  # no "last 30" limit on the person's messages
+    assert section(inventory, COMMANDS) == [f"- ✓ `cmd {i}`" for i in range(LIST_KEEP + 5)]
+    # the model's copy keeps the newest entries of the other lists and says how many it left out
+    copy = model_copy(inventory, 10**6)
+    commands = section(copy, COMMANDS)
+    assert commands[0] == "- (5 earlier entries left out; inventory.md has them all)"
+    assert commands[1:] == [f"- ✓ `cmd {i}`" for i in range(5, LIST_KEEP + 5)]
+    assert len(section(copy, USERS)) == LIST_KEEP + 6
+
+
+def test_a_multi_line_user_message_stays_one_entry():
+    inventory = build_inventory([user("first line\n- looks like an item\n## and a heading")])
+    copy = model_copy(inventory, 10**6)
+    assert section(copy, USERS) == ["- first line", "  - looks like an item", "  ## and a heading"]
 
 
 def test_results_without_a_known_call_or_with_bad_arguments_still_count_without_a_path():
@@ -120,26 +178,49 @@ def test_results_without_a_known_call_or_with_bad_arguments_still_count_without_
         result("c2", "read_file"),
     ]
     inventory = build_inventory(messages)
-    assert section(inventory, "Files touched") == ["- (none)"]
-    assert section(inventory, "Tool errors") == ["- read_file: bad arguments", "- write_file: denied"]
+    assert section(inventory, FILES) == ["- (none)"]
+    assert section(inventory, ERRORS) == ["- read_file: bad arguments", "- write_file: denied"]
 
 
 def test_tool_error_texts_are_clipped_to_300_characters():
     messages: list[Message] = [asks(("c", "read_file", {})), result("c", "read_file", "e" * 1000, error=True)]
-    (line,) = section(build_inventory(messages), "Tool errors")
+    (line,) = section(build_inventory(messages), ERRORS)
     assert line == "- read_file: " + "e" * 300
 
 
-# --- handoff_message ------------------------------------------------------------------------------------
+# --- context_message ------------------------------------------------------------------------------------
 
 
-def test_the_handoff_message_is_one_user_message_with_the_handoff_then_the_inventory():
-    message = handoff_message("## Goal\nship it", "# Inventory (mechanical)\n")
+def test_the_context_message_names_the_files_to_reread_and_where_the_full_texts_are():
+    handoff = "## 1. Goal\nship it\n## 8. The few files to re-read first\n- `src/calc.py`\n- `tests/test_calc.py`\n"
+    message = context_message(
+        2,
+        handoff,
+        "# Inventory (mechanical)\n",
+        handoff_path="/d/s/compaction-2/handoff.md",
+        inventory_path="/d/s/compaction-2/inventory.md",
+        handoff_chars=None,
+        inventory_chars=None,
+    )
     assert isinstance(message, UserMessage) and len(message.content) == 1
     body = message.content[0]
     assert isinstance(body, TextPart)
-    assert body.text.startswith("This conversation was compacted.")
-    assert body.text.index("## Goal\nship it") < body.text.index("# Inventory (mechanical)")
+    assert body.text.startswith("This conversation was compacted (compaction 2).")
+    assert "Re-read these files before you continue: `src/calc.py`, `tests/test_calc.py`." in body.text
+    assert "- handoff: /d/s/compaction-2/handoff.md\n- inventory: /d/s/compaction-2/inventory.md" in body.text
+    assert "read them if something you need is missing" in body.text
+    assert body.text.index("## 1. Goal\nship it") < body.text.index("# Inventory (mechanical)")
+
+
+def test_without_a_section_8_the_most_recently_touched_files_are_named():
+    inventory = build_inventory(
+        [asks(("c1", "read_file", {"path": "old.py"}), ("c2", "edit_file", {"path": "new.py"}))]
+        + [result("c1", "read_file"), result("c2", "edit_file")]
+    )
+    message = context_message(
+        1, "no sections", inventory, handoff_path="h", inventory_path="i", handoff_chars=None, inventory_chars=None
+    )
+    assert "Re-read these files before you continue: `new.py`, `old.py`." in message.content[0].text  # type: ignore[union-attr]
 
 
 # --- recent_messages --------------------------------------------------------------------------------------
@@ -216,12 +297,13 @@ def test_slash_compact_replaces_the_context_persists_the_entry_and_a_reload_give
         {"text": "Sure, short answer."},
         {"text": HANDOFF},  # the compaction request's reply
     ]
-    # keep_tokens: the short last turn fits, the long first one does not
+    # keep_tokens: the short last turn fits, the long first one does not (and is big enough that replacing it
+    # frees more than the 20 % margin: a smaller one would be refused, see the refusal tests)
     manager, peer = make_manager(tmp_path, replies, keep_tokens=200)
 
     async def main() -> tuple[str, list[Message], list[Message]]:
         session = manager.new_session(str(ws), None, [])
-        assert await prompt(session, "Why do the tests of calc.py fail? " + "context " * 200) == "end_turn"
+        assert await prompt(session, "Why do the tests of calc.py fail? " + "context " * 2000) == "end_turn"
         assert await prompt(session, "Thanks") == "end_turn"
         before = list(session.messages)
         assert await prompt(session, "/compact keep the test commands") == "end_turn"
@@ -259,7 +341,7 @@ def test_slash_compact_whose_model_fails_changes_nothing_and_says_so(tmp_path):
 
     async def main() -> tuple[list[Message], list[Message], str]:
         session = manager.new_session(str(ws), None, [])
-        await prompt(session, "hi")
+        await prompt(session, "hi " + "long context " * 1000)  # enough that a compaction would help
         before = list(session.messages)
         await prompt(session, "/compact")
         after = list(session.messages)

@@ -1,0 +1,220 @@
+"""The mechanical inventory of a compaction: what the session did, read from its stored messages with no model
+involved (docs/sessions.md "Compaction").
+
+Two renderings of one inventory: the full text saved as `compaction-N/inventory.md` (every entry of every
+list), and the model's copy derived from that text alone (`model_copy`), so a loaded session rebuilds exactly
+the copy the live session put into its context from the saved file.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from ama_acp.conversation.messages import (
+    AssistantMessage,
+    Message,
+    TextPart,
+    ToolCallPart,
+    ToolResultMessage,
+    UserMessage,
+)
+
+TITLE = "# Inventory (mechanical)"
+USER_MESSAGE_CLIP = 6_000  # characters of one user message; the rest is counted, never silently dropped
+ERROR_CLIP = 300  # characters of one tool error (the first part says what went wrong)
+LIST_KEEP = 30  # entries of each list (but the user's messages) in the model's copy; the file keeps all
+SEARCH_TOOLS = frozenset({"search", "find_files"})
+
+SESSION = "Session"
+USERS = "The user's messages"
+FILES = "Files touched (most recent last)"
+TOOLS = "Tools used"
+COMMANDS = "Commands run (✗ failed)"
+SEARCHES = "Searches"
+ERRORS = "Tool errors"
+
+
+@dataclass(frozen=True)
+class Header:
+    """Where and when the inventory was taken; the previous paths only from the second compaction on."""
+
+    session_id: str
+    cwd: str
+    model: str
+    context: str  # "17,020 / 32,768 tokens (usage)"
+    time: str  # UTC ISO 8601
+    previous_handoff: str | None = None
+    previous_inventory: str | None = None
+
+
+@dataclass
+class Inventory:
+    users: list[str] = field(default_factory=list)
+    files: dict[str, Counter[str]] = field(default_factory=dict)  # insertion order = order of last touch
+    tools: Counter[str] = field(default_factory=Counter)
+    commands: list[str] = field(default_factory=list)
+    searches: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def collect(messages: list[Message]) -> Inventory:
+    """Walk `messages` once (the session's whole stored history, not only the current context)."""
+    inv = Inventory()
+    calls: dict[str, ToolCallPart] = {}
+    for m in messages:
+        if isinstance(m, UserMessage):
+            text = "".join(p.text for p in m.content if isinstance(p, TextPart)).strip()
+            if text:
+                inv.users.append(clip_note(text, USER_MESSAGE_CLIP))
+        elif isinstance(m, AssistantMessage):
+            for call in m.tool_calls:
+                calls[call.id] = call
+        elif isinstance(m, ToolResultMessage):
+            _result(inv, m, _args(calls.get(m.tool_call_id)))
+    return inv
+
+
+def _result(inv: Inventory, m: ToolResultMessage, args: dict[str, Any]) -> None:
+    inv.tools[m.name] += 1
+    path = args.get("path") if isinstance(args.get("path"), str) and args.get("path") else None
+    if path is not None and m.name not in SEARCH_TOOLS:
+        counts = inv.files.pop(path, None) or Counter()  # popped and put back: the most recent goes last
+        counts[m.name] += 1
+        inv.files[path] = counts
+    command = _one_line(str(args.get("command", "")))
+    if m.name == "run_command":
+        inv.commands.append(("✗ " if m.is_error else "✓ ") + f"`{command}`")
+    elif m.name in SEARCH_TOOLS:
+        inv.searches.append(f"{m.name} `{_one_line(str(args.get('pattern', '')))}` in `{path or '.'}`")
+    if m.is_error:
+        what = f"run_command `{command}`" if m.name == "run_command" else m.name
+        inv.errors.append(f"{what}: {_one_line(m.text[:ERROR_CLIP])}")
+
+
+def render(inv: Inventory, header: Header | None = None) -> str:
+    """The full inventory (the file): every entry of every list."""
+    out = [TITLE]
+    if header is not None:
+        out += ["", f"## {SESSION}"]
+        out += [f"- session: {header.session_id}", f"- cwd: {header.cwd}", f"- model: {header.model}"]
+        out += [f"- context at compaction: {header.context}", f"- time: {header.time}"]
+        if header.previous_handoff:
+            out.append(f"- previous handoff: {header.previous_handoff}")
+        if header.previous_inventory:
+            out.append(f"- previous inventory: {header.previous_inventory}")
+    out += ["", f"## {USERS}"] + _items([_indent(u) for u in inv.users])
+    out += ["", f"## {FILES}"]
+    out += _items([f"- {p}: " + ", ".join(f"{k}×{v}" for k, v in c.items()) for p, c in inv.files.items()])
+    out += ["", f"## {TOOLS}"] + _items([f"- {name}×{n}" for name, n in inv.tools.most_common()])
+    out += ["", f"## {COMMANDS}"] + _items([f"- {c}" for c in inv.commands])
+    out += ["", f"## {SEARCHES}"] + _items([f"- {s}" for s in inv.searches])
+    out += ["", f"## {ERRORS}"] + _items([f"- {e}" for e in inv.errors])
+    return "\n".join(out) + "\n"
+
+
+def build_inventory(messages: list[Message], header: Header | None = None) -> str:
+    return render(collect(messages), header)
+
+
+# --- the model's copy, from the text alone -----------------------------------------------------------------
+
+
+def sections(text: str) -> list[tuple[str, list[str]]]:
+    """`(title, items)` per `## title` section; an item is a `- ` line with its indented continuation lines.
+    The part before the first section comes as title ""."""
+    out: list[tuple[str, list[str]]] = [("", [])]
+    for line in text.splitlines():
+        if line.startswith("## "):
+            out.append((line[3:], []))
+        elif line.startswith("- ") or not out[-1][1]:
+            if line:
+                out[-1][1].append(line)
+        elif line.startswith("  "):
+            out[-1][1][-1] += "\n" + line
+    return out
+
+
+def model_copy(full: str, budget: int) -> str:
+    """The inventory as it goes back to the model: lists other than the user's messages keep their newest
+    LIST_KEEP entries (saying how many were left out), then the whole is clipped to `budget` characters —
+    the user's messages first, since the file keeps them all — with a visible `[+N chars]` marker."""
+    parts = sections(full)
+    rendered: list[tuple[str, str]] = []
+    for title, items in parts:
+        if title and title not in (SESSION, USERS) and len(items) > LIST_KEEP:
+            left = len(items) - LIST_KEEP
+            items = [f"- ({left} earlier entries left out; inventory.md has them all)", *items[-LIST_KEEP:]]
+        body = "\n".join(items)
+        rendered.append((title, f"## {title}\n{body}" if title else body))
+    text = "\n\n".join(r for _, r in rendered) + "\n"
+    if len(text) <= budget:
+        return text
+    users = next((i for i, (title, _) in enumerate(rendered) if title == USERS), None)
+    if users is not None:
+        rest = len(text) - len(rendered[users][1])
+        room = budget - rest
+        if room > len(f"## {USERS}\n") + 40:
+            rendered[users] = (USERS, clip(rendered[users][1], room))
+            text = "\n\n".join(r for _, r in rendered) + "\n"
+    return clip(text, budget)
+
+
+def recent_files(full: str, n: int = 5) -> list[str]:
+    """The `n` most recently touched files listed in an inventory text, newest first."""
+    for title, items in sections(full):
+        if title == FILES:
+            paths = [item[2:].rsplit(": ", 1)[0] for item in items if item.startswith("- ") and ": " in item]
+            return paths[::-1][:n]
+    return []
+
+
+# --- clipping ----------------------------------------------------------------------------------------------
+
+
+def marker(left_out: int) -> str:
+    return f"[+{left_out} chars]"
+
+
+def clip(text: str, limit: int) -> str:
+    """`text` cut to at most `limit` characters with a visible `[+N chars]` marker (N: characters left out),
+    at a line boundary when one lies in the second half of what is kept."""
+    if len(text) <= limit:
+        return text
+    limit = max(limit, 0)
+    room = max(limit - len(marker(len(text))) - 1, 0)  # the marker counts as part of the limit
+    cut = text.rfind("\n", 0, room + 1)
+    if cut < room // 2:
+        cut = room
+    kept = text[:cut].rstrip("\n")
+    return kept + "\n" + marker(len(text) - len(kept))
+
+
+def clip_note(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f" […{len(text) - limit} characters left out]"
+
+
+def _args(call: ToolCallPart | None) -> dict[str, Any]:
+    if call is None:
+        return {}
+    try:
+        return call.parsed_arguments()
+    except ValueError:
+        return {}
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _indent(text: str) -> str:
+    """A user message as one list item: continuation lines indented, so the item stays one item."""
+    lines = text.splitlines() or [""]
+    return "\n".join([f"- {lines[0]}", *(f"  {line}" for line in lines[1:])])
+
+
+def _items(items: list[str]) -> list[str]:
+    return items or ["- (none)"]
