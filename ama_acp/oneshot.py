@@ -55,6 +55,16 @@ class _LocalPeer:
         raise RuntimeError(f"{method} is not available in -p mode")
 
 
+def context_summary(stats: dict[str, Any]) -> dict[str, Any]:
+    """`context` of the json output: {tokens, window, percent}, each only when known (U15); the full figures
+    are in `_ama/session_stats`."""
+    out: dict[str, Any] = {"tokens": stats["contextTokens"]}
+    for key, stat in (("window", "contextWindow"), ("percent", "contextPercent")):
+        if stat in stats:
+            out[key] = stats[stat]
+    return out
+
+
 def run_print(args: argparse.Namespace, cfg: Config) -> int:
     from ama_acp.logs import setup_logging
     from ama_acp.providers.resolve import choose_model
@@ -74,14 +84,17 @@ def run_print(args: argparse.Namespace, cfg: Config) -> int:
         result = await session.prompt([w.TextContent(text=valid_unicode(args.prompt))])
         stats = session.stats()
         await manager.shutdown()
-        return {
+        out: dict[str, Any] = {
             "sessionId": session.id,
             "model": model_id,
             "answer": "".join(peer.text),
             "stopReason": result.stop_reason,
             "usage": msgspec.to_builtins(result.usage) if result.usage else None,
-            "context": stats,
+            "context": context_summary(stats),
         }
+        if "cost" in stats:  # U17: only when known
+            out["cost"] = stats["cost"]
+        return out
 
     out = anyio.run(main)
     if as_json:

@@ -54,6 +54,21 @@ class BilledTotals(msgspec.Struct, frozen=True, omit_defaults=True):
             total=self.total - before.total,
         )
 
+    @property
+    def reported(self) -> int:
+        """Requests whose usage is in the sums."""
+        return self.requests - self.unreported
+
+    def cache_read_share(self) -> float | None:
+        """cacheRead / (input + cacheRead + cacheWrite) over the reported requests, 0–1 with 4 decimals; None
+        when no request reported a cache figure or nothing was billed (unknown, not 0)."""
+        if self.cache_read is None:
+            return None
+        denominator = self.input + self.cache_read + (self.cache_write or 0)
+        if denominator <= 0:
+            return None
+        return round(self.cache_read / denominator, 4)
+
     def prompt_usage(self) -> dict[str, int]:
         """The camelCase shape of `PromptResponse.usage` (S1); optional figures only where known."""
         out = {"inputTokens": self.input, "outputTokens": self.output, "totalTokens": self.total}
@@ -74,12 +89,17 @@ class BillingState(msgspec.Struct, frozen=True):
 
 
 def _valid(usage: Usage | None) -> bool:
+    """Whether a request's usage can be billed: some figure counts tokens, and none is negative.
+
+    Figures that are all absent or 0 are no report: every request carries at least the system prompt, so a
+    provider that says 0 did not count (an Anthropic-style stream without usage arrives as zeros). Billing it
+    as free would be an invented $0 (U17)."""
     if usage is None:
         return False
     figures = (usage.input, usage.output, usage.cache_read, usage.cache_write, usage.total, usage.reasoning)
-    if all(f is None for f in figures):
+    if any(f is not None and f < 0 for f in figures):
         return False
-    return all(f is None or f >= 0 for f in figures)
+    return any(f for f in figures[:5])
 
 
 def request_cost(usage: Usage | None, price: Price | None) -> float | None:

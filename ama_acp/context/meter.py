@@ -9,10 +9,15 @@ Sources:
 
 - `prefix`: no request has been made yet; `used` = system prompt + tool declarations + the messages appended so
   far, i.e. what the first request will carry (U10).
-- `usage`: the last assistant message carries trustworthy usage and nothing edited the context since;
-  `used` = that usage + estimates of the messages after it (U8).
-- `estimate`: after a compaction or edit, a model switch that changes the request shape, or a response without
-  trustworthy usage, the whole context is estimated until a response brings usage again (U9, U11).
+- `usage`: an assistant message carried trustworthy usage and nothing edited the context since; `used` = the
+  usage of the last such message (the anchor) + estimates of every message after it (U8). A later reply
+  without trustworthy usage joins the trailing estimate: it does not discard the anchor.
+- `estimate`: after a compaction or edit, any model switch, or a response without trustworthy usage while
+  there is no anchor, the whole context is estimated until a response brings usage again (U9, U11).
+
+Independently of the source, the meter remembers whether the latest usage *reading* (a reply that reported
+figures) was untrustworthy: while it was, the tier is `unmeasured`, never a tier derived from an estimate
+(U11). A reply that reported nothing at all is no reading: it neither sets nor clears that state.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from collections.abc import Iterable, Sequence
 import msgspec
 
 from ama_acp.context.estimate import IMAGE_TOKENS, Estimator, HeuristicEstimator, MessageEstimates, image_count
-from ama_acp.context.tiers import DEFAULT_CAPS, tier_for
+from ama_acp.context.tiers import DEFAULT_CAPS, UNMEASURED, tier_for
 from ama_acp.conversation.messages import AssistantMessage, Message, ToolResultMessage, Usage, UserMessage
 
 log = logging.getLogger(__name__)
@@ -44,10 +49,14 @@ class ContextFigures(msgspec.Struct, frozen=True, omit_defaults=True):
     used: int
     source: str  # prefix | usage | estimate
     tier: str  # healthy | mid | high | warning | danger | unmeasured
-    usage_tokens: int | None = None  # only with source usage
-    trailing_tokens: int | None = None  # only with source usage
+    # The two parts of `used` (U8), for every source: the anchor's usage and the estimate after it; for
+    # prefix and estimate the usage part is 0 and the trailing part is the whole estimate.
+    usage_tokens: int = 0
+    trailing_tokens: int = 0
     window: int | None = None
     percent: float | None = None  # one decimal, capped at 100 (U12)
+    over_window: bool = False  # used > window: percent is capped, the figure is a lower bound (U11, U12)
+    untrusted: bool = False  # the latest usage reading was not trustworthy: tier unmeasured (U11)
     auto_compact_at: int | None = None  # U13
     prune_at: int | None = None  # U14
 
@@ -73,6 +82,17 @@ class MeterState(msgspec.Struct, frozen=True, omit_defaults=True):
     trailing_tokens: int | None = None
     message_count: int = 0  # messages in the context when the state was taken
     prefix_key: str | None = None  # digest of the system prompt + tools under which usage_tokens was measured
+    untrusted: bool = False  # the latest usage reading was untrustworthy (U11): a load keeps the tier unmeasured
+
+
+def reported(usage: Usage | None) -> bool:
+    """Whether a reply reported usage at all. Figures that are all absent or 0 count nothing: a request always
+    carries the system prompt, so that is a provider that did not count (e.g. a stream without a usage event,
+    which an Anthropic-style endpoint renders as zeros), not a reading."""
+    if usage is None:
+        return False
+    figures = (usage.input, usage.output, usage.cache_read, usage.cache_write, usage.total)
+    return any(f is not None and f != 0 for f in figures)
 
 
 def usage_tokens(usage: Usage | None, window: int | None = None) -> int | None:
@@ -132,6 +152,7 @@ class ContextMeter:
         self._source = PREFIX
         self._anchor: int | None = None  # usage of the last trustworthy assistant message (source usage)
         self._trailing = 0  # estimates of the messages after the anchor
+        self._untrusted = False  # the latest usage reading was untrustworthy (U11)
         self._window = _clean_window(window)
         self._reserve = reserve_tokens
         self._compaction_enabled = compaction_enabled
@@ -172,10 +193,12 @@ class ContextMeter:
         self._cached = None
 
     def append(self, message: Message) -> None:
-        """A message entered the context. An assistant message's usage (when trustworthy) becomes the anchor."""
+        """A message entered the context. An assistant message's usage (when trustworthy) becomes the anchor;
+        one without it joins the trailing estimate (U8), or, with no anchor, the figure is a whole estimate."""
         n = self._estimates.get(message)
         self._messages.append(message)
         self._messages_total += n
+        self._cached = None
         if isinstance(message, AssistantMessage):
             tokens = usage_tokens(message.usage, self._window)
             if tokens is not None:
@@ -183,13 +206,15 @@ class ContextMeter:
                 self._anchor = tokens
                 self._anchor_key = self._prefix_key
                 self._trailing = 0
-            else:
-                if message.usage is not None:
-                    log.info("untrustworthy usage %s; estimating the context (U11)", message.usage)
-                self._to_estimate()
-        else:
-            self._trailing += n
-        self._cached = None
+                self._untrusted = False
+                return
+            if reported(message.usage):
+                log.info("untrustworthy usage %s; the last trustworthy figure stands (U11)", message.usage)
+                self._untrusted = True
+            if self._source != USAGE:
+                self._source = ESTIMATE  # a request was made: no longer the prefix, and nothing measured it
+                return
+        self._trailing += n
 
     def replace(self, messages: Iterable[Message]) -> None:
         """The context was edited (compaction, pruning): count `messages` instead; the figure is an estimate (U9).
@@ -204,7 +229,7 @@ class ContextMeter:
         self._cached = None
 
     def invalidate(self) -> None:
-        """The next request's shape changed (e.g. a model switch to another provider): estimate until usage (U9)."""
+        """The next request's shape or tokenizer changed (any model switch): estimate until usage (U9)."""
         if self._source != PREFIX:
             self._to_estimate()
             self._cached = None
@@ -234,11 +259,10 @@ class ContextMeter:
             return self._cached
         if self._source == USAGE and self._anchor is not None:
             used = self._anchor + self._trailing
-            usage_part: int | None = self._anchor
-            trailing_part: int | None = self._trailing
+            usage_part, trailing_part = self._anchor, self._trailing
         else:
             used = self.estimate_total()
-            usage_part = trailing_part = None
+            usage_part, trailing_part = 0, used
         window = self._window
         percent: float | None = None
         auto_compact_at: int | None = None
@@ -252,13 +276,16 @@ class ContextMeter:
         self._cached = ContextFigures(
             used=used,
             source=self._source,
-            tier=tier_for(percent, self._caps),
+            # U11: an untrustworthy reading leaves no figure to derive a tier from; never healthy by default.
+            tier=UNMEASURED if self._untrusted else tier_for(percent, self._caps),
             usage_tokens=usage_part,
             trailing_tokens=trailing_part,
             window=window,
             percent=percent,
             auto_compact_at=auto_compact_at,
             prune_at=prune_at,
+            over_window=window is not None and used > window,
+            untrusted=self._untrusted,
         )
         return self._cached
 
@@ -298,6 +325,7 @@ class ContextMeter:
             trailing_tokens=self._trailing if usage else None,
             message_count=len(self._messages),
             prefix_key=self._anchor_key if usage else None,
+            untrusted=self._untrusted,
         )
 
     def restore(self, messages: Iterable[Message], state: MeterState | None) -> None:
@@ -312,6 +340,7 @@ class ContextMeter:
         self._messages = []
         self._messages_total = 0
         self._source, self._anchor, self._anchor_key, self._trailing = PREFIX, None, None, 0
+        self._untrusted = False
         self._cached = None
         fits = state is not None and state.source in SOURCES and 0 <= state.message_count <= len(msgs)
         if state is None or not fits:
@@ -322,6 +351,7 @@ class ContextMeter:
                 self._to_estimate()
             return
         head, tail = msgs[: state.message_count], msgs[state.message_count :]
+        self._untrusted = state.untrusted
         self._messages = head
         self._messages_total = sum(self._estimates.get(m) for m in head)
         if state.source == USAGE and state.usage_tokens is not None:

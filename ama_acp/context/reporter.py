@@ -32,6 +32,9 @@ def usage_payload(figures: ContextFigures, cost: float | None) -> dict[str, Any]
     ):
         if value is not None:
             ama[key] = value
+    if figures.over_window:
+        # U11/U12: `used` is above `size` and `percent` is capped at 100: the figure is a lower bound.
+        ama["overWindow"] = True
     payload: dict[str, Any] = {
         "sessionUpdate": "usage_update",
         "used": max(0, int(figures.used)),

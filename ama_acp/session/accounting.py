@@ -11,17 +11,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import msgspec
 
 from ama_acp.config import Config, Price
-from ama_acp.context.billing import Billing, BillingState
+from ama_acp.context.billing import BilledTotals, Billing, BillingState
 from ama_acp.context.estimate import Estimator, make_estimator
-from ama_acp.context.meter import ContextFigures, ContextMeter, MeterState
+from ama_acp.context.meter import USAGE, ContextFigures, ContextMeter, MeterState
 from ama_acp.context.reporter import UsageReporter
 from ama_acp.context.request_size import tools_json
-from ama_acp.context.tiers import TierWatch, notice_text
+from ama_acp.context.tiers import DANGER, HIGH, WARNING, TierWatch, caps_text, notice_text, rank
 from ama_acp.conversation.messages import Message, Usage
 from ama_acp.conversation.tools import ToolSpec
 from ama_acp.wire import types as w
@@ -63,9 +63,32 @@ class AccountedSession(Protocol):
     def system_prompt(self) -> str: ...
 
 
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part.title() for part in rest)
+class ContextNotice(msgspec.Struct, frozen=True):
+    """Something the person is told about the context, in either form: an ACP `notice` when the client
+    advertised `session.notices`, else an agent message (the session picks the form and the moment)."""
+
+    severity: Literal["info", "warning"]
+    title: str
+    text: str
+
+
+_TIER_SEVERITY: dict[str, Literal["info", "warning"]] = {HIGH: "info", WARNING: "warning", DANGER: "warning"}
+
+
+def billed_stats(t: BilledTotals) -> dict[str, int | float]:
+    """S2 `billed`: the request counts always; token sums only when some request reported usage (with every
+    request unreported a sum would be an invented 0, U15); cache figures only where some request reported
+    them; `cacheReadShare` = cacheRead / (input + cacheRead + cacheWrite), 0–1, where known."""
+    out: dict[str, int | float] = {"requests": t.requests, "sideRequests": t.side_requests, "unreported": t.unreported}
+    if t.requests == 0 or t.reported > 0:
+        out.update(input=t.input, output=t.output, total=t.total)
+        for key, value in (("cacheRead", t.cache_read), ("cacheWrite", t.cache_write), ("reasoning", t.reasoning)):
+            if value is not None:
+                out[key] = value
+    share = t.cache_read_share()
+    if share is not None:
+        out["cacheReadShare"] = share
+    return out
 
 
 class SessionContext:
@@ -85,6 +108,10 @@ class SessionContext:
         self.tiers = TierWatch()
         self.last_cost: float | None = None
         self._tools_json: str | None = None
+        # Notices waiting for a moment when the agent-message form may be sent (never inside a streamed reply).
+        self._pending_tier: str | None = None
+        self._pending_over: ContextNotice | None = None
+        self._told_over: set[tuple[str, int]] = set()  # (model, window): an over-window reading is told once
 
     # --- inputs -------------------------------------------------------------------------------------------
 
@@ -104,8 +131,10 @@ class SessionContext:
 
     def model_changed(self, old: str, new: str) -> None:
         self.meter.set_window(self._rt.context_window(new))
-        if old.partition("/")[0] != new.partition("/")[0]:
-            self.meter.invalidate()  # another provider: another request shape and tokenizer (U9)
+        if old != new:
+            # U9: any other model, even of the same provider, may count with another tokenizer and shape the
+            # request differently; the old usage under the new window would pass for a measurement.
+            self.meter.invalidate()
 
     def replace(self, messages: list[Message]) -> None:
         self.meter.replace(messages)
@@ -144,36 +173,65 @@ class SessionContext:
             meta=payload["_meta"],
         )
 
-    def tier_notice(self) -> w.Notice | None:
-        """One notice when the fill rises into warning or danger (docs/context.md "Load tiers")."""
+    def context_notices(self, deliver: bool) -> list[ContextNotice]:
+        """The notices due about the current figures (docs/context.md "Load tiers", "Readings over the window").
+
+        Rises are recorded whenever this is called; with `deliver=False` (the caller may not speak now) they
+        wait, and the next delivering call returns them. A tier notice that is no longer true by then (the fill
+        fell) is dropped; its text is worded from the figures of the moment it goes out.
+        """
         f = self.figures()
         risen = self.tiers.update(f.tier)
-        if risen is None:
-            return None
-        return w.Notice(
-            severity="warning",
-            title=f"Context {risen}",
-            description=notice_text(risen, f.percent, f.window, f.auto_compact_at),
-        )
+        if risen is not None and (self._pending_tier is None or rank(risen) > rank(self._pending_tier)):
+            self._pending_tier = risen
+        model = self._session.model_id
+        if f.source == USAGE and f.window is not None and f.usage_tokens > f.window:
+            if (model, f.window) not in self._told_over:
+                self._told_over.add((model, f.window))
+                self._pending_over = ContextNotice(
+                    severity="warning",
+                    title="Usage above the known window",
+                    text=(
+                        f"The provider reported {f.usage_tokens:,} tokens for the last request, more tokens than the "
+                        f"{f.window:,}-token window ama knows for {model}: the window in the catalog or the config "
+                        "(context_window) is likely wrong. The meter shows the reading as a lower bound (100 %)."
+                    ),
+                )
+        if not deliver:
+            return []
+        out: list[ContextNotice] = []
+        if self._pending_over is not None:
+            out.append(self._pending_over)
+        tier = self._pending_tier
+        if tier is not None and rank(f.tier) >= rank(tier):
+            out.append(
+                ContextNotice(
+                    severity=_TIER_SEVERITY.get(tier, "warning"),
+                    title=f"Context {tier}",
+                    text=notice_text(tier, f.percent, f.window, f.auto_compact_at),
+                )
+            )
+        self._pending_tier, self._pending_over = None, None
+        return out
 
     def stats(self) -> dict[str, Any]:
         """S2: the full stats object; unknown figures are left out (U15)."""
         f = self.figures()
-        t = self.billing.totals()
-        billed = {_camel(k): v for k, v in msgspec.to_builtins(t).items() if v is not None}
-        context: dict[str, str | int] = {"source": f.source, "tier": f.tier}
-        for key, value in (
-            ("usageTokens", f.usage_tokens),
-            ("trailingTokens", f.trailing_tokens),
-            ("autoCompactAt", f.auto_compact_at),
-            ("pruneAt", f.prune_at),
-        ):
+        context: dict[str, str | int | bool] = {
+            "source": f.source,
+            "tier": f.tier,
+            "usageTokens": f.usage_tokens,
+            "trailingTokens": f.trailing_tokens,
+        }
+        for key, value in (("autoCompactAt", f.auto_compact_at), ("pruneAt", f.prune_at)):
             if value is not None:
                 context[key] = value
+        if f.over_window:
+            context["overWindow"] = True
         out: dict[str, Any] = {
             "sessionId": self._session.id,
             "model": self._session.model_id,
-            "billed": billed,
+            "billed": billed_stats(self.billing.totals()),
             "contextTokens": f.used,
             "context": context,
         }
@@ -194,20 +252,35 @@ class SessionContext:
         lines = [
             f"**Context:** {f.used:,} of {size} tokens{pct} · tier {f.tier} · source {f.source}",
         ]
-        if f.source == "usage":
+        if f.source == USAGE:
             lines.append(
                 f"(last reported usage {f.usage_tokens:,} + estimate of what came after {f.trailing_tokens:,})"
             )
+        if f.untrusted:
+            lines.append(
+                "The last response's usage was not trustworthy (missing, negative or impossible figures): the tier "
+                "stays unmeasured until a trustworthy reading returns."
+            )
+        if f.over_window and f.window is not None:
+            lines.append(
+                f"The figure is above the model's known window of {f.window:,} tokens: it is a lower bound, and "
+                "the window in the catalog or the config (context_window) is likely wrong."
+            )
+        lines.append(f"Tiers: {caps_text(self._rt.config.tiers.caps)}.")
         if f.auto_compact_at is not None:
             lines.append(f"Automatic compaction at {f.auto_compact_at:,} tokens; pruning at {f.prune_at:,}.")
         elif f.window is None:
             lines.append("The model's context window is unknown, so no fill is reported (set context_window).")
         cost = self.billing.cost
-        lines.append(
-            f"**Cost so far:** ${cost:.4f}"
-            if cost is not None
-            else "**Cost so far:** unknown (a request had no known price)"
-        )
+        totals = self.billing.totals()
+        if cost is not None:
+            lines.append(f"**Cost so far:** ${cost:.4f}")
+        else:
+            why = "a request reported no usage" if totals.unreported else "a request had no known price"
+            lines.append(f"**Cost so far:** unknown ({why})")
+        share = totals.cache_read_share()
+        if share is not None:
+            lines.append(f"**Prompt cache:** {share * 100:.1f} % of the billed input tokens were cache reads.")
         lines += ["", "| what | tokens (estimate) |", "|---|---:|"]
         for label, value in (
             ("system prompt", b.system_prompt),

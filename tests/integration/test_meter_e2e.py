@@ -165,7 +165,8 @@ async def test_prompt_estimates_after_cancel_before_any_reply(tmp_path, llm, pro
 
 
 async def test_model_switch_smaller_window_unknown_window_and_back(tmp_path, llm):
-    """E3 (options first, then the meter), U5 size follows the model, D3 no update without a window."""
+    """E3 (options first, then the meter), size follows the model, U9 the old usage is not carried under the new
+    window, D3 no update without a window."""
     ama = Ama(tmp_path)
     configure(ama, "openai", llm)
     llm.enqueue({"text": "hi", "usage": {"input": 2000, "output": 10}})
@@ -183,8 +184,8 @@ async def test_model_switch_smaller_window_unknown_window_and_back(tmp_path, llm
 
         assert await switch("local/small") == ["config_option_update", "usage_update"]
         small = usage_updates(conn, sid)[-1]
-        assert small["size"] == 50_000 and small["used"] == 2010  # same provider: usage still holds
-        assert small["_meta"]["ama"]["percent"] == round(2010 / 50_000 * 100, 1)
+        assert small["size"] == 50_000 and small["_meta"]["ama"]["source"] == "estimate"  # U9: not measured here
+        assert small["_meta"]["ama"]["percent"] == round(small["used"] / 50_000 * 100, 1)
         assert await switch("local/nowin") == ["config_option_update"]  # D3
         stats = await conn.request("_ama/session_stats", {"sessionId": sid})
         assert "contextWindow" not in stats and "contextPercent" not in stats  # U15: absent, not 0
@@ -214,7 +215,8 @@ async def test_unpriced_request_makes_cost_unknown(tmp_path, llm):
 
 
 async def test_untrustworthy_usage_falls_back_to_estimate(tmp_path, llm):
-    """U11: usage above 4x the window is not trusted: the figure is an estimate, never over 100 %."""
+    """U11: usage above 4x the window is not trusted: the figure is an estimate, never over 100 %, and the tier
+    is `unmeasured`, not the `healthy` of the estimate."""
     ama = Ama(tmp_path)
     configure(ama, "openai", llm)
     llm.enqueue({"text": "a", "usage": {"input": 900_000, "output": 5}})
@@ -224,6 +226,7 @@ async def test_untrustworthy_usage_falls_back_to_estimate(tmp_path, llm):
         last = usage_updates(conn, sid)[-1]
         assert last["_meta"]["ama"]["source"] == "estimate"
         assert last["used"] < 10_000 and last["_meta"]["ama"]["percent"] < 100
+        assert last["_meta"]["ama"]["tier"] == "unmeasured"
 
 
 async def test_context_command_breakdown(tmp_path, llm):

@@ -8,6 +8,7 @@ import pytest
 from ama_acp.config import Price
 from ama_acp.context.billing import Billing, BillingState, request_cost
 from ama_acp.conversation.messages import Usage
+from ama_acp.session.accounting import billed_stats
 
 SONNET = Price(input=3.0, output=15.0, cache_read=0.30, cache_write=3.75)
 NO_CACHE_RATES = Price(input=1.0, output=2.0)
@@ -53,15 +54,60 @@ def test_u17_cache_tokens_at_an_unknown_rate_are_unpriced() -> None:
 
 @pytest.mark.parametrize(
     "usage",
-    [None, Usage(), Usage(total=500), Usage(input=-1, output=3)],
-    ids=["no-usage", "empty", "total-only", "negative"],
+    [None, Usage(), Usage(total=500), Usage(input=-1, output=3), Usage(input=0, output=0, cache_read=0)],
+    ids=["no-usage", "empty", "total-only", "negative", "zeros"],
 )
 def test_u17_request_without_usable_usage_is_unpriced(usage: Usage | None) -> None:
     b = Billing()
     b.add(usage, SONNET)
     assert b.cost is None
-    if usage is None or usage == Usage() or usage.input == -1:
+    assert b.totals().requests == 1
+    if usage is None or usage.total is None:  # a total alone is reported (it counts) but cannot be priced
         assert b.totals().unreported == 1
+
+
+def test_u17_a_request_without_usage_makes_the_cost_unknown_not_zero() -> None:
+    b = Billing()
+    assert b.cost == 0.0  # nothing billed yet: $0 is a measurement
+    b.add(Usage(input=100, output=10), SONNET)
+    b.add(None, SONNET)
+    assert b.cost is None and b.state().cost is None
+    t = b.totals()
+    assert (t.requests, t.unreported, t.reported, t.input) == (2, 1, 1, 100)
+
+
+def test_cache_read_share_where_known() -> None:
+    b = Billing()
+    assert b.totals().cache_read_share() is None  # nothing billed: unknown, not 0
+    b.add(Usage(input=1_000, output=10), SONNET)
+    assert b.totals().cache_read_share() is None  # no request reported a cache figure
+    b.add(Usage(input=1_000, output=10, cache_read=6_000, cache_write=2_000), SONNET)
+    assert b.totals().cache_read_share() == 0.6  # 6,000 / (2,000 + 6,000 + 2,000)
+
+
+def test_s2_billed_stats_show_requests_and_omit_sums_over_nothing() -> None:
+    b = Billing()
+    assert billed_stats(b.totals()) == {
+        "requests": 0,
+        "sideRequests": 0,
+        "unreported": 0,
+        "input": 0,
+        "output": 0,
+        "total": 0,
+    }
+    b.add(None, SONNET)
+    assert billed_stats(b.totals()) == {"requests": 1, "sideRequests": 0, "unreported": 1}
+    b.add(Usage(input=1_000, output=10, cache_read=3_000), SONNET, enters_context=False)
+    assert billed_stats(b.totals()) == {
+        "requests": 2,
+        "sideRequests": 1,
+        "unreported": 1,
+        "input": 1_000,
+        "output": 10,
+        "total": 4_010,
+        "cacheRead": 3_000,
+        "cacheReadShare": 0.75,
+    }
 
 
 def test_u17_cost_never_repriced_on_model_switch() -> None:

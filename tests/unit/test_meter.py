@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ama_acp.context.estimate import HeuristicEstimator
-from ama_acp.context.meter import ContextFigures, ContextMeter, MeterState, usage_tokens
+from ama_acp.context.meter import ContextFigures, ContextMeter, MeterState, reported, usage_tokens
 from ama_acp.conversation.messages import (
     AssistantMessage,
     ImagePart,
@@ -44,7 +46,8 @@ def meter(window: int | None = 200_000, **kw) -> ContextMeter:
 
 def test_u10_prefix_before_first_request_is_never_zero() -> None:
     f = meter().figures()
-    assert (f.used, f.source, f.usage_tokens, f.trailing_tokens) == (2500, "prefix", None, None)
+    # U8/S2: usageTokens 0 and trailingTokens the whole estimate for every source that is not `usage`.
+    assert (f.used, f.source, f.usage_tokens, f.trailing_tokens) == (2500, "prefix", 0, 2500)
 
 
 def test_u10_prefix_counts_messages_appended_before_first_request() -> None:
@@ -92,15 +95,81 @@ def test_u11_untrustworthy_usage_is_rejected(usage: Usage | None) -> None:
     assert usage_tokens(usage, window=200_000) is None
 
 
-def test_u11_untrustworthy_usage_falls_back_to_estimate() -> None:
+def test_u11_untrustworthy_usage_without_anchor_is_an_unmeasured_estimate() -> None:
     m = meter()
     m.append(user("abcd"))
     m.append(assistant("efgh", usage=Usage(input=900_000, output=10)))  # > 4 x window
     f = m.figures()
     assert f.source == "estimate"
     assert f.used == 2500 + 1 + 1
-    assert f.usage_tokens is None and f.trailing_tokens is None
+    assert f.usage_tokens == 0 and f.trailing_tokens == f.used
     assert f.percent == 1.3
+    assert f.tier == "unmeasured" and f.untrusted  # never the `healthy` an estimate of 1.3 % would give
+
+
+def test_u8_untrustworthy_usage_keeps_the_anchor_and_joins_the_trailing_estimate() -> None:
+    m = meter()
+    m.append(assistant("x", usage=Usage(input=3000, output=20)))
+    m.append(user("abcd"))
+    m.append(assistant("efgh", usage=Usage(input=900_000, output=10)))  # > 4 x the 200,000 window
+    f = m.figures()
+    assert (f.source, f.usage_tokens, f.trailing_tokens, f.used, f.tier) == ("usage", 3020, 2, 3022, "unmeasured")
+    m.append(user("more"))
+    m.append(assistant("back", usage=Usage(input=3100, output=5)))  # a trustworthy reading ends it
+    f = m.figures()
+    assert (f.source, f.used, f.tier, f.untrusted) == ("usage", 3105, "healthy", False)
+
+
+def test_u8_reply_without_usage_joins_the_trailing_estimate() -> None:
+    m = meter()
+    m.append(assistant("x", usage=Usage(input=3000, output=20)))
+    m.append(user("please fix the bug"))  # 5
+    m.append(assistant("Done!", usage=None))  # 2
+    f = m.figures()
+    assert (f.source, f.usage_tokens, f.trailing_tokens, f.used, f.tier) == ("usage", 3020, 7, 3027, "healthy")
+
+
+def test_u11_a_reply_that_reports_nothing_is_no_reading() -> None:
+    """All-zero figures (an Anthropic-style stream without usage) count nothing: not an anchor, and not an
+    untrustworthy reading either — it neither sets nor clears `unmeasured`."""
+    m = meter()
+    m.append(assistant("x", usage=Usage(input=3000, output=20)))
+    m.append(assistant("abcd", usage=Usage(input=0, output=0, cache_read=0, cache_write=0)))
+    f = m.figures()
+    assert (f.source, f.used, f.tier) == ("usage", 3021, "healthy")
+    m.append(assistant("abcd", usage=Usage(input=-1, output=3)))
+    assert m.figures().tier == "unmeasured"
+    m.append(assistant("abcd", usage=None))
+    assert m.figures().tier == "unmeasured"  # still the latest reading's verdict
+    m.replace([user("summary")])
+    assert m.figures().tier == "unmeasured"  # a compaction is no reading either
+
+
+def test_u11_u12_reading_over_the_window_is_kept_as_a_lower_bound() -> None:
+    m = meter(window=100_000)
+    m.append(assistant("x", usage=Usage(input=250_000, output=0)))
+    f = m.figures()
+    assert (f.source, f.used, f.percent, f.over_window, f.tier) == ("usage", 250_000, 100.0, True, "danger")
+    assert not meter(window=100_000).figures().over_window
+
+
+def test_u11_untrusted_survives_state_and_restore() -> None:
+    m = meter()
+    msgs = [user("abcd"), assistant("x", usage=Usage(input=3000, output=20)), assistant("y", Usage(total=-5))]
+    for msg in msgs:
+        m.append(msg)
+    state = msgspec.json.decode(msgspec.json.encode(m.state()), type=MeterState)
+    loaded = meter()
+    loaded.restore(msgs, state)
+    assert loaded.figures() == m.figures() and loaded.figures().tier == "unmeasured"
+    replayed = meter()
+    replayed.restore(msgs, None)
+    assert replayed.figures() == m.figures()
+
+
+def test_reported_tells_a_reading_from_nothing() -> None:
+    assert not reported(None) and not reported(Usage()) and not reported(Usage(input=0, output=0))
+    assert reported(Usage(input=1, output=0)) and reported(Usage(total=-3))
 
 
 def test_u11_4x_window_boundary_is_inclusive() -> None:
@@ -108,12 +177,12 @@ def test_u11_4x_window_boundary_is_inclusive() -> None:
     assert usage_tokens(Usage(input=800_001, output=0), window=200_000) is None
 
 
-def test_u9_assistant_without_usage_means_estimate() -> None:
+def test_u9_assistant_without_usage_and_no_anchor_means_estimate() -> None:
     m = meter()
     m.append(user("abcd"))
     m.append(assistant("abcdabcd", usage=None))
     f = m.figures()
-    assert (f.source, f.used) == ("estimate", 2500 + 1 + 2)
+    assert (f.source, f.used, f.tier) == ("estimate", 2500 + 1 + 2, "healthy")  # no reading: a measured tier
 
 
 def test_u9_replace_is_an_estimate_until_next_usage() -> None:
@@ -228,7 +297,7 @@ def test_set_window_changes_size_and_keeps_usage() -> None:
 
 def test_u15_unknown_figures_are_absent_not_zero() -> None:
     enc = msgspec.json.decode(msgspec.json.encode(meter(window=None).figures()))
-    assert enc == {"used": 2500, "source": "prefix", "tier": "unmeasured"}
+    assert enc == {"used": 2500, "source": "prefix", "tier": "unmeasured", "trailing_tokens": 2500}
 
 
 def test_tier_follows_percent() -> None:
@@ -378,3 +447,82 @@ def test_restore_with_changed_prefix_is_an_estimate() -> None:
 
 def test_figures_is_a_struct() -> None:
     assert isinstance(meter().figures(), ContextFigures)
+
+
+# -- property: usage + trailing, or the whole estimate; unmeasured exactly after an untrustworthy reading -----
+
+_WINDOW = 100_000
+_ABSURD = [
+    Usage(input=4 * _WINDOW + 1, output=0),  # above 4x the window
+    Usage(input=-1, output=5),  # negative
+    Usage(input=500, total=100),  # total below the input
+    Usage(input=500),  # output missing and no total
+]
+
+
+@st.composite
+def _message(draw: st.DrawFn) -> tuple[str, int, str, int]:
+    """(role, characters, usage kind, usage tokens) of one appended message."""
+    role = draw(st.sampled_from(["user", "tool", "assistant"]))
+    chars = draw(st.integers(0, 4000))
+    if role != "assistant":
+        return role, chars, "none", 0
+    kind = draw(st.sampled_from(["valid", "absent", "zeros", "absurd"]))
+    tokens = draw(st.integers(1, 4 * _WINDOW)) if kind == "valid" else draw(st.integers(0, len(_ABSURD) - 1))
+    return role, chars, kind, tokens
+
+
+def _build(role: str, chars: int, kind: str, tokens: int) -> AssistantMessage | UserMessage | ToolResultMessage:
+    text = "a" * chars
+    if role == "user":
+        return user(text)
+    if role == "tool":
+        return tool_result(text)
+    if kind == "valid":
+        return assistant(text, usage=Usage(input=tokens, output=0))
+    if kind == "absurd":
+        return assistant(text, usage=_ABSURD[tokens])
+    return assistant(text, usage=None if kind == "absent" else Usage(input=0, output=0, cache_read=0))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_message(), max_size=40))
+def test_property_used_is_anchor_plus_trailing_or_the_whole_estimate(script: list[tuple[str, int, str, int]]) -> None:
+    m = meter(window=_WINDOW)
+    anchor: int | None = None
+    trailing = whole = 0
+    untrusted = asked = False
+    messages = []
+    for role, chars, kind, tokens in script:
+        msg = _build(role, chars, kind, tokens)
+        messages.append(msg)
+        m.append(msg)
+        n = -(-chars // 4)  # U2: ASCII, a quarter token a character
+        whole += n
+        if role == "assistant":
+            asked = True
+            if kind == "valid":
+                anchor, trailing, untrusted = tokens, 0, False
+                continue
+            if kind == "absurd":
+                untrusted = True
+        trailing += n
+        f = m.figures()
+        if anchor is not None:
+            assert (f.source, f.usage_tokens, f.trailing_tokens, f.used) == (
+                "usage",
+                anchor,
+                trailing,
+                anchor + trailing,
+            )
+        else:
+            assert f.source == ("estimate" if asked else "prefix")
+            assert (f.used, f.usage_tokens, f.trailing_tokens) == (2500 + whole, 0, 2500 + whole)
+        assert (f.tier == "unmeasured") is untrusted and f.untrusted is untrusted
+        assert min(f.used, f.usage_tokens, f.trailing_tokens) >= 0 and 0 <= (f.percent or 0) <= 100
+        assert f.over_window is (f.used > _WINDOW)
+    # A load shows what the live session showed, from the stored state or by replaying the messages.
+    for state in (m.state(), None):
+        loaded = meter(window=_WINDOW)
+        loaded.restore(messages, state)
+        assert loaded.figures() == m.figures()

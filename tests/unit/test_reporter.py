@@ -61,19 +61,36 @@ def test_p1_p2_payload_is_the_spec_example() -> None:
 def test_p3_payload_validates_against_acp_schema(acp_validator) -> None:
     for payload in (
         usage_payload(figures(), 0.0451),
-        usage_payload(figures(source="estimate", usage_tokens=None, trailing_tokens=None), None),
+        usage_payload(figures(source="estimate", usage_tokens=0, trailing_tokens=53_120), None),
         usage_payload(figures(auto_compact_at=None, prune_at=None), 0.0),
+        usage_payload(figures(used=250_000, window=100_000, percent=100.0, over_window=True), None),
     ):
         acp_validator.validate_outgoing(notification(payload), {})
 
 
 def test_u15_p1_unknown_figures_and_cost_are_left_out() -> None:
     p = usage_payload(
-        figures(source="estimate", usage_tokens=None, trailing_tokens=None, auto_compact_at=None, prune_at=None), None
+        figures(source="estimate", usage_tokens=0, trailing_tokens=53_120, auto_compact_at=None, prune_at=None), None
     )
     assert "cost" not in p
-    assert p["_meta"]["ama"] == {"source": "estimate", "percent": 26.6, "tier": "healthy"}
+    assert p["_meta"]["ama"] == {
+        "source": "estimate",
+        "usageTokens": 0,  # S2/P2: for every source; the estimate is all trailing
+        "trailingTokens": 53_120,
+        "percent": 26.6,
+        "tier": "healthy",
+    }
     assert None not in p["_meta"]["ama"].values()
+
+
+def test_u11_u12_over_window_is_said_in_meta() -> None:
+    p = usage_payload(
+        figures(used=250_000, usage_tokens=250_000, trailing_tokens=0, percent=100.0, window=100_000, over_window=True),
+        None,
+    )
+    assert p["used"] == 250_000 and p["size"] == 100_000
+    assert p["_meta"]["ama"]["overWindow"] is True and p["_meta"]["ama"]["percent"] == 100.0
+    assert "overWindow" not in usage_payload(figures(), None)["_meta"]["ama"]  # only when it is so
 
 
 def test_d3_unknown_window_sends_nothing() -> None:
