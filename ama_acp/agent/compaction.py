@@ -210,7 +210,7 @@ def context_message(
         "The full handoff and inventory are on disk; read them if something you need is missing here:\n"
         f"- handoff: {handoff_path}\n- inventory: {inventory_path}\n\n" + shown_handoff + "\n\n" + shown_inventory
     )
-    return UserMessage(content=[TextPart(text)])
+    return UserMessage(content=[TextPart(text)], origin="ama")
 
 
 def wrapper_text(handoff_path: str, inventory_path: str) -> str:

@@ -65,6 +65,8 @@ def collect(messages: list[Message]) -> Inventory:
     calls: dict[str, ToolCallPart] = {}
     for m in messages:
         if isinstance(m, UserMessage):
+            if m.origin != "person":  # ama's own messages (setting reminders, a handoff) are not requests
+                continue
             text = "".join(p.text for p in m.content if isinstance(p, TextPart)).strip()
             if text:
                 inv.users.append(clip_note(text, USER_MESSAGE_CLIP))
