@@ -143,11 +143,18 @@ class SessionContext:
         self.refresh_prefix()
         state = msgspec.convert(meter, MeterState) if meter else None
         self.meter.restore(messages, state)
+        measured_by = meter.get("model") if meter else None
+        if isinstance(measured_by, str) and measured_by != self._session.model_id:
+            # The model was switched after the state was stored (no response of the new one since): its usage
+            # is not carried under the new model as if measured, on load as live (U9).
+            self.meter.invalidate()
         if billing:
             self.billing = Billing(msgspec.convert(billing, BillingState))
 
     def meter_state(self) -> dict[str, Any]:
         state: dict[str, Any] = msgspec.to_builtins(self.meter.state())  # a Struct encodes as an object
+        # The model whose responses the figures came from; MeterState itself knows no models (and ignores it).
+        state["model"] = self._session.model_id
         return state
 
     def billing_state(self) -> dict[str, Any]:

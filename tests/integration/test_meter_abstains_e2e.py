@@ -402,3 +402,24 @@ def test_print_mode_json_context_is_tokens_window_percent(tmp_path):
         ctx = unmeasured["context"]
         assert set(ctx) == {"tokens", "window", "percent"} and ctx["window"] == WINDOW
         assert llm.pending == 0
+
+
+async def test_model_switch_then_load_is_still_an_estimate(tmp_path, llm):
+    """U9 on load: the stored figures name the model they were measured with; a session switched to another
+    model after its last response loads as an estimate, not with the old usage under the new window."""
+    ama = Ama(tmp_path)
+    configure(ama, llm)
+    llm.enqueue({"text": "hi", "usage": {"input": 2000, "output": 10}})
+    async with run_ama(ama, env=ENV) as conn:
+        sid = await open_session(conn, ama)
+        await conn.prompt(sid, "hello", timeout=15)
+        await conn.request("session/set_config_option", {"sessionId": sid, "configId": "model", "value": "local/small"})
+        await conn.wait_for(lambda: usage_updates(conn, sid)[-1]["size"] == 50_000)
+        live = usage_updates(conn, sid)[-1]
+    async with run_ama(ama, env=ENV) as conn:
+        await conn.initialize()
+        await conn.request("session/load", {"sessionId": sid, "cwd": str(ama.workspace), "mcpServers": []})
+        await conn.wait_for(lambda: "usage_update" in kinds(conn, sid))
+        loaded = usage_updates(conn, sid)[-1]
+        assert loaded["size"] == 50_000 and meta(loaded)["source"] == "estimate"
+        assert loaded == live
