@@ -282,10 +282,14 @@ async def test_cancel_during_compaction(tmp_path):
     ama = Ama(tmp_path)
     with LLMServer() as llm:
         configure(ama, llm.openai_url)
-        llm.enqueue({"text": "first answer"}, {"text": "a slow summary " * 40, "chunk_size": 2, "delay": 0.05})
+        llm.enqueue(
+            {"text": "first answer", "usage": {"input": 7000, "output": 5}},
+            {"text": "a slow summary " * 40, "chunk_size": 2, "delay": 0.05},
+        )
         async with run_ama(ama, env=KEY) as conn:
             sid = await start(conn, ama)
-            assert (await conn.prompt(sid, "hello", timeout=15))["stopReason"] == "end_turn"
+            # Long enough that a compaction frees 20 %: /compact on a smaller context is refused with no request.
+            assert (await conn.prompt(sid, "hello " + "word " * 4000, timeout=15))["stopReason"] == "end_turn"
             pending = await prompt(conn, sid, "/compact")
             with anyio.fail_after(10):  # the summary request reaches the server; ama sends nothing meanwhile
                 while len(llm.requests) < 2:  # noqa: ASYNC110 - a request on another thread, no event to wait on
