@@ -253,6 +253,18 @@ class ContextMeter:
         """The U9 estimate of the whole context, whatever the current source."""
         return self._system_tokens + self._tools_tokens + self._messages_total
 
+    def thresholds(self) -> tuple[int | None, int | None]:
+        """(autoCompactAt, pruneAt) of the current window (U13, U14), whether or not compaction is held — the
+        figures leave them out while it is, but the session still needs them to know when to release the hold.
+        (None, None) when automatic compaction is off or the window is unknown."""
+        window = self._window
+        if window is None or not self._compaction_enabled:
+            return None, None
+        room = window - effective_reserve(window, self._reserve)
+        if room <= 0:
+            return None, None
+        return room, room * 7 // 10  # floor(0.7 × room) in integers: no float rounding at the boundary
+
     def figures(self) -> ContextFigures:
         """The current reading, O(1)."""
         if self._cached is not None:
@@ -269,10 +281,8 @@ class ContextMeter:
         prune_at: int | None = None
         if window is not None:
             percent = min(100.0, round(used * 100 / window, 1))
-            room = window - effective_reserve(window, self._reserve)
-            if self._compaction_enabled and not self._compaction_held and room > 0:
-                auto_compact_at = room
-                prune_at = room * 7 // 10  # floor(0.7 × room) in integers: no float rounding at the boundary
+            if not self._compaction_held:
+                auto_compact_at, prune_at = self.thresholds()
         self._cached = ContextFigures(
             used=used,
             source=self._source,

@@ -32,7 +32,6 @@ from ama_acp.agent.compaction import (
 )
 from ama_acp.agent.inventory import Header, build_inventory
 from ama_acp.agent.pruning import PLACEHOLDER, candidates, pruned
-from ama_acp.context.meter import effective_reserve
 from ama_acp.conversation.messages import Message, ToolResultMessage, Usage
 from ama_acp.errors import StoreError
 from ama_acp.session import entries as en
@@ -49,13 +48,8 @@ HELD = "Automatic compaction is held until the context shrinks or you run /compa
 
 def thresholds(rt: Runtime, session: Session) -> tuple[int | None, int | None]:
     """(autoCompactAt, pruneAt) of the current window, whether or not compaction is held (the meter's figures
-    leave them out while it is: U13). The meter's own arithmetic, from the same `effective_reserve`."""
-    window = session.ctx.figures().window
-    cfg = rt.config.compaction
-    if window is None or not cfg.enabled:
-        return None, None
-    room = window - effective_reserve(window, cfg.reserve_tokens)
-    return (room, room * 7 // 10) if room > 0 else (None, None)
+    leave them out while it is: U13)."""
+    return session.ctx.meter.thresholds()
 
 
 async def before_request(rt: Runtime, session: Session) -> None:
@@ -158,16 +152,16 @@ async def compact(rt: Runtime, session: Session, manual: bool, instructions: str
 
     def bill(usage: Usage | None) -> None:
         session.ctx.bill(session.model_id, usage, enters_context=False)
-        if usage is not None:
-            session.persist(
-                en.UsageEntry(
-                    model_id=session.model_id,
-                    usage=usage,
-                    cost=session.ctx.last_cost,
-                    purpose="compaction",
-                    billing=session.ctx.billing_state(),
-                )
+        # Stored even without usage: the billing state changed (an unreported request), and a load must know.
+        session.persist(
+            en.UsageEntry(
+                model_id=session.model_id,
+                usage=usage or Usage(),
+                cost=session.ctx.last_cost,
+                purpose="compaction",
+                billing=session.ctx.billing_state(),
             )
+        )
 
     try:
         handoff = await write_handoff(session.provider(), request, bill)

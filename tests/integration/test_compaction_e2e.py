@@ -179,3 +179,30 @@ async def test_pruning_at_prune_at_then_load_rebuilds_the_same_context(tmp_path)
         assert "BIG-OUTPUT-LINE" not in body and "pruned to save context" in body
     # The stored message itself is whole (only the context carries the placeholder).
     assert "BIG-OUTPUT-LINE" in (ama.data / "sessions" / f"{sid}.jsonl").read_text()
+
+
+async def test_a_handoff_reply_without_usage_leaves_the_cost_unknown_also_after_a_load(tmp_path):
+    # The summary request was billed by the provider though it reported nothing: the session's cost is unknown
+    # (U17), and the stored billing state says so, so a load does not bring back the old, lower sum.
+    ama = Ama(tmp_path)
+    with LLMServer() as llm:
+        configure(ama, llm.openai_url)
+        llm.enqueue(
+            {"text": "First answer " + "x" * 4000, "usage": {"input": 3000, "output": 1000}},
+            {"text": HANDOFF, "usage": None},
+        )
+        async with run_ama(ama, env=ENV) as conn:
+            sid = await open_session(conn, ama)
+            await conn.prompt(sid, "Please summarise notes.txt " + "in detail " * 2000, timeout=10)
+            assert "cost" in usage_updates(conn, sid)[-1]
+            await conn.prompt(sid, "/compact", timeout=10)
+            assert len(llm.requests) == 2  # the handoff was asked for
+            stats = await conn.request("_ama/session_stats", {"sessionId": sid})
+            assert "cost" not in stats and stats["billed"]["unreported"] == 1
+        async with run_ama(ama, env=ENV) as conn:
+            await conn.initialize()
+            await conn.request("session/load", {"sessionId": sid, "cwd": str(ama.workspace), "mcpServers": []})
+            await conn.wait_for(lambda: bool(usage_updates(conn, sid)))
+            assert "cost" not in usage_updates(conn, sid)[-1]
+            stats = await conn.request("_ama/session_stats", {"sessionId": sid})
+            assert "cost" not in stats and stats["billed"]["unreported"] == 1
