@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from ama_acp.client.connection import ClientOptions
-from tests.support.harness import Ama, agent_text, kinds, run_ama, usage_updates
+from tests.support.harness import Ama, agent_text, kinds, local_config, run_ama, usage_updates
 from tests.support.llm_server import LLMServer, RecordedRequest
 
 pytestmark = pytest.mark.anyio
@@ -83,19 +83,8 @@ class SizedLLM(LLMServer):
 
 def configure(ama: Ama, url: str, window: int, keep: int | None = None) -> None:
     keep_line = f"keep_tokens = {keep}\n" if keep is not None else ""
-    ama.config.write_text(f"""
-model = "local/m"
-[providers.local]
-kind = "openai"
-base_url = "{url}"
-api_key_env = "LOCAL_TEST_KEY"
-max_retries = 0
-[[models]]
-id = "local/m"
-context_window = {window}
-price = {{ input = 1.0, output = 2.0 }}
-[compaction]
-{keep_line}""")
+    tail = f"price = {{ input = 1.0, output = 2.0 }}\n[compaction]\n{keep_line}"
+    ama.config.write_text(local_config(url, window=window, tail=tail))
 
 
 async def open_session(conn, ama: Ama) -> tuple[str, int]:
