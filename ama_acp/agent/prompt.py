@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import platform
 
+import msgspec
+
 BASE = """You are ama, a coding agent working inside the user's project through their editor.
 
 # How you work
@@ -47,16 +49,24 @@ MODE_RULES = {
 }
 
 
-def setting_reminder(mode: str, additional_directories: list[str], *, mode_changed: bool, dirs_changed: bool) -> str:
+class Setting(msgspec.Struct, frozen=True):
+    """What the system prompt tells the model that can change during a session (the working directory cannot:
+    a session is loaded only in its own folder)."""
+
+    mode: str
+    additional_directories: tuple[str, ...] = ()
+
+
+def setting_reminder(told: Setting, now: Setting) -> str:
     """The note that tells the model of a change the frozen system prompt cannot show."""
     lines = ["[A note from ama about this session, not written by the user]"]
-    if mode_changed:
-        rule = MODE_RULES.get(mode, "follow the user's instructions about edits and commands")
+    if now.mode != told.mode:
+        rule = MODE_RULES.get(now.mode, "follow the user's instructions about edits and commands")
         lines.append(
-            f"The permission mode is now `{mode}`: {rule}. This replaces what the system prompt or an earlier "
+            f"The permission mode is now `{now.mode}`: {rule}. This replaces what the system prompt or an earlier "
             "note said about the mode."
         )
-    if dirs_changed:
-        listed = ", ".join(additional_directories) if additional_directories else "none"
+    if now.additional_directories != told.additional_directories:
+        listed = ", ".join(now.additional_directories) if now.additional_directories else "none"
         lines.append(f"The additional directories are now: {listed}. This replaces the list given before.")
     return "\n".join(lines)

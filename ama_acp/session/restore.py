@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from ama_acp.agent.compaction import context_message
+from ama_acp.agent.prompt import Setting
 from ama_acp.agent.pruning import apply_prune
 from ama_acp.context.billing import BillingState
 from ama_acp.context.meter import MeterState
@@ -180,7 +181,7 @@ def restore(session: Session, loaded: LoadedSession, handoff_dir: Path) -> list[
         elif isinstance(entry, en.PromptEntry):
             if entry.system is not None and session.frozen_prompt is None:
                 session.frozen_prompt = entry.system  # the next request starts with the bytes the last one did
-            session.told = (entry.mode_id, tuple(entry.additional_directories))
+            session.told = Setting(entry.mode_id, tuple(entry.additional_directories))
         elif isinstance(entry, en.ModelEntry):
             session.model_id = entry.model_id
         elif isinstance(entry, en.ModeEntry):

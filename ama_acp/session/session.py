@@ -18,7 +18,7 @@ import msgspec
 
 from ama_acp.agent import events as ev
 from ama_acp.agent.loop import Refusal, run_turn
-from ama_acp.agent.prompt import setting_reminder, system_prompt
+from ama_acp.agent.prompt import Setting, setting_reminder, system_prompt
 from ama_acp.conversation.messages import AssistantMessage, ImagePart, Message, TextPart, Usage, UserMessage
 from ama_acp.conversation.tools import ToolSpec
 from ama_acp.providers import base as pb
@@ -77,10 +77,10 @@ class Session:
         # persisted as CompactionHoldEntry, mirrored in the meter (its thresholds are hidden while held).
         self.compaction_held = False
         # The system prompt as the session's first request sent it (None before): never rewritten after, so the
-        # provider's cached prefix stays valid (agent/prompt.py). `told` is the (mode, directories) the model was
-        # last told of, by that prompt or a reminder message.
+        # provider's cached prefix stays valid (agent/prompt.py). `told` is the setting (mode, directories) the
+        # model was last told of, by that prompt or a reminder message.
         self.frozen_prompt: str | None = None
-        self.told: tuple[str, tuple[str, ...]] | None = None
+        self.told: Setting | None = None
         self.todos: list[dict[str, str]] = []
         self.title: str | None = None
         self._sent_title: str | None = None
@@ -179,8 +179,8 @@ class Session:
             return self.frozen_prompt
         return system_prompt(self.cwd, self.additional_directories, self.mode)
 
-    def _setting(self) -> tuple[str, tuple[str, ...]]:
-        return self.mode, tuple(self.additional_directories)
+    def _setting(self) -> Setting:
+        return Setting(self.mode, tuple(self.additional_directories))
 
     def _freeze_prompt(self) -> None:
         """The first request fixes the system prompt for the rest of the session (and its reloads)."""
@@ -188,20 +188,21 @@ class Session:
         self.told = self._setting()
         self.persist(
             en.PromptEntry(
-                mode_id=self.mode, additional_directories=list(self.additional_directories), system=self.frozen_prompt
+                mode_id=self.mode,
+                additional_directories=list(self.additional_directories),
+                system=self.frozen_prompt,
             )
         )
 
     async def tell_setting(self) -> bool:
-        """Append a reminder when the mode or directories changed since the model was last told; True if one was
-        appended. Only where the conversation is whole (no tool call waiting for its result)."""
-        if self.frozen_prompt is None or self.told is None or self.told == self._setting():
+        """Append a reminder when the mode or directories changed since the model was last told; True if one
+        was appended. Only where the conversation is whole (no tool call waiting for its result)."""
+        now = self._setting()
+        if self.frozen_prompt is None or self.told is None or self.told == now:
             return False
-        mode, dirs = self._setting()
-        text = setting_reminder(mode, list(dirs), mode_changed=mode != self.told[0], dirs_changed=dirs != self.told[1])
-        await self.append(UserMessage(content=[TextPart(text)], origin="ama"))
-        self.told = (mode, dirs)
-        self.persist(en.PromptEntry(mode_id=mode, additional_directories=list(dirs)))
+        await self.append(UserMessage(content=[TextPart(setting_reminder(self.told, now))], origin="ama"))
+        self.told = now
+        self.persist(en.PromptEntry(mode_id=now.mode, additional_directories=list(now.additional_directories)))
         return True
 
     def tool_specs(self) -> list[ToolSpec]:
