@@ -1,0 +1,412 @@
+"""One session's MCP servers: started together in the background, each in its own task, so a server that
+hangs, dies or babbles costs its own tools and nothing else.
+
+Lifecycle of a server: `starting` → `ready` (initialize and tools/list answered within the start bound) →
+`failed` (it exited, its connection broke, it sent garbage, or it did not answer in time; reported once) or
+`closed` (aclose). Its tools are offered only while it is `ready`.
+
+Process lifetime: stdio servers run in their own process group (the SDK starts them with
+`start_new_session`). `aclose()` — and cancellation of the task running `run()` — closes each server's stdin,
+waits up to 2 s, then SIGTERMs and, 2 s later, SIGKILLs the whole group (the SDK's shutdown, shielded from
+cancellation, every wait bounded). If ama itself is SIGKILLed nothing runs: the server sees EOF on its stdin,
+which the MCP spec tells servers to treat as the end; a server that ignores it outlives ama.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from typing import TYPE_CHECKING, Any, Literal
+
+import anyio
+import anyio.to_thread
+import msgspec
+
+from ama_acp.errors import ToolError
+from ama_acp.mcp.config import McpServerSpec
+from ama_acp.mcp.results import McpCallResult
+from ama_acp.mcp.tools import McpTool, tools_from_listing
+
+if TYPE_CHECKING:
+    from anyio.abc import ObjectReceiveStream
+    from anyio.streams.memory import MemoryObjectSendStream
+    from mcp.client.session import ClientSession, IncomingMessage
+    from mcp.shared.message import SessionMessage
+
+    from ama_acp.mcp.connection import StderrTail
+
+__all__ = ["McpHub", "ServerProblem", "ServerState"]
+
+log = logging.getLogger("ama.mcp")
+
+ServerState = Literal["starting", "ready", "failed", "closed"]
+
+DEFAULT_START_TIMEOUT = 30.0
+DEFAULT_CALL_TIMEOUT = 120.0
+# aclose() waits this long for every server to stop. The SDK's own stdio shutdown is bounded (stdin closed,
+# 2 s, SIGTERM to the group, 2 s, SIGKILL, 2 s), so this is reached only by something the kill cannot end.
+CLOSE_TIMEOUT = 10.0
+# Lines on a server's output that are not JSON-RPC, before it counts as broken. One stray banner line should
+# not cost a person their server; a stream of them is not a server speaking MCP.
+GARBAGE_LIMIT = 5
+# How long a failed server's stderr may take to reach its end before the problem is reported without it.
+STDERR_DRAIN_TIMEOUT = 1.0
+
+
+class ServerProblem(msgspec.Struct, frozen=True):
+    server: str
+    reason: str  # person-worded: "did not start: …", "crashed: …", "did not answer within 30 s", "sent garbage"
+    stderr_tail: list[str]  # the last lines of its stderr (stdio), for the log
+
+
+class _Server:
+    def __init__(self, spec: McpServerSpec) -> None:
+        self.spec = spec
+        self.state: ServerState = "starting"
+        self.tools: list[McpTool] = []
+        self.session: ClientSession | None = None
+        self.settled = anyio.Event()  # ready, failed or closed: what wait_ready waits for
+        self.wake = anyio.Event()  # the server task has something to do: re-list, or end
+        self.lost: str | None = None  # why the connection ended, once it has
+        self.relist = False
+        self.garbage = 0
+        self.scope: anyio.CancelScope | None = None  # the server's whole life: aclose() cancels it
+        self.watch: anyio.CancelScope | None = None  # the start bound's timer
+        self.stderr_tail: list[str] = []
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def ended(self) -> bool:
+        # A method, not `lost is not None` inline: the pump sets `lost` while this task awaits.
+        return self.lost is not None
+
+    def poke(self) -> None:
+        self.wake.set()
+
+
+class McpHub:
+    def __init__(
+        self,
+        specs: list[McpServerSpec],
+        *,
+        call_timeout: float = DEFAULT_CALL_TIMEOUT,
+        start_timeout: float = DEFAULT_START_TIMEOUT,
+        cwd: str | None = None,
+        on_problem: Callable[[ServerProblem], Awaitable[None]] | None = None,
+        on_tools_changed: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        self._servers = [_Server(spec) for spec in specs]
+        self._call_timeout = call_timeout
+        self._start_timeout = start_timeout
+        self._cwd = cwd
+        self._on_problem = on_problem
+        self._on_tools_changed = on_tools_changed
+        self._version = 0
+        self._by_wire: dict[str, McpTool] = {}
+        self._running = False
+        self._closing = False
+        self._finished = anyio.Event()
+
+    # -- what the session reads ---------------------------------------------------------------------------
+
+    def tools(self) -> list[McpTool]:
+        """The ready servers' tools: server order, then each server's own order."""
+        return [tool for server in self._servers if server.state == "ready" for tool in server.tools]
+
+    def tool(self, wire_name: str) -> McpTool | None:
+        return self._by_wire.get(wire_name)
+
+    @property
+    def version(self) -> int:
+        """Changes whenever tools() does."""
+        return self._version
+
+    def servers(self) -> list[tuple[str, str]]:
+        return [(server.name, server.state) for server in self._servers]
+
+    async def wait_ready(self, timeout: float) -> list[str]:
+        """Wait until every server is ready or failed, at most `timeout` s; the names still starting."""
+        with anyio.move_on_after(max(0.0, timeout)):
+            for server in self._servers:
+                await server.settled.wait()
+        return [server.name for server in self._servers if server.state == "starting"]
+
+    # -- running ------------------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Start every server, each in its own task, and serve until aclose() (or until none is left).
+        Never raises but for cancellation; problems go to on_problem, once per server."""
+        if self._running or self._closing:
+            return
+        self._running = True
+        try:
+            # The SDK (pydantic, httpx2, …) takes a second or more to import on a busy machine; in a thread,
+            # so the event loop goes on answering the editor meanwhile.
+            await anyio.to_thread.run_sync(importlib.import_module, "ama_acp.mcp.connection")
+            async with anyio.create_task_group() as tg:
+                for server in self._servers:
+                    tg.start_soon(self._serve, server)
+        finally:
+            for server in self._servers:
+                if server.state in ("starting", "ready"):
+                    server.state = "closed"
+                server.settled.set()
+            self._finished.set()
+
+    async def aclose(self) -> None:
+        """Stop every server and wait for it (bounded): no process, no connection left. Idempotent; safe
+        before run(), during start, and from any task."""
+        self._closing = True
+        for server in self._servers:
+            if server.scope is not None:
+                server.scope.cancel()
+        if self._running:
+            with anyio.move_on_after(CLOSE_TIMEOUT, shield=True) as scope:
+                await self._finished.wait()
+            if scope.cancelled_caught:
+                log.warning("MCP servers did not stop within %g s", CLOSE_TIMEOUT)
+        for server in self._servers:
+            if server.state in ("starting", "ready"):
+                server.state = "closed"
+            server.settled.set()
+        if self._by_wire:
+            self._rebuild()
+
+    async def call(self, wire_name: str, arguments: dict[str, Any]) -> McpCallResult:
+        """Call a tool by its wire name. ToolError (worded for the model and the person) for a server that is
+        gone, crashes mid-call, times out or answers garbage; cancellation propagates, and the SDK sends
+        `notifications/cancelled` for the request."""
+        tool = self._by_wire.get(wire_name)
+        if tool is None:
+            raise ToolError(f"there is no MCP tool {wire_name!r} (its server may have stopped)")
+        server = next((s for s in self._servers if s.name == tool.server), None)
+        session = server.session if server is not None else None
+        if server is None or server.state != "ready" or session is None:
+            raise ToolError(f"MCP server {tool.server!r} is not running")
+        if not isinstance(arguments, dict):
+            raise ToolError(f"the arguments for {wire_name!r} are not an object")
+        from ama_acp.mcp import connection
+
+        try:
+            return await connection.call_tool(session, server.name, tool.name, arguments, self._call_timeout)
+        except ToolError:
+            raise
+        except Exception as exc:
+            log.exception("MCP call %s on server %r failed unexpectedly", tool.name, server.name)
+            raise ToolError(
+                f"MCP server {server.name!r}: {tool.name!r} failed unexpectedly ({type(exc).__name__})"
+            ) from None
+
+    # -- one server's life ----------------------------------------------------------------------------------
+
+    async def _serve(self, server: _Server) -> None:
+        from ama_acp.mcp import connection
+
+        stderr = connection.StderrTail() if server.spec.transport == "stdio" else None
+        reason: str | None = None
+        try:
+            with anyio.CancelScope() as scope:
+                server.scope = scope
+                if self._closing:
+                    scope.cancel()
+                reason = await self._life(server, stderr)
+            reason = server.lost or reason
+        except Exception as exc:
+            reason = server.lost or _describe(exc, server.spec, starting=server.state == "starting")
+            log.debug("MCP server %r ended with %r", server.name, exc, exc_info=True)
+        except BaseException:
+            self._end(server, "closed")  # cancelled from outside: the session is going away
+            raise
+        finally:
+            if stderr is not None:
+                server.stderr_tail = list(stderr.lines)
+                stderr.close()
+        if self._closing:
+            self._end(server, "closed")
+            return
+        self._end(server, "failed")
+        problem = ServerProblem(server.name, reason or "stopped", server.stderr_tail)
+        log.warning(
+            "MCP server %r %s%s",
+            server.name,
+            problem.reason,
+            "".join(f"\n  stderr: {line}" for line in problem.stderr_tail),
+        )
+        await self._notify_tools_changed()
+        if self._on_problem is not None:
+            try:
+                await self._on_problem(problem)
+            except Exception:
+                log.exception("reporting the problem of MCP server %r failed", server.name)
+
+    async def _life(self, server: _Server, stderr: StderrTail | None) -> str | None:
+        """The server's connection from start to end; returns why it ended (None: asked to close)."""
+        async with anyio.create_task_group() as side:
+            if stderr is not None:
+                side.start_soon(stderr.pump)
+            side.start_soon(self._start_bound, server)
+            try:
+                return await self._connected(server, stderr)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    if stderr is not None:
+                        # The process is gone (the transport's exit stops it): its stderr ends soon, and
+                        # what it said last is usually why it failed.
+                        stderr.close_writer()
+                        with anyio.move_on_after(STDERR_DRAIN_TIMEOUT):
+                            await stderr.ended.wait()
+                side.cancel_scope.cancel()
+        return None  # reached only if the task group swallowed an exception, which it does not
+
+    async def _start_bound(self, server: _Server) -> None:
+        """Fail a server that has not answered initialize and tools/list in time. Failed here, before its
+        teardown (which may take seconds), so wait_ready() hears of it at the bound."""
+        with anyio.CancelScope() as server.watch:
+            await anyio.sleep(self._start_timeout)
+            if server.state == "starting" and not self._closing:
+                server.lost = server.lost or f"did not answer within {self._start_timeout:g} s of starting"
+                server.state = "failed"
+                server.settled.set()
+                if server.scope is not None:
+                    server.scope.cancel()
+
+    async def _connected(self, server: _Server, stderr: StderrTail | None) -> str | None:
+        from ama_acp.mcp import connection
+
+        async with AsyncExitStack() as stack:
+            streams = await stack.enter_async_context(connection.transport(server.spec, cwd=self._cwd, stderr=stderr))
+            if stderr is not None:
+                stderr.close_writer()  # the child holds its own copy; ours would keep the pipe from ending
+            send, receive = anyio.create_memory_object_stream["SessionMessage | Exception"](0)
+            pumps = await stack.enter_async_context(anyio.create_task_group())
+            stack.callback(pumps.cancel_scope.cancel)
+            pumps.start_soon(self._pump, server, streams[0], send)
+
+            async def on_message(message: IncomingMessage) -> None:
+                if connection.is_tools_changed(message):
+                    server.relist = True
+                    server.poke()
+
+            session = await connection.open_session(stack, (receive, streams[1]), on_message=on_message)
+            await session.initialize()
+            raw_tools = await connection.list_tools(session)
+            if server.lost is not None:
+                return server.lost
+            if server.state != "starting":  # the start bound passed while tools/list was answered
+                return server.lost
+            if server.watch is not None:
+                server.watch.cancel()  # started: the start bound no longer applies
+            server.session = session
+            server.state = "ready"
+            self._set_tools(server, raw_tools)
+            server.settled.set()
+            log.info("MCP server %r ready with %d tools", server.name, len(server.tools))
+            await self._notify_tools_changed()
+            while True:
+                await server.wake.wait()
+                server.wake = anyio.Event()
+                if server.ended():
+                    return server.lost
+                if server.relist:
+                    server.relist = False
+                    await self._relist(server, session)
+
+    async def _pump(
+        self,
+        server: _Server,
+        source: ObjectReceiveStream[SessionMessage | Exception],
+        sink: MemoryObjectSendStream[SessionMessage | Exception],
+    ) -> None:
+        """Between the transport and the session: notices the connection ending (the SDK says so to nobody)
+        and counts what is not JSON-RPC."""
+        garbage = False
+        try:
+            async with sink:
+                async for item in source:
+                    if isinstance(item, Exception):
+                        server.garbage += 1
+                        log.warning("MCP server %r sent something that is not JSON-RPC: %s", server.name, item)
+                        if server.garbage >= GARBAGE_LIMIT:
+                            garbage = True
+                            break
+                        continue
+                    await sink.send(item)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
+            pass
+        finally:
+            ended = "the process exited" if server.spec.transport == "stdio" else "the connection closed"
+            if garbage:
+                reason = "sent garbage: its output is not JSON-RPC"
+            elif server.state == "ready":
+                reason = f"crashed: {ended}"
+            else:
+                reason = f"did not start: {ended}"
+            self._lose(server, reason)
+
+    def _lose(self, server: _Server, reason: str) -> None:
+        """The connection ended: withdraw the tools now (a call in flight fails on its own)."""
+        if server.lost is None and not self._closing:
+            server.lost = reason
+        if server.state == "ready" and not self._closing:
+            server.state = "failed"
+            self._rebuild()
+        server.poke()
+
+    async def _relist(self, server: _Server, session: ClientSession) -> None:
+        from ama_acp.mcp import connection
+
+        try:
+            with anyio.fail_after(self._start_timeout):
+                raw_tools = await connection.list_tools(session)
+        except Exception as exc:  # TimeoutError, MCPError, a listing that does not validate
+            log.warning("MCP server %r: re-listing its tools failed (%s); keeping the old list", server.name, exc)
+            return
+        if server.state != "ready":
+            return
+        self._set_tools(server, raw_tools)
+        await self._notify_tools_changed()
+
+    def _set_tools(self, server: _Server, raw_tools: list[dict[str, Any]]) -> None:
+        taken = {tool.wire_name for other in self._servers if other is not server for tool in other.tools}
+        tools, dropped = tools_from_listing(server.name, raw_tools, taken)
+        for line in dropped:
+            log.warning("MCP server %r: %s", server.name, line)
+        server.tools = tools
+        self._rebuild()
+
+    def _rebuild(self) -> None:
+        self._by_wire = {tool.wire_name: tool for tool in self.tools()}
+        self._version += 1
+
+    def _end(self, server: _Server, state: ServerState) -> None:
+        was_offered = server.state == "ready"
+        server.session = None
+        server.state = state
+        server.settled.set()
+        if was_offered:
+            self._rebuild()
+
+    async def _notify_tools_changed(self) -> None:
+        if self._on_tools_changed is None:
+            return
+        try:
+            await self._on_tools_changed()
+        except Exception:
+            log.exception("the MCP tools-changed callback failed")
+
+
+def _describe(exc: BaseException, spec: McpServerSpec, *, starting: bool) -> str:
+    """A person-worded reason from whatever the SDK or the transport raised."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    prefix = "did not start" if starting else "failed"
+    if isinstance(exc, OSError) and spec.transport == "stdio":
+        return f"{prefix}: {exc.strerror or exc}: {spec.command}"
+    text = str(exc).strip() or type(exc).__name__
+    if len(text) > 300:
+        text = text[:299] + "…"
+    return f"{prefix}: {text}"

@@ -1,0 +1,117 @@
+"""A tools/call result, mapped from the server's JSON into what ama shows the model and the editor.
+
+Input is the result as JSON (the SDK's model dumped by alias), read defensively: an item of a kind ama does
+not know, or one missing its fields, becomes a line of text saying so rather than an exception.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any, Literal
+
+import msgspec
+
+__all__ = ["MAX_IMAGE_BYTES", "MAX_RESULT_ITEMS", "McpCallResult", "McpContent", "map_result"]
+
+MAX_RESULT_ITEMS = 256  # content items kept from one result; the rest are counted
+MAX_IMAGE_BYTES = 10 * 1024 * 1024  # base64 text of one image; providers refuse larger ones anyway
+
+
+class McpContent(msgspec.Struct, frozen=True):
+    kind: Literal["text", "image", "resource"]
+    text: str = ""  # text, a resource's text, or a short description of what could not be shown
+    data: str | None = None  # base64, for images
+    mime_type: str | None = None
+    uri: str | None = None
+
+
+class McpCallResult(msgspec.Struct, frozen=True):
+    content: list[McpContent]
+    is_error: bool
+
+    @property
+    def text(self) -> str:
+        """Everything the model reads as text: images are noted as "[image]" (their data travels apart)."""
+        parts: list[str] = []
+        for item in self.content:
+            if item.kind == "image":
+                parts.append("[image]")
+            elif item.kind == "resource" and item.uri:
+                parts.append(f"[resource {item.uri}]\n{item.text}" if item.text else f"[resource {item.uri}]")
+            elif item.text:
+                parts.append(item.text)
+        return "\n".join(parts)
+
+
+def map_result(raw: Any) -> McpCallResult:
+    """A CallToolResult as JSON → McpCallResult. Never raises."""
+    if not isinstance(raw, dict):
+        return McpCallResult(
+            content=[McpContent(kind="text", text="(the server's result was not an object)")], is_error=True
+        )
+    items = raw.get("content")
+    content: list[McpContent] = []
+    if isinstance(items, list):
+        for item in items[:MAX_RESULT_ITEMS]:
+            content.append(_item(item))
+        if len(items) > MAX_RESULT_ITEMS:
+            content.append(McpContent(kind="text", text=f"({len(items) - MAX_RESULT_ITEMS} more items left out)"))
+    structured = raw.get("structuredContent")
+    if not content and structured is not None:
+        # A tool that returns only structured content: the model still needs to read it.
+        try:
+            content.append(McpContent(kind="text", text=msgspec.json.encode(structured).decode()))
+        except (TypeError, msgspec.EncodeError, RecursionError):
+            content.append(McpContent(kind="text", text="(structured content that could not be shown)"))
+    return McpCallResult(content=content, is_error=raw.get("isError") is True)
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _item(item: Any) -> McpContent:
+    if not isinstance(item, dict):
+        return McpContent(kind="text", text="(a content item that is not an object)")
+    kind = item.get("type")
+    if kind == "text":
+        return McpContent(kind="text", text=_str(item.get("text")) or "")
+    if kind == "image":
+        data, mime = _str(item.get("data")), _str(item.get("mimeType"))
+        if data is None or mime is None or not mime.startswith("image/"):
+            return McpContent(kind="text", text="(an image without data or an image MIME type)")
+        if len(data) > MAX_IMAGE_BYTES:
+            return McpContent(kind="text", text=f"(an image of {len(data)} base64 characters, too large to show)")
+        if not _is_base64(data):
+            return McpContent(kind="text", text="(an image whose data is not base64)")
+        return McpContent(kind="image", data=data, mime_type=mime)
+    if kind == "audio":
+        return McpContent(kind="text", text=f"(audio, {_str(item.get('mimeType')) or 'unknown type'}: not shown)")
+    if kind == "resource":
+        resource = item.get("resource")
+        if not isinstance(resource, dict):
+            return McpContent(kind="text", text="(an embedded resource without contents)")
+        uri, mime = _str(resource.get("uri")), _str(resource.get("mimeType"))
+        text = _str(resource.get("text"))
+        if text is not None:
+            return McpContent(kind="resource", text=text, mime_type=mime, uri=uri)
+        blob = _str(resource.get("blob"))
+        size = f"{len(blob) * 3 // 4} bytes" if blob is not None else "no data"
+        return McpContent(
+            kind="resource", text=f"(binary resource, {mime or 'unknown type'}, {size})", mime_type=mime, uri=uri
+        )
+    if kind == "resource_link":
+        uri = _str(item.get("uri"))
+        name = _str(item.get("name")) or uri or "resource"
+        return McpContent(kind="resource", text=f"(a link to {name})", mime_type=_str(item.get("mimeType")), uri=uri)
+    shown = kind[:40] if isinstance(kind, str) else type(kind).__name__
+    return McpContent(kind="text", text=f"(a content item of unknown type {shown!r})")
+
+
+def _is_base64(data: str) -> bool:
+    try:
+        base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    return True

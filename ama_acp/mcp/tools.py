@@ -1,0 +1,148 @@
+"""An MCP server's tools as the model sees them: names both providers accept, bounded descriptions.
+
+Anthropic and OpenAI both require a tool name to match ^[a-zA-Z0-9_-]{1,64}$. A server's own names may hold
+dots, slashes, spaces or anything else, and two servers may offer the same tool, so every tool gets a wire
+name `mcp__<server>__<tool>` made of allowed characters, clipped to 64, and made unique in the session.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any
+
+import msgspec
+
+__all__ = [
+    "DESCRIPTION_BUDGET",
+    "MAX_TOOLS_PER_SERVER",
+    "WIRE_NAME_PATTERN",
+    "McpTool",
+    "sanitize",
+    "tools_from_listing",
+    "wire_names",
+]
+
+WIRE_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+MAX_WIRE_NAME = 64
+PREFIX = "mcp__"
+SEPARATOR = "__"
+# The server part keeps at most this much when the whole name is too long, so the tool's own name (what
+# tells the model what the tool does) keeps the rest.
+SERVER_PART_WHEN_CLIPPED = 16
+# Characters of a description the model reads (each tool's declaration is sent with every request).
+DESCRIPTION_BUDGET = 1024
+# A server offering more than this is broken or hostile; the rest are left out (and logged by the hub).
+MAX_TOOLS_PER_SERVER = 512
+
+_NOT_ALLOWED = re.compile(r"[^a-zA-Z0-9_-]+")
+
+
+class McpTool(msgspec.Struct, frozen=True):
+    server: str
+    name: str  # the server's own tool name: what tools/call sends
+    wire_name: str  # what the model calls it
+    description: str
+    input_schema: dict[str, Any]
+    read_only: bool  # annotations.readOnlyHint is true
+    title: str | None = None
+
+
+def sanitize(text: str) -> str:
+    """Runs of characters providers refuse become one `_`; an empty result becomes `_`."""
+    return _NOT_ALLOWED.sub("_", text) or "_"
+
+
+def _base(server: str, tool: str) -> str:
+    server_part, tool_part = sanitize(server), sanitize(tool)
+    name = f"{PREFIX}{server_part}{SEPARATOR}{tool_part}"
+    if len(name) <= MAX_WIRE_NAME:
+        return name
+    server_part = server_part[:SERVER_PART_WHEN_CLIPPED]
+    room = MAX_WIRE_NAME - len(PREFIX) - len(server_part) - len(SEPARATOR)
+    return f"{PREFIX}{server_part}{SEPARATOR}{tool_part[:room]}"
+
+
+def wire_names(server: str, names: list[str], taken: set[str]) -> list[str]:
+    """A wire name for each of `names` (in order), none in `taken` and none twice.
+
+    A name that collides (after sanitising or clipping) ends in a short hash of the server's own names, so
+    the same tool keeps the same wire name across a re-listing; a counter settles the (hostile) rest.
+    """
+    used = set(taken)
+    out: list[str] = []
+    for tool in names:
+        name = _base(server, tool)
+        if name in used:
+            digest = hashlib.sha256(f"{server}\x00{tool}".encode("utf-8", "surrogatepass")).hexdigest()[:8]
+            name = f"{name[: MAX_WIRE_NAME - 9]}_{digest}"
+            counter = 2
+            while name in used:
+                suffix = f"_{counter}"
+                name = f"{name[: MAX_WIRE_NAME - len(suffix)]}{suffix}"
+                counter += 1
+        used.add(name)
+        out.append(name)
+    return out
+
+
+def clip_description(text: str, budget: int = DESCRIPTION_BUDGET) -> str:
+    return text if len(text) <= budget else text[: budget - 1] + "…"
+
+
+def object_schema(schema: Any) -> dict[str, Any]:
+    """The input schema as given when it describes an object; anything else becomes `{"type": "object"}`
+    (providers refuse a tool whose parameters are not an object schema)."""
+    if not isinstance(schema, dict):
+        return {"type": "object"}
+    kind = schema.get("type")
+    if kind == "object":
+        return schema
+    if kind is None and isinstance(schema.get("properties"), dict):
+        return {"type": "object", **schema}
+    return {"type": "object"}
+
+
+def tools_from_listing(server: str, raw_tools: Any, taken: set[str]) -> tuple[list[McpTool], list[str]]:
+    """The entries of a tools/list result (JSON, already decoded) → McpTools with wire names not in `taken`,
+    in the server's order; and a line for the log about each entry left out (no name, a repeated name, over
+    the limit)."""
+    dropped: list[str] = []
+    if not isinstance(raw_tools, list):
+        return [], ["the tool list is not a list"]
+    entries: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for index, raw in enumerate(raw_tools):
+        name = raw.get("name") if isinstance(raw, dict) else None
+        if not isinstance(name, str) or not name:
+            dropped.append(f"tool #{index + 1} has no name")
+            continue
+        if name in seen:
+            dropped.append(f"tool {name[:80]!r} is listed twice (the first is kept)")
+            continue
+        if len(entries) >= MAX_TOOLS_PER_SERVER:
+            dropped.append(f"more than {MAX_TOOLS_PER_SERVER} tools: {len(raw_tools) - index} left out")
+            break
+        seen.add(name)
+        entries.append(raw)
+    names = wire_names(server, [e["name"] for e in entries], taken)
+    return [_tool(server, wire, raw) for wire, raw in zip(names, entries, strict=True)], dropped
+
+
+def _tool(server: str, wire_name: str, raw: dict[str, Any]) -> McpTool:
+    description = raw.get("description")
+    annotations = raw.get("annotations")
+    if not isinstance(annotations, dict):
+        annotations = {}
+    title = raw.get("title")
+    if not isinstance(title, str) or not title:
+        title = annotations.get("title") if isinstance(annotations.get("title"), str) else None
+    return McpTool(
+        server=server,
+        name=raw["name"],
+        wire_name=wire_name,
+        description=clip_description(description if isinstance(description, str) else ""),
+        input_schema=object_schema(raw.get("inputSchema")),
+        read_only=annotations.get("readOnlyHint") is True,
+        title=title or None,
+    )

@@ -1,0 +1,98 @@
+"""The tools every test server offers, on one `MCPServer`.
+
+`MCP_TEST_DIR` (environment) is where `write_note` writes and where `slow` leaves its markers, so a test can
+see what the server did (a note written, a call that started, a call that was cancelled).
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import sys
+from pathlib import Path
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import CallToolResult, EmbeddedResource, ImageContent, TextContent, TextResourceContents, ToolAnnotations
+
+# A 1x1 transparent PNG: a real image, small enough to compare whole.
+PIXEL_PNG = base64.b64encode(
+    bytes.fromhex(
+        "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+        "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082"
+    )
+).decode()
+
+
+def _test_dir() -> Path:
+    return Path(os.environ.get("MCP_TEST_DIR", "."))
+
+
+def build_server(name: str = "testserver") -> MCPServer:
+    server = MCPServer(name, log_level="WARNING")
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True), structured_output=False)
+    def echo(text: str) -> str:
+        """Return the text as given."""
+        return text
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True), structured_output=False)
+    def pid() -> str:
+        """The server's process id (the tests check the process is gone after close)."""
+        return str(os.getpid())
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False), structured_output=False)
+    def write_note(name: str, text: str) -> str:
+        """Write a note file into the test directory."""
+        target = _test_dir() / Path(name).name
+        target.write_text(text, encoding="utf-8")
+        return f"wrote {target.name}"
+
+    @server.tool(structured_output=False)
+    async def slow(seconds: float = 60.0, tag: str = "slow") -> str:
+        """Sleep, leaving `<tag>.started` and (when cancelled) `<tag>.cancelled` in the test directory."""
+        (_test_dir() / f"{tag}.started").write_text("started", encoding="utf-8")
+        try:
+            await anyio.sleep(seconds)
+        except anyio.get_cancelled_exc_class():
+            (_test_dir() / f"{tag}.cancelled").write_text("cancelled", encoding="utf-8")
+            raise
+        return f"slept {seconds}"
+
+    @server.tool(structured_output=False)
+    def fail(why: str = "it failed on purpose") -> CallToolResult:
+        """A tool that reports its own failure (isError)."""
+        return CallToolResult(content=[TextContent(text=why)], is_error=True)
+
+    @server.tool(structured_output=False)
+    def crash() -> str:
+        """The process exits in the middle of the call."""
+        sys.stderr.write("crash: exiting mid-call\n")
+        sys.stderr.flush()
+        os._exit(7)
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True), structured_output=False)
+    def image() -> CallToolResult:
+        """An image content item (and a line of text)."""
+        return CallToolResult(
+            content=[TextContent(text="a pixel"), ImageContent(data=PIXEL_PNG, mime_type="image/png")]
+        )
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True), structured_output=False)
+    def resource() -> CallToolResult:
+        """An embedded text resource."""
+        contents = TextResourceContents(uri="file:///notes/readme.txt", mime_type="text/plain", text="resource body")
+        return CallToolResult(content=[EmbeddedResource(resource=contents)])
+
+    @server.tool(structured_output=False)
+    async def add_tool(name: str, ctx: Context) -> str:
+        """Register another tool (`name`, an echo) and tell the client the list changed."""
+
+        def extra(text: str) -> str:
+            return f"{name}: {text}"
+
+        server.add_tool(extra, name=name, description=f"added at run time: {name}", structured_output=False)
+        await ctx.session.send_tool_list_changed()
+        return f"added {name}"
+
+    return server
