@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import selectors
 import socket
 import subprocess
 import sys
@@ -41,9 +42,13 @@ def running_http_server(
     try:
         assert proc.stdout is not None
         deadline = time.monotonic() + start_timeout
-        # The first line is the port; readline blocks, so the deadline is checked against a live process.
+        # The first line is the port: wait for it to be readable with the deadline, then read it.
+        with selectors.DefaultSelector() as selector:
+            selector.register(proc.stdout, selectors.EVENT_READ)
+            if not selector.select(timeout=start_timeout):
+                raise RuntimeError(f"the HTTP test server printed no port within {start_timeout} s")
         line = proc.stdout.readline().decode()
-        if not line.startswith("PORT ") or time.monotonic() > deadline:
+        if not line.startswith("PORT "):
             raise RuntimeError(f"the HTTP test server did not start: {line!r}")
         port = int(line.split()[1])
         path = "/mcp" if transport == "http" else "/sse"
