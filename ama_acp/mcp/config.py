@@ -75,10 +75,6 @@ def _public_url(url: str) -> str:
     return urlunsplit((parts.scheme, host, parts.path, query, ""))
 
 
-class _Problem(Exception):
-    """One item's reason for refusal (internal: becomes a string in parse_servers' second list)."""
-
-
 def parse_servers(raw: Any) -> tuple[list[McpServerSpec], list[str]]:
     """Specs that decode, and a person-worded problem for each item that does not.
 
@@ -99,7 +95,7 @@ def parse_servers(raw: Any) -> tuple[list[McpServerSpec], list[str]]:
             continue
         try:
             spec = _parse_one(item)
-        except _Problem as exc:
+        except ValueError as exc:  # the item's reason for refusal: a line of the problems list
             problems.append(f"{label}: {exc}")
             continue
         if spec.name in seen:
@@ -116,50 +112,50 @@ def _clip(text: str, limit: int = 60) -> str:
 
 def _parse_one(item: Any) -> McpServerSpec:
     if not isinstance(item, dict):
-        raise _Problem(f"is not an object (got {type(item).__name__})")
+        raise ValueError(f"is not an object (got {type(item).__name__})")
     kind = item.get("type", "stdio")
     if kind is None:
         kind = "stdio"
     if kind not in ("stdio", "http", "sse"):
         shown = _clip(kind) if isinstance(kind, str) else type(kind).__name__
-        raise _Problem(f"unknown transport type {shown!r} (expected stdio, http or sse)")
+        raise ValueError(f"unknown transport type {shown!r} (expected stdio, http or sse)")
     name = _text(item, "name", required=True)
     if not name.strip():
-        raise _Problem("has an empty name")
+        raise ValueError("has an empty name")
     if len(name) > MAX_NAME_CHARS:
-        raise _Problem(f"has a name longer than {MAX_NAME_CHARS} characters")
+        raise ValueError(f"has a name longer than {MAX_NAME_CHARS} characters")
     if any(ord(c) < 32 or ord(c) == 127 for c in name):
-        raise _Problem("has a control character in its name")
+        raise ValueError("has a control character in its name")
     if kind == "stdio":
         command = _text(item, "command", required=True)
         if not command.strip():
-            raise _Problem("has an empty command")
+            raise ValueError("has an empty command")
         args = _list(item, "args", MAX_ARGS)
         arg_values = []
         for i, arg in enumerate(args):
             if not isinstance(arg, str):
-                raise _Problem(f"argument {i + 1} is not a string")
+                raise ValueError(f"argument {i + 1} is not a string")
             _check_text(arg, f"argument {i + 1}")
             arg_values.append(arg)
         env = _pairs(item, "env", "environment variable")
         for env_name, _ in env:
             if "=" in env_name:
-                raise _Problem(f"environment variable name {_clip(env_name)!r} contains '='")
+                raise ValueError(f"environment variable name {_clip(env_name)!r} contains '='")
         return McpServerSpec(name=name, transport="stdio", command=command, args=tuple(arg_values), env=env)
     url = _text(item, "url", required=True)
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises ValueError on a port that is not a number
     except ValueError:
-        raise _Problem("has a URL that cannot be parsed") from None
+        raise ValueError("has a URL that cannot be parsed") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise _Problem(f"has a URL that is not http(s)://host/…: {_public_url(url)!r}")
+        raise ValueError(f"has a URL that is not http(s)://host/…: {_public_url(url)!r}")
     headers = _pairs(item, "headers", "header")
     for header_name, value in headers:
         if not _HEADER_NAME.match(header_name):
-            raise _Problem(f"header name {_clip(header_name)!r} is not a valid HTTP header name")
+            raise ValueError(f"header name {_clip(header_name)!r} is not a valid HTTP header name")
         if any(c in value for c in "\r\n"):
-            raise _Problem(f"header {header_name!r} has a line break in its value")
+            raise ValueError(f"header {header_name!r} has a line break in its value")
     return McpServerSpec(name=name, transport=kind, url=url, headers=headers)
 
 
@@ -167,19 +163,19 @@ def _text(item: dict[str, Any], key: str, *, required: bool) -> str:
     value = item.get(key)
     if value is None:
         if required:
-            raise _Problem(f"has no {key!r}")
+            raise ValueError(f"has no {key!r}")
         return ""
     if not isinstance(value, str):
-        raise _Problem(f"{key!r} is not a string")
+        raise ValueError(f"{key!r} is not a string")
     _check_text(value, repr(key))
     return value
 
 
 def _check_text(value: str, what: str) -> None:
     if "\x00" in value:
-        raise _Problem(f"{what} contains a NUL character")
+        raise ValueError(f"{what} contains a NUL character")
     if len(value) > MAX_TEXT_CHARS:
-        raise _Problem(f"{what} is longer than {MAX_TEXT_CHARS} characters")
+        raise ValueError(f"{what} is longer than {MAX_TEXT_CHARS} characters")
 
 
 def _list(item: dict[str, Any], key: str, limit: int) -> list[Any]:
@@ -187,9 +183,9 @@ def _list(item: dict[str, Any], key: str, limit: int) -> list[Any]:
     if value is None:  # the schema: null deserialises to the default, an empty list
         return []
     if not isinstance(value, list):
-        raise _Problem(f"{key!r} is not a list")
+        raise ValueError(f"{key!r} is not a list")
     if len(value) > limit:
-        raise _Problem(f"{key!r} has more than {limit} items")
+        raise ValueError(f"{key!r} has more than {limit} items")
     return value
 
 
@@ -198,16 +194,16 @@ def _pairs(item: dict[str, Any], key: str, what: str) -> tuple[tuple[str, str], 
     out: list[tuple[str, str]] = []
     for i, entry in enumerate(_list(item, key, MAX_PAIRS)):
         if not isinstance(entry, dict):
-            raise _Problem(f"{what} {i + 1} is not an object with a name and a value")
+            raise ValueError(f"{what} {i + 1} is not an object with a name and a value")
         name, value = entry.get("name"), entry.get("value")
         if not isinstance(name, str) or not name:
-            raise _Problem(f"{what} {i + 1} has no name")
+            raise ValueError(f"{what} {i + 1} has no name")
         if not isinstance(value, str):
-            raise _Problem(f"{what} {_clip(name)!r} has no string value")
+            raise ValueError(f"{what} {_clip(name)!r} has no string value")
         _check_text(name, f"{what} name {i + 1}")
         if "\x00" in value:
-            raise _Problem(f"{what} {_clip(name)!r} has a NUL character in its value")
+            raise ValueError(f"{what} {_clip(name)!r} has a NUL character in its value")
         if len(value) > MAX_TEXT_CHARS:
-            raise _Problem(f"{what} {_clip(name)!r} has a value longer than {MAX_TEXT_CHARS} characters")
+            raise ValueError(f"{what} {_clip(name)!r} has a value longer than {MAX_TEXT_CHARS} characters")
         out.append((name, value))
     return tuple(out)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 from hypothesis import given, settings
@@ -151,3 +153,17 @@ def test_any_json_gives_specs_or_problems_never_an_exception(raw: list[Any]) -> 
             assert spec.command
         else:
             assert spec.url and spec.url.startswith(("http://", "https://"))
+
+
+def test_the_sdk_is_imported_only_when_servers_start() -> None:
+    """A session without servers may build specs and a hub without loading the SDK (startup and idle RSS)."""
+    code = (
+        "import sys\n"
+        "from ama_acp.mcp.config import parse_servers\n"
+        "from ama_acp.mcp.hub import McpHub\n"
+        "import ama_acp.mcp.results, ama_acp.mcp.tools\n"
+        "McpHub(parse_servers([{'name': 'a', 'command': 'x', 'args': [], 'env': []}])[0]).tools()\n"
+        "print(sorted(m for m in sys.modules if m == 'mcp' or m.startswith(('mcp.', 'mcp_types', 'pydantic'))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "[]"

@@ -23,6 +23,9 @@ def main() -> None:
     parser.add_argument("--stderr-lines", type=int, default=0)
     parser.add_argument("--name", default="testserver")
     ns = parser.parse_args()
+    if pid_file := os.environ.get("MCP_TEST_PID_FILE"):  # so a test can check the process is gone
+        with open(pid_file, "w", encoding="utf-8") as f:
+            f.write(str(os.getpid()))
     for i in range(ns.stderr_lines):
         sys.stderr.write(f"stderr line {i}\n")
     sys.stderr.flush()

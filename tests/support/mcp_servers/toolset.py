@@ -41,6 +41,11 @@ def build_server(name: str = "testserver") -> MCPServer:
         """The server's process id (the tests check the process is gone after close)."""
         return str(os.getpid())
 
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True), structured_output=False)
+    def environ() -> str:
+        """The names of the server's environment variables, one a line, and LANG's value."""
+        return "\n".join(sorted(os.environ)) + f"\nLANG={os.environ.get('LANG', '')}"
+
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False), structured_output=False)
     def write_note(name: str, text: str) -> str:
         """Write a note file into the test directory."""
