@@ -312,3 +312,15 @@ async def test_callbacks_that_raise_do_not_end_the_hub() -> None:
         await until(lambda: hub.servers()[0][1] == "failed", 10, "the failed server")
         assert (await hub.call("mcp__s__echo", {"text": "ok"})).text == "ok"
         await hub.aclose()
+
+
+async def test_cancelling_the_task_running_the_hub_stops_its_servers() -> None:
+    """The session's task group going away (close, ama exiting) stops the servers even without aclose()."""
+    hub = McpHub(specs_of(stdio("s")), cwd=str(ROOT), start_timeout=READY)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(hub.run)
+        assert await hub.wait_ready(READY) == []
+        pid = int((await hub.call("mcp__s__pid", {})).text)
+        tg.cancel_scope.cancel()
+    assert not pid_alive(pid)
+    assert hub.servers() == [("s", "closed")] and hub.tools() == []
