@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import anyio
@@ -25,7 +26,8 @@ PIXEL_PNG = base64.b64encode(
 
 
 def _test_dir() -> Path:
-    return Path(os.environ.get("MCP_TEST_DIR", "."))
+    # Without one, the system's temp directory: never the working directory (the repository, in tests).
+    return Path(os.environ.get("MCP_TEST_DIR") or tempfile.gettempdir())
 
 
 def build_server(name: str = "testserver") -> MCPServer:
