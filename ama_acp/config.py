@@ -57,6 +57,13 @@ class TiersConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     caps: list[float] = msgspec.field(default_factory=lambda: [50.0, 60.0, 70.0, 74.0])
 
 
+class McpConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The editor's MCP servers (docs/tools.md "MCP servers")."""
+
+    start_timeout: float = 10.0  # the first model request waits this long for servers still starting
+    call_timeout: float = 120.0  # one MCP tool call
+
+
 class Config(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     model: str | None = None
     mode: str = "manual"
@@ -67,6 +74,7 @@ class Config(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     compaction: CompactionConfig = CompactionConfig()
     context: ContextConfig = ContextConfig()
     tiers: TiersConfig = TiersConfig()
+    mcp: McpConfig = McpConfig()
     # Filled from the command line / environment, not from the file:
     data_dir: str = ""
     config_path: str = ""
@@ -107,6 +115,8 @@ def parse_config(text: str, origin: str = "config") -> Config:
     for name, prov in cfg.providers.items():
         if prov.kind not in ("openai", "anthropic", "scripted"):
             raise ConfigError(f"{origin}: providers.{name}.kind must be openai, anthropic or scripted")
+    if not (0 <= cfg.mcp.start_timeout <= 3600 and 0 < cfg.mcp.call_timeout <= 86400):
+        raise ConfigError(f"{origin}: mcp.start_timeout must be 0–3600 s and mcp.call_timeout 0–86400 s")
     caps = cfg.tiers.caps
     if len(caps) != 4 or list(caps) != sorted(caps):
         raise ConfigError(f"{origin}: tiers.caps must be four rising percentages")

@@ -14,6 +14,7 @@ from ama_acp.wire import types as w
 if TYPE_CHECKING:  # built on first use (startup time): for annotations only
     from ama_acp.session.lifecycle import Lifecycle
     from ama_acp.session.manager import ClientPeer, SessionManager
+    from ama_acp.session.runtime import Spawn
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +27,8 @@ class Handlers:
 
     def __init__(self, config: Config, peer: ClientPeer, model_id: str) -> None:
         self._args = (config, peer, model_id)
+        # Starts a task in the connection's task group (server.py sets it): sessions' MCP servers run there.
+        self.spawn: Spawn | None = None
         self._manager: SessionManager | None = None
         self._lifecycle: Lifecycle | None = None
         self.initialized = False
@@ -39,6 +42,7 @@ class Handlers:
             config, peer, model_id = self._args
             self._manager = SessionManager(config, peer, default_model=model_id)
             self._manager.client_caps = self.client_caps
+            self._manager.spawn = self.spawn
         return self._manager
 
     @property
@@ -90,6 +94,7 @@ class Handlers:
             agent_capabilities=w.AgentCapabilities(
                 load_session=True,
                 prompt_capabilities=w.PromptCapabilities(image=True, embedded_context=True),
+                mcp_capabilities=w.McpCapabilities(http=True, sse=True),  # stdio is required of every agent
                 session_capabilities=w.SessionCapabilities(
                     list={}, delete={}, resume={}, close={}, additional_directories={}
                 ),

@@ -75,3 +75,8 @@ def setup_logging(data_dir: str, level: str = "warning") -> None:
     # httpx logs every request URL at INFO; a key put in a base URL's query string must not reach the log.
     logging.getLogger("httpx").setLevel(logging.WARNING)
     logging.getLogger("httpcore").setLevel(logging.WARNING)
+    # The same for the MCP SDK's HTTP client (httpx2) and its transports: an MCP server's URL may carry a token.
+    for name in ("httpx2", "httpcore2", "mcp.client.streamable_http", "mcp.client.sse"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    # A server that writes garbage makes the SDK log a traceback per line; ama reports the server once itself.
+    logging.getLogger("mcp.client.stdio").setLevel(logging.CRITICAL)

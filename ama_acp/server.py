@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream
@@ -64,6 +66,11 @@ async def serve(config: Config, model_id: str, receive: ByteReceiveStream, send:
     preload = _start_preload()
     async with anyio.create_task_group() as tg:
         tg.start_soon(_stop_on_signal, tg.cancel_scope)
+
+        def spawn(run: Callable[[], Coroutine[Any, Any, None]]) -> None:
+            tg.start_soon(run)  # sessions' MCP servers: stopped by shutdown() below, before the group ends
+
+        handlers.spawn = spawn
         try:
             await peer.run()
         finally:

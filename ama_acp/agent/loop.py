@@ -221,7 +221,10 @@ class _CallBatch:
         state.closed = True  # before the await: a cancel inside append must not add a second result
         await self.host.append(
             ToolResultMessage(
-                tool_call_id=call.id, name=_name(call), content=[TextPart(result.text)], is_error=result.is_error
+                tool_call_id=call.id,
+                name=_name(call),
+                content=[TextPart(result.text), *result.images],
+                is_error=result.is_error,
             )
         )
 

@@ -62,6 +62,18 @@ class AccountedSession(Protocol):
 
     def system_prompt(self) -> str: ...
 
+    def tool_specs(self) -> Sequence[ToolSpec]:
+        """Every tool the next request declares: ama's own and the MCP servers'."""
+        ...
+
+    def tools_version(self) -> int:
+        """Changes whenever `tool_specs()` does."""
+        ...
+
+    def mcp_declarations(self) -> dict[str, list[ToolSpec]]:
+        """The MCP servers' declarations, by server (empty without servers)."""
+        ...
+
 
 class ContextNotice(msgspec.Struct, frozen=True):
     """Something the person is told about the context, in either form: an ACP `notice` when the client
@@ -108,6 +120,7 @@ class SessionContext:
         self.tiers = TierWatch()
         self.last_cost: float | None = None
         self._tools_json: str | None = None
+        self._tools_for = -1  # the session's tools_version() the JSON was built from
         # Notices waiting for a moment when the agent-message form may be sent (never inside a streamed reply).
         self._pending_tier: str | None = None
         self._pending_over: ContextNotice | None = None
@@ -116,9 +129,19 @@ class SessionContext:
     # --- inputs -------------------------------------------------------------------------------------------
 
     def refresh_prefix(self) -> None:
-        if self._tools_json is None:
-            self._tools_json = tools_json(self._rt.tool_specs())
+        version = self._session.tools_version()
+        if self._tools_json is None or version != self._tools_for:  # an MCP server's tools came or went
+            self._tools_json = tools_json(self._session.tool_specs())
+            self._tools_for = version
         self.meter.set_prefix(self._session.system_prompt(), self._tools_json)
+
+    def mcp_breakdown(self) -> list[tuple[str, int, int]]:
+        """(server, tokens of its declarations, number of tools) for each MCP server of the session."""
+        est = self.meter.estimator
+        return [
+            (name, est.text(tools_json(specs)) if specs else 0, len(specs))
+            for name, specs in self._session.mcp_declarations().items()
+        ]
 
     def append(self, message: Message) -> None:
         self.meter.append(message)
@@ -248,6 +271,9 @@ class SessionContext:
             out["contextWindow"] = f.window
         if f.percent is not None:
             out["contextPercent"] = f.percent
+        servers = self.mcp_breakdown()
+        if servers:  # which server's declarations cost what (part of the prefix, estimated)
+            out["mcpServers"] = [{"name": n, "tools": count, "tokens": tokens} for n, tokens, count in servers]
         return out
 
     def describe(self) -> str:
@@ -299,4 +325,14 @@ class SessionContext:
         ):
             lines.append(f"| {label} | {value:,} |")
         lines.append(f"| **total** ({b.messages} messages) | **{b.total:,}** |")
+        servers = self.mcp_breakdown()
+        if servers:
+            lines += ["", "MCP servers (their tool declarations are part of the tool declarations above):", ""]
+            lines += ["| server | tools | tokens (estimate) |", "|---|---:|---:|"]
+            lines += [f"| {_cell(name)} | {count} | {tokens:,} |" for name, tokens, count in servers]
         return "\n".join(lines) + "\n"
+
+
+def _cell(text: str) -> str:
+    """A name the editor chose, safe inside one Markdown table cell."""
+    return " ".join(text.split()).replace("|", "\\|")

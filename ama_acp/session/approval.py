@@ -45,8 +45,10 @@ class Approver:
         self.memory = Approvals()
 
     async def approve(self, call: ev.ToolCallRequested, args: dict[str, Any]) -> Refusal | None:
-        tool = self.s.rt.tool(call.name)
+        tool = self.s.tool(call.name)
         kind = tool.kind if tool else "other"
+        # "Always" for an MCP tool means this tool of this server, not every tool of its kind.
+        memory_kind = f"{kind}:{call.name}" if call.name.startswith("mcp__") else kind
         cwd = args.get("cwd")
         for path in [loc.path for loc in call.locations] + ([cwd] if isinstance(cwd, str) else []):
             problem = path_problem(path)
@@ -59,7 +61,7 @@ class Approver:
         refusal = self._by_policy(kind, outside)
         if refusal is not None or self._allowed_by_policy(kind, outside):
             return refusal
-        remembered = self.memory.remembered(kind, outside)
+        remembered = self.memory.remembered(memory_kind, outside)
         if remembered is not None:
             if remembered:
                 return None
@@ -67,7 +69,7 @@ class Approver:
                 "The user rejected this kind of call for this session.",
                 "Rejected: you chose to always reject this kind of call in this session.",
             )
-        return await self._ask(call, kind, outside, args)
+        return await self._ask(call, kind, outside, args, memory_kind)
 
     def _by_policy(self, kind: str, outside: list[str]) -> Refusal | None:
         if decide(self.s.mode, kind, not outside) == "deny":
@@ -90,7 +92,7 @@ class Approver:
         return out
 
     async def _ask(
-        self, call: ev.ToolCallRequested, kind: str, outside: list[str], args: dict[str, Any]
+        self, call: ev.ToolCallRequested, kind: str, outside: list[str], args: dict[str, Any], memory_kind: str
     ) -> Refusal | None:
         where = f" (outside the project: {', '.join(_shown_path(p) for p in outside)})" if outside else ""
         opts = [
@@ -134,9 +136,11 @@ class Approver:
                 f"Permission could not be asked ({failure}); the call did not run.",
                 f"Not run: the permission request failed ({failure}).",
             )
-        return self._judge(answer, kind, outside, {o.option_id for o in opts})
+        return self._judge(answer, kind, outside, {o.option_id for o in opts}, memory_kind)
 
-    def _judge(self, answer: Any, kind: str, outside: list[str], offered: set[str]) -> Refusal | None:
+    def _judge(
+        self, answer: Any, kind: str, outside: list[str], offered: set[str], memory_kind: str
+    ) -> Refusal | None:
         try:
             decoded = msgspec.convert(answer, w.RequestPermissionResponse)
         except msgspec.ValidationError as exc:
@@ -151,7 +155,7 @@ class Approver:
             log.warning("permission answer chose an option never offered: %r", _clip(chosen))
             return _malformed(f"it chose {_clip(chosen)!r}, which was not one of the options")
         if chosen in ("allow_always", "reject_always"):
-            self.memory.remember(kind, outside, chosen == "allow_always")
+            self.memory.remember(memory_kind, outside, chosen == "allow_always")
         if chosen not in ("allow_once", "allow_always"):
             return Refusal(REJECTED_FOR_MODEL, REJECTED_FOR_PERSON)
         # The person answered the question asked under the mode of that moment; the current mode decides.

@@ -142,6 +142,15 @@ class PromptEntry(_Entry, tag="prompt", frozen=True, omit_defaults=True):
     at: str = msgspec.field(default_factory=utc_now)
 
 
+class McpServersEntry(_Entry, tag="mcp", frozen=True):
+    """The MCP servers the editor gave at this open, for the record: names, transports, commands and URLs, the
+    names of env variables and headers — never their values (secrets). A load uses the list the editor sends
+    again, not this one."""
+
+    servers: list[dict[str, Any]]
+    at: str = msgspec.field(default_factory=utc_now)
+
+
 class CompactionEntry(_Entry, tag="compaction", frozen=True):
     """A compaction replaced the context. Paths are relative to the session's handoff folder
     (`<sessions>/<id>/`), so a moved data directory still finds them.
@@ -220,6 +229,7 @@ Entry = (
     | ConfigEntry
     | DirectoriesEntry
     | PromptEntry
+    | McpServersEntry
     | CompactionEntry
     | CompactionHoldEntry
     | ContextEditEntry

@@ -83,6 +83,7 @@ class Lifecycle:
 
     async def load(self, req: w.LoadSessionRequest) -> w.LoadSessionResponse:
         session, loaded = await self._open(req.session_id, req.cwd, req.additional_directories)
+        self.m.connect_mcp(session, req.mcp_servers)  # the editor's list of this load wins (R69)
         for update in replay_updates(loaded):  # all history before the response (R67)
             await session.send(update)
         defer(session.announce_open)  # E4: after the replay and the response
@@ -90,6 +91,7 @@ class Lifecycle:
 
     async def resume(self, req: w.ResumeSessionRequest) -> w.LoadSessionResponse:
         session, _ = await self._open(req.session_id, req.cwd, req.additional_directories)
+        self.m.connect_mcp(session, req.mcp_servers)  # R75
         defer(session.announce_open)  # no replay (R74)
         return w.LoadSessionResponse(modes=session.mode_state(), config_options=session.config_options())
 

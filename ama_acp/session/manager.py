@@ -8,8 +8,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ama_acp.config import Config, Price
 from ama_acp.conversation.messages import Usage
+from ama_acp.rpc.dispatch import defer
 from ama_acp.rpc.errors import AcpError
 from ama_acp.session.commands import default_commands
+from ama_acp.session.entries import McpServersEntry
 from ama_acp.session.session import Session
 from ama_acp.wire import types as w
 
@@ -19,6 +21,7 @@ if TYPE_CHECKING:  # imported lazily at run time (startup time), so for annotati
     from ama_acp.providers.catalog import ModelInfo
     from ama_acp.rpc.dispatch import JSONValue
     from ama_acp.rpc.peer import Params
+    from ama_acp.session.runtime import Spawn
     from ama_acp.session.store import SessionStore
     from ama_acp.tools.base import Tool
 
@@ -44,6 +47,7 @@ class SessionManager:
         self.sessions: dict[str, Session] = {}
         self.client_caps = w.ClientCapabilities()
         self.commands = default_commands()
+        self.spawn: Spawn | None = None  # the connection's task group (MCP servers live there); None under ama -p
         self._tools: dict[str, Tool] | None = None
         self._tool_specs: list[ToolSpec] | None = None
         self._store: SessionStore | None = None
@@ -160,10 +164,6 @@ class SessionManager:
             mode=self.config.mode,
             model_id=self.default_model,
         )
-        session.mcp_servers = mcp_servers
-        if mcp_servers:  # accepted and recorded; connecting to them is not implemented yet (docs/protocol.md)
-            names = ", ".join(str(m.get("name", "?")) for m in mcp_servers)
-            log.warning("session %s: MCP servers recorded but not connected (not supported yet): %s", session_id, names)
         try:
             session.writer = self.store.create(
                 Header(session_id=session_id, cwd=cwd, additional_directories=dirs, created_at=session.created_at)
@@ -174,7 +174,31 @@ class SessionManager:
         except OSError as exc:
             session.cannot_save(exc)
         self.sessions[session_id] = session
+        self.connect_mcp(session, mcp_servers)
         return session
+
+    def connect_mcp(self, session: Session, servers: list[dict[str, Any]]) -> None:
+        """Start the session's MCP servers in the background, once the opening response is out (so nothing
+        about them reaches the client before the session id does): the open never waits for them."""
+        from ama_acp.session.mcp import start
+
+        mcp = start(session, servers)
+        if mcp is None:
+            return
+        session.mcp = mcp
+        session.persist(McpServersEntry(servers=[spec.public() for spec in mcp.specs]))  # names, no secrets
+        spawn = self.spawn
+        if spawn is None:
+            log.warning("session %s: MCP servers cannot run here (no background task group)", session.id)
+            return
+
+        async def begin() -> None:
+            spawn(mcp.run)
+
+        try:
+            defer(begin)
+        except LookupError:  # not under the RPC peer: start now
+            spawn(mcp.run)
 
     async def close(self, session_id: str) -> None:
         session = self.sessions.pop(session_id, None)
@@ -183,6 +207,8 @@ class SessionManager:
         session.cancel()
         await session.wait_idle()  # the cancelled prompt answers before the close does (R88)
         session.closed = True
+        if session.mcp is not None:
+            await session.mcp.aclose()  # no server process outlives its session
         if session.writer is not None:
             session.writer.close()
 
@@ -190,5 +216,8 @@ class SessionManager:
         for session_id in list(self.sessions):
             session = self.sessions[session_id]
             session.cancel()
+            session.closed = True
+            if session.mcp is not None:
+                await session.mcp.aclose()
             if session.writer is not None:
                 session.writer.close()

@@ -6,8 +6,8 @@ built in tests from anything that has these members, and the session package has
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Callable, Coroutine, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ama_acp.config import Config, Price
 from ama_acp.conversation.messages import Usage
@@ -22,6 +22,10 @@ if TYPE_CHECKING:  # only for annotations: these modules import this one
     from ama_acp.session.commands import Commands
     from ama_acp.session.session import Session
     from ama_acp.session.store import SessionStore
+
+
+# Starts a task in a long-lived task group (the connection's): what a session's MCP servers run in.
+Spawn = Callable[[Callable[[], Coroutine[Any, Any, None]]], object]
 
 
 class Runtime(Protocol):

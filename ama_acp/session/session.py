@@ -32,11 +32,12 @@ from ama_acp.session.runtime import Runtime
 from ama_acp.session.updates import is_stop_reason, plan_update, to_update
 from ama_acp.session.wire_ids import WireIds
 from ama_acp.session.workspaces import current_tool_call, tool_context
-from ama_acp.tools.base import ToolError, ToolResult
+from ama_acp.tools.base import Tool, ToolError, ToolResult
 from ama_acp.tools.registry import run_with_deadline
 from ama_acp.wire import types as w
 
 if TYPE_CHECKING:
+    from ama_acp.session.mcp import SessionMcp
     from ama_acp.session.store import SessionWriter
 
 log = logging.getLogger(__name__)
@@ -85,7 +86,7 @@ class Session:
         self.title: str | None = None
         self._sent_title: str | None = None
         self.writer: SessionWriter | None = None
-        self.mcp_servers: list[dict[str, Any]] = []  # recorded, not connected (docs/protocol.md)
+        self.mcp: SessionMcp | None = None  # the editor's MCP servers for this session (session/mcp.py)
         self.approver = Approver(self)
         self._provider: pb.Provider | None = None
         self._provider_for: str | None = None
@@ -206,7 +207,25 @@ class Session:
         return True
 
     def tool_specs(self) -> list[ToolSpec]:
-        return list(self.rt.tool_specs())
+        specs = list(self.rt.tool_specs())
+        if self.mcp is not None:
+            specs += self.mcp.tool_specs()
+        return specs
+
+    def mcp_declarations(self) -> dict[str, list[ToolSpec]]:
+        return self.mcp.by_server() if self.mcp is not None else {}
+
+    def tools_version(self) -> int:
+        """Changes whenever `tool_specs()` does (an MCP server became ready, failed, or changed its tools)."""
+        return self.mcp.version if self.mcp is not None else 0
+
+    def tool(self, name: str) -> Tool | None:
+        """ama's own tool of that name, or an MCP server's (`mcp__server__tool`)."""
+        if self.mcp is not None:
+            found = self.mcp.tool(name)
+            if found is not None:
+                return found
+        return self.rt.tool(name)
 
     # --- TurnHost -----------------------------------------------------------------------------------------
 
@@ -302,7 +321,7 @@ class Session:
         return wid
 
     def describe_tool(self, name: str, args: dict[str, Any]) -> ev.ToolCallRequested | None:
-        tool = self.rt.tool(name)
+        tool = self.tool(name)
         if tool is None:
             return None
         try:
@@ -316,7 +335,7 @@ class Session:
         return await self.approver.approve(call, args)
 
     async def run_tool(self, name: str, args: dict[str, Any], wire_id: str) -> ToolResult:
-        tool = self.rt.tool(name)
+        tool = self.tool(name)
         if tool is None:
             raise ToolError(f"There is no tool named {name!r}.")
         token = current_tool_call.set(wire_id)
@@ -342,6 +361,8 @@ class Session:
         await self.report_usage(message_end=True)  # E1
 
     async def before_request(self) -> None:
+        if self.mcp is not None:
+            await self.mcp.before_first_request()  # the first request waits (bounded) for servers still starting
         await self.tell_setting()  # a mode changed while the turn ran: the model hears of it before its next reply
         await self.rt.before_request(self)
 

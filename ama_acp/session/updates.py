@@ -53,6 +53,8 @@ def tool_content(result: ToolResult, shown: str | None = None) -> list[w.ToolCal
     text = result.text if shown is None else shown
     if text:
         content.append(w.Content(content=w.TextContent(text=clip_text(text))))
+    for image in result.images:
+        content.append(w.Content(content=w.ImageContent(data=image.data, mime_type=image.mime_type)))
     return content
 
 

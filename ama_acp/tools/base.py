@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 import msgspec
 
 # Re-exported (`as`): callers import it from here.
+from ama_acp.conversation.messages import ImagePart
 from ama_acp.errors import ToolError as ToolError
 
 if TYPE_CHECKING:  # tools/context.py stands on the workspace; the interface need not import it
@@ -42,6 +43,8 @@ class ToolResult(msgspec.Struct, frozen=True, omit_defaults=True):
     locations: list[Location] = []
     # A todo tool sets this to the whole list: [{"content", "status", "priority"}].
     plan: list[dict[str, str]] | None = None
+    # Images the tool returned (an MCP server's image content): to the model with the text, and to the editor.
+    images: list[ImagePart] = []
 
 
 class Tool(Protocol):

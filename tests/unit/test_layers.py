@@ -18,7 +18,7 @@ PACKAGE = ROOT / "ama_acp"
 # The parts of ama, bottom to top. A part may import itself and the parts listed for it, nothing else.
 GROUND = {"conversation", "wire", "errors", "__init__"}  # import nothing of ama (errors: and nothing else)
 SUPPORT = {"config", "secrets", "redact", "logs"}  # ground utilities: configuration, secrets, logging
-AGENT_SIDE = {"context", "providers", "tools", "permissions", "agent"}  # protocol-free: no wire, no rpc
+AGENT_SIDE = {"context", "providers", "tools", "permissions", "agent", "mcp"}  # protocol-free: no wire, no rpc
 
 ALLOWED: dict[str, set[str]] = {
     # ground floor
@@ -39,6 +39,8 @@ ALLOWED: dict[str, set[str]] = {
     "permissions": {"errors"},
     "tools": {"conversation", "config", "errors", "secrets", "redact", "permissions"},
     "agent": {"conversation", "config", "errors", "context", "providers", "tools", "permissions"},
+    # the editor's MCP servers: connections and their tools, below the sessions that use them
+    "mcp": {"conversation", "config", "errors", "secrets", "redact", "tools"},
     # the ACP side: sessions map the agent to the protocol; the server dispatches to them
     "session": {"__init__", "conversation", "wire", "errors", "rpc", *SUPPORT, *AGENT_SIDE},
     "handlers": {"__init__", "wire", "errors", "rpc", "config", "session"},

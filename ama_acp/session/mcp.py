@@ -1,0 +1,186 @@
+"""One session's MCP servers as the session and the person see them (docs/tools.md "MCP servers").
+
+The connections themselves (starting servers, listing and calling tools, noticing a crash) are `ama_acp/mcp/`,
+which knows no ACP. This module puts their tools beside ama's own: a `Tool` adapter per MCP tool, so a call
+goes through the same loop, approval and updates; it tells the person once about a server that failed; it
+resends the meter when the servers' declarations change the prefix; and it breaks the prefix down per server
+for `/context` and the stats. The `mcp` SDK is imported only when a session has servers.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from ama_acp.conversation.messages import ImagePart
+from ama_acp.conversation.tools import ToolSpec
+from ama_acp.tools.base import Location, ToolKind, ToolResult
+from ama_acp.wire import types as w
+
+if TYPE_CHECKING:
+    from ama_acp.mcp.config import McpServerSpec
+    from ama_acp.mcp.hub import McpHub, ServerProblem
+    from ama_acp.mcp.tools import McpTool
+    from ama_acp.session.session import Session
+    from ama_acp.tools.context import ToolContext
+
+log = logging.getLogger(__name__)
+
+PREFIX = "mcp__"
+
+
+class McpToolAdapter:
+    """An MCP tool as one of ama's tools (the `Tool` protocol of tools/base.py)."""
+
+    def __init__(self, tool: McpTool, hub: McpHub) -> None:
+        self.tool = tool
+        self._hub = hub
+        self.name = tool.wire_name
+        self.description = tool.description
+        self.parameters = tool.input_schema
+        # readOnlyHint: a read, allowed in every mode; anything else may change the world: asked like a command
+        # in manual and accept_edits, refused in read_only (permissions.py decides by kind).
+        self.kind: ToolKind = "read" if tool.read_only else "execute"
+
+    def title(self, args: dict[str, Any]) -> str:
+        return f"{self.tool.server}: {self.tool.title or self.tool.name}"
+
+    def locations(self, args: dict[str, Any], cwd: str) -> list[Location]:
+        return []
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        result = await self._hub.call(self.name, args)
+        images = [ImagePart(c.data, c.mime_type or "image/png") for c in result.content if c.kind == "image" and c.data]
+        return ToolResult(result.text, is_error=result.is_error, images=images)
+
+
+class SessionMcp:
+    def __init__(self, session: Session, specs: list[McpServerSpec], problems: list[str]) -> None:
+        from ama_acp.mcp.hub import McpHub  # the SDK comes with it: only for sessions with servers
+
+        cfg = session.rt.config.mcp
+        self._session = session
+        self.specs = specs
+        self.hub = McpHub(
+            specs,
+            call_timeout=cfg.call_timeout,
+            cwd=session.cwd,  # ACP gives stdio servers no directory: the project's is what a person expects
+            on_problem=self._problem,
+            on_tools_changed=self._tools_changed,
+        )
+        self._start_timeout = cfg.start_timeout
+        self._problems = list(problems)  # items of mcpServers that did not decode: told with the first update
+        self._told: set[str] = set()
+        self._waited = False
+        self._adapters: dict[str, McpToolAdapter] = {}
+        self._adapters_for = -1
+
+    # --- tools ------------------------------------------------------------------------------------------
+
+    @property
+    def version(self) -> int:
+        return self.hub.version
+
+    def _refresh(self) -> None:
+        if self._adapters_for != self.hub.version:
+            self._adapters = {t.wire_name: McpToolAdapter(t, self.hub) for t in self.hub.tools()}
+            self._adapters_for = self.hub.version
+
+    def tool(self, name: str) -> McpToolAdapter | None:
+        if not name.startswith(PREFIX):
+            return None
+        self._refresh()
+        return self._adapters.get(name)
+
+    def tool_specs(self) -> list[ToolSpec]:
+        self._refresh()
+        return [ToolSpec(a.name, a.description, a.parameters) for a in self._adapters.values()]
+
+    def by_server(self) -> dict[str, list[ToolSpec]]:
+        """The declarations of each server's tools (every configured server, even one with none)."""
+        self._refresh()
+        out: dict[str, list[ToolSpec]] = {spec.name: [] for spec in self.specs}
+        for a in self._adapters.values():
+            out.setdefault(a.tool.server, []).append(ToolSpec(a.name, a.description, a.parameters))
+        return out
+
+    # --- lifecycle --------------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """The hub's life (a background task of the connection): never raises."""
+        try:
+            await self.hub.run()
+        except Exception:  # a bug of ours must not take the connection's task group down
+            log.exception("session %s: the MCP hub failed", self._session.id)
+
+    async def before_first_request(self) -> None:
+        """The first model request waits for servers still starting, up to `mcp.start_timeout`; those not
+        ready by then are told and left out of that request (they join later requests once ready)."""
+        for problem in self._problems:
+            await self._tell(problem, f"MCP server configuration: {problem}")
+        self._problems = []
+        if self._waited:
+            return
+        self._waited = True
+        late = await self.hub.wait_ready(self._start_timeout)
+        for name in late:
+            await self._tell(
+                f"late:{name}",
+                f"MCP server {name!r} was not ready after {self._start_timeout:g} s; its tools are left out of this "
+                "request and join the next ones once it is.",
+            )
+
+    async def aclose(self) -> None:
+        with anyio.CancelScope(shield=True):
+            try:
+                await self.hub.aclose()
+            except Exception:
+                log.exception("session %s: stopping its MCP servers failed", self._session.id)
+
+    # --- reports ----------------------------------------------------------------------------------------
+
+    async def _problem(self, problem: ServerProblem) -> None:
+        for line in problem.stderr_tail:
+            log.warning("MCP server %r stderr: %s", problem.server, line)
+        log.warning("session %s: MCP server %r: %s", self._session.id, problem.server, problem.reason)
+        await self._tell(
+            f"problem:{problem.server}",
+            f"MCP server {problem.server!r} {problem.reason}; its tools are withdrawn and the session goes on.",
+        )
+
+    async def _tools_changed(self) -> None:
+        # The declarations are part of the prefix: the figure moved (before the first prompt too).
+        try:
+            await self._session.report_usage()
+        except Exception:
+            log.exception("session %s: could not report the meter after an MCP tools change", self._session.id)
+
+    async def _tell(self, key: str, text: str) -> None:
+        """Once per key: a `notice` when the client shows notices, else an agent message."""
+        if key in self._told or self._session.closed:
+            return
+        self._told.add(key)
+        caps = self._session.rt.client_caps.session
+        update: w.SessionUpdate
+        if caps is not None and caps.notices is not None:
+            update = w.Notice(severity="warning", title="MCP server", description=text)
+        else:
+            update = w.AgentMessageChunk(content=w.TextContent(text=f"\n\n⚠ {text}\n\n"))
+        try:
+            await self._session.send(update)
+        except Exception:
+            log.exception("session %s: could not tell the person about an MCP server", self._session.id)
+
+
+def start(session: Session, raw: list[dict[str, Any]]) -> SessionMcp | None:
+    """The session's servers, parsed from the editor's `mcpServers` (None when there are none)."""
+    if not raw:
+        return None
+    from ama_acp.mcp.config import parse_servers
+
+    specs, problems = parse_servers(raw)
+    if not specs and not problems:
+        return None
+    return SessionMcp(session, specs, problems)
