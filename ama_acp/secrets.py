@@ -23,6 +23,7 @@ __all__ = [
     "is_secret",
     "is_secret_name",
     "register_secret_names",
+    "register_secret_values",
     "register_config",
     "secret_values",
 ]
@@ -99,6 +100,20 @@ def register_secret_names(names: Iterable[str | None]) -> None:
         _generation += 1
 
 
+# Secret values that are in no environment variable of ours: the tokens an editor passes in an MCP server's env
+# or headers. Collected by the same redactor as the environment's.
+_extra_values: set[str] = set()
+
+
+def register_secret_values(values: Iterable[str]) -> None:
+    """Treat these values as secret from now on (in this process): redacted from logs and session files."""
+    global _generation
+    added = {v for v in values if v}
+    if added - _extra_values:
+        _extra_values.update(added)
+        _generation += 1
+
+
 def names_generation() -> int:
     """A number that changes whenever the set of secret names grows."""
     return _generation
@@ -121,4 +136,4 @@ def is_secret(name: str) -> bool:
 def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
     """The values of the secret variables set in `environ` (default: this process's environment)."""
     env = os.environ if environ is None else environ
-    return [value for name, value in env.items() if value and is_secret(name)]
+    return [value for name, value in env.items() if value and is_secret(name)] + sorted(_extra_values)

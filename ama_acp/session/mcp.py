@@ -16,6 +16,7 @@ import anyio
 
 from ama_acp.conversation.messages import ImagePart
 from ama_acp.conversation.tools import ToolSpec
+from ama_acp.secrets import is_secret, register_secret_values
 from ama_acp.tools.base import Location, ToolKind, ToolResult
 from ama_acp.wire import types as w
 
@@ -174,6 +175,29 @@ class SessionMcp:
             log.exception("session %s: could not tell the person about an MCP server", self._session.id)
 
 
+# Headers that carry credentials whatever their value looks like.
+_SECRET_HEADERS = frozenset({"AUTHORIZATION", "PROXY_AUTHORIZATION", "COOKIE"})
+
+
+def secret_values(specs: list[McpServerSpec]) -> list[str]:
+    """The values in the servers' env and headers that are credentials: env variables with a secret-looking
+    name (the same rule as ama's own environment), credential headers and secret-looking header names, and the
+    token of a `Bearer …`/`Basic …` value. Not every value: redacting a PYTHONPATH everywhere would garble logs."""
+    out: list[str] = []
+    for spec in specs:
+        for name, value in spec.env:
+            if is_secret(name):
+                out.append(value)
+        for name, value in spec.headers:
+            key = name.upper().replace("-", "_")
+            if key in _SECRET_HEADERS or is_secret(key):
+                out.append(value)
+                scheme, _, token = value.partition(" ")
+                if token and scheme.lower() in ("bearer", "basic", "token"):
+                    out.append(token)
+    return out
+
+
 def start(session: Session, raw: list[dict[str, Any]]) -> SessionMcp | None:
     """The session's servers, parsed from the editor's `mcpServers` (None when there are none)."""
     if not raw:
@@ -183,4 +207,6 @@ def start(session: Session, raw: list[dict[str, Any]]) -> SessionMcp | None:
     specs, problems = parse_servers(raw)
     if not specs and not problems:
         return None
+    # Before anything can log or store them: a server's stderr, a tool result echoing its environment.
+    register_secret_values(secret_values(specs))
     return SessionMcp(session, specs, problems)

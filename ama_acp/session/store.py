@@ -19,7 +19,7 @@ import secrets
 import shutil
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Literal
 
@@ -28,6 +28,7 @@ import msgspec
 from ama_acp.conversation.messages import Message
 from ama_acp.errors import StoreError
 from ama_acp.redact import Redactor
+from ama_acp.secrets import names_generation
 from ama_acp.session.entries import (
     FORMAT_VERSION,
     KNOWN_TAGS,
@@ -325,12 +326,12 @@ class SessionWriter:
     keeps the order of entries the order of calls. The fsync at turn ends is the one slow call.
     """
 
-    def __init__(self, path: Path, fd: int, end: int, redactor: Redactor, fsync: FsyncPolicy) -> None:
+    def __init__(self, path: Path, fd: int, end: int, redactor: Callable[[], Redactor], fsync: FsyncPolicy) -> None:
         self.path = path
         self.session_id = path.stem
         self._fd = fd
         self._end = end  # the end of the last complete line: where a failed write is cut back to
-        self._redactor = redactor
+        self._redactor = redactor  # the store's: it learns secrets registered later (an MCP server's token)
         self._fsync = fsync
         self._needs_repair = False
 
@@ -354,8 +355,9 @@ class SessionWriter:
             self._sync()
 
     def _write_line(self, line: bytes) -> None:
-        if self._redactor:
-            line = self._redactor.redact_line(line)
+        redactor = self._redactor()
+        if redactor:
+            line = redactor.redact_line(line)
         data = line + b"\n"
         if self._needs_repair:
             try:
@@ -455,11 +457,24 @@ class SessionStore:
         self, data_dir: str | os.PathLike[str], *, redactor: Redactor | None = None, fsync: FsyncPolicy = "turn"
     ):
         self.sessions_dir = Path(data_dir) / "sessions"
-        # Secrets are collected from the environment once, here, not per line.
+        # Secrets are collected from the environment here, not per line, and again only when more are registered
+        # (an MCP server's token the editor passed): names_generation() changes then.
+        self._fixed_redactor = redactor
         self._redactor = redactor if redactor is not None else Redactor.from_environ()
+        self._redactor_generation = names_generation()
         self._fsync: FsyncPolicy = fsync
         self._lister = SessionLister(self.sessions_dir, is_valid_session_id)
         self._dir_checked = False
+
+    def redactor(self) -> Redactor:
+        """The redactor for the next line: the one given, else the environment's, collected again when the set
+        of secrets grew (a generation check per line, nothing more)."""
+        if self._fixed_redactor is not None:
+            return self._fixed_redactor
+        generation = names_generation()
+        if generation != self._redactor_generation:
+            self._redactor, self._redactor_generation = Redactor.from_environ(), generation
+        return self._redactor
 
     def path(self, session_id: str) -> Path:
         return self.sessions_dir / f"{check_session_id(session_id)}.jsonl"
@@ -482,7 +497,7 @@ class SessionStore:
         except OSError as exc:
             raise SessionWriteError(path, _reason(exc), exc) from exc
         _lock(fd, path)
-        writer = SessionWriter(path, fd, 0, self._redactor, self._fsync)
+        writer = SessionWriter(path, fd, 0, self.redactor, self._fsync)
         try:
             writer._write_line(_encoder.encode(header))
             if self._fsync != "never":
@@ -531,7 +546,7 @@ class SessionStore:
         except BaseException:
             os.close(fd)
             raise
-        return SessionWriter(path, fd, size, self._redactor, self._fsync)
+        return SessionWriter(path, fd, size, self.redactor, self._fsync)
 
     def read(self, session_id: str) -> LoadedSession:
         return read_session(self.path(session_id))
