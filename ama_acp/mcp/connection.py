@@ -9,9 +9,10 @@ from __future__ import annotations
 import importlib.metadata
 import logging
 import os
+import signal
 from collections import deque
 from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager, suppress
 from typing import IO, Any
 
 import anyio
@@ -115,6 +116,56 @@ class StderrTail:
         if not self._closed:
             self._closed = True
             os.close(self.read_fd)
+
+
+GROUP_TERM_TIMEOUT = 2.0  # after SIGTERM to what is left of a stopped server's process group, before SIGKILL
+
+
+def server_group(stderr: StderrTail) -> int | None:
+    """The process group of the stdio server just started with this stderr pipe: its pid, since the SDK starts
+    it with `start_new_session`. Found through /proc (the child of ama whose fd 2 is our pipe), because the SDK
+    does not expose its process; None where there is no /proc or the child cannot be told apart."""
+    try:
+        pipe = f"pipe:[{os.fstat(stderr.read_fd).st_ino}]"
+        me = os.getpid()
+        children: set[int] = set()
+        for task in os.listdir(f"/proc/{me}/task"):
+            with open(f"/proc/{me}/task/{task}/children", encoding="ascii") as f:
+                children.update(int(pid) for pid in f.read().split())
+    except (OSError, ValueError):
+        return None
+    for pid in children:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/2") == pipe and os.getpgid(pid) == pid:
+                return pid
+        except OSError:
+            continue
+    return None
+
+
+async def end_group(pgid: int, timeout: float = GROUP_TERM_TIMEOUT) -> None:  # noqa: ASYNC109 - a grace period
+    """End what is left of a stopped stdio server's process group: SIGTERM, then SIGKILL after `timeout`.
+
+    The SDK kills the group only when the server itself does not exit after its stdin closes; a server that
+    exits on EOF leaves its helpers running (a wrapper's child, a worker it spawned), orphans of ama. Called
+    once the transport has closed, so the server itself is gone; a group with no member left is ESRCH. Its
+    pgid cannot have been reused meanwhile while any member lives (the kernel keeps a pid in use as a pgid).
+    """
+    with anyio.CancelScope(shield=True):
+        try:
+            os.killpg(pgid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            return  # nothing left (or nothing of ours)
+        log.info("MCP server process group %d: helpers were left after the server stopped; terminated", pgid)
+        with anyio.move_on_after(timeout):
+            while True:
+                try:
+                    os.killpg(pgid, 0)
+                except (ProcessLookupError, PermissionError):
+                    return
+                await anyio.sleep(0.02)  # polling the group's end, bounded by the timeout above
+        with suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
 
 
 @asynccontextmanager

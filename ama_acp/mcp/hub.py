@@ -278,8 +278,15 @@ class McpHub:
         from ama_acp.mcp import connection
 
         async with AsyncExitStack() as stack:
+            group: list[int] = []
+            # Registered before the transport, so it runs after the transport's exit: the SDK stops the server,
+            # then whatever the server left in its process group is ended too (connection.end_group).
+            stack.push_async_callback(self._end_groups, group)
             streams = await stack.enter_async_context(connection.transport(server.spec, cwd=self._cwd, stderr=stderr))
             if stderr is not None:
+                pgid = connection.server_group(stderr)
+                if pgid is not None:
+                    group.append(pgid)
                 stderr.close_writer()  # the child holds its own copy; ours would keep the pipe from ending
             send, receive = anyio.create_memory_object_stream["SessionMessage | Exception"](0)
             pumps = await stack.enter_async_context(anyio.create_task_group())
@@ -314,6 +321,12 @@ class McpHub:
                 if server.relist:
                     server.relist = False
                     await self._relist(server, session)
+
+    async def _end_groups(self, groups: list[int]) -> None:
+        from ama_acp.mcp import connection
+
+        for pgid in groups:
+            await connection.end_group(pgid)
 
     async def _pump(
         self,

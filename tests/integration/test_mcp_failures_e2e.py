@@ -16,6 +16,7 @@ import signal
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,10 @@ ROOT = Path(__file__).resolve().parents[2]
 KEY = {"LOCAL_TEST_KEY": "k" * 12}
 ENV_SECRET = "sk-abcdefghijklmnop1234"
 HEADER_SECRET = "sk-headervalue-5678abcdefgh"
+# Values of no known key shape (a database password, a private header): the log's and the session file's
+# redaction of key-shaped strings cannot hide these, only ama's keeping values out of what it writes.
+PLAIN_ENV_SECRET = "plain-env-value-7781"
+PLAIN_HEADER_SECRET = "plain-header-value-4419"
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +63,50 @@ def stdio(
         "args": ["-m", "tests.support.mcp_servers.stdio_server", *flags],
         "env": [{"name": k, "value": v} for k, v in variables.items()],
     }
+
+
+# A server with a helper process, as servers started through a wrapper (npx, uvx, a shell script) have: the
+# helper never reads stdin, so only ama stopping the server's whole process group ends it. The server itself
+# is the test server, run in the same process after the helper is started.
+WITH_HELPER = """
+import os, runpy, subprocess, sys
+subprocess.Popen(
+    [sys.executable, "-c", "import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(300)",
+     os.environ["HELPER_PID_FILE"]],
+    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+)
+sys.argv = ["stdio_server"]
+runpy.run_module("tests.support.mcp_servers.stdio_server", run_name="__main__")
+"""
+
+
+def stdio_with_helper(name: str, test_dir: Path, pid_file: Path, helper_pid_file: Path) -> dict[str, Any]:
+    server = stdio(name, test_dir, pid_file=pid_file, env={"HELPER_PID_FILE": str(helper_pid_file)})
+    server["args"] = ["-c", WITH_HELPER]
+    return server
+
+
+def pids_of(*files: Path) -> list[int]:
+    return [int(poll_until(lambda f=f: f.exists() and f.read_text(), 10, f"{f.name} to be written")) for f in files]
+
+
+def wait_gone(pids: list[int], what: str, timeout: float = 10.0) -> None:  # noqa: ASYNC109
+    try:
+        poll_until(lambda: not any(alive(pid) for pid in pids), timeout, what)
+    except AssertionError as exc:
+        left = {pid: Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")[:120] for pid in pids if alive(pid)}
+        raise AssertionError(f"{exc}; still running: {left}") from None
+
+
+@contextmanager
+def no_stray(pids: list[int]) -> Iterator[None]:
+    """Whatever the test finds, no process of it outlives the test."""
+    try:
+        yield
+    finally:
+        for pid in pids:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
 
 
 def http(name: str, server: HttpServer, headers: dict[str, str] | None = None) -> dict[str, Any]:
@@ -347,41 +396,45 @@ async def test_session_delete_and_stdin_eof_leave_no_server_process(tmp_path: Pa
     ama = Ama(tmp_path)
     notes = tmp_path / "notes"
     notes.mkdir()
-    one, two = tmp_path / "one.pid", tmp_path / "two.pid"
+    files = [tmp_path / f"{n}.pid" for n in ("one", "one-helper", "two", "two-helper")]
     with LLMServer() as llm:
         configure(ama, llm)
         async with run_ama(ama, env=KEY) as conn:
-            first = await open_session(conn, ama, [stdio("one", notes, pid_file=one)])
-            second = (await conn.new_session(ama.workspace, [stdio("two", notes, pid_file=two)]))["sessionId"]
+            first = await open_session(conn, ama, [stdio_with_helper("one", notes, files[0], files[1])])
+            second = (await conn.new_session(ama.workspace, [stdio_with_helper("two", notes, files[2], files[3])]))[
+                "sessionId"
+            ]
             await wait_ready(conn, first, "one")
             await wait_ready(conn, second, "two")
-            pid1, pid2 = int(one.read_text()), int(two.read_text())
-            assert alive(pid1) and alive(pid2)
-            await conn.request("session/delete", {"sessionId": first})
-            poll_until(lambda: not alive(pid1), 10, "the deleted session's server to exit")
-            assert alive(pid2)
-            started = time.monotonic()
-            assert await conn.close(timeout=10) == 0  # stdin EOF: ama ends by itself
-            assert time.monotonic() - started < 10
-            poll_until(lambda: not alive(pid2), 10, "the server to exit with ama")
+            pids = pids_of(*files)
+            with no_stray(pids):
+                assert all(alive(pid) for pid in pids)
+                await conn.request("session/delete", {"sessionId": first})
+                wait_gone(pids[:2], "the deleted session's server and its helper to end")
+                assert alive(pids[2]) and alive(pids[3])
+                started = time.monotonic()
+                assert await conn.close(timeout=10) == 0  # stdin EOF: ama ends by itself
+                assert time.monotonic() - started < 10
+                wait_gone(pids[2:], "the server and its helper to end with ama")
 
 
 async def test_sigterm_to_ama_leaves_no_server_process(tmp_path: Path) -> None:
     ama = Ama(tmp_path)
     notes = tmp_path / "notes"
     notes.mkdir()
-    pid_file = tmp_path / "s.pid"
+    files = [tmp_path / "s.pid", tmp_path / "s-helper.pid"]
     with LLMServer() as llm:
         configure(ama, llm)
         async with run_ama(ama, env=KEY) as conn:
-            sid = await open_session(conn, ama, [stdio("s", notes, pid_file=pid_file)])
+            sid = await open_session(conn, ama, [stdio_with_helper("s", notes, *files)])
             await wait_ready(conn, sid, "s")
-            pid = int(pid_file.read_text())
-            assert alive(pid) and conn.pid is not None
-            os.kill(conn.pid, signal.SIGTERM)
-            await conn.wait_for(lambda: conn.exited, timeout=15)
-            poll_until(lambda: conn.returncode is not None, 10, "ama to exit on SIGTERM")
-            poll_until(lambda: not alive(pid), 10, "the server to exit with ama")
+            pids = pids_of(*files)
+            with no_stray(pids):
+                assert all(alive(pid) for pid in pids) and conn.pid is not None
+                os.kill(conn.pid, signal.SIGTERM)
+                await conn.wait_for(lambda: conn.exited, timeout=15)
+                poll_until(lambda: conn.returncode is not None, 10, "ama to exit on SIGTERM")
+                wait_gone(pids, "the server and its helper to end with ama")
 
 
 # --- 8. load and resume -------------------------------------------------------------------------------------
@@ -444,15 +497,16 @@ async def test_env_and_header_secrets_never_reach_the_session_file_the_log_or_st
             {"text": "done"},
         )
         servers = [
-            stdio("s", notes, env={"MCP_SECRET": ENV_SECRET}),
-            http("web", web, {"Authorization": f"Bearer {HEADER_SECRET}"}),
+            stdio("s", notes, env={"MCP_SECRET": ENV_SECRET, "MCP_PLAIN": PLAIN_ENV_SECRET}),
+            http("web", web, {"Authorization": f"Bearer {HEADER_SECRET}", "X-Plain": PLAIN_HEADER_SECRET}),
         ]
         async with run_ama(ama, env=KEY) as conn:
             sid = await open_session(conn, ama, servers)
             await wait_ready(conn, sid, "s", "web")
             assert await prompt(conn, sid) == "end_turn"
             assert statuses(conn, sid) == {"e1": "completed", "e2": "completed"}
-            assert "MCP_SECRET" in tool_message(llm.requests[1].body, "e1")  # the server got the env as given
+            environ = tool_message(llm.requests[1].body, "e1")
+            assert "MCP_SECRET" in environ and "MCP_PLAIN" in environ  # the server got the env as given
             assert "via http" in tool_message(llm.requests[1].body, "e2")  # and the HTTP server the request
 
     files = [p for p in (ama.data / "sessions").rglob("*") if p.is_file()]
@@ -461,7 +515,7 @@ async def test_env_and_header_secrets_never_reach_the_session_file_the_log_or_st
     assert "tests.support.mcp_servers.stdio_server" in stored and web.url in stored  # the record is there
     places = {"the session file": stored, "the log": ama.log_text(), "stderr": ama.stderr.read_text()}
     for where, text in places.items():
-        for secret in (ENV_SECRET, HEADER_SECRET):
+        for secret in (ENV_SECRET, HEADER_SECRET, PLAIN_ENV_SECRET, PLAIN_HEADER_SECRET):
             assert secret not in text, f"{secret} in {where}"
 
 
