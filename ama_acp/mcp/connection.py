@@ -159,13 +159,38 @@ async def end_group(pgid: int, timeout: float = GROUP_TERM_TIMEOUT) -> None:  # 
         log.info("MCP server process group %d: helpers were left after the server stopped; terminated", pgid)
         with anyio.move_on_after(timeout):
             while True:
-                try:
-                    os.killpg(pgid, 0)
-                except (ProcessLookupError, PermissionError):
+                if not _group_running(pgid):
                     return
-                await anyio.sleep(0.02)  # polling the group's end, bounded by the timeout above
+                await anyio.sleep(0.02)  # polling the group's end (no event tells it), bounded by the timeout above
         with suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, signal.SIGKILL)
+
+
+def _group_running(pgid: int) -> bool:
+    """Whether a member of the group is still running. A killed helper is a zombie until whoever inherited it
+    reaps it (in a container, a PID 1 that reaps slowly or never): zombies do not count, so through /proc; where
+    there is none, the group exists until every member is reaped."""
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        entries = []
+    if not entries:
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as f:
+                fields = f.read().rsplit(") ", 1)[1].split()  # after the command name: state, ppid, pgrp, …
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] != "Z":
+            return True
+    return False
 
 
 @asynccontextmanager

@@ -440,7 +440,9 @@ async def test_sigterm_to_ama_leaves_no_server_process(tmp_path: Path) -> None:
 # --- 8. load and resume -------------------------------------------------------------------------------------
 
 
-async def test_load_and_resume_use_the_editors_new_servers_and_replay_the_mcp_call(tmp_path: Path) -> None:
+async def test_load_and_resume_use_the_editors_new_servers_and_replay_the_mcp_call(
+    tmp_path: Path, web: HttpServer
+) -> None:
     ama = Ama(tmp_path)
     notes = tmp_path / "notes"
     notes.mkdir()
@@ -455,7 +457,7 @@ async def test_load_and_resume_use_the_editors_new_servers_and_replay_the_mcp_ca
             live_call = next(u for u in conn.updates_for(sid, "tool_call") if u["toolCallId"] == "c1")
             assert statuses(conn, sid) == {"c1": "completed"}
 
-        llm.enqueue({"text": "with beta"}, {"text": "with alpha again"})
+        llm.enqueue({"text": "with beta"}, {"text": "with web"})
         async with run_ama(ama, env=KEY) as conn:
             await conn.initialize()
             await conn.request("session/load", {"sessionId": sid, "cwd": ws, "mcpServers": [stdio("beta", notes)]})
@@ -474,11 +476,11 @@ async def test_load_and_resume_use_the_editors_new_servers_and_replay_the_mcp_ca
             assert set(await server_tools(conn, sid)) == {"beta"}
 
             await conn.request("session/close", {"sessionId": sid})
-            await conn.request("session/resume", {"sessionId": sid, "cwd": ws, "mcpServers": [stdio("alpha", notes)]})
-            await wait_ready(conn, sid, "alpha")
+            await conn.request("session/resume", {"sessionId": sid, "cwd": ws, "mcpServers": [http("web", web)]})
+            await wait_ready(conn, sid, "web")
             assert await prompt(conn, sid, "again") == "end_turn"
             names = tool_names(llm.requests[3].body)
-            assert "mcp__alpha__echo" in names and not [n for n in names if n.startswith("mcp__beta__")], names
+            assert "mcp__web__echo" in names and not [n for n in names if n.startswith("mcp__beta__")], names
 
 
 # --- 9. secrets ---------------------------------------------------------------------------------------------
