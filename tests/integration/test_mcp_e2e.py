@@ -129,3 +129,48 @@ async def test_stdio_and_http_servers_from_session_new_through_a_turn_to_close(t
             assert alive(pid)
             await step(conn.close_session(session_id=sid), "session/close")
             await poll(lambda: not alive(pid), "the stdio server to exit with its session", timeout=10)
+
+
+async def test_a_server_that_crashes_mid_call_fails_that_call_only_under_the_official_client(tmp_path: Path) -> None:
+    ama = Ama(tmp_path)
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    pid_file = tmp_path / "frail.pid"
+    with LLMServer() as llm, running_http_server("http", env={"MCP_TEST_DIR": str(notes)}) as web:
+        write_config(ama, llm, "openai")
+        llm.enqueue(
+            {
+                "tool_calls": [
+                    {"id": "k1", "name": "mcp__frail__crash", "arguments": {}},
+                    {"id": "k2", "name": "mcp__web__echo", "arguments": {"text": "still here"}},
+                ]
+            },
+            {"text": "One of them crashed."},
+            {"text": "and on"},
+        )
+        async with sdk_ama(ama, "mcp-crash") as (conn, client, _wire, _process):
+            await open_session(conn, client, ama)
+            new = await step(
+                conn.new_session(
+                    cwd=str(ama.workspace.resolve()),
+                    mcp_servers=[
+                        stdio_server("frail", notes, pid_file),
+                        HttpMcpServer(type="http", name="web", url=web.url, headers=[]),
+                    ],
+                ),
+                "session/new",
+            )
+            sid = new.session_id
+            result = await step(conn.prompt(session_id=sid, prompt=[text_block("go")]), "the turn", 40)
+            assert result.stop_reason == "end_turn"
+            finals = {
+                u["toolCallId"]: u["status"]
+                for u in client.of(sid, "tool_call_update")
+                if u.get("status") in ("completed", "failed")
+            }
+            assert finals == {"k1": "failed", "k2": "completed"}, finals
+            # The crashed server is withdrawn from the next request; the session goes on.
+            result = await step(conn.prompt(session_id=sid, prompt=[text_block("more")]), "the next turn", 20)
+            assert result.stop_reason == "end_turn"
+            names = tool_names(llm.requests[-1].body)
+            assert "mcp__web__echo" in names and not any(n.startswith("mcp__frail__") for n in names)
