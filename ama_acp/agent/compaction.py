@@ -156,7 +156,9 @@ def recent_messages(messages: list[Message], keep_tokens: int, estimate: Callabl
 
 # --- the message that replaces the older context -----------------------------------------------------------
 
-_HEADING = re.compile(r"^\s*(?:#{1,6}\s+|\*\*)?\s*(\d+)[.):]?\s")
+# The handoff is the model's text: each pattern must run in linear time on any line. No two adjacent parts may
+# match the same characters (`^\s*(?:…)?\s*` would try every split of a long run of spaces: quadratic).
+_HEADING = re.compile(r"^[ \t]*(?:#{1,6}[ \t]+|\*\*[ \t]*)?(\d+)[.):]?\s")
 _TICKED = re.compile(r"`([^`\n]{1,200})`")
 _BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 

@@ -5,13 +5,15 @@ CompactionEntry persisted, the same context after a reload)."""
 from __future__ import annotations
 
 import json
+import time
 
 import anyio
 import msgspec
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ama_acp.agent.compaction import context_message, recent_messages
+from ama_acp.agent.compaction import context_message, recent_messages, reread_files
 from ama_acp.agent.inventory import (
     COMMANDS,
     ERRORS,
@@ -353,3 +355,21 @@ def test_slash_compact_whose_model_fails_changes_nothing_and_says_so(tmp_path):
     assert "Compaction failed (overloaded); the conversation is unchanged" in peer.agent_text()
     loaded = read_session(manager.store.path(sid))
     assert not any(isinstance(e, en.CompactionEntry) for e in loaded.entries)
+
+
+@pytest.mark.parametrize(
+    "heading", ["8. Files", "## 8. Files", "  ### 8) Files", "**8. Files**", "** 8: Files", "\t8 Files"]
+)
+def test_the_reread_section_is_found_under_each_heading_style(heading: str) -> None:
+    handoff = f"## 1. Goal\nship it\n{heading}\n- `src/calc.py`\n## 9. More\n- `not/this.py`\n"
+    assert reread_files(handoff, "") == ["src/calc.py"]
+
+
+def test_a_hostile_handoff_line_is_scanned_in_linear_time() -> None:
+    # A model may write anything: 200,000 spaces (or '#'s, or '*'s) on one line. The quadratic pattern this
+    # replaced took minutes on such a line; a linear one takes milliseconds.
+    for filler in (" ", "#", "*", " \t"):
+        line = filler * 200_000
+        started = time.perf_counter()
+        assert reread_files(f"{line}\n8. files\n- `a.py`\n## 9. more\n{line}x\n", "") == ["a.py"]
+        assert time.perf_counter() - started < 2.0, filler
