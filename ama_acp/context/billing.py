@@ -16,6 +16,7 @@ import logging
 import msgspec
 
 from ama_acp.config import Price
+from ama_acp.context.meter import reported
 from ama_acp.conversation.messages import Usage
 
 log = logging.getLogger(__name__)
@@ -94,12 +95,11 @@ def _valid(usage: Usage | None) -> bool:
     Figures that are all absent or 0 are no report: every request carries at least the system prompt, so a
     provider that says 0 did not count (an Anthropic-style stream without usage arrives as zeros). Billing it
     as free would be an invented $0 (U17)."""
-    if usage is None:
+    if not reported(usage):
         return False
+    assert usage is not None  # reported() says so
     figures = (usage.input, usage.output, usage.cache_read, usage.cache_write, usage.total, usage.reasoning)
-    if any(f is not None and f < 0 for f in figures):
-        return False
-    return any(f for f in figures[:5])
+    return not any(f is not None and f < 0 for f in figures)
 
 
 def request_cost(usage: Usage | None, price: Price | None) -> float | None:
