@@ -48,8 +48,6 @@ class AccountingRuntime(Protocol):
         """The price of one request of this model with this usage; None when it is not known."""
         ...
 
-    def tool_specs(self) -> Sequence[ToolSpec]: ...
-
 
 class AccountedSession(Protocol):
     """What the accounting reads from its session."""
