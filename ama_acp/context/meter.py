@@ -239,6 +239,11 @@ class ContextMeter:
         self._window = _clean_window(window)
         self._cached = None
 
+    @property
+    def compaction_held(self) -> bool:
+        """Automatic compaction is on hold (a compaction failed, was refused, or left the context too full)."""
+        return self._compaction_held
+
     def set_compaction(self, *, enabled: bool | None = None, held: bool | None = None) -> None:
         """Automatic compaction on/off (config) and held after repeated failures; either hides the thresholds."""
         if enabled is not None:

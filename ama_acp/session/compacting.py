@@ -91,7 +91,7 @@ async def maybe_prune(rt: Runtime, session: Session) -> bool:
 
 async def maybe_compact(rt: Runtime, session: Session) -> None:
     auto, _ = thresholds(rt, session)
-    if auto is not None and not session.compaction_held and session.ctx.figures().used >= auto:
+    if auto is not None and not session.ctx.meter.compaction_held and session.ctx.figures().used >= auto:
         await compact(rt, session, manual=False)
 
 
@@ -197,8 +197,7 @@ async def compact(rt: Runtime, session: Session, manual: bool, instructions: str
     session.replace_context([message, *plan.kept])
     session.compactions = number
     session.context_first, session.context_synthetic = kept_from, 1
-    session.compaction_held = False  # a CompactionEntry releases the hold on load as well
-    session.ctx.meter.set_compaction(held=False)
+    session.ctx.meter.set_compaction(held=False)  # a CompactionEntry releases the hold on load as well
     session.persist(
         en.CompactionEntry(
             number=number,
@@ -241,15 +240,14 @@ def _history(rt: Runtime, session: Session) -> list[Message]:
 
 def _hold(session: Session, held: bool, reason: str) -> None:
     """Hold or release automatic compaction, persisted (a load applies the last entry)."""
-    if session.compaction_held == held:
+    if session.ctx.meter.compaction_held == held:
         return
-    session.compaction_held = held
     session.ctx.meter.set_compaction(held=held)
     session.persist(en.CompactionHoldEntry(held=held, reason=reason))
 
 
 async def _release_if_shrunk(rt: Runtime, session: Session) -> None:
-    if not session.compaction_held:
+    if not session.ctx.meter.compaction_held:
         return
     _, prune_at = thresholds(rt, session)
     used = session.ctx.figures().used

@@ -206,18 +206,19 @@ class SessionManager:
             return
         session.cancel()
         await session.wait_idle()  # the cancelled prompt answers before the close does (R88)
-        session.closed = True
-        if session.mcp is not None:
-            await session.mcp.aclose()  # no server process outlives its session
-        if session.writer is not None:
-            session.writer.close()
+        await _release(session)
 
     async def shutdown(self) -> None:
         for session_id in list(self.sessions):
             session = self.sessions[session_id]
             session.cancel()
-            session.closed = True
-            if session.mcp is not None:
-                await session.mcp.aclose()
-            if session.writer is not None:
-                session.writer.close()
+            await _release(session)
+
+
+async def _release(session: Session) -> None:
+    """What a session holds goes with it: its MCP servers (no process outlives the session) and its file."""
+    session.closed = True
+    if session.mcp is not None:
+        await session.mcp.aclose()
+    if session.writer is not None:
+        session.writer.close()

@@ -222,7 +222,6 @@ def restore(session: Session, loaded: LoadedSession, handoff_dir: Path) -> list[
     session.adopt_restored(wire_ids)
     session.ctx.model_changed(session.model_id, session.model_id)  # window of the stored model
     session.ctx.restore(paired.messages, meter_state, billing_state)
-    session.compaction_held = held
     session.ctx.meter.set_compaction(held=held)
     return repair
 

@@ -74,9 +74,6 @@ class Session:
         # of its own (the handoff), then the stored messages from file index `context_first` on.
         self.context_first = 0
         self.context_synthetic = 0
-        # Automatic compaction held (a compaction failed, was refused, or left the context over the threshold);
-        # persisted as CompactionHoldEntry, mirrored in the meter (its thresholds are hidden while held).
-        self.compaction_held = False
         # The system prompt as the session's first request sent it (None before): never rewritten after, so the
         # provider's cached prefix stays valid (agent/prompt.py). `told` is the setting (mode, directories) the
         # model was last told of, by that prompt or a reminder message.
