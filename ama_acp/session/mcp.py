@@ -143,9 +143,7 @@ class SessionMcp:
     # --- reports ----------------------------------------------------------------------------------------
 
     async def _problem(self, problem: ServerProblem) -> None:
-        for line in problem.stderr_tail:
-            log.warning("MCP server %r stderr: %s", problem.server, line)
-        log.warning("session %s: MCP server %r: %s", self._session.id, problem.server, problem.reason)
+        # The hub has logged the reason and the stderr tail; here the person is told.
         await self._tell(
             f"problem:{problem.server}",
             f"MCP server {problem.server!r} {problem.reason}; its tools are withdrawn and the session goes on.",
