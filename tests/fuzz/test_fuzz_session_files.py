@@ -79,7 +79,20 @@ def _compacted_file(root: Path) -> bytes:
             en.UsageEntry(model_id="scripted/demo", usage=Usage(input=800, output=20), meter=meter, billing=billing)
         )
         wr.append(en.ContextEditEntry(message_indices=[2], placeholder="[pruned]", meter=meter))
-        wr.append(en.CompactionEntry(number=1, summary_path="compaction-1/handoff.md", kept_from_index=1, meter=meter))
+        wr.append(
+            en.CompactionEntry(
+                number=1,
+                summary_path="compaction-1/handoff.md",
+                kept_from_index=1,
+                meter=meter,
+                handoff_chars=4_000,
+                inventory_chars=2_000,
+            )
+        )
+        # The entries issue 10 and 11 added: a hold, a reminder's record, the MCP servers' record.
+        wr.append(en.CompactionHoldEntry(held=True, reason="refused"))
+        wr.append(en.PromptEntry(mode_id="read_only", additional_directories=[str(root)]))
+        wr.append(en.McpServersEntry(servers=[{"name": "files", "transport": "stdio", "command": "srv"}]))
         wr.append(
             en.MessageEntry(message=AssistantMessage([ToolCallPart("c2", "run_command", '{"command":"sleep 9"}')]))
         )
