@@ -373,3 +373,32 @@ def test_a_hostile_handoff_line_is_scanned_in_linear_time() -> None:
         started = time.perf_counter()
         assert reread_files(f"{line}\n8. files\n- `a.py`\n## 9. more\n{line}x\n", "") == ["a.py"]
         assert time.perf_counter() - started < 2.0, filler
+
+
+@pytest.mark.parametrize("filled", [False, True])
+def test_a_hold_is_released_when_the_context_falls_under_prune_at_and_only_then(tmp_path, filled: bool) -> None:
+    from ama_acp.config import ModelEntry
+    from ama_acp.session import compacting
+
+    ws = workspace(tmp_path)
+    # window 8,192: autoCompactAt 4,096, pruneAt 2,867; the prefix alone is under pruneAt, 6,000 more chars are not
+    model = ModelEntry(id="scripted/test", context_window=8_192, name="Test")
+    manager, _ = make_manager(tmp_path, [], models=[model])
+
+    async def main() -> tuple[bool, int | None, list[en.Entry]]:
+        session = manager.new_session(str(ws), None, [])
+        if filled:
+            await session.append(user("y " * 3_000))  # ~1,500 tokens: over pruneAt, under autoCompactAt
+        compacting._hold(session, True, "a compaction failed")
+        assert session.ctx.figures().auto_compact_at is None  # held: the thresholds are hidden (U13)
+        await compacting.before_request(manager, session)
+        held, at = session.ctx.meter.compaction_held, session.ctx.figures().auto_compact_at
+        await manager.close(session.id)
+        return held, at, read_session(manager.store.path(session.id)).entries
+
+    held, at, entries = anyio.run(main)
+    holds = [e.held for e in entries if isinstance(e, en.CompactionHoldEntry)]
+    if filled:
+        assert held and at is None and holds == [True]  # still at/over pruneAt: the hold stands
+    else:
+        assert not held and at == 4_096 and holds == [True, False]  # released, and the release persisted

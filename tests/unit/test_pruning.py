@@ -133,7 +133,7 @@ def test_property_pruning_keeps_pairs_protects_the_tail_and_is_idempotent(messag
 def test_a_session_past_prune_at_prunes_old_results_persists_it_and_reloads_the_same_context(tmp_path):
     ws = workspace(tmp_path)
     (ws / "big.txt").write_text("".join(f"line {i:05d} " + "x" * 60 + "\n" for i in range(400)))  # ~7k tokens
-    # window 26,384 − reserve 16,384: room 10,000, pruneAt 7,000, autoCompactAt 10,000
+    # window 26,384 − reserve 13,192 (at most half the window, U13): autoCompactAt 13,192, pruneAt 9,234
     model = ModelEntry(id="scripted/test", context_window=26_384, max_output=1000, name="Test")
     replies = [
         {"text": "Reading.", "tool_calls": [{"id": "r1", "name": "read_file", "arguments": {"path": "big.txt"}}]},
