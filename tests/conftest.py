@@ -50,7 +50,7 @@ _compile_ama_once()
 @pytest.fixture(scope="session")
 def acp_validator():
     """A WireValidator over the pinned official ACP schema (fails the test, saying how to get the schema)."""
-    from tests.support.acp_schema import SchemaUnavailable, load_validator
+    from conformance.schema import SchemaUnavailable, load_validator
 
     try:
         return load_validator()

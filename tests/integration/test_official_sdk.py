@@ -40,7 +40,7 @@ from acp.schema import (
     RequestPermissionResponse,
 )
 
-from tests.support.acp_schema import WireRecorder, load_validator
+from conformance.schema import WireRecorder, load_validator
 from tests.support.harness import Ama, clean_env
 from tests.support.llm_server import LLMServer
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ama_acp.client.connection import AgentProcess, ClientOptions
-from tests.support.acp_schema import WireRecorder, load_validator
+from conformance.schema import WireRecorder, load_validator
 
 SECRET_ENV = (
     "OPENAI_API_KEY",

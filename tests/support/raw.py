@@ -9,7 +9,7 @@ import threading
 import time
 from typing import Any
 
-from tests.support.acp_schema import load_validator
+from conformance.schema import load_validator
 from tests.support.harness import Ama, clean_env
 
 

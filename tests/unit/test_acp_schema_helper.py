@@ -1,4 +1,4 @@
-"""The ACP wire validator (tests/support/acp_schema.py) is strict and validates each message per method."""
+"""The ACP wire validator (conformance/schema.py) is strict and validates each message per method."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import acp_schema
-from tests.support.acp_schema import (
+from conformance import schema as acp_schema
+from conformance.schema import (
     REQUIRED_AGENT_NOTIFICATIONS,
     REQUIRED_AGENT_REQUESTS,
     REQUIRED_RESULTS,

@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 from ama_acp.wire import types as w
-from tests.support.acp_schema import schema_path
+from conformance.schema import schema_path
 
 # Our Struct → the schema definition it mirrors (same name unless noted).
 OUTGOING = {

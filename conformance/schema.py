@@ -1,4 +1,4 @@
-"""Validate every message ama writes against the pinned official ACP schema, per method.
+"""Validate every message an agent writes against the pinned official ACP schema, per method.
 
 The schema is vendored in ``<repo>/schema/v1/`` — ``schema.unstable.json`` and ``schema.json`` from the npm
 package ``@agentclientprotocol/sdk`` at the version ``schema/pin.json`` names — and checked against the sha256
@@ -10,16 +10,16 @@ The schema's root is an ``anyOf`` loose enough to accept almost anything, so mes
 validated against the root. Instead each message is validated against the definition of *its*
 method:
 
-* requests and notifications ama sends (agent -> client) by their ``method``: the params definition
+* requests and notifications the agent sends (agent -> client) by their ``method``: the params definition
   taken from the ``AgentRequest`` / ``AgentNotification`` unions (plus the protocol-level ``$/...``
   notifications);
-* responses ama sends by the method of the client request they answer: the result definition taken
+* responses the agent sends by the method of the client request they answer: the result definition taken
   from the ``AgentResponse`` union; error responses against ``Error``.
 
 The method -> definition tables are derived from the schema's own structure (union branches that
 ``$ref`` a definition carrying ``x-method`` / ``x-side``), cross-checked against the branch
 descriptions ("Successful result returned for a `initialize` request.") and against the
-``ClientRequest`` union, and asserted to cover the methods ama relies on.
+``ClientRequest`` union, and asserted to cover the methods ama and the suite rely on.
 
 Public API::
 
@@ -45,8 +45,16 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SCHEMA_DIR = REPO_ROOT / "schema"
+
+def _schema_dir() -> Path:
+    """The vendored schema: ``<repo>/schema`` when the suite runs from a checkout (or an editable install),
+    else the copy the wheel carries as ``conformance/_schema`` (pyproject maps that package onto schema/)."""
+    here = Path(__file__).resolve().parent
+    repo = here.parent / "schema"
+    return repo if (repo / "pin.json").is_file() else here / "_schema"
+
+
+SCHEMA_DIR = _schema_dir()
 UNSTABLE_NAME = "schema.unstable.json"
 STABLE_NAME = "schema.json"
 
@@ -225,7 +233,7 @@ def _payload_node(defs: Mapping[str, Any], envelope: str, prop: str) -> Mapping[
 class MethodTables:
     agent_requests: dict[str, MethodDef]  # agent -> client requests: params definition
     agent_notifications: dict[str, MethodDef]  # agent -> client (and protocol-level) notifications: params
-    agent_results: dict[str, MethodDef]  # client -> agent requests: definition of the result ama returns
+    agent_results: dict[str, MethodDef]  # client -> agent requests: definition of the result the agent returns
     client_requests: dict[str, MethodDef]  # client -> agent requests: params definition (cross-check only)
     client_notifications: dict[str, MethodDef]
     error_definition: str
@@ -441,7 +449,7 @@ _RESPONSE_KEYS = frozenset({"jsonrpc", "id", "result", "error"})
 
 
 class WireValidator:
-    """Validates messages ama writes, each against the schema definition of its method."""
+    """Validates messages an agent writes, each against the schema definition of its method."""
 
     def __init__(self, schema: Mapping[str, Any], *, optimize: bool = True) -> None:
         """``optimize`` validates against an equivalent rewrite of the schema (``optimize_tagged_unions``)
@@ -523,7 +531,7 @@ class WireValidator:
     # -- messages -----------------------------------------------------------------------------------
 
     def validate_outgoing(self, msg: object, request_methods: Mapping[Any, str]) -> None:
-        """Raise AssertionError unless ``msg`` (a message ama wrote) is valid for its method.
+        """Raise AssertionError unless ``msg`` (a message the agent wrote) is valid for its method.
 
         ``request_methods`` maps the id of every request the client sent to that request's method; it
         decides which result definition a response is checked against.
@@ -565,11 +573,11 @@ class WireValidator:
             if method in other:
                 raise AssertionError(
                     f"ACP violation: {method!r} is a {'notification' if is_request else 'request'} in the schema but "
-                    f"ama sent it as a {kind}: {_shorten(msg)}"
+                    f"the agent sent it as a {kind}: {_shorten(msg)}"
                 )
             known = sorted(table)
             raise AssertionError(
-                f"ACP violation: ama sent a {kind} with method {method!r}, which the schema does not define for the "
+                f"ACP violation: the agent sent a {kind} with method {method!r}, which the schema does not define for the "
                 f"agent side (known: {known}; extension methods must start with '_'): {_shorten(msg)}"
             )
         if "params" not in msg:
@@ -608,7 +616,7 @@ class WireValidator:
         md = self.tables.agent_results.get(method)
         if md is None:
             raise AssertionError(
-                f"ACP violation: ama returned a result for {method!r} (id {rid!r}), a method the schema does not "
+                f"ACP violation: the agent returned a result for {method!r} (id {rid!r}), a method the schema does not "
                 f"define for the agent side; it should have answered with an error: {_shorten(msg)}"
             )
         self.check_definition(md.definition, msg["result"], what=f"{method} result", where="$.result", msg=msg)
@@ -649,7 +657,7 @@ class WireValidator:
         return msg
 
     def validate_line(self, line: str | bytes, request_methods: Mapping[Any, str]) -> dict:
-        """Parse and validate one raw line ama wrote; returns the parsed message."""
+        """Parse and validate one raw line the agent wrote; returns the parsed message."""
         msg = self.parse_line(line)
         self.validate_outgoing(msg, request_methods)
         return msg
