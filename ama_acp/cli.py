@@ -1,4 +1,5 @@
-"""Command line: `ama --mode acp`, `ama -p`, `ama demo`, `ama models`, `ama sessions`, `ama acp-client`.
+"""Command line: `ama --mode acp`, `ama -p`, `ama demo`, `ama models`, `ama sessions`, `ama acp-client`,
+`ama conformance`.
 
 Startup matters (editors wait for `initialize`): this module imports only the standard library at the
 top; each mode imports what it needs.
@@ -15,7 +16,7 @@ from ama_acp import __version__
 if TYPE_CHECKING:
     from ama_acp.config import Config
 
-SUBCOMMANDS = ("demo", "models", "sessions", "acp-client")
+SUBCOMMANDS = ("demo", "models", "sessions", "acp-client", "conformance")
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -103,6 +104,11 @@ def _print_mode(args: argparse.Namespace) -> int:
 
 
 def _subcommand(name: str, rest: list[str]) -> int:
+    if name == "conformance":
+        # The suite ships beside ama (the `conformance` package of this distribution); imported only here.
+        from conformance.cli import main as run_conformance
+
+        return run_conformance(rest)
     if name == "acp-client":
         from ama_acp.client.cli import run_acp_client
 

@@ -174,6 +174,9 @@ class AgentProcess:
         self.permission_log: list[tuple[dict[str, Any], dict[str, Any]]] = []
         self.session_cwds: dict[str, str] = {}
         self.stderr_tail = bytearray()
+        # How the process ended once `close()` ran: "eof" (it exited on its own after stdin closed, within the
+        # grace period), "terminated" / "killed" (it had to be), "exited before close"; None before close().
+        self.ended_by: str | None = None
 
         self._process: anyio.abc.Process | None = None
         self._tg: anyio.abc.TaskGroup | None = None
@@ -254,6 +257,7 @@ class AgentProcess:
         self._closed = True
         with anyio.CancelScope(shield=True):
             await self.terminals.shutdown()
+            self.ended_by = "exited before close" if proc.returncode is not None else "eof"
             try:
                 if proc.stdin is not None:  # it is a pipe: the agent was started with stdin=PIPE
                     await proc.stdin.aclose()
@@ -262,10 +266,12 @@ class AgentProcess:
             with anyio.move_on_after(timeout):
                 await proc.wait()
             if proc.returncode is None:
+                self.ended_by = "terminated"
                 proc.terminate()
                 with anyio.move_on_after(2):
                     await proc.wait()
             if proc.returncode is None:
+                self.ended_by = "killed"
                 proc.kill()
                 await proc.wait()
             # Let the reader take in whatever was still in the pipe.

@@ -1,0 +1,209 @@
+"""`Agent`: one fresh process of the agent under test, driven by ama's ACP client (`ama_acp/client/`).
+
+The client advertises exactly what a group asks for and serves nothing else: a call to a method it did not
+advertise is answered -32601 and recorded (the transcript checks turn it into a failure of R131/R132/R138).
+Permission requests are answered by the group's policy: allow, reject, or hold until the group lets go (a
+cancel answers every held request `cancelled`, as a client must).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+
+from ama_acp.client.connection import CAPTURE, AgentProcess, ClientOptions, PendingRequest
+from ama_acp.client.handlers import RpcError, choose_option
+from conformance.config import RunConfig
+
+Policy = Literal["allow", "reject", "hold"]
+TURN_KINDS = frozenset(
+    {"user_message_chunk", "agent_message_chunk", "agent_thought_chunk", "tool_call", "tool_call_update", "plan"}
+)
+
+_barrier_ids = itertools.count(1)
+
+
+class AgentFailure(Exception):
+    """The agent answered something the step at hand cannot go on with (an error, a wrong type)."""
+
+
+class Agent:
+    def __init__(
+        self,
+        config: RunConfig,
+        env: dict[str, str],
+        *,
+        fs: bool = True,
+        terminal: bool = True,
+        capabilities: bool = True,
+        permission: Policy = "allow",
+    ) -> None:
+        self.config = config
+        self.permission: Policy = permission
+        self.capabilities_sent = capabilities
+        self._release = anyio.Event()
+        self.held: list[dict[str, Any]] = []  # permission requests received while holding
+        self.permission_requests: list[dict[str, Any]] = []
+        self.init: dict[str, Any] = {}
+        self.conn = AgentProcess(
+            config.command,
+            ClientOptions(fs=fs and capabilities, terminal=terminal and capabilities, permission=self._decide),
+            cwd=str(config.cwd),
+            env=env,
+            stderr=CAPTURE,
+        )
+
+    # --- lifecycle -----------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self.conn.start()
+
+    async def close(self) -> None:
+        """Close stdin and wait (the exit grace, then terminate, then kill); the transcript stays readable."""
+        await self.conn.close(timeout=self.config.timeouts.exit)
+
+    async def shutdown(self) -> None:
+        """close(), then stop the connection's reader tasks."""
+        try:
+            await self.close()
+        finally:
+            await self.conn.aclose()
+
+    @property
+    def stderr(self) -> str:
+        return bytes(self.conn.stderr_tail).decode("utf-8", errors="replace")
+
+    # --- requests ------------------------------------------------------------------------------------------
+
+    async def request(self, method: str, params: dict[str, Any] | None = None, timeout: float | None = None) -> Any:  # noqa: ASYNC109
+        return await self.conn.request(method, params, timeout=timeout or self.config.timeouts.request)
+
+    async def call(
+        self, method: str, params: dict[str, Any] | None = None, timeout: float | None = None
+    ) -> dict[str, Any]:  # noqa: ASYNC109
+        """A request whose result must be an object; an error response or another type is an AgentFailure."""
+        try:
+            result = await self.request(method, params, timeout)
+        except RpcError as exc:
+            raise AgentFailure(f"{method} answered error {exc.code}: {exc.message}") from exc
+        if not isinstance(result, dict):
+            raise AgentFailure(f"{method} answered {type(result).__name__}, not an object")
+        return result
+
+    async def error_of(self, method: str, params: Any, timeout: float | None = None) -> RpcError | None:  # noqa: ASYNC109
+        """The error the agent answers `method` with, or None when it answers with a result."""
+        try:
+            await self.conn.request(method, params, timeout=timeout or self.config.timeouts.request)
+        except RpcError as exc:
+            return exc
+        return None
+
+    async def initialize(self, version: Any = 1) -> dict[str, Any]:
+        params: dict[str, Any] = {"protocolVersion": version, "clientInfo": self.conn.options.client_info}
+        if self.capabilities_sent:
+            params["clientCapabilities"] = self.conn.options.capabilities()
+        self.init = await self.call("initialize", params)
+        return self.init
+
+    def advertised(self, path: str) -> bool:
+        """Whether the initialize result advertises the capability at `path` (e.g. `sessionCapabilities.resume`,
+        `promptCapabilities.image`, `loadSession`, `authMethods.agent`). Absent, null and false mean no."""
+        if path == "authMethods.agent":
+            return bool(self.agent_auth_methods())
+        node: Any = self.init.get("agentCapabilities")
+        for part in path.split("."):
+            if not isinstance(node, dict):
+                return False
+            node = node.get(part)
+        return node is not None and node is not False
+
+    def agent_auth_methods(self) -> list[str]:
+        methods = self.init.get("authMethods")
+        if not isinstance(methods, list):
+            return []
+        return [m["id"] for m in methods if isinstance(m, dict) and "type" not in m and isinstance(m.get("id"), str)]
+
+    async def new_session(
+        self, cwd: Path | None = None, mcp: list[dict[str, Any]] | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        result = await self.call("session/new", {"cwd": str(cwd or self.config.workspace), "mcpServers": mcp or []})
+        sid = result.get("sessionId")
+        if not isinstance(sid, str) or not sid:
+            raise AgentFailure(f"session/new answered no session id: {result!r:.300}")
+        self.conn.session_cwds[sid] = str(cwd or self.config.workspace)
+        return sid, result
+
+    async def start_prompt(self, sid: str, prompt: str | list[dict[str, Any]]) -> PendingRequest:
+        blocks = [{"type": "text", "text": prompt}] if isinstance(prompt, str) else prompt
+        return await self.conn.start_request("session/prompt", {"sessionId": sid, "prompt": blocks})
+
+    async def finish(self, pending: PendingRequest, timeout: float | None = None) -> dict[str, Any]:  # noqa: ASYNC109
+        try:
+            result = await pending.wait(timeout or self.config.timeouts.prompt)
+        except RpcError as exc:
+            raise AgentFailure(f"session/prompt answered error {exc.code}: {exc.message}") from exc
+        if not isinstance(result, dict):
+            raise AgentFailure(f"session/prompt answered {type(result).__name__}, not an object")
+        return result
+
+    async def prompt(self, sid: str, prompt: str | list[dict[str, Any]]) -> dict[str, Any]:
+        return await self.finish(await self.start_prompt(sid, prompt))
+
+    async def barrier(self) -> None:
+        """A sync point: an extension request the agent must answer (with -32601, most likely). Whatever the
+        agent sent in reply to earlier messages it read before this one has been received when it returns."""
+        try:
+            await self.conn.request(
+                f"_conformance/barrier{next(_barrier_ids)}", {}, timeout=self.config.timeouts.request
+            )
+        except RpcError:
+            pass  # any answer is a sync point; what it says is R15's business
+
+    # --- waiting -------------------------------------------------------------------------------------------
+
+    async def wait_for(self, condition: Callable[[], bool], timeout: float | None = None) -> bool:  # noqa: ASYNC109
+        """Whether `condition` comes to hold within `timeout` (re-checked as messages arrive)."""
+        try:
+            await self.conn.wait_for(condition, timeout or self.config.timeouts.request)
+        except TimeoutError:
+            return False
+        return True
+
+    def mark(self) -> int:
+        """A position in the updates, for `updates_since`."""
+        return len(self.conn.updates)
+
+    def updates_since(self, mark: int, sid: str, kinds: frozenset[str] | None = None) -> list[dict[str, Any]]:
+        out = []
+        for params in self.conn.updates[mark:]:
+            update = params.get("update")
+            if params.get("sessionId") == sid and isinstance(update, dict):
+                if kinds is None or update.get("sessionUpdate") in kinds:
+                    out.append(update)
+        return out
+
+    async def turn_started(self, sid: str, mark: int) -> bool:
+        """Whether the turn shows that it runs (an update of the turn, or a permission request) in time."""
+        return await self.wait_for(
+            lambda: bool(self.updates_since(mark, sid, TURN_KINDS)) or bool(self.held),
+            self.config.timeouts.turn_start,
+        )
+
+    # --- permission ----------------------------------------------------------------------------------------
+
+    async def _decide(self, params: dict[str, Any]) -> str | None:
+        self.permission_requests.append(params)
+        options = params.get("options")
+        options = options if isinstance(options, list) else []
+        if self.permission == "hold":
+            self.held.append(params)
+            await self._release.wait()  # a cancel of the session cancels this wait: the answer is `cancelled`
+            return None
+        return choose_option(options, "allow" if self.permission == "allow" else "reject")
+
+    def release_held(self) -> None:
+        self._release.set()

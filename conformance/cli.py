@@ -1,0 +1,162 @@
+"""`ama conformance [options] -- AGENT CMD…` (also `python -m conformance` from the repository).
+
+Exit status: 0 when every profile run is met (ACP: conformant), 1 when one is not, 2 for a usage error (bad
+options, an agent command that cannot be started, a vendored schema that fails its pin).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from conformance.config import RunConfig, Timeouts
+from conformance.requirements import REGISTRY, Profile
+
+USAGE_ERROR = 2
+
+EPILOG = """\
+examples:
+  ama conformance -- ama --mode acp
+  ama conformance --model-env OPENAI_BASE_URL={openai} --model-env OPENAI_API_KEY=x \\
+      --model-env AMA_MODEL=openai/gpt-4.1 --profile all --report-json report.json -- ama --mode acp
+  ama conformance -k "cancel or R131" -- my-agent --acp
+
+--model-env values may name the suite's scripted model: {openai} (an OpenAI-compatible base URL, …/v1),
+{anthropic} (an Anthropic base URL), {url} and {port}. With at least one, the suite serves that model on
+127.0.0.1 and the agent's tool calls are driven by it. docs/conformance.md explains tiers and options.
+"""
+
+
+def _pairs(values: list[str], flag: str) -> dict[str, str]:
+    out = {}
+    for item in values:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise ValueError(f"{flag} wants NAME=VALUE, got {item!r}")
+        out[name] = value
+    return out
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="ama conformance",
+        description="Run the ACP conformance suite against any agent started as AGENT CMD… (after --).",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--cwd", help="the agent's working directory (default: a fresh temporary directory)")
+    p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="set in the agent's environment")
+    p.add_argument(
+        "--model-env",
+        action="append",
+        default=[],
+        metavar="NAME=TEMPLATE",
+        help="point the agent at the suite's scripted model",
+    )
+    p.add_argument(
+        "--profile", action="append", choices=["acp", "usage", "all"], help="what to check (default acp; repeatable)"
+    )
+    p.add_argument(
+        "-k", dest="select", metavar="EXPR", help="only groups matching EXPR (names, requirement ids, and/or/not)"
+    )
+    p.add_argument("--cancel-prompt", help="a prompt that keeps the agent busy long enough to cancel it")
+    p.add_argument("--auth-method", help="the agent auth method to authenticate with (default: the first advertised)")
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds for a request (default 30)")
+    p.add_argument("--prompt-timeout", type=float, default=120.0, help="seconds for a prompt turn (default 120)")
+    p.add_argument("--exit-timeout", type=float, default=5.0, help="seconds to exit after stdin closes (default 5)")
+    p.add_argument("--group-timeout", type=float, default=300.0, help="seconds for one group (default 300)")
+    p.add_argument("--report-json", metavar="PATH", help="write the full record as JSON")
+    p.add_argument("--list", action="store_true", help="print the requirement registry and exit")
+    return p
+
+
+def _profiles(chosen: list[str] | None) -> tuple[Profile, ...]:
+    if not chosen:
+        return (Profile.ACP,)
+    if "all" in chosen:
+        return (Profile.ACP, Profile.USAGE)
+    return tuple(Profile(c) for c in dict.fromkeys(chosen))
+
+
+def list_registry() -> str:
+    lines = [f"{'id':<8}{'tier':<15}{'profile':<8}{'gate':<42}text"]
+    for r in REGISTRY:
+        lines.append(f"{r.id:<8}{r.tier.value:<15}{r.profile.value:<8}{(r.gate or '-'):<42}{r.text}")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args_in = list(sys.argv[1:] if argv is None else argv)
+    command: list[str] = []
+    if "--" in args_in:
+        i = args_in.index("--")
+        args_in, command = args_in[:i], args_in[i + 1 :]
+    p = parser()
+    try:
+        args = p.parse_args(args_in)
+    except SystemExit as exc:
+        return 0 if exc.code == 0 else USAGE_ERROR
+    if args.list:
+        sys.stdout.write(list_registry())
+        return 0
+    if not command:
+        p.print_usage(sys.stderr)
+        sys.stderr.write("ama conformance: give the agent's command after --\n")
+        return USAGE_ERROR
+    if shutil.which(command[0]) is None:
+        sys.stderr.write(f"ama conformance: cannot start {command[0]!r}: not found or not executable\n")
+        return USAGE_ERROR
+    try:
+        extra_env = _pairs(args.env, "--env")
+        model_env = _pairs(args.model_env, "--model-env")
+    except ValueError as exc:
+        sys.stderr.write(f"ama conformance: {exc}\n")
+        return USAGE_ERROR
+    for name, value in (
+        ("--timeout", args.timeout),
+        ("--prompt-timeout", args.prompt_timeout),
+        ("--exit-timeout", args.exit_timeout),
+        ("--group-timeout", args.group_timeout),
+    ):
+        if not value > 0:
+            sys.stderr.write(f"ama conformance: {name} must be a positive number of seconds\n")
+            return USAGE_ERROR
+    timeouts = Timeouts(args.timeout, args.prompt_timeout, args.exit_timeout, args.group_timeout)
+    with tempfile.TemporaryDirectory(prefix="acp-conformance-") as tmp:
+        root = Path(tmp)
+        cwd = Path(args.cwd).resolve() if args.cwd else root / "agent-cwd"
+        if not cwd.is_dir():
+            if args.cwd:
+                sys.stderr.write(f"ama conformance: --cwd {args.cwd}: not a directory\n")
+                return USAGE_ERROR
+            cwd.mkdir()
+        workspace = Path(tempfile.mkdtemp(prefix=".acp-conformance-", dir=cwd))
+        scratch = root / "scratch"
+        scratch.mkdir()
+        try:
+            config = RunConfig(
+                command=command,
+                cwd=cwd,
+                workspace=workspace,
+                scratch=scratch,
+                env=dict(os.environ) | extra_env,
+                timeouts=timeouts,
+                cancel_prompt=args.cancel_prompt,
+                auth_method=args.auth_method,
+                profiles=_profiles(args.profile),
+                select=args.select,
+                model_env=model_env,
+            )
+            from conformance.session_run import execute
+
+            return execute(config, args.report_json)
+        finally:
+            shutil.rmtree(workspace, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,38 @@
+"""What one run of the suite is given: the agent's command, its environment, the directories and the limits."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from conformance.requirements import Profile
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    request: float = 30.0  # any request that is not a prompt
+    prompt: float = 120.0  # a whole prompt turn
+    exit: float = 5.0  # grace after stdin closes before the agent is terminated (R7)
+    group: float = 300.0  # one whole group, whatever happens inside it
+    turn_start: float = 20.0  # how long a cancel test waits for the turn to show it runs
+
+
+@dataclass
+class RunConfig:
+    command: list[str]
+    cwd: Path  # the agent process's working directory and the parent of the session directory
+    workspace: Path  # the sessions' cwd: a directory the suite creates inside `cwd` (its files go there)
+    scratch: Path  # the suite's own files (MCP server logs), outside the workspace
+    env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    cancel_prompt: str | None = None  # a prompt that keeps the agent busy long enough to cancel it
+    auth_method: str | None = None
+    profiles: tuple[Profile, ...] = (Profile.ACP,)
+    select: str | None = None  # -k: substring or `not X` / `A or B` expression over ids and group names
+    model_env: dict[str, str] = field(default_factory=dict)  # NAME -> value template ({openai}, {anthropic}, …)
+
+    @property
+    def uses_model(self) -> bool:
+        """Whether the agent was pointed at the suite's scripted model (then directives are obeyed)."""
+        return bool(self.model_env)

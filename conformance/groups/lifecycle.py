@@ -1,0 +1,232 @@
+"""Groups about the connection: initialize and version negotiation, authentication, session creation,
+extension methods and malformed input."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from conformance.groups.base import GroupContext, group
+
+
+def _is_version(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 65535
+
+
+@group("initialize", ("R36", "R41", "R42", "R44"))
+async def initialize(ctx: GroupContext) -> None:
+    c = ctx.checks
+    # Before initialize: the spec says nothing (R44), so what the agent does is recorded, not judged.
+    early = await ctx.spawn()
+    with c.at("R44"):
+        err = await early.error_of("session/new", {"cwd": str(ctx.config.workspace), "mcpServers": []})
+        before = f"session/new before initialize: {'error ' + str(err.code) if err else 'a result'}"
+    agent = await ctx.spawn()
+    with c.at("R36"):
+        init = await agent.initialize()
+        c.check(
+            "R36",
+            _is_version(init.get("protocolVersion")) and isinstance(init.get("agentCapabilities", {}), dict),
+            f"protocolVersion {init.get('protocolVersion')!r}, agentCapabilities "
+            f"{'present' if 'agentCapabilities' in init else 'absent (all defaults)'}",
+        )
+    info = init.get("agentInfo")
+    c.check(
+        "R41",
+        isinstance(info, dict) and isinstance(info.get("name"), str) and isinstance(info.get("version"), str),
+        f"agentInfo {info!r:.200}",
+    )
+    methods = init.get("authMethods") if isinstance(init.get("authMethods"), list) else []
+    terminal = [m.get("id") for m in methods if isinstance(m, dict) and m.get("type") == "terminal"]
+    c.check(
+        "R42",
+        not terminal,
+        f"terminal auth methods offered to a client without auth.terminal: {terminal}"
+        if terminal
+        else "no terminal auth method (none asked for)",
+    )
+    with c.at("R44"):
+        again = await agent.error_of("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        c.passed("R44", f"{before}; a second initialize: {'error ' + str(again.code) if again else 'a result'}")
+
+
+@group("versions", ("R37",))
+async def versions(ctx: GroupContext) -> None:
+    """One fresh process per requested version: a v1 agent answers 1 to all of them."""
+    c = ctx.checks
+    seen, bad = [], []
+    for asked in (1, 0, 2, 65535):
+        agent = await ctx.spawn()
+        with c.at("R37"):
+            answer = (await agent.initialize(asked)).get("protocolVersion")
+        seen.append(f"{asked}→{answer!r}")
+        if not _is_version(answer):
+            bad.append(f"asked {asked}, answered {answer!r}, not an integer version")
+        elif asked == 1 and answer != 1:
+            bad.append(f"asked 1 (a version every v1 agent supports), answered {answer}")
+        elif asked != 1 and answer not in (asked, 1):
+            bad.append(f"asked {asked}, answered {answer}: neither the version asked nor the agent's latest (1)")
+        elif asked in (0, 65535) and answer == asked:
+            # 2 may one day be supported and then is rightly echoed; 0 was a pre-release and 65535 exists nowhere.
+            bad.append(f"asked {asked}, answered {asked}: an echo of a version no agent supports")
+        await agent.close()
+    c.check("R37", not bad, "; ".join(bad) or ", ".join(seen))
+
+
+@group("auth", ("R47", "R48", "R50"))
+async def auth(ctx: GroupContext) -> None:
+    c = ctx.checks
+    agent = await ctx.spawn()
+    with c.needs("R36"):
+        await agent.initialize()
+    methods = agent.agent_auth_methods()
+    if not methods:
+        for rid in ("R47", "R48"):
+            c.skip(rid, "no agent-type auth method advertised")
+    else:
+        method = ctx.config.auth_method or methods[0]
+        with c.at("R48"):
+            if method not in methods:
+                c.untested("R48", f"--auth-method {method!r} is not among the advertised {methods}")
+            else:
+                err = await agent.error_of("authenticate", {"methodId": method})
+                c.check(
+                    "R48",
+                    err is None,
+                    f"authenticate {method!r}: " + (f"error {err.code}: {err.message}" if err else "{}"),
+                )
+        with c.at("R47"):
+            err = await agent.error_of("authenticate", {"methodId": "acp-conformance-no-such-method"})
+            c.check("R47", err is not None, "an unknown method id gets " + (f"error {err.code}" if err else "a result"))
+    if not agent.advertised("auth.logout"):
+        c.skip("R50", "auth.logout not advertised")
+    else:
+        with c.at("R50"):
+            result = await agent.call("logout", {})
+            c.check("R50", not {k for k in result if k != "_meta"}, f"logout answered {result!r:.200}")
+
+
+@group("sessions", ("R33", "R53", "R56", "R65"))
+async def sessions(ctx: GroupContext) -> None:
+    c = ctx.checks
+    agent = await ctx.spawn()
+    with c.needs("R36"):
+        await agent.initialize()
+    with c.at("R33"):
+        first, _ = await agent.new_session()
+        c.passed("R33", "session/new works")
+    with c.at("R53"):
+        second, _ = await agent.new_session()
+        c.check("R53", first != second, f"two sessions: {first!r} and {second!r}")
+    with c.at("R56"):
+        err = await agent.error_of("session/new", {"cwd": "relative/dir", "mcpServers": []})
+        c.check("R56", err is not None, "a relative cwd gets " + (f"error {err.code}" if err else "a session"))
+    if not agent.advertised("sessionCapabilities.additionalDirectories"):
+        c.skip("R65", "sessionCapabilities.additionalDirectories not advertised")
+        return
+    with c.at("R65"):
+        for bad in (["relative/dir"], [""]):
+            err = await agent.error_of(
+                "session/new", {"cwd": str(ctx.config.workspace), "mcpServers": [], "additionalDirectories": bad}
+            )
+            c.check(
+                "R65",
+                err is not None,
+                f"additionalDirectories {bad} gets " + (f"error {err.code}" if err else "a session"),
+            )
+
+
+@group("extensions", ("R15", "R16", "R22"))
+async def extensions(ctx: GroupContext) -> None:
+    c = ctx.checks
+    agent = await ctx.spawn()
+    with c.needs("R36"):
+        await agent.initialize()
+    with c.at("R15"):
+        err = await agent.error_of("_acp_conformance/unknown", {})
+        c.check(
+            "R15",
+            err is not None and err.code == -32601,
+            "an unknown _ request gets " + (f"error {err.code}" if err else "a result"),
+        )
+    with c.at("R16"):
+        await agent.conn.notify("_acp_conformance/notice", {"x": 1})
+        await agent.conn.notify("acp_conformance/unknown_notification", {})
+        await agent.barrier()
+        c.passed("R16", "unknown notifications changed nothing; the agent answered the next request")
+    with c.at("R22"):
+        pending = await agent.conn.start_request("_acp_conformance/answered", {})
+        try:
+            await pending.wait(ctx.config.timeouts.request)
+        except Exception as exc:  # an error answer is still an answer; only a missing one is a problem here
+            if isinstance(exc, TimeoutError):
+                raise
+        await agent.conn.notify("$/cancel_request", {"requestId": pending.id})
+        await agent.barrier()
+        c.passed("R22", "cancelling an answered request brought no second response (R12 checks the wire)")
+
+
+@group("malformed", ("R8", "R17", "R17.1", "R17.2", "R17.3"))
+async def malformed(ctx: GroupContext) -> None:
+    c = ctx.checks
+    agent = await ctx.spawn()
+    with c.needs("R36"):
+        await agent.initialize()
+    conn = agent.conn
+
+    async def null_error_after(line: str) -> int | None:
+        mark = len(conn.transcript)
+        await conn.send_raw(line)
+
+        def answered() -> int | None:
+            for e in conn.transcript[mark:]:
+                if e.direction != "in":
+                    continue
+                try:
+                    msg = json.loads(e.raw)
+                except ValueError:
+                    continue
+                if isinstance(msg, dict) and "id" in msg and msg["id"] is None and isinstance(msg.get("error"), dict):
+                    code = msg["error"].get("code")
+                    return code if isinstance(code, int) else 0
+            return None
+
+        await agent.wait_for(lambda: answered() is not None)
+        return answered()
+
+    with c.at("R17"):
+        code = await null_error_after('{"jsonrpc": "2.0", "id": 77, "method": ')
+        await agent.barrier()
+        c.check(
+            "R17",
+            code == -32700,
+            f"a line that is not JSON gets {code if code is not None else 'no answer'}; the agent still serves",
+        )
+    with c.at("R17.1"):
+        code = await null_error_after('{"jsonrpc": "2.0", "id": null}')
+        await agent.barrier()
+        c.check(
+            "R17.1",
+            code == -32600,
+            f"a JSON object that is no request gets {code if code is not None else 'no answer'}",
+        )
+    with c.at("R8"):
+        mark = len(conn.transcript)
+        await conn.send_raw('[{"jsonrpc": "2.0", "id": 78, "method": "_acp_conformance/in_batch"}]')
+        await agent.barrier()
+        replies = [e.raw[:120] for e in conn.transcript[mark:] if e.direction == "in"]
+        c.passed("R8", f"a one-element batch got: {replies[:2]}")
+    with c.at("R17.2"):
+        err = await agent.error_of("acp_conformance/no_such_method", {})
+        c.check(
+            "R17.2",
+            err is not None and err.code == -32601,
+            "an unknown method gets " + (f"error {err.code}" if err else "a result"),
+        )
+    with c.at("R17.3"):
+        err = await agent.error_of("session/new", {"mcpServers": []})
+        err2 = await agent.error_of("session/prompt", {"sessionId": 5, "prompt": "not a list"})
+        codes = [e.code if e else None for e in (err, err2)]
+        c.check("R17.3", codes == [-32602, -32602], f"session/new without cwd and a prompt of wrong types get {codes}")
+    with c.needs("R33"):
+        await agent.new_session()  # still serving after all of it

@@ -1,0 +1,140 @@
+"""Groups about session modes and config options, including changes sent while a turn runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from conformance.agent import AgentFailure
+from conformance.groups.base import GroupContext, group
+from conformance.groups.turns import _running_turn
+
+
+def select_values(option: dict[str, Any]) -> list[str]:
+    """The value ids of a select option, flattening groups."""
+    values: list[str] = []
+    for entry in option.get("options") or []:
+        if not isinstance(entry, dict):
+            continue
+        if isinstance(entry.get("value"), str):
+            values.append(entry["value"])
+        for sub in entry.get("options") or []:
+            if isinstance(sub, dict) and isinstance(sub.get("value"), str):
+                values.append(sub["value"])
+    return values
+
+
+def switchable(options: Any, *, prefer: str | None = None) -> tuple[dict[str, Any], str] | None:
+    """A select option with a value other than its current one, and that value (`prefer`: a category)."""
+    if not isinstance(options, list):
+        return None
+    found = []
+    for option in options:
+        if isinstance(option, dict) and option.get("type") == "select" and isinstance(option.get("id"), str):
+            others = [v for v in select_values(option) if v != option.get("currentValue")]
+            if others:
+                found.append((option, others[0]))
+    found.sort(key=lambda pair: pair[0].get("category") != prefer)
+    return found[0] if found else None
+
+
+@group("modes", ("R91", "R91.1", "R92", "R127"))
+async def modes(ctx: GroupContext) -> None:
+    c = ctx.checks
+    agent = await ctx.spawn()
+    with c.needs("R36"):
+        await agent.initialize()
+    with c.needs("R33"):
+        sid, result = await agent.new_session()
+    state = result.get("modes")
+    available = [m.get("id") for m in (state or {}).get("availableModes") or [] if isinstance(m, dict)]
+    if not isinstance(state, dict) or not available:
+        for rid in ctx.own:
+            c.skip(rid, "session/new returned no modes")
+        return
+    current = state.get("currentModeId")
+    with c.at("R91"):
+        for mode in [m for m in available if m != current] + [current]:
+            await agent.call("session/set_mode", {"sessionId": sid, "modeId": mode})
+        c.passed("R91", f"set_mode to each of {available}")
+    with c.at("R91.1"):
+        err = await agent.error_of("session/set_mode", {"sessionId": sid, "modeId": "acp-conformance-no-such-mode"})
+        c.check("R91.1", err is not None, "an unknown mode got " + (f"error {err.code}" if err else "{}"))
+    pending = await _running_turn(ctx, agent, sid)
+    with c.at("R92"):
+        other = next((m for m in available if m != current), current)
+        await agent.call("session/set_mode", {"sessionId": sid, "modeId": other})
+        c.check(
+            "R92",
+            not pending.done,
+            "set_mode was answered while the turn ran"
+            if not pending.done
+            else "set_mode was answered only after the turn ended",
+        )
+        await agent.conn.cancel(sid)
+        try:
+            await agent.finish(pending)
+        except AgentFailure:
+            pass  # how a cancelled turn ends is R110's business
+        await agent.call("session/set_mode", {"sessionId": sid, "modeId": current})
+    named = [u.get("currentModeId") for u in agent.conn.updates_for(sid, "current_mode_update")]
+    bad = [m for m in named if m not in available]
+    if named:
+        c.check("R127", not bad, f"current_mode_update named {named[:6]}" + (f"; not advertised: {bad}" if bad else ""))
+    else:
+        c.skip("R127", "the agent sent no current_mode_update")
+
+
+@group("config", ("R94", "R97", "R97.1"))
+async def config(ctx: GroupContext) -> None:
+    c = ctx.checks
+    agent = await ctx.spawn()
+    with c.needs("R36"):
+        await agent.initialize()
+    with c.needs("R33"):
+        sid, result = await agent.new_session()
+    options = result.get("configOptions")
+    if not isinstance(options, list) or not options:
+        for rid in ctx.own:
+            c.skip(rid, "session/new returned no configOptions")
+        return
+    pick = switchable(options, prefer="mode")
+    if pick is None:
+        for rid in ctx.own:
+            c.skip(rid, "no select option has a second value to switch to")
+        return
+    option, value = pick
+    ids = [o.get("id") for o in options if isinstance(o, dict)]
+    with c.at("R94"):
+        answer = await agent.call(
+            "session/set_config_option", {"sessionId": sid, "configId": option["id"], "value": value}
+        )
+        after = answer.get("configOptions")
+        after_ids = [o.get("id") for o in after or [] if isinstance(o, dict)]
+        now = next(
+            (o.get("currentValue") for o in after or [] if isinstance(o, dict) and o.get("id") == option["id"]), None
+        )
+        c.check(
+            "R94",
+            isinstance(after, list) and set(ids) <= set(after_ids) and now == value,
+            f"set {option['id']}={value!r}: the answer lists {after_ids} with {option['id']}={now!r}",
+        )
+    with c.at("R97"):
+        err = await agent.error_of(
+            "session/set_config_option",
+            {"sessionId": sid, "configId": option["id"], "value": "acp-conformance-no-such-value"},
+        )
+        c.check("R97", err is not None, "a value not offered got " + (f"error {err.code}" if err else "a result"))
+    pending = await _running_turn(ctx, agent, sid)
+    with c.at("R97.1"):
+        back = option.get("currentValue")
+        await agent.call("session/set_config_option", {"sessionId": sid, "configId": option["id"], "value": back})
+        c.check(
+            "R97.1",
+            not pending.done,
+            "answered while the turn ran" if not pending.done else "answered only after the turn ended",
+        )
+        await agent.conn.cancel(sid)
+        try:
+            await agent.finish(pending)
+        except AgentFailure:
+            pass  # how a cancelled turn ends is R110's business

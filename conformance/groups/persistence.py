@@ -1,0 +1,208 @@
+"""Groups about sessions that outlive a process or end: load, resume, list, delete, close.
+
+A session is made and prompted in one agent process, which then ends; a fresh process loads or resumes it —
+the case an editor meets after a restart.
+"""
+
+from __future__ import annotations
+
+from conformance.agent import TURN_KINDS, Agent
+from conformance.groups.base import GroupContext, group
+from conformance.groups.turns import _running_turn
+
+_HISTORY = TURN_KINDS
+
+
+async def _stored_session(ctx: GroupContext, gate: str, marker: str) -> tuple[Agent, str] | None:
+    """A fresh agent advertising `gate`, with a session that has one finished turn, closed again; None (and
+    every id of the group SKIPPED) when the gate is not advertised."""
+    agent = await ctx.spawn()
+    with ctx.checks.needs("R36"):
+        await agent.initialize()
+    if not agent.advertised(gate):
+        for rid in ctx.own:
+            ctx.checks.skip(rid, f"{gate} not advertised")
+        await agent.close()
+        return None
+    with ctx.checks.needs("R33"):
+        sid, _ = await agent.new_session()
+    with ctx.checks.needs("R103"):
+        await agent.prompt(sid, ctx.ask("reply", marker))
+    await agent.close()
+    fresh = await ctx.spawn()
+    with ctx.checks.needs("R36"):
+        await fresh.initialize()
+    return fresh, sid
+
+
+@group("load", ("R66", "R67", "R70", "R71", "R72"))
+async def load(ctx: GroupContext) -> None:
+    c = ctx.checks
+    stored = await _stored_session(ctx, "loadSession", "replayed-marker-5d1e")
+    if stored is None:
+        return
+    agent, sid = stored
+    with c.at("R66"):
+        mark = agent.mark()
+        await agent.call("session/load", {"sessionId": sid, "cwd": str(ctx.config.workspace), "mcpServers": []})
+        replay = agent.updates_since(mark, sid, _HISTORY)
+        kinds = [u.get("sessionUpdate") for u in replay]
+        first_user = kinds.index("user_message_chunk") if "user_message_chunk" in kinds else -1
+        first_agent = kinds.index("agent_message_chunk") if "agent_message_chunk" in kinds else -1
+        c.check(
+            "R66",
+            0 <= first_user < first_agent and "replayed-marker-5d1e" in str(replay),
+            f"replayed before the response: {kinds[:8]}{'…' if len(kinds) > 8 else ''}",
+        )
+    with c.at("R67"):
+        after = agent.mark()
+        await agent.barrier()
+        late = agent.updates_since(after, sid, _HISTORY)
+        c.check(
+            "R67",
+            not late,
+            f"{len(late)} history update(s) after the session/load response"
+            if late
+            else "the whole replay came before the response",
+        )
+    with c.at("R71"):
+        usage = await agent.wait_for(lambda: bool(agent.updates_since(after, sid, frozenset({"usage_update"}))), 5.0)
+        c.check("R71", usage, "a usage_update followed the load" if usage else "no usage_update after the load")
+    with c.at("R70"):
+        stop = (await agent.prompt(sid, ctx.ask("reply", "after load"))).get("stopReason")
+        c.check("R70", isinstance(stop, str), f"a prompt on the loaded session ended {stop!r}")
+    with c.at("R72"):
+        err = await agent.error_of(
+            "session/load", {"sessionId": "acp-conformance-unknown", "cwd": str(ctx.config.workspace), "mcpServers": []}
+        )
+        c.passed("R72", "an unknown session id got " + (f"error {err.code}" if err else "a result"))
+
+
+@group("resume", ("R74", "R75", "R77"))
+async def resume(ctx: GroupContext) -> None:
+    c = ctx.checks
+    stored = await _stored_session(ctx, "sessionCapabilities.resume", "resumed-marker-2b7c")
+    if stored is None:
+        return
+    agent, sid = stored
+    with c.at("R74"):
+        mark = agent.mark()
+        await agent.call("session/resume", {"sessionId": sid, "cwd": str(ctx.config.workspace), "mcpServers": []})
+        await agent.barrier()
+        history = agent.updates_since(mark, sid, _HISTORY)
+        c.check(
+            "R74",
+            not history,
+            f"{len(history)} history update(s) around the resume" if history else "no history replayed",
+        )
+    with c.at("R77"):
+        usage = await agent.wait_for(lambda: bool(agent.updates_since(mark, sid, frozenset({"usage_update"}))), 5.0)
+        c.check("R77", usage, "a usage_update followed the resume" if usage else "no usage_update after the resume")
+    with c.at("R75"):
+        stop = (await agent.prompt(sid, ctx.ask("reply", "after resume"))).get("stopReason")
+        c.check("R75", isinstance(stop, str), f"a prompt on the resumed session ended {stop!r}")
+
+
+@group("list-delete", ("R79", "R80", "R81", "R83", "R86", "R87"))
+async def list_delete(ctx: GroupContext) -> None:
+    c = ctx.checks
+    agent = await ctx.spawn()
+    with c.needs("R36"):
+        await agent.initialize()
+    listing = agent.advertised("sessionCapabilities.list")
+    deleting = agent.advertised("sessionCapabilities.delete")
+    if not listing:
+        for rid in ("R79", "R80", "R81", "R83", "R86"):
+            c.skip(rid, "sessionCapabilities.list not advertised")
+    with c.needs("R33"):
+        sid, _ = await agent.new_session()
+    with c.needs("R103"):
+        await agent.prompt(sid, ctx.ask("reply", "a session to list"))
+
+    async def all_ids(**filters: str) -> list[str]:
+        ids: list[str] = []
+        cursor = None
+        for _ in range(100):  # pages; a cursor loop that never ends is cut off
+            params = dict(filters) | ({"cursor": cursor} if cursor else {})
+            page = await agent.call("session/list", params)
+            sessions = page.get("sessions")
+            ids += [s.get("sessionId") for s in sessions if isinstance(s, dict)] if isinstance(sessions, list) else []
+            cursor = page.get("nextCursor")
+            if not isinstance(cursor, str):
+                break
+        return ids
+
+    if listing:
+        with c.at("R79"):
+            ids = await all_ids()
+            c.check(
+                "R79",
+                sid in ids,
+                f"{len(ids)} session(s) listed, this run's {'among them' if sid in ids else 'missing'}",
+            )
+        with c.at("R80"):
+            empty = ctx.config.scratch / "no-sessions-here"
+            empty.mkdir(exist_ok=True)
+            page = await agent.call("session/list", {"cwd": str(empty)})
+            c.check(
+                "R80",
+                page.get("sessions") == [],
+                f"a filter matching nothing answered sessions={page.get('sessions')!r:.100}",
+            )
+        with c.at("R81"):
+            page = await agent.call("session/list", {"cwd": str(ctx.config.workspace)})
+            cwds = {s.get("cwd") for s in page.get("sessions") or [] if isinstance(s, dict)}
+            c.check("R81", cwds <= {str(ctx.config.workspace)}, f"cwds under the filter: {sorted(map(str, cwds))[:3]}")
+        with c.at("R83"):
+            err = await agent.error_of("session/list", {"cursor": "acp-conformance-never-issued"})
+            c.check("R83", err is not None, "an unknown cursor got " + (f"error {err.code}" if err else "a page"))
+    if not deleting:
+        for rid in ("R86", "R87"):
+            if not c.reported(rid):
+                c.skip(rid, "sessionCapabilities.delete not advertised")
+        return
+    with c.at("R87"):
+        err = await agent.error_of("session/delete", {"sessionId": "acp-conformance-unknown"})
+        c.check("R87", err is None, "deleting an unknown session got " + (f"error {err.code}" if err else "{}"))
+    with c.at("R86"):
+        await agent.call("session/delete", {"sessionId": sid})
+        if listing:
+            ids = await all_ids()
+            c.check(
+                "R86",
+                sid not in ids,
+                "the deleted session is " + ("still listed" if sid in ids else "gone from the list"),
+            )
+
+
+@group("close", ("R88", "R89"))
+async def close(ctx: GroupContext) -> None:
+    c = ctx.checks
+    agent = await ctx.spawn()
+    with c.needs("R36"):
+        await agent.initialize()
+    if not agent.advertised("sessionCapabilities.close"):
+        for rid in ("R88", "R89"):
+            c.skip(rid, "sessionCapabilities.close not advertised")
+        return
+    with c.needs("R33"):
+        sid, _ = await agent.new_session()
+    pending = await _running_turn(ctx, agent, sid)
+    with c.at("R88"):
+        closing = await agent.conn.start_request("session/close", {"sessionId": sid})
+        closed = await closing.wait(ctx.config.timeouts.request)
+        answered = pending.done
+        try:
+            stop = (await agent.finish(pending)).get("stopReason")
+        except Exception as exc:  # the prompt's own answer is what R88 judges
+            stop = str(exc)
+        c.check(
+            "R88",
+            stop == "cancelled" and answered,
+            f"the running prompt ended {stop!r}, {'before' if answered else 'after'} the close response",
+        )
+    c.check(
+        "R89",
+        isinstance(closed, dict) and not {k for k in closed if k != "_meta"},
+        f"session/close answered {closed!r:.100}",
+    )

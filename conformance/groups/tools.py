@@ -1,0 +1,157 @@
+"""Groups beyond the official kit: tools through the client's file system and terminals, permission, the
+session's working directory, and the MCP servers the client gives.
+
+They need an agent whose model calls tools: run with `--model-env` so the agent talks to the suite's scripted
+model, which calls whichever of the agent's tools fits each directive. Without it the agent's own model may
+still follow the plain-language half of each prompt; what it did not do is reported NOT_TESTED or SKIPPED,
+never passed.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from conformance.agent import Agent
+from conformance.groups.base import GroupContext, group
+
+MCP_SERVER = Path(__file__).resolve().parents[1] / "mcp_stdio_server.py"
+
+
+def _agent_text(agent: Agent, sid: str) -> str:
+    return json.dumps(agent.conn.updates_for(sid))
+
+
+def _reads(agent: Agent) -> list[str]:
+    return [
+        str(params.get("path"))
+        for method, params in agent.conn.requests_received
+        if method == "fs/read_text_file" and isinstance(params, dict)
+    ]
+
+
+@group("tools", ("R54", "R102", "R136.1"))
+async def tools(ctx: GroupContext) -> None:
+    """The client offers fs and terminals and allows what the agent asks; then rejects one write."""
+    c = ctx.checks
+    agent, sid = await ctx.ready(permission="allow")
+    # R54: the same relative name in the session directory and in the process's own directory, with different
+    # markers; which marker the agent (or its model) got says which directory it resolved against.
+    name = f"{c.group}-relative.txt"
+    (ctx.config.workspace / name).write_text("marker-session-cwd-7f3a\n", encoding="utf-8")
+    (ctx.config.cwd / name).write_text("marker-process-cwd-91cc\n", encoding="utf-8")
+    try:
+        with c.at("R54"):
+            await agent.prompt(sid, ctx.ask("read", name))
+            reads = _reads(agent)
+            seen = _agent_text(agent, sid) + (json.dumps(ctx.model.bodies()) if ctx.model else "")
+            right = str(ctx.config.workspace / name) in reads or "marker-session-cwd-7f3a" in seen
+            wrong = str(ctx.config.cwd / name) in reads or "marker-process-cwd-91cc" in seen
+            if right or wrong:
+                c.check(
+                    "R54",
+                    right and not wrong,
+                    f"a relative path read from the {'session' if right else 'process'} directory; fs reads: {reads}",
+                )
+            else:
+                c.untested("R54", "the agent read neither file (its model called no read tool; run with --model-env)")
+    finally:
+        (ctx.config.cwd / name).unlink(missing_ok=True)
+    with c.at("R102"):
+        announced = [u for u in agent.conn.updates_for(sid, "tool_call")]
+        if not announced and not _reads(agent):
+            c.untested("R102", "no tool ran, so there was nothing to report")
+        else:
+            c.check("R102", bool(announced), f"{len(announced)} tool_call update(s) for the tools that ran")
+    target = ctx.path("written.txt")
+    await agent.prompt(sid, ctx.ask("write", str(target), "written by the conformance suite"))
+    await agent.prompt(sid, ctx.ask("run", "echo conformance-run"))
+    agent.permission = "reject"
+    refused = ctx.path("refused.txt")
+    with c.at("R136.1"):
+        before = len(agent.permission_requests)
+        await agent.prompt(sid, ctx.ask("write", str(refused), "must not be written"))
+        if len(agent.permission_requests) == before:
+            c.skip("R136.1", "the agent asked no permission for this write")
+        else:
+            c.check(
+                "R136.1",
+                not refused.exists(),
+                f"after a rejection the file was {'written' if refused.exists() else 'not written'}",
+            )
+
+
+@group("tools-unoffered", ("R131", "R132"))
+async def tools_unoffered(ctx: GroupContext) -> None:
+    """The client sends no clientCapabilities at all (so: no fs, no terminal, R39) and allows everything; the
+    transcript checks fail R131/R132 on any fs/* or terminal/* call."""
+    c = ctx.checks
+    agent, sid = await ctx.ready(capabilities=False, permission="allow")
+    source = ctx.file("source.txt", "read me\n")
+    with c.needs("R103"):
+        await agent.prompt(sid, ctx.ask("read", str(source)))
+        await agent.prompt(sid, ctx.ask("write", str(ctx.path("new.txt")), "text"))
+        await agent.prompt(sid, ctx.ask("run", "echo conformance-unoffered"))
+    ran = bool(agent.conn.updates_for(sid, "tool_call"))
+    note = "tools ran without the client's fs and terminal" if ran else "no tool ran (its model called none)"
+    for rid in ("R131", "R132"):
+        c.passed(rid, note)
+
+
+def _mcp_server(ctx: GroupContext, name: str) -> tuple[dict[str, Any], Path]:
+    log = ctx.config.scratch / f"mcp-{name}.log"
+    log.unlink(missing_ok=True)
+    server = {"name": name, "command": sys.executable, "args": [str(MCP_SERVER), "--log", str(log)], "env": []}
+    return server, log
+
+
+def _methods(log: Path) -> list[str]:
+    if not log.exists():
+        return []
+    out = []
+    for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and isinstance(entry.get("method"), str):
+            out.append(entry["method"])
+    return out
+
+
+@group("mcp", ("R60", "R62", "R61"))
+async def mcp(ctx: GroupContext) -> None:
+    c = ctx.checks
+    agent = await ctx.spawn()
+    with c.needs("R36"):
+        await agent.initialize()
+    one, log_one = _mcp_server(ctx, "conformance-one")
+    two, log_two = _mcp_server(ctx, "conformance-two")
+    with c.at("R60"):
+        sid, _ = await agent.new_session(mcp=[one, two])
+        connected = await agent.wait_for(lambda: "initialize" in _methods(log_one), ctx.config.timeouts.request)
+        if not connected:  # some agents start servers lazily, at the first prompt
+            await agent.prompt(sid, ctx.ask("reply", "hello"))
+            connected = await agent.wait_for(lambda: "initialize" in _methods(log_one), ctx.config.timeouts.request)
+        c.check("R60", connected, f"the stdio MCP server got {_methods(log_one)[:4] or 'nothing'}")
+    both = await agent.wait_for(lambda: "initialize" in _methods(log_two), 2.0)
+    c.check("R62", both, f"the second server got {_methods(log_two)[:4] or 'nothing'}")
+    missing = [t for t in ("http", "sse") if not agent.advertised(f"mcpCapabilities.{t}")]
+    if not missing:
+        c.skip("R61", "http and sse MCP servers are both advertised")
+        return
+    with c.at("R61"):
+        kind = missing[0]
+        server = {"type": kind, "name": "conformance-remote", "url": "http://127.0.0.1:9/mcp", "headers": []}
+        mark = agent.mark()
+        err = await agent.error_of("session/new", {"cwd": str(ctx.config.workspace), "mcpServers": [server]})
+        await agent.barrier()
+        told = "conformance-remote" in json.dumps(agent.conn.updates[mark:])  # a notice or message naming it
+        c.check(
+            "R61",
+            err is not None or told,
+            f"an unadvertised {kind} server got "
+            + (f"error {err.code}" if err else "a session, reported" if told else "a session without a word"),
+        )

@@ -1,0 +1,160 @@
+"""Groups about prompt turns: completion, content types, cancellation (with and without an open permission
+request), `$/cancel_request`, a second prompt during a turn."""
+
+from __future__ import annotations
+
+import base64
+
+from ama_acp.client.connection import PendingRequest
+from conformance.agent import Agent, AgentFailure
+from conformance.groups.base import GroupContext, group
+from conformance.outcome import Blocked
+
+# A 1×1 transparent PNG and a tiny WAV: valid media, so an agent that accepts the block type can take them.
+_PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+_WAV = base64.b64encode(
+    b"RIFF$\x00\x00\x00WAVEfmt \x10\x00\x00\x00\x01\x00\x01\x00@\x1f\x00\x00\x80>\x00\x00\x02\x00\x10\x00data\x00\x00\x00\x00"
+).decode()
+_STOPS = ("end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled")
+
+
+@group("prompt", ("R103", "R45", "R100", "R100.1", "R100.2", "R100.3"))
+async def prompt(ctx: GroupContext) -> None:
+    c = ctx.checks
+    agent, sid = await ctx.ready()
+    with c.at("R103"):
+        result = await agent.prompt(sid, ctx.ask("reply", "conformance reply one"))
+        stop = result.get("stopReason")
+        c.check("R103", stop in _STOPS, f"the turn ended with stopReason {stop!r}")
+    link = ctx.file("linked.txt", "a file the prompt links to\n")
+    with c.at("R45"):
+        result = await agent.prompt(
+            sid,
+            [
+                {"type": "text", "text": "Say hello; the linked file is context only."},
+                {"type": "resource_link", "uri": link.as_uri(), "name": link.name},
+            ],
+        )
+        c.check("R45", result.get("stopReason") in _STOPS, f"a resource_link prompt ended {result.get('stopReason')!r}")
+    blocks = {
+        "R100": ("promptCapabilities.image", {"type": "image", "mimeType": "image/png", "data": _PNG}),
+        "R100.1": ("promptCapabilities.audio", {"type": "audio", "mimeType": "audio/wav", "data": _WAV}),
+        "R100.2": (
+            "promptCapabilities.embeddedContext",
+            {"type": "resource", "resource": {"uri": link.as_uri(), "text": "embedded text", "mimeType": "text/plain"}},
+        ),
+    }
+    unadvertised = None
+    for rid, (cap, block) in blocks.items():
+        if not agent.advertised(cap):
+            c.skip(rid, f"{cap} not advertised")
+            unadvertised = unadvertised or block
+            continue
+        with c.at(rid):
+            result = await agent.prompt(sid, [{"type": "text", "text": "Describe the attachment briefly."}, block])
+            c.check(
+                rid, result.get("stopReason") in _STOPS, f"a {block['type']} prompt ended {result.get('stopReason')!r}"
+            )
+    if unadvertised is None:
+        c.skip("R100.3", "every content type is advertised")
+        return
+    with c.at("R100.3"):
+        err = await agent.error_of(
+            "session/prompt",
+            {"sessionId": sid, "prompt": [{"type": "text", "text": "Describe it."}, unadvertised]},
+            ctx.config.timeouts.prompt,
+        )
+        await agent.barrier()
+        c.passed(
+            "R100.3",
+            f"an unadvertised {unadvertised['type']} block got " + (f"error {err.code}" if err else "a normal turn"),
+        )
+
+
+async def _running_turn(ctx: GroupContext, agent: Agent, sid: str) -> PendingRequest:
+    """Start the slow prompt and wait until the turn shows it runs. Starting a turn is R103's business; a turn
+    that ends on its own before it can be cancelled leaves the cancel untested (give --cancel-prompt)."""
+    mark = agent.mark()
+    with ctx.checks.needs("R103"):
+        pending = await agent.start_prompt(sid, ctx.slow_prompt)
+        await agent.turn_started(sid, mark)
+    if pending.done:
+        raise Blocked("R103", "the turn ended before it could be cancelled: pass a longer --cancel-prompt")
+    return pending
+
+
+@group("cancel", ("R110", "R111", "R107", "R114", "R20"))
+async def cancel(ctx: GroupContext) -> None:
+    c = ctx.checks
+    agent, sid = await ctx.ready()
+    with c.at("R114"):
+        await agent.conn.notify("session/cancel", {"sessionId": "acp-conformance-no-such-session"})
+        await agent.conn.notify("session/cancel", {"sessionId": sid})  # no turn is running
+        result = await agent.prompt(sid, ctx.ask("reply", "after an idle cancel"))
+        c.check("R114", result.get("stopReason") in _STOPS, "a cancel with no turn running changed nothing")
+    pending = await _running_turn(ctx, agent, sid)
+    with c.at("R110"):
+        await agent.conn.cancel(sid)
+        try:
+            result = await agent.finish(pending)
+        except AgentFailure as exc:
+            c.failed("R111", f"the cancelled turn ended in an error: {exc}")
+            c.failed("R110", "no stop reason: the turn ended in an error")
+        else:
+            c.passed("R111", "the cancelled turn ended with a result, not an error")
+            stop = result.get("stopReason")
+            c.check("R110", stop == "cancelled", f"the cancelled turn ended with stopReason {stop!r}")
+    # A second prompt while a turn runs: the spec is silent; what happens is recorded.
+    pending = await _running_turn(ctx, agent, sid)
+    with c.at("R107"):
+        extra = await agent.start_prompt(sid, ctx.ask("reply", "a second prompt"))
+        await agent.conn.cancel(sid)
+        outcomes = []
+        for p in (pending, extra):
+            try:
+                outcomes.append(str((await agent.finish(p)).get("stopReason")))
+            except AgentFailure as exc:
+                outcomes.append(str(exc))
+        c.passed("R107", f"first turn: {outcomes[0]}; second prompt: {outcomes[1]}")
+    pending = await _running_turn(ctx, agent, sid)
+    with c.at("R20"):
+        await agent.conn.notify("$/cancel_request", {"requestId": pending.id})
+        honoured = await agent.wait_for(lambda: pending.done, 5.0)
+        if not honoured:
+            await agent.conn.cancel(sid)  # it ignores $/cancel_request (a MAY): end the turn the other way
+        try:
+            outcome = str((await agent.finish(pending)).get("stopReason"))
+        except AgentFailure as exc:
+            outcome = str(exc)
+        ok = outcome == "cancelled" or "-32800" in outcome or not honoured
+        c.check(
+            "R20", ok, f"$/cancel_request {'honoured' if honoured else 'ignored (allowed)'}: the prompt got {outcome}"
+        )
+
+
+@group("permission-cancel", ("R113",))
+async def permission_cancel(ctx: GroupContext) -> None:
+    c = ctx.checks
+    agent, sid = await ctx.ready(permission="hold")
+    target = ctx.path("never-written.txt")
+    with c.needs("R103"):
+        pending = await agent.start_prompt(sid, ctx.ask("write", str(target), "must not be written"))
+        asked = await agent.wait_for(lambda: bool(agent.held) or pending.done, ctx.config.timeouts.turn_start)
+    if not agent.held:
+        agent.release_held()
+        c.skip("R113", "the agent asked no permission for a write" + ("" if asked else " in time"))
+        if not pending.done:
+            await agent.conn.cancel(sid)
+        return
+    with c.at("R113"):
+        await agent.conn.cancel(sid)  # answers the held request `cancelled`, as a client must
+        try:
+            stop = (await agent.finish(pending)).get("stopReason")
+        except AgentFailure as exc:
+            stop = str(exc)
+        written = target.exists()
+        c.check(
+            "R113",
+            stop == "cancelled" and not written,
+            f"cancel with a permission request open: stopReason {stop!r}, the file was {'written' if written else 'not written'}",
+        )

@@ -1,0 +1,136 @@
+"""The usage profile: ama's context-meter contract (E, D, P, U rules of docs/rules.md), checked on any agent.
+
+It is reported apart from ACP conformance and never decides it: ACP makes `usage_update` optional (a MAY), and
+these are ama's stricter promises — sent on open, after every response, after a model change, never duplicated,
+never invented.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from conformance.agent import Agent
+from conformance.groups.base import GroupContext, group
+from conformance.groups.options import switchable
+from conformance.requirements import Profile
+
+
+def _usage_before_response(agent: Agent, request_id: int, sid: str) -> list[dict[str, Any]]:
+    """The usage_updates of `sid` that reached the client after the request went out and before its response."""
+    found: list[dict[str, Any]] = []
+    sent = False
+    for entry in agent.conn.transcript:
+        try:
+            msg = json.loads(entry.raw)
+        except ValueError:
+            continue
+        if not isinstance(msg, dict):
+            continue
+        if entry.direction == "out" and msg.get("id") == request_id and "method" in msg:
+            sent = True
+        elif entry.direction == "in" and sent:
+            if msg.get("id") == request_id and "method" not in msg:
+                return found
+            params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
+            update = params.get("update") if isinstance(params, dict) else None
+            if (
+                params.get("sessionId") == sid
+                and isinstance(update, dict)
+                and update.get("sessionUpdate") == "usage_update"
+            ):
+                found.append(update)
+    return found
+
+
+def _payload_problems(updates: list[dict[str, Any]]) -> list[str]:
+    bad = []
+    for u in updates:
+        used, size, cost = u.get("used"), u.get("size"), u.get("cost")
+        if not (isinstance(used, int) and used >= 0 and isinstance(size, int) and size > 0):
+            bad.append(f"used={used!r} size={size!r}")
+        if cost is not None and (not isinstance(cost, dict) or cost.get("currency") != "USD"):
+            bad.append(f"cost={cost!r}")
+    return bad
+
+
+def _repeats(updates: list[dict[str, Any]]) -> int:
+    return sum(1 for a, b in zip(updates, updates[1:], strict=False) if a == b)
+
+
+@group("usage", ("E1", "E3", "E4", "D1", "P1", "P3", "U10"), profile=Profile.USAGE)
+async def usage(ctx: GroupContext) -> None:
+    from conformance.runner import schema_problems  # the transcript checks' R4, for P3
+
+    c = ctx.checks
+    agent = await ctx.spawn()
+    with c.needs("R36"):
+        await agent.initialize()
+    with c.needs("R33"):
+        sid, opened = await agent.new_session()
+    with c.at("E4"):
+        got = await agent.wait_for(lambda: bool(agent.conn.updates_for(sid, "usage_update")), 5.0)
+        c.check("E4", got, "a usage_update followed session/new" if got else "no usage_update after session/new")
+    first = agent.conn.updates_for(sid, "usage_update")[:1]
+    if first:
+        c.check("U10", first[0].get("used", 0) > 0, f"the first usage_update has used={first[0].get('used')!r}")
+    else:
+        c.untested("U10", "no usage_update to look at")
+    with c.needs("R103"):
+        pending = await agent.start_prompt(sid, ctx.ask("reply", "usage profile"))
+        await agent.finish(pending)
+    with c.at("E1"):
+        before = _usage_before_response(agent, pending.id, sid)
+        c.check("E1", bool(before), f"{len(before)} usage_update(s) during the turn, before its response")
+    pick = switchable(opened.get("configOptions"), prefer="model")
+    if pick is None or pick[0].get("category") != "model":
+        c.skip("E3", "no model option with a second value")
+    else:
+        option, value = pick
+        with c.at("E3"):
+            mark = agent.mark()
+            await agent.call("session/set_config_option", {"sessionId": sid, "configId": option["id"], "value": value})
+            kinds = lambda: [u.get("sessionUpdate") for u in agent.updates_since(mark, sid)]  # noqa: E731
+            got = await agent.wait_for(lambda: "usage_update" in kinds(), 5.0)
+            order = kinds()
+            ok = (
+                got
+                and "config_option_update" in order
+                and order.index("config_option_update") < order.index("usage_update")
+            )
+            c.check("E3", ok, f"after the model change: {order[:6]}")
+    if agent.advertised("loadSession"):
+        await agent.close()
+        fresh = await ctx.spawn()
+        with c.needs("R36"):
+            await fresh.initialize()
+        with c.at("E4"):
+            load = await fresh.conn.start_request(
+                "session/load", {"sessionId": sid, "cwd": str(ctx.config.workspace), "mcpServers": []}
+            )
+            await load.wait(ctx.config.timeouts.request)
+            got = await fresh.wait_for(lambda: bool(fresh.conn.updates_for(sid, "usage_update")), 5.0)
+            during = _usage_before_response(fresh, load.id, sid)
+            c.check(
+                "E4",
+                got and not during,
+                "after session/load: "
+                + (
+                    "a usage_update after the replay"
+                    if got and not during
+                    else f"{len(during)} usage_update(s) inside the replay"
+                    if during
+                    else "none"
+                ),
+            )
+        agents = [agent, fresh]
+    else:
+        agents = [agent]
+    updates = [u for a in agents for u in a.conn.updates_for(sid, "usage_update")]
+    # D2: a session open always sends, so a repeat across an open (here: the load) is not a D1 duplicate.
+    repeats = sum(_repeats(a.conn.updates_for(sid, "usage_update")) for a in agents)
+    c.check("D1", repeats == 0, f"{repeats} repeated usage_update(s) out of {len(updates)}")
+    bad = _payload_problems(updates)
+    c.check("P1", not bad, "; ".join(bad[:3]) or f"{len(updates)} payload(s) well-formed")
+    problems = [p for a in agents for p in schema_problems(ctx, a)]
+    c.check("P3", not problems, "; ".join(problems[:2]) or "every message matched its schema definition")

@@ -1,0 +1,163 @@
+"""Run the selected groups, each on fresh agent processes, and gather one record of everything.
+
+Nothing a group or an agent does ends the run: a group's exceptions are findings (`conformance/outcome.py`),
+a group that overruns its time limit fails the requirement it was at, and every agent is closed (stdin first,
+then terminate, then kill) and its transcript checked whatever happened.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from conformance import groups as _groups  # noqa: F401  (registers every group)
+from conformance.agent import Agent
+from conformance.config import RunConfig
+from conformance.groups.base import GROUPS, Group, GroupContext, ModelView
+from conformance.outcome import Blocked, Checks, Finding, describe
+from conformance.schema import WireValidator, load_validator, schema_path, stable_schema_path
+from conformance.wire_checks import TRANSCRIPT_IDS, ClientView, TranscriptAnalyzer
+
+
+@dataclass
+class AgentRecord:
+    ended_by: str | None
+    returncode: int | None
+    transcript: list[dict[str, Any]]
+    stderr: str
+
+
+@dataclass
+class GroupRecord:
+    name: str
+    seconds: float
+    stopped: str | None
+    agents: list[AgentRecord] = field(default_factory=list)
+
+
+@dataclass
+class RunRecord:
+    findings: list[Finding] = field(default_factory=list)
+    groups: list[GroupRecord] = field(default_factory=list)
+    init: dict[str, Any] = field(default_factory=dict)  # the first initialize result seen
+    seconds: float = 0.0
+
+
+_validators: tuple[WireValidator, WireValidator] | None = None
+
+
+def validators() -> tuple[WireValidator, WireValidator]:
+    """(stable, unstable) validators over the pinned schema, built once."""
+    global _validators
+    if _validators is None:
+        _validators = (load_validator(stable_schema_path()), load_validator(schema_path()))
+    return _validators
+
+
+def _client_view(agent: Agent) -> ClientView:
+    options = agent.conn.options
+    caps = options.capabilities() if agent.capabilities_sent else {}
+    session = caps.get("session") if isinstance(caps.get("session"), dict) else {}
+    return ClientView(
+        fs=agent.capabilities_sent and options.fs,
+        terminal=agent.capabilities_sent and options.terminal,
+        session_caps=session,
+    )
+
+
+def analyse(agent: Agent, checks: Checks) -> TranscriptAnalyzer:
+    stable, unstable = validators()
+    analyzer = TranscriptAnalyzer(stable, unstable, _client_view(agent), checks)
+    analyzer.run(list(agent.conn.transcript), list(agent.conn.violations), agent.conn.ended_by, agent.stderr)
+    return analyzer
+
+
+def schema_problems(ctx: GroupContext, agent: Agent) -> list[str]:
+    """R4's findings on one agent's transcript so far (for the usage profile's P3)."""
+    scratch = Checks(ctx.checks.group, TRANSCRIPT_IDS)
+    stable, unstable = validators()
+    analyzer = TranscriptAnalyzer(stable, unstable, _client_view(agent), scratch)
+    for entry in list(agent.conn.transcript):
+        (analyzer._out if entry.direction == "out" else analyzer._in)(entry.raw)
+    return analyzer.problems.get("R4", [])
+
+
+def selected(groups: list[Group], expr: str | None) -> list[Group]:
+    """-k: a boolean expression of words (and, or, not, parentheses); a word matches a group whose name contains
+    it or that decides the requirement id it names."""
+    if not expr:
+        return groups
+    tokens = re.findall(r"\(|\)|[^\s()]+", expr)
+    out = []
+    for g in groups:
+        code = []
+        for tok in tokens:
+            if tok in ("and", "or", "not", "(", ")"):
+                code.append(tok)
+            else:
+                code.append(str(tok in g.ids or tok.lower() in g.name.lower()))
+        try:
+            keep = bool(eval(" ".join(code), {"__builtins__": {}}, {}))  # only True/False/and/or/not/() reach it
+        except SyntaxError as exc:
+            raise ValueError(f"-k {expr!r} is not a valid expression") from exc
+        if keep:
+            out.append(g)
+    return out
+
+
+async def run_group(
+    group: Group, config: RunConfig, env: dict[str, str], model: ModelView | None
+) -> tuple[Checks, GroupRecord, dict[str, Any]]:
+    checks = Checks(group.name, group.ids + TRANSCRIPT_IDS)
+    ctx = GroupContext(config, env, checks, own=group.ids, model=model)
+    started = time.monotonic()
+    stopped: Blocked | None = None
+    checks.last = group.ids[0]
+    try:
+        with anyio.fail_after(config.timeouts.group):
+            async with ctx.stack:
+                try:
+                    await group.run(ctx)
+                except Blocked as exc:
+                    stopped = exc
+    except TimeoutError:
+        checks.failed(checks.last, f"the group ran out of time ({config.timeouts.group:.0f} s) at this step")
+        stopped = Blocked(checks.last, "the group ran out of time")
+    except Exception as exc:  # anything else is still a finding about the step at hand, never a crash of the run
+        checks.failed(checks.last, describe(exc))
+        stopped = Blocked(checks.last, describe(exc))
+    record = GroupRecord(group.name, 0.0, None)
+    init: dict[str, Any] = {}
+    for agent in ctx.agents:  # all closed by now (the exit stack); a transcript outlives its connection
+        analyse(agent, checks)
+        init = init or agent.init
+        record.agents.append(
+            AgentRecord(
+                agent.conn.ended_by,
+                agent.conn.returncode,
+                [{"dir": e.direction, "t": round(e.time - started, 4), "line": e.raw} for e in agent.conn.transcript],
+                agent.stderr,
+            )
+        )
+    checks.close(stopped)
+    record.seconds = round(time.monotonic() - started, 3)
+    record.stopped = checks.stopped
+    return checks, record, init
+
+
+async def run(config: RunConfig, env: dict[str, str], model: ModelView | None = None) -> RunRecord:
+    validators()  # a missing or tampered schema fails before any agent starts
+    chosen = [g for g in selected(GROUPS, config.select) if g.profile in config.profiles]
+    record = RunRecord()
+    started = time.monotonic()
+    for group in chosen:
+        checks, group_record, init = await run_group(group, config, env, model)
+        record.findings.extend(checks.findings)
+        record.groups.append(group_record)
+        record.init = record.init or init
+    record.seconds = round(time.monotonic() - started, 3)
+    return record
