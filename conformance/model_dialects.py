@@ -97,27 +97,20 @@ def render_openai(reply: dict[str, Any], model: str, include_usage: bool) -> lis
     out.append(chunk({}, reply.get("finish_reason") or _OPENAI_STOPS.get(_stop(reply), "stop")))
     usage = _usage(reply)
     if include_usage and usage is not None:
-        prompt = usage["input"] + usage["cache_read"]
-        out.append(
-            (
-                "",
-                json.dumps(
-                    {
-                        **base,
-                        "choices": [],
-                        "usage": {
-                            "prompt_tokens": prompt,
-                            "completion_tokens": usage["output"],
-                            "total_tokens": prompt + usage["output"],
-                            "prompt_tokens_details": {"cached_tokens": usage["cache_read"]},
-                            "completion_tokens_details": {"reasoning_tokens": usage["reasoning"]},
-                        },
-                    }
-                ),
-            )
-        )
+        out.append(("", json.dumps({**base, "choices": [], "usage": _openai_usage(usage)})))
     out.append(("", "[DONE]"))
     return out
+
+
+def _openai_usage(usage: dict[str, int]) -> dict[str, Any]:
+    prompt = usage["input"] + usage["cache_read"]
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": usage["output"],
+        "total_tokens": prompt + usage["output"],
+        "prompt_tokens_details": {"cached_tokens": usage["cache_read"]},
+        "completion_tokens_details": {"reasoning_tokens": usage["reasoning"]},
+    }
 
 
 def openai_error(status: int, message: str) -> dict[str, Any]:
@@ -137,26 +130,7 @@ def render_anthropic(reply: dict[str, Any], model: str) -> list[tuple[str, str]]
     size = reply.get("chunk_size", 5)
     usage = _usage(reply) or {}
     out = [
-        ev(
-            {
-                "type": "message_start",
-                "message": {
-                    "id": "msg_test",
-                    "type": "message",
-                    "role": "assistant",
-                    "model": model,
-                    "content": [],
-                    "stop_reason": None,
-                    "stop_sequence": None,
-                    "usage": {
-                        "input_tokens": usage.get("input", 0),
-                        "cache_read_input_tokens": usage.get("cache_read", 0),
-                        "cache_creation_input_tokens": usage.get("cache_write", 0),
-                        "output_tokens": 1,
-                    },
-                },
-            }
-        ),
+        ev({"type": "message_start", "message": _anthropic_message(model, [], None, usage, 1)}),
         ev({"type": "ping"}),
     ]
     index = 0
@@ -194,6 +168,26 @@ def render_anthropic(reply: dict[str, Any], model: str) -> list[tuple[str, str]]
     )
     out.append(ev({"type": "message_stop"}))
     return out
+
+
+def _anthropic_message(
+    model: str, content: list[dict[str, Any]], stop: str | None, usage: dict[str, int], output: int
+) -> dict[str, Any]:
+    return {
+        "id": "msg_test",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": stop,
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": usage.get("input", 0),
+            "cache_read_input_tokens": usage.get("cache_read", 0),
+            "cache_creation_input_tokens": usage.get("cache_write", 0),
+            "output_tokens": output,
+        },
+    }
 
 
 def anthropic_error(status: int, message: str) -> dict[str, Any]:
@@ -287,7 +281,7 @@ def invalid_request(dialect: str, message: str, param: str | None = "messages") 
 
 def openai_completion(reply: dict[str, Any], model: str) -> dict[str, Any]:
     """A `chat.completion` object: what `stream: false` answers instead of the chunks of `render_openai`."""
-    usage = _usage(reply) or {"input": 0, "output": 0, "cache_read": 0, "reasoning": 0}
+    usage = _usage(reply) or {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0, "reasoning": 0}
     calls = [
         {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": _arguments(c)}}
         for c in reply.get("tool_calls") or []
@@ -295,7 +289,6 @@ def openai_completion(reply: dict[str, Any], model: str) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": reply.get("text") or None, "refusal": None}
     if calls:
         message["tool_calls"] = calls
-    prompt = usage["input"] + usage["cache_read"]
     return {
         "id": "chatcmpl-test",
         "object": "chat.completion",
@@ -309,13 +302,7 @@ def openai_completion(reply: dict[str, Any], model: str) -> dict[str, Any]:
                 "finish_reason": reply.get("finish_reason") or _OPENAI_STOPS.get(_stop(reply), "stop"),
             }
         ],
-        "usage": {
-            "prompt_tokens": prompt,
-            "completion_tokens": usage["output"],
-            "total_tokens": prompt + usage["output"],
-            "prompt_tokens_details": {"cached_tokens": usage["cache_read"]},
-            "completion_tokens_details": {"reasoning_tokens": usage["reasoning"]},
-        },
+        "usage": _openai_usage(usage),
     }
 
 
@@ -327,22 +314,13 @@ def anthropic_message(reply: dict[str, Any], model: str) -> dict[str, Any]:
         content.append({"type": "text", "text": reply["text"]})
     for call in reply.get("tool_calls") or []:
         args = call.get("arguments", {})
+        if isinstance(args, str):  # arguments given as JSON text, as OpenAI carries them
+            try:
+                args = json.loads(args)
+            except ValueError:
+                args = {}
         content.append({"type": "tool_use", "id": call["id"], "name": call["name"], "input": args})
-    return {
-        "id": "msg_test",
-        "type": "message",
-        "role": "assistant",
-        "model": model,
-        "content": content,
-        "stop_reason": reply.get("stop_reason") or _stop(reply),
-        "stop_sequence": None,
-        "usage": {
-            "input_tokens": usage.get("input", 0),
-            "cache_read_input_tokens": usage.get("cache_read", 0),
-            "cache_creation_input_tokens": usage.get("cache_write", 0),
-            "output_tokens": usage.get("output", 0),
-        },
-    }
+    return _anthropic_message(model, content, reply.get("stop_reason") or _stop(reply), usage, usage.get("output", 0))
 
 
 # --- the HTTP side both servers share ----------------------------------------------------------------------
