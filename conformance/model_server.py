@@ -449,7 +449,8 @@ class _Handler(ModelHandler):
     def _answer(self, dialect: str, body: dict[str, Any], answer: Answer, call_id: str, input_tokens: int) -> None:
         model = body["model"]
         stream = body.get("stream") is True
-        ticks = 1 + int(self.owner.slow_seconds / self.owner.tick) if answer.slow else 0
+        # One tick now, then one every `tick` seconds for `slow_seconds` (bounded: an absurd ratio is not a crash).
+        ticks = 1 + int(min(self.owner.slow_seconds / self.owner.tick, 1e9)) if answer.slow else 0
         reply: dict[str, Any] = {"chunk_size": 16}
         if answer.slow:
             reply.update(text=TICK_TEXT, chunk_size=len(TICK_TEXT))  # one delta, repeated `ticks` times below
