@@ -55,9 +55,12 @@ def describe(exc: BaseException) -> str:
 class Checks:
     """The findings of one group. `at(rid)` / `needs(rid)` scope the steps; see the module docstring."""
 
-    def __init__(self, group: str, ids: Iterable[str]) -> None:
+    def __init__(self, group: str, ids: Iterable[str], shared: Iterable[str] = ()) -> None:
+        """`ids`: the group's own requirements (each one ends with a finding); `shared`: ids it may also report
+        (the transcript checks'), which stay silent where they found nothing to judge."""
         self.group = group
-        self.ids = tuple(ids)
+        self.own = tuple(ids)
+        self.ids = self.own + tuple(r for r in shared if r not in self.own)
         self.findings: list[Finding] = []
         self.current: str | None = None
         self.last: str = self.ids[0] if self.ids else ""  # the requirement at hand most recently (for a timeout)
@@ -117,7 +120,7 @@ class Checks:
         """Every declared id no check reached becomes NOT_TESTED, saying why."""
         if stopped is not None:
             self.stopped = f"stopped at {stopped.rid}: {stopped.detail}"
-        for rid in self.ids:
+        for rid in self.own:
             if not self.reported(rid):
                 reason = self.stopped or "no check of this group reached it"
                 self._add(rid, Status.NOT_TESTED, reason)

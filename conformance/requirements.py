@@ -597,3 +597,12 @@ UNOBSERVABLE: dict[str, str] = {
 
 def for_profile(profile: Profile) -> tuple[Requirement, ...]:
     return tuple(r for r in REGISTRY if r.profile is profile)
+
+
+def markdown_table() -> str:
+    """The registry as the Markdown table docs/conformance.md carries (a test keeps the two equal)."""
+    rows = ["| id | tier | profile | gate | requirement | from |", "|---|---|---|---|---|---|"]
+    for r in REGISTRY:
+        text = r.text.replace("|", "\\|")
+        rows.append(f"| {r.id} | {r.tier.value} | {r.profile.value} | {r.gate or '—'} | {text} | {r.section} |")
+    return "\n".join(rows) + "\n"

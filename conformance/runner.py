@@ -78,7 +78,7 @@ def analyse(agent: Agent, checks: Checks) -> TranscriptAnalyzer:
 
 def schema_problems(ctx: GroupContext, agent: Agent) -> list[str]:
     """R4's findings on one agent's transcript so far (for the usage profile's P3)."""
-    scratch = Checks(ctx.checks.group, TRANSCRIPT_IDS)
+    scratch = Checks(ctx.checks.group, (), TRANSCRIPT_IDS)
     stable, unstable = validators()
     analyzer = TranscriptAnalyzer(stable, unstable, _client_view(agent), scratch)
     for entry in list(agent.conn.transcript):
@@ -112,7 +112,7 @@ def selected(groups: list[Group], expr: str | None) -> list[Group]:
 async def run_group(
     group: Group, config: RunConfig, env: dict[str, str], model: ModelView | None
 ) -> tuple[Checks, GroupRecord, dict[str, Any]]:
-    checks = Checks(group.name, group.ids + TRANSCRIPT_IDS)
+    checks = Checks(group.name, group.ids, TRANSCRIPT_IDS)
     ctx = GroupContext(config, env, checks, own=group.ids, model=model)
     started = time.monotonic()
     stopped: Blocked | None = None

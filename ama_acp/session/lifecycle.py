@@ -125,5 +125,7 @@ class Lifecycle:
         try:
             self.m.store.delete(req.session_id)
         except st.SessionNotFound:
-            raise AcpError.session_not_found(req.session_id) from None
+            # R87: deleting a session that is gone already (or never was) succeeds silently. An id that is not
+            # a valid session id touches no file either (check_session_id refuses it before any path is built).
+            log.info("session/delete of %r: no such session; nothing to delete", req.session_id)
         return w.Empty()

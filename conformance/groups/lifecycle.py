@@ -191,24 +191,23 @@ async def malformed(ctx: GroupContext) -> None:
                     return code if isinstance(code, int) else 0
             return None
 
-        await agent.wait_for(lambda: answered() is not None)
+        await agent.barrier()  # the agent reads in order: its answer to the line, if any, came before this one's
         return answered()
 
     with c.at("R17"):
         code = await null_error_after('{"jsonrpc": "2.0", "id": 77, "method": ')
-        await agent.barrier()
         c.check(
             "R17",
             code == -32700,
             f"a line that is not JSON gets {code if code is not None else 'no answer'}; the agent still serves",
         )
     with c.at("R17.1"):
-        code = await null_error_after('{"jsonrpc": "2.0", "id": null}')
-        await agent.barrier()
+        # JSON-RPC 2.0's own example of an invalid request: a method that is not a string.
+        code = await null_error_after('{"jsonrpc": "2.0", "method": 1, "params": "bar"}')
         c.check(
             "R17.1",
             code == -32600,
-            f"a JSON object that is no request gets {code if code is not None else 'no answer'}",
+            f"a JSON object that is no valid request gets {code if code is not None else 'no answer'}",
         )
     with c.at("R8"):
         mark = len(conn.transcript)
@@ -224,9 +223,12 @@ async def malformed(ctx: GroupContext) -> None:
             "an unknown method gets " + (f"error {err.code}" if err else "a result"),
         )
     with c.at("R17.3"):
+        # session/new, not session/prompt: a turn is R103's business, and this must hold for any agent.
         err = await agent.error_of("session/new", {"mcpServers": []})
-        err2 = await agent.error_of("session/prompt", {"sessionId": 5, "prompt": "not a list"})
+        err2 = await agent.error_of("session/new", {"cwd": 5, "mcpServers": "none"})
         codes = [e.code if e else None for e in (err, err2)]
-        c.check("R17.3", codes == [-32602, -32602], f"session/new without cwd and a prompt of wrong types get {codes}")
+        c.check(
+            "R17.3", codes == [-32602, -32602], f"session/new without cwd, and with params of wrong types, get {codes}"
+        )
     with c.needs("R33"):
         await agent.new_session()  # still serving after all of it

@@ -43,8 +43,9 @@ async def tools(ctx: GroupContext) -> None:
     (ctx.config.workspace / name).write_text("marker-session-cwd-7f3a\n", encoding="utf-8")
     (ctx.config.cwd / name).write_text("marker-process-cwd-91cc\n", encoding="utf-8")
     try:
-        with c.at("R54"):
+        with c.needs("R103"):
             await agent.prompt(sid, ctx.ask("read", name))
+        with c.at("R54"):
             reads = _reads(agent)
             seen = _agent_text(agent, sid) + (json.dumps(ctx.model.bodies()) if ctx.model else "")
             right = str(ctx.config.workspace / name) in reads or "marker-session-cwd-7f3a" in seen
@@ -66,13 +67,15 @@ async def tools(ctx: GroupContext) -> None:
         else:
             c.check("R102", bool(announced), f"{len(announced)} tool_call update(s) for the tools that ran")
     target = ctx.path("written.txt")
-    await agent.prompt(sid, ctx.ask("write", str(target), "written by the conformance suite"))
-    await agent.prompt(sid, ctx.ask("run", "echo conformance-run"))
+    with c.needs("R103"):
+        await agent.prompt(sid, ctx.ask("write", str(target), "written by the conformance suite"))
+        await agent.prompt(sid, ctx.ask("run", "echo conformance-run"))
     agent.permission = "reject"
     refused = ctx.path("refused.txt")
-    with c.at("R136.1"):
-        before = len(agent.permission_requests)
+    before = len(agent.permission_requests)
+    with c.needs("R103"):
         await agent.prompt(sid, ctx.ask("write", str(refused), "must not be written"))
+    with c.at("R136.1"):
         if len(agent.permission_requests) == before:
             c.skip("R136.1", "the agent asked no permission for this write")
         else:

@@ -90,8 +90,12 @@ async def cancel(ctx: GroupContext) -> None:
     with c.at("R114"):
         await agent.conn.notify("session/cancel", {"sessionId": "acp-conformance-no-such-session"})
         await agent.conn.notify("session/cancel", {"sessionId": sid})  # no turn is running
+        await agent.barrier()
+    with c.needs("R103"):
         result = await agent.prompt(sid, ctx.ask("reply", "after an idle cancel"))
-        c.check("R114", result.get("stopReason") in _STOPS, "a cancel with no turn running changed nothing")
+    c.check(
+        "R114", result.get("stopReason") in _STOPS, "cancels with no turn running changed nothing; the next prompt ran"
+    )
     pending = await _running_turn(ctx, agent, sid)
     with c.at("R110"):
         await agent.conn.cancel(sid)
@@ -119,7 +123,7 @@ async def cancel(ctx: GroupContext) -> None:
     pending = await _running_turn(ctx, agent, sid)
     with c.at("R20"):
         await agent.conn.notify("$/cancel_request", {"requestId": pending.id})
-        honoured = await agent.wait_for(lambda: pending.done, 5.0)
+        honoured = await agent.wait_for(lambda: pending.done, 2.0)
         if not honoured:
             await agent.conn.cancel(sid)  # it ignores $/cancel_request (a MAY): end the turn the other way
         try:
