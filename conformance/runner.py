@@ -20,6 +20,7 @@ from conformance.config import RunConfig
 from conformance.groups.base import GROUPS, Group, GroupContext, ModelView
 from conformance.outcome import Blocked, Checks, Finding, describe
 from conformance.schema import WireValidator, load_validator, schema_path, stable_schema_path
+from conformance.values import obj
 from conformance.wire_checks import TRANSCRIPT_IDS, ClientView, TranscriptAnalyzer
 
 
@@ -61,7 +62,7 @@ def validators() -> tuple[WireValidator, WireValidator]:
 def _client_view(agent: Agent) -> ClientView:
     options = agent.conn.options
     caps = options.capabilities() if agent.capabilities_sent else {}
-    session = caps.get("session") if isinstance(caps.get("session"), dict) else {}
+    session = obj(caps.get("session"))
     return ClientView(
         fs=agent.capabilities_sent and options.fs,
         terminal=agent.capabilities_sent and options.terminal,

@@ -624,10 +624,11 @@ class WireValidator:
     def parse_line(self, line: str | bytes) -> dict:
         """Parse one raw stdout line strictly (one JSON object, no raw newline, no NaN, no duplicate keys)."""
         if isinstance(line, bytes | bytearray):
+            raw = bytes(line)
             try:
-                line = bytes(line).decode("utf-8")
+                line = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
-                raise AssertionError(f"ACP violation: line is not valid UTF-8 ({exc}): {bytes(line)[:200]!r}") from exc
+                raise AssertionError(f"ACP violation: line is not valid UTF-8 ({exc}): {raw[:200]!r}") from exc
         body = line[:-1] if line.endswith("\n") else line
         if "\n" in body or "\r" in body:
             raise AssertionError(

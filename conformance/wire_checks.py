@@ -19,6 +19,7 @@ from conformance.agent import TURN_KINDS
 from conformance.outcome import Checks
 from conformance.schema import WireValidator
 from conformance.shapes import unknown_fields
+from conformance.values import arr, obj
 
 TRANSCRIPT_IDS = (
     "R1",
@@ -116,7 +117,7 @@ class TranscriptAnalyzer:
             self.null_errors_expected += 1  # a deliberately invalid message: a null-id error may answer it
             return
         method = msg.get("method")
-        params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
+        params = obj(msg.get("params"))
         if not is_call:  # our response to an agent request
             rid = _key(msg.get("id"))
             sent_for = self.agent_pending.pop(rid, None)
@@ -254,7 +255,7 @@ class TranscriptAnalyzer:
             )
         self.agent_pending[key] = method
         self._validate(msg, {}, method, result=False)
-        params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
+        params = obj(msg.get("params"))
         md = self.stable.tables.agent_requests.get(method)
         self._root_fields(md.definition if md else None, params, f"the {method} params")
         if method in _FS and not self.client.fs:
@@ -277,14 +278,14 @@ class TranscriptAnalyzer:
         if method == "session/request_permission":
             self.permissions += 1
             options = params.get("options")
-            ids = [o.get("optionId") for o in options if isinstance(o, dict)] if isinstance(options, list) else []
+            ids = [o.get("optionId") for o in arr(options) if isinstance(o, dict)]
             if len(ids) != len(set(ids)):
                 self.problem("R136", f"permission option ids repeat: {ids}")
 
     def _agent_notification(self, msg: dict[str, Any], raw: str) -> None:
         method = msg["method"]
         self._validate(msg, {}, method, result=False)
-        params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
+        params = obj(msg.get("params"))
         md = self.stable.tables.agent_notifications.get(method)
         self._root_fields(md.definition if md else None, params, f"the {method} params")
         if method != "session/update":

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from conformance.groups.base import GroupContext, group
+from conformance.values import arr
 
 
 def _is_version(value: Any) -> bool:
@@ -36,7 +37,7 @@ async def initialize(ctx: GroupContext) -> None:
         isinstance(info, dict) and isinstance(info.get("name"), str) and isinstance(info.get("version"), str),
         f"agentInfo {info!r:.200}",
     )
-    methods = init.get("authMethods") if isinstance(init.get("authMethods"), list) else []
+    methods = arr(init.get("authMethods"))
     terminal = [m.get("id") for m in methods if isinstance(m, dict) and m.get("type") == "terminal"]
     c.check(
         "R42",

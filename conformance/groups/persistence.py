@@ -9,6 +9,7 @@ from __future__ import annotations
 from conformance.agent import TURN_KINDS, Agent
 from conformance.groups.base import GroupContext, group
 from conformance.groups.turns import _running_turn
+from conformance.values import arr
 
 _HISTORY = TURN_KINDS
 
@@ -126,7 +127,7 @@ async def list_delete(ctx: GroupContext) -> None:
             params = dict(filters) | ({"cursor": cursor} if cursor else {})
             page = await agent.call("session/list", params)
             sessions = page.get("sessions")
-            ids += [s.get("sessionId") for s in sessions if isinstance(s, dict)] if isinstance(sessions, list) else []
+            ids += [str(s.get("sessionId")) for s in arr(sessions) if isinstance(s, dict)]
             cursor = page.get("nextCursor")
             if not isinstance(cursor, str):
                 break

@@ -4,6 +4,7 @@ request), `$/cancel_request`, a second prompt during a turn."""
 from __future__ import annotations
 
 import base64
+from typing import Any
 
 from ama_acp.client.connection import PendingRequest
 from conformance.agent import Agent, AgentFailure
@@ -36,7 +37,7 @@ async def prompt(ctx: GroupContext) -> None:
             ],
         )
         c.check("R45", result.get("stopReason") in _STOPS, f"a resource_link prompt ended {result.get('stopReason')!r}")
-    blocks = {
+    blocks: dict[str, tuple[str, dict[str, Any]]] = {
         "R100": ("promptCapabilities.image", {"type": "image", "mimeType": "image/png", "data": _PNG}),
         "R100.1": ("promptCapabilities.audio", {"type": "audio", "mimeType": "audio/wav", "data": _WAV}),
         "R100.2": (
@@ -44,7 +45,7 @@ async def prompt(ctx: GroupContext) -> None:
             {"type": "resource", "resource": {"uri": link.as_uri(), "text": "embedded text", "mimeType": "text/plain"}},
         ),
     }
-    unadvertised = None
+    unadvertised: dict[str, Any] | None = None
     for rid, (cap, block) in blocks.items():
         if not agent.advertised(cap):
             c.skip(rid, f"{cap} not advertised")

@@ -14,6 +14,7 @@ from conformance.agent import Agent
 from conformance.groups.base import GroupContext, group
 from conformance.groups.options import switchable
 from conformance.requirements import Profile
+from conformance.values import obj
 
 
 def _usage_before_response(agent: Agent, request_id: int, sid: str) -> list[dict[str, Any]]:
@@ -32,8 +33,8 @@ def _usage_before_response(agent: Agent, request_id: int, sid: str) -> list[dict
         elif entry.direction == "in" and sent:
             if msg.get("id") == request_id and "method" not in msg:
                 return found
-            params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
-            update = params.get("update") if isinstance(params, dict) else None
+            params = obj(msg.get("params"))
+            update = params.get("update")
             if (
                 params.get("sessionId") == sid
                 and isinstance(update, dict)
@@ -90,7 +91,10 @@ async def usage(ctx: GroupContext) -> None:
         with c.at("E3"):
             mark = agent.mark()
             await agent.call("session/set_config_option", {"sessionId": sid, "configId": option["id"], "value": value})
-            kinds = lambda: [u.get("sessionUpdate") for u in agent.updates_since(mark, sid)]  # noqa: E731
+
+            def kinds() -> list[Any]:
+                return [u.get("sessionUpdate") for u in agent.updates_since(mark, sid)]
+
             got = await agent.wait_for(lambda: "usage_update" in kinds(), 5.0)
             order = kinds()
             ok = (
