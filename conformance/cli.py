@@ -58,6 +58,12 @@ def parser() -> argparse.ArgumentParser:
         help="point the agent at the suite's scripted model",
     )
     p.add_argument(
+        "--model-port",
+        type=int,
+        metavar="PORT",
+        help="serve the scripted model on this 127.0.0.1 port (for an agent whose base URL is in a config file)",
+    )
+    p.add_argument(
         "--profile", action="append", choices=["acp", "usage", "all"], help="what to check (default acp; repeatable)"
     )
     p.add_argument(
@@ -125,6 +131,9 @@ def main(argv: list[str] | None = None) -> int:
         if not value > 0:
             sys.stderr.write(f"ama conformance: {name} must be a positive number of seconds\n")
             return USAGE_ERROR
+    if args.model_port is not None and not 0 < args.model_port < 65536:
+        sys.stderr.write("ama conformance: --model-port must be between 1 and 65535\n")
+        return USAGE_ERROR
     timeouts = Timeouts(args.timeout, args.prompt_timeout, args.exit_timeout, args.group_timeout)
     with tempfile.TemporaryDirectory(prefix="acp-conformance-") as tmp:
         root = Path(tmp)
@@ -150,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
                 profiles=_profiles(args.profile),
                 select=args.select,
                 model_env=model_env,
+                model_port=args.model_port,
             )
             from conformance.session_run import execute
 

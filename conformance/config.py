@@ -31,8 +31,9 @@ class RunConfig:
     profiles: tuple[Profile, ...] = (Profile.ACP,)
     select: str | None = None  # -k: substring or `not X` / `A or B` expression over ids and group names
     model_env: dict[str, str] = field(default_factory=dict)  # NAME -> value template ({openai}, {anthropic}, …)
+    model_port: int | None = None  # serve the scripted model on this port (for an agent configured by file)
 
     @property
     def uses_model(self) -> bool:
         """Whether the agent was pointed at the suite's scripted model (then directives are obeyed)."""
-        return bool(self.model_env)
+        return bool(self.model_env) or self.model_port is not None

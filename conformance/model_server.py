@@ -260,14 +260,16 @@ class OwnedHTTPServer(ThreadingHTTPServer):
 
 
 class BackgroundServer:
-    """A `ThreadingHTTPServer` on host, port 0, serving in a daemon thread: it runs beside any event loop.
+    """A `ThreadingHTTPServer` on host and port (0: any free one), serving in a daemon thread: it runs beside any
+    event loop.
     Subclasses name their `handler_class`; handlers reach this object as `self.server.owner`."""
 
     handler_class: type[BaseHTTPRequestHandler]
     thread_name = "model-server"
 
-    def __init__(self, host: str = "127.0.0.1") -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
         self._host = host
+        self._port = port
         self._closing = threading.Event()  # set by close(): wakes handlers that wait or stream
         self._httpd: OwnedHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -288,7 +290,7 @@ class BackgroundServer:
         return self.url
 
     def start(self) -> Self:
-        self._httpd = OwnedHTTPServer((self._host, 0), self.handler_class)
+        self._httpd = OwnedHTTPServer((self._host, self._port), self.handler_class)
         self._httpd.owner = self
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, args=(0.05,), name=self.thread_name, daemon=True
@@ -515,8 +517,10 @@ class ScriptedModel(BackgroundServer):
     handler_class = _Handler
     thread_name = "scripted-model"
 
-    def __init__(self, host: str = "127.0.0.1", *, slow_seconds: float = 30.0, tick: float = 0.05) -> None:
-        super().__init__(host)
+    def __init__(
+        self, host: str = "127.0.0.1", *, port: int = 0, slow_seconds: float = 30.0, tick: float = 0.05
+    ) -> None:
+        super().__init__(host, port)
         self.slow_seconds = max(0.0, slow_seconds)
         self.tick = max(0.001, tick)
         self.requests: list[RecordedRequest] = []

@@ -606,3 +606,10 @@ def markdown_table() -> str:
         text = r.text.replace("|", "\\|")
         rows.append(f"| {r.id} | {r.tier.value} | {r.profile.value} | {r.gate or '—'} | {text} | {r.section} |")
     return "\n".join(rows) + "\n"
+
+
+def unobservable_table() -> str:
+    """The MUSTs of ACP v1 no client can observe, with the reason, as docs/conformance.md carries them."""
+    rows = ["| id | why no client can check it here |", "|---|---|"]
+    rows += [f"| {rid} | {why} |" for rid, why in sorted(UNOBSERVABLE.items(), key=lambda kv: int(kv[0][1:]))]
+    return "\n".join(rows) + "\n"

@@ -22,12 +22,16 @@ USAGE_ERROR = 2
 @contextlib.contextmanager
 def _model(config: RunConfig) -> Iterator[tuple[dict[str, str], ModelView | None]]:
     """The agent's environment, and the scripted model it is pointed at (when --model-env names one)."""
-    if not config.model_env:
+    if not config.uses_model:
         yield dict(config.env), None
         return
     from conformance.model_server import ScriptedModel
 
-    with ScriptedModel() as model:
+    try:
+        server = ScriptedModel(port=config.model_port or 0).start()
+    except OSError as exc:
+        raise ValueError(f"cannot serve the scripted model on port {config.model_port}: {exc.strerror or exc}") from exc
+    with contextlib.closing(server) as model:
         values = model.placeholders()
         env = dict(config.env)
         for name, template in config.model_env.items():

@@ -198,3 +198,23 @@ def test_the_architecture_picture_names_every_part() -> None:
     names = {name for name in ALLOWED if name not in {"__init__", "__main__"}}
     missing = sorted(n for n in names if f"{n}/" not in picture and f"{n}.py" not in picture)
     assert not missing, f"parts missing from the picture in docs/architecture.md: {missing}"
+
+
+def test_the_conformance_suite_stands_beside_ama() -> None:
+    """conformance/ drives agents through ama's client only (it must judge any agent, ama included, from the
+    outside); inside ama_acp/, only the command line (`ama conformance`) imports it."""
+    suite = ROOT / "conformance"
+    problems = []
+    for path in sorted(suite.rglob("*.py")):
+        for line, name in imports_of(path):
+            if part_of(name if _is_module(name) else name.rpartition(".")[0]) not in {"client", "errors", "__init__"}:
+                problems.append(f"{path.relative_to(ROOT)}:{line}: {name}")
+    for path in sorted(PACKAGE.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names = [node.module]
+            if any(n == "conformance" or n.startswith("conformance.") for n in names) and path.name != "cli.py":
+                problems.append(f"{path.relative_to(ROOT)}:{node.lineno}: imports the conformance suite")
+    assert not problems, "\n".join(problems)
