@@ -1,7 +1,8 @@
 """`ama conformance [options] -- AGENT CMD…` (also `python -m conformance` from the repository).
 
 Exit status: 0 when every profile run is met (ACP: conformant), 1 when one is not, 2 for a usage error (bad
-options, an agent command that cannot be started, a vendored schema that fails its pin).
+options, an agent command that cannot be started, a vendored schema that fails its pin, a bug of the suite
+itself).
 """
 
 from __future__ import annotations

@@ -487,7 +487,7 @@ REGISTRY: tuple[Requirement, ...] = (
         "R133",
         C,
         "terminals § release",
-        "Every terminal the agent creates is released with `terminal/release` before the turn that made it ends.",
+        "Every terminal the agent creates is released with `terminal/release` once it is no longer needed, before the connection ends at the latest (the suite checks the whole transcript of each process).",
         "used:terminal",
     ),
     _r(

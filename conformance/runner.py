@@ -18,7 +18,7 @@ from conformance import groups as _groups  # noqa: F401  (registers every group)
 from conformance.agent import Agent
 from conformance.config import RunConfig
 from conformance.groups.base import GROUPS, Group, GroupContext, ModelView
-from conformance.outcome import Blocked, Checks, Finding, describe
+from conformance.outcome import Blocked, Checks, Finding, UnboundCheck, describe
 from conformance.schema import WireValidator, load_validator, schema_path, stable_schema_path
 from conformance.values import obj
 from conformance.wire_checks import TRANSCRIPT_IDS, ClientView, TranscriptAnalyzer
@@ -38,6 +38,7 @@ class GroupRecord:
     seconds: float
     stopped: str | None
     agents: list[AgentRecord] = field(default_factory=list)
+    suite_error: str | None = None  # a bug of the suite (a check bound to an id its group does not declare)
 
 
 @dataclass
@@ -89,25 +90,60 @@ def schema_problems(ctx: GroupContext, agent: Agent) -> list[str]:
 
 def selected(groups: list[Group], expr: str | None) -> list[Group]:
     """-k: a boolean expression of words (and, or, not, parentheses); a word matches a group whose name contains
-    it or that decides the requirement id it names."""
+    it or that decides the requirement id it names. A malformed expression is a ValueError."""
     if not expr:
         return groups
     tokens = re.findall(r"\(|\)|[^\s()]+", expr)
-    out = []
-    for g in groups:
-        code = []
-        for tok in tokens:
-            if tok in ("and", "or", "not", "(", ")"):
-                code.append(tok)
-            else:
-                code.append(str(tok in g.ids or tok.lower() in g.name.lower()))
-        try:
-            keep = bool(eval(" ".join(code), {"__builtins__": {}}, {}))  # only True/False/and/or/not/() reach it
-        except SyntaxError as exc:
-            raise ValueError(f"-k {expr!r} is not a valid expression") from exc
-        if keep:
-            out.append(g)
-    return out
+    return [g for g in groups if _Selection(tokens, g).value()]
+
+
+class _Selection:
+    """expr := term ('or' term)*; term := factor ('and' factor)*; factor := 'not' factor | '(' expr ')' | word."""
+
+    def __init__(self, tokens: list[str], group: Group) -> None:
+        self.tokens, self.group, self.at = tokens, group, 0
+
+    def value(self) -> bool:
+        result = self._expr()
+        if self.at != len(self.tokens):
+            raise ValueError(f"-k: unexpected {self.tokens[self.at]!r}")
+        return result
+
+    def _next(self) -> str:
+        if self.at >= len(self.tokens):
+            raise ValueError("-k: the expression ends too soon")
+        self.at += 1
+        return self.tokens[self.at - 1]
+
+    def _peek(self) -> str | None:
+        return self.tokens[self.at] if self.at < len(self.tokens) else None
+
+    def _expr(self) -> bool:
+        result = self._term()
+        while self._peek() == "or":
+            self._next()
+            result = self._term() or result
+        return result
+
+    def _term(self) -> bool:
+        result = self._factor()
+        while self._peek() == "and":
+            self._next()
+            result = self._factor() and result
+        return result
+
+    def _factor(self) -> bool:
+        tok = self._next()
+        if tok == "not":
+            return not self._factor()
+        if tok == "(":
+            result = self._expr()
+            if self._next() != ")":
+                raise ValueError("-k: a parenthesis is not closed")
+            return result
+        if tok in ("and", "or", ")"):
+            raise ValueError(f"-k: unexpected {tok!r}")
+        return tok in self.group.ids or tok.lower() in self.group.name.lower()
 
 
 async def run_group(
@@ -117,6 +153,7 @@ async def run_group(
     ctx = GroupContext(config, env, checks, own=group.ids, model=model)
     started = time.monotonic()
     stopped: Blocked | None = None
+    suite_error: str | None = None
     checks.last = group.ids[0]
     try:
         with anyio.fail_after(config.timeouts.group):
@@ -125,13 +162,16 @@ async def run_group(
                     await group.run(ctx)
                 except Blocked as exc:
                     stopped = exc
+    except UnboundCheck as exc:  # the suite's own bug: not a finding about the agent
+        suite_error = f"group {group.name}: {exc}"
+        stopped = Blocked(checks.last, "the suite itself failed here (see the suite errors)")
     except TimeoutError:
         checks.failed(checks.last, f"the group ran out of time ({config.timeouts.group:.0f} s) at this step")
         stopped = Blocked(checks.last, "the group ran out of time")
     except Exception as exc:  # anything else is still a finding about the step at hand, never a crash of the run
         checks.failed(checks.last, describe(exc))
         stopped = Blocked(checks.last, describe(exc))
-    record = GroupRecord(group.name, 0.0, None)
+    record = GroupRecord(group.name, 0.0, None, suite_error=suite_error)
     init: dict[str, Any] = {}
     for agent in ctx.agents:  # all closed by now (the exit stack); a transcript outlives its connection
         analyse(agent, checks)

@@ -37,7 +37,7 @@ def _model(config: RunConfig) -> Iterator[tuple[dict[str, str], ModelView | None
         for name, template in config.model_env.items():
             try:
                 env[name] = template.format_map(values)
-            except (KeyError, ValueError, IndexError) as exc:
+            except (KeyError, ValueError, IndexError, AttributeError, TypeError) as exc:
                 raise ValueError(
                     f"--model-env {name}={template!r}: unknown placeholder {exc} (known: {sorted(values)})"
                 ) from exc
@@ -61,4 +61,10 @@ def execute(config: RunConfig, report_json: str | None) -> int:
     if report_json:
         data = as_json(record, results, verdicts, config.command)
         Path(report_json).write_text(json.dumps(data, indent=1, ensure_ascii=False), encoding="utf-8")
+    errors = [g.suite_error for g in record.groups if g.suite_error]
+    if errors:  # the verdict cannot be trusted: say so, and exit as for any other failure to run the suite
+        sys.stderr.write(
+            "ama conformance: the suite itself failed (a bug, not the agent's):\n  " + "\n  ".join(errors) + "\n"
+        )
+        return USAGE_ERROR
     return 0 if all(v.conformant for v in verdicts) else 1

@@ -54,6 +54,16 @@ _OPTIONAL_KINDS = {"notice": "notices", "compaction_update": "compaction", "comp
 _SHOWN = 300
 
 
+def update_kinds(schema: Mapping[str, Any]) -> frozenset[str]:
+    """The `sessionUpdate` tags a schema's SessionUpdate union defines."""
+    found = set()
+    for branch in obj(obj(schema.get("$defs")).get("SessionUpdate")).get("oneOf") or ():
+        tag = obj(obj(obj(branch).get("properties")).get("sessionUpdate")).get("const")
+        if isinstance(tag, str):
+            found.add(tag)
+    return frozenset(found)
+
+
 def _key(request_id: Any) -> str:
     return json.dumps(request_id, sort_keys=True)
 
@@ -99,6 +109,8 @@ class TranscriptAnalyzer:
         self.embedded: set[str] = set()
         self.pending_create: dict[str, str] = {}  # agent request id -> sessionId of terminal/create
         self.permissions = 0
+        self.stable_kinds = update_kinds(stable.schema)
+        self.unstable_kinds = update_kinds(unstable.schema)
 
     def problem(self, rid: str, text: str) -> None:
         self.problems.setdefault(rid, []).append(text)
@@ -115,6 +127,8 @@ class TranscriptAnalyzer:
         is_response = isinstance(msg, dict) and "id" in msg and ("result" in msg or "error" in msg)
         if not is_call and not is_response:
             self.null_errors_expected += 1  # a deliberately invalid message: a null-id error may answer it
+            if isinstance(msg, dict) and "method" in msg and "id" in msg:
+                self.our_pending[_key(msg["id"])] = ("", {})  # an invalid request: it may be answered by its id
             return
         method = msg.get("method")
         params = obj(msg.get("params"))
@@ -175,7 +189,11 @@ class TranscriptAnalyzer:
             tables.agent_results if result else {**tables.agent_requests, **tables.agent_notifications}
         )
         validator = self.stable
-        if not known_stable and not method.startswith("_"):
+        kind = obj(obj(msg.get("params")).get("update")).get("sessionUpdate")
+        if method == "session/update" and isinstance(kind, str) and kind not in self.stable_kinds:
+            if kind in self.unstable_kinds:
+                validator = self.unstable  # an unstable-only update kind: R116 reports it, R4 checks its shape
+        elif not known_stable and not method.startswith("_"):
             ut = self.unstable.tables
             if method in (ut.agent_results if result else {**ut.agent_requests, **ut.agent_notifications}):
                 validator = self.unstable
@@ -208,6 +226,10 @@ class TranscriptAnalyzer:
         if key in self.our_pending:
             method, params = self.our_pending.pop(key)
             self.answered.add(key)
+            if not method:
+                return  # the answer to a deliberately invalid request: its code is R17.1's business
+            if not isinstance(rid, str | int | None):
+                return  # an id of another JSON type can only be the agent's (R11 is judged by the key match)
             self._validate(msg, {rid: method}, method, result=True)
             if "result" in msg and not method.startswith("_"):
                 md = self.stable.tables.agent_results.get(method)
@@ -299,8 +321,10 @@ class TranscriptAnalyzer:
             self.problem("R115", f"a {kind} update for session {sid!r}, which no response has named yet")
         self._root_fields("SessionUpdate", update, f"the {kind} update")
         needed = _OPTIONAL_KINDS.get(str(kind))
-        if needed is not None and needed not in self.client.session_caps:
+        if needed is not None and self.client.session_caps.get(needed) is None:
             self.problem("R116", f"a {kind} update although the client did not advertise session.{needed}")
+        elif isinstance(kind, str) and kind not in self.stable_kinds and kind in self.unstable_kinds:
+            self.problem("R116", f"a {kind} update, a kind only the unstable schema defines")
         if kind in TURN_KINDS and sid in self.ended and sid not in self.replaying:
             self.problem("R105", f"a {kind} for session {sid!r} after its turn was answered: {_short(raw)}")
         self._configs(update, f"the {kind} update")
@@ -340,8 +364,9 @@ class TranscriptAnalyzer:
     def _configs(self, holder: Any, where: str) -> None:
         if not isinstance(holder, dict) or not isinstance(holder.get("configOptions"), list):
             return
-        if "configOptions" in self.client.session_caps:
-            return  # this suite never advertises boolean options; kept general for a client that does
+        opted = self.client.session_caps.get("configOptions")
+        if isinstance(opted, dict) and opted.get("boolean") is not None:
+            return  # the client advertised boolean options (this suite never does; kept general)
         booleans = [o.get("id") for o in holder["configOptions"] if isinstance(o, dict) and o.get("type") == "boolean"]
         if booleans:
             self.problem("R96", f"{where} has boolean options {booleans} although the client did not advertise them")
@@ -352,10 +377,18 @@ class TranscriptAnalyzer:
         self, transcript: list[TranscriptEntry], violations: list[Violation], ended_by: str | None, stderr: str
     ) -> None:
         for entry in transcript:
-            if entry.direction == "out":
-                self._out(entry.raw)
-            else:
-                self._in(entry.raw)
+            try:
+                if entry.direction == "out":
+                    self._out(entry.raw)
+                else:
+                    self._in(entry.raw)
+            except (RecursionError, TypeError, AttributeError, ValueError, KeyError) as exc:
+                # A shape no check expected (an unhashable tag, a list where an object belongs, nesting past
+                # what Python can walk): that message is not a valid ACP message, whatever else it is.
+                if entry.direction == "in":
+                    self.problem(
+                        "R4", f"a message the suite could not read as ACP ({type(exc).__name__}): {_short(entry.raw)}"
+                    )
         for v in violations:
             if v.kind == "invalid_utf8":
                 self.problem("R1", f"a stdout line is not UTF-8: {_short(v.raw or '')}")

@@ -175,7 +175,8 @@ async def malformed(ctx: GroupContext) -> None:
         await agent.initialize()
     conn = agent.conn
 
-    async def null_error_after(line: str) -> int | None:
+    async def null_error_after(line: str, request_id: int | None = None) -> int | None:
+        """The code of the error the agent answers `line` with (under id null, or `request_id`)."""
         mark = len(conn.transcript)
         await conn.send_raw(line)
 
@@ -187,7 +188,12 @@ async def malformed(ctx: GroupContext) -> None:
                     msg = json.loads(e.raw)
                 except ValueError:
                     continue
-                if isinstance(msg, dict) and "id" in msg and msg["id"] is None and isinstance(msg.get("error"), dict):
+                if (
+                    isinstance(msg, dict)
+                    and "id" in msg
+                    and msg["id"] in (None, request_id)
+                    and isinstance(msg.get("error"), dict)
+                ):
                     code = msg["error"].get("code")
                     return code if isinstance(code, int) else 0
             return None
@@ -203,8 +209,9 @@ async def malformed(ctx: GroupContext) -> None:
             f"a line that is not JSON gets {code if code is not None else 'no answer'}; the agent still serves",
         )
     with c.at("R17.1"):
-        # JSON-RPC 2.0's own example of an invalid request: a method that is not a string.
-        code = await null_error_after('{"jsonrpc": "2.0", "method": 1, "params": "bar"}')
+        # JSON-RPC 2.0's own example of an invalid request (a method that is not a string), with an id: without
+        # one it is an (invalid) notification, which an agent may rightly leave unanswered (R13).
+        code = await null_error_after('{"jsonrpc": "2.0", "id": 79, "method": 1, "params": "bar"}', 79)
         c.check(
             "R17.1",
             code == -32600,

@@ -4,6 +4,7 @@ request), `$/cancel_request`, a second prompt during a turn."""
 from __future__ import annotations
 
 import base64
+import time
 from typing import Any
 
 from ama_acp.client.connection import PendingRequest
@@ -72,7 +73,15 @@ async def prompt(ctx: GroupContext) -> None:
         )
 
 
-async def _running_turn(ctx: GroupContext, agent: Agent, sid: str) -> PendingRequest:
+def raced(sent: float) -> bool:
+    """Whether a turn that did not end `cancelled` plausibly finished before it read the cancel: its response
+    came within a second of it. (A fast agent writes whole bursts of a turn in a millisecond, so the updates that
+    follow a cancel say nothing.) An agent that goes on working after a cancel of the scripted model's slow
+    answer takes far longer than that, and is failed, not excused."""
+    return time.monotonic() - sent < 1.0
+
+
+async def running_turn(ctx: GroupContext, agent: Agent, sid: str) -> PendingRequest:
     """Start the slow prompt and wait until the turn shows it runs. Starting a turn is R103's business; a turn
     that ends on its own before it can be cancelled leaves the cancel untested (give --cancel-prompt)."""
     mark = agent.mark()
@@ -97,8 +106,9 @@ async def cancel(ctx: GroupContext) -> None:
     c.check(
         "R114", result.get("stopReason") in _STOPS, "cancels with no turn running changed nothing; the next prompt ran"
     )
-    pending = await _running_turn(ctx, agent, sid)
+    pending = await running_turn(ctx, agent, sid)
     with c.at("R110"):
+        sent = time.monotonic()
         await agent.conn.cancel(sid)
         try:
             result = await agent.finish(pending)
@@ -108,9 +118,17 @@ async def cancel(ctx: GroupContext) -> None:
         else:
             c.passed("R111", "the cancelled turn ended with a result, not an error")
             stop = result.get("stopReason")
-            c.check("R110", stop == "cancelled", f"the cancelled turn ended with stopReason {stop!r}")
+            if stop == "cancelled":
+                c.passed("R110", "the cancelled turn ended with stopReason 'cancelled'")
+            elif raced(sent):
+                c.untested(
+                    "R110",
+                    f"the turn ended ({stop!r}) as the cancel arrived, a race the spec leaves open: give a longer --cancel-prompt",
+                )
+            else:
+                c.failed("R110", f"the turn went on after the cancel and ended with stopReason {stop!r}")
     # A second prompt while a turn runs: the spec is silent; what happens is recorded.
-    pending = await _running_turn(ctx, agent, sid)
+    pending = await running_turn(ctx, agent, sid)
     with c.at("R107"):
         extra = await agent.start_prompt(sid, ctx.ask("reply", "a second prompt"))
         await agent.conn.cancel(sid)
@@ -121,19 +139,22 @@ async def cancel(ctx: GroupContext) -> None:
             except AgentFailure as exc:
                 outcomes.append(str(exc))
         c.passed("R107", f"first turn: {outcomes[0]}; second prompt: {outcomes[1]}")
-    pending = await _running_turn(ctx, agent, sid)
+    pending = await running_turn(ctx, agent, sid)
     with c.at("R20"):
         await agent.conn.notify("$/cancel_request", {"requestId": pending.id})
         honoured = await agent.wait_for(lambda: pending.done, 2.0)
         if not honoured:
             await agent.conn.cancel(sid)  # it ignores $/cancel_request (a MAY): end the turn the other way
         try:
-            outcome = str((await agent.finish(pending)).get("stopReason"))
+            outcome = f"a result ({(await agent.finish(pending)).get('stopReason')!r})"
+            ok = True
         except AgentFailure as exc:
             outcome = str(exc)
-        ok = outcome == "cancelled" or "-32800" in outcome or not honoured
+            ok = "-32800" in outcome
         c.check(
-            "R20", ok, f"$/cancel_request {'honoured' if honoured else 'ignored (allowed)'}: the prompt got {outcome}"
+            "R20",
+            ok,
+            f"$/cancel_request {'acted on' if honoured else 'not acted on (allowed)'}: the prompt got {outcome}",
         )
 
 
