@@ -316,15 +316,10 @@ def test_text_report_of_one_profile_only_has_that_section() -> None:
     assert "== ACP v1 ==" in report and "usage profile" not in report
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=Blocked,
-    reason="Checks.at catches UnboundCheck with every other Exception: the suite's own bug (a check reporting an "
-    "id its group does not declare) is recorded as a FAIL of the requirement at hand, blamed on the agent, "
-    "although UnboundCheck's docstring says it is never the agent's fault",
-)
 def test_an_unbound_report_inside_at_is_not_blamed_on_the_agent() -> None:
     c = Checks("g", ("R36",))
     with pytest.raises(UnboundCheck), c.at("R36"):
+        c.passed("R999", "a typo in the suite")
+    with pytest.raises(UnboundCheck), c.needs("R103"):
         c.passed("R999", "a typo in the suite")
     assert c.findings == []
