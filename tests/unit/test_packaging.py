@@ -25,5 +25,9 @@ def test_every_package_of_the_repository_is_in_the_wheel() -> None:
     assert mapped == {"conformance._schema": "schema"}
     for name in listed - found:
         where = ROOT / mapped.get(name, name.replace(".", "/"))
-        assert where.is_dir() and name in config["package-data"], name
+        parent = name.rpartition(".")[0]
+        declared = name in config["package-data"] or any(
+            pattern.startswith(name.rpartition(".")[2] + "/") for pattern in config["package-data"].get(parent, [])
+        )
+        assert where.is_dir() and declared, f"{name}: a data directory whose files no package-data entry names"
     assert (ROOT / "schema" / "pin.json").is_file()
