@@ -210,7 +210,12 @@ REGISTRY: tuple[Requirement, ...] = (
         """The session's `cwd` is its working directory whatever directory the agent process started in: a
         relative path the model names is resolved against it.""",
     ),
-    _r("R56", A, "session setup (derived)", "A relative `cwd` is rejected (-32602)."),
+    _r(
+        "R56",
+        A,
+        "session setup (derived)",
+        "A relative `cwd` is rejected (-32602), by `session/new` and by `session/load`.",
+    ),
     _r(
         "R60",
         M,

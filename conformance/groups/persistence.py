@@ -38,7 +38,7 @@ async def _stored_session(ctx: GroupContext, gate: str, marker: str) -> tuple[Ag
     return fresh, sid
 
 
-@group("load", ("R66", "R67", "R70", "R71", "R72"))
+@group("load", ("R66", "R67", "R70", "R71", "R72", "R56"))
 async def load(ctx: GroupContext) -> None:
     c = ctx.checks
     stored = await _stored_session(ctx, "loadSession", "replayed-marker-5d1e")
@@ -79,6 +79,13 @@ async def load(ctx: GroupContext) -> None:
             "session/load", {"sessionId": "acp-conformance-unknown", "cwd": str(ctx.config.workspace), "mcpServers": []}
         )
         c.passed("R72", "an unknown session id got " + (f"error {err.code}" if err else "a result"))
+    with c.at("R56"):
+        err = await agent.error_of("session/load", {"sessionId": sid, "cwd": "relative/dir", "mcpServers": []})
+        c.check(
+            "R56",
+            err is not None,
+            "session/load with a relative cwd got " + (f"error {err.code}" if err else "a result"),
+        )
 
 
 @group("resume", ("R74", "R75", "R77"))

@@ -30,6 +30,7 @@ RULE = {
     "stdout-banner": "R4",
     "ignore-eof": "R7",
     "crash-on-prompt": "R103",
+    "boolean-option": "R96",
 }
 # What a break may leave untested besides: the checks that need what it breaks (a crashed turn cannot be
 # cancelled; a path the client refuses cannot show which directory it named).

@@ -628,7 +628,7 @@ async def test_eof_right_after_start_exits_0(tmp_path: Path) -> None:
 
 
 def test_every_break_has_its_test() -> None:
-    assert len(BREAKS) == 13
+    assert len(BREAKS) == 14
     for name, description in BREAKS.items():
         assert description and "\n" not in description
         assert f"test_break_{name.replace('-', '_')}" in globals(), f"no test shows the {name} break"
@@ -694,6 +694,13 @@ async def test_break_root_field(tmp_path: Path) -> None:
         new = await conn.new_session(tmp_path)
         assert new["extra"] is True
         assert "extra" not in await conn.prompt(new["sessionId"], "hi", timeout=10)
+
+
+async def test_break_boolean_option(tmp_path: Path) -> None:
+    async with fixture(tmp_path, "boolean-option", validate=False) as conn:
+        await conn.initialize()  # ama's client advertises no boolean config options by default
+        new = await conn.new_session(tmp_path)
+        assert [o["id"] for o in new["configOptions"] if o["type"] == "boolean"] == ["verbose"]
 
 
 async def test_break_early_update(tmp_path: Path) -> None:

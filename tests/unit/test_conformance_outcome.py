@@ -78,8 +78,8 @@ def test_at_and_needs_leave_base_exceptions_alone() -> None:
 @pytest.mark.parametrize("report", ["check", "passed", "failed", "skip", "untested"])
 def test_reporting_an_undeclared_id_raises_unbound_check(report: str) -> None:
     c = Checks("g", ("R36",), ("R4",))
-    args: tuple[object, ...] = ("R999", True, "d") if report == "check" else ("R999", "d")
-    with pytest.raises(UnboundCheck, match="R999"):
+    args: tuple[object, ...] = ("X999", True, "d") if report == "check" else ("X999", "d")
+    with pytest.raises(UnboundCheck, match="X999"):
         getattr(c, report)(*args)
     assert c.findings == []
 
@@ -87,7 +87,7 @@ def test_reporting_an_undeclared_id_raises_unbound_check(report: str) -> None:
 def test_an_undeclared_id_inside_at_is_unbound_not_a_finding() -> None:
     """A step failing under an id the group never declared is the suite's bug: UnboundCheck, not Blocked."""
     c = Checks("g", ("R36",))
-    with pytest.raises(UnboundCheck), c.at("R999"):
+    with pytest.raises(UnboundCheck), c.at("X999"):
         raise RuntimeError("boom")
     assert c.findings == []
 
@@ -319,7 +319,7 @@ def test_text_report_of_one_profile_only_has_that_section() -> None:
 def test_an_unbound_report_inside_at_is_not_blamed_on_the_agent() -> None:
     c = Checks("g", ("R36",))
     with pytest.raises(UnboundCheck), c.at("R36"):
-        c.passed("R999", "a typo in the suite")
+        c.passed("X999", "a typo in the suite")
     with pytest.raises(UnboundCheck), c.needs("R103"):
-        c.passed("R999", "a typo in the suite")
+        c.passed("X999", "a typo in the suite")
     assert c.findings == []

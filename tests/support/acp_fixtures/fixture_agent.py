@@ -46,6 +46,7 @@ BREAKS: dict[str, str] = {
     "stdout-banner": "prints a plain 'fixture agent ready' line on stdout at start",
     "ignore-eof": "keeps running after stdin ends (until SIGTERM)",
     "crash-on-prompt": "writes a fake traceback to stderr and exits 3 on any session/prompt",
+    "boolean-option": "offers a boolean config option in session/new to a client that did not advertise them",
 }
 
 PROTOCOL_VERSION = 1
@@ -722,6 +723,12 @@ class Agent:
         # The MCP handshakes wait on other processes: not on the thread that reads stdin.
         self.spawn(lambda: self.guarded(rid, lambda: self._open_session(rid, session, specs)), "session-new")
 
+    def config_options(self, mode: str) -> list[dict[str, Any]]:
+        options = config_options(mode)
+        if "boolean-option" in self.breaks:  # in every payload, so the list stays complete (R94)
+            options.append({"id": "verbose", "name": "Verbose", "type": "boolean", "currentValue": False})
+        return options
+
     def _open_session(self, rid: Any, session: Session, specs: list[McpSpec]) -> None:
         for spec in specs:
             server = self.start_mcp(spec, session.cwd)
@@ -732,10 +739,11 @@ class Agent:
         result: dict[str, Any] = {
             "sessionId": session.id,
             "modes": mode_state(session.mode),
-            "configOptions": config_options(session.mode),
+            "configOptions": self.config_options(session.mode),
         }
         if "root-field" in self.breaks:
             result["extra"] = True
+
         commands = {"sessionUpdate": "available_commands_update", "availableCommands": []}
         if "early-update" in self.breaks:
             self.update(session.id, commands)
@@ -809,7 +817,7 @@ class Agent:
         if params.get("type") not in (None, "select") or not isinstance(value, str) or value not in MODES:
             raise RpcError(INVALID_PARAMS, f"{shown(value)} is not a value of config option 'mode'")
         session.mode = value
-        return {"configOptions": config_options(session.mode)}
+        return {"configOptions": self.config_options(session.mode)}
 
     def session_close(self, rid: Any, params: dict[str, Any]) -> None:
         sid = params.get("sessionId")
