@@ -84,7 +84,7 @@ def schema_problems(ctx: GroupContext, agent: Agent) -> list[str]:
     stable, unstable = validators()
     analyzer = TranscriptAnalyzer(stable, unstable, _client_view(agent), scratch)
     for entry in list(agent.conn.transcript):
-        (analyzer._out if entry.direction == "out" else analyzer._in)(entry.raw)
+        analyzer.feed(entry)
     return analyzer.problems.get("R4", [])
 
 

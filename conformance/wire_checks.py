@@ -373,22 +373,26 @@ class TranscriptAnalyzer:
 
     # --- the whole ---------------------------------------------------------------------------------------
 
+    def feed(self, entry: TranscriptEntry) -> None:
+        """Take in one line of the transcript, in order (`run` does this for each)."""
+        try:
+            if entry.direction == "out":
+                self._out(entry.raw)
+            else:
+                self._in(entry.raw)
+        except (RecursionError, TypeError, AttributeError, ValueError, KeyError) as exc:
+            # A shape no check expected (an unhashable tag, a list where an object belongs, nesting past what
+            # Python can walk): that message is not a valid ACP message, whatever else it is.
+            if entry.direction == "in":
+                self.problem(
+                    "R4", f"a message the suite could not read as ACP ({type(exc).__name__}): {_short(entry.raw)}"
+                )
+
     def run(
         self, transcript: list[TranscriptEntry], violations: list[Violation], ended_by: str | None, stderr: str
     ) -> None:
         for entry in transcript:
-            try:
-                if entry.direction == "out":
-                    self._out(entry.raw)
-                else:
-                    self._in(entry.raw)
-            except (RecursionError, TypeError, AttributeError, ValueError, KeyError) as exc:
-                # A shape no check expected (an unhashable tag, a list where an object belongs, nesting past
-                # what Python can walk): that message is not a valid ACP message, whatever else it is.
-                if entry.direction == "in":
-                    self.problem(
-                        "R4", f"a message the suite could not read as ACP ({type(exc).__name__}): {_short(entry.raw)}"
-                    )
+            self.feed(entry)
         for v in violations:
             if v.kind == "invalid_utf8":
                 self.problem("R1", f"a stdout line is not UTF-8: {_short(v.raw or '')}")

@@ -35,12 +35,6 @@ class ModelView:
                 out.append(body)
         return out
 
-    def saw(self, text: str) -> bool:
-        """Whether any request the agent sent to the model carried `text` (e.g. a tool result's marker)."""
-        import json
-
-        return any(text in json.dumps(body) for body in self.bodies())
-
 
 @dataclass
 class GroupContext:
