@@ -65,12 +65,17 @@ class GroupContext:
     async def ready(self, **kwargs: Any) -> tuple[Agent, str]:
         """A fresh agent, initialized, with one session: the common start of a group. The steps are R36's
         and R33's, checked in their own groups; here their failure only blocks."""
+        agent, sid, _ = await self.opened(**kwargs)
+        return agent, sid
+
+    async def opened(self, **kwargs: Any) -> tuple[Agent, str, dict[str, Any]]:
+        """`ready()`, with the `session/new` result (its modes and config options)."""
         agent = await self.spawn(**kwargs)
         with self.checks.needs("R36"):
             await agent.initialize()
         with self.checks.needs("R33"):
-            sid, _ = await agent.new_session()
-        return agent, sid
+            sid, result = await agent.new_session()
+        return agent, sid, result
 
     def file(self, name: str, text: str) -> Path:
         """A file of this group in the session directory (names are per group: no two groups share one)."""

@@ -61,11 +61,7 @@ async def _mid_turn(
 @group("modes", ("R91", "R91.1", "R92", "R127"))
 async def modes(ctx: GroupContext) -> None:
     c = ctx.checks
-    agent = await ctx.spawn()
-    with c.needs("R36"):
-        await agent.initialize()
-    with c.needs("R33"):
-        sid, result = await agent.new_session()
+    agent, sid, result = await ctx.opened()
     state = result.get("modes")
     available = [m.get("id") for m in (state or {}).get("availableModes") or [] if isinstance(m, dict)]
     if not isinstance(state, dict) or not available:
@@ -101,11 +97,7 @@ async def modes(ctx: GroupContext) -> None:
 @group("config", ("R94", "R97", "R97.1"))
 async def config(ctx: GroupContext) -> None:
     c = ctx.checks
-    agent = await ctx.spawn()
-    with c.needs("R36"):
-        await agent.initialize()
-    with c.needs("R33"):
-        sid, result = await agent.new_session()
+    agent, sid, result = await ctx.opened()
     options = result.get("configOptions")
     if not isinstance(options, list) or not options:
         for rid in ctx.own:

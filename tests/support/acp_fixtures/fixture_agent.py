@@ -4,11 +4,12 @@
 
 It speaks ACP v1 over stdio (one compact JSON object a stdout line, logs on stderr) and does what the
 conformance directives in a prompt ask (`acp-conformance: reply|slow|read|write|run|mcp ...`, the format of
-`conformance/directives.py`, whose parser is copied here): no model, so the suite can be checked against an
+`conformance/directives.py`, imported from the checkout it lives in): no model, so the suite can be checked against an
 agent whose behaviour is known exactly. Each `--break NAME` (see `BREAKS`) breaks exactly one rule and leaves
 everything else conforming, so a test can show the suite tells them apart.
 
-Stdlib only, on purpose: it may be run with any Python, and it starts in milliseconds. Threads: the main one
+Stdlib only (plus that one small module), on purpose: it may be run with any Python, and it starts in
+milliseconds. Threads: the main one
 reads stdin and dispatches; each prompt turn, each session/new (its MCP handshakes) and each session/close
 (waiting for the turn it cancels) runs in its own, so cancel, set_mode, set_config_option and close are
 served while a turn runs. Requests to the client wait for their responses matched by id; an error reply or a
@@ -31,6 +32,11 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
+
+# The directive format has one parser, the suite's own (stdlib only, like this script): found through the
+# checkout this file lives in, so the script still runs as a plain path with any interpreter.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+from conformance.directives import Directive, parse_directive  # noqa: E402
 
 BREAKS: dict[str, str] = {
     "fs-unoffered": "read calls fs/read_text_file although the client did not offer it (falls back on an error)",
@@ -83,43 +89,6 @@ def log(text: str) -> None:
         sys.stderr.flush()
     except (OSError, ValueError):
         pass
-
-
-# --------------------------------------------------------------------------------------------------
-# Directives (a copy of conformance/directives.py's parser: this script imports nothing of the project)
-# --------------------------------------------------------------------------------------------------
-
-PREFIX = "acp-conformance:"
-
-
-@dataclass(frozen=True)
-class Directive:
-    verb: str  # reply, slow, read, write, run, mcp
-    path: str = ""  # read, write
-    text: str = ""  # reply text, write content, run command, mcp tool name
-
-
-def parse_directive(text: str) -> Directive | None:
-    """The last well-formed directive line in `text`, or None (unknown verbs and bare verbs are ignored)."""
-    found: Directive | None = None
-    for line in text.splitlines():
-        line = line.strip()
-        if not line.startswith(PREFIX):
-            continue
-        verb, _, rest = line[len(PREFIX) :].strip().partition(" ")
-        rest = rest.strip()
-        if verb == "reply":
-            found = Directive("reply", text=rest)
-        elif verb == "slow":
-            found = Directive("slow")
-        elif verb == "read" and rest:
-            found = Directive("read", path=rest)
-        elif verb == "write" and rest:
-            path, _, content = rest.partition(" ")
-            found = Directive("write", path=path, text=content)
-        elif verb in ("run", "mcp") and rest:
-            found = Directive(verb, text=rest)
-    return found
 
 
 # --------------------------------------------------------------------------------------------------
