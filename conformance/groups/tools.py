@@ -39,7 +39,7 @@ async def tools(ctx: GroupContext) -> None:
     agent, sid = await ctx.ready(permission="allow")
     # R54: the same relative name in the session directory and in the process's own directory, with different
     # markers; which marker the agent (or its model) got says which directory it resolved against.
-    name = f"{c.group}-relative.txt"
+    name = ".acp-conformance-relative.txt"  # the only file the suite puts (briefly) in the agent's own cwd
     (ctx.config.workspace / name).write_text("marker-session-cwd-7f3a\n", encoding="utf-8")
     (ctx.config.cwd / name).write_text("marker-process-cwd-91cc\n", encoding="utf-8")
     try:
