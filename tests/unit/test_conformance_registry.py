@@ -5,6 +5,7 @@ declare, and together with the unobservable list the registry covers every MUST 
 from __future__ import annotations
 
 import ast
+import os
 import re
 from pathlib import Path
 
@@ -18,7 +19,9 @@ from conformance.wire_checks import TRANSCRIPT_IDS
 
 REPO = Path(__file__).resolve().parents[2]
 GROUP_DIR = Path(base.__file__).resolve().parent
-DIGEST = REPO.parent / "shared" / "spec" / "acp-v1-requirements.md"
+# The digest itself is not part of the repository; a person who has it names it by env to cross-check the
+# fixed list below against it (the repository stands alone without it).
+DIGEST = Path(os.environ["AMA_ACP_DIGEST"]) if os.environ.get("AMA_ACP_DIGEST") else None
 DOC = REPO / "docs" / "conformance.md"
 
 # The MUST / MUST NOT ids of the ACP v1 agent requirements digest, fixed here so the check stands without it.
@@ -252,8 +255,8 @@ def test_digest_parser_reads_each_form() -> None:
 
 
 def test_every_must_of_the_digest_file_is_covered() -> None:
-    if not DIGEST.is_file():
-        pytest.skip(f"{DIGEST} is absent: the repository stands alone, the fixed list above still applies")
+    if DIGEST is None or not DIGEST.is_file():
+        pytest.skip("AMA_ACP_DIGEST names no digest file: the repository stands alone, the fixed list still applies")
     found = digest_must_ids(DIGEST.read_text(encoding="utf-8"))
     # The file's format still matches the parser: most of the fixed list is found in it (the rest, such as R10's
     # "SHOULD … MUST" or R136's sub-bullets, states its MUST in a form the parser leaves alone).
