@@ -631,7 +631,16 @@ class Agent:
         self.guarded(rid, lambda: handler(rid, params))
 
     def on_notification(self, method: str, params: dict[str, Any]) -> None:
-        # Notifications are never answered (R13), whatever they carry; only session/cancel does something.
+        # Notifications are never answered (R13), whatever they carry; only session/cancel and a
+        # $/cancel_request naming a running prompt (which it then cancels, answering `cancelled`) do something.
+        if method == "$/cancel_request":
+            with self.lock:
+                turns = [s.turn for s in self.sessions.values() if s.turn is not None]
+            for running in turns:
+                wanted = params.get("requestId")
+                if running.request_id == wanted and type(running.request_id) is type(wanted):
+                    running.cancelled.set()
+            return
         if method != "session/cancel":
             return
         if "answers-cancel" in self.breaks:
