@@ -257,7 +257,9 @@ class AgentProcess:
         self._closed = True
         with anyio.CancelScope(shield=True):
             await self.terminals.shutdown()
-            self.ended_by = "exited before close" if proc.returncode is not None else "eof"
+            # Its stdout already ended: it exited (or hung up) on its own, before anyone closed its stdin.
+            gone = proc.returncode is not None or self._eof.is_set()
+            self.ended_by = "exited before close" if gone else "eof"
             try:
                 if proc.stdin is not None:  # it is a pipe: the agent was started with stdin=PIPE
                     await proc.stdin.aclose()
