@@ -5,8 +5,10 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import AsyncGenerator, Callable, Mapping
+from dataclasses import dataclass
 
 from ama_acp.config import Config, ConfigError, ProviderConfig
+from ama_acp.credentials import KeySource, key_source
 from ama_acp.providers import base as pb
 from ama_acp.providers.catalog import ModelInfo
 from ama_acp.providers.endpoints import BUILTIN_ENDPOINTS, key_env
@@ -20,6 +22,14 @@ FALLBACK_MODEL = "scripted/demo"
 
 class ModelError(ConfigError):
     """A model id that is not `provider/model`; resolve.py makes it a "config" failure."""
+
+
+def _keys(env: Mapping[str, str] | None) -> KeySource:
+    """Where keys are looked up: the process environment over the credentials file, or — when a caller passes
+    its own mapping (a test, a check of another environment) — that mapping alone."""
+    if env is None:
+        return key_source()
+    return env if isinstance(env, KeySource) else KeySource(env, {})
 
 
 def split_model_id(model_id: str) -> tuple[str, str]:
@@ -47,7 +57,7 @@ def api_key_env(provider: str, pcfg: ProviderConfig) -> str | None:
 
 
 def has_credentials(cfg: Config, provider: str, env: Mapping[str, str] | None = None) -> bool:
-    env = os.environ if env is None else env
+    env = _keys(env)
     pcfg = provider_config(cfg, provider)
     if pcfg is None:
         return False
@@ -59,20 +69,76 @@ def has_credentials(cfg: Config, provider: str, env: Mapping[str, str] | None = 
     return bool(env.get(variable))
 
 
-def choose_model(cfg: Config, cli_model: str | None, env: Mapping[str, str] | None = None) -> tuple[str, str]:
-    """The model to start with and where the choice came from."""
-    env = os.environ if env is None else env
-    if cli_model:
-        return cli_model, "--model"
-    if env.get("AMA_MODEL"):
-        return env["AMA_MODEL"], "AMA_MODEL"
-    if cfg.model:
-        return cfg.model, "config"
+NO_MODEL_HINT = (
+    "No model is configured for ama. Run `ama setup` in a terminal to choose a provider and store a key, or set "
+    "OPENAI_API_KEY or ANTHROPIC_API_KEY in the environment the editor gives the agent, then sign in again."
+)
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    """The model ama would use and why; `model_id` None means no usable model (then `why` says what to do)."""
+
+    model_id: str | None
+    why: str
+    source: str  # --model, AMA_MODEL, config, key, none
+    key_variable: str | None = None  # the variable its key is read from, when it needs one
+    key_from_file: bool = False  # that key comes from the credentials file, not the environment
+
+    @property
+    def usable(self) -> bool:
+        return self.model_id is not None
+
+
+def usable_model(cfg: Config, cli_model: str | None, env: Mapping[str, str] | None = None) -> ModelChoice:
+    """The first of --model, AMA_MODEL, the config's `model`, or a built-in provider whose key is set — and only
+    when its provider can be reached: a known provider with its key (environment, then credentials file) or a
+    configured endpoint that needs none. Never the demo script: that takes `ama demo` or an explicit
+    `--model scripted/…` (docs/configuration.md "Which model")."""
+    keys = _keys(env)
+    named = [(cli_model, "--model"), (keys.get("AMA_MODEL"), "AMA_MODEL"), (cfg.model, "config")]
+    for model_id, source in named:
+        if model_id:
+            return _checked(cfg, model_id, source, keys)
     for provider, model in DEFAULT_MODELS.items():
         variable = BUILTIN_ENDPOINTS[provider].api_key_env
-        if env.get(variable):
-            return model, f"{variable} is set"
-    return FALLBACK_MODEL, "no model configured and no API key found: using the bundled offline demo script"
+        if keys.get(variable):
+            where = "the credentials file" if keys.from_file(variable) else "the environment"
+            return ModelChoice(model, f"{variable} is set in {where}", "key", variable, keys.from_file(variable))
+    return ModelChoice(None, NO_MODEL_HINT, "none")
+
+
+def _checked(cfg: Config, model_id: str, source: str, keys: KeySource) -> ModelChoice:
+    try:
+        provider, _ = split_model_id(model_id)
+    except ModelError as exc:
+        return ModelChoice(None, f"{model_id!r} (from {source}) is not a model id: {exc}", source)
+    pcfg = provider_config(cfg, provider)
+    if pcfg is None:
+        return ModelChoice(
+            None, f"{model_id} (from {source}) names an unknown provider {provider!r}: add [providers.{provider}]", source
+        )
+    variable = api_key_env(provider, pcfg) if pcfg.kind != "scripted" else None
+    if variable is None:  # the scripted provider, or a configured endpoint without a key
+        return ModelChoice(model_id, f"from {source}", source)
+    if not keys.get(variable):
+        return ModelChoice(
+            None,
+            f"{model_id} (from {source}) needs {variable}, which is set neither in the environment nor in the "
+            "credentials file: run `ama setup`, or set it in the environment the editor gives the agent.",
+            source,
+            variable,
+        )
+    return ModelChoice(model_id, f"from {source}; key {variable}", source, variable, keys.from_file(variable))
+
+
+def choose_model(cfg: Config, cli_model: str | None, env: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """The model to start with and where the choice came from: `usable_model`, or the demo script for the one
+    caller that wants it when nothing is usable (`ama demo`)."""
+    choice = usable_model(cfg, cli_model, env)
+    if choice.model_id is not None:
+        return choice.model_id, choice.why
+    return FALLBACK_MODEL, "no usable model: using the bundled offline demo script"
 
 
 def make_provider(
@@ -83,7 +149,7 @@ def make_provider(
     env: Mapping[str, str] | None = None,
 ) -> pb.Provider:
     """A provider for the model; configuration problems come back as a provider that fails with a message."""
-    env = os.environ if env is None else env
+    env = _keys(env)
     try:
         provider, name = split_model_id(model_id)
     except ModelError as exc:

@@ -17,7 +17,7 @@ PACKAGE = ROOT / "ama_acp"
 
 # The parts of ama, bottom to top. A part may import itself and the parts listed for it, nothing else.
 GROUND = {"conversation", "wire", "errors", "__init__"}  # import nothing of ama (errors: and nothing else)
-SUPPORT = {"config", "secrets", "redact", "logs"}  # ground utilities: configuration, secrets, logging
+SUPPORT = {"config", "secrets", "credentials", "redact", "logs"}  # ground utilities: configuration, secrets, logging
 AGENT_SIDE = {"context", "providers", "tools", "permissions", "agent", "mcp"}  # protocol-free: no wire, no rpc
 
 ALLOWED: dict[str, set[str]] = {
@@ -29,13 +29,14 @@ ALLOWED: dict[str, set[str]] = {
     # support
     "config": {"errors"},
     "secrets": {"errors"},
+    "credentials": {"errors", "secrets"},
     "redact": {"secrets"},
     "logs": {"redact"},
     # transport: JSON-RPC over stdio, knows nothing of sessions or the agent
     "rpc": {"errors"},
     # the protocol-free stack
     "context": {"conversation", "config", "errors"},
-    "providers": {"conversation", "config", "errors", "secrets", "context"},
+    "providers": {"conversation", "config", "errors", "secrets", "credentials", "context"},
     "permissions": {"errors"},
     "tools": {"conversation", "config", "errors", "secrets", "redact", "permissions"},
     "agent": {"conversation", "config", "errors", "context", "providers", "tools", "permissions"},

@@ -1,0 +1,130 @@
+"""The credentials file: API keys that `ama setup` keeps for a person, so an editor that passes no environment
+still finds them. Keys are looked up in the environment first, then here (docs/configuration.md "Credentials").
+
+    # ~/.config/ama/credentials.toml (0600; AMA_CREDENTIALS names another path)
+    [keys]
+    OPENAI_API_KEY = "sk-…"
+
+Each key is stored under the name of the environment variable it stands in for, so every place that reads a
+provider's `api_key_env` reads this file too, through `key_source()`. The file is read again when it changes
+(authenticate re-reads credentials after `ama setup` ran in a terminal). Its values are registered as secrets:
+the redactor keeps them out of logs and session files, and commands never see them (they are in no environment).
+A malformed file is a CredentialsError naming the line, never quoting a value.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+import tomllib
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+from ama_acp.errors import ConfigError
+from ama_acp.secrets import register_secret_values
+
+FILE_NAME = "credentials.toml"
+
+
+class CredentialsError(ConfigError):
+    """The credentials file exists but cannot be used (unreadable, not TOML, wrong shape)."""
+
+
+def credentials_path(env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    if env.get("AMA_CREDENTIALS"):
+        return Path(env["AMA_CREDENTIALS"]).expanduser()
+    base = Path(env["XDG_CONFIG_HOME"]) if env.get("XDG_CONFIG_HOME") else Path.home() / ".config"
+    return base / "ama" / FILE_NAME
+
+
+def read_credentials(path: Path) -> dict[str, str]:
+    """The keys in `path` ({} when it does not exist). Only string values under [keys] count."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise CredentialsError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        # tomllib's message names the line and column; it never quotes the offending value.
+        raise CredentialsError(f"{path} is not valid TOML: {exc}") from None
+    keys = data.get("keys", {})
+    if not isinstance(keys, dict):
+        raise CredentialsError(f"{path}: [keys] must be a table of NAME = \"value\"")
+    return {k: v for k, v in keys.items() if isinstance(k, str) and isinstance(v, str) and v}
+
+
+def too_open(path: Path) -> bool:
+    """Whether others than the owner may read the file (then `ama doctor` says so)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False
+    return bool(mode & (stat.S_IRWXG | stat.S_IRWXO))
+
+
+class _Cache:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.seen: tuple[str, float, int] | None = None
+        self.keys: dict[str, str] = {}
+
+    def keys_of(self, path: Path) -> dict[str, str]:
+        try:
+            st = path.stat()
+            stamp = (str(path), st.st_mtime, st.st_size)
+        except OSError:
+            stamp = (str(path), 0.0, -1)
+        with self.lock:
+            if stamp != self.seen:
+                self.keys = read_credentials(path) if stamp[2] >= 0 else {}
+                self.seen = stamp
+                register_secret_values(self.keys.values())
+            return self.keys
+
+
+_cache = _Cache()
+
+
+class KeySource(Mapping[str, str]):
+    """The environment, with the credentials file behind it: a variable that is unset or empty in the
+    environment reads from the file. What resolve.py looks keys up in."""
+
+    def __init__(self, env: Mapping[str, str], keys: Mapping[str, str]) -> None:
+        self._env, self._keys = env, keys
+
+    def __getitem__(self, name: str) -> str:
+        value = self._env.get(name)
+        if value:
+            return value
+        if name in self._keys:
+            return self._keys[name]
+        if value is not None:
+            return value
+        raise KeyError(name)
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._env
+        yield from (k for k in self._keys if k not in self._env)
+
+    def __len__(self) -> int:
+        return len(set(self._env) | set(self._keys))
+
+    def from_file(self, name: str) -> bool:
+        """Whether `name` comes from the credentials file (it is not set in the environment)."""
+        return not self._env.get(name) and name in self._keys
+
+
+def key_source(env: Mapping[str, str] | None = None) -> KeySource:
+    """The environment (os.environ unless given) over the current credentials file. A file that cannot be used
+    is treated as absent here (the error is `ama doctor`'s and `ama setup`'s to show)."""
+    env = os.environ if env is None else env
+    try:
+        keys = _cache.keys_of(credentials_path(env))
+    except CredentialsError:
+        keys = {}
+    return KeySource(env, keys)
