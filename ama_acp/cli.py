@@ -16,7 +16,7 @@ from ama_acp import __version__
 if TYPE_CHECKING:
     from ama_acp.config import Config
 
-SUBCOMMANDS = ("demo", "models", "sessions", "acp-client", "conformance")
+SUBCOMMANDS = ("demo", "models", "sessions", "acp-client", "conformance", "doctor")
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -46,6 +46,18 @@ def main(argv: list[str] | None = None) -> int:
         return _print_mode(args)
     parser.print_help(sys.stderr)
     return 2
+
+
+def acp_main(argv: list[str] | None = None) -> int:
+    """`ama-acp [OPTIONS]`: the ACP agent on stdio, as `ama --mode acp [OPTIONS]` — what the ACP registry's `uvx
+    ama-acp` runs. `ama-acp setup …` is `ama setup …` (the terminal sign-in method runs the agent's own command
+    with `setup`), and `ama-acp --version` answers as ama does."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in SUBCOMMANDS:
+        return _subcommand(argv[0], argv[1:])
+    if any(a in ("-h", "--help", "--version") for a in argv):
+        return main(argv)
+    return main(["--mode", "acp", *argv])
 
 
 def load_config_or_exit(args: argparse.Namespace) -> Config:
@@ -82,17 +94,26 @@ def _acp(args: argparse.Namespace) -> int:
     setup_logging(cfg.data_dir, args.log_level)
     import logging
 
-    from ama_acp.providers.resolve import choose_model
+    from ama_acp.providers.resolve import usable_model
     from ama_acp.server import run_stdio
 
-    model_id, why = choose_model(cfg, args.model)
-    logging.getLogger("ama").log(
-        logging.WARNING if model_id == "scripted/demo" and why.startswith("no model") else logging.INFO,
-        "model %s (%s)",
-        model_id,
-        why,
-    )
-    return run_stdio(cfg, model_id)
+    choice = usable_model(cfg, args.model)
+    if choice.model_id is None:
+        logging.getLogger("ama").warning("no usable model; sessions need sign-in: %s", choice.why)
+    else:
+        logging.getLogger("ama").info("model %s (%s)", choice.model_id, choice.why)
+
+    def reload() -> tuple[Config, str | None, str]:
+        """authenticate: the config file and the credentials read again (`ama setup` may have just run)."""
+        from ama_acp.config import load_config
+        from ama_acp.secrets import register_config
+
+        fresh = load_config(args.config, args.data_dir)
+        register_config(fresh)
+        again = usable_model(fresh, args.model)
+        return fresh, again.model_id, again.why
+
+    return run_stdio(cfg, choice.model_id, reload)
 
 
 def _print_mode(args: argparse.Namespace) -> int:
@@ -101,6 +122,17 @@ def _print_mode(args: argparse.Namespace) -> int:
     from ama_acp.oneshot import run_print
 
     return run_print(args, cfg)
+
+
+def _model_configured() -> bool:
+    """Whether `ama --mode acp` started now (default config, this environment) would have a usable model."""
+    from ama_acp.config import ConfigError, load_config
+    from ama_acp.providers.resolve import usable_model
+
+    try:
+        return usable_model(load_config(None, None), None).usable
+    except ConfigError:
+        return False
 
 
 def _subcommand(name: str, rest: list[str]) -> int:
@@ -116,7 +148,7 @@ def _subcommand(name: str, rest: list[str]) -> int:
     if name == "demo":
         from ama_acp.client.demo import run_demo
 
-        return run_demo(rest)
+        return run_demo(rest, model_configured=_model_configured())
     if name == "models":
         p = argparse.ArgumentParser(prog="ama models", description="the model catalog")
         p.add_argument("--json", action="store_true")
@@ -126,6 +158,10 @@ def _subcommand(name: str, rest: list[str]) -> int:
         from ama_acp.catalog_cli import print_models
 
         return print_models(load_config_or_exit(args), args.json)
+    if name == "doctor":
+        from ama_acp.doctor import run_doctor
+
+        return run_doctor(rest)
     if name == "sessions":
         from ama_acp.session.cli import run_sessions
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from ama_acp import __version__
 from ama_acp.config import Config
@@ -18,6 +21,23 @@ if TYPE_CHECKING:  # built on first use (startup time): for annotations only
 
 log = logging.getLogger(__name__)
 
+# Re-reads the configuration and the credentials: the config, and the model it makes usable (None) with why.
+Reload = Callable[[], tuple[Config, str | None, str]]
+
+# Sign-in (ACP authentication): an agent method, `authenticate` re-reads credentials and succeeds once a model
+# is usable; a terminal method (only for clients that can run one, R42), which runs `<agent command> setup`.
+AGENT_METHOD = w.AuthMethod(
+    id="ama-credentials",
+    name="Use ama's configured model",
+    description="ama re-reads its config, credentials file (written by `ama setup`) and environment.",
+)
+TERMINAL_METHOD = w.AuthMethodTerminal(
+    id="ama-setup",
+    name="Set up ama in a terminal",
+    description="Runs `ama setup`: choose a provider, paste a key (stored 0600, never in the config), pick a model.",
+    args=["setup"],
+)
+
 PROTOCOL_VERSION = 1
 
 
@@ -25,8 +45,10 @@ class Handlers:
     """`initialize` must not wait for the session machinery: the manager (and everything it imports) is
     built on first use, while server.py preloads its modules in a thread after startup."""
 
-    def __init__(self, config: Config, peer: ClientPeer, model_id: str) -> None:
+    def __init__(self, config: Config, peer: ClientPeer, model_id: str | None, reload: Reload | None = None) -> None:
         self._args = (config, peer, model_id)
+        self._reload = reload
+        self._no_model_why = "no model is configured"
         # Starts a task in the connection's task group (server.py sets it): sessions' MCP servers run there.
         self.spawn: Spawn | None = None
         self._manager: SessionManager | None = None
@@ -40,7 +62,9 @@ class Handlers:
             from ama_acp.session.manager import SessionManager
 
             config, peer, model_id = self._args
-            self._manager = SessionManager(config, peer, default_model=model_id)
+            # Without a usable model only list/delete/close reach here (new/load/resume answer auth_required):
+            # the manager is then built for them, and rebuilt by a successful authenticate.
+            self._manager = SessionManager(config, peer, default_model=model_id or "")
             self._manager.client_caps = self.client_caps
             self._manager.spawn = self.spawn
         return self._manager
@@ -66,11 +90,19 @@ class Handlers:
         d.add("session/set_mode", w.SetSessionModeRequest, self.set_mode)
         d.add("session/set_config_option", w.SetSessionConfigOptionRequest, self.set_config_option)
         d.add("_ama/session_stats", w.SessionIdRequest, self.session_stats)
-        d.add("session/load", w.LoadSessionRequest, lambda req: self.lifecycle.load(req))
-        d.add("session/resume", w.ResumeSessionRequest, lambda req: self.lifecycle.resume(req))
+        d.add("session/load", w.LoadSessionRequest, self.load)
+        d.add("session/resume", w.ResumeSessionRequest, self.resume)
         d.add("session/list", w.ListSessionsRequest, lambda req: self.lifecycle.list(req))
         d.add("session/close", w.SessionIdRequest, lambda req: self.lifecycle.close(req))
         d.add("session/delete", w.SessionIdRequest, lambda req: self.lifecycle.delete(req))
+
+    async def load(self, req: w.LoadSessionRequest) -> w.LoadSessionResponse:
+        self.require_model()
+        return await self.lifecycle.load(req)
+
+    async def resume(self, req: w.ResumeSessionRequest) -> w.LoadSessionResponse:
+        self.require_model()
+        return await self.lifecycle.resume(req)
 
     def on_cancel_request(self, method: str, params: Any) -> bool:
         """`$/cancel_request` on a prompt cancels the turn, which then answers `cancelled` (R25)."""
@@ -100,16 +132,59 @@ class Handlers:
                 ),
             ),
             agent_info=w.Implementation(name="ama", title="ama", version=__version__),
-            auth_methods=[],
+            auth_methods=self._auth_methods(),
         )
+
+    def _auth_methods(self) -> list[w.AuthMethod | w.AuthMethodTerminal]:
+        methods: list[w.AuthMethod | w.AuthMethodTerminal] = [AGENT_METHOD]
+        if self.client_caps.auth.terminal:  # only to a client that can run it (R42)
+            methods.append(TERMINAL_METHOD)
+        return methods
+
+    def require_model(self) -> None:
+        """Sessions need a usable model: without one, `auth_required` with the sign-in methods (session/new,
+        load and resume), so the editor can offer them instead of a session that cannot answer."""
+        if self._args[2] is None:
+            raise AcpError.auth_required(self._no_model_why, self._methods_data())
+
+    def _methods_data(self) -> list[dict[str, Any]]:
+        data: list[dict[str, Any]] = msgspec.to_builtins(self._auth_methods())
+        return data
 
     async def authenticate(self, req: w.AuthenticateRequest) -> w.Empty:
-        raise AcpError.invalid_params(
-            f"methodId: ama offers no authentication method ({req.method_id!r}); "
-            "provider keys come from the environment or the config file"
-        )
+        if req.method_id == TERMINAL_METHOD.id:
+            raise AcpError.invalid_params(
+                f"methodId: {TERMINAL_METHOD.id!r} is a terminal method: the client runs `ama setup` itself"
+            )
+        if req.method_id != AGENT_METHOD.id:
+            raise AcpError.invalid_params(f"methodId: ama has no sign-in method {req.method_id!r}")
+        if self._reload is None:
+            if self._args[2] is None:
+                raise AcpError.auth_required(self._no_model_why, self._methods_data())
+            return w.Empty()
+        from ama_acp.errors import ConfigError
+
+        try:
+            config, model_id, why = self._reload()
+        except ConfigError as exc:
+            why = f"ama's configuration cannot be read: {exc}"
+            raise AcpError.auth_required(why, self._methods_data()) from None
+        if model_id is None:
+            self._no_model_why = why
+            log.info("authenticate: still no usable model (%s)", why)
+            raise AcpError.auth_required(why, self._methods_data())
+        _, peer, before = self._args
+        self._args = (config, peer, model_id)
+        if self._manager is not None and not self._manager.sessions:
+            await self._manager.shutdown()  # built without a model (list/delete): build it again with one
+            self._manager, self._lifecycle = None, None
+        elif self._manager is not None:
+            self._manager.default_model = model_id  # live sessions keep theirs; new ones get this
+        log.info("authenticate: model %s (%s)%s", model_id, why, "" if before is None else f", was {before}")
+        return w.Empty()
 
     async def new_session(self, req: w.NewSessionRequest) -> w.NewSessionResponse:
+        self.require_model()
         session = self.m.new_session(req.cwd, req.additional_directories, req.mcp_servers)
         defer(session.announce_open)
         return w.NewSessionResponse(

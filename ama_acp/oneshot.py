@@ -67,12 +67,16 @@ def context_summary(stats: dict[str, Any]) -> dict[str, Any]:
 
 def run_print(args: argparse.Namespace, cfg: Config) -> int:
     from ama_acp.logs import setup_logging
-    from ama_acp.providers.resolve import choose_model
+    from ama_acp.providers.resolve import usable_model
     from ama_acp.session.manager import SessionManager
     from ama_acp.wire import types as w
 
     setup_logging(cfg.data_dir, args.log_level)
-    model_id, _why = choose_model(cfg, args.model)
+    choice = usable_model(cfg, args.model)
+    if choice.model_id is None:  # never the demo script in place of a model the person did not choose
+        sys.stderr.write(f"ama: {choice.why}\n")
+        return 2
+    model_id = choice.model_id
     as_json = args.output_format == "json"
     peer = _LocalPeer(stream_text=not as_json)
     cwd = os.path.abspath(args.cwd or os.getcwd())

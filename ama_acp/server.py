@@ -12,7 +12,7 @@ import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
 from ama_acp.config import Config
-from ama_acp.handlers import Handlers
+from ama_acp.handlers import Handlers, Reload
 from ama_acp.rpc.dispatch import Dispatcher
 from ama_acp.rpc.errors import UNEXPECTED
 from ama_acp.rpc.peer import Peer
@@ -57,10 +57,16 @@ def _start_preload() -> threading.Thread:
     return thread
 
 
-async def serve(config: Config, model_id: str, receive: ByteReceiveStream, send: ByteSendStream) -> None:
+async def serve(
+    config: Config,
+    model_id: str | None,
+    receive: ByteReceiveStream,
+    send: ByteSendStream,
+    reload: Reload | None = None,
+) -> None:
     dispatcher = Dispatcher()
     peer = Peer(receive, send, dispatcher)
-    handlers = Handlers(config, peer, model_id)
+    handlers = Handlers(config, peer, model_id, reload)
     handlers.register(dispatcher)
     peer.on_cancel_request = handlers.on_cancel_request
     preload = _start_preload()
@@ -93,9 +99,11 @@ async def _stop_on_signal(scope: anyio.CancelScope) -> None:
             return
 
 
-def run_stdio(config: Config, model_id: str) -> int:
+def run_stdio(config: Config, model_id: str | None, reload: Reload | None = None) -> int:
+    """Serve ACP on stdio. `model_id` None: no usable model yet — sessions answer `auth_required` until an
+    `authenticate` finds one through `reload` (which re-reads the config and the credentials)."""
     from ama_acp.rpc.stdio import protocol_streams
 
     receive, send = protocol_streams()
-    anyio.run(serve, config, model_id, receive, send)
+    anyio.run(serve, config, model_id, receive, send, reload)
     return 0

@@ -159,7 +159,7 @@ async def _demo(args: argparse.Namespace, root: Path, out: Writer, err: Writer, 
     project.mkdir()
     data_dir.mkdir()
     write_project(project)
-    command = command or agent_command(data_dir, args.model)
+    command = command or agent_command(data_dir, args.model or args.fallback_model)
     log_path = root / "agent-stderr.log"
 
     renderer = Renderer(out, colour=False if args.no_color else None, cwd=str(project))
@@ -250,10 +250,16 @@ def _tail(path: Path, lines: int = 15) -> str:
 
 
 def run_demo(
-    argv: list[str], out: Writer | None = None, err: Writer | None = None, *, command: list[str] | None = None
+    argv: list[str],
+    out: Writer | None = None,
+    err: Writer | None = None,
+    *,
+    command: list[str] | None = None,
+    model_configured: bool = True,
 ) -> int:
     """`ama demo …` (argv without the program and subcommand names); returns the exit code. `command`
-    replaces the agent command (tests drive the demo against a stand-in agent)."""
+    replaces the agent command (tests drive the demo against a stand-in agent). `model_configured` False: the
+    agent would find no usable model, so the demo names its offline script (the agent never picks it itself)."""
     out = out if out is not None else sys.stdout
     err = err if err is not None else sys.stderr
     parser = argparse.ArgumentParser(
@@ -266,6 +272,7 @@ def run_demo(
         args = parser.parse_args(list(argv))
     except SystemExit as exc:
         return int(exc.code or 0)
+    args.fallback_model = None if model_configured else DEMO_MODEL
     root = Path(tempfile.mkdtemp(prefix="ama-demo-"))
     try:
         return anyio.run(_demo, args, root, out, err, command)

@@ -21,7 +21,7 @@ INVALID_PARAMS = -32602  # params that break the method's schema (the message na
 INTERNAL_ERROR = -32603  # a bug in ama; the log has the traceback
 # ACP's codes.
 REQUEST_CANCELLED = -32800  # `$/cancel_request` for a request still running; also a request the closed pipe ended
-AUTH_REQUIRED = -32000  # ACP `auth_required`: ama never sends it (it offers no auth methods); named for peers
+AUTH_REQUIRED = -32000  # ACP `auth_required`: no usable model yet (sign in with one of the initialize methods)
 RESOURCE_NOT_FOUND = -32002  # an unknown session id; a missing file (from ama's own client)
 # ama's own (in the implementation-defined server-error range).
 SESSION_BUSY = -32010  # a second `session/prompt` while a turn of that session is running
@@ -65,6 +65,11 @@ class AcpError(ProtocolError):
     @classmethod
     def cancelled(cls) -> AcpError:
         return cls(REQUEST_CANCELLED, "Request cancelled")
+
+    @classmethod
+    def auth_required(cls, why: str, methods: list[dict[str, Any]]) -> AcpError:
+        """No usable model: the client should offer the person `methods` (the initialize `authMethods`)."""
+        return cls(AUTH_REQUIRED, f"Authentication required: {why}", {"authMethods": methods})
 
     @classmethod
     def session_not_found(cls, session_id: str) -> AcpError:

@@ -82,10 +82,15 @@ class ClientSessionCapabilities(_In, frozen=True):
     config_options: dict[str, Any] | None = None
 
 
+class AuthCapabilities(_In, frozen=True):
+    terminal: bool = False  # the client can run an agent's terminal sign-in method (R42)
+
+
 class ClientCapabilities(_In, frozen=True):
     fs: FileSystemCapabilities = FileSystemCapabilities()
     terminal: bool = False
     session: ClientSessionCapabilities | None = None
+    auth: AuthCapabilities = AuthCapabilities()
 
 
 class Implementation(_Out, frozen=True):
@@ -127,16 +132,27 @@ class AgentCapabilities(_Out, frozen=True):
 
 
 class AuthMethod(_Out, frozen=True):
+    """An `agent` sign-in method (no `type` on the wire): the client calls `authenticate` with its id."""
+
     id: str
     name: str
     description: str | None = None
+
+
+class AuthMethodTerminal(_Out, tag="terminal", tag_field="type", frozen=True):
+    """A `terminal` sign-in method: the client runs the agent's own command with `args` in a terminal."""
+
+    id: str
+    name: str
+    description: str | None = None
+    args: list[str] = []
 
 
 class InitializeResponse(_Out, frozen=True):
     protocol_version: int
     agent_capabilities: AgentCapabilities
     agent_info: Implementation
-    auth_methods: list[AuthMethod] = []
+    auth_methods: list[AuthMethod | AuthMethodTerminal] = []
 
 
 class AuthenticateRequest(_In, frozen=True):
