@@ -51,6 +51,7 @@ ALLOWED: dict[str, set[str]] = {
     # entry points: wire the rest together; nothing imports them but each other
     "catalog_cli": {"config", "providers"},
     "oneshot": {"config", "conversation", "logs", "providers", "session", "wire"},
+    "doctor": {"config", "credentials", "providers", "redact", "secrets"},
     "cli": {
         "__init__",
         "config",
@@ -62,6 +63,7 @@ ALLOWED: dict[str, set[str]] = {
         "client",
         "oneshot",
         "catalog_cli",
+        "doctor",
     },
     "__main__": {"cli"},
 }
