@@ -321,7 +321,7 @@ def diagnose(
     ddir = Path(effective.data_dir or data_dir or default_data_dir(environ))
     if cfg is None:
         model_fact = ModelFact(
-            None, "ama does not start until the config file parses: fix the error above", "none", None, False
+            None, "ama does not start until its config file can be used: fix the error above", "none", None, False
         )
     else:
         choice = usable_model(cfg, model, keys)

@@ -75,6 +75,21 @@ class NotFoundServer(BackgroundServer):
     handler_class = _NotFound
 
 
+class _Garbage(_Refuses):
+    """200 with a body that is no model list (and not even JSON)."""
+
+    def do_GET(self) -> None:
+        body = b"\xff\xfe[1, 2"
+        self.send_response(200)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+class GarbageServer(BackgroundServer):
+    handler_class = _Garbage
+
+
 @pytest.fixture
 def model_server():
     with ScriptedModel() as server:
@@ -263,6 +278,14 @@ def test_another_status_is_reported_with_the_servers_text():
     with NotFoundServer() as server:
         fact = doctor.check_provider("local", ProviderConfig(kind="openai", base_url=server.url), {})
     assert fact.result == "status" and fact.status == 404 and "not here!" in fact.detail
+
+
+def test_a_200_that_is_no_model_list_is_still_an_answer():
+    with GarbageServer() as server:
+        fact = doctor.check_provider("local", ProviderConfig(kind="openai", base_url=server.url), {}, chosen_model="m")
+    assert fact.result == "ok" and fact.models is None and fact.listsModel is None
+    assert doctor._model_ids(b'{"data": [{"id": 5}, "x", {"id": "m1"}, null]}') == ["m1"]
+    assert doctor._model_ids(b'{"data": {"id": "m1"}}') is None and doctor._model_ids(b"[" * 100_000) is None
 
 
 def test_a_provider_without_its_key_is_not_asked():
