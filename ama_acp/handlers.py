@@ -45,10 +45,12 @@ class Handlers:
     """`initialize` must not wait for the session machinery: the manager (and everything it imports) is
     built on first use, while server.py preloads its modules in a thread after startup."""
 
-    def __init__(self, config: Config, peer: ClientPeer, model_id: str | None, reload: Reload | None = None) -> None:
+    def __init__(
+        self, config: Config, peer: ClientPeer, model_id: str | None, reload: Reload | None = None, why: str = ""
+    ) -> None:
         self._args = (config, peer, model_id)
         self._reload = reload
-        self._no_model_why = "no model is configured"
+        self._no_model_why = why or "no model is configured: run `ama setup` in a terminal, then sign in again"
         # Starts a task in the connection's task group (server.py sets it): sessions' MCP servers run there.
         self.spawn: Spawn | None = None
         self._manager: SessionManager | None = None

@@ -63,10 +63,11 @@ async def serve(
     receive: ByteReceiveStream,
     send: ByteSendStream,
     reload: Reload | None = None,
+    why: str = "",
 ) -> None:
     dispatcher = Dispatcher()
     peer = Peer(receive, send, dispatcher)
-    handlers = Handlers(config, peer, model_id, reload)
+    handlers = Handlers(config, peer, model_id, reload, why)
     handlers.register(dispatcher)
     peer.on_cancel_request = handlers.on_cancel_request
     preload = _start_preload()
@@ -99,11 +100,12 @@ async def _stop_on_signal(scope: anyio.CancelScope) -> None:
             return
 
 
-def run_stdio(config: Config, model_id: str | None, reload: Reload | None = None) -> int:
+def run_stdio(config: Config, model_id: str | None, reload: Reload | None = None, why: str = "") -> int:
     """Serve ACP on stdio. `model_id` None: no usable model yet — sessions answer `auth_required` until an
-    `authenticate` finds one through `reload` (which re-reads the config and the credentials)."""
+    `authenticate` finds one through `reload` (which re-reads the config and the credentials); `why` says what
+    the person can do about it."""
     from ama_acp.rpc.stdio import protocol_streams
 
     receive, send = protocol_streams()
-    anyio.run(serve, config, model_id, receive, send, reload)
+    anyio.run(serve, config, model_id, receive, send, reload, why)
     return 0

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ama_acp.client.connection import AgentProcess, ClientOptions
+from ama_acp.client.demo import DEMO_MODEL
 from conformance.schema import WireRecorder, load_validator
 
 SECRET_ENV = (
@@ -51,7 +52,10 @@ class Ama:
         self.stderr = tmp / "stderr.log"
         self.workspace.mkdir(parents=True, exist_ok=True)
         if not self.config.exists():
-            self.config.write_text("", encoding="utf-8")
+            # ama never falls back to its demo script by itself (with no usable model it asks to sign in):
+            # a test that wants the demo names it, as `ama demo` does. Tests that write their own config
+            # replace this line.
+            self.config.write_text(f'model = "{DEMO_MODEL}"\n', encoding="utf-8")
 
     def command(self, *args: str) -> list[str]:
         return [

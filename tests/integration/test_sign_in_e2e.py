@@ -1,0 +1,135 @@
+"""From no key anywhere to a first turn, as an editor installed from the ACP registry sees it (issue 13):
+`ama-acp` under the official SDK's client answers `session/new` with `auth_required` and ama's sign-in methods;
+`ama setup` (non-interactive flags) writes the config and the credentials against a local OpenAI-compatible
+server; `authenticate` then succeeds in the same connection, and a turn completes. `ama doctor` tells the same
+story before (exit 1) and after (exit 0)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from acp import PROTOCOL_VERSION, RequestError, spawn_agent_process, text_block
+from acp.schema import ClientCapabilities
+
+from conformance.model_server import ScriptedModel
+from tests.support.harness import clean_env
+
+BIN = Path(sys.executable).parent
+pytestmark = pytest.mark.anyio
+KEY = "sk-local-sign-in-test-5b1d"
+
+
+class Editor:
+    """The SDK's Client interface, as little of it as a text turn needs."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        data = update.model_dump(mode="json", by_alias=True, exclude_none=True)
+        if data.get("sessionUpdate") == "agent_message_chunk":
+            self.text.append(data["content"].get("text", ""))
+
+    async def request_permission(self, *args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a text turn asks no permission")
+
+
+def _env(tmp: Path) -> dict[str, str]:
+    env = clean_env(tmp)
+    env["AMA_CREDENTIALS"] = str(tmp / "xdg-config" / "ama" / "credentials.toml")
+    return env
+
+
+def _ama(*args: str, env: dict[str, str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(BIN / "ama"), *args], input=stdin, capture_output=True, text=True, timeout=60, env=env)
+
+
+def _doctor(env: dict[str, str]) -> tuple[int, dict[str, Any]]:
+    out = _ama("doctor", "--json", env=env)
+    assert KEY not in out.stdout + out.stderr
+    return out.returncode, json.loads(out.stdout)
+
+
+def _run_setup(openai_url: str, env: dict[str, str], tmp: Path) -> None:
+    """What the terminal method runs (`ama-acp setup`), with the flags a script gives it; then the files."""
+    setup = subprocess.run(
+        [str(BIN / "ama-acp"), "setup", "--provider", "custom", "--base-url", openai_url,
+         "--name", "local", "--api-key-stdin", "--model", "local/conformance-model", "--yes"],
+        input=KEY + "\n", capture_output=True, text=True, timeout=60, env=env,
+    )  # fmt: skip
+    assert setup.returncode == 0, setup.stdout + setup.stderr
+    assert KEY not in setup.stdout + setup.stderr
+    credentials = Path(env["AMA_CREDENTIALS"])
+    assert stat.S_IMODE(credentials.stat().st_mode) == 0o600
+    config = tmp / "xdg-config" / "ama" / "config.toml"
+    assert KEY not in config.read_text(encoding="utf-8") and KEY in credentials.read_text(encoding="utf-8")
+
+
+@pytest.mark.skipif(shutil.which("ama-acp", path=str(BIN)) is None, reason="ama-acp is not installed in this venv")
+async def test_no_key_to_auth_required_to_setup_to_authenticate_to_a_turn(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    before_code, before = _doctor(env)
+    assert before_code == 1, before
+    with ScriptedModel() as model:
+        async with spawn_agent_process(
+            Editor(), str(BIN / "ama-acp"), "--data-dir", str(tmp_path / "data"), env=env, cwd=workspace
+        ) as (conn, process):
+            init = await asyncio.wait_for(
+                conn.initialize(
+                    protocol_version=PROTOCOL_VERSION,
+                    client_capabilities=ClientCapabilities.model_validate({"auth": {"terminal": True}}),
+                ),
+                30,
+            )
+            methods = {m.id: m for m in init.auth_methods}
+            assert set(methods) == {"ama-credentials", "ama-setup"}
+            terminal = methods["ama-setup"].model_dump(by_alias=True, exclude_none=True)
+            assert terminal["type"] == "terminal" and terminal["args"] == ["setup"]
+
+            with pytest.raises(RequestError) as refused:
+                await asyncio.wait_for(conn.new_session(cwd=str(workspace), mcp_servers=[]), 30)
+            assert refused.value.code == -32000
+            assert {m["id"] for m in refused.value.data["authMethods"]} == {"ama-credentials", "ama-setup"}
+            assert "ama setup" in str(refused.value)
+
+            with pytest.raises(RequestError) as still:  # nothing changed yet: the message says what to do
+                await asyncio.wait_for(conn.authenticate(method_id="ama-credentials"), 30)
+            assert still.value.code == -32000 and "ama setup" in str(still.value)
+
+            await asyncio.to_thread(_run_setup, model.openai_url, env, tmp_path)
+
+            await asyncio.wait_for(conn.authenticate(method_id="ama-credentials"), 30)
+            session = await asyncio.wait_for(conn.new_session(cwd=str(workspace), mcp_servers=[]), 30)
+            result = await asyncio.wait_for(
+                conn.prompt(session_id=session.session_id, prompt=[text_block("Say hello.")]), 60
+            )
+            assert result.stop_reason == "end_turn"
+        assert process.returncode == 0
+        sent = [r for r in model.requests if r.path.endswith("/chat/completions")]
+        assert sent and sent[-1].headers.get("authorization") == f"Bearer {KEY}"
+        after_code, after = _doctor(env)  # while the server still answers: doctor checks that it does
+    assert after_code == 0, after
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+def test_ama_acp_is_the_agent_on_stdio(tmp_path: Path, anyio_backend: str) -> None:
+    line = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}})
+    out = subprocess.run(
+        [sys.executable, "-c", "from ama_acp.cli import acp_main; raise SystemExit(acp_main())",
+         "--data-dir", str(tmp_path / "data")],
+        input=line + "\n", capture_output=True, text=True, timeout=60, env=_env(tmp_path),
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    answer = json.loads(out.stdout.splitlines()[0])
+    assert answer["result"]["agentInfo"]["name"] == "ama"
+    assert [m["id"] for m in answer["result"]["authMethods"]] == ["ama-credentials"]  # no terminal: not asked for
