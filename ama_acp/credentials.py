@@ -9,12 +9,14 @@ Each key is stored under the name of the environment variable it stands in for, 
 provider's `api_key_env` reads this file too, through `key_source()`. The file is read again when it changes
 (authenticate re-reads credentials after `ama setup` ran in a terminal). Its values are registered as secrets:
 the redactor keeps them out of logs and session files, and commands never see them (they are in no environment).
-A malformed file is a CredentialsError naming the line, never quoting a value.
+A malformed file is a CredentialsError naming the line, never quoting a value. `write_credentials` (what
+`ama setup` calls) merges keys into it atomically, and the file is never readable by others at any moment.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import stat
 import threading
 import tomllib
@@ -54,8 +56,92 @@ def read_credentials(path: Path) -> dict[str, str]:
         raise CredentialsError(f"{path} is not valid TOML: {exc}") from None
     keys = data.get("keys", {})
     if not isinstance(keys, dict):
-        raise CredentialsError(f"{path}: [keys] must be a table of NAME = \"value\"")
+        raise CredentialsError(f'{path}: [keys] must be a table of NAME = "value"')
     return {k: v for k, v in keys.items() if isinstance(k, str) and isinstance(v, str) and v}
+
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # what `ama setup` stores keys under: environment variable names
+_BARE = re.compile(r"[A-Za-z0-9_-]+")  # a TOML bare key
+
+
+def _toml_string(text: str) -> str:
+    """A TOML basic string for a value already checked to hold no control character or lone surrogate."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _storable(value: str) -> bool:
+    return bool(value) and not any(ord(c) < 32 or ord(c) == 127 or 0xD800 <= ord(c) <= 0xDFFF for c in value)
+
+
+def _make_private_dirs(directory: Path) -> None:
+    """Create `directory` and any missing parent 0700: a credentials folder that never was group-readable."""
+    missing: list[Path] = []
+    for candidate in (directory, *directory.parents):
+        if candidate.exists():
+            break
+        missing.append(candidate)
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder, 0o700)
+        except FileExistsError:
+            pass
+
+
+def write_credentials(path: Path, updates: Mapping[str, str]) -> None:
+    """Set the keys `updates` names in the credentials file, keeping the others it holds (only the `[keys]`
+    table's string values survive: the file is ama's own). Atomic: a temporary file in the same directory,
+    created 0600 (never readable by others at any moment), written, fsynced and renamed over the old one; the
+    directory is created 0700 when missing. A file that cannot be read or parsed is a CredentialsError and is
+    left as it is."""
+    for name, value in updates.items():
+        # The names are environment variable names; a key is never quoted back (it may be mistyped, not leaked).
+        if not _NAME.fullmatch(name):
+            raise CredentialsError(f"cannot store a key under {name!r}: not an environment variable name")
+        if not _storable(value):
+            raise CredentialsError(f"cannot store {name}: the key is empty or holds control characters")
+    kept = {k: v for k, v in read_credentials(path).items() if _storable(k) and _storable(v)}
+    merged = {**kept, **updates}
+    text = "# API keys stored by `ama setup`. Keep this file private (0600).\n[keys]\n" + "".join(
+        f"{k if _BARE.fullmatch(k) else _toml_string(k)} = {_toml_string(v)}\n" for k, v in sorted(merged.items())
+    )
+    directory = path.parent
+    try:
+        _make_private_dirs(directory)
+        tmp = directory / f".{path.name}.{os.urandom(6).hex()}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    except OSError as exc:
+        raise CredentialsError(f"cannot write {path}: {exc.strerror or exc}") from None
+    try:
+        try:
+            os.fchmod(fd, 0o600)  # the umask can only take bits away; this makes it exactly owner read/write
+            data = memoryview(text.encode("utf-8"))
+            while data:
+                data = data[os.write(fd, data) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException as exc:
+        tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise CredentialsError(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise
+    _fsync_directory(directory)
+    register_secret_values(updates.values())
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make the rename durable; a file system that cannot sync a directory has nothing more to offer."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def too_open(path: Path) -> bool:
