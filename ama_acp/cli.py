@@ -16,7 +16,7 @@ from ama_acp import __version__
 if TYPE_CHECKING:
     from ama_acp.config import Config
 
-SUBCOMMANDS = ("demo", "models", "sessions", "acp-client", "conformance", "doctor")
+SUBCOMMANDS = ("demo", "models", "sessions", "acp-client", "conformance", "doctor", "setup")
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -162,6 +162,10 @@ def _subcommand(name: str, rest: list[str]) -> int:
         from ama_acp.doctor import run_doctor
 
         return run_doctor(rest)
+    if name == "setup":
+        from ama_acp.setup.cli import run_setup
+
+        return run_setup(rest)
     if name == "sessions":
         from ama_acp.session.cli import run_sessions
 

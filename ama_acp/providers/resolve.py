@@ -175,6 +175,14 @@ def make_provider(
 
     variable = api_key_env(provider, pcfg)
     api_key = env.get(variable) if variable else None
+    if variable and not api_key:
+        # No request that can only be refused: the person reads in the conversation what to do.
+        return FailingProvider(
+            "auth",
+            f"{model_id} needs an API key in {variable}, which is set neither in the environment ama was started "
+            f"with nor in its credentials file. Run `ama setup` in a terminal (or set {variable} in the "
+            "environment the editor gives ama), then send the prompt again.",
+        )
     endpoint = BUILTIN_ENDPOINTS.get(provider)
     base_env = endpoint.base_url_env if endpoint else None
     base_url = pcfg.base_url or (env.get(base_env) if base_env else None) or None

@@ -133,3 +133,21 @@ def test_ama_acp_is_the_agent_on_stdio(tmp_path: Path, anyio_backend: str) -> No
     answer = json.loads(out.stdout.splitlines()[0])
     assert answer["result"]["agentInfo"]["name"] == "ama"
     assert [m["id"] for m in answer["result"]["authMethods"]] == ["ama-credentials"]  # no terminal: not asked for
+
+
+async def test_a_prompt_that_reaches_a_model_without_its_key_says_how_to_configure_one(tmp_path: Path) -> None:
+    """The session opened on a usable model; the person then picked one whose key is nowhere. The turn makes no
+    request that can only be refused: it answers, in the conversation, what to do."""
+    from tests.support.harness import Ama, agent_text, run_ama
+
+    ama = Ama(tmp_path)
+    async with run_ama(ama, env={"AMA_CREDENTIALS": str(tmp_path / "none.toml")}) as conn:
+        await conn.initialize()
+        sid = (await conn.new_session(ama.workspace))["sessionId"]
+        await conn.request(
+            "session/set_config_option", {"sessionId": sid, "configId": "model", "value": "openai/gpt-4.1"}
+        )
+        result = await conn.prompt(sid, "hello", timeout=60)
+        said = agent_text(conn, sid)
+    assert result["stopReason"] in ("end_turn", "refusal")
+    assert "OPENAI_API_KEY" in said and "ama setup" in said
