@@ -52,6 +52,7 @@ ALLOWED: dict[str, set[str]] = {
     "catalog_cli": {"config", "providers"},
     "oneshot": {"config", "conversation", "logs", "providers", "session", "wire"},
     "doctor": {"config", "credentials", "providers", "redact", "secrets"},
+    "setup": {"config", "credentials", "errors", "providers", "secrets"},
     "cli": {
         "__init__",
         "config",
@@ -64,6 +65,7 @@ ALLOWED: dict[str, set[str]] = {
         "oneshot",
         "catalog_cli",
         "doctor",
+        "setup",
     },
     "__main__": {"cli"},
 }

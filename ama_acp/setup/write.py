@@ -1,0 +1,264 @@
+"""Writing what `ama setup` decided: the config merged into the existing file, the key into the credentials file.
+
+The config keeps everything it held: the existing text is patched line by line (`model = …`, the provider's
+keys, an appended `[[models]]` entry), so comments and layout survive; the patched text must load to exactly
+the merged data, else the file is rewritten from that data (and the person is told its comments were lost).
+A file that does not parse, or that ama would refuse, is an error and is never overwritten.
+
+Both files are written at the very end (`commit`), each atomically (a temporary file in the same directory,
+fsynced, renamed); if the credentials cannot be written, the config is put back as it was.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import stat
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ama_acp.config import ConfigError, parse_config
+from ama_acp.credentials import CredentialsError, read_credentials, write_credentials
+from ama_acp.setup import toml_out
+from ama_acp.setup.choices import SetupError
+
+NEW_FILE_HEADER = (
+    "# ama's configuration (docs/configuration.md). No key belongs here: `ama setup` stores them apart.\n\n"
+)
+
+
+@dataclass(frozen=True)
+class ProviderTable:
+    """A `[providers.NAME]` table to set: these keys, api_key_env removed when None."""
+
+    name: str
+    kind: str
+    base_url: str
+    api_key_env: str | None
+
+
+@dataclass(frozen=True)
+class Existing:
+    path: Path
+    text: str | None  # None: no file yet
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+def read_existing(path: Path) -> Existing:
+    """The config as it is. Not TOML, or not a config ama accepts: a SetupError naming the line (exit 2)."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return Existing(path, None)
+    except IsADirectoryError:
+        raise SetupError(f"{path} is a directory, not a config file") from None
+    except OSError as exc:
+        raise SetupError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+        data = tomllib.loads(text)
+        parse_config(text, str(path))
+    except UnicodeDecodeError:
+        raise SetupError(f"{path} is not UTF-8 text; it was not changed") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SetupError(f"{path}: {exc}; fix it (it was not changed)") from None
+    except ConfigError as exc:
+        raise SetupError(f"{exc}; fix it (it was not changed)") from None
+    return Existing(path, text, data)
+
+
+def check_credentials(path: Path) -> dict[str, str]:
+    """The stored keys; a file that cannot be used is exit 2 before any question, and is never overwritten."""
+    try:
+        return read_credentials(path)
+    except CredentialsError as exc:
+        raise SetupError(f"{exc}; fix or remove it (it was not changed)") from None
+
+
+def merged(data: Mapping[str, Any], model_id: str, provider: ProviderTable | None, add_model: bool) -> dict[str, Any]:
+    """`data` with the default model set, the provider's table set (its other keys kept) and a `[[models]]`
+    entry appended: what the written file must load to."""
+    new = copy.deepcopy(dict(data))
+    new["model"] = model_id
+    if provider is not None:
+        providers = new.setdefault("providers", {})
+        table = dict(providers.get(provider.name, {}))
+        table["kind"] = provider.kind
+        table["base_url"] = provider.base_url
+        if provider.api_key_env:
+            table["api_key_env"] = provider.api_key_env
+        else:
+            table.pop("api_key_env", None)
+        providers[provider.name] = table
+    if add_model:
+        new.setdefault("models", []).append({"id": model_id})
+    return new
+
+
+@dataclass(frozen=True)
+class Rendered:
+    text: str
+    comments_lost: bool  # the file had to be rewritten from its data
+
+
+def render(existing: Existing, model_id: str, provider: ProviderTable | None, add_model: bool) -> Rendered:
+    target = merged(existing.data, model_id, provider, add_model)
+    if existing.text is not None:
+        patched = _patch(existing.text, existing.data, model_id, provider, add_model)
+        if patched is not None and _loads(patched) == target:
+            return Rendered(patched, False)
+    text = toml_out.dumps(target)
+    if existing.text is None:
+        text = NEW_FILE_HEADER + text
+    if _loads(text) != target:  # a bug here must not reach the person's file
+        raise SetupError("internal error: the new config would not read back as written; nothing was written")
+    had_comments = existing.text is not None and "#" in existing.text
+    return Rendered(text, had_comments)
+
+
+def _loads(text: str) -> dict[str, Any] | None:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return None
+
+
+_HEADER = re.compile(r"^\s*\[")
+
+
+def _patch(
+    text: str, data: Mapping[str, Any], model_id: str, provider: ProviderTable | None, add_model: bool
+) -> str | None:
+    """The existing text with the changes made in place; None when its shape is one this does not edit (the
+    caller then rewrites the file). Not trusted: the caller checks that it loads to the merged data."""
+    nl = "\r\n" if "\r\n" in text else "\n"
+    lines = text.splitlines(keepends=True)
+    if lines and not lines[-1].endswith(("\n", "\r")):
+        lines[-1] += nl
+    first_header = next((i for i, line in enumerate(lines) if _HEADER.match(line)), len(lines))
+    lines = _set_keys(lines, 0, first_header, {"model": model_id}, nl, top=True)
+    if provider is not None:
+        updates = {"kind": provider.kind, "base_url": provider.base_url, "api_key_env": provider.api_key_env}
+        if provider.name in data.get("providers", {}):
+            header = re.compile(
+                r"^\s*\[\s*providers\s*\.\s*("
+                + re.escape(provider.name)
+                + r'|"'
+                + re.escape(provider.name)
+                + r'")\s*\]\s*(#.*)?$'
+            )
+            found = [i for i, line in enumerate(lines) if header.match(line.rstrip("\r\n"))]
+            if len(found) != 1:
+                return None  # defined with dotted keys or inline: rewrite
+            start = found[0] + 1
+            end = next((i for i in range(start, len(lines)) if _HEADER.match(lines[i])), len(lines))
+            lines = _set_keys(lines, start, end, updates, nl)
+        else:
+            lines += _block(f"[providers.{toml_out.key(provider.name)}]", updates, lines, nl)
+    if add_model:
+        lines += _block("[[models]]", {"id": model_id}, lines, nl)
+    return "".join(lines)
+
+
+def _block(header: str, values: Mapping[str, str | None], lines: list[str], nl: str) -> list[str]:
+    gap = [nl] if lines and lines[-1].strip() else []
+    return [*gap, header + nl, *(f"{k} = {toml_out.value(v)}{nl}" for k, v in values.items() if v is not None)]
+
+
+def _set_keys(
+    lines: list[str], start: int, end: int, values: Mapping[str, str | None], nl: str, *, top: bool = False
+) -> list[str]:
+    """Set (or, for None, remove) `key = value` lines of the table between `start` and `end`: a key's line is
+    replaced where it stands, a new key goes after the table's last key line (at the top of the file for the
+    top-level table when it has none)."""
+    out = list(lines)
+    region = range(start, end)
+    for name, new in values.items():
+        pattern = re.compile(r"^\s*(" + re.escape(name) + r'|"' + re.escape(name) + r'")\s*=')
+        at = [i for i in region if pattern.match(out[i])]
+        line = f"{name} = {toml_out.value(new)}{nl}" if new is not None else None
+        if at:
+            out[at[0]] = line if line is not None else ""
+            continue
+        if line is None:
+            continue
+        keyed = [i for i in region if out[i].strip() and not out[i].lstrip().startswith("#")]
+        if keyed:
+            out.insert(keyed[-1] + 1, line)
+        elif top:
+            out.insert(0, line)
+        else:
+            out.insert(start, line)
+        region = range(start, end + 1)
+        end += 1
+    return out
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` in one rename; a new file gets 0644 less the umask (the config holds no key),
+    an existing one keeps its permissions."""
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except OSError:
+        mode = None
+    directory = path.parent
+    try:
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as exc:
+        raise SetupError(f"cannot create {directory}: {exc.strerror or exc}") from None
+    tmp = directory / f".{path.name}.{os.urandom(6).hex()}.tmp"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    except OSError as exc:
+        raise SetupError(f"cannot write {path}: {exc.strerror or exc}") from None
+    try:
+        try:
+            if mode is not None:
+                os.fchmod(fd, mode)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException as exc:
+        tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise SetupError(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise
+
+
+@dataclass(frozen=True)
+class Plan:
+    config_path: Path
+    config_text: str
+    old_config: str | None  # what to put back; None: there was no file
+    credentials_path: Path
+    keys: dict[str, str]  # variable → key to store; empty: nothing to store
+
+
+def commit(plan: Plan) -> None:
+    """Write the config, then the credentials; if the second write fails (or is interrupted), the config is
+    restored, so a failed setup leaves both files as they were."""
+    write_atomic(plan.config_path, plan.config_text.encode("utf-8"))
+    try:
+        if plan.keys:
+            write_credentials(plan.credentials_path, plan.keys)
+    except BaseException as exc:
+        try:
+            if plan.old_config is None:
+                plan.config_path.unlink(missing_ok=True)
+            else:
+                write_atomic(plan.config_path, plan.old_config.encode("utf-8"))
+        except (OSError, SetupError) as undo:
+            raise SetupError(
+                f"{exc}; and {plan.config_path} could not be put back ({undo}): check it", code=1
+            ) from None
+        if isinstance(exc, CredentialsError):
+            raise SetupError(f"{exc}; nothing was written", code=1) from None
+        raise
