@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass
 
