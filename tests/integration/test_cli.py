@@ -16,7 +16,8 @@ def ama_cli(ama: Ama, *args: str, env: dict | None = None, cwd=None) -> subproce
         text=True,
         timeout=60,
         cwd=cwd or ama.workspace,
-        env=clean_env(ama.tmp, env),
+        # The test's config (it names the demo model: ama never picks it by itself); --config still wins.
+        env=clean_env(ama.tmp, {"AMA_CONFIG": str(ama.config), **(env or {})}),
     )
 
 
@@ -100,6 +101,8 @@ def test_print_mode_takes_a_prompt_that_is_not_utf8(tmp_path):
             "json",
             "--data-dir",
             str(ama.data),
+            "--config",
+            str(ama.config),
         ],
         capture_output=True,
         timeout=60,
@@ -112,3 +115,12 @@ def test_print_mode_takes_a_prompt_that_is_not_utf8(tmp_path):
     files = list((ama.data / "sessions").rglob("*.jsonl"))
     assert len(files) == 1 and "caf\ufffd" in files[0].read_text(encoding="utf-8")
     assert result["sessionId"]
+
+
+def test_print_mode_without_a_usable_model_says_what_to_do_instead_of_running_the_demo(tmp_path):
+    ama = Ama(tmp_path)
+    ama.config.write_text("", encoding="utf-8")  # nothing names a model, and no key is anywhere
+    out = ama_cli(ama, "-p", "fix it", "--data-dir", str(ama.data))
+    assert out.returncode == 2
+    assert "ama setup" in out.stderr and out.stdout == ""
+    assert not (ama.data / "sessions").exists() or not list((ama.data / "sessions").glob("*.jsonl"))
