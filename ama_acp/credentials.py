@@ -104,6 +104,8 @@ def write_credentials(path: Path, updates: Mapping[str, str]) -> None:
     text = "# API keys stored by `ama setup`. Keep this file private (0600).\n[keys]\n" + "".join(
         f"{k if _BARE.fullmatch(k) else _toml_string(k)} = {_toml_string(v)}\n" for k, v in sorted(merged.items())
     )
+    if path.is_symlink():  # replace what it points to, not the link (a dotfiles checkout keeps working)
+        path = path.resolve()
     directory = path.parent
     try:
         _make_private_dirs(directory)

@@ -102,7 +102,7 @@ def check_url(text: str) -> str:
     url = text.strip()
     if not url:
         raise SetupError("the URL is empty")
-    if len(url) > MAX_URL or any(ord(c) <= 32 or ord(c) == 127 for c in url):
+    if len(url) > MAX_URL or any(ord(c) <= 32 or not c.isprintable() for c in url):  # lone surrogates too
         raise SetupError("the URL holds spaces or control characters, or is too long")
     try:
         parts = urlsplit(url)

@@ -200,7 +200,9 @@ def _set_keys(
 
 def write_atomic(path: Path, data: bytes) -> None:
     """Replace `path` with `data` in one rename; a new file gets 0644 less the umask (the config holds no key),
-    an existing one keeps its permissions."""
+    an existing one keeps its permissions. A symlink (a dotfiles checkout) is followed: its target is replaced."""
+    if path.is_symlink():
+        path = path.resolve()
     try:
         mode = stat.S_IMODE(path.stat().st_mode)
     except OSError:

@@ -145,3 +145,8 @@ def test_a_builtin_provider_is_checked_where_ama_would_call_it() -> None:
     with pytest.raises(c.SetupError, match="OPENAI_BASE_URL"):
         c.builtin_option("openai", {"OPENAI_BASE_URL": "nonsense"})
     assert c.builtin_option("openai", {}).key_page and c.custom_option("x", "http://h", None).key_page is None
+
+
+def test_undecodable_argv_in_a_url_is_refused() -> None:
+    with pytest.raises(c.SetupError):
+        c.check_url("http://h\udcff.example/v1")

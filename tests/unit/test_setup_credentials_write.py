@@ -158,3 +158,18 @@ def test_an_interrupt_between_the_writes_undoes_the_first(tmp_path, monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         commit(_plan(tmp_path, None))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_symlinked_file_is_written_through_the_link(tmp_path) -> None:
+    real = tmp_path / "dotfiles" / "credentials.toml"
+    real.parent.mkdir()
+    real.write_text('[keys]\nA = "1"\n')
+    link = tmp_path / "credentials.toml"
+    link.symlink_to(real)
+    write_credentials(link, {"B": "2"})
+    assert link.is_symlink() and read_credentials(real) == {"A": "1", "B": "2"} and _mode(real) == 0o600
+    config_real = tmp_path / "dotfiles" / "config.toml"
+    config_real.write_text("")
+    (tmp_path / "config.toml").symlink_to(config_real)
+    write_atomic(tmp_path / "config.toml", b'model = "a/b"\n')
+    assert (tmp_path / "config.toml").is_symlink() and config_real.read_text() == 'model = "a/b"\n'
