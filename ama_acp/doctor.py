@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from ama_acp.config import Config, ConfigError, ProviderConfig, default_config_path, default_data_dir, load_config
 from ama_acp.credentials import CredentialsError, KeySource, credentials_path, read_credentials, too_open
+from ama_acp.errors import ControlFlow
 from ama_acp.providers.endpoints import BUILTIN_ENDPOINTS, DIALECT_HOME
 from ama_acp.providers.resolve import ModelError, api_key_env, provider_config, split_model_id, usable_model
 from ama_acp.redact import MIN_SECRET_LENGTH, REDACTED
@@ -246,12 +247,12 @@ def _with(fact: ProviderFact, result: Result, status: int | None = None, detail:
     return ProviderFact(**{**asdict(fact), "result": result, "status": status, "detail": detail, **more})
 
 
-class _Unreachable(Exception):
-    pass
+class _Unreachable(ControlFlow):
+    """The provider check got no answer: it becomes that provider's line of the report."""
 
 
-class _NotSent(Exception):
-    pass
+class _NotSent(ControlFlow):
+    """The provider check could not even be sent (a URL or header httpx refuses): a line of the report."""
 
 
 def _get(url: str, headers: dict[str, str], timeout: float) -> tuple[int, bytes]:

@@ -18,7 +18,9 @@ person, with the table of JSON-RPC codes (their names are in `rpc/errors.py`).
     │   └── client.connection.AgentStartError  (ama's own client) the agent could not be started
     ├── ConfigError               configuration: the TOML file, the environment, the command line
     │   ├── providers.resolve.ModelError   a model id that is not provider/model
-    │   └── providers.scripted.ScriptError a script file for the scripted provider that cannot be used
+    │   ├── providers.scripted.ScriptError a script file for the scripted provider that cannot be used
+    │   ├── credentials.CredentialsError   the credentials file exists but cannot be used
+    │   └── setup.choices.SetupError       `ama setup` cannot go on (a bad flag or answer, a refused key)
     ├── ProviderError             a model request; never escapes a provider (see below)
     │   ├── providers.http.StreamError     the server broke the stream or the dialect
     │   ├── providers.http._DeadlineExceeded  the whole-request deadline passed
@@ -37,7 +39,9 @@ person, with the table of JSON-RPC codes (their names are in `rpc/errors.py`).
     │   └── session.listing.InvalidCursor  (also ValueError) a session/list cursor this store did not issue
     └── ControlFlow               not errors: exceptions that unwind a stack on purpose
         ├── agent.loop.TurnEnd              the turn is over; carries the ACP stop reason
-        └── client.cli.Interrupted          (ama's own client) Ctrl-C twice
+        ├── client.cli.Interrupted          (ama's own client) Ctrl-C twice
+        ├── doctor._Unreachable             `ama doctor`: a provider that did not answer (a line of the report)
+        └── doctor._NotSent                 `ama doctor`: a check that could not be sent (a line of the report)
 
 Who raises, who catches:
 - ProtocolError: `rpc/` and the handlers raise `AcpError`; `rpc/dispatch.py` answers it as a JSON-RPC error

@@ -51,7 +51,7 @@ ALLOWED: dict[str, set[str]] = {
     # entry points: wire the rest together; nothing imports them but each other
     "catalog_cli": {"config", "providers"},
     "oneshot": {"config", "conversation", "logs", "providers", "session", "wire"},
-    "doctor": {"config", "credentials", "providers", "redact", "secrets"},
+    "doctor": {"config", "credentials", "errors", "providers", "redact", "secrets"},
     "setup": {"config", "credentials", "errors", "providers", "secrets"},
     "cli": {
         "__init__",

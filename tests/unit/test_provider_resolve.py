@@ -49,11 +49,16 @@ def test_a_401_names_the_home_providers_variable_from_the_table(server, provider
     cfg = parse_config(
         f'[providers.{provider}]\nkind = "{provider}"\nbase_url = "{getattr(server, url_attr)}"\n{NO_RETRY}'
     )
-    server.enqueue({"status": 401})
-    events = _stream(cfg, f"{provider}/m", {})
     variable = BUILTIN_ENDPOINTS[provider].api_key_env
+    server.enqueue({"status": 401})
+    events = _stream(cfg, f"{provider}/m", {variable: "a-key-the-server-refuses"})
     assert isinstance(events[-1], Failure) and events[-1].kind == "auth"
     assert f"Set {variable} (or api_key_env in the config) and restart." in events[-1].message
+    # With no key at all, no request is made: the turn says where the key goes.
+    before = len(server.requests)
+    events = _stream(cfg, f"{provider}/m", {})
+    assert isinstance(events[-1], Failure) and events[-1].kind == "auth" and len(server.requests) == before
+    assert variable in events[-1].message and "ama setup" in events[-1].message
 
 
 def test_a_401_for_a_compat_provider_names_its_variable_without_the_config_hint(server):
