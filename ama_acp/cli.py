@@ -31,6 +31,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in SUBCOMMANDS:
         return _subcommand(argv[0], argv[1:])
+    if len(argv) > 1 and argv[-1] == "setup":
+        # ACP terminal sign-in: the editor runs the agent's own command with the method's args appended, so
+        # `ama --mode acp [--config X] setup` is `ama setup [--config X]`.
+        return _subcommand("setup", _setup_options(argv[:-1]))
     parser = argparse.ArgumentParser(prog="ama", description="ama: a coding agent for editors (ACP)")
     parser.add_argument("--version", action="version", version=f"ama {__version__}")
     parser.add_argument("--mode", choices=["acp"], help="acp: serve the Agent Client Protocol on stdio")
@@ -46,6 +50,14 @@ def main(argv: list[str] | None = None) -> int:
         return _print_mode(args)
     parser.print_help(sys.stderr)
     return 2
+
+
+def _setup_options(argv: list[str]) -> list[str]:
+    """The options of an agent command line that `ama setup` shares (which config file it writes)."""
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--config")
+    known, _ = p.parse_known_args(argv)
+    return ["--config", known.config] if known.config else []
 
 
 def acp_main(argv: list[str] | None = None) -> int:
@@ -113,7 +125,7 @@ def _acp(args: argparse.Namespace) -> int:
         again = usable_model(fresh, args.model)
         return fresh, again.model_id, again.why
 
-    return run_stdio(cfg, choice.model_id, reload)
+    return run_stdio(cfg, choice.model_id, reload, choice.why)
 
 
 def _print_mode(args: argparse.Namespace) -> int:

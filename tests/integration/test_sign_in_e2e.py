@@ -151,3 +151,17 @@ async def test_a_prompt_that_reaches_a_model_without_its_key_says_how_to_configu
         said = agent_text(conn, sid)
     assert result["stopReason"] in ("end_turn", "refusal")
     assert "OPENAI_API_KEY" in said and "ama setup" in said
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+def test_the_terminal_method_runs_setup_through_the_agent_command(tmp_path: Path, anyio_backend: str) -> None:
+    """The editor runs the agent's own command with the method's args appended: `ama --mode acp … setup` is
+    `ama setup` (here without a terminal and without flags, so it stops at once, asking for them)."""
+    config = tmp_path / "c.toml"
+    out = subprocess.run(
+        [sys.executable, "-m", "ama_acp", "--mode", "acp", "--config", str(config), "setup"],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, env=_env(tmp_path),
+    )  # fmt: skip
+    assert "unrecognized arguments" not in out.stderr
+    assert out.returncode == 2 and "--provider" in out.stderr, out.stderr
+    assert not config.exists()
