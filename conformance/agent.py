@@ -18,6 +18,7 @@ import anyio
 from ama_acp.client.connection import CAPTURE, AgentProcess, ClientOptions, PendingRequest
 from ama_acp.client.handlers import RpcError, choose_option
 from conformance.config import RunConfig
+from conformance.outcome import SignInNeeded
 
 Policy = Literal["allow", "reject", "hold"]
 TURN_KINDS = frozenset(
@@ -29,6 +30,9 @@ _barrier_ids = itertools.count(1)
 
 class AgentFailure(Exception):
     """The agent answered something the step at hand cannot go on with (an error, a wrong type)."""
+
+
+AUTH_REQUIRED = -32000
 
 
 class Agent:
@@ -130,7 +134,22 @@ class Agent:
     async def new_session(
         self, cwd: Path | None = None, mcp: list[dict[str, Any]] | None = None
     ) -> tuple[str, dict[str, Any]]:
-        result = await self.call("session/new", {"cwd": str(cwd or self.config.workspace), "mcpServers": mcp or []})
+        params = {"cwd": str(cwd or self.config.workspace), "mcpServers": mcp or []}
+        try:
+            result = await self.call("session/new", params)
+        except AgentFailure as exc:
+            if not isinstance(exc.__cause__, RpcError) or exc.__cause__.code != AUTH_REQUIRED:
+                raise
+            # The agent asks to sign in first (ACP allows it): sign in once, as an editor would, and retry.
+            method = self.config.auth_method or next(iter(self.agent_auth_methods()), None)
+            if method is None:
+                raise SignInNeeded(f"session/new needs sign-in and no agent auth method is advertised: {exc}") from exc
+            err = await self.error_of("authenticate", {"methodId": method})
+            if err is not None:
+                raise SignInNeeded(
+                    f"session/new needs sign-in; authenticate {method!r} answered {err.code}: {err.message}"
+                ) from exc
+            result = await self.call("session/new", params)
         sid = result.get("sessionId")
         if not isinstance(sid, str) or not sid:
             raise AgentFailure(f"session/new answered no session id: {result!r:.300}")

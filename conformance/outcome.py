@@ -36,6 +36,11 @@ class UnboundCheck(Exception):
     """A check reported an id its group did not declare: a bug in the suite, never the agent's fault."""
 
 
+class SignInNeeded(Exception):
+    """The agent wants a sign-in (`auth_required`) that the suite cannot give it: the requirement at hand is
+    untested, not failed (ACP lets an agent require authentication before sessions)."""
+
+
 class Blocked(Exception):
     """A step the rest of a group depends on failed; `rid` is the requirement that covers that step."""
 
@@ -101,6 +106,9 @@ class Checks:
         except (Blocked, UnboundCheck):
             raise  # UnboundCheck is the suite's bug, never the agent's: the runner reports it as such
         except Exception as exc:
+            if isinstance(exc, SignInNeeded):  # a sign-in the suite cannot give: untested, not failed
+                self.untested(rid, describe(exc) + " (give --auth-method, or configure the agent)")
+                raise Blocked(rid, describe(exc)) from exc
             self.failed(rid, describe(exc))
             raise Blocked(rid, describe(exc)) from exc
         finally:

@@ -323,3 +323,13 @@ def test_an_unbound_report_inside_at_is_not_blamed_on_the_agent() -> None:
     with pytest.raises(UnboundCheck), c.needs("R103"):
         c.passed("X999", "a typo in the suite")
     assert c.findings == []
+
+
+def test_a_sign_in_the_suite_cannot_give_is_untested_not_failed() -> None:
+    from conformance.outcome import SignInNeeded
+
+    c = Checks("g", ("R33",))
+    with pytest.raises(Blocked), c.at("R33"):
+        raise SignInNeeded("session/new needs sign-in; authenticate 'x' answered -32000: run setup")
+    assert [(f.rid, f.status) for f in c.findings] == [("R33", Status.NOT_TESTED)]
+    assert "--auth-method" in c.findings[0].detail
