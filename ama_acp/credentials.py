@@ -109,30 +109,39 @@ def write_credentials(path: Path, updates: Mapping[str, str]) -> None:
     directory = path.parent
     try:
         _make_private_dirs(directory)
-        tmp = directory / f".{path.name}.{os.urandom(6).hex()}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        replace_atomically(path, text.encode("utf-8"), 0o600)
     except OSError as exc:
         raise CredentialsError(f"cannot write {path}: {exc.strerror or exc}") from None
+    register_secret_values(updates.values())
+
+
+def replace_atomically(path: Path, data: bytes, mode: int | None) -> None:
+    """Replace `path` with `data` in one rename: a temporary file beside it (created exclusively, never through a
+    link), written, synced, renamed over `path`, and the directory synced. `mode` None: a new file gets 0644 less
+    the umask; else exactly `mode` from the first byte. Raises OSError, having removed the temporary file."""
+    directory = path.parent
+    tmp = directory / f".{path.name}.{os.urandom(6).hex()}.tmp"
+    fd = os.open(
+        tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644 if mode is None else mode
+    )
     try:
         try:
-            os.fchmod(fd, 0o600)  # the umask can only take bits away; this makes it exactly owner read/write
-            data = memoryview(text.encode("utf-8"))
-            while data:
-                data = data[os.write(fd, data) :]
+            if mode is not None:
+                os.fchmod(fd, mode)  # the umask can only take bits away; this makes it exactly `mode`
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
             os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, path)
-    except BaseException as exc:
+    except BaseException:
         tmp.unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise CredentialsError(f"cannot write {path}: {exc.strerror or exc}") from None
         raise
-    _fsync_directory(directory)
-    register_secret_values(updates.values())
+    fsync_directory(directory)
 
 
-def _fsync_directory(directory: Path) -> None:
+def fsync_directory(directory: Path) -> None:
     """Make the rename durable; a file system that cannot sync a directory has nothing more to offer."""
     try:
         fd = os.open(directory, os.O_RDONLY)

@@ -12,7 +12,6 @@ fsynced, renamed); if the credentials cannot be written, the config is put back 
 from __future__ import annotations
 
 import copy
-import os
 import re
 import stat
 import tomllib
@@ -22,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ama_acp.config import ConfigError, parse_config
-from ama_acp.credentials import CredentialsError, read_credentials, write_credentials
+from ama_acp.credentials import CredentialsError, read_credentials, replace_atomically, write_credentials
 from ama_acp.setup import toml_out
 from ama_acp.setup.choices import SetupError
 
@@ -136,7 +135,10 @@ def _patch(
     """The existing text with the changes made in place; None when its shape is one this does not edit (the
     caller then rewrites the file). Not trusted: the caller checks that it loads to the merged data."""
     nl = "\r\n" if "\r\n" in text else "\n"
-    lines = text.splitlines(keepends=True)
+    # TOML lines end at \n (or \r\n) only; str.splitlines would also split at \x85, \u2028 and the other
+    # Unicode breaks, which may sit inside a string value.
+    lines = text.split("\n")
+    lines = [line + "\n" for line in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
     if lines and not lines[-1].endswith(("\n", "\r")):
         lines[-1] += nl
     first_header = next((i for i, line in enumerate(lines) if _HEADER.match(line)), len(lines))
@@ -212,27 +214,10 @@ def write_atomic(path: Path, data: bytes) -> None:
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     except OSError as exc:
         raise SetupError(f"cannot create {directory}: {exc.strerror or exc}") from None
-    tmp = directory / f".{path.name}.{os.urandom(6).hex()}.tmp"
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        replace_atomically(path, data, mode)
     except OSError as exc:
         raise SetupError(f"cannot write {path}: {exc.strerror or exc}") from None
-    try:
-        try:
-            if mode is not None:
-                os.fchmod(fd, mode)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException as exc:
-        tmp.unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise SetupError(f"cannot write {path}: {exc.strerror or exc}") from None
-        raise
 
 
 @dataclass(frozen=True)

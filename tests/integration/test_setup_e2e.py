@@ -132,6 +132,10 @@ def test_a_missing_flag_without_a_terminal_is_exit_2(home):
 # --- the interactive flow, in a pseudo-terminal ---------------------------------------------------------------
 
 
+class _StillRunning(Exception):
+    """A short wait for ama to exit ran out (interrupt() presses Ctrl-C again)."""
+
+
 class Terminal:
     """`ama ARGS` with a pseudo-terminal as its controlling terminal (getpass reads /dev/tty)."""
 
@@ -170,6 +174,20 @@ class Terminal:
     def send(self, text: str) -> None:
         os.write(self.fd, text.encode())
 
+    def interrupt(self) -> int:
+        """Ctrl-C, pressed again while nothing happens (as a person would), until ama exits; its exit status.
+
+        A Ctrl-C that lands in the instant between `input()` writing its prompt and blocking in read is taken
+        by Python's handler but only acted on when the read returns: a CPython limitation, which this test hit
+        about one time in five. The thing under test is what ama does once interrupted, not that race."""
+        for _ in range(5):
+            os.write(self.fd, b"\x03")  # the terminal turns it into SIGINT for its foreground process group
+            try:
+                return self.wait(timeout=2.0)
+            except _StillRunning:
+                continue
+        return self.wait()
+
     def wait(self, timeout: float = 30.0) -> int:
         deadline = time.monotonic() + timeout
         while self.status is None:
@@ -178,6 +196,8 @@ class Terminal:
                 self.status = os.waitstatus_to_exitcode(status)
                 break
             if time.monotonic() > deadline:
+                if timeout < 30.0:  # a short wait of interrupt(): the caller decides what comes next
+                    raise _StillRunning
                 os.kill(self.pid, signal.SIGKILL)
                 raise AssertionError(f"ama setup did not exit; the terminal shows:\n{self.text}")
             self._read(min(deadline, time.monotonic() + 0.05))
@@ -250,8 +270,7 @@ def test_ctrl_c_in_the_terminal_leaves_no_files(home, model, terminal, stop_at):
         t.expect("Model")
         t.send("1\r")
     t.expect(stop_at)
-    t.send("\x03")  # Ctrl-C: the terminal sends SIGINT
-    assert t.wait() == 130, t.text
+    assert t.interrupt() == 130, t.text
     assert "interrupted; nothing was written" in t.text
     assert home.nothing_written()
     assert not home.config.parent.exists() or not list(home.config.parent.iterdir())  # no temporary file either

@@ -124,7 +124,7 @@ _change = st.tuples(
 
 def _commented(text: str) -> str:
     """The same config as a person might keep it: a comment on every other line."""
-    lines = text.splitlines()
+    lines = text.rstrip("\n").split("\n")  # TOML's line ends only: \x85 may sit inside a value
     return "# my ama config\n" + "".join(f"{line}\n# note {i}\n" for i, line in enumerate(lines))
 
 
@@ -164,9 +164,9 @@ def test_any_valid_config_keeps_its_other_settings_after_a_write(data, change, c
         return
     assert not out.comments_lost  # this layout is always edited in place...
     if comments:  # ...so every comment is still there
-        for line in _commented(toml_out.dumps(data)).splitlines():
+        for line in _commented(toml_out.dumps(data)).split("\n"):
             if line.startswith("#"):
-                assert line in out.text.splitlines() or line + "\r" in out.text.split("\n")
+                assert line in out.text.split("\n") or line + "\r" in out.text.split("\n")
 
 
 def test_an_existing_file_is_edited_in_place() -> None:
@@ -258,3 +258,18 @@ def test_a_missing_config_or_a_directory(tmp_path) -> None:
     assert read_existing(tmp_path / "none.toml").text is None
     with pytest.raises(SetupError, match="directory"):
         read_existing(tmp_path)
+
+
+def test_a_value_holding_a_unicode_line_break_survives_a_write(tmp_path):
+    """TOML lines end at \\n only: a NEL or LINE SEPARATOR inside a string (hypothesis found \\x85 in a model
+    name) must not split the line it is on."""
+    from ama_acp.config import parse_config
+
+    text = 'model = "a/a"\n[[models]]\nid = "a/a"\ncontext_window = 1\nname = "x\u0085y\u2028z"\n'
+    path = tmp_path / "config.toml"
+    path.write_text(text, encoding="utf-8")
+    from ama_acp.setup import write as setup_write
+
+    patched = setup_write._patch(text, {}, "b/b", None, False)
+    assert patched is not None and parse_config(patched).model == "b/b"
+    assert 'name = "x\u0085y\u2028z"' in patched
