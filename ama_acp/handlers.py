@@ -31,7 +31,8 @@ AGENT_METHOD = w.AuthMethod(
     name="Use ama's configured model",
     description="ama re-reads its config, credentials file (written by `ama setup`) and environment.",
 )
-TERMINAL_METHOD = w.AuthMethodTerminal(
+TERMINAL_METHOD = w.AuthMethod(
+    type="terminal",
     id="ama-setup",
     name="Set up ama in a terminal",
     description="Runs `ama setup`: choose a provider, paste a key (stored 0600, never in the config), pick a model.",
@@ -137,8 +138,8 @@ class Handlers:
             auth_methods=self._auth_methods(),
         )
 
-    def _auth_methods(self) -> list[w.AuthMethod | w.AuthMethodTerminal]:
-        methods: list[w.AuthMethod | w.AuthMethodTerminal] = [AGENT_METHOD]
+    def _auth_methods(self) -> list[w.AuthMethod]:
+        methods: list[w.AuthMethod] = [AGENT_METHOD]
         if self.client_caps.auth.terminal:  # only to a client that can run it (R42)
             methods.append(TERMINAL_METHOD)
         return methods

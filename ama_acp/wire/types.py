@@ -132,27 +132,22 @@ class AgentCapabilities(_Out, frozen=True):
 
 
 class AuthMethod(_Out, frozen=True):
-    """An `agent` sign-in method (no `type` on the wire): the client calls `authenticate` with its id."""
+    """A sign-in method. The `agent` kind (no `type` on the wire): the client calls `authenticate` with its id.
+    `type="terminal"`: the client runs the agent's own command with `args` in a terminal. One struct for both,
+    as the schema's untagged union has it (an absent `type` means agent)."""
 
     id: str
     name: str
     description: str | None = None
-
-
-class AuthMethodTerminal(_Out, tag="terminal", tag_field="type", frozen=True):
-    """A `terminal` sign-in method: the client runs the agent's own command with `args` in a terminal."""
-
-    id: str
-    name: str
-    description: str | None = None
-    args: list[str] = []
+    type: str | None = None  # None (left out): agent; "terminal"
+    args: list[str] | None = None  # terminal only
 
 
 class InitializeResponse(_Out, frozen=True):
     protocol_version: int
     agent_capabilities: AgentCapabilities
     agent_info: Implementation
-    auth_methods: list[AuthMethod | AuthMethodTerminal] = []
+    auth_methods: list[AuthMethod] = []
 
 
 class AuthenticateRequest(_In, frozen=True):
