@@ -144,7 +144,7 @@ def replace_atomically(path: Path, data: bytes, mode: int | None) -> None:
 def fsync_directory(directory: Path) -> None:
     """Make the rename durable; a file system that cannot sync a directory has nothing more to offer."""
     try:
-        fd = os.open(directory, os.O_RDONLY)
+        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     except OSError:
         return
     try:

@@ -26,6 +26,7 @@ from typing import Literal
 import msgspec
 
 from ama_acp.conversation.messages import Message
+from ama_acp.credentials import fsync_directory
 from ama_acp.errors import StoreError
 from ama_acp.redact import Redactor
 from ama_acp.secrets import names_generation
@@ -502,7 +503,7 @@ class SessionStore:
             writer._write_line(_encoder.encode(header))
             if self._fsync != "never":
                 os.fsync(fd)
-                _fsync_dir(self.sessions_dir)  # so the new name survives a power cut too
+                fsync_directory(self.sessions_dir)  # so the new name survives a power cut too
         except BaseException:
             writer.close()
             path.unlink(missing_ok=True)
@@ -591,16 +592,3 @@ class SessionStore:
             shutil.rmtree(folder)
         if not existed:
             raise SessionNotFound(f"no session {session_id}")
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
