@@ -26,6 +26,7 @@ from ama_acp.config import Config, ConfigError, ProviderConfig, default_config_p
 from ama_acp.credentials import CredentialsError, KeySource, credentials_path, read_credentials, too_open
 from ama_acp.errors import ControlFlow
 from ama_acp.providers.endpoints import BUILTIN_ENDPOINTS, DIALECT_HOME
+from ama_acp.providers.model_list import model_list_items, models_request
 from ama_acp.providers.resolve import ModelError, api_key_env, provider_config, split_model_id, usable_model
 from ama_acp.redact import MIN_SECRET_LENGTH, REDACTED
 from ama_acp.secrets import register_config, register_secret_values
@@ -182,25 +183,12 @@ def base_url_of(name: str, pcfg: ProviderConfig, keys: Mapping[str, str]) -> str
     return (pcfg.base_url or from_env or home.base_url).rstrip("/")
 
 
-def _request(kind: str, base: str, key: str | None) -> tuple[str, dict[str, str]]:
-    if kind == "anthropic":
-        from ama_acp.providers.anthropic import API_VERSION
-
-        headers = {"anthropic-version": API_VERSION, **({"x-api-key": key} if key else {})}
-        return base + ("/models" if base.endswith("/v1") else "/v1/models"), headers
-    return base + "/models", ({"authorization": f"Bearer {key}"} if key else {})
-
-
 def _model_ids(body: bytes) -> list[str] | None:
-    """The ids of an OpenAI or Anthropic model list (`{"data": [{"id": …}]}`), None when it is not one."""
-    try:
-        obj = json.loads(body)
-    except (ValueError, RecursionError):
+    """The ids of an OpenAI or Anthropic model list, None when it is not one."""
+    items = model_list_items(body)
+    if items is None:
         return None
-    data = obj.get("data") if isinstance(obj, dict) else None
-    if not isinstance(data, list):
-        return None
-    return [m["id"] for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)]
+    return [m["id"] for m in items if isinstance(m, dict) and isinstance(m.get("id"), str)]
 
 
 def check_provider(
@@ -226,7 +214,7 @@ def check_provider(
     if not network:
         return _with(fact, "skipped", detail="--no-network")
     secrets = [key] if key else []
-    url, headers = _request(pcfg.kind, base, key)
+    url, headers = models_request(pcfg.kind, base, key)
     try:
         status, body = _get(url, headers, timeout)
     except _Unreachable as exc:

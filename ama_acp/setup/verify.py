@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from ama_acp.providers.model_list import model_list_items, models_request
 from ama_acp.setup.choices import ProviderOption, SetupError, check_model_name
 
 if TYPE_CHECKING:
     import httpx
 
-ANTHROPIC_VERSION = "2023-06-01"
 TIMEOUT = 10.0
 MAX_BODY = 4 * 1024 * 1024  # a model list is kilobytes; a body past this is not one
 MAX_MODELS = 1000
@@ -36,21 +36,11 @@ class Verdict:
 
 
 def models_url(option: ProviderOption) -> str:
-    base = option.base_url.rstrip("/")
-    if option.kind == "anthropic" and not base.endswith("/v1"):
-        return base + "/v1/models"
-    return base + "/models"
+    return models_request(option.kind, option.base_url, None)[0]
 
 
 def request_headers(option: ProviderOption, key: str | None) -> dict[str, str]:
-    headers = {"accept": "application/json"}
-    if option.kind == "anthropic":
-        headers["anthropic-version"] = ANTHROPIC_VERSION
-        if key:
-            headers["x-api-key"] = key
-    elif key:
-        headers["authorization"] = f"Bearer {key}"
-    return headers
+    return {"accept": "application/json", **models_request(option.kind, option.base_url, key)[1]}
 
 
 def verify(
@@ -107,12 +97,8 @@ def _reason(exc: BaseException) -> str:
 def parse_models(body: bytes) -> tuple[str, ...]:
     """The ids of an OpenAI- or Anthropic-style list (`{"data": [{"id": …}, …]}`), each one checked; anything else
     is no list at all."""
-    try:
-        data = json.loads(body)
-    except (ValueError, RecursionError):
-        return ()
-    items = data.get("data") if isinstance(data, dict) else None
-    if not isinstance(items, list):
+    items = model_list_items(body)
+    if items is None:
         return ()
     found: dict[str, None] = {}
     for item in items[:MAX_MODELS]:
