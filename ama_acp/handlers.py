@@ -11,7 +11,7 @@ import msgspec
 from ama_acp import __version__
 from ama_acp.config import Config
 from ama_acp.rpc.dispatch import Dispatcher, defer
-from ama_acp.rpc.errors import AcpError
+from ama_acp.rpc.errors import AcpError, clip
 from ama_acp.wire import types as w
 
 if TYPE_CHECKING:  # built on first use (startup time): for annotations only
@@ -160,7 +160,7 @@ class Handlers:
                 f"methodId: {TERMINAL_METHOD.id!r} is a terminal method: the client runs `ama setup` itself"
             )
         if req.method_id != AGENT_METHOD.id:
-            raise AcpError.invalid_params(f"methodId: ama has no sign-in method {req.method_id!r}")
+            raise AcpError.invalid_params(f"methodId: ama has no sign-in method {clip(req.method_id)!r}")
         if self._reload is None:
             if self._args[2] is None:
                 raise AcpError.auth_required(self._no_model_why, self._methods_data())

@@ -165,3 +165,41 @@ def test_the_terminal_method_runs_setup_through_the_agent_command(tmp_path: Path
     assert "unrecognized arguments" not in out.stderr
     assert out.returncode == 2 and "--provider" in out.stderr, out.stderr
     assert not config.exists()
+
+
+async def test_authenticate_refuses_the_terminal_method_and_unknown_ids(tmp_path: Path) -> None:
+    """The terminal method is the client's to run, never an `authenticate` id; an id ama never offered, however
+    long or odd, is -32602 naming the field. Neither changes anything: the next session opens as before."""
+    from ama_acp.client.handlers import RpcError
+    from tests.support.harness import Ama, run_ama
+
+    ama = Ama(tmp_path)
+    async with run_ama(ama) as conn:
+        await conn.initialize()
+        for method_id in ("ama-setup", "no-such-method", "x" * 10_000, "\x1b]0;title\x07"):
+            with pytest.raises(RpcError) as refused:
+                await conn.request("authenticate", {"methodId": method_id})
+            assert refused.value.code == -32602 and "methodId" in refused.value.message
+            assert len(refused.value.message) < 400
+        assert await conn.request("authenticate", {"methodId": "ama-credentials"}) == {}
+        assert (await conn.new_session(ama.workspace))["sessionId"]
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+def test_the_conformance_suite_signs_in_and_reports_a_sign_in_it_cannot_give_as_untested(
+    tmp_path: Path, anyio_backend: str
+) -> None:
+    """Against ama with no model anywhere, the suite authenticates once (ama's agent method) and asks again; ama
+    still needs a model, so the session requirements are NOT_TESTED with ama's message, never FAIL."""
+    report = tmp_path / "report.json"
+    env = _env(tmp_path)
+    out = subprocess.run(
+        [sys.executable, "-m", "conformance", "-k", "sessions", "--report-json", str(report), "--",
+         sys.executable, "-m", "ama_acp", "--mode", "acp", "--data-dir", str(tmp_path / "data")],
+        capture_output=True, text=True, timeout=120, env=env, cwd=Path(__file__).resolve().parents[2],
+    )  # fmt: skip
+    assert out.returncode == 1, out.stdout + out.stderr
+    r33 = next(r for r in json.loads(report.read_text())["requirements"] if r["id"] == "R33")
+    assert r33["status"] == "NOT_TESTED"
+    assert "authenticate 'ama-credentials' answered -32000" in r33["findings"][0]["detail"]
+    assert "ama setup" in r33["findings"][0]["detail"]
