@@ -64,6 +64,13 @@ def update_kinds(schema: Mapping[str, Any]) -> frozenset[str]:
     return frozenset(found)
 
 
+def _defines(validator: WireValidator, method: str, *, result: bool) -> bool:
+    """Whether the schema defines `method` for the agent's side: as a result it returns, or as a request or
+    notification it sends."""
+    t = validator.tables
+    return method in t.agent_results if result else (method in t.agent_requests or method in t.agent_notifications)
+
+
 def _key(request_id: Any) -> str:
     return json.dumps(request_id, sort_keys=True)
 
@@ -184,18 +191,14 @@ class TranscriptAnalyzer:
             self._response(msg, raw)
 
     def _validate(self, msg: dict[str, Any], methods: dict[Any, str], method: str, *, result: bool) -> None:
-        tables = self.stable.tables
-        known_stable = method in (
-            tables.agent_results if result else {**tables.agent_requests, **tables.agent_notifications}
-        )
+        known_stable = _defines(self.stable, method, result=result)
         validator = self.stable
         kind = obj(obj(msg.get("params")).get("update")).get("sessionUpdate")
         if method == "session/update" and isinstance(kind, str) and kind not in self.stable_kinds:
             if kind in self.unstable_kinds:
                 validator = self.unstable  # an unstable-only update kind: R116 reports it, R4 checks its shape
         elif not known_stable and not method.startswith("_"):
-            ut = self.unstable.tables
-            if method in (ut.agent_results if result else {**ut.agent_requests, **ut.agent_notifications}):
+            if _defines(self.unstable, method, result=result):
                 validator = self.unstable
                 self.notes.setdefault("R4", []).append(f"{method} exists only in the unstable schema: checked there")
         try:

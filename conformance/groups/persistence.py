@@ -13,8 +13,6 @@ from conformance.groups.base import GroupContext, group
 from conformance.groups.turns import raced, running_turn
 from conformance.values import arr
 
-_HISTORY = TURN_KINDS
-
 
 async def _stored_session(ctx: GroupContext, gate: str, marker: str) -> tuple[Agent, str] | None:
     """A fresh agent advertising `gate`, with a session that has one finished turn, closed again; None (and
@@ -48,7 +46,7 @@ async def load(ctx: GroupContext) -> None:
     with c.at("R66"):
         mark = agent.mark()
         await agent.call("session/load", {"sessionId": sid, "cwd": str(ctx.config.workspace), "mcpServers": []})
-        replay = agent.updates_since(mark, sid, _HISTORY)
+        replay = agent.updates_since(mark, sid, TURN_KINDS)
         kinds = [u.get("sessionUpdate") for u in replay]
         first_user = kinds.index("user_message_chunk") if "user_message_chunk" in kinds else -1
         first_agent = kinds.index("agent_message_chunk") if "agent_message_chunk" in kinds else -1
@@ -60,7 +58,7 @@ async def load(ctx: GroupContext) -> None:
     with c.at("R67"):
         after = agent.mark()
         await agent.barrier()
-        late = agent.updates_since(after, sid, _HISTORY)
+        late = agent.updates_since(after, sid, TURN_KINDS)
         c.check(
             "R67",
             not late,
@@ -99,7 +97,7 @@ async def resume(ctx: GroupContext) -> None:
         mark = agent.mark()
         await agent.call("session/resume", {"sessionId": sid, "cwd": str(ctx.config.workspace), "mcpServers": []})
         await agent.barrier()
-        history = agent.updates_since(mark, sid, _HISTORY)
+        history = agent.updates_since(mark, sid, TURN_KINDS)
         c.check(
             "R74",
             not history,
