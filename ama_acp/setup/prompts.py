@@ -35,19 +35,31 @@ class Entry:
     label: str
 
 
-def pick(io: Io, title: str, entries: Sequence[Entry], prompt: str, default: int | None = None) -> str:
-    """A numbered list; the answer is a number, an entry's value, or (with a default) nothing."""
+def _list(io: Io, title: str, entries: Sequence[Entry]) -> None:
     io.say(title)
     width = len(str(len(entries)))
     for number, entry in enumerate(entries, 1):
         io.say(f"  {number:>{width}}) {entry.label}")
+
+
+def _by_number(answer: str, entries: Sequence[Entry], default: int | None) -> str | None:
+    """The value the answer names by number (nothing: the default's), or None."""
+    if not answer and default is not None:
+        return entries[default - 1].value
+    if answer.isdigit() and 1 <= int(answer) <= len(entries):
+        return entries[int(answer) - 1].value
+    return None
+
+
+def pick(io: Io, title: str, entries: Sequence[Entry], prompt: str, default: int | None = None) -> str:
+    """A numbered list; the answer is a number, an entry's value, or (with a default) nothing."""
+    _list(io, title, entries)
     suffix = f" [{default}]" if default is not None else ""
     while True:
         answer = io.ask(f"{prompt}{suffix}: ").strip()
-        if not answer and default is not None:
-            return entries[default - 1].value
-        if answer.isdigit() and 1 <= int(answer) <= len(entries):
-            return entries[int(answer) - 1].value
+        numbered = _by_number(answer, entries, default)
+        if numbered is not None:
+            return numbered
         for entry in entries:
             if answer == entry.value:
                 return entry.value
@@ -122,17 +134,13 @@ def choose_model(io: Io, option: c.ProviderOption, entries: Sequence[Entry], def
     listed = {e.value for e in entries}
     numbered = list(entries)
     preset = next((i for i, e in enumerate(numbered, 1) if e.value == default), None)
-    io.say("Default model (type a number, or any model id):")
-    width = len(str(len(numbered)))
-    for number, entry in enumerate(numbered, 1):
-        io.say(f"  {number:>{width}}) {entry.label}")
+    _list(io, "Default model (type a number, or any model id):", numbered)
     suffix = f" [{preset}]" if preset is not None else ""
     while True:
         answer = io.ask(f"Model{suffix}: ").strip()
-        if not answer and preset is not None:
-            return numbered[preset - 1].value
-        if answer.isdigit() and 1 <= int(answer) <= len(numbered):
-            return numbered[int(answer) - 1].value
+        picked = _by_number(answer, numbered, preset)
+        if picked is not None:
+            return picked
         try:
             chosen = c.model_id(option, answer)
         except c.SetupError as exc:
