@@ -38,9 +38,11 @@ def format_percent(percent: float) -> str:
     return f"{math.floor(percent + 0.5)}%"
 
 
-def format_cost(cost: Any) -> str | None:
-    if not isinstance(cost, dict) or not isinstance(cost.get("amount"), int | float):
-        return None
+def format_cost(cost: Any) -> str:
+    """`$0.0451`, another currency by its code, or `$?` when the agent reported no cost: an unknown cost is
+    never shown as free."""
+    if not isinstance(cost, dict) or not _is_number(cost.get("amount")):
+        return "$?"
     currency = cost.get("currency")
     if currency == "USD":
         return f"${cost['amount']:.4f}"
@@ -48,37 +50,66 @@ def format_cost(cost: Any) -> str | None:
 
 
 def meter_bar(percent: float, colour: bool = False) -> str:
+    """Twenty cells; coloured (red) only past 80 %, where a model starts to lose track."""
     filled = max(0, min(BAR_WIDTH, math.floor(percent / 100 * BAR_WIDTH + 0.5)))
     bar = "█" * filled + "░" * (BAR_WIDTH - filled)
-    if colour:
-        bar = (RED if percent > RED_ABOVE else GREEN) + bar + RESET
+    if colour and percent > RED_ABOVE:
+        bar = RED + bar + RESET
     return bar
 
 
-def format_ctx(usage: dict[str, Any] | None, colour: bool = False) -> str:
-    """The meter line for a usage_update payload: `ctx 34% (68,000 / 200,000) $0.0451 [source usage] ███…`,
-    or `ctx ?` when the agent reported nothing (None)."""
-    if not usage:
-        return "ctx ?"
-    used, size = usage.get("used"), usage.get("size")
-    if not isinstance(used, int) or not isinstance(size, int) or size <= 0:
-        return f"ctx ? ({used!r} / {size!r})"
-    percent = used / size * 100
-    text = f"ctx {format_percent(percent)}"
-    if colour and percent > RED_ABOVE:
-        text = RED + BOLD + text + RESET
-    parts = [text, f"({used:,} / {size:,})"]
-    cost = format_cost(usage.get("cost"))
-    if cost:
-        parts.append(cost)
+ESTIMATED_SOURCES = frozenset({"estimate", "prefix"})
+
+
+def is_estimated(usage: dict[str, Any]) -> bool:
+    """Whether the figure is ama's estimate rather than a provider's reading: its `_meta.ama.source` says
+    `estimate` or `prefix`. An agent that says nothing about provenance is taken at its word."""
     meta = usage.get("_meta")
     ama = meta.get("ama") if isinstance(meta, dict) else None
-    if isinstance(ama, dict) and ama.get("source"):
+    return isinstance(ama, dict) and ama.get("source") in ESTIMATED_SOURCES
+
+
+def context_percent(usage: dict[str, Any] | None) -> float | None:
+    """used / size in percent, or None when the agent sent no usable window."""
+    if not usage:
+        return None
+    used, size = usage.get("used"), usage.get("size")
+    if not _is_count(used) or not _is_count(size) or size <= 0:
+        return None
+    return float(used / size * 100)
+
+
+def format_ctx(usage: dict[str, Any] | None, colour: bool = False) -> str:
+    """The meter line for a usage_update payload: `ctx 34% (68,000 / 200,000) $0.0451 [source usage] ███…`.
+    Estimated figures carry `≈` (`ctx ≈1.3% (≈2,500 / 200,000)`), an unknown cost is `$?`, and without a
+    window the line is `ctx ?` (with the tokens, when the agent sent those)."""
+    if not usage:
+        return "ctx ?"
+    used = usage.get("used")
+    percent = context_percent(usage)
+    approx = "≈" if is_estimated(usage) else ""
+    if percent is None:
+        return f"ctx ? ({approx}{used:,} tokens)" if _is_count(used) else "ctx ?"
+    text = f"ctx {approx}{format_percent(percent)}"
+    if colour and percent > RED_ABOVE:
+        text = RED + BOLD + text + RESET
+    parts = [text, f"({approx}{used:,} / {usage['size']:,})", format_cost(usage.get("cost"))]
+    meta = usage.get("_meta")
+    ama = meta.get("ama") if isinstance(meta, dict) else None
+    if isinstance(ama, dict) and isinstance(ama.get("source"), str):
         parts.append(f"[source {ama['source']}]")
     parts.append(meter_bar(percent, colour))
     if isinstance(ama, dict) and ama.get("tier") in ("warning", "danger"):
         parts.append(f"tier {ama['tier']}")
     return " ".join(parts)
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 # --- content helpers ------------------------------------------------------------------------------
@@ -177,6 +208,7 @@ class Renderer:
         self._tools: dict[tuple[str, str], _ToolState] = {}
         self._plans: dict[str, list[Any]] = {}
         self._commands: dict[str, list[str]] = {}
+        self._meters: dict[str, str] = {}  # sessionId -> the meter line last printed
         self._stream: tuple[str, Any] | None = None  # (kind, messageId) of the text being streamed
         self._at_line_start = True
         self._last_line_key: Any = None  # what the last full line showed (lets a TTY rewrite it in place)
@@ -278,7 +310,10 @@ class Renderer:
     def turn_end(self, session_id: str, stop_reason: Any) -> None:
         """The end of a prompt turn: its stop reason and the meter as it stands (`ctx ?` if never reported)."""
         self.line(self.style(BOLD, f"[stop: {stop_reason}]"))
-        self.line(format_ctx(self.usage.get(session_id), self.colour))
+        # The turn's summary shows the meter even when it has not changed since it was last printed.
+        text = format_ctx(self.usage.get(session_id), self.colour)
+        self._meters[session_id] = text
+        self.line(text)
 
     # --- session/update ------------------------------------------------------------------------------
 
@@ -473,7 +508,15 @@ class Renderer:
 
     def _on_usage_update(self, sid: str, update: dict[str, Any]) -> None:
         self.usage[sid] = update
-        self.line(format_ctx(update, self.colour))
+        self.show_meter(sid)
+
+    def show_meter(self, sid: str) -> None:
+        """Print the session's meter if it reads differently from the last one printed (an agent that repeats
+        a figure does not repeat the line); `ctx ?` when the agent never reported one."""
+        text = format_ctx(self.usage.get(sid), self.colour)
+        if self._meters.get(sid) != text:
+            self._meters[sid] = text
+            self.line(text)
 
     def _on_notice(self, sid: str, update: dict[str, Any]) -> None:
         severity = str(update.get("severity", "info"))

@@ -64,10 +64,44 @@ def test_ctx_unknown_when_nothing_reported():
     assert format_ctx(None) == "ctx ?"
 
 
-def test_ctx_without_cost_or_meta_omits_them():
+def test_ctx_without_cost_says_the_cost_is_unknown():
     line = format_ctx(usage(50_000, 100_000))
-    assert line.startswith("ctx 50% (50,000 / 100,000) █")
-    assert "$" not in line and "source" not in line
+    assert line.startswith("ctx 50% (50,000 / 100,000) $? █")
+    assert "source" not in line and "≈" not in line
+
+
+@pytest.mark.parametrize("cost", [None, {}, {"amount": None, "currency": "USD"}, {"amount": True}, {"amount": "1"}])
+def test_a_cost_that_is_not_a_number_is_unknown_not_free(cost):
+    extra = {} if cost is None else {"cost": cost}
+    assert " $? " in format_ctx(usage(1, 10, **extra))
+
+
+@pytest.mark.parametrize("source", ["estimate", "prefix"])
+def test_estimated_figures_carry_the_approximation_mark(source):
+    line = format_ctx(usage(2_500, 200_000, _meta={"ama": {"source": source}}))
+    assert line.startswith(f"ctx ≈1.3% (≈2,500 / 200,000) $? [source {source}] ")
+
+
+def test_a_provider_reading_carries_no_approximation_mark():
+    assert "≈" not in format_ctx(usage(2_500, 200_000, _meta={"ama": {"source": "usage"}}))
+
+
+@pytest.mark.parametrize(
+    ("update", "text"),
+    [
+        ({"sessionUpdate": "usage_update", "used": 12_345}, "ctx ? (12,345 tokens)"),
+        ({"sessionUpdate": "usage_update", "used": 12_345, "size": 0}, "ctx ? (12,345 tokens)"),
+        ({"sessionUpdate": "usage_update", "used": "many", "size": 10}, "ctx ?"),
+        ({"sessionUpdate": "usage_update", "used": True, "size": 10}, "ctx ?"),
+        ({"sessionUpdate": "usage_update", "used": 5, "size": -1}, "ctx ? (5 tokens)"),
+        (
+            {"sessionUpdate": "usage_update", "used": 5, "_meta": {"ama": {"source": "estimate"}}},
+            "ctx ? (≈5 tokens)",
+        ),
+    ],
+)
+def test_no_window_means_an_unknown_percentage(update, text):
+    assert format_ctx(update) == text
 
 
 def test_other_currency_is_not_shown_as_dollars():
@@ -76,7 +110,7 @@ def test_other_currency_is_not_shown_as_dollars():
 
 def test_bar_turns_red_past_80_percent_only_with_colour():
     assert RED in meter_bar(81.0, colour=True)
-    assert RED not in meter_bar(80.0, colour=True)
+    assert "\x1b[" not in meter_bar(80.0, colour=True)  # not coloured at all up to 80 %
     assert RED not in meter_bar(95.0, colour=False)
     assert RED in format_ctx(usage(170_000, 200_000), colour=True)
     assert RED not in format_ctx(usage(100_000, 200_000), colour=True)
@@ -88,15 +122,32 @@ def test_bar_is_full_and_capped():
     assert meter_bar(0.0) == "░" * 20
 
 
-def test_meter_printed_after_every_usage_update_and_at_turn_end():
+def test_meter_printed_when_it_changes_and_at_turn_end():
     out = io.StringIO()
     r = Renderer(out, colour=False)
     r.update({"sessionId": SID, "update": usage(2_600, 200_000)})
+    r.update({"sessionId": SID, "update": usage(2_600, 200_000)})  # the same figure again: no second line
+    r.update({"sessionId": SID, "update": usage(2_601, 200_000)})  # the same percentage, other tokens: a line
     r.update({"sessionId": SID, "update": usage(68_000, 200_000)})
     r.turn_end(SID, "end_turn")
     lines = out.getvalue().splitlines()
-    assert [line.split(" (")[0] for line in lines if line.startswith("ctx")] == ["ctx 1.3%", "ctx 34%", "ctx 34%"]
+    meters = [line.split(" $")[0] for line in lines if line.startswith("ctx")]
+    assert meters == [
+        "ctx 1.3% (2,600 / 200,000)",
+        "ctx 1.3% (2,601 / 200,000)",
+        "ctx 34% (68,000 / 200,000)",
+        "ctx 34% (68,000 / 200,000)",  # the turn's summary
+    ]
     assert "[stop: end_turn]" in lines
+
+
+def test_show_meter_at_open_prints_unknown_once_and_the_first_figure_after():
+    out = io.StringIO()
+    r = Renderer(out, colour=False)
+    r.show_meter(SID)
+    r.show_meter(SID)
+    r.update({"sessionId": SID, "update": usage(1, 100)})
+    assert out.getvalue().splitlines() == ["ctx ?", "ctx 1.0% (1 / 100) $? " + "░" * 20]
 
 
 def test_turn_end_without_any_usage_shows_unknown():
