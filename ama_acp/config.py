@@ -64,6 +64,15 @@ class McpConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     call_timeout: float = 120.0  # one MCP tool call
 
 
+class ClientConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """`ama acp-client` (docs/configuration.md "The terminal client")."""
+
+    program_status: str = "auto"  # auto | on | off: OSC 7501 reports to the terminal
+
+
+PROGRAM_STATUS_MODES = ("auto", "on", "off")
+
+
 class Config(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     model: str | None = None
     mode: str = "manual"
@@ -75,6 +84,7 @@ class Config(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     context: ContextConfig = ContextConfig()
     tiers: TiersConfig = TiersConfig()
     mcp: McpConfig = McpConfig()
+    client: ClientConfig = ClientConfig()
     # Filled from the command line / environment, not from the file:
     data_dir: str = ""
     config_path: str = ""
@@ -117,6 +127,8 @@ def parse_config(text: str, origin: str = "config") -> Config:
             raise ConfigError(f"{origin}: providers.{name}.kind must be openai, anthropic or scripted")
     if not (0 <= cfg.mcp.start_timeout <= 3600 and 0 < cfg.mcp.call_timeout <= 86400):
         raise ConfigError(f"{origin}: mcp.start_timeout must be 0–3600 s and mcp.call_timeout 0–86400 s")
+    if cfg.client.program_status not in PROGRAM_STATUS_MODES:
+        raise ConfigError(f"{origin}: client.program_status must be auto, on or off, not {cfg.client.program_status!r}")
     caps = cfg.tiers.caps
     if len(caps) != 4 or list(caps) != sorted(caps):
         raise ConfigError(f"{origin}: tiers.caps must be four rising percentages")

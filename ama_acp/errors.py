@@ -15,7 +15,9 @@ person, with the table of JSON-RPC codes (their names are in `rpc/errors.py`).
     │   ├── rpc.peer.PeerClosed            the connection ended before the client answered
     │   ├── client.handlers.RpcError       (ama's own client) a JSON-RPC error from or for the agent
     │   ├── client.connection.AgentExited  (ama's own client) the agent's stdout ended
-    │   └── client.connection.AgentStartError  (ama's own client) the agent could not be started
+    │   ├── client.connection.AgentStartError  (ama's own client) the agent could not be started
+    │   ├── client.sessions.NotOffered     (ama's own client) --load/--resume/--list the agent did not offer
+    │   └── client.slash.CommandError      (ama's own client) a /mode, /model or /option it cannot carry out
     ├── ConfigError               configuration: the TOML file, the environment, the command line
     │   ├── providers.resolve.ModelError   a model id that is not provider/model
     │   ├── providers.scripted.ScriptError a script file for the scripted provider that cannot be used
@@ -39,7 +41,8 @@ person, with the table of JSON-RPC codes (their names are in `rpc/errors.py`).
     │   └── session.listing.InvalidCursor  (also ValueError) a session/list cursor this store did not issue
     └── ControlFlow               not errors: exceptions that unwind a stack on purpose
         ├── agent.loop.TurnEnd              the turn is over; carries the ACP stop reason
-        ├── client.cli.Interrupted          (ama's own client) Ctrl-C twice
+        ├── client.turn.Interrupted         (ama's own client) Ctrl-C twice
+        ├── client.tty_input.LineInterrupted  (ama's own client) Ctrl-C while a line is read
         ├── doctor._Unreachable             `ama doctor`: a provider that did not answer (a line of the report)
         └── doctor._NotSent                 `ama doctor`: a check that could not be sent (a line of the report)
 

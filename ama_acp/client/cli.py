@@ -1,46 +1,74 @@
-"""`ama acp-client [--prompt TEXT]... [--cwd DIR] [--auto-approve|--reject] [--no-fs] [--no-terminal]
--- AGENT COMMAND…`: drive any ACP agent over stdio and print what an editor would show.
+"""`ama acp-client [options] -- AGENT COMMAND…`: drive any ACP agent over stdio and show what an editor would.
 
-Exit codes: 0 success, 1 the agent answered with an error or did not answer in time, 2 bad usage,
-3 the agent could not start or exited, 4 the conversation worked but the agent broke the protocol
-(stdout that is not JSON-RPC, calls to methods the client did not advertise), 130 cancelled by Ctrl-C.
+    --prompt TEXT (repeatable)   send these prompts, then exit; without it, on a terminal, the person types
+                                 prompts at `» ` (and /mode, /model, /option, /help); from a pipe, each line
+                                 read is one prompt
+    --list | --load ID | --resume ID   list the agent's sessions for --cwd; or open a stored one (load replays it)
+    --program-status auto|on|off       tell the terminal the client's state (OSC 7501; default: the config's
+                                       `client.program_status`, else auto = when the terminal answers the query)
+
+Exit codes are in `turn.py`: 0 success, 1 the agent answered an error, 2 bad usage, 3 the agent could not
+start or exited, 4 protocol violations, 130 Ctrl-C.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
-from typing import Any
+from collections.abc import AsyncIterator, Iterable
+from contextlib import AsyncExitStack
+from typing import IO, Any
 
 import anyio
 
-from ama_acp.client.connection import AgentExited, AgentProcess, AgentStartError, ClientOptions
-from ama_acp.client.handlers import INTERNAL_ERROR, INVALID_PARAMS, RpcError
-from ama_acp.client.render import Renderer, Writer, permission_details
-from ama_acp.errors import ControlFlow
+from ama_acp.client import sessions
+from ama_acp.client.connection import AgentProcess, ClientOptions
+from ama_acp.client.handlers import INVALID_PARAMS, RpcError
+from ama_acp.client.program_status import Emitter
+from ama_acp.client.render import DIM, Renderer, Writer, context_percent, permission_details, terminal_safe
+from ama_acp.client.repl import LineSource, run_line, terminal_permission, typed_lines
+from ama_acp.client.turn import (
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    EXIT_VIOLATIONS,
+    Interrupted,
+    describe_failure,
+    report_violations,
+    settle_session_open,
+)
+from ama_acp.client.turn_status import TurnStatus
+from ama_acp.errors import ConfigError
 
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_AGENT_DIED, EXIT_VIOLATIONS, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
 INIT_TIMEOUT = 30.0
-
-
-class Interrupted(ControlFlow):
-    """Ctrl-C twice: stop waiting for the agent."""
+STATUS_TICK = 0.25  # how often a program status held back by the throttle is looked at
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="ama acp-client",
-        description="Drive an ACP agent over stdio and print what an editor would show.",
-        usage="ama acp-client [--prompt TEXT]... [--cwd DIR] [--auto-approve|--reject] [--no-fs] [--no-terminal] "
-        "-- AGENT COMMAND...",
+        description="Drive an ACP agent over stdio and show what an editor would show.",
+        usage="ama acp-client [--prompt TEXT]... [--list | --load ID | --resume ID] [--cwd DIR] "
+        "[--auto-approve|--reject] [--program-status auto|on|off] [--no-fs] [--no-terminal] -- AGENT COMMAND...",
     )
     p.add_argument("--prompt", action="append", default=[], metavar="TEXT", help="a prompt to send (repeatable)")
     p.add_argument("--cwd", default=None, help="the session's working directory (default: the current one)")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--list", action="store_true", help="list the agent's sessions for --cwd, then exit")
+    which.add_argument("--load", metavar="ID", help="open a stored session; the agent replays it")
+    which.add_argument("--resume", metavar="ID", help="open a stored session without a replay")
     answer = p.add_mutually_exclusive_group()
     answer.add_argument("--auto-approve", action="store_true", help="allow every permission request once")
     answer.add_argument("--reject", action="store_true", help="reject every permission request")
+    p.add_argument(
+        "--program-status",
+        choices=("auto", "on", "off"),
+        default=None,
+        help="report the client's state to the terminal (OSC 7501); default: config, else auto",
+    )
+    p.add_argument("--config", default=None, metavar="PATH", help="ama's config file (for client.program_status)")
     p.add_argument("--no-fs", action="store_true", help="do not offer fs/read_text_file and fs/write_text_file")
     p.add_argument("--no-terminal", action="store_true", help="do not offer terminal/*")
     p.add_argument("--no-color", action="store_true", help="plain text even on a terminal")
@@ -55,7 +83,8 @@ def _split_command(argv: list[str]) -> tuple[list[str], list[str]]:
 
 
 async def ask_person(params: dict[str, Any]) -> str | None:
-    """Interactive permission policy: list the options on stderr and read a choice from stdin."""
+    """Permission policy without a terminal we can drive (not POSIX): the options on stderr, a line from stdin."""
+    params = terminal_safe(params)
     options = [o for o in params.get("options") or [] if isinstance(o, dict)]
     tool = call if isinstance(call := params.get("toolCall"), dict) else {}
     lines = [f"Permission requested: {tool.get('title') or tool.get('toolCallId')}"]
@@ -70,150 +99,205 @@ async def ask_person(params: dict[str, Any]) -> str | None:
         return None
 
 
-async def run_turn(conn: AgentProcess, renderer: Renderer, session_id: str, text: str, err: Writer) -> dict[str, Any]:
-    """One session/prompt, rendering as it goes. The first Ctrl-C sends session/cancel (the turn then ends
-    with `cancelled`); a second one stops waiting."""
-    pending = await conn.start_request(
-        "session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}
-    )
-    result: Any = None
-    error: BaseException | None = None
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(_cancel_on_sigint, conn, session_id, pending, err)
+def program_status_mode(args: argparse.Namespace, err: Writer) -> str:
+    """--program-status, else the config's `client.program_status`, else auto. A config that cannot be read is
+    an error when named with --config, a warning otherwise (the client still works)."""
+    if args.program_status is not None:
+        return str(args.program_status)
+    from ama_acp.config import load_config
+
+    try:
+        return load_config(args.config).client.program_status
+    except ConfigError as exc:
+        if args.config is not None:
+            raise
+        err.write(f"ama acp-client: ignoring the config ({exc}); program status is auto\n")
+        return "auto"
+
+
+def _flushing_writer(out: Writer) -> Any:
+    def write(text: str) -> None:
+        out.write(text)
+        flush = getattr(out, "flush", None)
+        if flush:
+            flush()
+
+    return write
+
+
+async def _stdin_lines() -> AsyncIterator[str]:
+    """Prompts piped in: one per non-empty line, until EOF."""
+    while True:
+        line = await anyio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
+        if not line:
+            return
+        if line.strip():
+            yield line.rstrip("\n")
+
+
+async def _given(prompts: Iterable[str]) -> AsyncIterator[str]:
+    for text in prompts:
+        yield text
+
+
+class _Client:
+    """One run: the connection, the renderer, the program status and where lines come from."""
+
+    def __init__(self, args: argparse.Namespace, out: Writer, err: Writer, term: LineSource | None) -> None:
+        self.args, self.out, self.err, self.term = args, out, err, term
+        self.cwd = os.path.abspath(args.cwd or os.getcwd())
+        self.renderer = Renderer(out, colour=False if args.no_color else None, cwd=self.cwd)
+        self.session_id: str | None = None
+        self.step = "start"  # what the client was doing, for the message when something fails
+        self.status = TurnStatus(None)
+
+    def use_status(self, emitter: Emitter | None) -> None:
+        self.status = TurnStatus(
+            emitter, percent=lambda: context_percent(self.renderer.usage.get(self.session_id or ""))
+        )
+
+    def on_update(self, params: dict[str, Any]) -> None:
+        self.renderer.update(params)
+        if params.get("sessionId") != self.session_id or not isinstance(update := params.get("update"), dict):
+            return
+        kind = update.get("sessionUpdate")
+        if kind == "usage_update":
+            self.status.meter_changed()
+        elif kind == "session_info_update" and "title" in update:
+            title = self.renderer.titles.get(str(self.session_id))
+            self.status.titled(title if isinstance(title, str) else None)
+
+    def policy(self) -> Any:
+        if self.args.auto_approve:
+            return "allow_once"
+        if self.args.reject:
+            return "reject_once"
+        if self.term is not None:
+            return terminal_permission(self.term, self.renderer, self.status)
+        return ask_person if sys.stdin.isatty() else "reject_once"
+
+    def lines(self) -> AsyncIterator[str]:
+        if self.args.prompt:
+            return _given(self.args.prompt)
+        if self.term is not None:
+            return typed_lines(self.term, self.renderer)
+        return _stdin_lines()
+
+    async def run(self, command: list[str]) -> int:
+        options = ClientOptions(
+            fs=not self.args.no_fs, terminal=not self.args.no_terminal, permission=self.policy(), boolean_config=True
+        )
+        conn = AgentProcess(command, options, on_update=self.on_update, on_permission=self.renderer.permission)
+        self.renderer.terminal_output = conn.terminal_output
+        self.step, code = "start", EXIT_OK
         try:
-            result = await pending.wait(None)
-        except Exception as exc:  # re-raised below, outside the task group (no ExceptionGroup wrapping)
-            error = exc
-        tg.cancel_scope.cancel()
-    if error is not None:
-        raise error
-    if not isinstance(result, dict):
-        raise RpcError(INTERNAL_ERROR, f"session/prompt returned {result!r}, not an object")
-    renderer.turn_end(session_id, result.get("stopReason"))
-    usage = result.get("usage")
-    if isinstance(usage, dict):
-        figures = [f"{k} {v:,}" for k, v in usage.items() if isinstance(v, int) and not isinstance(v, bool)]
-        if figures:
-            renderer.line("turn usage: " + " · ".join(figures))
-    return result
+            async with conn:
+                self.step = "initialize"
+                init = await conn.initialize(timeout=INIT_TIMEOUT)
+                self._show_agent(init)
+                if self.args.list:
+                    self.step = "session/list"
+                    found = await sessions.list_sessions(conn, init, self.cwd)
+                    for text in sessions.session_lines(found, self.cwd, lambda s: terminal_safe(s)):
+                        self.renderer.line(text)
+                else:
+                    code = await self._converse(conn, init)
+                self.step = "shutdown"
+                self.renderer.end_stream()
+                rc = await conn.close()
+                if rc not in (0, None) and code == EXIT_OK:
+                    self.err.write(f"ama acp-client: the agent exited with code {rc} after stdin closed\n")
+        except (Exception, KeyboardInterrupt) as exc:
+            self.renderer.end_stream()
+            if isinstance(exc, KeyboardInterrupt):
+                exc = Interrupted("interrupted")
+            code, message = describe_failure(exc, self.step)
+            self.err.write(f"ama acp-client: {message}\n")
+        finally:
+            self.status.clear()
+        if report_violations(conn, self.err) and code == EXIT_OK:
+            code = EXIT_VIOLATIONS
+        unreleased = conn.terminals.unreleased()
+        if unreleased:
+            self.err.write(f"ama acp-client: the agent never released terminal(s) {', '.join(unreleased)}\n")
+        return code
+
+    def _show_agent(self, init: dict[str, Any]) -> None:
+        info = terminal_safe(init.get("agentInfo"))
+        if isinstance(info, dict):
+            self.renderer.line(f"agent: {info.get('title') or info.get('name')} {info.get('version', '')}".rstrip())
+        version = init.get("protocolVersion")
+        if version != 1:
+            raise RpcError(INVALID_PARAMS, f"the agent speaks protocol version {version!r}, this client speaks 1")
+
+    async def _converse(self, conn: AgentProcess, init: dict[str, Any]) -> int:
+        # What the session opens with (its options) reads better before the updates that follow it; for a load,
+        # the replay arrives before the answer and is shown after it.
+        self.step = "session/load" if self.args.load else "session/resume" if self.args.resume else "session/new"
+        self.renderer.hold()
+        opened = await sessions.open_session(conn, init, self.cwd, load=self.args.load, resume=self.args.resume)
+        self.session_id = opened.session_id
+        self.renderer.line(self.renderer.style(DIM, f"session {terminal_safe(opened.session_id)} ({opened.how})"))
+        self.renderer.session_opened(opened.session_id, opened.result, quiet=opened.how == "new")
+        await settle_session_open(conn, opened.session_id)
+        self.renderer.release()
+        self.renderer.show_meter(opened.session_id)  # from the open on: `ctx ?` if the agent reported nothing
+        self.status.idle()
+        code = EXIT_OK
+        typed = self.term is not None and not self.args.prompt  # the terminal echoed the line as it was typed
+        async for text in self.lines():
+            self.step = "session/prompt"
+            if not typed:
+                self.renderer.line(f"» {text}")
+            result = await run_line(conn, self.renderer, opened.session_id, text, self.err, self.status)
+            if not typed and result is not None and result.get("stopReason") == "cancelled":
+                code = EXIT_INTERRUPTED  # a script's prompt was cancelled (Ctrl-C): the rest is not sent
+                break
+        return code
 
 
-async def _cancel_on_sigint(conn: AgentProcess, session_id: str, pending: Any, err: Writer) -> None:
-    try:
-        receiver = anyio.open_signal_receiver(signal.SIGINT)
-    except (ValueError, RuntimeError, NotImplementedError):
-        return  # not the main thread, or no signals here: Ctrl-C keeps its default meaning
-    cancelled = False
-    with receiver as signals:
-        async for _ in signals:
-            if not cancelled:
-                cancelled = True
-                err.write("\nama acp-client: cancelling the turn (Ctrl-C again to stop waiting)\n")
-                try:
-                    await conn.cancel(session_id)
-                except AgentExited:
-                    pass
-            else:
-                pending._resolve(error=Interrupted("interrupted"))
-                return
+async def _main(args: argparse.Namespace, command: list[str], out: Writer, err: Writer, stdin: IO[Any] | None) -> int:
+    from ama_acp.client import tty_input
+
+    mode = program_status_mode(args, err)
+    write = _flushing_writer(out)
+    tmux = tty_input.in_tmux(os.environ)
+    async with AsyncExitStack() as stack:
+        term: tty_input.TerminalInput | None = None
+        if stdin is not None and os.name == "posix" and stdin.isatty():
+            term = stack.enter_context(tty_input.TerminalInput(stdin.fileno(), write))
+            term.set_signals(True)  # Ctrl-C is SIGINT except while a line is read (a hung agent can be left)
+        isatty = getattr(out, "isatty", None)
+        stdout_tty = bool(isatty and isatty())
+        decision = tty_input.resolve_mode(mode, stdin_tty=term is not None, stdout_tty=stdout_tty, tmux=tmux)
+        emitter: Emitter | None = None
+        if decision == "on":
+            emitter = Emitter(write, tmux=tmux)
+        elif decision == "detect" and term is not None and await term.detect_program_status():
+            emitter = Emitter(write)
+        client = _Client(args, out, err, term)
+        client.use_status(emitter)
+        async with anyio.create_task_group() as tg:
+            if emitter is not None:
+                tg.start_soon(_tick, client.status)
+            try:
+                return await client.run(command)
+            finally:
+                tg.cancel_scope.cancel()
+    return EXIT_ERROR  # not reached: the body returns
 
 
-async def settle_session_open(conn: AgentProcess, session_id: str, timeout: float = 1.0) -> None:  # noqa: ASYNC109
-    """Give the updates an agent sends right after a session opens (commands, options, the first meter)
-    a moment to arrive, so they are shown before the first prompt rather than in the middle of its answer.
-    An agent that reports no usage costs `timeout` once."""
-    try:
-        await conn.wait_for(lambda: bool(conn.updates_for(session_id, "usage_update")), timeout)
-    except TimeoutError:
-        pass
+async def _tick(status: TurnStatus) -> None:
+    while True:
+        await anyio.sleep(STATUS_TICK)
+        status.flush()
 
 
-def report_violations(conn: AgentProcess, err: Writer) -> int:
-    """Write the protocol violations seen to `err`; return how many there were."""
-    for v in conn.violations:
-        err.write(f"ama acp-client: protocol violation ({v.kind}): {v.detail}\n")
-        if v.raw:
-            err.write(f"    {v.raw[:200]}\n")
-    return len(conn.violations)
-
-
-def describe_failure(exc: BaseException, step: str) -> tuple[int, str]:
-    """The exit code and the stderr message for a failure during `step`."""
-    if isinstance(exc, AgentStartError):
-        return EXIT_AGENT_DIED, f"cannot start the agent: {exc}"
-    if isinstance(exc, AgentExited):
-        code = f" with code {exc.returncode}" if exc.returncode is not None else ""
-        return EXIT_AGENT_DIED, f"the agent exited{code} during {step}"
-    if isinstance(exc, RpcError):
-        data = f" {exc.data}" if exc.data is not None else ""
-        return EXIT_ERROR, f"{step} failed: {exc.message} ({exc.code}){data}"
-    if isinstance(exc, TimeoutError):
-        return EXIT_ERROR, f"the agent did not answer {step} in time"
-    if isinstance(exc, Interrupted):
-        return EXIT_INTERRUPTED, f"interrupted during {step}"
-    return EXIT_ERROR, f"{step} failed: {type(exc).__name__}: {exc}"
-
-
-async def _main(args: argparse.Namespace, command: list[str], out: Writer, err: Writer) -> int:
-    cwd = os.path.abspath(args.cwd or os.getcwd())  # noqa: ASYNC240 - once, before anything runs
-    if args.auto_approve:
-        policy: Any = "allow_once"
-    elif args.reject or not sys.stdin.isatty():
-        policy = "reject_once"
-    else:
-        policy = ask_person
-    renderer = Renderer(out, colour=False if args.no_color else None, cwd=cwd)
-    options = ClientOptions(fs=not args.no_fs, terminal=not args.no_terminal, permission=policy)
-    conn = AgentProcess(command, options, on_update=renderer.update, on_permission=renderer.permission)
-    renderer.terminal_output = conn.terminal_output
-    step = "start"
-    code = EXIT_OK
-    try:
-        async with conn:
-            step = "initialize"
-            init = await conn.initialize(timeout=INIT_TIMEOUT)
-            info = init.get("agentInfo") if isinstance(init, dict) else None
-            if isinstance(info, dict):
-                renderer.line(f"agent: {info.get('title') or info.get('name')} {info.get('version', '')}".rstrip())
-            version = init.get("protocolVersion") if isinstance(init, dict) else None
-            if version != 1:
-                raise RpcError(INVALID_PARAMS, f"the agent speaks protocol version {version!r}, this client speaks 1")
-            step = "session/new"
-            # What the session opens with (its options) reads better before the updates that follow it.
-            renderer.hold()
-            opened = await conn.new_session(cwd)
-            session_id = opened["sessionId"]
-            renderer.session_opened(session_id, opened)
-            await settle_session_open(conn, session_id)
-            renderer.release()
-            for text in args.prompt:
-                step = "session/prompt"
-                renderer.line(f"» {text}")
-                result = await run_turn(conn, renderer, session_id, text, err)
-                if result.get("stopReason") == "cancelled":
-                    code = EXIT_INTERRUPTED
-                    break
-            step = "shutdown"
-            renderer.end_stream()
-            rc = await conn.close()
-            if rc not in (0, None) and code == EXIT_OK:
-                err.write(f"ama acp-client: the agent exited with code {rc} after stdin closed\n")
-    except (Exception, KeyboardInterrupt) as exc:
-        renderer.end_stream()
-        if isinstance(exc, KeyboardInterrupt):
-            exc = Interrupted("interrupted")
-        code, message = describe_failure(exc, step)
-        err.write(f"ama acp-client: {message}\n")
-    if report_violations(conn, err) and code == EXIT_OK:
-        code = EXIT_VIOLATIONS
-    unreleased = conn.terminals.unreleased()
-    if unreleased:
-        err.write(f"ama acp-client: the agent never released terminal(s) {', '.join(unreleased)}\n")
-    return code
-
-
-def run_acp_client(argv: list[str], out: Writer | None = None, err: Writer | None = None) -> int:
-    """`ama acp-client …` (argv without the program and subcommand names); returns the exit code."""
+def run_acp_client(
+    argv: list[str], out: Writer | None = None, err: Writer | None = None, stdin: IO[Any] | None = None
+) -> int:
+    """`ama acp-client …` (argv without the program and subcommand names); returns the exit code. `stdin` is
+    the terminal the person types at (default: sys.stdin when it is one)."""
     out = out if out is not None else sys.stdout
     err = err if err is not None else sys.stderr
     own, command = _split_command(list(argv))
@@ -225,8 +309,13 @@ def run_acp_client(argv: list[str], out: Writer | None = None, err: Writer | Non
     if not command:
         err.write("ama acp-client: give the agent command after `--`, e.g. `ama acp-client -- ama --mode acp`\n")
         return EXIT_USAGE
+    if stdin is None and out is sys.stdout:
+        stdin = sys.stdin
     try:
-        return anyio.run(_main, args, command, out, err)
+        return anyio.run(_main, args, command, out, err, stdin)
+    except ConfigError as exc:
+        err.write(f"ama acp-client: {exc}\n")
+        return EXIT_USAGE
     except KeyboardInterrupt:
         err.write("ama acp-client: interrupted\n")
         return EXIT_INTERRUPTED

@@ -20,7 +20,10 @@ from typing import Any
 import anyio
 
 import ama_acp
-from ama_acp.client.cli import (
+from ama_acp.client.connection import AgentProcess, ClientOptions
+from ama_acp.client.handlers import METHOD_NOT_FOUND, RpcError
+from ama_acp.client.render import BOLD, Renderer, Writer, compact_diff
+from ama_acp.client.turn import (
     EXIT_ERROR,
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -29,9 +32,6 @@ from ama_acp.client.cli import (
     run_turn,
     settle_session_open,
 )
-from ama_acp.client.connection import AgentProcess, ClientOptions
-from ama_acp.client.handlers import METHOD_NOT_FOUND, RpcError
-from ama_acp.client.render import BOLD, Renderer, Writer, compact_diff
 
 DEMO_MODEL = "scripted/demo"
 PROMPT = "The tests in this project fail. Find the bug in calc.py, fix it, and run the tests."

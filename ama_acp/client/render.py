@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import math
 import os
+import re
 from typing import Any, Protocol
 
 RESET, BOLD, DIM = "\x1b[0m", "\x1b[1m", "\x1b[2m"
@@ -74,9 +75,9 @@ def context_percent(usage: dict[str, Any] | None) -> float | None:
     if not usage:
         return None
     used, size = usage.get("used"), usage.get("size")
-    if not _is_count(used) or not _is_count(size) or size <= 0:
+    if not isinstance(used, int) or not isinstance(size, int) or not _is_count(used) or not _is_count(size):
         return None
-    return float(used / size * 100)
+    return used / size * 100 if size > 0 else None
 
 
 def format_ctx(usage: dict[str, Any] | None, colour: bool = False) -> str:
@@ -110,6 +111,30 @@ def _is_count(value: Any) -> bool:
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+# --- what the agent sends, made safe for a terminal ----------------------------------------------------
+
+# C0 controls but tab and newline, DEL, and C1 controls: an agent's text with ESC in it could otherwise move the
+# cursor, rewrite the screen, set the clipboard (OSC 52) or fake the client's own program status (OSC 7501).
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_MAX_DEPTH = 64
+
+
+def terminal_safe(value: Any, _depth: int = 0) -> Any:
+    """`value` with every string in it stripped of terminal controls (a CR before a newline is dropped, a lone
+    CR becomes a newline). Containers are copied; nesting past 64 levels is cut off, never recursed into."""
+    if isinstance(value, str):
+        if not _UNSAFE.search(value):
+            return value
+        return _UNSAFE.sub("", value.replace("\r\n", "\n").replace("\r", "\n"))
+    if _depth >= _MAX_DEPTH:
+        return None
+    if isinstance(value, dict):
+        return {terminal_safe(k, _depth + 1): terminal_safe(v, _depth + 1) for k, v in value.items()}
+    if isinstance(value, list):
+        return [terminal_safe(v, _depth + 1) for v in value]
+    return value
 
 
 # --- content helpers ------------------------------------------------------------------------------
@@ -209,6 +234,8 @@ class Renderer:
         self._plans: dict[str, list[Any]] = {}
         self._commands: dict[str, list[str]] = {}
         self._meters: dict[str, str] = {}  # sessionId -> the meter line last printed
+        self._asked: set[tuple[str, str]] = set()  # permission requests shown before their answer
+        self._current_mode: dict[str, str] = {}
         self._stream: tuple[str, Any] | None = None  # (kind, messageId) of the text being streamed
         self._at_line_start = True
         self._last_line_key: Any = None  # what the last full line showed (lets a TTY rewrite it in place)
@@ -264,7 +291,7 @@ class Renderer:
 
     def session_opened(self, session_id: str, result: dict[str, Any] | None, quiet: bool = False) -> None:
         """Take in the modes and config options a session/new (or load/resume) result carries."""
-        result = result or {}
+        result = terminal_safe(result or {})
         modes = result.get("modes")
         if isinstance(modes, dict):
             self._take_modes(session_id, modes)
@@ -278,6 +305,24 @@ class Renderer:
             if isinstance(mode, dict) and isinstance(mode.get("id"), str):
                 names[mode["id"]] = str(mode.get("name") or mode["id"])
         self.modes[session_id] = names
+        if isinstance(modes.get("currentModeId"), str):
+            self._current_mode[session_id] = modes["currentModeId"]
+
+    def mode_set(self, session_id: str, mode_id: str) -> None:
+        """The person changed the mode and the agent accepted: shown now, and not again when the agent's own
+        current_mode_update for it arrives."""
+        self._current_mode.pop(session_id, None)
+        self._on_current_mode_update(session_id, {"currentModeId": terminal_safe(mode_id)})
+
+    def option_set(self, session_id: str, option_id: str, options: list[Any]) -> None:
+        """The person set a config option and the agent answered with every option: the one set is shown (even
+        when the agent kept the value it had), the others only if they changed."""
+        options = terminal_safe(options)
+        self._config_update(session_id, [o for o in options if not (isinstance(o, dict) and o.get("id") == option_id)])
+        mine = [o for o in options if isinstance(o, dict) and o.get("id") == option_id]
+        if mine:
+            self.config.setdefault(session_id, {})[option_id] = mine[0]
+            self.line(self.style(CYAN, f"⚙ {mine[0].get('name', option_id)}: {_option_value(mine[0])}"))
 
     def current_model(self, session_id: str) -> str | None:
         """The `currentValue` of the config option of category `model`, when the agent reported one."""
@@ -287,18 +332,43 @@ class Renderer:
                 return value if isinstance(value, str) else None
         return None
 
-    def permission(self, params: dict[str, Any], outcome: dict[str, Any]) -> None:
-        """A permission request and the answer given to it."""
+    def permission_title(self, params: dict[str, Any]) -> str:
+        """What a permission request is about: its tool call's title, or the title announced earlier."""
+        params = terminal_safe(params)
         tool = call if isinstance(call := params.get("toolCall"), dict) else {}
         title = tool.get("title")
         if not title:
             state = self._tools.get((str(params.get("sessionId")), str(tool.get("toolCallId"))))
             title = state.title if state else tool.get("toolCallId", "?")
+        return str(title)
+
+    def permission_request(self, params: dict[str, Any], numbered: bool = False) -> None:
+        """Show a permission request: what it is about, the command or diff it carries, and its options
+        (numbered, for a person to choose one)."""
+        params = terminal_safe(params)
+        tool = call if isinstance(call := params.get("toolCall"), dict) else {}
         options = [o for o in params.get("options") or [] if isinstance(o, dict)]
         choices = ", ".join(f"{o.get('name')} ({o.get('kind')})" for o in options)
-        self.line(self.style(MAGENTA, f"? permission: {title}") + f" — {choices}")
+        header = self.style(MAGENTA, f"? permission: {self.permission_title(params)}")
+        self.line(header if numbered else f"{header} — {choices}")
         for detail in permission_details(tool):
             self.line("  │ " + detail)
+        if numbered:
+            for i, o in enumerate(options, 1):
+                self.line(f"  {i}. {o.get('name')} ({o.get('kind')})")
+        self._asked.add(_request_key(params))
+
+    def permission(self, params: dict[str, Any], outcome: dict[str, Any]) -> None:
+        """A permission request and the answer given to it (the request itself only if not shown already)."""
+        params = terminal_safe(params)
+        outcome = terminal_safe(outcome)
+        options = [o for o in params.get("options") or [] if isinstance(o, dict)]
+        key = _request_key(params)
+        if key in self._asked:
+            self._asked.discard(key)
+        else:
+            self.permission_request(params)
+            self._asked.discard(key)
         if outcome.get("outcome") == "selected":
             chosen = next((o for o in options if o.get("optionId") == outcome.get("optionId")), {})
             kind = str(chosen.get("kind", ""))
@@ -322,6 +392,7 @@ class Renderer:
         if self._held is not None:
             self._held.append(params)
             return
+        params = terminal_safe(params)
         sid = str(params.get("sessionId", ""))
         update = params.get("update")
         if not isinstance(update, dict):
@@ -476,6 +547,9 @@ class Renderer:
 
     def _on_current_mode_update(self, sid: str, update: dict[str, Any]) -> None:
         mode = str(update.get("currentModeId"))
+        if self._current_mode.get(sid) == mode:
+            return  # already shown (the answer to /mode came first)
+        self._current_mode[sid] = mode
         name = self.modes.get(sid, {}).get(mode, mode)
         self.line(self.style(CYAN, f"⚙ mode: {name}"))
 
@@ -536,6 +610,11 @@ class Renderer:
             for block in summary:
                 for text_line in _clip_lines(block_text(block)):
                     self.line(self.style(DIM, "  ≡ " + text_line))
+
+
+def _request_key(params: dict[str, Any]) -> tuple[str, str]:
+    tool = params.get("toolCall")
+    return str(params.get("sessionId")), str(tool.get("toolCallId") if isinstance(tool, dict) else None)
 
 
 def _is_text(item: Any) -> bool:

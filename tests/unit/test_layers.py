@@ -46,8 +46,9 @@ ALLOWED: dict[str, set[str]] = {
     "session": {"__init__", "conversation", "wire", "errors", "rpc", *SUPPORT, *AGENT_SIDE},
     "handlers": {"__init__", "wire", "errors", "rpc", "config", "session"},
     "server": {"config", "errors", "rpc", "handlers", "logs"},
-    # beside the agent: the ACP client (`ama acp-client`, `ama demo`) speaks the protocol, knows no agent
-    "client": {"__init__", "wire", "errors", "rpc"},
+    # beside the agent: the ACP client (`ama acp-client`, `ama demo`) speaks the protocol, knows no agent; it
+    # reads the `[client]` table of the same config file (config is support: it imports only errors)
+    "client": {"__init__", "wire", "errors", "rpc", "config"},
     # entry points: wire the rest together; nothing imports them but each other
     "catalog_cli": {"config", "providers"},
     "oneshot": {"config", "conversation", "logs", "providers", "session", "wire"},

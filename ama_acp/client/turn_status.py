@@ -1,0 +1,96 @@
+"""The client's program status (OSC 7501) as the conversation goes: what a person running several agents in
+tabs or tmux panes needs to see — which one works, which one waits for them, which one finished or failed.
+
+    idle      a session is open and nothing runs (before the first prompt, after a cancel)
+    working   a prompt runs; progress = the context percent, when the agent reports a window
+    blocked   a permission request waits for the person (kind=permission)
+    done      the turn ended with any stop reason but `cancelled`: a result to read
+    error     the turn failed (the agent answered an error or exited)
+    clear     on exit: the terminal forgets us
+
+`TurnStatus` only decides the report; `program_status.Emitter` decides whether it is sent (never the same one
+twice) and how it is encoded. With program status off there is no emitter and every method is a no-op.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from ama_acp.client.program_status import Emitter, Report
+
+APP = "ama"
+
+
+class TurnStatus:
+    def __init__(self, emitter: Emitter | None, percent: Callable[[], float | None] = lambda: None) -> None:
+        self._emitter = emitter
+        self._percent = percent  # the current session's context percent (None when unknown)
+        self._title: str | None = None
+        self.state = "idle"
+        self._blocked = 0  # permission requests waiting (a turn may ask several at once)
+
+    @property
+    def enabled(self) -> bool:
+        return self._emitter is not None
+
+    def _progress(self) -> int | None:
+        value = self._percent()
+        if value is None or not math.isfinite(value):
+            return None
+        return max(0, min(100, round(value)))
+
+    def _send(self, state: str, *, kind: str | None = None, msg: str | None = None) -> None:
+        self.state = state
+        if self._emitter is None:
+            return
+        progress = self._progress() if state in ("working", "blocked") else None
+        self._emitter.report(Report(state, kind=kind, progress=progress, app=APP, title=self._title, msg=msg))
+
+    def titled(self, title: str | None) -> None:
+        """The session's title (session_info_update): shown by terminals that show one."""
+        if title != self._title:
+            self._title = title
+            if self.state != "clear":
+                self._send(self.state)
+
+    def idle(self) -> None:
+        self._send("idle")
+
+    def working(self) -> None:
+        self._blocked = 0
+        self._send("working")
+
+    def meter_changed(self) -> None:
+        """A usage_update during a turn moves the progress (the emitter drops a report that did not change)."""
+        if self.state == "working":
+            self._send("working")
+        elif self.state == "blocked":
+            self._send("blocked", kind="permission")
+
+    def permission_asked(self, what: str | None) -> None:
+        self._blocked += 1
+        self._send("blocked", kind="permission", msg=what)
+
+    def permission_answered(self) -> None:
+        self._blocked = max(0, self._blocked - 1)
+        if self._blocked == 0 and self.state == "blocked":
+            self._send("working")
+
+    def turn_ended(self, stop_reason: object) -> None:
+        # Every stop reason but a cancel is an answer to read (a refusal or a cut-off answer included; a stop
+        # reason a newer protocol adds too): only a turn that failed outright is an error.
+        self._send("idle" if stop_reason == "cancelled" else "done")
+
+    def failed(self, message: str) -> None:
+        self._send("error", msg=message)
+
+    def flush(self) -> None:
+        """Send a report held back by the emitter's throttle, once its time has come."""
+        if self._emitter is not None:
+            self._emitter.flush()
+
+    def clear(self) -> None:
+        if self._emitter is not None and self.state != "clear":
+            self._emitter.report(Report("clear"))
+        self.state = "clear"
