@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from collections.abc import AsyncIterator, Iterable
 from contextlib import AsyncExitStack
@@ -125,10 +126,13 @@ def _flushing_writer(out: Writer) -> Any:
     return write
 
 
-async def _stdin_lines() -> AsyncIterator[str]:
-    """Prompts piped in: one per non-empty line, until EOF."""
+async def _piped_lines(stdin: IO[Any]) -> AsyncIterator[str]:
+    """Prompts piped in: one per non-empty line, until EOF (or a stdin that cannot be read)."""
     while True:
-        line = await anyio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
+        try:
+            line = await anyio.to_thread.run_sync(stdin.readline, abandon_on_cancel=True)
+        except (OSError, ValueError):
+            return
         if not line:
             return
         if line.strip():
@@ -143,8 +147,10 @@ async def _given(prompts: Iterable[str]) -> AsyncIterator[str]:
 class _Client:
     """One run: the connection, the renderer, the program status and where lines come from."""
 
-    def __init__(self, args: argparse.Namespace, out: Writer, err: Writer, term: LineSource | None) -> None:
-        self.args, self.out, self.err, self.term = args, out, err, term
+    def __init__(
+        self, args: argparse.Namespace, out: Writer, err: Writer, term: LineSource | None, stdin: IO[Any] | None
+    ) -> None:
+        self.args, self.out, self.err, self.term, self.stdin = args, out, err, term, stdin
         self.cwd = os.path.abspath(args.cwd or os.getcwd())
         self.renderer = Renderer(out, colour=False if args.no_color else None, cwd=self.cwd)
         self.session_id: str | None = None
@@ -174,14 +180,14 @@ class _Client:
             return "reject_once"
         if self.term is not None:
             return terminal_permission(self.term, self.renderer, self.status)
-        return ask_person if sys.stdin.isatty() else "reject_once"
+        return ask_person if self.stdin is not None and self.stdin.isatty() else "reject_once"
 
     def lines(self) -> AsyncIterator[str]:
         if self.args.prompt:
             return _given(self.args.prompt)
         if self.term is not None:
             return typed_lines(self.term, self.renderer)
-        return _stdin_lines()
+        return _piped_lines(self.stdin) if self.stdin is not None else _given([])
 
     async def run(self, command: list[str]) -> int:
         options = ClientOptions(
@@ -275,22 +281,43 @@ async def _main(args: argparse.Namespace, command: list[str], out: Writer, err: 
             emitter = Emitter(write, tmux=tmux)
         elif decision == "detect" and term is not None and await term.detect_program_status():
             emitter = Emitter(write)
-        client = _Client(args, out, err, term)
+        client = _Client(args, out, err, term, stdin)
         client.use_status(emitter)
+        code = EXIT_ERROR
+        ended_by: list[int] = []
         async with anyio.create_task_group() as tg:
             if emitter is not None:
                 tg.start_soon(_tick, client.status)
+            tg.start_soon(_end_on_signals, tg.cancel_scope, ended_by)
             try:
-                return await client.run(command)
+                code = await client.run(command)
             finally:
                 tg.cancel_scope.cancel()
-    return EXIT_ERROR  # not reached: the body returns
+        if ended_by:
+            err.write(f"ama acp-client: ended by {signal.Signals(ended_by[0]).name}\n")
+            return 128 + ended_by[0]
+        return code
 
 
 async def _tick(status: TurnStatus) -> None:
     while True:
         await anyio.sleep(STATUS_TICK)
         status.flush()
+
+
+async def _end_on_signals(scope: anyio.CancelScope, ended_by: list[int]) -> None:
+    """SIGTERM or SIGHUP (the terminal closed): unwind as on any other exit, so the agent is closed, the terminal
+    told `clear` and the tty given back its mode. The default action would kill us with the tty left raw."""
+    wanted = [s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if s is not None]
+    try:
+        receiver = anyio.open_signal_receiver(*wanted)
+    except (ValueError, RuntimeError, NotImplementedError):
+        return  # not the main thread, or no signals here
+    with receiver as signals:
+        async for signum in signals:
+            ended_by.append(int(signum))
+            scope.cancel()
+            return
 
 
 def run_acp_client(

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
+import termios
 from pathlib import Path
 from typing import Any
 
@@ -268,3 +270,21 @@ def test_the_fixture_agent_turn_with_a_permission_and_its_modes(tmp_path):
     assert all("progress" not in r for r in reports)  # no window reported: no progress invented
     assert b"\r\nctx ?\r\n" in output
     no_reply_echoed(output)
+
+
+def test_sigterm_at_the_prompt_clears_the_status_and_gives_the_tty_back(tmp_path):
+    ama, env = ama_setup(tmp_path, [{"text": "Hi.", "usage": {"input": 10_000, "output": 5}}])
+    fresh_master, fresh_slave = os.openpty()  # what a new terminal's line discipline starts with
+    before = termios.tcgetattr(fresh_master)
+    os.close(fresh_master), os.close(fresh_slave)
+    with PtyTerminal(client(ama), env=env, cwd=ama.workspace) as term:
+        term.wait_for("» ")
+        during = termios.tcgetattr(term.master)
+        term.proc.send_signal(signal.SIGTERM)
+        rc = term.wait_exit()
+        after = termios.tcgetattr(term.master)
+        states = term.states()
+    assert rc == 128 + signal.SIGTERM
+    assert states[-1] == "clear"
+    assert not during[3] & termios.ECHO  # the client's own mode while it ran (Linux: the master reads the slave's)
+    assert after[3] & termios.ECHO and after[3] & termios.ICANON and after == before
