@@ -67,6 +67,26 @@ WRITE_TURN = [
 ]
 
 
+def at_prompt(term: PtyTerminal) -> None:
+    """Wait until the last thing on the screen is the prompt `»`."""
+    term.wait_for(lambda out: out.rstrip().endswith("»".encode()))
+
+
+def permission_turn(term: PtyTerminal, text: str, answer: str = "1") -> None:
+    """Type a prompt whose turn asks one permission, answer it, and wait for the turn's end."""
+    term.type(text + "\r")
+    term.wait_for("Choose a number")
+    term.type(answer + "\r")
+    term.wait_for("[stop: end_turn]")
+
+
+def ctrl_d(term: PtyTerminal) -> None:
+    """Ctrl-D on an empty line: the client ends, successfully."""
+    at_prompt(term)
+    term.type("\x04")
+    assert term.wait_exit() == 0
+
+
 def no_reply_echoed(output: bytes) -> None:
     # The probe and the terminal's 7501 reply are the same bytes: the probe once, and never the DA1 reply.
     assert output.count(PROBE) == 1, output
@@ -82,9 +102,7 @@ def test_a_permission_turn_reports_working_blocked_working_done_and_clear(tmp_pa
         assert term.states()[-1] == "blocked"
         term.type("1\r")
         term.wait_for("[stop: end_turn]")
-        term.wait_for(lambda out: out.rstrip().endswith("»".encode()))
-        term.type("\x04")  # Ctrl-D on an empty line: the end
-        assert term.wait_exit() == 0
+        ctrl_d(term)
         output, reports = term.output, term.reports()
     states = [r["state"] for r in reports]
     assert collapsed(states) == ["idle", "working", "blocked", "working", "done", "clear"]
@@ -113,12 +131,8 @@ def test_no_program_status_byte_when_off_or_auto_inside_tmux(tmp_path, args, ext
     env.update(extra_env)
     with PtyTerminal(client(ama, *args), env=env, cwd=ama.workspace) as term:
         term.wait_for("» ")
-        term.type("please write out.txt\r")
-        term.wait_for("Choose a number")
-        term.type("1\r")
-        term.wait_for("[stop: end_turn]")
-        term.type("\x04")
-        assert term.wait_exit() == 0
+        permission_turn(term, "please write out.txt")
+        ctrl_d(term)
         output = term.output
     assert OSC_7501 not in output
     assert b"7501" not in output and term.queries == 0
@@ -131,8 +145,7 @@ def test_on_inside_tmux_wraps_every_report_in_passthrough(tmp_path):
         term.wait_for("» ")
         term.type("hi\r")
         term.wait_for("[stop: end_turn]")
-        term.type("\x04")
-        assert term.wait_exit() == 0
+        ctrl_d(term)
         output = term.output
     assert term.queries == 0  # `on` does not ask
     assert b"\x1bPtmux;\x1b\x1b]7501;state=idle:app=ama\x1b\x1b\\\x1b\\" in output
@@ -147,8 +160,7 @@ def test_a_terminal_without_support_gets_the_query_only_and_the_person_types_as_
         term.wait_for("» ")
         term.type("hello there\r")
         term.wait_for("[stop: end_turn]")
-        term.type("\x04")
-        assert term.wait_exit() == 0
+        ctrl_d(term)
         output = term.output
     assert term.queries == 1 and term.reports() == []
     assert output.count(OSC_7501) == 1  # the query, nothing after it
@@ -164,7 +176,7 @@ def test_ctrl_c_cancels_a_waiting_permission_and_a_second_one_exits(tmp_path):
         term.wait_for("Choose a number")
         term.type("\x03")  # Ctrl-C at the permission question: the turn is cancelled
         term.wait_for("[stop: cancelled]")
-        term.wait_for(lambda out: out.rstrip().endswith("»".encode()))
+        at_prompt(term)
         states = collapsed(term.states())
         assert states[-3:] == ["blocked", "working", "idle"] or states[-2:] == ["blocked", "idle"], states
         term.type("\x03")  # at the prompt: a warning first
@@ -230,9 +242,7 @@ def test_load_shows_the_replay_and_the_meter(tmp_path):
     assert first.returncode == 0, first.stderr
     session_id = next(line.split()[1] for line in first.stdout.splitlines() if line.startswith("session "))
     with PtyTerminal(client(ama, "--load", session_id), env=env, cwd=ama.workspace) as term:
-        term.wait_for("» ")
-        term.type("\x04")
-        assert term.wait_exit() == 0
+        ctrl_d(term)
         text, reports = plain(term.output), term.reports()
     assert f"session {session_id} (load)" in text
     assert "» what is the answer?" in text and "The answer is 42." in text  # the replay
@@ -257,13 +267,8 @@ def test_the_fixture_agent_turn_with_a_permission_and_its_modes(tmp_path):
         term.wait_for("⚙ Mode: Ask (ask)")
         term.type("/model gpt\r")
         term.wait_for("the agent offers no model choice")
-        term.type(f"acp-conformance: write {target} hello from the pty\r")
-        term.wait_for("Choose a number")
-        term.type("1\r")
-        term.wait_for("[stop: end_turn]")
-        term.wait_for(lambda out: out.rstrip().endswith("»".encode()))
-        term.type("\x04")
-        assert term.wait_exit() == 0
+        permission_turn(term, f"acp-conformance: write {target} hello from the pty")
+        ctrl_d(term)
         output, reports = term.output, term.reports()
     assert target.read_text() == "hello from the pty"
     assert collapsed([r["state"] for r in reports]) == ["idle", "working", "blocked", "working", "done", "clear"]
