@@ -535,7 +535,7 @@ def check_plan(command: Command, st_: State) -> None:
         assert isinstance(call.params["value"], str) and isinstance(call.params["configId"], str)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(commands, hostile_states(iterable_options))
 def test_plan_on_hostile_state_refuses_or_sends_json(command: Command, st_: State) -> None:
     check_plan(command, st_)

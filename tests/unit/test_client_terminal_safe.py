@@ -81,20 +81,20 @@ def same_shape(before: Any, after: Any) -> None:
         assert after is before or (isinstance(before, float) and math.isnan(before) and math.isnan(after))
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(json_like)
 def test_no_control_character_survives_anywhere(value: Any) -> None:
     for text in strings_in(terminal_safe(value)):
         assert not UNSAFE.search(text), repr(text)
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(json_like)
 def test_strings_are_cleaned_and_everything_else_kept(value: Any) -> None:
     same_shape(value, terminal_safe(value))
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(texts)
 def test_newlines_and_tabs_survive(text: str) -> None:
     out = terminal_safe(text)
@@ -307,7 +307,7 @@ def test_no_usable_window_is_none(usage: dict[str, Any] | None) -> None:
 usage_values = st.one_of(st.integers(), st.integers(min_value=0, max_value=10**12), st.booleans(), st.floats(), scalars)
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(st.dictionaries(st.sampled_from(["used", "size", "cost", "_meta"]), usage_values | json_like))
 def test_context_percent_is_none_or_a_finite_non_negative_number(usage: dict[str, Any]) -> None:
     percent = context_percent(usage)
@@ -371,7 +371,7 @@ def usages(source: st.SearchStrategy[Any]) -> st.SearchStrategy[dict[str, Any]]:
     return st.fixed_dictionaries({}, optional={"_meta": meta, "used": json_like, "source": json_like})
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(usages(scalars | st.sampled_from(sorted(render.ESTIMATED_SOURCES))))
 def test_is_estimated_on_junk_is_a_boolean(usage: dict[str, Any]) -> None:
     assert isinstance(is_estimated(usage), bool)
