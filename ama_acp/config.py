@@ -148,6 +148,8 @@ def load_config(
             text = cfg_path.read_text(encoding="utf-8")
         except OSError as exc:
             raise ConfigError(f"{cfg_path}: {exc.strerror}") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{cfg_path}: not UTF-8 text (byte {exc.start})") from None
         cfg = parse_config(text, str(cfg_path))
     elif explicit:
         raise ConfigError(f"{cfg_path}: no such config file")

@@ -27,7 +27,7 @@ from ama_acp.client import sessions
 from ama_acp.client.connection import AgentProcess, ClientOptions
 from ama_acp.client.handlers import INVALID_PARAMS, RpcError
 from ama_acp.client.program_status import Emitter
-from ama_acp.client.render import DIM, Renderer, Writer, context_percent, permission_details, terminal_safe
+from ama_acp.client.render import DIM, Renderer, Writer, as_list, context_percent, permission_details, terminal_safe
 from ama_acp.client.repl import LineSource, run_line, terminal_permission, typed_lines
 from ama_acp.client.turn import (
     EXIT_ERROR,
@@ -86,7 +86,7 @@ def _split_command(argv: list[str]) -> tuple[list[str], list[str]]:
 async def ask_person(params: dict[str, Any]) -> str | None:
     """Permission policy without a terminal we can drive (not POSIX): the options on stderr, a line from stdin."""
     params = terminal_safe(params)
-    options = [o for o in params.get("options") or [] if isinstance(o, dict)]
+    options = [o for o in as_list(params.get("options")) if isinstance(o, dict)]
     tool = call if isinstance(call := params.get("toolCall"), dict) else {}
     lines = [f"Permission requested: {tool.get('title') or tool.get('toolCallId')}"]
     lines += ["  │ " + detail for detail in permission_details(tool)]
@@ -102,7 +102,8 @@ async def ask_person(params: dict[str, Any]) -> str | None:
 
 def program_status_mode(args: argparse.Namespace, err: Writer) -> str:
     """--program-status, else the config's `client.program_status`, else auto. A config that cannot be read is
-    an error when named with --config, a warning otherwise (the client still works)."""
+    an error when it was named (--config or AMA_CONFIG, as for ama itself), a warning otherwise: the client still
+    works, with auto."""
     if args.program_status is not None:
         return str(args.program_status)
     from ama_acp.config import load_config
@@ -110,7 +111,7 @@ def program_status_mode(args: argparse.Namespace, err: Writer) -> str:
     try:
         return load_config(args.config).client.program_status
     except ConfigError as exc:
-        if args.config is not None:
+        if args.config is not None or os.environ.get("AMA_CONFIG"):
             raise
         err.write(f"ama acp-client: ignoring the config ({exc}); program status is auto\n")
         return "auto"

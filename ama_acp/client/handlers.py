@@ -250,7 +250,10 @@ class TerminalManager:
         if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
             raise RpcError(INVALID_PARAMS, "`args` must be a list of strings")
         env = dict(os.environ)
-        for var in params.get("env") or []:
+        env_vars = params.get("env") or []
+        if not isinstance(env_vars, list):
+            raise RpcError(INVALID_PARAMS, "`env` must be a list of {name, value}")
+        for var in env_vars:
             if (
                 not isinstance(var, dict)
                 or not isinstance(var.get("name"), str)

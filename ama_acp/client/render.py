@@ -67,7 +67,8 @@ def is_estimated(usage: dict[str, Any]) -> bool:
     `estimate` or `prefix`. An agent that says nothing about provenance is taken at its word."""
     meta = usage.get("_meta")
     ama = meta.get("ama") if isinstance(meta, dict) else None
-    return isinstance(ama, dict) and ama.get("source") in ESTIMATED_SOURCES
+    source = ama.get("source") if isinstance(ama, dict) else None
+    return isinstance(source, str) and source in ESTIMATED_SOURCES
 
 
 def context_percent(usage: dict[str, Any] | None) -> float | None:
@@ -77,7 +78,10 @@ def context_percent(usage: dict[str, Any] | None) -> float | None:
     used, size = usage.get("used"), usage.get("size")
     if not isinstance(used, int) or not isinstance(size, int) or not _is_count(used) or not _is_count(size):
         return None
-    return used / size * 100 if size > 0 else None
+    try:
+        return used / size * 100 if size > 0 else None
+    except OverflowError:  # JSON integers have no bound: 10**400 tokens is no figure at all
+        return None
 
 
 def format_ctx(usage: dict[str, Any] | None, colour: bool = False) -> str:
@@ -119,6 +123,11 @@ def _is_number(value: Any) -> bool:
 # cursor, rewrite the screen, set the clipboard (OSC 52) or fake the client's own program status (OSC 7501).
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _MAX_DEPTH = 64
+
+
+def as_list(value: Any) -> list[Any]:
+    """`value` if it is a list, else none: an agent's array field may be anything (`"options": 5`)."""
+    return value if isinstance(value, list) else []
 
 
 def terminal_safe(value: Any, _depth: int = 0) -> Any:
@@ -176,7 +185,7 @@ def permission_details(tool_call: Any) -> list[str]:
     if not isinstance(tool_call, dict):
         return []
     lines: list[str] = []
-    for item in tool_call.get("content") or []:
+    for item in as_list(tool_call.get("content")):
         if not isinstance(item, dict):
             continue
         if item.get("type") == "diff" and isinstance(item.get("newText"), str):
@@ -301,7 +310,7 @@ class Renderer:
 
     def _take_modes(self, session_id: str, modes: dict[str, Any]) -> None:
         names = {}
-        for mode in modes.get("availableModes") or []:
+        for mode in as_list(modes.get("availableModes")):
             if isinstance(mode, dict) and isinstance(mode.get("id"), str):
                 names[mode["id"]] = str(mode.get("name") or mode["id"])
         self.modes[session_id] = names
@@ -347,7 +356,7 @@ class Renderer:
         (numbered, for a person to choose one)."""
         params = terminal_safe(params)
         tool = call if isinstance(call := params.get("toolCall"), dict) else {}
-        options = [o for o in params.get("options") or [] if isinstance(o, dict)]
+        options = [o for o in as_list(params.get("options")) if isinstance(o, dict)]
         choices = ", ".join(f"{o.get('name')} ({o.get('kind')})" for o in options)
         header = self.style(MAGENTA, f"? permission: {self.permission_title(params)}")
         self.line(header if numbered else f"{header} — {choices}")
@@ -362,7 +371,7 @@ class Renderer:
         """A permission request and the answer given to it (the request itself only if not shown already)."""
         params = terminal_safe(params)
         outcome = terminal_safe(outcome)
-        options = [o for o in params.get("options") or [] if isinstance(o, dict)]
+        options = [o for o in as_list(params.get("options")) if isinstance(o, dict)]
         key = _request_key(params)
         if key in self._asked:
             self._asked.discard(key)
@@ -502,7 +511,7 @@ class Renderer:
     def _on_tool_call(self, sid: str, update: dict[str, Any]) -> None:
         tid = str(update.get("toolCallId"))
         state = self._tools.setdefault((sid, tid), _ToolState(tid))
-        state.title = str(update.get("title") or state.title)
+        state.title = _one_line(str(update.get("title") or state.title))
         state.kind = str(update.get("kind") or state.kind)
         status = str(update.get("status") or "pending")
         new_status = not state.statuses or state.statuses[-1] != status
@@ -514,7 +523,7 @@ class Renderer:
         tid = str(update.get("toolCallId"))
         state = self._tools.setdefault((sid, tid), _ToolState(tid))
         if update.get("title"):
-            state.title = str(update["title"])
+            state.title = _one_line(str(update["title"]))
         if update.get("kind"):
             state.kind = str(update["kind"])
         status = update.get("status")
@@ -539,7 +548,7 @@ class Renderer:
     def _on_plan_update(self, sid: str, update: dict[str, Any]) -> None:
         plan = given if isinstance(given := update.get("plan"), dict) else {}
         if plan.get("type") == "items":
-            self._on_plan(sid, {"entries": plan.get("entries") or []})
+            self._on_plan(sid, {"entries": as_list(plan.get("entries"))})
         else:
             self.line(
                 self.style(BOLD, f"Plan ({plan.get('type')}): ") + str(plan.get("uri") or plan.get("content", ""))
@@ -575,7 +584,7 @@ class Renderer:
             self.line(self.style(BOLD, f"title: {update['title']}"))
 
     def _on_available_commands_update(self, sid: str, update: dict[str, Any]) -> None:
-        names = [f"/{c.get('name')}" for c in update.get("availableCommands") or [] if isinstance(c, dict)]
+        names = [f"/{c.get('name')}" for c in as_list(update.get("availableCommands")) if isinstance(c, dict)]
         if self._commands.get(sid) != names:
             self._commands[sid] = names
             self.line(self.style(DIM, "commands: " + (" ".join(names) or "(none)")))
@@ -612,6 +621,11 @@ class Renderer:
                     self.line(self.style(DIM, "  ≡ " + text_line))
 
 
+def _one_line(text: str) -> str:
+    # A tool call's line is rewritten in place on a terminal (one line up): a title must not span several.
+    return " ".join(text.split())
+
+
 def _request_key(params: dict[str, Any]) -> tuple[str, str]:
     tool = params.get("toolCall")
     return str(params.get("sessionId")), str(tool.get("toolCallId") if isinstance(tool, dict) else None)
@@ -633,7 +647,7 @@ def _option_value(option: dict[str, Any]) -> str:
 
 def _flat_options(options: Any) -> list[dict[str, Any]]:
     flat: list[dict[str, Any]] = []
-    for item in options or []:
+    for item in as_list(options):
         if isinstance(item, dict) and isinstance(item.get("options"), list):
             flat.extend(o for o in item["options"] if isinstance(o, dict))
         elif isinstance(item, dict):

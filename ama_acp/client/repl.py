@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from ama_acp.client import slash
 from ama_acp.client.connection import AgentProcess
 from ama_acp.client.handlers import RpcError
-from ama_acp.client.render import RED, Renderer, Writer
+from ama_acp.client.render import RED, Renderer, Writer, as_list
 from ama_acp.client.tty_input import LineInterrupted
 from ama_acp.client.turn import run_turn
 from ama_acp.client.turn_status import TurnStatus
@@ -37,7 +37,7 @@ def terminal_permission(term: LineSource, renderer: Renderer, status: TurnStatus
     a number (empty, Ctrl-D or a cancelled turn = `cancelled`). The program status is blocked meanwhile."""
 
     async def ask(params: dict[str, Any]) -> str | None:
-        options = [o for o in params.get("options") or [] if isinstance(o, dict)]
+        options = [o for o in as_list(params.get("options")) if isinstance(o, dict)]
         status.permission_asked(f"Permission: {renderer.permission_title(params)}")
         renderer.permission_request(params, numbered=True)
         try:

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ama_acp.client.render import as_list
+from ama_acp.client.slash import Requester
 from ama_acp.errors import ProtocolError
 
 MAX_LIST_PAGES = 100  # an agent whose cursor never ends cannot keep the client listing forever
@@ -22,15 +24,8 @@ class NotOffered(ProtocolError):
     """The person asked for something the agent did not advertise."""
 
 
-class SessionAgent(Protocol):
+class SessionAgent(Requester, Protocol):
     session_cwds: dict[str, str]
-
-    async def request(
-        self,
-        method: str,
-        params: dict[str, Any] | None = None,
-        timeout: float | None = 60.0,  # noqa: ASYNC109
-    ) -> Any: ...
 
     async def new_session(self, cwd: str, mcp_servers: list[Any] | None = None) -> dict[str, Any]: ...
 
@@ -93,7 +88,7 @@ async def list_sessions(conn: SessionAgent, init: dict[str, Any], cwd: str | Non
             params["cursor"] = cursor
         page = await conn.request("session/list", params)
         page = page if isinstance(page, dict) else {}
-        found += [s for s in page.get("sessions") or [] if isinstance(s, dict) and isinstance(s.get("sessionId"), str)]
+        found += [s for s in as_list(page.get("sessions")) if isinstance(s, dict) and isinstance(s.get("sessionId"), str)]
         cursor = page.get("nextCursor") if isinstance(page.get("nextCursor"), str) else None
         if not cursor:
             break

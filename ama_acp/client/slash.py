@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ama_acp.client.render import as_list
 from ama_acp.errors import ProtocolError
 
 HELP = (
@@ -91,7 +92,7 @@ def _match(wanted: str, choices: list[tuple[str, str]]) -> str | None:
 
 def _flat_choices(option: dict[str, Any]) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
-    for item in option.get("options") or []:
+    for item in as_list(option.get("options")):
         group = item.get("options") if isinstance(item, dict) else None
         for choice in group if isinstance(group, list) else [item]:
             if isinstance(choice, dict) and isinstance(choice.get("value"), str):

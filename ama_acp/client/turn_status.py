@@ -29,6 +29,8 @@ class TurnStatus:
         self._title: str | None = None
         self.state = "idle"
         self._blocked = 0  # permission requests waiting (a turn may ask several at once)
+        self._kind: str | None = None  # what the current state was reported with, re-sent with it
+        self._msg: str | None = None
 
     @property
     def enabled(self) -> bool:
@@ -38,10 +40,15 @@ class TurnStatus:
         value = self._percent()
         if value is None or not math.isfinite(value):
             return None
-        return max(0, min(100, round(value)))
+        # Rounded as the meter rounds (half up, not Python's half to even): progress 35 beside "ctx 35%".
+        return max(0, min(100, math.floor(value + 0.5)))
 
     def _send(self, state: str, *, kind: str | None = None, msg: str | None = None) -> None:
-        self.state = state
+        self.state, self._kind, self._msg = state, kind, msg
+        self._report()
+
+    def _report(self) -> None:
+        state, kind, msg = self.state, self._kind, self._msg
         if self._emitter is None:
             return
         progress = self._progress() if state in ("working", "blocked") else None
@@ -52,7 +59,7 @@ class TurnStatus:
         if title != self._title:
             self._title = title
             if self.state != "clear":
-                self._send(self.state)
+                self._report()
 
     def idle(self) -> None:
         self._send("idle")
@@ -63,10 +70,8 @@ class TurnStatus:
 
     def meter_changed(self) -> None:
         """A usage_update during a turn moves the progress (the emitter drops a report that did not change)."""
-        if self.state == "working":
-            self._send("working")
-        elif self.state == "blocked":
-            self._send("blocked", kind="permission")
+        if self.state in ("working", "blocked"):
+            self._report()
 
     def permission_asked(self, what: str | None) -> None:
         self._blocked += 1

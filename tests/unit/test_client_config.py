@@ -149,9 +149,6 @@ def test_a_malformed_default_config_is_a_warning_and_auto(config_home: Path, tex
 NOT_UTF8 = b'[client]\nprogram_status = "\xff\xfe"\n'
 
 
-@pytest.mark.xfail(
-    strict=True, reason="load_config catches OSError only: a config that is not UTF-8 is UnicodeDecodeError"
-)
 def test_a_default_config_that_is_not_utf8_is_a_warning_and_auto(config_home: Path) -> None:
     write(config_home / "ama" / "config.toml", NOT_UTF8)
     err = io.StringIO()
@@ -159,9 +156,6 @@ def test_a_default_config_that_is_not_utf8_is_a_warning_and_auto(config_home: Pa
     assert "ignoring the config" in err.getvalue()
 
 
-@pytest.mark.xfail(
-    strict=True, reason="load_config catches OSError only: a config that is not UTF-8 is UnicodeDecodeError"
-)
 def test_a_named_config_that_is_not_utf8_is_a_config_error(config_home: Path, tmp_path: Path) -> None:
     named = write(tmp_path / "named.toml", NOT_UTF8)
     with pytest.raises(ConfigError):

@@ -498,3 +498,28 @@ def test_a_permission_prompt_lists_the_details_under_the_title():
     r.permission({"sessionId": SID, "toolCall": tool, "options": []}, {"outcome": "cancelled"})
     text = out.getvalue()
     assert "? permission: Edit a.py" in text and "│ +hi" in text
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        {"modes": {"availableModes": 5, "currentModeId": "x"}},
+        {"modes": {"availableModes": [5, None, {"id": 3}]}},
+        {"configOptions": [{"id": "m", "options": 5, "currentValue": "x"}]},
+        {"configOptions": [{"id": "m", "options": [{"options": 7}], "currentValue": "x"}]},
+    ],
+)
+def test_a_session_result_with_junk_arrays_is_shown_not_a_crash(result):
+    out = io.StringIO()
+    r = Renderer(out, colour=False)
+    r.session_opened(SID, result)
+    r.update({"sessionId": SID, "update": {"sessionUpdate": "config_option_update", "configOptions": 5}})
+    r.update({"sessionId": SID, "update": {"sessionUpdate": "available_commands_update", "availableCommands": 1}})
+    r.update({"sessionId": SID, "update": {"sessionUpdate": "plan", "entries": "x"}})
+    r.update({"sessionId": SID, "update": {"sessionUpdate": "tool_call", "toolCallId": "t", "content": 3}})
+    assert "commands: (none)" in out.getvalue()
+
+
+def test_a_tool_title_is_one_line_so_its_in_place_rewrite_clears_it_all():
+    text = render({"sessionUpdate": "tool_call", "toolCallId": "t", "title": "Run\nrm -rf /\tnow", "status": "pending"})
+    assert "▸ Run rm -rf / now [other] pending" in text

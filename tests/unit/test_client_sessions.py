@@ -290,13 +290,11 @@ def test_list_of_hostile_pages_keeps_only_sessions(answers: list[Any]) -> None:
     check_listing(answers)
 
 
-@pytest.mark.xfail(strict=True, reason="list_sessions iterates `sessions` unchecked: a number there is a TypeError")
 @pytest.mark.parametrize("member", [5, True, 2.5])
 def test_a_page_whose_sessions_are_a_number_is_empty_not_a_crash(member: Any) -> None:
     assert listed(FakeAgent(answer=lambda method, params: {"sessions": member})) == []
 
 
-@pytest.mark.xfail(strict=True, reason="list_sessions iterates `sessions` unchecked (see above)")
 @settings(max_examples=200, deadline=None)
 @given(pages(iterable_sessions | junk))
 @example([{"sessions": 5}])

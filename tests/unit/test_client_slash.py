@@ -565,9 +565,6 @@ def test_a_reported_choice_is_planned_as_that_choice(data: st.DataObject) -> Non
 SCALAR_OPTIONS = State(config={SID: {"m": {"id": "m", "category": "model", "type": "select", "options": 5}}})
 
 
-@pytest.mark.xfail(
-    strict=True, reason="slash._flat_choices iterates `options` unchecked: a number there is a TypeError"
-)
 @pytest.mark.parametrize("member", [5, True, 1.5])
 def test_an_option_whose_choices_are_a_number_is_refused_not_a_crash(member: Any) -> None:
     st_ = State(config={SID: {"m": {"id": "m", "category": "model", "type": "select", "options": member}}})
@@ -575,7 +572,6 @@ def test_an_option_whose_choices_are_a_number_is_refused_not_a_crash(member: Any
         plan(Command("model", ("x",)), SID, st_)
 
 
-@pytest.mark.xfail(strict=True, reason="slash._flat_choices iterates `options` unchecked (see above)")
 @settings(max_examples=300, deadline=None)
 @given(commands, hostile_states(iterable_options | scalars))
 @example(Command("model", ("x",)), SCALAR_OPTIONS)

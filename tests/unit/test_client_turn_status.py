@@ -210,11 +210,6 @@ def test_meter_changed_while_blocked_moves_the_progress() -> None:
     assert r.last() == {"state": "blocked", "kind": "permission", "progress": "45", "app": APP}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="meter_changed while blocked re-sends blocked without the msg: a report is written (and the question "
-    "dropped) though the percent did not change",
-)
 def test_meter_changed_while_blocked_with_the_same_percent_writes_nothing() -> None:
     r = rig(30.0)
     r.status.working()
@@ -225,7 +220,6 @@ def test_meter_changed_while_blocked_with_the_same_percent_writes_nothing() -> N
     assert r.written() == []
 
 
-@pytest.mark.xfail(strict=True, reason="meter_changed while blocked re-sends blocked without the msg")
 def test_meter_changed_while_blocked_keeps_the_question() -> None:
     r = rig(30.0)
     r.status.working()
@@ -272,9 +266,6 @@ def test_a_title_removed() -> None:
     assert r.written()[-1] == {"state": "idle", "app": APP}
 
 
-@pytest.mark.xfail(
-    strict=True, reason="titled() re-sends the state alone: a blocked report loses kind=permission and msg"
-)
 def test_titled_while_blocked_keeps_the_permission() -> None:
     r = rig(30.0)
     r.status.working()
@@ -291,7 +282,6 @@ def test_titled_while_blocked_keeps_the_permission() -> None:
     }
 
 
-@pytest.mark.xfail(strict=True, reason="titled() re-sends the state alone: an error report loses its msg")
 def test_titled_after_an_error_keeps_the_message() -> None:
     r = rig(None)
     r.status.failed("agent exited")
