@@ -46,8 +46,10 @@ def parse(line: str) -> Command | None:
     if name not in _ARITY:
         return None
     args = words[1:]
-    if name == "option" and len(args) > 2:
-        args = [args[0], " ".join(args[1:])]  # a value may have spaces
+    # A name may have spaces ("Full access"): the last argument takes the rest of the line.
+    keep = max(_ARITY[name], 1)
+    if len(args) > keep:
+        args = [*args[: keep - 1], " ".join(args[keep - 1 :])]
     if len(args) != _ARITY[name]:
         raise CommandError(f"usage: {_USAGE[name]}")
     return Command(name, tuple(args))

@@ -113,9 +113,7 @@ def test_everything_else_is_a_prompt(line: str) -> None:
     ("line", "usage"),
     [
         ("/mode", "usage: /mode NAME"),
-        ("/mode a b", "usage: /mode NAME"),
         ("/model", "usage: /model ID"),
-        ("/model a b", "usage: /model ID"),
         ("/option", "usage: /option ID VALUE"),
         ("/option thinking", "usage: /option ID VALUE"),
         ("/help me", "usage: /help"),
@@ -125,6 +123,11 @@ def test_wrong_arity_is_an_error_with_the_usage(line: str, usage: str) -> None:
     with pytest.raises(CommandError) as info:
         parse(line)
     assert str(info.value) == usage
+
+
+def test_a_mode_or_model_name_may_have_spaces() -> None:
+    assert parse("/mode Full  access") == Command("mode", ("Full access",))
+    assert parse("/model GPT 5 mini") == Command("model", ("GPT 5 mini",))
 
 
 def test_an_option_value_may_have_spaces() -> None:
