@@ -64,6 +64,13 @@ class McpConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     call_timeout: float = 120.0  # one MCP tool call
 
 
+class StreamConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """How streamed text reaches the editor (docs/configuration.md "Streaming")."""
+
+    coalesce_window_ms: float = 20.0  # deltas faster than this are merged into one chunk; 0: one chunk each
+    coalesce_max_chars: int = 16_384  # a merged chunk goes out once it holds this much
+
+
 class ClientConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """`ama acp-client` (docs/configuration.md "The terminal client")."""
 
@@ -85,6 +92,7 @@ class Config(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     tiers: TiersConfig = TiersConfig()
     mcp: McpConfig = McpConfig()
     client: ClientConfig = ClientConfig()
+    stream: StreamConfig = StreamConfig()
     # Filled from the command line / environment, not from the file:
     data_dir: str = ""
     config_path: str = ""
@@ -129,6 +137,8 @@ def parse_config(text: str, origin: str = "config") -> Config:
         raise ConfigError(f"{origin}: mcp.start_timeout must be 0–3600 s and mcp.call_timeout 0–86400 s")
     if cfg.client.program_status not in PROGRAM_STATUS_MODES:
         raise ConfigError(f"{origin}: client.program_status must be auto, on or off, not {cfg.client.program_status!r}")
+    if not (0 <= cfg.stream.coalesce_window_ms <= 1000 and 1 <= cfg.stream.coalesce_max_chars <= 10_000_000):
+        raise ConfigError(f"{origin}: stream.coalesce_window_ms must be 0–1000 and stream.coalesce_max_chars 1–10,000,000")
     caps = cfg.tiers.caps
     if len(caps) != 4 or list(caps) != sorted(caps):
         raise ConfigError(f"{origin}: tiers.caps must be four rising percentages")

@@ -28,6 +28,7 @@ from ama_acp.session import entries as en
 from ama_acp.session import options
 from ama_acp.session.accounting import SessionContext
 from ama_acp.session.approval import Approver
+from ama_acp.session.coalesce import ChunkCoalescer
 from ama_acp.session.runtime import Runtime
 from ama_acp.session.updates import is_stop_reason, plan_update, to_update
 from ama_acp.session.wire_ids import WireIds
@@ -101,12 +102,21 @@ class Session:
         self.cancelled = False
         self.closed = False
         self.max_turn_requests = runtime.config.max_turn_requests
+        stream = runtime.config.stream
+        self.chunks = ChunkCoalescer(
+            self._send_now, window=stream.coalesce_window_ms / 1000, max_chars=stream.coalesce_max_chars
+        )
         self.ctx = SessionContext(runtime, self)  # meter, billing, reporter and their ACP reports
         self.tool_ctx = tool_context(runtime, self)
 
     # --- plumbing -----------------------------------------------------------------------------------------
 
     async def send(self, update: w.SessionUpdate) -> None:
+        """Every update of the session goes out through here: during a turn, text deltas are merged at the
+        editor's frame rate (session/coalesce.py), everything else after what is pending."""
+        await self.chunks.send(update)
+
+    async def _send_now(self, update: w.SessionUpdate) -> None:
         await self.warn_unsaved()
         await self.rt.send_update(self.id, update)
 
@@ -262,6 +272,13 @@ class Session:
         self.ctx.replace(self.messages)
 
     async def emit(self, event: ev.AgentEvent) -> None:
+        # The hot path first: a text delta is all most events of a turn are (thousands a reply).
+        if type(event) is ev.TextChunk:
+            await self.chunks.text(w.AgentMessageChunk, event.text, event.message_id)
+            return
+        if type(event) is ev.ThoughtChunk:
+            await self.chunks.text(w.AgentThoughtChunk, event.text, event.message_id)
+            return
         if isinstance(event, ev.ToolCallRequested):
             if event.name in _SHOWN_AS_PLAN:
                 self._hidden_calls.add(event.wire_id)
@@ -413,7 +430,8 @@ class Session:
                     if self.title is None:
                         self.title = _title_from(user)
                         self.persist(en.TitleEntry(title=self.title))
-                    stop = await run_turn(self, user)
+                    async with self.chunks.turn():  # what is pending goes out when the turn ends, however it ends
+                        stop = await run_turn(self, user)
             finally:
                 self._turn_scope = None
         if scope.cancelled_caught or self.cancelled:
