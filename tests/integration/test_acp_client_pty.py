@@ -54,7 +54,10 @@ def ama_setup(tmp_path: Path, replies: list[dict[str, Any]]) -> tuple[Ama, dict[
 
 
 def client(ama: Ama, *args: str) -> list[str]:
-    return [sys.executable, "-m", "ama_acp", "acp-client", "--cwd", str(ama.workspace), *args, "--", *ama.command()]
+    # The agent's stderr shares the terminal, as it would for a person: only warnings, so that no log line lands
+    # in the middle of what the test reads.
+    agent = ama.command("--log-level", "warning")
+    return [sys.executable, "-m", "ama_acp", "acp-client", "--cwd", str(ama.workspace), *args, "--", *agent]
 
 
 WRITE_TURN = [
