@@ -554,10 +554,11 @@ class TerminalInput:
         """Write `prompt`, read one line with echo and editing; None at Ctrl-D on an empty line or the end of
         input. Ctrl-C raises `LineInterrupted`. What follows the line's Enter stays for the next call."""
         self._require_open()
-        self._out(prompt)
         restore_signals = self._signals
         if restore_signals:
+            # Before the prompt shows: a Ctrl-C typed the moment it appears must be this line's, not a SIGINT.
             self.set_signals(False)
+        self._out(prompt)
         try:
             return await self._edit()
         finally:
