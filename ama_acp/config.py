@@ -137,7 +137,8 @@ def parse_config(text: str, origin: str = "config") -> Config:
         raise ConfigError(f"{origin}: mcp.start_timeout must be 0–3600 s and mcp.call_timeout 0–86400 s")
     if cfg.client.program_status not in PROGRAM_STATUS_MODES:
         raise ConfigError(f"{origin}: client.program_status must be auto, on or off, not {cfg.client.program_status!r}")
-    if not (0 <= cfg.stream.coalesce_window_ms <= 1000 and 1 <= cfg.stream.coalesce_max_chars <= 10_000_000):
+    st = cfg.stream
+    if not (0 <= st.coalesce_window_ms <= 1000 and 1 <= st.coalesce_max_chars <= 10_000_000):
         raise ConfigError(f"{origin}: stream.coalesce_window_ms must be 0–1000 and stream.coalesce_max_chars 1–10,000,000")
     caps = cfg.tiers.caps
     if len(caps) != 4 or list(caps) != sorted(caps):

@@ -34,13 +34,13 @@ from ama_acp.providers.base import (
     ModelRequest,
     ProviderEvent,
     StopKind,
-    TextDelta,
     ThinkingDelta,
     ToolCallEvent,
 )
 from ama_acp.providers.endpoints import DIALECT_HOME, is_home_key
 from ama_acp.providers.http import (
     MAX_DETAIL,
+    DeltaBuffer,
     HttpStream,
     KeyHint,
     RetryPolicy,
@@ -238,81 +238,112 @@ def _decode_event(data: str) -> _Event:
     return decode_event(_event_decoder, data, "event")
 
 
-async def parse_anthropic_stream(events: AsyncIterator[SSEEvent]) -> AsyncGenerator[ProviderEvent, None]:
-    """Messages API stream events → provider events. Raises `StreamError` for an event ama cannot use or one
-    out of order (a delta for a block never started); anything after `message_stop` is never read."""
-    blocks: dict[int, _Block] = {}
-    started = 0  # content blocks started so far: the index of one that names none
-    last: int | None = None  # the block a delta or stop without an index belongs to
-    usage: dict[str, int | None] = {}
-    stop: StopKind = "end_turn"
-    index: int | None  # the block an event is about
-    block: _Block | None
-    async for ev in events:
+async def parse_anthropic_stream(batches: AsyncIterator[list[SSEEvent]]) -> AsyncGenerator[ProviderEvent, None]:
+    """Messages API stream events → provider events; the text and thinking deltas of one read come out merged
+    (`DeltaBuffer`). Raises `StreamError` for an event ama cannot use or one out of order (a delta for a block
+    never started), after the text before it; anything after `message_stop` is never read."""
+    state = _MessageState()
+    async for batch in batches:
+        out: list[ProviderEvent] = []
+        try:
+            for ev in batch:
+                finished = state.event(ev, out)
+                if finished is not None:
+                    for event in out + state.held.take():
+                        yield event
+                    yield finished
+                    return
+        except StreamError:
+            for event in out + state.held.take():  # what streamed before the bad event is the person's
+                yield event
+            raise
+        for event in out + state.held.take():
+            yield event
+
+
+class _MessageState:
+    """One streamed message: its open blocks, usage and stop reason, and the deltas held for merging."""
+
+    def __init__(self) -> None:
+        self.blocks: dict[int, _Block] = {}
+        self.started = 0  # content blocks started so far: the index of one that names none
+        self.last: int | None = None  # the block a delta or stop without an index belongs to
+        self.usage: dict[str, int | None] = {}
+        self.stop: StopKind = "end_turn"
+        self.held = DeltaBuffer()
+
+    def event(self, ev: SSEEvent, out: list[ProviderEvent]) -> Finished | None:
+        """Take one event, appending what it produces to `out` (held deltas before anything else); the
+        `Finished` that ends the message, when this event ends it."""
+        blocks, held = self.blocks, self.held
+        index: int | None  # the block the event is about
         data = _decode_event(ev.data)
         kind = data.type or ev.event
         if kind == "message_start":
-            _take_usage(usage, data.message.usage if data.message else None)
+            _take_usage(self.usage, data.message.usage if data.message else None)
         elif kind == "content_block_start":
             cb = data.content_block
             if cb is None:
                 raise malformed("content_block_start without a content_block")
-            index = started if data.index is None else data.index
+            index = self.started if data.index is None else data.index
             if index in blocks:
                 raise malformed(f"content block {index} started twice")
             if cb.type == "tool_use" and not (cb.id and cb.name):
                 raise malformed(f"tool_use block {index} without an id or a name")
             block = blocks[index] = _Block(cb.type, cb.id or "", cb.name or "")
-            started, last = started + 1, index
+            self.started, self.last = self.started + 1, index
             if cb.type == "text" and cb.text:
-                yield TextDelta(text=cb.text)
+                out += held.text(cb.text)
             elif cb.type == "thinking" and cb.thinking:
-                yield ThinkingDelta(text=cb.thinking)
+                out += held.thinking(cb.thinking)
             elif cb.type == "redacted_thinking":
                 # Encrypted reasoning: kept (in `text`) only to be sent back verbatim.
-                yield ThinkingDelta(text=cb.data or "", redacted=True)
+                out += held.take()
+                out.append(ThinkingDelta(text=cb.data or "", redacted=True))
             elif cb.type == "tool_use" and cb.input:
                 block.parts.append(msgspec.json.encode(cb.input).decode())
         elif kind == "content_block_delta":
-            index = last if data.index is None else data.index
-            block = blocks.get(index) if index is not None else None
+            index = self.last if data.index is None else data.index
+            found = blocks.get(index) if index is not None else None
             delta = data.delta or _Delta()
-            if block is None:
+            if found is None:
                 raise malformed(f"content_block_delta for block {index}, which was never started (or has stopped)")
             want = _DELTA_FOR.get(delta.type or "")
-            if want is not None and want != block.kind and block.kind in _KNOWN_BLOCKS:
-                raise malformed(f"a {delta.type} for the {block.kind} block {index}")
+            if want is not None and want != found.kind and found.kind in _KNOWN_BLOCKS:
+                raise malformed(f"a {delta.type} for the {found.kind} block {index}")
             if delta.type == "text_delta" and delta.text:
-                yield TextDelta(text=delta.text)
+                out += held.text(delta.text)
             elif delta.type == "thinking_delta" and delta.thinking:
-                yield ThinkingDelta(text=delta.thinking)
+                out += held.thinking(delta.thinking)
             elif delta.type == "signature_delta":
-                block.signature += delta.signature or ""
+                found.signature += delta.signature or ""
             elif delta.type == "input_json_delta":
-                block.parts.append(delta.partial_json or "")
+                found.parts.append(delta.partial_json or "")
         elif kind == "content_block_stop":
-            index = last if data.index is None else data.index
-            block = blocks.pop(index, None) if index is not None else None
-            if block is None:
+            index = self.last if data.index is None else data.index
+            ended = blocks.pop(index, None) if index is not None else None
+            if ended is None:
                 raise malformed(f"content_block_stop for block {index}, which was never started")
-            if block.kind == "thinking" and block.signature:
-                yield ThinkingDelta(text="", signature=block.signature)
-            elif block.kind == "tool_use":
-                yield ToolCallEvent(id=block.id, name=block.name, arguments="".join(block.parts) or "{}")
+            if ended.kind == "thinking" and ended.signature:
+                out += held.take()  # the signature closes the thinking it signs: after all of its text
+                out.append(ThinkingDelta(text="", signature=ended.signature))
+            elif ended.kind == "tool_use":
+                out += held.take()
+                out.append(ToolCallEvent(id=ended.id, name=ended.name, arguments="".join(ended.parts) or "{}"))
         elif kind == "message_delta":
             reason = data.delta.stop_reason if data.delta else None
             if reason:
-                stop = _STOPS.get(reason, "end_turn")
-            _take_usage(usage, data.usage)
+                self.stop = _STOPS.get(reason, "end_turn")
+            _take_usage(self.usage, data.usage)
         elif kind == "message_stop":
             unfinished = [i for i, b in blocks.items() if b.kind == "tool_use"]
             if unfinished:
                 raise malformed(f"message_stop while tool_use block {unfinished[0]} was still open")
-            yield Finished(stop=stop, usage=_usage(usage))
-            return
+            return Finished(stop=self.stop, usage=_usage(self.usage))
         elif kind == "error":
             raise _error_event(data.error)
         # ping and unknown events are ignored, as the API's versioning policy asks
+        return None
 
 
 _USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")

@@ -25,7 +25,7 @@ import anyio
 import msgspec
 
 from ama_acp.errors import ProviderError
-from ama_acp.providers.base import Failure, FailureKind, Finished, ProviderEvent, Retrying
+from ama_acp.providers.base import Failure, FailureKind, Finished, ProviderEvent, Retrying, TextDelta, ThinkingDelta
 
 T = TypeVar("T")
 
@@ -146,7 +146,20 @@ class SSEParser:
                     self._line += piece
                     piece = bytes(self._line)
                     self._line.clear()
-                self._take(piece, out)
+                if piece.startswith(b"data: "):  # nearly every line of a model's stream: inline, no call
+                    self._size += len(piece) - 5
+                    if self._size > self.max_event:
+                        raise self._too_big()
+                    try:
+                        self._data.append(piece[6:].decode("utf-8"))
+                    except UnicodeDecodeError:
+                        self._text(piece[6:])  # raises the StreamError saying so
+                elif not piece and self._data:
+                    out.append(SSEEvent(self._event, self._data[0] if len(self._data) == 1 else "\n".join(self._data)))
+                    self.events += 1
+                    self._event, self._data, self._size = "", [], 0
+                else:
+                    self._take(piece, out)
             self._line += rest
             if self._size + len(self._line) > self.max_event:
                 raise self._too_big()
@@ -232,8 +245,42 @@ async def iter_sse(
         yield event
 
 
-# A dialect's stream parser; an async generator, so the transport can close it when it stops early.
-Parser = Callable[[AsyncIterator[SSEEvent]], AsyncGenerator[ProviderEvent, None]]
+# A dialect's stream parser: the events of each read in one list (so it can merge the text deltas of one read);
+# an async generator, so the transport can close it when it stops early.
+Parser = Callable[[AsyncIterator[list[SSEEvent]]], AsyncGenerator[ProviderEvent, None]]
+
+
+class DeltaBuffer:
+    """The text and thought deltas of one read, merged: a dialect parser adds each delta here and yields what
+    `take()` gives before any other event and at the end of each read, so the order of text, thought and
+    everything else is the stream's and only the number of deltas changes."""
+
+    __slots__ = ("_kind", "_parts")
+
+    def __init__(self) -> None:
+        self._kind: type[TextDelta] | type[ThinkingDelta] | None = None
+        self._parts: list[str] = []
+
+    def text(self, text: str) -> list[ProviderEvent]:
+        return self._add(TextDelta, text)
+
+    def thinking(self, text: str) -> list[ProviderEvent]:
+        return self._add(ThinkingDelta, text)
+
+    def _add(self, kind: type[TextDelta] | type[ThinkingDelta], text: str) -> list[ProviderEvent]:
+        out = self.take() if self._kind is not kind and self._parts else []
+        self._kind = kind
+        self._parts.append(text)
+        return out
+
+    def take(self) -> list[ProviderEvent]:
+        """What is held, as one delta (or nothing)."""
+        if not self._parts:
+            return []
+        assert self._kind is not None
+        text = self._parts[0] if len(self._parts) == 1 else "".join(self._parts)
+        self._parts.clear()
+        return [self._kind(text=text)]
 
 
 @dataclass(frozen=True)
@@ -371,19 +418,50 @@ def _remaining(deadline: float) -> float:
 
 
 async def _before(deadline: float, it: AsyncIterator[bytes]) -> AsyncGenerator[bytes, None]:
-    """`it`'s chunks while `deadline` has not passed. Each wait for the next chunk gets its own cancel scope:
-    a scope held open across a `yield` would cancel the consumer's code instead of this read."""
+    """`it`'s chunks while `deadline` has not passed (an error body, read whole). Each wait for the next chunk
+    gets its own cancel scope: a scope held open across a `yield` would cancel the consumer's code instead."""
     while True:
-        if _remaining(deadline) <= 0:
-            raise _DeadlineExceeded  # a read that never has to wait would not meet the cancel scope below
-        with anyio.move_on_after(_remaining(deadline)) as scope:
-            try:
-                chunk = await it.__anext__()
-            except StopAsyncIteration:
-                return
-        if scope.cancelled_caught:
-            raise _DeadlineExceeded
+        chunk = await _read_before(deadline, it)
+        if chunk is None:
+            return
         yield chunk
+
+
+async def _read_before(deadline: float, it: AsyncIterator[bytes]) -> bytes | None:
+    """The next chunk of `it`, None at its end; `_DeadlineExceeded` once `deadline` has passed.
+
+    The deadline is checked before each read, not guarded by a cancel scope around it: a scope per read cost
+    ~20 µs, most of what a delta costs, and one cannot be held across a `yield`. A read that waits is bounded by
+    httpx's read timeout (the same `timeout`, set in `_client`): a server that keeps sending (keepalives,
+    endless text) is stopped at the deadline, one that stalls `timeout` after its last byte."""
+    if anyio.current_time() >= deadline:
+        raise _DeadlineExceeded
+    try:
+        return await it.__anext__()
+    except StopAsyncIteration:
+        return None
+
+
+async def sse_batches(
+    chunks: AsyncIterator[bytes], deadline: float, meter: _Meter, parser: SSEParser
+) -> AsyncGenerator[list[SSEEvent], None]:
+    """The server-sent events of each read of a streamed body, in one list per read (none for a read that
+    finished no event), within the deadline and the reply's bound. One generator for the whole path from bytes
+    to events, so a delta costs no extra hop per layer.
+
+    Reads are never paced to gather more events per read: a receiver that reads late makes its ACKs late, and a
+    server that waits for them before its next small write (Nagle) then stalls — measured: 77× slower."""
+    while True:
+        chunk = await _read_before(deadline, chunks)
+        if chunk is None:
+            break
+        meter.take(chunk)
+        events = parser.feed(chunk)
+        if events:
+            yield events
+    events = parser.close()
+    if events:
+        yield events
 
 
 class _Meter:
@@ -394,16 +472,12 @@ class _Meter:
         self.total = 0
         self.head = b""
 
-    async def count(self, chunks: AsyncIterator[bytes]) -> AsyncGenerator[bytes, None]:
-        async for chunk in chunks:
-            if len(self.head) < 200:
-                self.head += chunk[: 200 - len(self.head)]
-            self.total += len(chunk)
-            if self.total > self.limit:
-                raise StreamError(
-                    "stream", f"the reply is larger than {self.limit // (1024 * 1024)} MiB", retryable=False
-                )
-            yield chunk
+    def take(self, chunk: bytes) -> None:
+        if len(self.head) < 200:
+            self.head += chunk[: 200 - len(self.head)]
+        self.total += len(chunk)
+        if self.total > self.limit:
+            raise StreamError("stream", f"the reply is larger than {self.limit // (1024 * 1024)} MiB", retryable=False)
 
 
 async def read_bounded(chunks: AsyncIterator[bytes], limit: int = MAX_ERROR_BODY) -> bytes:
@@ -503,7 +577,8 @@ class HttpStream:
                     )
                 if scope.cancelled_caught:
                     raise _DeadlineExceeded
-                body = _before(deadline, resp.aiter_bytes())
+                chunks = resp.aiter_bytes()
+                body = _before(deadline, chunks)
                 stack.push_async_callback(body.aclose)
                 ctype = resp.headers.get("content-type", "").lower()
                 if resp.status_code >= 300:
@@ -526,11 +601,9 @@ class HttpStream:
                     return
                 meter = _Meter(self.max_response_bytes)
                 sse = SSEParser(self.max_event_bytes)
-                counted = meter.count(body)
-                stack.push_async_callback(counted.aclose)
-                sse_events = iter_sse(counted, sse)
-                stack.push_async_callback(sse_events.aclose)
-                events = parse(sse_events)
+                batches = sse_batches(chunks, deadline, meter, sse)
+                stack.push_async_callback(batches.aclose)
+                events = parse(batches)
                 stack.push_async_callback(events.aclose)
                 async for event in events:
                     yield event

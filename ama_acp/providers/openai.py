@@ -35,13 +35,12 @@ from ama_acp.providers.base import (
     ModelRequest,
     ProviderEvent,
     StopKind,
-    TextDelta,
-    ThinkingDelta,
     ToolCallEvent,
 )
 from ama_acp.providers.endpoints import DIALECT_HOME, is_home_key
 from ama_acp.providers.http import (
     MAX_DETAIL,
+    DeltaBuffer,
     HttpStream,
     KeyHint,
     RetryPolicy,
@@ -244,14 +243,16 @@ def _decode_chunk(data: str) -> _Chunk:
     return decode_event(_chunk_decoder, data, "chunk")
 
 
-async def parse_openai_stream(events: AsyncIterator[SSEEvent]) -> AsyncGenerator[ProviderEvent, None]:
+async def parse_openai_stream(batches: AsyncIterator[list[SSEEvent]]) -> AsyncGenerator[ProviderEvent, None]:
     """Chat Completions chunks → provider events. Tool calls are assembled by `index` and yielded when the
     finish reason arrives; `Finished` waits for the usage chunk (or `[DONE]`). Anything after `[DONE]` is
-    never read, as in the official SDK. Raises `StreamError` for a chunk ama cannot use."""
+    never read, as in the official SDK. The text (and reasoning) deltas of one read come out merged
+    (`DeltaBuffer`). Raises `StreamError` for a chunk ama cannot use, after the text before it."""
     calls: dict[int, _Call] = {}
     stop: StopKind | None = None
     refused = False
     usage: Usage | None = None
+    held = DeltaBuffer()
 
     def finish(reason: str | None) -> list[ToolCallEvent]:
         nonlocal stop
@@ -267,37 +268,50 @@ async def parse_openai_stream(events: AsyncIterator[SSEEvent]) -> AsyncGenerator
         return done
 
     done_seen = False
-    async for ev in events:
-        if ev.data.strip() == "[DONE]":
-            done_seen = True
+    async for batch in batches:
+        out: list[ProviderEvent] = []
+        try:
+            for ev in batch:
+                if ev.data.strip() == "[DONE]":
+                    done_seen = True
+                    break
+                chunk = _decode_chunk(ev.data)
+                if chunk.error:
+                    raise _stream_error(chunk.error)
+                for choice in chunk.choices or ():
+                    if choice.index != 0:
+                        continue
+                    delta = choice.delta or _Delta()
+                    if stop is not None and (delta.content or delta.refusal or delta.tool_calls):
+                        raise malformed("content after the finish reason")
+                    thought = delta.reasoning_content or delta.reasoning
+                    if isinstance(thought, str) and thought:
+                        out += held.thinking(thought)
+                    if delta.content:
+                        out += held.text(delta.content)
+                    if delta.refusal:
+                        refused = True
+                        out += held.text(delta.refusal)
+                    for tc in delta.tool_calls or ():
+                        _add_fragment(calls, tc)
+                    if choice.finish_reason and stop is None:
+                        calls_done = finish(choice.finish_reason)
+                        out += held.take() + list(calls_done)
+                if chunk.usage is not None:
+                    usage = openai_usage(chunk.usage) or usage
+                if stop is not None and usage is not None:
+                    for event in out + held.take():
+                        yield event
+                    yield Finished(stop=stop, usage=usage)
+                    return
+        except StreamError:
+            for event in out + held.take():  # what streamed before the bad chunk is the person's
+                yield event
+            raise
+        for event in out + held.take():
+            yield event
+        if done_seen:
             break
-        chunk = _decode_chunk(ev.data)
-        if chunk.error:
-            raise _stream_error(chunk.error)
-        for choice in chunk.choices or ():
-            if choice.index != 0:
-                continue
-            delta = choice.delta or _Delta()
-            if stop is not None and (delta.content or delta.refusal or delta.tool_calls):
-                raise malformed("content after the finish reason")
-            thought = delta.reasoning_content or delta.reasoning
-            if isinstance(thought, str) and thought:
-                yield ThinkingDelta(text=thought)
-            if delta.content:
-                yield TextDelta(text=delta.content)
-            if delta.refusal:
-                refused = True
-                yield TextDelta(text=delta.refusal)
-            for tc in delta.tool_calls or ():
-                _add_fragment(calls, tc)
-            if choice.finish_reason and stop is None:
-                for call in finish(choice.finish_reason):
-                    yield call
-        if chunk.usage is not None:
-            usage = openai_usage(chunk.usage) or usage
-        if stop is not None and usage is not None:
-            yield Finished(stop=stop, usage=usage)
-            return
     if stop is None and not done_seen:
         return  # neither a finish reason nor [DONE]: a broken stream, the transport retries
     if stop is None:
