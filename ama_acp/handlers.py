@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -178,7 +179,7 @@ class Handlers:
             raise AcpError.auth_required(why, self._methods_data())
         _, peer, before = self._args
         self._args = (config, peer, model_id)
-        if self._manager is not None and not self._manager.sessions:
+        if self._manager is not None and not self._manager.has_sessions():
             await self._manager.shutdown()  # built without a model (list/delete): build it again with one
             self._manager, self._lifecycle = None, None
         elif self._manager is not None:
@@ -188,11 +189,12 @@ class Handlers:
 
     async def new_session(self, req: w.NewSessionRequest) -> w.NewSessionResponse:
         self.require_model()
-        session = self.m.new_session(req.cwd, req.additional_directories, req.mcp_servers)
-        defer(session.announce_open)
-        return w.NewSessionResponse(
-            session_id=session.id, modes=session.mode_state(), config_options=session.config_options()
-        )
+        manager = self.m
+        opened = manager.open_session(req.cwd, req.additional_directories, req.mcp_servers)
+        # The Session is built and announced after the response (manager.py: the first session/new of a fresh
+        # process then waits for none of the session machinery's imports).
+        defer(functools.partial(manager.finish_open, opened.session_id))
+        return opened
 
     async def prompt(self, req: w.PromptRequest) -> w.PromptResponse:
         return await self.m.get(req.session_id).prompt(req.prompt)

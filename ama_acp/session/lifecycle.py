@@ -27,7 +27,7 @@ class Lifecycle:
         self.m = manager
 
     async def _open(self, session_id: str, cwd: str, additional: list[str] | None) -> tuple[Session, st.LoadedSession]:
-        live = self.m.sessions.get(session_id)
+        live = self.m.live(session_id)  # one session/new answered but not built yet is built, then reopened
         if live is not None:
             if live.busy:
                 raise AcpError.session_busy(session_id)
@@ -115,7 +115,7 @@ class Lifecycle:
         )
 
     async def close(self, req: w.SessionIdRequest) -> w.Empty:
-        if req.session_id not in self.m.sessions:
+        if self.m.live(req.session_id) is None:
             raise AcpError.session_not_found(req.session_id)
         await self.m.close(req.session_id)
         return w.Empty()

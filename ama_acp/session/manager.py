@@ -1,31 +1,58 @@
-"""The live sessions of one connection, and what they share: config, catalog, tools, store, the peer."""
+"""The live sessions of one connection, and what they share: config, catalog, tools, store, the peer.
+
+session/new is answered from what this module imports itself (the id, the modes, the options): the session
+machinery (session.py and everything it imports, ~50 ms of imports), the session file (two fsyncs) and the MCP
+servers come after the response (`open_session`, then `finish_open`), so the first session/new of a fresh ama
+does not wait for server.py's preload thread to import them.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
-from typing import TYPE_CHECKING, Any, Protocol
+import time
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from ama_acp.config import Config, Price
 from ama_acp.conversation.messages import Usage
 from ama_acp.rpc.dispatch import defer
 from ama_acp.rpc.errors import AcpError
-from ama_acp.session.commands import default_commands
-from ama_acp.session.entries import McpServersEntry
-from ama_acp.session.session import Session
+from ama_acp.session import options
 from ama_acp.wire import types as w
 
-if TYPE_CHECKING:  # imported lazily at run time (startup time), so for annotations only
+if TYPE_CHECKING:  # imported lazily at run time (startup and session/new time), so for annotations only
     from ama_acp.conversation.tools import ToolSpec
     from ama_acp.providers.base import Provider
     from ama_acp.providers.catalog import ModelInfo
     from ama_acp.rpc.dispatch import JSONValue
     from ama_acp.rpc.peer import Params
+    from ama_acp.session.commands import Commands
     from ama_acp.session.runtime import Spawn
+    from ama_acp.session.session import Session
     from ama_acp.session.store import SessionStore
     from ama_acp.tools.base import Tool
 
 log = logging.getLogger(__name__)
+
+# The thought level a new Session starts at (session.py's default): what session/new answers before the Session
+# exists. announce_open sends the session's own options right after, and a test checks the two agree.
+OPENING_THOUGHT_LEVEL = "off"
+
+
+def new_session_id() -> str:
+    """store.new_session_id's format (`ses_` + epoch milliseconds in hex + 48 random bits), made here so that
+    session/new imports neither the store nor `secrets` and `shutil` (~25 ms); a test checks the two agree."""
+    return f"ses_{time.time_ns() // 1_000_000:012x}{os.urandom(6).hex()}"
+
+
+class _Opening(NamedTuple):
+    """A session/new answered whose Session is not built yet: what building it needs, as it was asked."""
+
+    cwd: str
+    dirs: list[str]
+    mcp_servers: list[dict[str, Any]]
+    mode: str
+    model_id: str
 
 
 class ClientPeer(Protocol):
@@ -45,14 +72,25 @@ class SessionManager:
         self.default_model = default_model
         self.catalog = Catalog(config.models)
         self.sessions: dict[str, Session] = {}
+        # Ids session/new gave whose Session is built after the response (finish_open) or by the first request
+        # that names one (live, get), whichever comes first.
+        self._opening: dict[str, _Opening] = {}
         self.client_caps = w.ClientCapabilities()
-        self.commands = default_commands()
+        self._commands: Commands | None = None
         self.spawn: Spawn | None = None  # the connection's task group (MCP servers live there); None under ama -p
         self._tools: dict[str, Tool] | None = None
         self._tool_specs: list[ToolSpec] | None = None
         self._store: SessionStore | None = None
 
     # --- shared services used by sessions -----------------------------------------------------------------
+
+    @property
+    def commands(self) -> Commands:
+        if self._commands is None:  # first needed by the first session's announce_open, after session/new
+            from ama_acp.session.commands import default_commands
+
+            self._commands = default_commands()
+        return self._commands
 
     @property
     def store(self) -> SessionStore:
@@ -102,11 +140,17 @@ class SessionManager:
 
     def model_choices(self, current: str) -> list[tuple[str, str]]:
         """Models worth offering: those whose provider has credentials, configured ones, and the current."""
+        from ama_acp.credentials import key_source
         from ama_acp.providers.resolve import has_credentials
 
+        # One look at the credentials file for the whole list (a stat each), one answer per provider.
+        keys = key_source()
+        usable: dict[str, bool] = {}
         seen: dict[str, str] = {}
         for info in self.catalog.all():
-            if info.id == current or has_credentials(self.config, info.provider):
+            if info.provider not in usable:
+                usable[info.provider] = has_credentials(self.config, info.provider, keys)
+            if info.id == current or usable[info.provider]:
                 seen[info.id] = info.name or info.id
         seen.setdefault(current, current)
         return list(seen.items())
@@ -130,10 +174,21 @@ class SessionManager:
     # --- lifecycle ----------------------------------------------------------------------------------------
 
     def get(self, session_id: str) -> Session:
-        session = self.sessions.get(session_id)
+        session = self.live(session_id)
         if session is None:
             raise AcpError.session_not_found(session_id)
         return session
+
+    def live(self, session_id: str) -> Session | None:
+        """The live session with this id, built now if session/new answered it and it is not built yet."""
+        opening = self._opening.pop(session_id, None)
+        if opening is not None:
+            # Popped before building: a build that raises (a bug) is reported once, never half-done twice.
+            return self._build(session_id, opening)
+        return self.sessions.get(session_id)
+
+    def has_sessions(self) -> bool:
+        return bool(self.sessions or self._opening)
 
     def check_dirs(self, cwd: str, additional: list[str] | None) -> list[str]:
         if not os.path.isabs(cwd):
@@ -151,35 +206,67 @@ class SessionManager:
         return dirs
 
     def new_session(self, cwd: str, additional: list[str] | None, mcp_servers: list[dict[str, Any]]) -> Session:
-        from ama_acp.session.entries import Header
-        from ama_acp.session.store import new_session_id
+        """A session built at once (`ama -p`, tests). session/new goes through open_session instead."""
+        return self._build(new_session_id(), self._opening_for(cwd, additional, mcp_servers))
 
-        dirs = self.check_dirs(cwd, additional)
+    def open_session(
+        self, cwd: str, additional: list[str] | None, mcp_servers: list[dict[str, Any]]
+    ) -> w.NewSessionResponse:
+        """session/new's answer, from the request's directories (checked now: a bad one is this request's error)
+        and the config; the Session is built by `finish_open`, which the caller runs once the answer is out, or
+        by the first request that names the id. Safe because nothing before the response needs the Session:
+        the client knows the id only from this answer, every path that takes an id goes through `live` (or
+        `get`, `close`, `shutdown`), and what the Session would add (commands, its options again, the meter,
+        an MCP server's problems) is sent after the response anyway (E4)."""
+        opening = self._opening_for(cwd, additional, mcp_servers)
         session_id = new_session_id()
+        self._opening[session_id] = opening
+        return w.NewSessionResponse(
+            session_id=session_id,
+            modes=options.mode_state(opening.mode),
+            config_options=options.config_options(
+                opening.mode, opening.model_id, self.model_choices(opening.model_id), OPENING_THOUGHT_LEVEL
+            ),
+        )
+
+    async def finish_open(self, session_id: str) -> None:
+        """After session/new's response: the Session built (if no request did it first) and announced."""
+        session = self.live(session_id)
+        if session is not None and not session.closed:  # closed already: a session/close came first
+            await session.announce_open()
+
+    def _opening_for(self, cwd: str, additional: list[str] | None, mcp_servers: list[dict[str, Any]]) -> _Opening:
+        dirs = self.check_dirs(cwd, additional)
+        return _Opening(cwd, dirs, mcp_servers, self.config.mode, self.default_model)
+
+    def _build(self, session_id: str, opening: _Opening) -> Session:
+        from ama_acp.session.entries import Header, ModelEntry
+        from ama_acp.session.session import Session
+
+        cwd, dirs = opening.cwd, opening.dirs
         session = Session(
             self,
             session_id=session_id,
             cwd=cwd,
             additional_directories=dirs,
-            mode=self.config.mode,
-            model_id=self.default_model,
+            mode=opening.mode,
+            model_id=opening.model_id,
         )
         try:
             session.writer = self.store.create(
                 Header(session_id=session_id, cwd=cwd, additional_directories=dirs, created_at=session.created_at)
             )
-            from ama_acp.session.entries import ModelEntry
-
             session.writer.append(ModelEntry(model_id=session.model_id))
         except OSError as exc:
             session.cannot_save(exc)
         self.sessions[session_id] = session
-        self.connect_mcp(session, mcp_servers)
+        self.connect_mcp(session, opening.mcp_servers)
         return session
 
     def connect_mcp(self, session: Session, servers: list[dict[str, Any]]) -> None:
         """Start the session's MCP servers in the background, once the opening response is out (so nothing
         about them reaches the client before the session id does): the open never waits for them."""
+        from ama_acp.session.entries import McpServersEntry
         from ama_acp.session.mcp import start
 
         mcp = start(session, servers)
@@ -201,6 +288,7 @@ class SessionManager:
             spawn(mcp.run)
 
     async def close(self, session_id: str) -> None:
+        self.live(session_id)  # a session still opening is built first: its file exists, as after any session/new
         session = self.sessions.pop(session_id, None)
         if session is None:
             return
@@ -209,6 +297,11 @@ class SessionManager:
         await _release(session)
 
     async def shutdown(self) -> None:
+        for session_id in list(self._opening):  # built, so that every id session/new gave has its file
+            try:
+                self.live(session_id)
+            except Exception:  # a bug building one must not keep the others' files and servers open
+                log.exception("session %s could not be built at shutdown", session_id)
         for session_id in list(self.sessions):
             session = self.sessions[session_id]
             session.cancel()

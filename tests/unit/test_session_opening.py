@@ -1,0 +1,235 @@
+"""session/new answered before its Session is built (session/manager.py `open_session`, `finish_open`, `live`).
+
+The answer comes from the request and the config alone; the Session, its file and its MCP servers come after
+the response, or with the first request that names the id, whichever is first, and only once.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+import pytest
+
+from ama_acp.config import Config
+from ama_acp.rpc.dispatch import after_response
+from ama_acp.rpc.errors import RESOURCE_NOT_FOUND, AcpError
+from ama_acp.session import manager as manager_module
+from ama_acp.session import store as st
+from ama_acp.session.lifecycle import Lifecycle
+from ama_acp.session.manager import SessionManager, new_session_id
+from ama_acp.wire import types as w
+from tests.support.inprocess import ScriptedPeer
+
+ID_SHAPE = re.compile(r"ses_[0-9a-f]{12}[0-9a-f]{12}")
+
+
+def make(tmp_path: Path, mode: str = "manual") -> tuple[SessionManager, ScriptedPeer, Path]:
+    ws = tmp_path / "ws"
+    ws.mkdir(exist_ok=True)
+    peer = ScriptedPeer()
+    config = Config(data_dir=str(tmp_path / "data"), mode=mode)
+    return SessionManager(config, peer, default_model="scripted/demo"), peer, ws
+
+
+def files(tmp_path: Path) -> list[str]:
+    folder = tmp_path / "data" / "sessions"
+    return sorted(p.name for p in folder.glob("*.jsonl")) if folder.is_dir() else []
+
+
+def kinds(peer: ScriptedPeer) -> list[str]:
+    return [u["sessionUpdate"] for u in peer.updates]
+
+
+# --- the id ----------------------------------------------------------------------------------------------------
+
+
+def test_the_id_has_the_stores_format_and_the_store_accepts_it() -> None:
+    ours, theirs = new_session_id(), st.new_session_id()
+    assert ID_SHAPE.fullmatch(ours) and ID_SHAPE.fullmatch(theirs), (ours, theirs)
+    assert st.is_valid_session_id(ours)
+    assert ours[:16] <= st.new_session_id()[:16]  # the same clock: ids made later sort after
+
+
+def test_ids_sort_by_creation_and_do_not_repeat() -> None:
+    first = new_session_id()
+    deadline = time.monotonic() + 5
+    while (second := new_session_id())[:16] == first[:16]:  # the next millisecond
+        assert time.monotonic() < deadline, "the clock did not move"
+    assert first < second
+    assert len({new_session_id() for _ in range(1000)}) == 1000
+
+
+# --- the answer ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["manual", "read_only", "full_access"])
+def test_the_answer_is_what_the_built_session_says(tmp_path, mode) -> None:
+    manager, _, ws = make(tmp_path, mode)
+    opened = manager.open_session(str(ws), None, [])
+    session = manager.get(opened.session_id)
+    assert session.id == opened.session_id and session.mode == mode
+    assert msgspec.to_builtins(opened.modes) == msgspec.to_builtins(session.mode_state())
+    assert msgspec.to_builtins(opened.config_options) == msgspec.to_builtins(session.config_options())
+
+
+def test_the_answer_keeps_the_model_of_its_request(tmp_path) -> None:
+    """authenticate may change the default model between the answer and the build: the session is the one
+    the answer described."""
+    manager, _, ws = make(tmp_path)
+    opened = manager.open_session(str(ws), None, [])
+    manager.default_model = "scripted/other"
+    assert manager.get(opened.session_id).model_id == "scripted/demo"
+    current = {o.id: o.current_value for o in opened.config_options}
+    assert current["model"] == "scripted/demo"
+
+
+@pytest.mark.parametrize(
+    ("cwd", "additional", "field"),
+    [
+        ("relative/dir", None, "cwd"),
+        ("/no/such/dir/anywhere", None, "cwd"),
+        (None, ["relative"], "additionalDirectories[0]"),
+        (None, ["/no/such/dir/anywhere"], "additionalDirectories[0]"),
+    ],
+)
+def test_bad_directories_are_this_requests_error_and_open_nothing(tmp_path, cwd, additional, field) -> None:
+    manager, _, ws = make(tmp_path)
+    with pytest.raises(AcpError) as caught:
+        manager.open_session(cwd or str(ws), additional, [])
+    assert caught.value.code == -32602 and caught.value.message.startswith(f"Invalid params: {field}")
+    assert not manager.has_sessions() and files(tmp_path) == []
+
+
+def test_nothing_is_built_or_written_before_the_response(tmp_path) -> None:
+    manager, peer, ws = make(tmp_path)
+    opened = manager.open_session(str(ws), None, [])
+    assert manager.sessions == {} and manager.has_sessions()
+    assert files(tmp_path) == [] and peer.updates == []
+    assert ID_SHAPE.fullmatch(opened.session_id)
+
+
+# --- after the response ----------------------------------------------------------------------------------------
+
+
+def test_finish_open_builds_the_session_and_announces_it(tmp_path) -> None:
+    manager, peer, ws = make(tmp_path)
+    opened = manager.open_session(str(ws), None, [])
+    anyio.run(manager.finish_open, opened.session_id)
+    assert list(manager.sessions) == [opened.session_id]
+    assert files(tmp_path) == [f"{opened.session_id}.jsonl"]
+    assert kinds(peer) == ["available_commands_update", "config_option_update", "usage_update"]  # E4
+    header = st.SessionStore(tmp_path / "data").read(opened.session_id).header
+    assert header.cwd == str(ws)
+
+
+def test_a_request_before_finish_open_builds_it_and_finish_open_does_not_build_again(tmp_path) -> None:
+    manager, peer, ws = make(tmp_path)
+    opened = manager.open_session(str(ws), None, [])
+    session = manager.get(opened.session_id)  # a prompt or set_mode that came first
+    anyio.run(manager.finish_open, opened.session_id)
+    assert manager.sessions == {opened.session_id: session}
+    assert files(tmp_path) == [f"{opened.session_id}.jsonl"]
+    assert kinds(peer) == ["available_commands_update", "config_option_update", "usage_update"]
+
+
+def test_a_close_before_finish_open_leaves_a_closed_session_and_nothing_announced(tmp_path) -> None:
+    manager, peer, ws = make(tmp_path)
+    opened = manager.open_session(str(ws), None, [])
+
+    async def main() -> None:
+        await Lifecycle(manager).close(w.SessionIdRequest(session_id=opened.session_id))
+        await manager.finish_open(opened.session_id)
+
+    anyio.run(main)
+    assert manager.sessions == {} and not manager.has_sessions()
+    assert files(tmp_path) == [f"{opened.session_id}.jsonl"]  # as after any session/new, then close
+    assert peer.updates == []
+    with pytest.raises(AcpError):
+        manager.get(opened.session_id)
+
+
+def test_a_load_of_an_id_still_opening_finds_its_file(tmp_path) -> None:
+    manager, _, ws = make(tmp_path)
+    opened = manager.open_session(str(ws), None, [])
+
+    async def main() -> None:
+        after: list[Callable[[], Awaitable[None]]] = []
+        token = after_response.set(after)  # as the RPC peer runs a request
+        try:
+            await Lifecycle(manager).resume(w.ResumeSessionRequest(session_id=opened.session_id, cwd=str(ws)))
+        finally:
+            after_response.reset(token)
+
+    anyio.run(main)
+    assert list(manager.sessions) == [opened.session_id]
+    assert files(tmp_path) == [f"{opened.session_id}.jsonl"]
+
+
+def test_shutdown_builds_what_is_still_opening(tmp_path) -> None:
+    """Every id session/new gave has its file, even when the connection ends before the build."""
+    manager, _, ws = make(tmp_path)
+    ids = [manager.open_session(str(ws), None, []).session_id for _ in range(2)]
+    anyio.run(manager.shutdown)
+    assert files(tmp_path) == sorted(f"{i}.jsonl" for i in ids)
+    assert all(s.closed for s in manager.sessions.values())
+
+
+def test_a_build_that_fails_is_reported_once_and_the_id_is_then_unknown(tmp_path, monkeypatch) -> None:
+    manager, _, ws = make(tmp_path)
+    opened = manager.open_session(str(ws), None, [])
+
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(manager, "_build", broken)
+    with pytest.raises(RuntimeError):
+        anyio.run(manager.finish_open, opened.session_id)
+    with pytest.raises(AcpError) as caught:
+        manager.get(opened.session_id)
+    assert caught.value.code == RESOURCE_NOT_FOUND  # never half-built twice
+    assert not manager.has_sessions()
+
+
+def test_new_session_still_builds_at_once(tmp_path) -> None:
+    """`ama -p` and the tests: one call, the Session built and its file written."""
+    manager, peer, ws = make(tmp_path)
+    session = manager.new_session(str(ws), None, [])
+    assert manager.sessions == {session.id: session} and files(tmp_path) == [f"{session.id}.jsonl"]
+    assert peer.updates == []
+
+
+# --- what session/new's path costs -----------------------------------------------------------------------------
+
+
+def test_model_choices_reads_the_credentials_once(tmp_path, monkeypatch) -> None:
+    """One stat of the credentials file for the whole list, not one per catalog model (each a GIL handover
+    while the preload thread runs)."""
+    import ama_acp.credentials as credentials
+
+    manager, _, _ = make(tmp_path)
+    calls = []
+    real = credentials.key_source
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(credentials, "key_source", counting)
+    choices = manager.model_choices("scripted/demo")
+    assert len(calls) == 1
+    assert "scripted/demo" in dict(choices)
+
+
+def test_the_thought_level_of_the_answer_is_the_sessions_default() -> None:
+    import inspect
+
+    from ama_acp.session.session import Session
+
+    default = inspect.signature(Session.__init__).parameters["thought_level"].default
+    assert manager_module.OPENING_THOUGHT_LEVEL == default
