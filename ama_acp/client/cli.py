@@ -205,7 +205,7 @@ class _Client:
                 if self.args.list:
                     self.step = "session/list"
                     found = await sessions.list_sessions(conn, init, self.cwd)
-                    for text in sessions.session_lines(found, self.cwd, lambda s: terminal_safe(s)):
+                    for text in sessions.session_lines(found, self.cwd, terminal_safe):
                         self.renderer.line(text)
                 else:
                     code = await self._converse(conn, init)
