@@ -81,6 +81,14 @@ class Handlers:
             self._lifecycle = Lifecycle(self.m)
         return self._lifecycle
 
+    def prepare_first_prompt(self) -> None:
+        """Called in server.py's preload thread, after the session modules: see manager.prepare_first_prompt.
+        It touches no state of this object (the model it reads is the one ama started with)."""
+        from ama_acp.session.manager import prepare_first_prompt
+
+        config, _, model_id = self._args
+        prepare_first_prompt(config, model_id)
+
     async def shutdown(self) -> None:
         if self._manager is not None:
             await self._manager.shutdown()

@@ -6,6 +6,7 @@ import logging
 import signal
 import threading
 from collections.abc import Callable, Coroutine
+from functools import partial
 from typing import Any
 
 import anyio
@@ -19,42 +20,68 @@ from ama_acp.rpc.peer import Peer
 
 log = logging.getLogger(__name__)
 
-# Imported in a thread right after startup, so `initialize` is answered without waiting for them and the
-# first `session/new` finds them loaded.
+# Imported in a thread right after startup, so `initialize` is answered without waiting for them. First what
+# session/new's answer needs (manager.py answers it from these alone: a fresh ama's first session/new arrives
+# within a millisecond of `initialize`'s answer, long before the rest is imported), then what the Session is
+# built from after that answer, and what its first prompt and a session/load use. After them,
+# Handlers.prepare_first_prompt: the configured model's provider, and for an HTTP one httpx and the TLS context.
 PRELOAD = (
     "ama_acp.session.manager",
-    "ama_acp.session.lifecycle",
-    "ama_acp.session.accounting",
-    "ama_acp.providers.catalog",
-    "ama_acp.providers.resolve",
+    "ama_acp.session.session",
+    "ama_acp.session.store",
+    "ama_acp.session.commands",
+    "ama_acp.session.mcp",
     "ama_acp.tools.registry",
     "ama_acp.session.compacting",
+    "ama_acp.context.request_size",
+    "ama_acp.session.lifecycle",
 )
 
+# While the preload runs, the main thread competes with it for the GIL: each time the main thread waits for
+# input, a stat or a write, it gives the GIL up, and without this it waits up to the default switch interval
+# (5 ms) to get it back. session/new makes several such calls; the interval is lowered for the preload's
+# duration only (the threads then take turns more often, at a few microseconds a turn) and restored after.
+PRELOAD_SWITCH_INTERVAL_S = 0.0005
 
 PRELOAD_JOIN_S = 2.0
 
 
 PRELOADED = "preloaded the session modules"  # the log line benchmarks wait for (tests/bench/_ama.py)
+PRELOAD_STOPPED = "preload stopped: the connection ended"  # instead of PRELOADED, when it ends before that
 
 
-def _preload() -> None:
+def _preload(prepare: Callable[[], None] | None, stop: threading.Event) -> None:
+    """The modules of PRELOAD, then `prepare` (the first prompt's work, Handlers.prepare_first_prompt). Once
+    `stop` is set (the connection ended) nothing more is started: the exit waits for one step at most."""
     import importlib
+    import sys
     import time
 
+    steps: list[tuple[str, Callable[[], object]]] = [(name, partial(importlib.import_module, name)) for name in PRELOAD]
+    if prepare is not None:
+        steps.append(("the first prompt's provider", prepare))
     start = time.perf_counter()
-    for name in PRELOAD:
-        try:
-            importlib.import_module(name)
-        except Exception:  # a module of ama's that cannot be imported is a bug; the real import reports it too
-            log.exception("%s preloading %s failed", UNEXPECTED, name)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(min(interval, PRELOAD_SWITCH_INTERVAL_S))
+    try:
+        for what, step in steps:
+            if stop.is_set():
+                log.info("%s after %.0f ms", PRELOAD_STOPPED, (time.perf_counter() - start) * 1000)
+                return
+            try:
+                step()
+            except Exception:  # a bug, never fatal: the first use does the same work and reports what fails
+                log.exception("%s preloading %s failed", UNEXPECTED, what)
+    finally:
+        sys.setswitchinterval(interval)
     log.info("%s in %.0f ms", PRELOADED, (time.perf_counter() - start) * 1000)
 
 
-def _start_preload() -> threading.Thread:
-    thread = threading.Thread(target=_preload, name="ama-preload", daemon=True)
+def _start_preload(prepare: Callable[[], None] | None = None) -> tuple[threading.Thread, threading.Event]:
+    stop = threading.Event()
+    thread = threading.Thread(target=_preload, args=(prepare, stop), name="ama-preload", daemon=True)
     thread.start()
-    return thread
+    return thread, stop
 
 
 async def serve(
@@ -70,7 +97,7 @@ async def serve(
     handlers = Handlers(config, peer, model_id, reload, why)
     handlers.register(dispatcher)
     peer.on_cancel_request = handlers.on_cancel_request
-    preload = _start_preload()
+    preload, stop_preload = _start_preload(handlers.prepare_first_prompt)
     async with anyio.create_task_group() as tg:
         tg.start_soon(_stop_on_signal, tg.cancel_scope)
 
@@ -85,8 +112,9 @@ async def serve(
                 await handlers.shutdown()
             tg.cancel_scope.cancel()
     # An interpreter that exits while this thread is inside an extension module's initialisation can abort
-    # (C++ `terminate called without an active exception` from google-re2, exit status -6). Importing
-    # takes well under a second; the wait is bounded all the same.
+    # (C++ `terminate called without an active exception` from google-re2, exit status -6). The thread
+    # finishes the import it is in and starts no other; the wait is bounded all the same.
+    stop_preload.set()
     await anyio.to_thread.run_sync(preload.join, PRELOAD_JOIN_S)
     log.info("input closed; exiting")
 

@@ -45,6 +45,32 @@ def new_session_id() -> str:
     return f"ses_{time.time_ns() // 1_000_000:012x}{os.urandom(6).hex()}"
 
 
+def prepare_first_prompt(config: Config, model_id: str | None) -> None:
+    """What the first prompt of `model_id` does once per process, done ahead (server.py's preload thread calls
+    it, through Handlers.prepare_first_prompt): its provider built (the provider's modules imported) and, when
+    that provider talks HTTP, httpx and httpcore imported (~0.2 s; httpx imports httpcore only when its first
+    client is built) and the verified TLS context made (the CA bundle: ~60 ms). Nothing is kept but the
+    modules and that process-wide context: each session builds its own provider."""
+    if not model_id:  # no usable model yet: sign-in first, and which provider it will be is not known
+        return
+    from ama_acp.context.request_size import estimate_request
+    from ama_acp.providers.resolve import FailingProvider, make_provider, provider_config, split_model_id
+
+    # As the session's make_provider does (the catalog entry only adds headers). A configuration problem, a
+    # missing key: a provider that fails with a message, and no HTTP to prepare.
+    if isinstance(make_provider(config, model_id, None, estimate_request), FailingProvider):
+        return
+    pcfg = provider_config(config, split_model_id(model_id)[0])  # a valid id: make_provider checked it
+    if pcfg is None or pcfg.kind == "scripted":
+        return
+    import httpcore  # noqa: F401
+    import httpx  # noqa: F401
+
+    from ama_acp.providers import http
+
+    http._ssl_context()  # cached for the process (functools.cache): what each request's client is built with
+
+
 class _Opening(NamedTuple):
     """A session/new answered whose Session is not built yet: what building it needs, as it was asked."""
 

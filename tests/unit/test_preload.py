@@ -1,0 +1,193 @@
+"""server.py's preload thread and what session/new's own path imports (issue 15).
+
+The preload imports PRELOAD in order, then runs the first prompt's preparation; it lowers the switch interval
+only while it runs; it starts nothing once told to stop; a step that fails is logged, never raised. And the
+answer to session/new needs none of the session machinery: checked in a fresh interpreter, where importing
+the manager and answering a session/new leaves the heavy modules unimported.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from ama_acp import server
+from tests.support.harness import clean_env
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(prepare=None, stop: threading.Event | None = None) -> None:
+    server._preload(prepare, stop or threading.Event())
+
+
+def test_session_news_module_comes_first() -> None:
+    assert server.PRELOAD[0] == "ama_acp.session.manager"
+    assert len(set(server.PRELOAD)) == len(server.PRELOAD)
+
+
+def test_every_preloaded_name_is_a_module_of_ama() -> None:
+    import importlib.util
+
+    for name in server.PRELOAD:
+        assert name.startswith("ama_acp.") and importlib.util.find_spec(name) is not None, name
+
+
+def test_steps_run_in_order_with_a_low_switch_interval_restored_after(monkeypatch, caplog) -> None:
+    seen: list[tuple[str, float]] = []
+    monkeypatch.setattr(server, "PRELOAD", ("json", "csv"))
+    real = __import__("importlib").import_module
+
+    def recording(name: str):
+        seen.append((name, sys.getswitchinterval()))
+        return real(name)
+
+    monkeypatch.setattr("importlib.import_module", recording)
+    before = sys.getswitchinterval()
+    with caplog.at_level(logging.INFO, logger="ama_acp.server"):
+        run(lambda: seen.append(("prepare", sys.getswitchinterval())))
+    assert [name for name, _ in seen] == ["json", "csv", "prepare"]
+    assert all(interval == min(before, server.PRELOAD_SWITCH_INTERVAL_S) for _, interval in seen)
+    assert sys.getswitchinterval() == before
+    assert server.PRELOADED in caplog.text
+
+
+@pytest.mark.allow_traceback
+def test_a_failing_step_is_logged_and_the_rest_still_runs(monkeypatch, caplog) -> None:
+    monkeypatch.setattr(server, "PRELOAD", ("ama_acp.no_such_module", "json"))
+    ran = []
+    with caplog.at_level(logging.INFO, logger="ama_acp.server"):
+        run(lambda: ran.append(1))
+
+        def broken() -> None:
+            raise RuntimeError("a bug")
+
+        run(broken)
+    assert ran == [1]
+    assert "preloading ama_acp.no_such_module failed" in caplog.text
+    assert "preloading the first prompt's provider failed" in caplog.text
+    assert caplog.text.count(server.PRELOADED) == 2
+
+
+def test_once_stopped_nothing_more_is_started(monkeypatch, caplog) -> None:
+    stop = threading.Event()
+    seen = []
+    monkeypatch.setattr(server, "PRELOAD", ("json", "csv"))
+    real = __import__("importlib").import_module
+
+    def stopping(name: str):
+        seen.append(name)
+        stop.set()  # the connection ends while the first step runs
+        return real(name)
+
+    monkeypatch.setattr("importlib.import_module", stopping)
+    before = sys.getswitchinterval()
+    with caplog.at_level(logging.INFO, logger="ama_acp.server"):
+        run(lambda: seen.append("prepare"), stop)
+    assert seen == ["json"]
+    assert server.PRELOAD_STOPPED in caplog.text and server.PRELOADED not in caplog.text
+    assert sys.getswitchinterval() == before
+
+
+@pytest.mark.parametrize("model", [None, "", "not-a-model-id", "nosuch/model", "scripted/demo"])
+def test_preparing_a_model_without_http_never_raises_nor_imports_httpx(model) -> None:
+    code = (
+        "import sys, json\n"
+        "from ama_acp.config import Config\n"
+        "from ama_acp.session.manager import prepare_first_prompt\n"
+        f"prepare_first_prompt(Config(), {model!r})\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('httpx', 'httpcore'))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60, check=True)
+    assert json.loads(out.stdout) == []
+
+
+@pytest.mark.parametrize(
+    ("model", "env", "dialect"),
+    [("openai/gpt-5", "OPENAI_API_KEY", "openai"), ("anthropic/claude-sonnet-4-5", "ANTHROPIC_API_KEY", "anthropic")],
+)
+def test_preparing_an_http_model_imports_its_dialect_and_httpx(tmp_path, model, env, dialect) -> None:
+    code = (
+        "import sys, json\n"
+        "from ama_acp.config import Config\n"
+        "from ama_acp.session.manager import prepare_first_prompt\n"
+        f"prepare_first_prompt(Config(), {model!r})\n"
+        "from ama_acp.providers import http\n"
+        "print(json.dumps([sorted(m for m in sys.modules if m in WANTED), http._ssl_context.cache_info().hits]))\n"
+    ).replace("WANTED", repr(("httpx", "httpcore", f"ama_acp.providers.{dialect}")))
+    environment = clean_env(tmp_path, {env: "test-key-abcdefgh"})
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60, check=True, env=environment
+    )
+    modules, hits = json.loads(out.stdout)
+    assert modules == sorted(("httpx", "httpcore", f"ama_acp.providers.{dialect}"))
+    assert hits == 0  # made once, by the preparation; a request's client then finds it cached
+
+
+def test_an_http_model_without_its_key_prepares_nothing_to_send(tmp_path) -> None:
+    """No key: the session's provider only says what to do (resolve.FailingProvider), no HTTP client needed."""
+    code = (
+        "import sys, json\n"
+        "from ama_acp.config import Config\n"
+        "from ama_acp.session.manager import prepare_first_prompt\n"
+        "prepare_first_prompt(Config(), 'openai/gpt-5')\n"
+        "print(json.dumps('httpx' in sys.modules))\n"
+    )
+    environment = clean_env(tmp_path)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60, check=True, env=environment
+    )
+    assert json.loads(out.stdout) is False
+
+
+# What answering session/new must not import: the session machinery, the store (and `secrets`, `shutil`),
+# the tools, the provider modules and httpx. Imported in the fresh interpreter first: what `ama --mode acp`
+# imports before it answers `initialize`.
+STARTUP = ("ama_acp.cli", "ama_acp.server", "ama_acp.logs", "ama_acp.rpc.stdio", "ama_acp.providers.resolve")
+HEAVY = (
+    "ama_acp.session.session",
+    "ama_acp.session.store",
+    "ama_acp.session.lifecycle",
+    "ama_acp.session.commands",
+    "ama_acp.session.entries",
+    "ama_acp.tools.registry",
+    "ama_acp.agent.loop",
+    "ama_acp.providers.http",
+    "httpx",
+    "secrets",
+    "shutil",
+)
+
+
+def test_answering_session_new_imports_none_of_the_session_machinery(tmp_path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    code = f"""
+import json, sys
+for name in {STARTUP!r}:
+    __import__(name)
+already = sorted(m for m in {HEAVY!r} if m in sys.modules)
+from ama_acp.config import Config
+from ama_acp.session.manager import SessionManager
+
+class Peer:
+    async def notify(self, method, params): pass
+    async def request(self, method, params, timeout=None): return None
+
+manager = SessionManager(Config(data_dir={str(tmp_path / "data")!r}), Peer(), default_model="scripted/demo")
+opened = manager.open_session({str(ws)!r}, None, [])
+print(json.dumps({{"already": already, "after": sorted(m for m in {HEAVY!r} if m in sys.modules),
+                  "id": opened.session_id}}))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60, check=True)
+    result = json.loads(out.stdout)
+    assert result["already"] == [], "startup itself imports these; the check below would prove nothing"
+    assert result["after"] == []
+    assert result["id"].startswith("ses_")
+    assert not (tmp_path / "data" / "sessions").exists()  # the file comes with the Session, after the answer
