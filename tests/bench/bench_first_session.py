@@ -8,8 +8,11 @@ importing the session modules. For each of 7 fresh `ama --mode acp` processes (t
 network), over raw pipes: `initialize`, then immediately `session/new`; the latency is `session/new` written →
 its response read. Interleaved with those, 7 more processes that wait 0.5 s between the two (the "after a
 pause" figure: by then the preload has normally finished, so it is the baseline of the same run). Also printed:
-spawn → `initialize` response, and how many of the processes had logged the end of their preload before
-`session/new` was written (from the timestamps in ama's log, millisecond resolution).
+spawn → `initialize` response; how many of the processes had logged the end of their preload before
+`session/new` was written (from the timestamps in ama's log, millisecond resolution; a process closed before
+its preload ended logs that it stopped instead); and `session/new` written → its `usage_update` read, the end
+of the opening updates that follow the response (ama builds the session after answering: this is when it is
+ready, for reading the figure beside the response's, no goal).
 
 Goal (issue 15): session/new under 10 ms, right after initialize. A missed goal is reported, not fatal (pass
 --check-goals to exit 1 on one); a missing or wrong answer always exits non-zero. On a 2-core machine the
@@ -25,11 +28,12 @@ import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from ama_acp.server import PRELOADED  # noqa: E402
+from ama_acp.server import PRELOAD_STOPPED, PRELOADED  # noqa: E402
 from tests.bench.bench_streaming import BenchFailure, RawAgent, compile_ama  # noqa: E402
 from tests.support.harness import Ama, clean_env  # noqa: E402
 
@@ -38,19 +42,28 @@ PAUSE = 0.5
 GOAL_MS = 10.0
 
 
-def preload_times(log: Path, skip: int) -> list[float]:
-    """Epoch times of the preload lines logged after the first `skip` of them (logging's local time, ms)."""
+def preload_ends(log: Path, skip: int) -> list[tuple[float, bool]]:
+    """(epoch time, finished) of each preload's end logged after the first `skip` of them (logging's local
+    time, ms): PRELOADED when the preload finished, PRELOAD_STOPPED when the connection ended first (these
+    processes close their input right after session/new)."""
     try:
         lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
     except FileNotFoundError:
         return []
-    stamps = [line[:23] for line in lines if PRELOADED in line][skip:]
-    return [datetime.strptime(s, "%Y-%m-%d %H:%M:%S,%f").timestamp() for s in stamps]
+    ends = [(line[:23], PRELOADED in line) for line in lines if PRELOADED in line or PRELOAD_STOPPED in line][skip:]
+    return [(datetime.strptime(s, "%Y-%m-%d %H:%M:%S,%f").timestamp(), done) for s, done in ends]
+
+
+def opening_done(msg: dict[str, Any], sid: str) -> bool:
+    """The session's opening updates end with its usage_update (E4): then it is built and idle."""
+    params = msg.get("params")
+    update = params.get("update") if isinstance(params, dict) else None
+    return isinstance(update, dict) and params.get("sessionId") == sid and update.get("sessionUpdate") == "usage_update"
 
 
 def one(ama: Ama, tmp: Path, pause: float) -> dict[str, float | bool]:
     log = ama.data / "logs" / "ama.log"
-    before = len(preload_times(log, 0))
+    before = len(preload_ends(log, 0))
     spawned = time.perf_counter()
     agent = RawAgent(ama.command(), str(ama.workspace), clean_env(tmp), ama.stderr)
     try:
@@ -63,16 +76,21 @@ def one(ama: Ama, tmp: Path, pause: float) -> dict[str, float | bool]:
         answered, msg = agent.response(2, "the session/new response")
         if not isinstance(msg["result"], dict) or not msg["result"].get("sessionId"):
             raise BenchFailure(f"session/new answered without a sessionId: {msg}")
+        sid = msg["result"]["sessionId"]
+        agent.wait(lambda: any(opening_done(m, sid) for m in agent.messages), "the new session's usage_update")
+        opened = time.perf_counter()  # the read that brought it has just returned
     finally:
         agent.close()
-    preloaded = preload_times(log, before)
-    if not preloaded:
-        raise BenchFailure(f"ama did not log {PRELOADED!r} in {log}")
+    ends = preload_ends(log, before)  # close() waited for the process to exit: its log is complete
+    if not ends:
+        raise BenchFailure(f"ama logged neither {PRELOADED!r} nor {PRELOAD_STOPPED!r} in {log}")
+    when, finished = ends[0]
     return {
         "initialize": initialized - spawned,
         "session_new": answered - sent,
+        "opened": opened - sent,
         # The log stamps with milliseconds, truncated: a preload ended within the same millisecond counts.
-        "preloaded_before": preloaded[0] < wall,
+        "preloaded_before": finished and when < wall,
     }
 
 
@@ -117,7 +135,9 @@ def main(argv: list[str]) -> int:
             f"session/new {label:<22} {statistics.median(new):7.2f} ms  (range {min(new):.2f}–{max(new):.2f})  "
             f"goal < {GOAL_MS:g} ms  {'PASS' if passed else 'FAIL'}"
         )
+        opened = statistics.median(float(r["opened"]) for r in results) * 1000
         print(f"    spawn → initialize response {init:.0f} ms; preload logged before session/new: {done} of {len(new)}")
+        print(f"    session/new → its opening updates' end (usage_update) {opened:.1f} ms")
     immediate = statistics.median(float(r["session_new"]) for r in runs["immediately"])
     paused = statistics.median(float(r["session_new"]) for r in runs["after a pause"])
     print(f"ratio immediately / after a pause: {immediate / paused:.2f}×")
