@@ -122,6 +122,22 @@ class SSEParser:
         self._size = 0  # bytes in the event being built
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
+        if (
+            not self._start
+            and not self._line
+            and not self._data
+            and not self._skip_lf
+            and chunk.startswith(b"data: ")
+            and chunk.find(b"\n") == len(chunk) - 2
+            and chunk.endswith(b"\n\n")
+            and b"\r" not in chunk
+            and len(chunk) <= self.max_event
+        ):
+            # One whole event of one data line, the way model servers send a delta: no line loop at all.
+            event = SSEEvent(self._event, self._text(chunk[6:-2]))
+            self.events += 1
+            self._event, self._size = "", 0
+            return [event]
         out: list[SSEEvent] = []
         if self._start and chunk:
             head = bytes(self._line) + chunk[:3]
@@ -414,7 +430,9 @@ class _DeadlineExceeded(ProviderError):
 
 
 def _remaining(deadline: float) -> float:
-    return max(0.0, deadline - anyio.current_time())
+    # Deadlines are on time.monotonic(), the event loop's own clock, read without anyio's backend lookup (a
+    # microsecond or two, once per read of a stream).
+    return max(0.0, deadline - time.monotonic())
 
 
 async def _before(deadline: float, it: AsyncIterator[bytes]) -> AsyncGenerator[bytes, None]:
@@ -434,7 +452,7 @@ async def _read_before(deadline: float, it: AsyncIterator[bytes]) -> bytes | Non
     ~20 µs, most of what a delta costs, and one cannot be held across a `yield`. A read that waits is bounded by
     httpx's read timeout (the same `timeout`, set in `_client`): a server that keeps sending (keepalives,
     endless text) is stopped at the deadline, one that stalls `timeout` after its last byte."""
-    if anyio.current_time() >= deadline:
+    if time.monotonic() >= deadline:
         raise _DeadlineExceeded
     try:
         return await it.__anext__()
@@ -567,7 +585,7 @@ class HttpStream:
         """One POST: its provider events, then (unless one was terminal) the `_Outcome` of its failure."""
         import httpx
 
-        deadline = anyio.current_time() + self.timeout
+        deadline = time.monotonic() + self.timeout
         try:
             async with contextlib.AsyncExitStack() as stack:
                 client = await stack.enter_async_context(self._client())

@@ -272,7 +272,7 @@ async def parse_openai_stream(batches: AsyncIterator[list[SSEEvent]]) -> AsyncGe
         out: list[ProviderEvent] = []
         try:
             for ev in batch:
-                if ev.data.strip() == "[DONE]":
+                if len(ev.data) < 32 and ev.data.strip() == "[DONE]":  # not a strip of every chunk
                     done_seen = True
                     break
                 chunk = _decode_chunk(ev.data)

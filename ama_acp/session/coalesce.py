@@ -54,12 +54,8 @@ class ChunkCoalescer:
         self._message_id: str | None = None
         self._last_sent = float("-inf")  # time.monotonic() of the last chunk written
         self._armed: anyio.Event | None = None
-        self._active = False
+        self.active = False  # merging: inside turn() with a window (an attribute: read once a delta)
         self.chunks_sent = 0
-
-    @property
-    def active(self) -> bool:
-        return self._active and self.window > 0
 
     @asynccontextmanager
     async def turn(self) -> AsyncIterator[None]:
@@ -68,7 +64,7 @@ class ChunkCoalescer:
         if self.window <= 0:
             yield
             return
-        self._active = True
+        self.active = True
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._timer)
@@ -77,7 +73,7 @@ class ChunkCoalescer:
                 finally:
                     tg.cancel_scope.cancel()
         finally:
-            self._active = False
+            self.active = False
             with anyio.CancelScope(shield=True):
                 await self.flush()
 

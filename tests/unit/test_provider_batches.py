@@ -179,3 +179,34 @@ def test_a_stream_that_stalls_is_ended_by_the_timeout_after_its_last_byte():
     assert isinstance(fail, Failure) and fail.kind == "timeout", events
     assert 0.4 <= took < 5.0, took
     assert not any(isinstance(e, ToolCallEvent) for e in events)
+
+
+SSE_LINES = st.lists(
+    st.one_of(
+        st.builds(lambda t: f"data: {t}\n\n", st.text(alphabet=st.characters(blacklist_characters="\r\n"), max_size=8)),
+        st.builds(lambda t: f"event: {t}\n", st.sampled_from(["a", "b", "message_start"])),
+        st.just(": keepalive\n\n"),
+        st.builds(lambda t: f"data: {t}\r\n\r\n", st.text(alphabet="xyz", max_size=4)),
+        st.builds(lambda t: f"data:{t}\n", st.text(alphabet="pq", max_size=3)),
+        st.just("\n"),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(lines=SSE_LINES, cuts=st.lists(st.integers(0, 400), max_size=10))
+def test_the_one_event_fast_path_reads_like_the_general_parser(lines, cuts):
+    """Whole events fed one chunk each take the fast path; any other split takes the line loop: both agree."""
+    from ama_acp.providers.http import SSEParser
+
+    body = "".join(lines).encode()
+    whole = SSEParser()
+    one_chunk_each = [e for line in lines for e in whole.feed(line.encode())] + whole.close()
+    split = SSEParser()
+    bounds = sorted({0, len(body), *[min(c, len(body)) for c in cuts]})
+    pieces = [body[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+    anywhere = [e for piece in pieces for e in split.feed(piece)] + split.close()
+    byte = SSEParser()
+    by_byte = [e for i in range(len(body)) for e in byte.feed(body[i : i + 1])] + byte.close()
+    assert one_chunk_each == anywhere == by_byte
