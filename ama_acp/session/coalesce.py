@@ -19,13 +19,17 @@ All sends go through one lock, so the timer's flush and the turn's own updates n
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 import anyio
 
+from ama_acp.rpc.errors import UNEXPECTED
 from ama_acp.wire import types as w
+
+log = logging.getLogger(__name__)
 
 DEFAULT_WINDOW_S = 0.02  # one frame at 50 Hz: below what a person perceives as a stutter
 DEFAULT_MAX_CHARS = 16_384  # a chunk never grows past this: the editor renders steadily, lines stay small
@@ -136,4 +140,9 @@ class ChunkCoalescer:
                 await self._armed.wait()
             # anyio's clock is the event loop's, time.monotonic() on every backend ama runs on.
             await anyio.sleep(max(0.0, self._last_sent + self.window - time.monotonic()))
-            await self.flush()
+            try:
+                await self.flush()
+            except Exception:
+                # Sends do not raise (a closed peer is recorded, not raised); if one did, it must not come out of
+                # this task as an ExceptionGroup through the turn: the turn's own next send meets it plainly.
+                log.exception("%s flushing streamed text", UNEXPECTED)
