@@ -13,6 +13,8 @@ import signal
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
 
+import anyio
+
 from ama_acp.client import slash
 from ama_acp.client.connection import AgentProcess
 from ama_acp.client.handlers import RpcError
@@ -36,32 +38,38 @@ def terminal_permission(term: LineSource, renderer: Renderer, status: TurnStatus
     """A permission policy that asks the person: the request with its diff or command and numbered options, then
     a number (empty, Ctrl-D or a cancelled turn = `cancelled`). The program status is blocked meanwhile."""
 
+    one_at_a_time = anyio.Lock()  # an agent may ask two at once: the terminal has one line to answer on
+
     async def ask(params: dict[str, Any]) -> str | None:
-        options = [o for o in as_list(params.get("options")) if isinstance(o, dict)]
         status.permission_asked(f"Permission: {renderer.permission_title(params)}")
-        renderer.permission_request(params, numbered=True)
         try:
-            while True:
-                try:
-                    answer = await term.read_line(CHOICE_PROMPT)
-                except LineInterrupted:
-                    # Ctrl-C at the question means what it means during the rest of the turn: cancel it (the
-                    # turn's SIGINT handler sends session/cancel; a second Ctrl-C exits).
-                    os.kill(os.getpid(), signal.SIGINT)
-                    return None
-                if answer is None or not answer.strip():
-                    return None
-                try:
-                    index = int(answer.strip()) - 1
-                    if not 0 <= index < len(options):
-                        raise ValueError(answer)
-                except ValueError:
-                    renderer.line(f"not one of 1–{len(options)}")
-                    continue
-                option_id = options[index].get("optionId")
-                return option_id if isinstance(option_id, str) else None
+            async with one_at_a_time:
+                return await _ask(params)
         finally:
             status.permission_answered()
+
+    async def _ask(params: dict[str, Any]) -> str | None:
+        options = [o for o in as_list(params.get("options")) if isinstance(o, dict)]
+        renderer.permission_request(params, numbered=True)
+        while True:
+            try:
+                answer = await term.read_line(CHOICE_PROMPT)
+            except LineInterrupted:
+                # Ctrl-C at the question means what it means during the rest of the turn: cancel it (the
+                # turn's SIGINT handler sends session/cancel; a second Ctrl-C exits).
+                os.kill(os.getpid(), signal.SIGINT)
+                return None
+            if answer is None or not answer.strip():
+                return None
+            try:
+                index = int(answer.strip()) - 1
+                if not 0 <= index < len(options):
+                    raise ValueError(answer)
+            except ValueError:
+                renderer.line(f"not one of 1–{len(options)}")
+                continue
+            option_id = options[index].get("optionId")
+            return option_id if isinstance(option_id, str) else None
 
     return ask
 
