@@ -460,8 +460,7 @@ class Renderer:
                 self.line(self._tool_line(state), key=("tool", sid, state.id))
             elif len(state.statuses) == 1 or terminal or self.colour:
                 self.line(self._tool_line(state), key=("tool", sid, state.id))
-        content = update.get("content")
-        for item in content if isinstance(content, list) else []:
+        for item in as_list(update.get("content")):
             if isinstance(item, dict) and item.get("type") == "terminal":
                 if str(item.get("terminalId")) not in state.terminals:
                     state.terminals.append(str(item.get("terminalId")))
@@ -535,7 +534,7 @@ class Renderer:
     # plan, modes, options, info
 
     def _on_plan(self, sid: str, update: dict[str, Any]) -> None:
-        entries = items if isinstance(items := update.get("entries"), list) else []
+        entries = as_list(update.get("entries"))
         if self._plans.get(sid) == entries:
             return
         self._plans[sid] = entries
@@ -639,13 +638,14 @@ def _option_value(option: dict[str, Any]) -> str:
     value = option.get("currentValue")
     if isinstance(value, bool):
         return "on" if value else "off"
-    for choice in _flat_options(option.get("options")):
+    for choice in flat_options(option.get("options")):
         if choice.get("value") == value and choice.get("name") and choice["name"] != value:
             return f"{choice['name']} ({value})"
     return str(value)
 
 
-def _flat_options(options: Any) -> list[dict[str, Any]]:
+def flat_options(options: Any) -> list[dict[str, Any]]:
+    """A select option's choices, groups (`{"group", "options": [...]}`) flattened; anything not an object dropped."""
     flat: list[dict[str, Any]] = []
     for item in as_list(options):
         if isinstance(item, dict) and isinstance(item.get("options"), list):

@@ -121,6 +121,6 @@ async def run_line(
             renderer.mode_set(session_id, str(call.params["modeId"]))
         else:  # set_config_option answers with every option: the one set is shown from there
             options = result.get("configOptions") if isinstance(result, dict) else None
-            renderer.option_set(session_id, str(call.params["configId"]), options if isinstance(options, list) else [])
+            renderer.option_set(session_id, str(call.params["configId"]), as_list(options))
         return None
     return await run_turn(conn, renderer, session_id, line, err, status)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ama_acp.client.render import as_list
+from ama_acp.client.render import flat_options
 from ama_acp.errors import ProtocolError
 
 HELP = (
@@ -93,13 +93,12 @@ def _match(wanted: str, choices: list[tuple[str, str]]) -> str | None:
 
 
 def _flat_choices(option: dict[str, Any]) -> list[tuple[str, str]]:
-    out: list[tuple[str, str]] = []
-    for item in as_list(option.get("options")):
-        group = item.get("options") if isinstance(item, dict) else None
-        for choice in group if isinstance(group, list) else [item]:
-            if isinstance(choice, dict) and isinstance(choice.get("value"), str):
-                out.append((choice["value"], str(choice.get("name") or choice["value"])))
-    return out
+    """(value, name) of each choice the renderer knows for the option (the same flattening it shows)."""
+    return [
+        (c["value"], str(c.get("name") or c["value"]))
+        for c in flat_options(option.get("options"))
+        if isinstance(c.get("value"), str)
+    ]
 
 
 def _listing(choices: list[tuple[str, str]]) -> str:

@@ -59,7 +59,6 @@ class ChunkCoalescer:
         self._last_sent = float("-inf")  # time.monotonic() of the last chunk written
         self._armed: anyio.Event | None = None
         self.active = False  # merging: inside turn() with a window (an attribute: read once a delta)
-        self.chunks_sent = 0
 
     @asynccontextmanager
     async def turn(self) -> AsyncIterator[None]:
@@ -130,7 +129,6 @@ class ChunkCoalescer:
 
     async def _write(self, kind: ChunkKind, message_id: str | None, text: str) -> None:
         self._last_sent = time.monotonic()
-        self.chunks_sent += 1
         await self._send(kind(content=w.TextContent(text=text), message_id=message_id))
 
     async def _timer(self) -> None:
