@@ -343,28 +343,13 @@ class Renderer:
 
     def permission_title(self, params: dict[str, Any]) -> str:
         """What a permission request is about: its tool call's title, or the title announced earlier."""
-        params = terminal_safe(params)
-        tool = call if isinstance(call := params.get("toolCall"), dict) else {}
-        title = tool.get("title")
-        if not title:
-            state = self._tools.get((str(params.get("sessionId")), str(tool.get("toolCallId"))))
-            title = state.title if state else tool.get("toolCallId", "?")
-        return str(title)
+        return self._title(terminal_safe(params))
 
     def permission_request(self, params: dict[str, Any], numbered: bool = False) -> None:
         """Show a permission request: what it is about, the command or diff it carries, and its options
-        (numbered, for a person to choose one)."""
+        (numbered, for a person to choose one); its answer (`permission`) then does not show it again."""
         params = terminal_safe(params)
-        tool = call if isinstance(call := params.get("toolCall"), dict) else {}
-        options = [o for o in as_list(params.get("options")) if isinstance(o, dict)]
-        choices = ", ".join(f"{o.get('name')} ({o.get('kind')})" for o in options)
-        header = self.style(MAGENTA, f"? permission: {self.permission_title(params)}")
-        self.line(header if numbered else f"{header} — {choices}")
-        for detail in permission_details(tool):
-            self.line("  │ " + detail)
-        if numbered:
-            for i, o in enumerate(options, 1):
-                self.line(f"  {i}. {o.get('name')} ({o.get('kind')})")
+        self._show_request(params, numbered)
         self._asked.add(_request_key(params))
 
     def permission(self, params: dict[str, Any], outcome: dict[str, Any]) -> None:
@@ -376,8 +361,7 @@ class Renderer:
         if key in self._asked:
             self._asked.discard(key)
         else:
-            self.permission_request(params)
-            self._asked.discard(key)
+            self._show_request(params, numbered=False)
         if outcome.get("outcome") == "selected":
             chosen = next((o for o in options if o.get("optionId") == outcome.get("optionId")), {})
             kind = str(chosen.get("kind", ""))
@@ -385,6 +369,27 @@ class Renderer:
             self.line("  → " + self.style(GREEN if kind.startswith("allow") else RED, answer))
         else:
             self.line("  → " + self.style(DIM, "cancelled"))
+
+    def _title(self, params: dict[str, Any]) -> str:
+        tool = call if isinstance(call := params.get("toolCall"), dict) else {}
+        title = tool.get("title")
+        if not title:
+            state = self._tools.get((str(params.get("sessionId")), str(tool.get("toolCallId"))))
+            title = state.title if state else tool.get("toolCallId", "?")
+        return str(title)
+
+    def _show_request(self, params: dict[str, Any], numbered: bool) -> None:
+        """`params` already made terminal-safe."""
+        tool = call if isinstance(call := params.get("toolCall"), dict) else {}
+        options = [o for o in as_list(params.get("options")) if isinstance(o, dict)]
+        choices = ", ".join(f"{o.get('name')} ({o.get('kind')})" for o in options)
+        header = self.style(MAGENTA, f"? permission: {self._title(params)}")
+        self.line(header if numbered else f"{header} — {choices}")
+        for detail in permission_details(tool):
+            self.line("  │ " + detail)
+        if numbered:
+            for i, o in enumerate(options, 1):
+                self.line(f"  {i}. {o.get('name')} ({o.get('kind')})")
 
     def turn_end(self, session_id: str, stop_reason: Any) -> None:
         """The end of a prompt turn: its stop reason and the meter as it stands (`ctx ?` if never reported)."""
