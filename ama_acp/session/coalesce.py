@@ -87,6 +87,11 @@ class ChunkCoalescer:
             assert isinstance(content, w.TextContent)
             await self.text(type(update), content.text, update.message_id)
             return
+        if not self.active and not self._pending:
+            # Outside a turn there is no timer and nothing held: no lock, whose acquire costs a trip through
+            # the event loop per update (a load replays thousands).
+            await self._send(update)
+            return
         async with self._lock:
             await self._flush_locked()
             await self._send(update)
