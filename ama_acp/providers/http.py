@@ -134,10 +134,10 @@ class SSEParser:
             and len(chunk) <= self.max_event
         ):
             # One whole event of one data line, the way model servers send a delta: no line loop at all.
-            event = SSEEvent(self._event, self._text(chunk[6:-2]))
-            self.events += 1
-            self._event, self._size = "", 0
-            return [event]
+            single: list[SSEEvent] = []
+            self._data.append(self._text(chunk[6:-2]))
+            self._dispatch(single)
+            return single
         out: list[SSEEvent] = []
         if self._start and chunk:
             head = bytes(self._line) + chunk[:3]
@@ -162,20 +162,7 @@ class SSEParser:
                     self._line += piece
                     piece = bytes(self._line)
                     self._line.clear()
-                if piece.startswith(b"data: "):  # nearly every line of a model's stream: inline, no call
-                    self._size += len(piece) - 5
-                    if self._size > self.max_event:
-                        raise self._too_big()
-                    try:
-                        self._data.append(piece[6:].decode("utf-8"))
-                    except UnicodeDecodeError:
-                        self._text(piece[6:])  # raises the StreamError saying so
-                elif not piece and self._data:
-                    out.append(SSEEvent(self._event, self._data[0] if len(self._data) == 1 else "\n".join(self._data)))
-                    self.events += 1
-                    self._event, self._data, self._size = "", [], 0
-                else:
-                    self._take(piece, out)
+                self._take(piece, out)
             self._line += rest
             if self._size + len(self._line) > self.max_event:
                 raise self._too_big()
