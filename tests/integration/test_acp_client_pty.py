@@ -280,7 +280,8 @@ def test_the_fixture_agent_turn_with_a_permission_and_its_modes(tmp_path):
     no_reply_echoed(output)
 
 
-def test_sigterm_at_the_prompt_clears_the_status_and_gives_the_tty_back(tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_sigterm_at_the_prompt_clears_the_status_and_gives_the_tty_back(tmp_path, signum):
     ama, env = ama_setup(tmp_path, [{"text": "Hi.", "usage": {"input": 10_000, "output": 5}}])
     fresh_master, fresh_slave = os.openpty()  # what a new terminal's line discipline starts with
     before = termios.tcgetattr(fresh_master)
@@ -288,11 +289,29 @@ def test_sigterm_at_the_prompt_clears_the_status_and_gives_the_tty_back(tmp_path
     with PtyTerminal(client(ama), env=env, cwd=ama.workspace) as term:
         term.wait_for("» ")
         during = termios.tcgetattr(term.master)
-        term.proc.send_signal(signal.SIGTERM)
+        term.proc.send_signal(signum)
         rc = term.wait_exit()
         after = termios.tcgetattr(term.master)
         states = term.states()
-    assert rc == 128 + signal.SIGTERM
+    assert rc == 128 + signum
     assert states[-1] == "clear"
     assert not during[3] & termios.ECHO  # the client's own mode while it ran (Linux: the master reads the slave's)
     assert after[3] & termios.ECHO and after[3] & termios.ICANON and after == before
+
+
+def test_a_turn_whose_agent_dies_reports_error_then_clear(tmp_path):
+    """The fixture agent that crashes on every prompt: the turn fails, the status says error (with why), then the
+    client exits and clears it."""
+    env = clean_env(tmp_path, {"TERM": "xterm-256color"})
+    env.pop("TMUX", None)
+    agent = [sys.executable, str(FIXTURE), "--break", "crash-on-prompt"]
+    argv = [sys.executable, "-m", "ama_acp", "acp-client", "--cwd", str(tmp_path), "--", *agent]
+    with PtyTerminal(argv, env=env, cwd=tmp_path) as term:
+        term.wait_for("» ")
+        term.type("hello\r")
+        rc = term.wait_exit()
+        reports = term.reports()
+    assert rc == 3
+    assert collapsed([r["state"] for r in reports]) == ["idle", "working", "error", "clear"]
+    error = next(r for r in reports if r["state"] == "error")
+    assert "exited" in error["msg"]
