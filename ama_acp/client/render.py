@@ -31,12 +31,17 @@ class Writer(Protocol):
 # --- the context meter ----------------------------------------------------------------------------
 
 
+def whole_percent(percent: float) -> int:
+    """The percentage as the meter shows it at 10 % and above: half up (34.5 → 35), not Python's half to even."""
+    return math.floor(percent + 0.5)
+
+
 def format_percent(percent: float) -> str:
     """`34%`, or one decimal below 10 % (`1.3%`), so a fresh session never reads as 0 %."""
     tenths = math.floor(percent * 10 + 0.5) / 10
     if tenths < 10:
         return f"{tenths:.1f}%"
-    return f"{math.floor(percent + 0.5)}%"
+    return f"{whole_percent(percent)}%"
 
 
 def format_cost(cost: Any) -> str:

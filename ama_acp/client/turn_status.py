@@ -18,6 +18,7 @@ import math
 from collections.abc import Callable
 
 from ama_acp.client.program_status import Emitter, Report
+from ama_acp.client.render import whole_percent
 
 APP = "ama"
 
@@ -40,8 +41,7 @@ class TurnStatus:
         value = self._percent()
         if value is None or not math.isfinite(value):
             return None
-        # Rounded as the meter rounds (half up, not Python's half to even): progress 35 beside "ctx 35%".
-        return max(0, min(100, math.floor(value + 0.5)))
+        return max(0, min(100, whole_percent(value)))  # progress 35 beside "ctx 35%"
 
     def _send(self, state: str, *, kind: str | None = None, msg: str | None = None) -> None:
         self.state, self._kind, self._msg = state, kind, msg
