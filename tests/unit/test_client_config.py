@@ -160,3 +160,24 @@ def test_a_named_config_that_is_not_utf8_is_a_config_error(config_home: Path, tm
     named = write(tmp_path / "named.toml", NOT_UTF8)
     with pytest.raises(ConfigError):
         program_status_mode(args(None, named), io.StringIO())
+
+
+@pytest.mark.parametrize(
+    "table",
+    [
+        "coalesce_window_ms = -1",
+        "coalesce_window_ms = 1001",
+        "coalesce_max_chars = 0",
+        "coalesce_max_chars = 10_000_001",
+        'coalesce_window_ms = "fast"',
+        "unknown = 1",
+    ],
+)
+def test_a_stream_setting_out_of_range_or_unknown_is_an_error(table: str) -> None:
+    with pytest.raises(ConfigError, match="stream"):
+        parse_config(f"[stream]\n{table}\n")
+
+
+def test_stream_defaults() -> None:
+    cfg = parse_config("")
+    assert cfg.stream.coalesce_window_ms == 20.0 and cfg.stream.coalesce_max_chars == 16_384

@@ -598,3 +598,18 @@ def test_a_result_that_is_not_an_object_is_recorded_and_read_as_empty(agent, wor
     assert init == {}
     [violation] = conn.violations_of("result_not_object")
     assert "initialize" in violation.detail and "list" in violation.detail
+
+
+@pytest.mark.parametrize("env", [5, "PATH=/x", {"name": "A", "value": "b"}, [5], [{"name": "A"}]])
+def test_terminal_create_with_an_env_that_is_not_a_list_of_pairs_is_invalid_params(env):
+    from ama_acp.client.handlers import TerminalManager
+
+    manager = TerminalManager(lambda fn: None)
+
+    async def main():
+        with pytest.raises(RpcError) as info:
+            await manager.create({"sessionId": "s", "command": "true", "env": env})
+        assert info.value.code == INVALID_PARAMS and "env" in info.value.message
+        assert manager.created == []  # nothing was started
+
+    anyio.run(main)
