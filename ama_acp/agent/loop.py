@@ -84,6 +84,11 @@ class TurnHost(Protocol):
         """E1; runs after the message is appended."""
         ...
 
+    async def request_lost(self) -> None:
+        """The provider accepted a request of this turn (`Accepted`) whose usage will never arrive: it was
+        cancelled, cut off, or retried mid-reply. It was billed all the same (U17)."""
+        ...
+
     async def before_request(self) -> None:
         """Compaction, when due, happens here: the context is whole (every call has its result)."""
         ...
@@ -145,11 +150,14 @@ async def _one_request(host: TurnHost) -> AssistantMessage:
     await host.before_request()
     request = host.build_request()
     parts = _PartialMessage()
+    accepted = False  # the provider took the current attempt: it is billed, whether or not usage arrives
     try:
         # aclosing: a cancelled or abandoned stream closes its HTTP response now, not at garbage collection.
         async with aclosing(host.provider().stream(request)) as stream:
             async for event in stream:
-                if isinstance(event, pb.TextDelta):
+                if isinstance(event, pb.Accepted):
+                    accepted = True
+                elif isinstance(event, pb.TextDelta):
                     parts.text(event.text)
                     await host.emit(ev.TextChunk(event.text, parts.message_id))
                 elif isinstance(event, pb.ThinkingDelta):
@@ -160,22 +168,33 @@ async def _one_request(host: TurnHost) -> AssistantMessage:
                     parts.tool_call(event)
                 elif isinstance(event, pb.Retrying):
                     # The provider starts the request over itself; what streamed so far is void.
+                    if accepted:  # …but an attempt cut off mid-reply was billed
+                        accepted = False
+                        await host.request_lost()
                     await host.emit(event)
                     parts = _PartialMessage()
                 elif isinstance(event, pb.Failure):
                     await _keep_partial(host, parts, "error")
+                    if accepted:
+                        accepted = False
+                        await host.request_lost()
                     await host.provider_failed(event)
                     raise TurnEnd("end_turn")
                 elif isinstance(event, pb.Finished):
+                    accepted = False  # billed with its message (after_assistant_message)
                     message = parts.finish(request.model, event.stop, event.usage)
                     await host.append(message)
                     return message
     except anyio.get_cancelled_exc_class():
         with anyio.CancelScope(shield=True):
             await _keep_partial(host, parts, "cancelled")
+            if accepted:
+                await host.request_lost()
         raise
     # The stream ended without Finished or Failure: a provider bug; say so rather than hang.
     await _keep_partial(host, parts, "error")
+    if accepted:
+        await host.request_lost()
     await host.provider_failed(pb.Failure("stream", "The model's reply ended unexpectedly."))
     raise TurnEnd("end_turn")
 

@@ -30,6 +30,8 @@ class BilledTotals(msgspec.Struct, frozen=True, omit_defaults=True):
     requests: int = 0
     side_requests: int = 0  # billed requests that never enter the context (titles, compaction)
     unreported: int = 0  # billed requests whose usage was missing or untrustworthy
+    # Of those, requests the provider accepted whose usage never came: cancelled, cut off or retried mid-reply.
+    interrupted: int = 0
     input: int = 0
     output: int = 0
     cache_read: int | None = None
@@ -47,6 +49,7 @@ class BilledTotals(msgspec.Struct, frozen=True, omit_defaults=True):
             requests=self.requests - before.requests,
             side_requests=self.side_requests - before.side_requests,
             unreported=self.unreported - before.unreported,
+            interrupted=self.interrupted - before.interrupted,
             input=self.input - before.input,
             output=self.output - before.output,
             cache_read=sub(self.cache_read, before.cache_read),
@@ -126,19 +129,26 @@ class Billing:
         self._totals = state.totals
         self._cost = state.cost
 
-    def add(self, usage: Usage | None, price: Price | None, enters_context: bool = True) -> float | None:
+    def add(
+        self, usage: Usage | None, price: Price | None, enters_context: bool = True, interrupted: bool = False
+    ) -> float | None:
         """Record one billed request (priced at `price`, the price of the model that served it).
 
         Returns this request's cost, or None when it cannot be priced — which also makes the session's cost
-        unknown from now on.
+        unknown from now on. `interrupted`: the provider accepted the request, and it was cancelled, cut off or
+        retried before its usage arrived; it was billed all the same, at a price nobody can know (U17).
         """
         t = self._totals
         side = 0 if enters_context else 1
-        if not _valid(usage):
+        if interrupted or not _valid(usage):
             self._totals = msgspec.structs.replace(
-                t, requests=t.requests + 1, side_requests=t.side_requests + side, unreported=t.unreported + 1
+                t,
+                requests=t.requests + 1,
+                side_requests=t.side_requests + side,
+                unreported=t.unreported + 1,
+                interrupted=t.interrupted + (1 if interrupted else 0),
             )
-            self._unpriced("no usable usage")
+            self._unpriced("interrupted before its usage arrived" if interrupted else "no usable usage")
             return None
         assert usage is not None
         inp, out = usage.input or 0, usage.output or 0
@@ -153,6 +163,7 @@ class Billing:
             requests=t.requests + 1,
             side_requests=t.side_requests + side,
             unreported=t.unreported,
+            interrupted=t.interrupted,
             input=t.input + inp,
             output=t.output + out,
             cache_read=acc(t.cache_read, usage.cache_read),

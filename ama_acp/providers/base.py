@@ -62,6 +62,11 @@ class Failure(msgspec.Struct, frozen=True):
     status: int | None = None
 
 
+class Accepted(msgspec.Struct, frozen=True):
+    """The provider took the request (a 2xx stream began): from here on it bills it, even if the reply is then
+    cancelled, cut off or retried before its usage arrives (U17: such a request makes the cost unknown)."""
+
+
 class Retrying(msgspec.Struct, frozen=True):
     """A retryable failure; the request starts over after `delay` seconds. Drop any partial output."""
 
@@ -70,7 +75,7 @@ class Retrying(msgspec.Struct, frozen=True):
     reason: str
 
 
-ProviderEvent = TextDelta | ThinkingDelta | ToolCallEvent | Finished | Failure | Retrying
+ProviderEvent = TextDelta | ThinkingDelta | ToolCallEvent | Finished | Failure | Retrying | Accepted
 
 
 class Provider(Protocol):

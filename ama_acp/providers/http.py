@@ -25,7 +25,16 @@ import anyio
 import msgspec
 
 from ama_acp.errors import ProviderError
-from ama_acp.providers.base import Failure, FailureKind, Finished, ProviderEvent, Retrying, TextDelta, ThinkingDelta
+from ama_acp.providers.base import (
+    Accepted,
+    Failure,
+    FailureKind,
+    Finished,
+    ProviderEvent,
+    Retrying,
+    TextDelta,
+    ThinkingDelta,
+)
 
 T = TypeVar("T")
 
@@ -604,6 +613,7 @@ class HttpStream:
                         "bad_request", f"expected a stream, got an HTML page{what}; check the base URL", False
                     )
                     return
+                yield Accepted()  # a 2xx stream: the provider bills this attempt from here on
                 meter = _Meter(self.max_response_bytes)
                 sse = SSEParser(self.max_event_bytes)
                 batches = sse_batches(chunks, deadline, meter, sse)

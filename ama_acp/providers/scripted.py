@@ -117,6 +117,7 @@ class ScriptedProvider:
         if reply.failure is not None:
             yield pb.Failure(reply.failure.kind, reply.failure.message)
             return
+        yield pb.Accepted()  # as a real provider's 2xx stream: billed from here on, even if cut short
         out_chars = 0
         for kind, text in (("thinking", reply.thinking), ("text", reply.text)):
             step = max(1, reply.chunk)

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from ama_acp.conversation.messages import Usage
 from ama_acp.providers.anthropic import AnthropicProvider
 from ama_acp.providers.base import (
+    Accepted,
     Failure,
     FailureKind,
     Finished,
@@ -95,7 +96,7 @@ def stream_of(dialect: str, chunks: list[bytes], status: int = 200, ctype: str =
 
 # --- the invariants ----------------------------------------------------------------------------------------
 
-_TYPES = (TextDelta, ThinkingDelta, ToolCallEvent, Finished, Failure, Retrying)
+_TYPES = (TextDelta, ThinkingDelta, ToolCallEvent, Finished, Failure, Retrying, Accepted)
 
 
 def _is_count(v: object) -> bool:
@@ -104,8 +105,16 @@ def _is_count(v: object) -> bool:
 
 def check(events: list[Any]) -> Finished | Failure:
     assert events, "no events at all"
+    accepted = False  # the current attempt's stream began: every reply event comes after its Accepted, once
     for e in events:
         assert type(e) in _TYPES, e
+        if isinstance(e, Accepted):
+            assert not accepted, events
+            accepted = True
+        elif isinstance(e, Retrying):
+            accepted = False
+        elif isinstance(e, TextDelta | ThinkingDelta | ToolCallEvent | Finished):
+            assert accepted, events
         if isinstance(e, TextDelta | ThinkingDelta):
             assert type(e.text) is str
         if isinstance(e, ThinkingDelta):

@@ -89,6 +89,7 @@ class FakeHost:
         self.approved: list[tuple[ev.ToolCallRequested, dict[str, Any]]] = []
         self.ran: list[tuple[str, dict[str, Any], str]] = []
         self.after_messages: list[AssistantMessage] = []
+        self.lost_requests = 0  # request_lost() calls: accepted requests whose usage never came
         self.before_requests = 0
         self.provider_failures: list[pb.Failure] = []
         self.turn_failures: list[str] = []
@@ -132,6 +133,9 @@ class FakeHost:
 
     async def after_assistant_message(self, message: AssistantMessage) -> None:
         self.after_messages.append(message)
+
+    async def request_lost(self) -> None:
+        self.lost_requests += 1
 
     async def before_request(self) -> None:
         self.before_requests += 1

@@ -243,7 +243,9 @@ class _Handler(ModelHandler):
                     return
                 if delay and n:
                     time.sleep(delay)
-                self.write_chunk(sse_event(name, data, nl))
+                event = sse_event(name, data, nl)
+                self.write_chunk(event)
+                self.recorded.sent += len(event)
             self.end_chunks()
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client went away (a timeout or a cancelled request); nothing to tell it
@@ -300,11 +302,14 @@ def llm_server_fixture() -> Iterator[LLMServer]:
         yield server
 
 
-def collect(stream_factory: Any) -> list[Any]:
-    """Run `stream_factory()` (e.g. `lambda: provider.stream(request)`) to its end and return its events."""
+def collect(stream_factory: Any, accepted: bool = False) -> list[Any]:
+    """Run `stream_factory()` (e.g. `lambda: provider.stream(request)`) to its end and return its events; the
+    `Accepted` marks (one per 2xx stream) only with `accepted=True`, as most tests look at the reply itself."""
     import anyio
 
+    from ama_acp.providers.base import Accepted
+
     async def main() -> list[Any]:
-        return [event async for event in stream_factory()]
+        return [event async for event in stream_factory() if accepted or not isinstance(event, Accepted)]
 
     return anyio.run(main)

@@ -151,3 +151,17 @@ def test_s1_turn_usage_is_the_difference_and_camel_case() -> None:
         "thoughtTokens": 4,
     }
     assert Billing().totals().prompt_usage() == {"inputTokens": 0, "outputTokens": 0, "totalTokens": 0}
+
+
+def test_u17_an_interrupted_request_counts_as_unreported_and_makes_the_cost_unknown() -> None:
+    b = Billing()
+    b.add(Usage(input=100, output=10), NO_CACHE_RATES)
+    # Usage arrived for it or not, an interrupted request is never priced: the provider's count of it is unknown.
+    assert b.add(Usage(input=100, output=10), NO_CACHE_RATES, interrupted=True) is None
+    t = b.totals()
+    assert (t.requests, t.unreported, t.interrupted, t.input) == (2, 1, 1, 100)
+    assert b.cost is None
+    stats = billed_stats(t)
+    assert stats["interrupted"] == 1 and stats["unreported"] == 1
+    assert Billing(msgspec.convert(msgspec.to_builtins(b.state()), BillingState)).totals().interrupted == 1
+    assert "interrupted" not in billed_stats(Billing().totals())  # only when some request was

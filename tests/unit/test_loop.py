@@ -397,3 +397,53 @@ def test_property_any_script_and_tool_outcomes_keep_the_conversation_paired_and_
     announced = {e.wire_id for e in host.of(ev.ToolCallRequested)}
     assert {wid for _, _, wid in host.ran} <= announced  # nothing runs unannounced
     assert all(name != "refuse" for name, _, _ in host.ran)
+
+
+# --- requests the provider accepted (U17: billed even when their usage never comes) --------------------------
+
+
+async def test_a_finished_request_is_billed_with_its_message_not_as_lost():
+    host = FakeHost([[pb.Accepted(), pb.TextDelta("hi"), pb.Finished("end_turn", Usage(input=5, output=1))]])
+    assert await run_turn(host, PROMPT) == "end_turn"
+    assert host.lost_requests == 0 and len(host.after_messages) == 1
+
+
+async def test_an_accepted_request_cancelled_mid_stream_is_lost_once():
+    host = FakeHost([[pb.Accepted(), pb.TextDelta("partial"), Hang()]])
+    with anyio.CancelScope() as scope:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run_turn, host, PROMPT)
+            with anyio.fail_after(5):
+                await host.p.streaming.wait()
+            scope.cancel()
+    assert scope.cancelled_caught and host.lost_requests == 1 and host.after_messages == []
+
+
+async def test_a_request_cancelled_before_the_provider_accepted_it_is_not_billed():
+    host = FakeHost([[Hang()]])
+    with anyio.CancelScope() as scope:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run_turn, host, PROMPT)
+            with anyio.fail_after(5):
+                await host.p.streaming.wait()
+            scope.cancel()
+    assert host.lost_requests == 0
+
+
+@pytest.mark.parametrize(
+    ("reply", "lost"),
+    [
+        # cut off, retried and then finished: the first attempt was billed without usage
+        ([pb.Accepted(), pb.TextDelta("x"), pb.Retrying(1, 0.0, "reset"), pb.Accepted(), pb.Finished("end_turn")], 1),
+        # a stream that breaks for good after it began
+        ([pb.Accepted(), pb.TextDelta("x"), pb.Failure("stream", "lost")], 1),
+        # refused before it streamed: not billed
+        ([pb.Failure("bad_request", "no")], 0),
+        # a stream that just ends (a provider bug) after it began
+        ([pb.Accepted(), pb.TextDelta("x")], 1),
+    ],
+)
+async def test_accepted_attempts_whose_usage_never_came_are_each_lost_once(reply, lost):
+    host = FakeHost([reply])
+    await run_turn(host, PROMPT)
+    assert host.lost_requests == lost

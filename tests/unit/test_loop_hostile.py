@@ -101,6 +101,9 @@ class Host:
         if self.fail_at == "after_message" and message.tool_calls:
             raise Boom("after")
 
+    async def request_lost(self) -> None:
+        return None
+
     async def before_request(self) -> None:
         return None
 

@@ -231,3 +231,31 @@ def test_importing_providers_does_not_import_httpx():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+# --- Accepted: the moment a provider bills a request (docs/context.md "Cancelled requests count") -------------
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+def test_a_stream_is_marked_accepted_before_its_first_event_and_an_error_status_never(server, kind):
+    from ama_acp.providers.base import Accepted
+
+    server.enqueue({"text": "hi"})
+    p = make(server, kind)
+    events = collect(lambda: p.stream(REQUEST), accepted=True)
+    assert isinstance(events[0], Accepted) and isinstance(events[-1], Finished)
+    assert sum(isinstance(e, Accepted) for e in events) == 1
+    server.enqueue({"status": 400, "message": "bad"})
+    events = collect(lambda: make(server, kind, retries=0).stream(REQUEST), accepted=True)
+    assert [type(e) for e in events] == [Failure]
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+def test_each_attempt_that_streamed_is_accepted_once_a_retry_included(server, kind):
+    from ama_acp.providers.base import Accepted
+
+    server.enqueue({"text": "hello there", "break_after": 2}, {"status": 503}, {"text": "again"})
+    events = collect(lambda: make(server, kind, retries=2).stream(REQUEST), accepted=True)
+    kinds = [type(e).__name__ for e in events if not isinstance(e, TextDelta)]
+    assert kinds == ["Accepted", "Retrying", "Retrying", "Accepted", "Finished"]
+    assert sum(isinstance(e, Accepted) for e in events) == 2
