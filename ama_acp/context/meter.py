@@ -147,6 +147,8 @@ class ContextMeter:
         self._tools_tokens = 0
         self._prefix_key: str | None = None  # digest of the current system prompt + tools
         self._anchor_key: str | None = None  # digest in force when the usage anchor was measured
+        # A restored anchor not yet compared with a final prefix (a loaded session's MCP servers still starting).
+        self._unverified = False
         self._messages: list[Message] = []
         self._messages_total = 0  # sum of the estimates of every message in the context
         self._source = PREFIX
@@ -175,40 +177,63 @@ class ContextMeter:
     def source(self) -> str:
         return self._source
 
-    def set_prefix(self, system_prompt: str, tools_json: str) -> None:
+    def set_prefix(self, system_prompt: str, tools_json: str, *, final: bool = True) -> None:
         """The system prompt and the tool declarations JSON the next request carries.
 
         Cheap when nothing changed (one digest). A changed prefix after a measured request is an edit of the
         context (U9): the figure becomes an estimate until the next response.
+
+        `final=False`: the declarations are still arriving (a loaded session's MCP servers are starting), so a
+        stored anchor restored with `restore(..., verify_prefix=False)` is not compared with them yet; the first
+        final prefix confirms it (same key: nothing moves) or voids it. An anchor measured in this process is
+        compared with every prefix, final or not: its key is exact.
         """
         key = _prefix_digest(system_prompt, tools_json)
-        if key == self._prefix_key:
-            return
-        est = self.estimator
-        self._system_tokens = est.text(system_prompt)
-        self._tools_tokens = est.text(tools_json)
-        self._prefix_key = key
+        if key != self._prefix_key:
+            est = self.estimator
+            self._system_tokens = est.text(system_prompt)
+            self._tools_tokens = est.text(tools_json)
+            self._prefix_key = key
+            self._cached = None
         if self._source == USAGE and self._anchor_key is not None and self._anchor_key != key:
-            self._to_estimate()
-        self._cached = None
+            if final or not self._unverified:
+                self._to_estimate()
+                self._cached = None
+        if final:
+            self._unverified = False
 
-    def append(self, message: Message) -> None:
+    @property
+    def prefix_key(self) -> str | None:
+        """The digest of the prefix last set (None before any)."""
+        return self._prefix_key
+
+    @property
+    def anchor_unverified(self) -> bool:
+        """A restored usage anchor is waiting for a final prefix to be compared with (see `set_prefix`)."""
+        return self._unverified and self._source == USAGE
+
+    def append(self, message: Message, measured: bool = True) -> None:
         """A message entered the context. An assistant message's usage (when trustworthy) becomes the anchor;
-        one without it joins the trailing estimate (U8), or, with no anchor, the figure is a whole estimate."""
+        one without it joins the trailing estimate (U8), or, with no anchor, the figure is a whole estimate.
+
+        `measured=False`: the reply was served by another model than the current one (the model was switched
+        while it streamed). Its usage counts that model's request, with its tokenizer and window: it never
+        becomes the anchor of the current model (U9), and the reply joins the estimate like one without usage."""
         n = self._estimates.get(message)
         self._messages.append(message)
         self._messages_total += n
         self._cached = None
         if isinstance(message, AssistantMessage):
-            tokens = usage_tokens(message.usage, self._window)
+            tokens = usage_tokens(message.usage, self._window) if measured else None
             if tokens is not None:
                 self._source = USAGE
                 self._anchor = tokens
                 self._anchor_key = self._prefix_key
+                self._unverified = False  # measured now, under the prefix of now
                 self._trailing = 0
                 self._untrusted = False
                 return
-            if reported(message.usage):
+            if measured and reported(message.usage):
                 log.info("untrustworthy usage %s; the last trustworthy figure stands (U11)", message.usage)
                 self._untrusted = True
             if self._source != USAGE:
@@ -292,7 +317,8 @@ class ContextMeter:
             used=used,
             source=self._source,
             # U11: an untrustworthy reading leaves no figure to derive a tier from; never healthy by default.
-            tier=UNMEASURED if self._untrusted else tier_for(percent, self._caps),
+            # The tier is exact (integers from used and window), never derived from the rounded percent.
+            tier=UNMEASURED if self._untrusted else tier_for(used, window, self._caps),
             usage_tokens=usage_part,
             trailing_tokens=trailing_part,
             window=window,
@@ -343,18 +369,23 @@ class ContextMeter:
             untrusted=self._untrusted,
         )
 
-    def restore(self, messages: Iterable[Message], state: MeterState | None) -> None:
+    def restore(self, messages: Iterable[Message], state: MeterState | None, *, verify_prefix: bool = True) -> None:
         """Session load: count `messages` and take the stored figures instead of re-deriving them.
 
         Messages stored after the state was taken are appended normally. Without a state the messages are
         replayed (their own usage sets the anchor). A state that does not fit the messages (it counts more
         messages than there are) is not trusted: the figure becomes an estimate.
+
+        The stored anchor is compared with the prefix set so far (a different one: estimate, U9) — unless
+        `verify_prefix=False`: the prefix is not final yet (the session's MCP servers have not declared their
+        tools), and the anchor stands, unverified, until `set_prefix(..., final=True)`.
         """
         msgs = list(messages)
         self._estimates.retain(msgs)
         self._messages = []
         self._messages_total = 0
         self._source, self._anchor, self._anchor_key, self._trailing = PREFIX, None, None, 0
+        self._unverified = False
         self._untrusted = False
         self._cached = None
         fits = state is not None and state.source in SOURCES and 0 <= state.message_count <= len(msgs)
@@ -374,7 +405,9 @@ class ContextMeter:
             self._anchor = state.usage_tokens
             self._trailing = state.trailing_tokens or 0
             self._anchor_key = state.prefix_key
-            if self._prefix_key is not None and state.prefix_key is not None and state.prefix_key != self._prefix_key:
+            if not verify_prefix:
+                self._unverified = state.prefix_key is not None  # compared once the prefix is final
+            elif self._prefix_key is not None and state.prefix_key is not None and state.prefix_key != self._prefix_key:
                 self._to_estimate()  # the prefix changed since the usage was measured (U9)
         elif state.source == PREFIX:
             self._source = PREFIX
@@ -390,6 +423,7 @@ class ContextMeter:
         self._source = ESTIMATE
         self._anchor = None
         self._anchor_key = None
+        self._unverified = False
         self._trailing = 0
 
 

@@ -61,6 +61,9 @@ class UsageReporter:
         `force=True` for a session open (D2): the client's view of the session starts afresh.
         """
         if payload is None:
+            # D3: nothing is sent while the window is unknown, and the client's meter is void meanwhile (a switch to
+            # a model without a window): the next figure is news, even if it reads as the last one sent.
+            self._last = None
             return None
         encoded = msgspec.json.encode(payload, order="sorted")  # key order must not matter
         if not force and encoded == self._last:

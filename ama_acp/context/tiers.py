@@ -1,13 +1,18 @@
 """Load tiers (docs/context.md "Load tiers"): the fill mapped to healthy / mid / high / warning / danger / unmeasured.
 
 A tier is derived from the current figure only, so it falls again after a compaction and never rises on momentum.
-`TierWatch` reports each upward crossing into high, warning or danger once, for the notice that tells the person
-what to do (`notice_text`).
+It is computed exactly, from `used` and the window in integers (`used × 100 ≥ cap × window`), never from the
+percent rounded for display: 4,999 of 10,000 tokens reads 50.0 % but is still `healthy`. `TierWatch` reports each
+upward crossing into mid, high, warning or danger once, for the notice that tells the person what to do
+(`notice_text`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from fractions import Fraction
+from functools import lru_cache
 
 HEALTHY = "healthy"
 MID = "mid"
@@ -18,7 +23,7 @@ UNMEASURED = "unmeasured"
 
 TIERS = (HEALTHY, MID, HIGH, WARNING, DANGER)  # in rising order
 DEFAULT_CAPS = (50.0, 60.0, 70.0, 74.0)
-NOTIFIED = (HIGH, WARNING, DANGER)  # the tiers whose rise the person is told about
+NOTIFIED = (MID, HIGH, WARNING, DANGER)  # the tiers whose rise the person is told about
 _RANK = {name: i for i, name in enumerate(TIERS)}
 _RANK[UNMEASURED] = -1  # below every measured tier: a first measurement in danger is a crossing
 
@@ -28,26 +33,44 @@ def rank(tier: str) -> int:
     return _RANK.get(tier, -1)
 
 
-def tier_for(percent: float | None, caps: Sequence[float] = DEFAULT_CAPS) -> str:
-    """The tier of a fill percentage; `unmeasured` when there is no figure (never reported as healthy)."""
-    if percent is None:
+@lru_cache(maxsize=16)
+def _exact_caps(caps: tuple[float, ...]) -> tuple[Fraction | float, ...]:
+    """Each cap as the exact number the person wrote: TOML's `55.3` is the float nearest 55.3, whose shortest
+    repr is `55.3` again, so the decimal is read back from it (the float itself is 55.29999…, and comparing with
+    it would put a fill of exactly 55.3 % below the cap). A cap that is not finite stays a float: it is compared
+    as such (inf is never reached, -inf always, nan never)."""
+    return tuple(Fraction(repr(float(c))) if math.isfinite(c) else float(c) for c in caps)
+
+
+def _reached(used: int, window: int, cap: Fraction | float) -> bool:
+    """`used / window × 100 ≥ cap`, exactly: in integers, with the cap's numerator and denominator."""
+    if isinstance(cap, float):  # not finite (see _exact_caps)
+        return cap < 0
+    return used * 100 * cap.denominator >= cap.numerator * window
+
+
+def tier_for(used: int | None, window: int | None, caps: Sequence[float] = DEFAULT_CAPS) -> str:
+    """The tier of `used` tokens in a window of `window` tokens; `unmeasured` when either is unknown (never
+    reported as healthy). Exact: no rounding anywhere, so the tier changes at the very token where the fill
+    reaches a cap. A figure above the window (a lower bound, U11) is compared as it is, not capped at 100 %."""
+    if used is None or window is None or window <= 0:
         return UNMEASURED
-    mid, high, warning, danger = caps
-    if percent >= danger:
+    mid, high, warning, danger = _exact_caps(tuple(caps))
+    if _reached(used, window, danger):
         return DANGER
-    if percent >= warning:
+    if _reached(used, window, warning):
         return WARNING
-    if percent >= high:
+    if _reached(used, window, high):
         return HIGH
-    if percent >= mid:
+    if _reached(used, window, mid):
         return MID
     return HEALTHY
 
 
 class TierWatch:
-    """Remembers the last measured tier of one session and reports upward crossings into high, warning or
-    danger: each rise once; staying does not repeat it, and a fall (after a compaction) followed by a new rise
-    reports again. `unmeasured` is no measurement: it leaves the memory alone, so an untrustworthy reading
+    """Remembers the last measured tier of one session and reports upward crossings into mid, high, warning
+    or danger: each rise once; staying does not repeat it, and a fall (after a compaction) followed by a new
+    rise reports again. `unmeasured` is no measurement: it leaves the memory alone, so an untrustworthy reading
     between two readings in `high` does not make the second one a new rise."""
 
     def __init__(self, initial: str = UNMEASURED) -> None:
@@ -64,22 +87,35 @@ class TierWatch:
 
 
 _ADVICE = {
+    MID: "Finish the current piece of work soon; start new work in a fresh session.",
     HIGH: "Finish the current thread of work, then wrap up.",
     WARNING: "Wrap up now, and start new work in a fresh session.",
     DANGER: "Stop and hand off: ask for a summary of where things stand, or run /compact.",
 }
 
 
-def notice_text(tier: str, percent: float | None, window: int | None, auto_compact_at: int | None) -> str:
-    """The words of a tier notice: the fill, the window, what the person should do, and what ama will do."""
-    fill = f"{percent:.1f} %" if percent is not None else "unknown"
-    size = f"{window:,} tokens" if window else "an unknown window"
+def fill_text(used: int, window: int | None, percent: float | None, estimated: bool) -> str:
+    """The fill for a person: `50.0 % (5,000 of 10,000 tokens)`; an estimate says so, in every number:
+    `≈ 52.0 % (≈ 5,200 of 10,000 tokens, estimated)`."""
+    approx = "≈ " if estimated else ""
+    note = ", estimated" if estimated else ""
+    if window is None:
+        return f"{approx}{used:,} tokens of an unknown window{' (estimated)' if estimated else ''}"
+    pct = f"{approx}{percent:.1f} % " if percent is not None else ""
+    return f"{pct}({approx}{used:,} of {window:,} tokens{note})"
+
+
+def notice_text(
+    tier: str, used: int, window: int | None, percent: float | None, auto_compact_at: int | None, estimated: bool
+) -> str:
+    """The words of a tier notice: the fill (with the counts; `≈` and "estimated" when the figure is ama's
+    estimate), what the person should do, and what ama will do."""
     if auto_compact_at is not None:
         nxt = f"ama will compact the conversation at {auto_compact_at:,} tokens."
     else:
         nxt = "Automatic compaction is off; run /compact to make room."
     advice = _ADVICE.get(tier, "")
-    return " ".join(part for part in (f"{fill} of {size} used.", advice, nxt) if part)
+    return " ".join(part for part in (f"{fill_text(used, window, percent, estimated)} used.", advice, nxt) if part)
 
 
 def caps_text(caps: Sequence[float]) -> str:

@@ -18,12 +18,13 @@ import msgspec
 from ama_acp.config import Config, Price
 from ama_acp.context.billing import BilledTotals, Billing, BillingState
 from ama_acp.context.estimate import Estimator, make_estimator
-from ama_acp.context.meter import USAGE, ContextFigures, ContextMeter, MeterState
+from ama_acp.context.meter import ESTIMATE, PREFIX, USAGE, ContextFigures, ContextMeter, MeterState, reported
 from ama_acp.context.reporter import UsageReporter
 from ama_acp.context.request_size import tools_json
-from ama_acp.context.tiers import DANGER, HIGH, WARNING, TierWatch, caps_text, notice_text, rank
-from ama_acp.conversation.messages import Message, Usage
+from ama_acp.context.tiers import DANGER, HIGH, MID, WARNING, TierWatch, caps_text, notice_text, rank
+from ama_acp.conversation.messages import AssistantMessage, Message, Usage
 from ama_acp.conversation.tools import ToolSpec
+from ama_acp.session.reopen import PendingPrefix, mcp_digests, stored_digests
 from ama_acp.wire import types as w
 
 log = logging.getLogger(__name__)
@@ -82,7 +83,37 @@ class ContextNotice(msgspec.Struct, frozen=True):
     text: str
 
 
-_TIER_SEVERITY: dict[str, Literal["info", "warning"]] = {HIGH: "info", WARNING: "warning", DANGER: "warning"}
+_TIER_SEVERITY: dict[str, Literal["info", "warning"]] = {
+    MID: "info",
+    HIGH: "info",
+    WARNING: "warning",
+    DANGER: "warning",
+}
+
+
+def estimated(f: ContextFigures) -> bool:
+    """Whether the figure is ama's estimate (sources `prefix` and `estimate`) rather than a provider's count."""
+    return f.source in (PREFIX, ESTIMATE)
+
+
+def estimate_reason(f: ContextFigures, messages: Sequence[Message]) -> str:
+    """Why the figure is an estimate, as far as the meter's state tells: the source, whether the latest reading
+    was untrustworthy, and whether the newest response in the context reported usage. The meter does not record
+    which edit ended its anchor, so when that response did report usage, the possible causes are named."""
+    if f.source == PREFIX:
+        return (
+            "no model response yet; it counts what the first request will carry (the system prompt, the tool "
+            "declarations and the messages so far)."
+        )
+    if f.untrusted:
+        return "the last response's usage was not trustworthy, so ama counts the context itself."
+    last = next((m for m in reversed(messages) if isinstance(m, AssistantMessage)), None)
+    if last is not None and not reported(last.usage):
+        return "the last response reported no usage, so ama counts the context itself."
+    return (
+        "the context or the model changed since the last response that reported usage (a model switch, a "
+        "compaction or pruning, or a changed system prompt or tool set); the next response measures it again."
+    )
 
 
 def billed_stats(t: BilledTotals) -> dict[str, int | float]:
@@ -90,6 +121,8 @@ def billed_stats(t: BilledTotals) -> dict[str, int | float]:
     request unreported a sum would be an invented 0, U15); cache figures only where some request reported
     them; `cacheReadShare` = cacheRead / (input + cacheRead + cacheWrite), 0–1, where known."""
     out: dict[str, int | float] = {"requests": t.requests, "sideRequests": t.side_requests, "unreported": t.unreported}
+    if t.interrupted:
+        out["interrupted"] = t.interrupted
     if t.requests == 0 or t.reported > 0:
         out.update(input=t.input, output=t.output, total=t.total)
         for key, value in (("cacheRead", t.cache_read), ("cacheWrite", t.cache_write), ("reasoning", t.reasoning)):
@@ -102,6 +135,9 @@ def billed_stats(t: BilledTotals) -> dict[str, int | float]:
 
 
 class SessionContext:
+    # A loaded session's stored anchor waiting for the load's MCP servers (session/reopen.py); None otherwise.
+    reopen: PendingPrefix | None = None
+
     def __init__(self, runtime: AccountingRuntime, session: AccountedSession) -> None:
         self._rt = runtime
         self._session = session
@@ -131,7 +167,18 @@ class SessionContext:
         if self._tools_json is None or version != self._tools_for:  # an MCP server's tools came or went
             self._tools_json = tools_json(self._session.tool_specs())
             self._tools_for = version
-        self.meter.set_prefix(self._session.system_prompt(), self._tools_json)
+        final = True
+        pending = self.reopen
+        if pending is not None:
+            # After a load, servers still starting are not a changed tool set: the stored anchor waits for them.
+            if self.meter.anchor_unverified and not pending.final(self._mcp_digests):
+                final = False
+            else:
+                self.reopen = None  # confirmed or voided just below, or a response has measured anew
+        self.meter.set_prefix(self._session.system_prompt(), self._tools_json, final=final)
+
+    def _mcp_digests(self) -> dict[str, str]:
+        return mcp_digests(self._session.mcp_declarations())
 
     def mcp_breakdown(self) -> list[tuple[str, int, int]]:
         """(server, tokens of its declarations, number of tools) for each MCP server of the session."""
@@ -141,13 +188,16 @@ class SessionContext:
             for name, specs in self._session.mcp_declarations().items()
         ]
 
-    def append(self, message: Message) -> None:
-        self.meter.append(message)
+    def append(self, message: Message, measured: bool = True) -> None:
+        """`measured=False`: an assistant reply of another model than the current one (see ContextMeter.append)."""
+        self.meter.append(message, measured)
 
-    def bill(self, model_id: str, usage: Usage | None, enters_context: bool) -> float | None:
-        # The price depends on the usage: long-context tiers (e.g. [1m] models above 200K) price the whole
-        # request higher.
-        self.last_cost = self.billing.add(usage, self._rt.price(model_id, usage), enters_context)
+    def bill(
+        self, model_id: str, usage: Usage | None, enters_context: bool, interrupted: bool = False
+    ) -> float | None:
+        """One billed request, priced as `model_id` — the model that served it, whatever is current now. The price
+        depends on the usage: long-context tiers (e.g. [1m] models above 200K) price the whole request higher."""
+        self.last_cost = self.billing.add(usage, self._rt.price(model_id, usage), enters_context, interrupted)
         return self.last_cost
 
     def model_changed(self, old: str, new: str) -> None:
@@ -161,9 +211,15 @@ class SessionContext:
         self.meter.replace(messages)
 
     def restore(self, messages: list[Message], meter: dict[str, Any] | None, billing: dict[str, Any] | None) -> None:
+        """A load: the stored figures. The prefix is not final yet — the load's MCP servers are connected after
+        this and start after the response — so a stored usage anchor is kept unverified until `reopen` says
+        the declarations are final (`reopen.servers_known` first; docs/context.md "Session load")."""
+        self.reopen = None
         self.refresh_prefix()
         state = msgspec.convert(meter, MeterState) if meter else None
-        self.meter.restore(messages, state)
+        self.meter.restore(messages, state, verify_prefix=False)
+        if self.meter.anchor_unverified:
+            self.reopen = PendingPrefix(stored_digests(meter.get("mcp")) if meter else None)
         measured_by = meter.get("model") if meter else None
         if isinstance(measured_by, str) and measured_by != self._session.model_id:
             # The model was switched after the state was stored (no response of the new one since): its usage
@@ -173,9 +229,17 @@ class SessionContext:
             self.billing = Billing(msgspec.convert(billing, BillingState))
 
     def meter_state(self) -> dict[str, Any]:
+        self.refresh_prefix()  # the prefix of now, so the digests below are those of the key the anchor holds
         state: dict[str, Any] = msgspec.to_builtins(self.meter.state())  # a Struct encodes as an object
         # The model whose responses the figures came from; MeterState itself knows no models (and ignores it).
         state["model"] = self._session.model_id
+        if self.meter.source == USAGE:
+            # Each MCP server's declarations under that key, so a load can tell early whether they are the same
+            # (session/reopen.py). A restored anchor not yet verified keeps the digests it was measured with.
+            pending = self.reopen
+            digests = pending.expected if pending is not None and self.meter.anchor_unverified else self._mcp_digests()
+            if digests is not None:
+                state["mcp"] = digests
         return state
 
     def billing_state(self) -> dict[str, Any]:
@@ -236,7 +300,7 @@ class SessionContext:
                 ContextNotice(
                     severity=_TIER_SEVERITY.get(tier, "warning"),
                     title=f"Context {tier}",
-                    text=notice_text(tier, f.percent, f.window, f.auto_compact_at),
+                    text=notice_text(tier, f.used, f.window, f.percent, f.auto_compact_at, estimated(f)),
                 )
             )
         self._pending_tier, self._pending_over = None, None
@@ -279,10 +343,15 @@ class SessionContext:
         f = self.figures()
         b = self.meter.breakdown()
         size = f"{f.window:,}" if f.window else "unknown"
-        pct = f" ({f.percent:.1f} %)" if f.percent is not None else ""
-        lines = [
-            f"**Context:** {f.used:,} of {size} tokens{pct} · tier {f.tier} · source {f.source}",
-        ]
+        if estimated(f):  # every number that rests on an estimate says so (≈, "estimated"), and why
+            pct = f" (≈ {f.percent:.1f} %, estimated)" if f.percent is not None else " (estimated)"
+            lines = [
+                f"**Context:** ≈ {f.used:,} of {size} tokens{pct} · tier {f.tier} · source {f.source}",
+                f"The figure is ama's estimate, not a provider's count: {estimate_reason(f, self.meter.messages)}",
+            ]
+        else:
+            pct = f" ({f.percent:.1f} %)" if f.percent is not None else ""
+            lines = [f"**Context:** {f.used:,} of {size} tokens{pct} · tier {f.tier} · source {f.source}"]
         if f.source == USAGE:
             lines.append(
                 f"(last reported usage {f.usage_tokens:,} + estimate of what came after {f.trailing_tokens:,})"
@@ -307,7 +376,12 @@ class SessionContext:
         if cost is not None:
             lines.append(f"**Cost so far:** ${cost:.4f}")
         else:
-            why = "a request reported no usage" if totals.unreported else "a request had no known price"
+            if totals.interrupted:
+                why = "a request was cancelled or cut off after the provider accepted it, before its usage arrived"
+            elif totals.unreported:
+                why = "a request reported no usage"
+            else:
+                why = "a request had no known price"
             lines.append(f"**Cost so far:** unknown ({why})")
         share = totals.cache_read_share()
         if share is not None:

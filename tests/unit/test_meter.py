@@ -308,6 +308,30 @@ def test_tier_follows_percent() -> None:
     assert m.figures().tier == "healthy"  # 2,500 / 10,000: it falls again after a compaction
 
 
+@pytest.mark.parametrize(
+    ("used", "percent", "tier"),
+    [(4_999, 50.0, "healthy"), (5_000, 50.0, "mid"), (7_399, 74.0, "warning"), (7_400, 74.0, "danger")],
+)
+def test_tier_is_exact_not_from_the_rounded_percent(used: int, percent: float, tier: str) -> None:
+    """The percent is rounded for display (U12); the tier is not: it changes at the very token of the cap."""
+    m = meter(window=10_000, reserve_tokens=1000)
+    m.append(assistant(usage=Usage(input=used, output=0)))
+    f = m.figures()
+    assert (f.used, f.percent, f.tier) == (used, percent, tier)
+
+
+@settings(max_examples=200, deadline=None)
+@given(window=st.integers(min_value=1, max_value=10**9), data=st.data())
+def test_property_the_meters_tier_is_the_exact_fill(window: int, data: st.DataObject) -> None:
+    used = data.draw(st.integers(min_value=1, max_value=4 * window))  # a trustworthy reading (U11)
+    m = meter(window=window)
+    m.append(assistant(usage=Usage(input=used, output=0)))
+    f = m.figures()
+    caps = (50, 60, 70, 74)
+    expected = ("healthy", "mid", "high", "warning", "danger")[sum(used * 100 >= c * window for c in caps)]
+    assert f.tier == expected
+
+
 # -- incremental cost (U5) -----------------------------------------------------------------------------
 
 
@@ -443,6 +467,64 @@ def test_restore_with_changed_prefix_is_an_estimate() -> None:
     again.restore(msgs, m.state())
     again.set_prefix(SYSTEM, TOOLS)
     assert again.figures().source == "usage"
+
+
+def _measured_with(tools: str) -> tuple[ContextMeter, list]:
+    """A session whose usage was measured with `tools` declared (an MCP server's among them)."""
+    m = ContextMeter(window=200_000)
+    m.set_prefix(SYSTEM, tools)
+    msgs = [user("hello"), assistant(usage=Usage(input=4000, output=60))]
+    for x in msgs:
+        m.append(x)
+    return m, msgs
+
+
+def test_restore_unverified_keeps_the_anchor_while_the_prefix_is_partial_and_confirms_it_when_final() -> None:
+    live, msgs = _measured_with(TOOLS + " mcp")
+    loaded = ContextMeter(window=200_000)
+    loaded.set_prefix(SYSTEM, TOOLS)  # the load's MCP server has not declared its tools yet
+    loaded.restore(msgs, live.state(), verify_prefix=False)
+    assert loaded.anchor_unverified and loaded.figures() == live.figures()
+    loaded.set_prefix(SYSTEM, TOOLS + " partial", final=False)  # still arriving: no comparison yet
+    assert loaded.figures() == live.figures()
+    loaded.set_prefix(SYSTEM, TOOLS + " mcp", final=True)  # the same tools after all: nothing moved
+    assert loaded.figures() == live.figures() and not loaded.anchor_unverified
+    loaded.set_prefix(SYSTEM, TOOLS, final=False)  # verified: any change now is a real one (U9)
+    assert loaded.figures().source == "estimate"
+
+
+def test_restore_unverified_becomes_an_estimate_when_the_final_prefix_differs() -> None:
+    live, msgs = _measured_with(TOOLS + " mcp")
+    loaded = ContextMeter(window=200_000)
+    loaded.set_prefix(SYSTEM, TOOLS)
+    loaded.restore(msgs, live.state(), verify_prefix=False)
+    loaded.set_prefix(SYSTEM, TOOLS + " other tools", final=True)
+    f = loaded.figures()
+    assert (f.source, f.used) == ("estimate", loaded.estimate_total())
+    assert not loaded.anchor_unverified
+
+
+def test_an_anchor_measured_after_the_load_is_compared_with_every_prefix() -> None:
+    live, msgs = _measured_with(TOOLS + " mcp")
+    loaded = ContextMeter(window=200_000)
+    loaded.set_prefix(SYSTEM, TOOLS)
+    loaded.restore(msgs, live.state(), verify_prefix=False)
+    loaded.append(user("more"))
+    loaded.append(assistant(usage=Usage(input=5000, output=10)))  # measured here, with the partial prefix
+    assert not loaded.anchor_unverified and loaded.figures().used == 5010
+    loaded.set_prefix(SYSTEM, TOOLS + " mcp", final=False)  # a late server joined: the next request differs
+    assert loaded.figures().source == "estimate"
+
+
+def test_restore_unverified_of_a_state_without_a_prefix_key_or_not_usage_holds_nothing() -> None:
+    live, msgs = _measured_with(TOOLS)
+    keyless = msgspec.structs.replace(live.state(), prefix_key=None)
+    loaded = meter()
+    loaded.restore(msgs, keyless, verify_prefix=False)
+    assert not loaded.anchor_unverified and loaded.figures().source == "usage"
+    live.replace(msgs)
+    loaded.restore(msgs, live.state(), verify_prefix=False)
+    assert not loaded.anchor_unverified and loaded.figures().source == "estimate"
 
 
 def test_figures_is_a_struct() -> None:

@@ -100,6 +100,16 @@ def test_d3_unknown_window_sends_nothing() -> None:
     assert r.update(f, 1.0, force=True) is None  # not even on a session open
 
 
+def test_d3_a_spell_without_a_window_makes_the_next_figure_news() -> None:
+    # A switch to a model without a window and back: the client's meter was void in between (ama acp-client
+    # reads `ctx ?`), so the figure of the model switched back to goes out even if it reads as the last one sent.
+    r = UsageReporter()
+    assert r.update(figures(), 0.01) is not None
+    assert r.update(figures(window=None, percent=None, auto_compact_at=None, prune_at=None), 0.01) is None
+    assert r.update(figures(), 0.01) is not None
+    assert r.update(figures(), 0.01) is None
+
+
 def test_d1_identical_payload_is_not_sent_again() -> None:
     r = UsageReporter()
     assert r.update(figures(), 0.01) is not None

@@ -1,35 +1,41 @@
-"""Load tiers: docs/context.md "Load tiers"."""
+"""Load tiers: docs/context.md "Load tiers" and "Notices"."""
 
 from __future__ import annotations
 
-import pytest
+import math
+from decimal import Decimal
+from fractions import Fraction
 
-from ama_acp.context.tiers import TierWatch, caps_text, notice_text, tier_for
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ama_acp.context.tiers import TIERS, TierWatch, caps_text, fill_text, notice_text, tier_for
 
 
 @pytest.mark.parametrize(
-    ("percent", "tier"),
+    ("used", "tier"),
     [
-        (0.0, "healthy"),
-        (49.9, "healthy"),
-        (50.0, "mid"),
-        (59.9, "mid"),
-        (60.0, "high"),
-        (69.9, "high"),
-        (70.0, "warning"),
-        (73.9, "warning"),
-        (74.0, "danger"),
-        (100.0, "danger"),
-        (None, "unmeasured"),
+        (0, "healthy"),
+        (4_999, "healthy"),  # 49.99 %: reads 50.0 % rounded, but has not reached the cap
+        (5_000, "mid"),
+        (5_999, "mid"),
+        (6_000, "high"),
+        (6_999, "high"),
+        (7_000, "warning"),
+        (7_399, "warning"),  # 73.99 %: reads 74.0 % rounded
+        (7_400, "danger"),
+        (10_000, "danger"),
+        (40_000, "danger"),  # above the window (a lower bound): never below danger
     ],
 )
-def test_tiers_default_caps(percent: float | None, tier: str) -> None:
-    assert tier_for(percent) == tier
+def test_tiers_default_caps_at_the_exact_token(used: int, tier: str) -> None:
+    assert tier_for(used, 10_000) == tier
 
 
 def test_tiers_configurable_caps() -> None:
     caps = [40, 55, 65, 80]
-    assert [tier_for(p, caps) for p in (39, 40, 55, 65, 79.9, 80)] == [
+    assert [tier_for(n, 1_000, caps) for n in (399, 400, 550, 650, 799, 800)] == [
         "healthy",
         "mid",
         "high",
@@ -39,22 +45,82 @@ def test_tiers_configurable_caps() -> None:
     ]
 
 
-def test_tiers_unmeasured_is_never_healthy() -> None:
-    assert tier_for(None) != "healthy"
+def test_a_decimal_cap_is_the_decimal_written_not_the_float_below_it() -> None:
+    """55.3 as a float is 55.29999…: a fill of exactly 55.3 % reaches the cap, one token less does not."""
+    caps = [55.3, 60.0, 70.0, 74.0]
+    assert tier_for(553, 1_000, caps) == "mid"
+    assert tier_for(552, 1_000, caps) == "healthy"
+    assert tier_for(5_529_999, 10_000_000, caps) == "healthy"
 
 
-def test_tier_notice_only_on_upward_crossing_into_high_warning_or_danger() -> None:
+@pytest.mark.parametrize(
+    ("used", "window"),
+    [(None, 10_000), (5_000, None), (5_000, 0), (None, None)],
+)
+def test_tiers_unmeasured_without_a_figure_is_never_healthy(used: int | None, window: int | None) -> None:
+    assert tier_for(used, window) == "unmeasured"
+
+
+def test_caps_that_are_not_finite_never_raise() -> None:
+    """Config caps are floats: inf is never reached, -inf always, nan never."""
+    inf, nan = float("inf"), float("nan")
+    assert tier_for(10_000, 10_000, [50.0, 60.0, 70.0, inf]) == "warning"
+    assert tier_for(0, 10_000, [-inf, 60.0, 70.0, 74.0]) == "mid"
+    assert tier_for(10_000, 10_000, [nan, nan, nan, nan]) == "healthy"
+
+
+# -- exact comparison: the property --------------------------------------------------------------------------
+
+# Caps as a person writes them in TOML: whole or with up to two decimals, from 0 to 100.
+_cap = st.decimals(min_value=0, max_value=100, places=2, allow_nan=False, allow_infinity=False)
+
+
+def _oracle(used: int, window: int, caps: list[Decimal]) -> str:
+    """The tier by exact rational comparison of used / window × 100 with each cap as written."""
+    fill = Fraction(used * 100, window)
+    reached = [fill >= Fraction(c) for c in caps]
+    return TIERS[max((i + 1 for i, r in enumerate(reached) if r), default=0)]
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    window=st.integers(min_value=1, max_value=10**12),
+    data=st.data(),
+    caps=st.lists(_cap, min_size=4, max_size=4).map(sorted),
+)
+def test_property_tier_is_the_exact_rational_comparison(window: int, data: st.DataObject, caps: list[Decimal]) -> None:
+    # Half the time the figure sits exactly on a cap, or one token either side of it: the boundaries are the
+    # interesting places, and a uniform draw would rarely hit them.
+    cap = data.draw(st.sampled_from(caps))
+    at = math.ceil(Fraction(cap) * window / 100)  # the first token count that reaches the cap
+    used = data.draw(
+        st.one_of(
+            st.integers(min_value=0, max_value=4 * window),
+            st.sampled_from([max(0, at - 1), at, at + 1]),
+        )
+    )
+    assert tier_for(used, window, [float(c) for c in caps]) == _oracle(used, window, caps)
+
+
+# -- the watch -------------------------------------------------------------------------------------------------
+
+
+def test_tier_notice_once_on_each_upward_crossing_into_mid_high_warning_or_danger() -> None:
     w = TierWatch()
-    seen = [w.update(t) for t in ("healthy", "mid", "high", "high", "warning", "warning", "danger", "danger")]
-    assert seen == [None, None, "high", None, "warning", None, "danger", None]
+    seen = [w.update(t) for t in ("healthy", "mid", "mid", "high", "high", "warning", "warning", "danger", "danger")]
+    assert seen == [None, "mid", None, "high", None, "warning", None, "danger", None]
     # After a compaction the tier falls; a new rise notifies again (it is derived from the current figure only).
     assert w.update("healthy") is None
+    assert w.update("mid") == "mid"
     assert w.update("danger") == "danger"
     assert w.update("warning") is None  # falling from danger to warning is not a crossing up
+    assert w.update("mid") is None
 
 
-def test_tier_notice_when_first_measurement_is_already_high() -> None:
+def test_tier_notice_when_first_measurement_is_already_above_healthy() -> None:
     assert TierWatch().update("danger") == "danger"
+    assert TierWatch().update("mid") == "mid"
+    assert TierWatch().update("healthy") is None
     assert TierWatch(initial="danger").update("danger") is None
 
 
@@ -66,19 +132,36 @@ def test_unmeasured_is_no_fall_and_no_rise() -> None:
     assert w.update("mid") is None and w.update("high") == "high"  # a real fall and rise is
 
 
-def test_tier_notice_text_says_fill_window_and_next_step() -> None:
-    text = notice_text("warning", 71.2, 200_000, 183_616)
-    assert "71.2 %" in text and "200,000" in text and "183,616" in text
-    assert "/compact" in notice_text("danger", 80.0, 200_000, None)
+# -- the words ---------------------------------------------------------------------------------------------------
+
+
+def test_tier_notice_text_says_fill_counts_window_and_next_step() -> None:
+    text = notice_text("warning", 142_400, 200_000, 71.2, 183_616, estimated=False)
+    assert text.startswith("71.2 % (142,400 of 200,000 tokens) used.")
+    assert "183,616" in text and "≈" not in text and "estimated" not in text
+    assert "/compact" in notice_text("danger", 160_000, 200_000, 80.0, None, estimated=False)
 
 
 @pytest.mark.parametrize(
     ("tier", "advice"),
-    [("high", "current thread"), ("warning", "fresh session"), ("danger", "hand off")],
+    [
+        ("mid", "Finish the current piece of work soon; start new work in a fresh session."),
+        ("high", "current thread"),
+        ("warning", "fresh session"),
+        ("danger", "hand off"),
+    ],
 )
 def test_tier_notice_text_tells_what_to_do(tier: str, advice: str) -> None:
-    text = notice_text(tier, 75.0, 100_000, 83_616)
-    assert advice in text and "75.0 % of 100,000 tokens" in text and "compact the conversation at 83,616" in text
+    text = notice_text(tier, 75_000, 100_000, 75.0, 83_616, estimated=False)
+    assert advice in text and "75.0 % (75,000 of 100,000 tokens)" in text
+    assert "compact the conversation at 83,616" in text
+
+
+def test_an_estimated_fill_says_so_in_every_number() -> None:
+    text = notice_text("mid", 5_200, 10_000, 52.0, 5_000, estimated=True)
+    assert text.startswith("≈ 52.0 % (≈ 5,200 of 10,000 tokens, estimated) used.")
+    assert fill_text(5_200, 10_000, 52.0, estimated=False) == "52.0 % (5,200 of 10,000 tokens)"
+    assert fill_text(5_200, None, None, estimated=True) == "≈ 5,200 tokens of an unknown window (estimated)"
 
 
 def test_caps_text_names_each_tier_cap() -> None:

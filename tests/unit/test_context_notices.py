@@ -1,0 +1,168 @@
+"""The context notices and /context wording of a session (session/accounting.py; docs/context.md "Notices"):
+the mid notice, the exact tier at the boundary, and figures that rest on an estimate saying so."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from ama_acp.config import CompactionConfig, Config, Price
+from ama_acp.conversation.messages import AssistantMessage, TextPart, Usage, UserMessage
+from ama_acp.conversation.tools import ToolSpec
+from ama_acp.session.accounting import ContextNotice, SessionContext
+
+WINDOWS = {"local/big": 10_000, "local/small": 4_000}
+
+
+class Runtime:
+    def __init__(self, config: Config) -> None:
+        self._config = config
+
+    @property
+    def config(self) -> Config:
+        return self._config
+
+    def context_window(self, model_id: str) -> int | None:
+        return WINDOWS.get(model_id)
+
+    def price(self, model_id: str, usage: Usage | None) -> Price | None:
+        return None
+
+
+class Session:
+    def __init__(self) -> None:
+        self.model_id = "local/big"
+
+    @property
+    def id(self) -> str:
+        return "s1"
+
+    def system_prompt(self) -> str:
+        return "s" * 400  # 100 tokens
+
+    def tool_specs(self) -> Sequence[ToolSpec]:
+        return []
+
+    def tools_version(self) -> int:
+        return 0
+
+    def mcp_declarations(self) -> dict[str, list[ToolSpec]]:
+        return {}
+
+
+def context(compaction: bool = False) -> tuple[SessionContext, Session]:
+    session = Session()
+    cfg = Config(compaction=CompactionConfig(enabled=compaction))
+    return SessionContext(Runtime(cfg), session), session
+
+
+def reply(used: int | None) -> AssistantMessage:
+    usage = Usage(input=used, output=0) if used is not None else None
+    return AssistantMessage(content=[TextPart("ok")], usage=usage)
+
+
+def turn(ctx: SessionContext, used: int | None, deliver: bool = True) -> list[ContextNotice]:
+    ctx.append(UserMessage(content=[TextPart("go")]))
+    ctx.append(reply(used))
+    return ctx.context_notices(deliver=deliver)
+
+
+def test_4999_of_10000_is_healthy_and_says_nothing_5000_is_mid_with_one_info_notice() -> None:
+    ctx, _ = context()
+    assert ctx.context_notices(deliver=True) == []  # the prefix: healthy
+    assert turn(ctx, 4_999) == []
+    assert ctx.figures().tier == "healthy" and ctx.figures().percent == 50.0
+    (notice,) = turn(ctx, 5_000)
+    assert (notice.severity, notice.title) == ("info", "Context mid")
+    assert notice.text.startswith("50.0 % (5,000 of 10,000 tokens) used.")
+    assert "Finish the current piece of work soon; start new work in a fresh session." in notice.text
+    assert "≈" not in notice.text and "estimated" not in notice.text
+    assert turn(ctx, 5_500) == []  # staying in mid says nothing more
+
+
+def test_mid_again_after_a_fall_and_a_new_rise() -> None:
+    ctx, _ = context()
+    assert [n.title for n in turn(ctx, 5_000)] == ["Context mid"]
+    assert turn(ctx, 1_000) == []  # a fall
+    assert [n.title for n in turn(ctx, 5_100)] == ["Context mid"]
+
+
+def test_a_rise_into_mid_during_a_streamed_reply_waits_and_is_worded_when_it_goes_out() -> None:
+    ctx, _ = context()
+    assert turn(ctx, 5_000, deliver=False) == []
+    (notice,) = ctx.context_notices(deliver=True)
+    assert notice.title == "Context mid" and "(5,000 of 10,000 tokens)" in notice.text
+    assert ctx.context_notices(deliver=True) == []  # once
+
+
+def test_a_jump_past_mid_is_told_as_the_higher_tier_only() -> None:
+    ctx, _ = context()
+    assert [n.title for n in turn(ctx, 6_100)] == ["Context high"]
+
+
+def test_a_notice_after_a_model_switch_is_estimated() -> None:
+    """The figure after a switch is an estimate of the whole context (U9): its numbers carry ≈ and the word."""
+    ctx, session = context()
+    assert turn(ctx, 1_000) == []
+    ctx.append(UserMessage(content=[TextPart("x" * 8_000)]))  # 2,000 tokens more of context
+    session.model_id = "local/small"
+    ctx.model_changed("local/big", "local/small")
+    f = ctx.figures()
+    assert f.source == "estimate" and f.tier == "mid", f
+    (notice,) = ctx.context_notices(deliver=True)
+    assert notice.title == "Context mid"
+    assert notice.text.startswith(f"≈ {f.percent:.1f} % (≈ {f.used:,} of 4,000 tokens, estimated) used.")
+
+
+def test_a_notice_on_the_prefix_is_estimated() -> None:
+    ctx, _ = context()
+    ctx.append(UserMessage(content=[TextPart("y" * 21_996)]))  # no response yet: 100 + 1 (tools `[]`) + 5,499
+    (notice,) = ctx.context_notices(deliver=True)
+    assert notice.title == "Context mid" and "≈ 5,600 of 10,000 tokens, estimated" in notice.text
+
+
+# -- /context ------------------------------------------------------------------------------------------------
+
+
+def first_lines(ctx: SessionContext) -> list[str]:
+    return ctx.describe().splitlines()[:2]
+
+
+def test_context_of_a_measured_figure_keeps_its_wording() -> None:
+    ctx, _ = context()
+    turn(ctx, 4_999)
+    head = first_lines(ctx)
+    assert head[0] == "**Context:** 4,999 of 10,000 tokens (50.0 %) · tier healthy · source usage"
+    assert "estimate" not in head[1].split("+")[0]  # the usage line, not an estimate note
+
+
+@pytest.mark.parametrize(
+    ("how", "why"),
+    [
+        ("prefix", "no model response yet"),
+        ("switch", "a model switch, a compaction or pruning"),
+        ("replace", "a model switch, a compaction or pruning"),
+        ("no usage", "the last response reported no usage"),
+        ("untrusted", "the last response's usage was not trustworthy"),
+    ],
+)
+def test_context_of_an_estimate_says_so_and_why(how: str, why: str) -> None:
+    ctx, session = context()
+    if how == "switch":
+        turn(ctx, 1_000)
+        session.model_id = "local/small"
+        ctx.model_changed("local/big", "local/small")
+    elif how == "replace":
+        turn(ctx, 1_000)
+        ctx.replace(list(ctx.meter.messages[-1:]))
+    elif how == "no usage":
+        turn(ctx, None)
+    elif how == "untrusted":
+        ctx.append(AssistantMessage(content=[TextPart("ok")], usage=Usage(input=-1, output=0)))
+    f = ctx.figures()
+    assert f.source == ("prefix" if how == "prefix" else "estimate")
+    head = first_lines(ctx)
+    window = f"{f.window:,}"
+    assert head[0].startswith(f"**Context:** ≈ {f.used:,} of {window} tokens (≈ {f.percent:.1f} %, estimated) · ")
+    assert head[1].startswith("The figure is ama's estimate, not a provider's count: ") and why in head[1]
