@@ -162,15 +162,18 @@ class _Client:
         self.status = TurnStatus(
             emitter, percent=lambda: context_percent(self.renderer.usage.get(self.session_id or ""))
         )
+        # The progress follows the meter: a new figure moves it, a model change (the figure forgotten) drops it.
+        self.renderer.on_meter = self._meter_moved
+
+    def _meter_moved(self, session_id: str) -> None:
+        if session_id == self.session_id:
+            self.status.meter_changed()
 
     def on_update(self, params: dict[str, Any]) -> None:
         self.renderer.update(params)
         if params.get("sessionId") != self.session_id or not isinstance(update := params.get("update"), dict):
             return
-        kind = update.get("sessionUpdate")
-        if kind == "usage_update":
-            self.status.meter_changed()
-        elif kind == "session_info_update" and "title" in update:
+        if update.get("sessionUpdate") == "session_info_update" and "title" in update:
             title = self.renderer.titles.get(str(self.session_id))
             self.status.titled(title if isinstance(title, str) else None)
 

@@ -11,6 +11,8 @@ import difflib
 import math
 import os
 import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 RESET, BOLD, DIM = "\x1b[0m", "\x1b[1m", "\x1b[2m"
@@ -22,6 +24,7 @@ _MAX_TEXT_LINES = 8
 _MAX_DIFF_LINES = 60
 _STATUS_COLOUR = {"pending": DIM, "in_progress": YELLOW, "completed": GREEN, "failed": RED}
 _PLAN_MARK = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
+_NO_MODEL = object()  # the session's model before the agent named one (not a value any option can hold)
 
 
 class Writer(Protocol):
@@ -92,14 +95,17 @@ def context_percent(usage: dict[str, Any] | None) -> float | None:
 def format_ctx(usage: dict[str, Any] | None, colour: bool = False) -> str:
     """The meter line for a usage_update payload: `ctx 34% (68,000 / 200,000) $0.0451 [source usage] ███…`.
     Estimated figures carry `≈` (`ctx ≈1.3% (≈2,500 / 200,000)`), an unknown cost is `$?`, and without a
-    window the line is `ctx ?` (with the tokens, when the agent sent those)."""
+    window the line is `ctx ? $?` (with the tokens and the cost, when the agent sent those). No figure at all
+    (`None`: never reported, or forgotten at a model change) is `ctx ? $?` too: the cost is always on the line,
+    so a cost that became unknown never just vanishes from it."""
     if not usage:
-        return "ctx ?"
+        return "ctx ? $?"
     used = usage.get("used")
     percent = context_percent(usage)
     approx = "≈" if is_estimated(usage) else ""
     if percent is None:
-        return f"ctx ? ({approx}{used:,} tokens)" if _is_count(used) else "ctx ?"
+        tokens = f" ({approx}{used:,} tokens)" if _is_count(used) else ""
+        return f"ctx ?{tokens} {format_cost(usage.get('cost'))}"
     text = f"ctx {approx}{format_percent(percent)}"
     if colour and percent > RED_ABOVE:
         text = RED + BOLD + text + RESET
@@ -240,7 +246,10 @@ class Renderer:
         self.colour = colour
         self.cwd = cwd
         self.terminal_output = terminal_output
-        self.usage: dict[str, dict[str, Any]] = {}  # sessionId -> last usage_update
+        self.usage: dict[str, dict[str, Any]] = {}  # sessionId -> last usage_update (none: the meter is unknown)
+        # Told the session id whenever that session's meter figure is replaced or forgotten (the program status
+        # follows it: its progress is the meter's percent).
+        self.on_meter: Callable[[str], None] | None = None
         self.config: dict[str, dict[str, Any]] = {}  # sessionId -> {optionId: option}
         self.modes: dict[str, dict[str, str]] = {}  # sessionId -> {modeId: name}
         self.titles: dict[str, str | None] = {}
@@ -248,6 +257,7 @@ class Renderer:
         self._plans: dict[str, list[Any]] = {}
         self._commands: dict[str, list[str]] = {}
         self._meters: dict[str, str] = {}  # sessionId -> the meter line last printed
+        self._meter_waits: dict[str, int] = {}  # sessionId -> open `one_meter_line` blocks (its line waits)
         self._asked: set[tuple[str, str]] = set()  # permission requests shown before their answer
         self._current_mode: dict[str, str] = {}
         self._stream: tuple[str, Any] | None = None  # (kind, messageId) of the text being streamed
@@ -330,13 +340,60 @@ class Renderer:
 
     def option_set(self, session_id: str, option_id: str, options: list[Any]) -> None:
         """The person set a config option and the agent answered with every option: the one set is shown (even
-        when the agent kept the value it had), the others only if they changed."""
+        when the agent kept the value it had), the others only if they changed. When the model changed by it,
+        the meter is forgotten (see `_after_options`)."""
         options = terminal_safe(options)
+        model_before = self._model_value(session_id)
         self._config_update(session_id, [o for o in options if not (isinstance(o, dict) and o.get("id") == option_id)])
         mine = [o for o in options if isinstance(o, dict) and o.get("id") == option_id]
         if mine:
             self.config.setdefault(session_id, {})[option_id] = mine[0]
-            self.line(self.style(CYAN, f"⚙ {mine[0].get('name', option_id)}: {_option_value(mine[0])}"))
+            key = ("option", session_id, option_id, _option_value(mine[0]))
+            if self._last_line_key != key:  # not when the agent's own update just showed this very value
+                self.line(self.style(CYAN, f"⚙ {mine[0].get('name', option_id)}: {_option_value(mine[0])}"), key=key)
+        self._after_options(session_id, model_before)
+
+    def _model_value(self, session_id: str) -> Any:
+        """The raw `currentValue` of the session's option of category `model` (whatever the agent sent), or
+        _NO_MODEL before the agent reported such an option."""
+        for option in self.config.get(session_id, {}).values():
+            if option.get("category") == "model":
+                return option.get("currentValue")
+        return _NO_MODEL
+
+    def _after_options(self, session_id: str, model_before: Any) -> None:
+        """The model changed: the meter's figure (window, tokens, cost) was the previous model's, so it is
+        forgotten and the line reads `ctx ? $?` until the agent reports again. Only an actual change of the
+        model option's value counts — the first time the agent names its model is no change, and an agent that
+        repeats the value it had (ama announces its options after /model, then answers with them again) leaves
+        the figure that followed its announcement alone. An agent that sends its usage_update before its
+        config_option_update shows `ctx ?` until its next usage_update: an update cannot be told to belong to
+        the model announced after it, and a stale figure is worse than an unknown one."""
+        if model_before is _NO_MODEL or self._model_value(session_id) == model_before:
+            return
+        if self.usage.pop(session_id, None) is None:
+            return  # no figure to forget: the meter reads as it did
+        self._meter_moved(session_id)
+        self.show_meter(session_id)
+
+    def _meter_moved(self, session_id: str) -> None:
+        if self.on_meter is not None:
+            self.on_meter(session_id)
+
+    @contextmanager
+    def one_meter_line(self, session_id: str) -> Iterator[None]:
+        """The meter moves within the block but its line is printed once, at the end (if it then reads
+        differently from the last line printed). For a request whose answer comes after the updates it causes —
+        /model: ama sends the options, then the new model's meter, then its answer — so the person sees the
+        outcome, not the `ctx ? $?` of the moment between the two updates."""
+        self._meter_waits[session_id] = self._meter_waits.get(session_id, 0) + 1
+        try:
+            yield
+        finally:
+            self._meter_waits[session_id] -= 1
+            if not self._meter_waits[session_id]:
+                del self._meter_waits[session_id]
+                self.show_meter(session_id)
 
     def current_model(self, session_id: str) -> str | None:
         """The `currentValue` of the config option of category `model`, when the agent reported one."""
@@ -580,12 +637,18 @@ class Renderer:
             known[option["id"]] = option
             if quiet or (before is not None and before.get("currentValue") == option.get("currentValue")):
                 continue
-            self.line(self.style(CYAN, f"⚙ {option.get('name', option['id'])}: {_option_value(option)}"))
+            value = _option_value(option)
+            self.line(
+                self.style(CYAN, f"⚙ {option.get('name', option['id'])}: {value}"),
+                key=("option", sid, option["id"], value),
+            )
 
     def _on_config_option_update(self, sid: str, update: dict[str, Any]) -> None:
         options = update.get("configOptions")
         if isinstance(options, list):
+            model_before = self._model_value(sid)
             self._config_update(sid, options)
+            self._after_options(sid, model_before)
 
     def _on_session_info_update(self, sid: str, update: dict[str, Any]) -> None:
         if "title" in update and update["title"] != self.titles.get(sid):
@@ -600,11 +663,15 @@ class Renderer:
 
     def _on_usage_update(self, sid: str, update: dict[str, Any]) -> None:
         self.usage[sid] = update
+        self._meter_moved(sid)
         self.show_meter(sid)
 
     def show_meter(self, sid: str) -> None:
         """Print the session's meter if it reads differently from the last one printed (an agent that repeats
-        a figure does not repeat the line); `ctx ?` when the agent never reported one."""
+        a figure does not repeat the line); `ctx ? $?` when the agent never reported one, or the model changed
+        since. Inside `one_meter_line` the line waits for the block's end."""
+        if self._meter_waits.get(sid):
+            return
         text = format_ctx(self.usage.get(sid), self.colour)
         if self._meters.get(sid) != text:
             self._meters[sid] = text

@@ -110,17 +110,19 @@ async def run_line(
         renderer.line(renderer.style(RED, str(exc)))
         return None
     if command is not None:
-        try:
-            call, result = await slash.run(command, session_id, renderer, conn)
-        except (slash.CommandError, RpcError) as exc:
-            renderer.line(renderer.style(RED, str(exc)))
-            return None
-        if call is None:
-            renderer.line(slash.HELP)
-        elif call.method == "session/set_mode":
-            renderer.mode_set(session_id, str(call.params["modeId"]))
-        else:  # set_config_option answers with every option: the one set is shown from there
-            options = result.get("configOptions") if isinstance(result, dict) else None
-            renderer.option_set(session_id, str(call.params["configId"]), as_list(options))
+        # A model change forgets the meter and the agent reports the new model's: shown once, when it has answered.
+        with renderer.one_meter_line(session_id):
+            try:
+                call, result = await slash.run(command, session_id, renderer, conn)
+            except (slash.CommandError, RpcError) as exc:
+                renderer.line(renderer.style(RED, str(exc)))
+                return None
+            if call is None:
+                renderer.line(slash.HELP)
+            elif call.method == "session/set_mode":
+                renderer.mode_set(session_id, str(call.params["modeId"]))
+            else:  # set_config_option answers with every option: the one set is shown from there
+                options = result.get("configOptions") if isinstance(result, dict) else None
+                renderer.option_set(session_id, str(call.params["configId"]), as_list(options))
         return None
     return await run_turn(conn, renderer, session_id, line, err, status)

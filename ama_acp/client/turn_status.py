@@ -2,7 +2,8 @@
 tabs or tmux panes needs to see — which one works, which one waits for them, which one finished or failed.
 
     idle      a session is open and nothing runs (before the first prompt, after a cancel)
-    working   a prompt runs; progress = the context percent, when the agent reports a window
+    working   a prompt runs; progress = the context percent, when the agent reports a window (none while the
+              meter is unknown: before the first usage_update, and after a model change until the next one)
     blocked   a permission request waits for the person (kind=permission)
     done      the turn ended with any stop reason but `cancelled`: a result to read
     error     the turn failed (the agent answered an error or exited)
@@ -69,7 +70,8 @@ class TurnStatus:
         self._send("working")
 
     def meter_changed(self) -> None:
-        """A usage_update during a turn moves the progress (the emitter drops a report that did not change)."""
+        """The meter moved during a turn: a usage_update moves the progress, a model change (the figure forgotten)
+        drops it. The emitter drops a report that did not change."""
         if self.state in ("working", "blocked"):
             self._report()
 

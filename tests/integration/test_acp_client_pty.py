@@ -276,7 +276,7 @@ def test_the_fixture_agent_turn_with_a_permission_and_its_modes(tmp_path):
     assert target.read_text() == "hello from the pty"
     assert collapsed([r["state"] for r in reports]) == ["idle", "working", "blocked", "working", "done", "clear"]
     assert all("progress" not in r for r in reports)  # no window reported: no progress invented
-    assert b"\r\nctx ?\r\n" in output
+    assert b"\r\nctx ? $?\r\n" in output
     no_reply_echoed(output)
 
 

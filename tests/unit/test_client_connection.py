@@ -541,7 +541,7 @@ def test_acp_client_cli_shows_unknown_context(agent, workspace, monkeypatch):
     out, err = io.StringIO(), io.StringIO()
     code = run_acp_client(["--prompt", "hello", "--cwd", str(workspace), "--", *agent], out, err)
     assert code == 0, err.getvalue()
-    assert out.getvalue().splitlines()[-1] == "ctx ?"
+    assert out.getvalue().splitlines()[-1] == "ctx ? $?"
 
 
 def test_acp_client_cli_reports_violations(agent, workspace):

@@ -61,7 +61,7 @@ def test_ctx_below_ten_percent_uses_one_decimal():
 
 
 def test_ctx_unknown_when_nothing_reported():
-    assert format_ctx(None) == "ctx ?"
+    assert format_ctx(None) == "ctx ? $?"  # nothing reported: the cost is as unknown as the window
 
 
 def test_ctx_without_cost_says_the_cost_is_unknown():
@@ -89,14 +89,18 @@ def test_a_provider_reading_carries_no_approximation_mark():
 @pytest.mark.parametrize(
     ("update", "text"),
     [
-        ({"sessionUpdate": "usage_update", "used": 12_345}, "ctx ? (12,345 tokens)"),
-        ({"sessionUpdate": "usage_update", "used": 12_345, "size": 0}, "ctx ? (12,345 tokens)"),
-        ({"sessionUpdate": "usage_update", "used": "many", "size": 10}, "ctx ?"),
-        ({"sessionUpdate": "usage_update", "used": True, "size": 10}, "ctx ?"),
-        ({"sessionUpdate": "usage_update", "used": 5, "size": -1}, "ctx ? (5 tokens)"),
+        ({"sessionUpdate": "usage_update", "used": 12_345}, "ctx ? (12,345 tokens) $?"),
+        ({"sessionUpdate": "usage_update", "used": 12_345, "size": 0}, "ctx ? (12,345 tokens) $?"),
+        ({"sessionUpdate": "usage_update", "used": "many", "size": 10}, "ctx ? $?"),
+        ({"sessionUpdate": "usage_update", "used": True, "size": 10}, "ctx ? $?"),
+        ({"sessionUpdate": "usage_update", "used": 5, "size": -1}, "ctx ? (5 tokens) $?"),
         (
             {"sessionUpdate": "usage_update", "used": 5, "_meta": {"ama": {"source": "estimate"}}},
-            "ctx ? (≈5 tokens)",
+            "ctx ? (≈5 tokens) $?",
+        ),
+        (
+            {"sessionUpdate": "usage_update", "used": 5, "cost": {"amount": 0.25, "currency": "USD"}},
+            "ctx ? (5 tokens) $0.2500",  # a cost the agent did report is shown even without a window
         ),
     ],
 )
@@ -147,7 +151,7 @@ def test_show_meter_at_open_prints_unknown_once_and_the_first_figure_after():
     r.show_meter(SID)
     r.show_meter(SID)
     r.update({"sessionId": SID, "update": usage(1, 100)})
-    assert out.getvalue().splitlines() == ["ctx ?", "ctx 1.0% (1 / 100) $? " + "░" * 20]
+    assert out.getvalue().splitlines() == ["ctx ? $?", "ctx 1.0% (1 / 100) $? " + "░" * 20]
 
 
 def test_turn_end_without_any_usage_shows_unknown():
@@ -155,7 +159,7 @@ def test_turn_end_without_any_usage_shows_unknown():
     r = Renderer(out, colour=False)
     r.update({"sessionId": "other", "update": usage(1, 2)})  # another session's figure is not this one's
     r.turn_end(SID, "end_turn")
-    assert out.getvalue().splitlines()[-1] == "ctx ?"
+    assert out.getvalue().splitlines()[-1] == "ctx ? $?"
 
 
 # --- messages and thoughts ---------------------------------------------------------------------------

@@ -8,6 +8,14 @@ conformance directives in a prompt ask (`acp-conformance: reply|slow|read|write|
 agent whose behaviour is known exactly. Each `--break NAME` (see `BREAKS`) breaks exactly one rule and leaves
 everything else conforming, so a test can show the suite tells them apart.
 
+    python tests/support/acp_fixtures/fixture_agent.py --models options-first|usage-first
+
+also offers a config option of category `model` (see `MODELS`: `big` with a window and a price, `nowindow` with
+neither) and reports a `usage_update` while the model has a window: after the session opens, at the end of each
+turn and after a model change. At a model change the `config_option_update` and the `usage_update` go out in the
+order named, both before the answer to session/set_config_option (ama's order is options first, rule E3; an
+agent may well send them the other way round). Without `--models` nothing of this is offered or sent.
+
 Stdlib only (plus that one small module), on purpose: it may be run with any Python, and it starts in
 milliseconds. Threads: the main one
 reads stdin and dispatches; each prompt turn, each session/new (its MCP handshakes) and each session/close
@@ -66,6 +74,14 @@ INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 
 MODES = {"ask": "Ask", "code": "Code"}
+# --models: id -> (name, window, USD per turn). `nowindow` has neither, so no usage_update is sent for it (as ama
+# does for a model whose window it does not know, rule D3).
+MODELS: dict[str, tuple[str, int | None, float | None]] = {
+    "big": ("Big", 100_000, 0.0125),
+    "nowindow": ("No window", None, None),
+}
+MODEL_ORDERS = ("options-first", "usage-first")
+TOKENS_PER_TURN = 20_000
 PERMISSION_OPTIONS = [
     {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
     {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
@@ -404,6 +420,9 @@ class Session:
     id: str
     cwd: str
     mode: str = "ask"
+    model: str | None = None  # with --models: one of MODELS
+    turns: int = 0  # turns that ended (with --models, the usage grows with them)
+    cost: float | None = 0.0  # with --models: what the turns cost; None once a turn had no price (unknown)
     turn: Turn | None = None
     mcp: list[McpServer] = field(default_factory=list)
     _calls: Iterator[int] = field(default_factory=lambda: itertools.count(1))
@@ -513,8 +532,9 @@ if TYPE_CHECKING:  # only for the checker: evaluated, this line would need Pytho
 
 
 class Agent:
-    def __init__(self, breaks: frozenset[str], stdout: IO[bytes]) -> None:
+    def __init__(self, breaks: frozenset[str], stdout: IO[bytes], models: str | None = None) -> None:
         self.breaks = breaks
+        self.models = models  # None, or the order of a model change's updates (MODEL_ORDERS)
         self.wire = Wire(stdout)
         self.client = Outbound(self.wire.send, "client")
         self.caps = ClientCaps()
@@ -697,15 +717,39 @@ class Agent:
         if not isinstance(servers, list):
             raise RpcError(INVALID_PARAMS, "mcpServers must be an array")
         specs = [parse_mcp_server(s) for s in servers]  # all checked before anything is started
-        session = Session(str(uuid.uuid4()), cwd)
+        session = Session(str(uuid.uuid4()), cwd, model="big" if self.models else None)
         # The MCP handshakes wait on other processes: not on the thread that reads stdin.
         self.spawn(lambda: self.guarded(rid, lambda: self._open_session(rid, session, specs)), "session-new")
 
-    def config_options(self, mode: str) -> list[dict[str, Any]]:
+    def config_options(self, mode: str, model: str | None = None) -> list[dict[str, Any]]:
         options = config_options(mode)
+        if model is not None:
+            options.append(
+                {
+                    "id": "model",
+                    "name": "Model",
+                    "category": "model",
+                    "type": "select",
+                    "currentValue": model,
+                    "options": [{"value": k, "name": v[0]} for k, v in MODELS.items()],
+                }
+            )
         if "boolean-option" in self.breaks:  # in every payload, so the list stays complete (R94)
             options.append({"id": "verbose", "name": "Verbose", "type": "boolean", "currentValue": False})
         return options
+
+    def report_usage(self, session: Session) -> None:
+        """--models: the meter of the session's model, when it has a window (none is invented for one without)."""
+        if session.model is None:
+            return
+        window = MODELS[session.model][1]
+        if window is None:
+            return
+        update: dict[str, Any] = {"sessionUpdate": "usage_update", "used": 1_000 + TOKENS_PER_TURN * session.turns}
+        update["size"] = window
+        if session.cost is not None:
+            update["cost"] = {"amount": round(session.cost, 6), "currency": "USD"}
+        self.update(session.id, update)
 
     def _open_session(self, rid: Any, session: Session, specs: list[McpSpec]) -> None:
         for spec in specs:
@@ -717,7 +761,7 @@ class Agent:
         result: dict[str, Any] = {
             "sessionId": session.id,
             "modes": mode_state(session.mode),
-            "configOptions": self.config_options(session.mode),
+            "configOptions": self.config_options(session.mode, session.model),
         }
         if "root-field" in self.breaks:
             result["extra"] = True
@@ -729,6 +773,7 @@ class Agent:
         else:
             self.respond(rid, result)
             self.update(session.id, commands)
+        self.report_usage(session)
 
     def start_mcp(self, spec: McpSpec, cwd: str) -> McpServer | None:
         env = dict(os.environ)
@@ -790,12 +835,32 @@ class Agent:
         session = self.session_for(params)
         config_id = params.get("configId")
         value = params.get("value")
+        if config_id == "model" and session.model is not None:
+            return self.set_model(session, params)
         if config_id != "mode":
             raise RpcError(INVALID_PARAMS, f"unknown config option {shown(config_id)}")
         if params.get("type") not in (None, "select") or not isinstance(value, str) or value not in MODES:
             raise RpcError(INVALID_PARAMS, f"{shown(value)} is not a value of config option 'mode'")
         session.mode = value
-        return {"configOptions": self.config_options(session.mode)}
+        return {"configOptions": self.config_options(session.mode, session.model)}
+
+    def set_model(self, session: Session, params: dict[str, Any]) -> dict[str, Any]:
+        value = params.get("value")
+        if params.get("type") not in (None, "select") or not isinstance(value, str) or value not in MODELS:
+            raise RpcError(INVALID_PARAMS, f"{shown(value)} is not a value of config option 'model'")
+        if value != session.model:
+            session.model = value
+            options = {
+                "sessionUpdate": "config_option_update",
+                "configOptions": self.config_options(session.mode, value),
+            }
+            if self.models == "usage-first":
+                self.report_usage(session)
+                self.update(session.id, options)
+            else:
+                self.update(session.id, options)
+                self.report_usage(session)
+        return {"configOptions": self.config_options(session.mode, session.model)}
 
     def session_close(self, rid: Any, params: dict[str, Any]) -> None:
         sid = params.get("sessionId")
@@ -834,10 +899,20 @@ class Agent:
             elif failure is not None:
                 self.error(turn.request_id, INTERNAL_ERROR, failure)
             else:
+                self.end_turn_usage(session)
                 self.respond(turn.request_id, {"stopReason": "end_turn"})
         turn.done.set()
         if "late-chunk" in self.breaks:
             self.chunk(session.id, "One more thing.")
+
+    def end_turn_usage(self, session: Session) -> None:
+        """--models: the turn is counted (and billed, while every turn had a price), then the meter reported."""
+        if session.model is None:
+            return
+        session.turns += 1
+        price = MODELS[session.model][2]
+        session.cost = session.cost + price if price is not None and session.cost is not None else None
+        self.report_usage(session)
 
     def act(self, session: Session, turn: Turn, directive: Directive | None) -> None:
         verb = directive.verb if directive is not None else "reply"
@@ -1091,25 +1166,31 @@ class Agent:
         self.wire.close()
 
 
-def parse_args(argv: list[str]) -> frozenset[str]:
+def parse_args(argv: list[str]) -> tuple[frozenset[str], str | None]:
     parser = argparse.ArgumentParser(
         prog="fixture_agent.py",
         description="A small ACP v1 agent for testing the conformance suite.",
         epilog="breaks: " + "; ".join(f"{k}: {v}" for k, v in BREAKS.items()),
     )
     parser.add_argument("--break", dest="breaks", action="append", default=[], metavar="NAME")
+    parser.add_argument(
+        "--models",
+        choices=MODEL_ORDERS,
+        default=None,
+        help="offer a model option and report usage; at a model change, send the options and the usage in this order",
+    )
     ns = parser.parse_args(argv)
     unknown = [b for b in ns.breaks if b not in BREAKS]
     if unknown:
         parser.error(f"unknown break {unknown[0]!r} (known: {', '.join(BREAKS)})")  # exits 2
-    return frozenset(ns.breaks)
+    return frozenset(ns.breaks), ns.models
 
 
 def main(argv: list[str] | None = None) -> None:
-    breaks = parse_args(sys.argv[1:] if argv is None else argv)
+    breaks, models = parse_args(sys.argv[1:] if argv is None else argv)
     stdout = sys.stdout.buffer
     sys.stdout = sys.stderr  # a stray print() cannot reach the wire
-    agent = Agent(breaks, stdout)
+    agent = Agent(breaks, stdout, models)
     agent.serve(sys.stdin.buffer)
     if "ignore-eof" in breaks:
         log("stdin ended; staying up (--break ignore-eof)")
