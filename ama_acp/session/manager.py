@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # imported lazily at run time (startup and session/new time),
     from ama_acp.rpc.dispatch import JSONValue
     from ama_acp.rpc.peer import Params
     from ama_acp.session.commands import Commands
+    from ama_acp.session.entries import Header
     from ama_acp.session.runtime import Spawn
     from ama_acp.session.session import Session
     from ama_acp.session.store import SessionStore
@@ -266,7 +267,7 @@ class SessionManager:
         return _Opening(cwd, dirs, mcp_servers, self.config.mode, self.default_model)
 
     def _build(self, session_id: str, opening: _Opening) -> Session:
-        from ama_acp.session.entries import Header, ModelEntry
+        from ama_acp.session.entries import Header
         from ama_acp.session.session import Session
 
         cwd, dirs = opening.cwd, opening.dirs
@@ -278,16 +279,31 @@ class SessionManager:
             mode=opening.mode,
             model_id=opening.model_id,
         )
-        try:
-            session.writer = self.store.create(
-                Header(session_id=session_id, cwd=cwd, additional_directories=dirs, created_at=session.created_at)
-            )
-            session.writer.append(ModelEntry(model_id=session.model_id))
-        except OSError as exc:
-            session.cannot_save(exc)
+        # Registered before anything that can fail: from here on the id names a live session, whatever happens
+        # to its file or its MCP servers (both failures are told to the person; neither ends the session).
         self.sessions[session_id] = session
+        self._create_file(
+            session, Header(session_id=session_id, cwd=cwd, additional_directories=dirs, created_at=session.created_at)
+        )
         self.connect_mcp(session, opening.mcp_servers)
         return session
+
+    def _create_file(self, session: Session, header: Header) -> None:
+        """The session's file, or (when it cannot be made or written) an unsaved session: `cannot_save` logs
+        why once, without a traceback, and the person is told at the next update (docs/sessions.md "Unsaved
+        sessions")."""
+        from ama_acp.errors import StoreError
+        from ama_acp.session.entries import ModelEntry
+        from ama_acp.session.store import SessionWriteError
+
+        store = self.store
+        try:
+            session.writer = store.create(header)
+            session.writer.append(ModelEntry(model_id=session.model_id))
+        except OSError as exc:  # SessionWriteError: the sessions path, the disk, a limit, a read-only folder
+            session.cannot_save(exc)
+        except StoreError as exc:  # SessionExists / SessionBusy: the name is taken, or locked by another process
+            session.cannot_save(SessionWriteError(store.path(session.id), str(exc), exc))
 
     def connect_mcp(self, session: Session, servers: list[dict[str, Any]]) -> None:
         """Start the session's MCP servers in the background, once the opening response is out (so nothing
@@ -295,7 +311,18 @@ class SessionManager:
         from ama_acp.session.entries import McpServersEntry
         from ama_acp.session.mcp import start
 
-        mcp = start(session, servers)
+        self.prune_handoffs_soon(session.id)  # every open (new, load, resume) comes through here
+
+        try:
+            mcp = start(session, servers)
+        except Exception as exc:  # the SDK missing, or a bug: the session goes on without the editor's servers
+            log.exception("session %s: its MCP servers could not be started", session.id)
+            self._tell_soon(
+                session,
+                f"The MCP servers could not be started ({type(exc).__name__}: {exc}); "
+                "the session goes on without their tools.",
+            )
+            return
         if mcp is None:
             return
         session.mcp = mcp
@@ -312,6 +339,26 @@ class SessionManager:
             defer(begin)
         except LookupError:  # not under the RPC peer: start now
             spawn(mcp.run)
+
+    def _tell_soon(self, session: Session, text: str) -> None:
+        """A warning to the person about something that went wrong while the session was built: after the
+        response being written (E4), else in the background; under `ama -p` (no task group) the log has it."""
+        caps = self.client_caps.session
+        update: w.SessionUpdate
+        if caps is not None and caps.notices is not None:
+            update = w.Notice(severity="warning", title="MCP servers", description=text)
+        else:
+            update = w.AgentMessageChunk(content=w.TextContent(text=f"\n\n⚠ {text}\n\n"))
+
+        async def tell() -> None:
+            if not session.closed:
+                await session.send(update)
+
+        try:
+            defer(tell)
+        except LookupError:
+            if self.spawn is not None:
+                self.spawn(tell)
 
     async def close(self, session_id: str) -> None:
         self.live(session_id)  # a session still opening is built first: its file exists, as after any session/new
@@ -332,6 +379,34 @@ class SessionManager:
             session = self.sessions[session_id]
             session.cancel()
             await _release(session)
+
+    def prune_handoffs_soon(self, session_id: str) -> None:
+        """Handoff retention at a session's start (docs/sessions.md "Handoff retention"): in a worker thread, in
+        the background once the opening response is out; a failure is logged and the session goes on. Under
+        `ama -p` (no task group) retention runs after compactions only."""
+        spawn = self.spawn
+        if spawn is None:
+            return
+        days = self.config.compaction.retention_days
+
+        async def prune() -> None:
+            import anyio
+
+            try:
+                removed = await anyio.to_thread.run_sync(lambda: self.store.prune_handoffs(days, except_id=session_id))
+            except Exception:  # a bug of ours (prune_handoffs handles the disk's errors): never the session's
+                log.exception("handoff retention at the start of session %s failed", session_id)
+                return
+            if removed:
+                log.info("handoff retention: removed %d handoff folder(s) of other sessions", removed)
+
+        async def begin() -> None:
+            spawn(prune)
+
+        try:
+            defer(begin)
+        except LookupError:  # not under the RPC peer: start now
+            spawn(prune)
 
 
 async def _release(session: Session) -> None:

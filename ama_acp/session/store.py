@@ -17,6 +17,7 @@ import os
 import re
 import secrets
 import shutil
+import stat
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -204,7 +205,7 @@ def read_session(path: Path) -> LoadedSession:
     """
     try:
         f = open(path, "rb")  # closed by the with-block below
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # NotADirectory: the sessions path is a file, so no session
         raise SessionNotFound(f"no session file {path}") from None
     header: Header | None = None
     entries: list[Entry] = []
@@ -380,8 +381,10 @@ class SessionWriter:
                 self._needs_repair = True
                 try:
                     self._repair()
-                except OSError:
-                    log.exception("%s: cannot cut off a partial line; will retry before the next write", self.path)
+                except OSError as cut:  # expected on a failing disk: a log line, not a traceback
+                    log.warning(
+                        "%s: cannot cut off a partial line (%s); will retry before the next write", self.path, cut
+                    )
             if isinstance(exc, OSError):
                 raise SessionWriteError(self.path, _reason(exc), exc) from exc
             raise
@@ -404,12 +407,23 @@ class SessionWriter:
     def close(self) -> None:
         if self._fd < 0:
             return
+        if self._needs_repair:  # a partial line the failed write could not cut off: the last chance
+            try:
+                self._repair()
+            except OSError as exc:
+                log.warning("%s: a partial last line stays (the next load skips it): %s", self.path, exc)
         fd, self._fd = self._fd, -1
         try:
             if self._fsync != "never":
                 os.fsync(fd)
         finally:
             os.close(fd)  # also releases the flock
+
+    def _discard(self) -> None:
+        """Closed without the fsync of close(): for a file that is about to be removed (a failed create)."""
+        if self._fd >= 0:
+            fd, self._fd = self._fd, -1
+            os.close(fd)
 
     def __enter__(self) -> SessionWriter:
         return self
@@ -419,11 +433,25 @@ class SessionWriter:
 
 
 def _lock(fd: int, path: Path) -> None:
+    """The writer's exclusive lock, or the descriptor closed and SessionBusy (held elsewhere) or
+    SessionWriteError (the file system cannot lock: ENOLCK on some network file systems)."""
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
         raise SessionBusy(f"session {path.stem} is already open for writing") from None
+    except OSError as exc:
+        os.close(fd)
+        raise SessionWriteError(path, f"it cannot be locked: {_reason(exc)}", exc) from exc
+
+
+def _remove_new_file(path: Path) -> None:
+    """A file create() made but could not finish (no header, or no lock on it): removed, so that no
+    header-less file is left to list or load. A failure to remove it is logged; the first error counts."""
+    try:
+        path.unlink(missing_ok=True)
+    except OSError as exc:
+        log.warning("%s: cannot remove the unfinished session file: %s", path, exc)
 
 
 def _first_line(fd: int, size: int) -> bytes | None:
@@ -450,7 +478,21 @@ def _last_newline(fd: int, size: int) -> int:
     return -1
 
 
-HANDOFF_RETENTION_DAYS = 30
+def _in_use(path: Path) -> bool:
+    """Whether an ama process holds the session file open for writing (its writer's flock), or it cannot be told."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:
+        return True
+    try:
+        # Shared and released at once: a writer opening this very moment could see it as busy, so only a
+        # folder that would otherwise be removed is checked.
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:  # BlockingIOError: held; another error: the file system cannot say, so keep the folder
+        return True
+    finally:
+        os.close(fd)  # releases the shared lock
+    return False
 
 
 class SessionStore:
@@ -488,35 +530,53 @@ class SessionStore:
         return is_valid_session_id(session_id) and self.path(session_id).is_file()
 
     def create(self, header: Header) -> SessionWriter:
+        """A new session file holding `header`. Every way this can fail but a name already taken
+        (`SessionExists`) or locked (`SessionBusy`) is a SessionWriteError saying why: the sessions path is not
+        a directory, a full disk, a size limit, a read-only directory, a failed fsync. Nothing is left behind
+        by a failure: the half-made file is removed again."""
         path = self.path(header.session_id)
+        self._private_dir(path)
         # Conversations are private: the directory and files are for this user only.
         try:
-            self._private_dir()
             fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         except FileExistsError:
             raise SessionExists(f"session {header.session_id} already exists") from None
         except OSError as exc:
             raise SessionWriteError(path, _reason(exc), exc) from exc
-        _lock(fd, path)
+        try:
+            _lock(fd, path)
+        except BaseException:
+            _remove_new_file(path)
+            raise
         writer = SessionWriter(path, fd, 0, self.redactor, self._fsync)
         try:
             writer._write_line(_encoder.encode(header))
             if self._fsync != "never":
                 os.fsync(fd)
                 fsync_directory(self.sessions_dir)  # so the new name survives a power cut too
-        except BaseException:
-            writer.close()
-            path.unlink(missing_ok=True)
+        except BaseException as exc:
+            writer._discard()
+            _remove_new_file(path)
+            if isinstance(exc, OSError) and not isinstance(exc, SessionWriteError):  # the fsyncs
+                raise SessionWriteError(path, f"it could not be flushed to disk: {_reason(exc)}", exc) from exc
             raise
         return writer
 
-    def _private_dir(self) -> None:
-        """The sessions folder exists and is 0700 (also one made by an older ama or by hand)."""
+    def _private_dir(self, path: Path) -> None:
+        """The sessions folder exists and is 0700 (also one made by an older ama or by hand). `path` is the file
+        about to be made, for the error: a SessionWriteError when the folder cannot be made or is not one."""
         if self._dir_checked:
             return
-        self.sessions_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if os.stat(self.sessions_dir).st_mode & 0o077:
-            os.chmod(self.sessions_dir, 0o700)
+        try:
+            self.sessions_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if os.stat(self.sessions_dir).st_mode & 0o077:
+                os.chmod(self.sessions_dir, 0o700)
+        except (FileExistsError, NotADirectoryError) as exc:  # a file (or a dangling link) where a folder belongs
+            raise SessionWriteError(path, f"{self.sessions_dir} is not a directory", exc) from exc
+        except OSError as exc:
+            raise SessionWriteError(
+                path, f"the folder {self.sessions_dir} cannot be used: {_reason(exc)}", exc
+            ) from exc
         self._dir_checked = True
 
     def open_writer(self, session_id: str) -> SessionWriter:
@@ -544,8 +604,10 @@ class SessionStore:
                 except OSError as exc:
                     raise SessionWriteError(path, f"its torn last line cannot be cut off: {_reason(exc)}", exc) from exc
                 size = end
-        except BaseException:
+        except BaseException as exc:
             os.close(fd)
+            if isinstance(exc, OSError) and not isinstance(exc, SessionWriteError):  # a pread that failed (EIO)
+                raise SessionWriteError(path, f"it cannot be read back: {_reason(exc)}", exc) from exc
             raise
         return SessionWriter(path, fd, size, self.redactor, self._fsync)
 
@@ -556,26 +618,47 @@ class SessionStore:
         self, cwd: str | None = None, cursor: str | None = None, page_size: int = 50
     ) -> tuple[list[SessionSummary], str | None]:
         """A page of sessions, newest first, and the cursor of the next page (None: this is the last)."""
-        return self._lister.list(cwd, cursor, page_size)
+        try:
+            return self._lister.list(cwd, cursor, page_size)
+        except NotADirectoryError:  # the sessions path is a file: nothing was ever saved there
+            log.warning("%s is not a directory: no saved sessions to list", self.sessions_dir)
+            return [], None
 
-    def prune_handoffs(self, keep_days: float = HANDOFF_RETENTION_DAYS, *, except_id: str | None = None) -> int:
-        """Remove handoff folders untouched for `keep_days` (docs/sessions.md
-        "Handoff retention"), and those whose session file is gone. Returns how many were removed."""
-        if not self.sessions_dir.is_dir():
-            return 0
+    def prune_handoffs(self, keep_days: int, *, except_id: str | None = None) -> int:
+        """Remove the handoff folders of sessions untouched for `keep_days` — neither their file nor their folder
+        modified since; with 0 every one — and those whose session file is gone (docs/sessions.md "Handoff
+        retention"). Never the folder of `except_id` (the session opening or compacting), nor of a session an ama
+        process has open (its file is locked): a live context names its handoff's path. Returns how many were
+        removed."""
         cutoff = time.time() - keep_days * 86400
+        try:
+            folders = list(self.sessions_dir.iterdir())
+        except FileNotFoundError:
+            return 0
+        except OSError as exc:
+            log.warning("handoff retention: cannot list %s: %s", self.sessions_dir, _reason(exc))
+            return 0
         removed = 0
-        for folder in self.sessions_dir.iterdir():
+        for folder in folders:
             sid = folder.name
-            if not folder.is_dir() or sid == except_id or not is_valid_session_id(sid):
+            if sid == except_id or not is_valid_session_id(sid):
                 continue
+            file = self.path(sid)
             try:
-                old = folder.stat().st_mtime < cutoff
+                info = os.lstat(folder)
+                if not stat.S_ISDIR(info.st_mode):  # a file, or a symlink: not a folder of ours
+                    continue
+                touched = info.st_mtime
+                try:
+                    touched, orphan = max(touched, os.stat(file).st_mtime), False
+                except FileNotFoundError:
+                    orphan = True
             except OSError:
                 continue
-            if old or not self.path(sid).exists():
-                shutil.rmtree(folder, ignore_errors=True)
-                removed += 1
+            if not orphan and ((keep_days > 0 and touched >= cutoff) or _in_use(file)):
+                continue
+            shutil.rmtree(folder, ignore_errors=True)
+            removed += 1
         return removed
 
     def delete(self, session_id: str) -> None:
@@ -585,7 +668,7 @@ class SessionStore:
         try:
             path.unlink()
             existed = True
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # NotADirectory: the sessions path is a file
             existed = False
         folder = self.handoff_dir(session_id)
         if folder.is_dir():

@@ -233,3 +233,145 @@ def test_the_thought_level_of_the_answer_is_the_sessions_default() -> None:
 
     default = inspect.signature(Session.__init__).parameters["thought_level"].default
     assert manager_module.OPENING_THOUGHT_LEVEL == default
+
+
+# --- a file that cannot be made: a live, unsaved session, told once (issue 22, point 6) --------------------------
+
+
+def unsaved(peer: ScriptedPeer) -> list[dict[str, Any]]:
+    return [u for u in peer.updates if "can no longer be saved" in (u.get("title", "") + str(u.get("content", "")))]
+
+
+def finish_and_use(manager: SessionManager, session_id: str) -> None:
+    """After the response: the build, then what the editor does with the id (set_mode, a close)."""
+
+    async def main() -> None:
+        await manager.finish_open(session_id)
+        await manager.get(session_id).set_mode("read_only")
+        assert manager.get(session_id).stats()
+
+    anyio.run(main)
+
+
+def assert_unsaved_and_told_once(manager: SessionManager, peer: ScriptedPeer, session_id: str) -> None:
+    session = manager.get(session_id)
+    assert session.writer is None and session.mode == "read_only"
+    assert len(unsaved(peer)) == 1
+    assert kinds(peer)[0] == "agent_message_chunk"  # the warning first, then what announce_open sends
+    anyio.run(manager.close, session_id)
+    assert manager.sessions == {}
+
+
+def test_a_sessions_path_that_is_a_file_leaves_a_live_unsaved_session(tmp_path, caplog) -> None:
+    manager, peer, ws = make(tmp_path)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "sessions").write_text("not a folder\n", encoding="utf-8")
+    opened = manager.open_session(str(ws), None, [])
+    finish_and_use(manager, opened.session_id)
+    assert "is not a directory" in unsaved(peer)[0]["content"]["text"]
+    assert_unsaved_and_told_once(manager, peer, opened.session_id)
+    errors = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1 and errors[0].exc_info is None  # logged once, no traceback
+
+
+def test_a_name_already_taken_leaves_a_live_unsaved_session(tmp_path) -> None:
+    """`SessionExists` (a directory where the file belongs) is a StoreError, not an OSError: it too."""
+    manager, peer, ws = make(tmp_path)
+    opened = manager.open_session(str(ws), None, [])
+    (tmp_path / "data" / "sessions" / f"{opened.session_id}.jsonl").mkdir(parents=True)
+    finish_and_use(manager, opened.session_id)
+    assert "already exists" in unsaved(peer)[0]["content"]["text"]
+    assert_unsaved_and_told_once(manager, peer, opened.session_id)
+
+
+def test_a_full_disk_at_the_header_leaves_a_live_unsaved_session_and_no_file(tmp_path, monkeypatch) -> None:
+    import errno
+
+    manager, peer, ws = make(tmp_path)
+    opened = manager.open_session(str(ws), None, [])
+    real_write = st.os.write
+
+    def full_disk(fd: int, data: bytes) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(st.os, "write", full_disk)
+    anyio.run(manager.finish_open, opened.session_id)
+    monkeypatch.setattr(st.os, "write", real_write)
+    finish_and_use(manager, opened.session_id)
+    assert "the disk is full" in unsaved(peer)[0]["content"]["text"]
+    assert files(tmp_path) == []  # no header-less file to list or load
+    assert_unsaved_and_told_once(manager, peer, opened.session_id)
+
+
+def test_a_failure_after_the_header_closes_the_file(tmp_path, monkeypatch) -> None:
+    """The header is written but the next entry is not (EFBIG): the writer is closed, not leaked with its lock."""
+    import errno
+
+    manager, peer, ws = make(tmp_path)
+    opened = manager.open_session(str(ws), None, [])
+    closed: list[st.SessionWriter] = []
+    real_append, real_close = st.SessionWriter.append, st.SessionWriter.close
+
+    def too_big(self: st.SessionWriter, entry: Any) -> None:
+        raise st.SessionWriteError(self.path, "the file reached the size limit for files", OSError(errno.EFBIG, "big"))
+
+    def recording_close(self: st.SessionWriter) -> None:
+        closed.append(self)
+        real_close(self)
+
+    monkeypatch.setattr(st.SessionWriter, "append", too_big)
+    monkeypatch.setattr(st.SessionWriter, "close", recording_close)
+    anyio.run(manager.finish_open, opened.session_id)
+    monkeypatch.setattr(st.SessionWriter, "append", real_append)
+    assert len(closed) == 1 and closed[0].closed
+    assert files(tmp_path) == [f"{opened.session_id}.jsonl"]  # the header is there: it loads
+    assert len(unsaved(peer)) == 1
+
+
+@pytest.mark.allow_traceback  # a missing SDK is a broken install: the log keeps its traceback
+def test_mcp_servers_that_cannot_start_leave_a_live_session_and_are_told(tmp_path, monkeypatch) -> None:
+    from ama_acp.session import mcp
+
+    def broken(*args: Any) -> None:
+        raise ImportError("No module named 'mcp'")
+
+    monkeypatch.setattr(mcp, "start", broken)
+    manager, peer, ws = make(tmp_path)
+    servers = [{"name": "x", "command": "/bin/true", "args": [], "env": []}]
+    opened = manager.open_session(str(ws), None, servers)
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            manager.spawn = tg.start_soon  # the connection's task group, as server.py sets it
+            await manager.finish_open(opened.session_id)
+
+    anyio.run(main)
+    session = manager.get(opened.session_id)
+    assert session.mcp is None and session.writer is not None
+    told = [u for u in peer.of("agent_message_chunk") if "MCP servers could not be started" in u["content"]["text"]]
+    assert len(told) == 1 and "ImportError" in told[0]["content"]["text"]
+    anyio.run(manager.close, opened.session_id)
+
+
+def test_load_of_a_live_session_that_was_never_saved_is_not_found_and_leaves_it_live(tmp_path) -> None:
+    manager, peer, ws = make(tmp_path)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "sessions").write_text("not a folder\n", encoding="utf-8")
+    opened = manager.open_session(str(ws), None, [])
+    anyio.run(manager.finish_open, opened.session_id)
+    session = manager.get(opened.session_id)
+
+    async def load() -> None:
+        after: list[Callable[[], Awaitable[None]]] = []
+        token = after_response.set(after)
+        try:
+            await Lifecycle(manager).load(
+                w.LoadSessionRequest(session_id=opened.session_id, cwd=str(ws), mcp_servers=[])
+            )
+        finally:
+            after_response.reset(token)
+
+    with pytest.raises(AcpError) as caught:
+        anyio.run(load)
+    assert caught.value.code == RESOURCE_NOT_FOUND and "never saved" in caught.value.message
+    assert manager.get(opened.session_id) is session and not session.closed

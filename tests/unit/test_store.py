@@ -651,9 +651,210 @@ def test_prune_handoffs_removes_old_and_orphaned_folders(tmp_path):
         store.create(_Header(session_id=sid, cwd="/w")).close()
         (store.handoff_dir(sid) / "compaction-1").mkdir(parents=True)
     old = _time.time() - 40 * 86400
-    _os.utime(store.handoff_dir(ids[0]), (old, old))  # old: pruned
-    _os.utime(store.handoff_dir(ids[2]), (old, old))  # old, but the current session: kept
+    for sid in (ids[0], ids[2]):  # the folder and the session file untouched for 40 days
+        _os.utime(store.handoff_dir(sid), (old, old))
+        _os.utime(store.path(sid), (old, old))
+    # ids[0]: old: pruned; ids[2]: old, but the current session: kept
     (store.handoff_dir(ids[3]) / "compaction-1").mkdir(parents=True)  # no session file: pruned
-    assert store.prune_handoffs(except_id=ids[2]) == 2
+    assert store.prune_handoffs(30, except_id=ids[2]) == 2
     assert not store.handoff_dir(ids[0]).exists() and not store.handoff_dir(ids[3]).exists()
     assert store.handoff_dir(ids[1]).exists() and store.handoff_dir(ids[2]).exists()
+
+
+# --- a session file that cannot be made (issue 22, point 6): always a SessionWriteError, nothing left behind -----
+
+
+def test_create_where_the_sessions_path_is_a_file_says_so(tmp_path: Path) -> None:
+    from ama_acp.session.store import SessionWriteError
+
+    (tmp_path / "sessions").write_text("a file\n", encoding="utf-8")
+    store = SessionStore(tmp_path, redactor=Redactor())
+    with pytest.raises(SessionWriteError) as caught:
+        store.create(_header())
+    assert caught.value.reason == f"{tmp_path / 'sessions'} is not a directory"
+    assert "not saved" in str(caught.value)
+    # The rest of the store answers as for a store with nothing in it.
+    assert store.list() == ([], None)
+    with pytest.raises(SessionNotFound):
+        store.read(new_session_id())
+    with pytest.raises(SessionNotFound):
+        store.delete(new_session_id())
+    assert not store.exists(new_session_id())
+
+
+@pytest.mark.parametrize("fsync", ["turn", "never"])
+def test_create_whose_header_cannot_be_written_leaves_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fsync: str
+) -> None:
+    import errno
+
+    import ama_acp.session.store as store_module
+    from ama_acp.session.store import SessionWriteError
+
+    real_write = os.write
+
+    def full_disk(fd: int, data: bytes) -> int:
+        real_write(fd, data[:10])  # a short write, then the disk is full
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    store = SessionStore(tmp_path, redactor=Redactor(), fsync=fsync)  # type: ignore[arg-type]
+    header = _header()
+    monkeypatch.setattr(store_module.os, "write", full_disk)
+    with pytest.raises(SessionWriteError) as caught:
+        store.create(header)
+    monkeypatch.setattr(store_module.os, "write", real_write)
+    assert caught.value.errno == errno.ENOSPC and caught.value.reason == "the disk is full"
+    assert not store.path(header.session_id).exists()
+    store.create(_header()).close()  # the store itself is fine: the next session is saved
+
+
+def test_create_whose_fsync_fails_is_a_write_error_and_leaves_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    import ama_acp.session.store as store_module
+    from ama_acp.session.store import SessionWriteError
+
+    def failing(fd: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    store = SessionStore(tmp_path, redactor=Redactor(), fsync="turn")
+    header = _header()
+    monkeypatch.setattr(store_module.os, "fsync", failing)
+    with pytest.raises(SessionWriteError) as caught:
+        store.create(header)
+    assert caught.value.errno == errno.EIO and "flushed to disk" in caught.value.reason
+    assert not store.path(header.session_id).exists()
+
+
+def test_create_on_a_file_system_that_cannot_lock_is_a_write_error(
+    store: SessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    import ama_acp.session.store as store_module
+    from ama_acp.session.store import SessionWriteError
+
+    def no_locks(fd: int, op: int) -> None:
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    header = _header()
+    monkeypatch.setattr(store_module.fcntl, "flock", no_locks)
+    with pytest.raises(SessionWriteError) as caught:
+        store.create(header)
+    assert "cannot be locked" in caught.value.reason
+    assert not store.path(header.session_id).exists()
+
+
+def test_a_writer_closed_after_a_failed_partial_write_cuts_the_partial_line(
+    store: SessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ama_acp.session.store as store_module
+
+    header = _header()
+    real_write, real_truncate = os.write, os.ftruncate
+
+    def short_then_full(fd: int, data: bytes) -> int:
+        if len(data) > 5:
+            return real_write(fd, data[:5])
+        raise OSError(28, "No space left on device")
+
+    def refuse(fd: int, length: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    w = store.create(header)
+    monkeypatch.setattr(store_module.os, "write", short_then_full)
+    monkeypatch.setattr(store_module.os, "ftruncate", refuse)  # the cut at the failure fails too
+    with pytest.raises(OSError):
+        w.append(_user("lost"))
+    monkeypatch.setattr(store_module.os, "write", real_write)
+    monkeypatch.setattr(store_module.os, "ftruncate", real_truncate)
+    w.close()  # the session gives up on the file: the partial line goes with the writer
+    assert store.path(header.session_id).read_bytes().endswith(b"\n")
+    assert not store.read(header.session_id).torn_tail
+
+
+# --- handoff retention ([compaction] retention_days) ---------------------------------------------------
+
+
+def _aged_sessions(tmp_path, days: dict[str, float]):
+    """A store with one closed session a name, its handoff folder and its file last touched `days` ago."""
+    import os as _os
+    import time as _time
+
+    from ama_acp.session.entries import Header as _Header
+    from ama_acp.session.store import SessionStore as _Store
+    from ama_acp.session.store import new_session_id as _new_id
+
+    store = _Store(tmp_path)
+    ids = {}
+    for name, age in days.items():
+        sid = ids[name] = _new_id()
+        store.create(_Header(session_id=sid, cwd="/w")).close()
+        (store.handoff_dir(sid) / "compaction-1").mkdir(parents=True)
+        (store.handoff_dir(sid) / "compaction-1" / "handoff.md").write_text("h")
+        when = _time.time() - age * 86400
+        _os.utime(store.handoff_dir(sid), (when, when))
+        _os.utime(store.path(sid), (when, when))
+    return store, ids
+
+
+def test_retention_of_two_days_removes_older_folders_only(tmp_path):
+    store, ids = _aged_sessions(tmp_path, {"fresh": 1, "old": 3, "older": 30, "current": 30})
+    assert store.prune_handoffs(2, except_id=ids["current"]) == 2
+    kept = {name for name, sid in ids.items() if store.handoff_dir(sid).exists()}
+    assert kept == {"fresh", "current"}
+    assert all(store.path(sid).exists() for sid in ids.values())  # the session files themselves stay
+
+
+def test_retention_zero_keeps_no_folder_of_another_session_but_the_current_ones(tmp_path):
+    store, ids = _aged_sessions(tmp_path, {"a": 0, "b": 0.5, "current": 0})
+    assert store.prune_handoffs(0, except_id=ids["current"]) == 2
+    assert [name for name, sid in ids.items() if store.handoff_dir(sid).exists()] == ["current"]
+
+
+def test_a_session_used_recently_keeps_an_old_handoff_folder(tmp_path):
+    """The age is the session's: a session compacted long ago but used yesterday still needs its handoff."""
+    import os as _os
+    import time as _time
+
+    store, ids = _aged_sessions(tmp_path, {"used": 10})
+    yesterday = _time.time() - 86400
+    _os.utime(store.path(ids["used"]), (yesterday, yesterday))
+    assert store.prune_handoffs(2) == 0 and store.handoff_dir(ids["used"]).exists()
+
+
+def test_a_session_open_for_writing_anywhere_keeps_its_folder_even_at_zero(tmp_path):
+    store, ids = _aged_sessions(tmp_path, {"open": 30, "closed": 30})
+    writer = store.open_writer(ids["open"])  # the flock any ama process holds while a session is open
+    try:
+        assert store.prune_handoffs(0) == 1
+        assert store.handoff_dir(ids["open"]).exists() and not store.handoff_dir(ids["closed"]).exists()
+    finally:
+        writer.close()
+    writer = store.open_writer(ids["open"])  # the probe took no lock it kept
+    writer.close()
+    assert store.prune_handoffs(0) == 1
+
+
+def test_retention_leaves_symlinks_files_and_other_names_alone(tmp_path):
+    import os as _os
+
+    store, ids = _aged_sessions(tmp_path, {"old": 30})
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "precious").write_text("keep")
+    from ama_acp.session.store import new_session_id as _new_id
+
+    link = store.sessions_dir / _new_id()
+    _os.symlink(outside, link)  # a valid session id naming a link: never followed, never removed
+    (store.sessions_dir / "not.a.session").mkdir()  # a dot: no session id
+    assert store.prune_handoffs(0) == 1
+    assert (outside / "precious").exists() and link.is_symlink() and (store.sessions_dir / "not.a.session").exists()
+
+
+def test_retention_without_a_sessions_folder_removes_nothing(tmp_path):
+    from ama_acp.session.store import SessionStore as _Store
+
+    assert _Store(tmp_path / "none").prune_handoffs(0) == 0
