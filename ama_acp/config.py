@@ -47,6 +47,12 @@ class CompactionConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     enabled: bool = True
     reserve_tokens: int = 16384
     keep_tokens: int = 20000
+    # Days a handoff folder of another session is kept after its session was last touched (docs/sessions.md
+    # "Handoff retention"); 0 keeps none.
+    retention_days: int = 2
+
+
+MAX_RETENTION_DAYS = 36_500  # a century: past it, seconds-since-the-epoch arithmetic would not mean anything
 
 
 class ContextConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -128,6 +134,9 @@ def parse_config(text: str, origin: str = "config") -> Config:
         raise ConfigError(f"{origin}: {exc}") from None
     if cfg.mode not in MODES:
         raise ConfigError(f"{origin}: mode must be one of {', '.join(MODES)}, not {cfg.mode!r}")
+    days = cfg.compaction.retention_days
+    if not 0 <= days <= MAX_RETENTION_DAYS:
+        raise ConfigError(f"{origin}: compaction.retention_days must be a whole number of days, 0–36,500, not {days!r}")
     if cfg.context.estimator not in ("heuristic", "tiktoken"):
         raise ConfigError(f"{origin}: context.estimator must be 'heuristic' or 'tiktoken'")
     for name, prov in cfg.providers.items():

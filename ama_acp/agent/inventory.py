@@ -9,6 +9,7 @@ the copy the live session put into its context from the saved file.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,11 +25,13 @@ from ama_acp.conversation.messages import (
 TITLE = "# Inventory (mechanical)"
 USER_MESSAGE_CLIP = 6_000  # characters of one user message; the rest is counted, never silently dropped
 ERROR_CLIP = 300  # characters of one tool error (the first part says what went wrong)
+SLASH_CLIP = 300  # characters of one slash command (`/compact` takes a free-text focus)
 LIST_KEEP = 30  # entries of each list (but the user's messages) in the model's copy; the file keeps all
 SEARCH_TOOLS = frozenset({"search", "find_files"})
 
 SESSION = "Session"
 USERS = "The user's messages"
+SLASH = "Slash commands the user ran"
 FILES = "Files touched (most recent last)"
 TOOLS = "Tools used"
 COMMANDS = "Commands run (✗ failed)"
@@ -52,6 +55,7 @@ class Header:
 @dataclass
 class Inventory:
     users: list[str] = field(default_factory=list)
+    slash: list[str] = field(default_factory=list)  # `/model x`, `/compact focus`: not messages (CommandEntry)
     files: dict[str, Counter[str]] = field(default_factory=dict)  # insertion order = order of last touch
     tools: Counter[str] = field(default_factory=Counter)
     commands: list[str] = field(default_factory=list)
@@ -59,9 +63,10 @@ class Inventory:
     errors: list[str] = field(default_factory=list)
 
 
-def collect(messages: list[Message]) -> Inventory:
-    """Walk `messages` once (the session's whole stored history, not only the current context)."""
-    inv = Inventory()
+def collect(messages: list[Message], slash_commands: Sequence[str] = ()) -> Inventory:
+    """Walk `messages` once (the session's whole stored history, not only the current context). The slash
+    commands the person ran are stored beside the messages, not as messages: the caller reads them too."""
+    inv = Inventory(slash=[f"`{clip_note(_one_line(c), SLASH_CLIP)}`" for c in slash_commands if c.strip()])
     calls: dict[str, ToolCallPart] = {}
     for m in messages:
         if isinstance(m, UserMessage):
@@ -107,6 +112,7 @@ def render(inv: Inventory, header: Header | None = None) -> str:
         if header.previous_inventory:
             out.append(f"- previous inventory: {header.previous_inventory}")
     out += ["", f"## {USERS}"] + _items([_indent(u) for u in inv.users])
+    out += ["", f"## {SLASH}"] + _items([f"- {c}" for c in inv.slash])
     out += ["", f"## {FILES}"]
     out += _items([f"- {p}: " + ", ".join(f"{k}×{v}" for k, v in c.items()) for p, c in inv.files.items()])
     out += ["", f"## {TOOLS}"] + _items([f"- {name}×{n}" for name, n in inv.tools.most_common()])
@@ -116,8 +122,8 @@ def render(inv: Inventory, header: Header | None = None) -> str:
     return "\n".join(out) + "\n"
 
 
-def build_inventory(messages: list[Message], header: Header | None = None) -> str:
-    return render(collect(messages), header)
+def build_inventory(messages: list[Message], header: Header | None = None, slash_commands: Sequence[str] = ()) -> str:
+    return render(collect(messages, slash_commands), header)
 
 
 # --- the model's copy, from the text alone -----------------------------------------------------------------

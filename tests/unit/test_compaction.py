@@ -402,3 +402,84 @@ def test_a_hold_is_released_when_the_context_falls_under_prune_at_and_only_then(
         assert held and at is None and holds == [True]  # still at/over pruneAt: the hold stands
     else:
         assert not held and at == 4_096 and holds == [True, False]  # released, and the release persisted
+
+
+# --- handoff fidelity: slash commands, the git state, the language ---------------------------------------
+
+
+def test_the_inventory_lists_the_slash_commands_one_line_each_clipped():
+    from ama_acp.agent.inventory import SLASH, SLASH_CLIP
+
+    long = "/compact " + "focus " * 200
+    inventory = build_inventory([user("hi")], slash_commands=["/context", "/model  local/x\nnext", "  ", long])
+    items = section(inventory, SLASH)
+    assert items[:2] == ["- `/context`", "- `/model local/x next`"]
+    assert len(items) == 3 and items[2].startswith("- `/compact focus") and "characters left out]`" in items[2]
+    assert len(items[2]) < SLASH_CLIP + 60
+    assert section(build_inventory([]), SLASH) == ["- (none)"]
+
+
+def test_the_models_copy_keeps_the_newest_30_slash_commands_and_says_how_many_were_left_out():
+    from ama_acp.agent.inventory import SLASH
+
+    full = build_inventory([], slash_commands=[f"/model m{i}" for i in range(35)])
+    assert len(section(full, SLASH)) == 35  # the file keeps them all
+    copy = section(model_copy(full, 100_000), SLASH)
+    assert copy[0] == "- (5 earlier entries left out; inventory.md has them all)"
+    assert copy[1:] == [f"- `/model m{i}`" for i in range(5, 35)] and len(copy) == LIST_KEEP + 1
+
+
+def test_the_handoff_prompt_asks_for_the_conversations_language_and_carries_the_git_state():
+    from ama_acp.agent.compaction import handoff_prompt, handoff_request
+    from ama_acp.providers import base as pb
+
+    prompt_text = handoff_prompt("# Inventory (mechanical)", 4000, "", "# Git state\n- branch feat")
+    assert "Write the handoff in the language of the conversation (the language the user writes in)" in prompt_text
+    assert prompt_text.index("# Git state") < prompt_text.index("# Inventory (mechanical)")
+    assert "Git state" not in handoff_prompt("# Inventory (mechanical)", 4000)
+
+    base = pb.ModelRequest(model="m", system="s", messages=[user("x " * 4000)], tools=[], max_output=None)
+    git_text = "# Git state of the workspace (at compaction)\n- branch feat\n" + "    M f.txt\n" * 400
+    sized = handoff_request(
+        base,
+        "# Inventory (mechanical)\n" + "- entry\n" * 4000,
+        1000,
+        instructions="",
+        window=8000,
+        prefix_tokens=100,
+        estimate_text=lambda t: len(t) // 4,
+        estimate=lambda m: len(m.content[0].text) // 4,  # type: ignore[union-attr]
+        git_state=git_text,
+    )
+    last = sized.messages[-1].content[0].text  # type: ignore[union-attr]
+    assert git_text in last and sized.tools == []
+    # The git state counts against the window: the whole request stays under it.
+    assert sum(len(m.content[0].text) // 4 for m in sized.messages) + 100 + 1000 // 4 <= 8000  # type: ignore[union-attr]
+
+
+def test_slash_commands_of_a_saved_and_of_an_unsaved_session_reach_the_inventory(tmp_path):
+    replies = [{"text": "Long answer. " * 300}, {"text": "ok"}, {"text": HANDOFF}]
+    manager, _ = make_manager(tmp_path, replies, keep_tokens=50)
+    ws = workspace(tmp_path)
+
+    async def main(unsaved: bool) -> str:
+        session = manager.new_session(str(ws), None, [])
+        if unsaved:
+            assert session.writer is not None
+            session.writer.close()
+            session.writer = None
+        assert await prompt(session, "/context") == "end_turn"
+        assert await prompt(session, "explain " * 300) == "end_turn"
+        assert await prompt(session, "/model nonexistent/model") == "end_turn"
+        assert await prompt(session, "thanks") == "end_turn"
+        assert await prompt(session, "/compact keep it short") == "end_turn"
+        await manager.close(session.id)
+        folder = manager.store.handoff_dir(session.id) / "compaction-1"
+        return (folder / "inventory.md").read_text(encoding="utf-8")
+
+    from ama_acp.agent.inventory import SLASH
+
+    expected = ["- `/context`", "- `/model nonexistent/model`", "- `/compact keep it short`"]
+    assert section(anyio.run(main, False), SLASH) == expected
+    manager, _ = make_manager(tmp_path, replies, keep_tokens=50)
+    assert section(anyio.run(main, True), SLASH) == expected
