@@ -20,7 +20,14 @@ from contextlib import aclosing
 from dataclasses import dataclass
 
 from ama_acp.agent.inventory import clip, model_copy, recent_files
-from ama_acp.conversation.messages import Message, TextPart, Usage, UserMessage
+from ama_acp.conversation.messages import (
+    AssistantMessage,
+    Message,
+    TextPart,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
 from ama_acp.errors import ProviderError
 from ama_acp.providers import base as pb
 
@@ -50,9 +57,11 @@ continue without it. Write the handoff in Markdown with these sections:
 6. Work log and next steps
 7. Open questions and verbatim error messages still relevant
 8. The few files to re-read first (one path a line, in backticks)
+Write the handoff in the language of the conversation (the language the user writes in), even though this
+request is in English; keep paths, commands, code and quoted errors verbatim.
 Keep it under about {chars} characters: only that much goes back into the context (the full text is saved).
 Use the inventory below as a checklist so nothing is lost. Do not call tools.{extra}
-
+{git}
 {inventory}"""
 
 
@@ -105,6 +114,9 @@ def plan_compaction(
     fixed = prefix_tokens + wrapper_tokens
     keep = max(0, min(keep_budget(keep_tokens, auto_compact_at), limit - fixed - MIN_ROOM_TOKENS))
     kept = recent_messages(stored, keep, estimate)
+    unseen = unseen_tail(stored)
+    if len(unseen) > len(kept):  # what the model has not read yet is kept whole, whatever the budget says
+        kept = unseen
     if len(kept) == len(stored):
         return Refused(
             "There is nothing to compact yet: every message is among the recent ones a compaction keeps. "
@@ -113,7 +125,12 @@ def plan_compaction(
     kept_tokens = sum(estimate(m) for m in kept)
     room = limit - fixed - kept_tokens
     if room < MIN_ROOM_TOKENS:
-        if auto_compact_at is None or used < auto_compact_at:
+        if len(kept) == len(unseen) and kept_tokens > keep:
+            why = (
+                f"the newest messages, which the model has not read yet ({kept_tokens:,} tokens), leave too little "
+                f"room under {limit:,} tokens for a handoff"
+            )
+        elif auto_compact_at is None or used < auto_compact_at:
             why = f"a compaction would not free even {MARGIN_PERCENT} % of the context ({used:,} tokens)"
         else:
             why = (
@@ -138,6 +155,20 @@ def budgets(room_tokens: int, inventory_full: str) -> Budgets:
     inventory_chars = min(INVENTORY_CAP, room * INVENTORY_SHARE_PERCENT // 100)
     copy = model_copy(inventory_full, inventory_chars)
     return Budgets(inventory_chars, copy, max(0, min(HANDOFF_CAP, room - len(copy))))
+
+
+def unseen_tail(messages: list[Message]) -> list[Message]:
+    """The messages the model has not answered yet: everything after its last reply — the person's newest
+    prompt, or the results of its last reply's tool calls, with that reply itself (every result keeps its
+    call). A compaction keeps them whole: compacting a result away before the model saw it made a model that
+    reads a big file read it again, compaction after compaction."""
+    last = max((i for i, m in enumerate(messages) if isinstance(m, AssistantMessage)), default=-1)
+    if last < 0:
+        return list(messages)
+    tail = messages[last + 1 :]
+    if any(isinstance(m, ToolResultMessage) for m in tail):
+        return messages[last:]
+    return tail
 
 
 def recent_messages(messages: list[Message], keep_tokens: int, estimate: Callable[[Message], int]) -> list[Message]:
@@ -234,9 +265,11 @@ def wrapper_text(handoff_path: str, inventory_path: str) -> str:
 # --- the handoff request -----------------------------------------------------------------------------------
 
 
-def handoff_prompt(inventory: str, handoff_chars: int, instructions: str = "") -> str:
+def handoff_prompt(inventory: str, handoff_chars: int, instructions: str = "", git_state: str = "") -> str:
+    """`git_state`: the workspace's git state as text (tools/git_state.py), "" when there is none."""
     extra = f"\nThe user asks you to focus on: {instructions}" if instructions else ""
-    return HANDOFF_PROMPT.format(chars=f"{handoff_chars:,}", extra=extra, inventory=inventory)
+    git = f"\n{git_state}\n" if git_state else ""
+    return HANDOFF_PROMPT.format(chars=f"{handoff_chars:,}", extra=extra, git=git, inventory=inventory)
 
 
 def handoff_request(
@@ -249,6 +282,7 @@ def handoff_request(
     prefix_tokens: int,
     estimate_text: Callable[[str], int],
     estimate: Callable[[Message], int],
+    git_state: str = "",
 ) -> pb.ModelRequest:
     """The session's next request with the handoff prompt appended and no tools, sized to fit `window`: the
     context (its oldest messages left out of this one request if it must) + the prompt + the inventory clipped
@@ -256,14 +290,14 @@ def handoff_request(
     messages = list(base.messages)
     inventory = clip(inventory_full, REQUEST_INVENTORY_CAP)
     if window is not None:
-        head = estimate_text(handoff_prompt("", handoff_chars, instructions))
+        head = estimate_text(handoff_prompt("", handoff_chars, instructions, git_state))
         avail = window - window // 20 - handoff_chars // CHARS_PER_TOKEN - head  # 5 %: estimates are not exact
         context = prefix_tokens + sum(estimate(m) for m in messages)
         if context > avail - MIN_ROOM_TOKENS:
             messages = recent_messages(messages, max(avail - MIN_ROOM_TOKENS - prefix_tokens, 0), estimate)
             context = prefix_tokens + sum(estimate(m) for m in messages)
         inventory = clip(inventory, max(avail - context, MIN_ROOM_TOKENS) * CHARS_PER_TOKEN)
-    prompt = handoff_prompt(inventory, handoff_chars, instructions)
+    prompt = handoff_prompt(inventory, handoff_chars, instructions, git_state)
     return pb.ModelRequest(
         model=base.model,
         system=base.system,
@@ -281,22 +315,35 @@ async def write_handoff(
     provider: pb.Provider,
     request: pb.ModelRequest,
     on_usage: Callable[[Usage | None], None],
+    on_lost: Callable[[], None],
 ) -> str | None:
     """Ask the model for the handoff (`request` from `handoff_request`). `on_usage` gets the request's usage
-    (it is billed, but does not enter the context). None when the model wrote nothing; a provider failure
-    raises CompactionFailed."""
+    (it is billed, but does not enter the context); `on_lost` is called for each attempt the provider accepted
+    whose usage never came (cancelled, cut off, retried: billed all the same, U17). None when the model wrote
+    nothing; a provider failure raises CompactionFailed."""
     parts: list[str] = []
-    # aclosing: a cancelled compaction closes its HTTP response now, not at garbage collection.
-    async with aclosing(provider.stream(request)) as stream:
-        async for event in stream:
-            if isinstance(event, pb.TextDelta):
-                parts.append(event.text)
-            elif isinstance(event, pb.Retrying):
-                parts = []
-            elif isinstance(event, pb.Failure):
-                raise CompactionFailed(event.message)
-            elif isinstance(event, pb.Finished):
-                on_usage(event.usage)
-                break
+    accepted = False
+    try:
+        # aclosing: a cancelled compaction closes its HTTP response now, not at garbage collection.
+        async with aclosing(provider.stream(request)) as stream:
+            async for event in stream:
+                if isinstance(event, pb.Accepted):
+                    accepted = True
+                elif isinstance(event, pb.TextDelta):
+                    parts.append(event.text)
+                elif isinstance(event, pb.Retrying):
+                    parts = []
+                    if accepted:
+                        accepted = False
+                        on_lost()
+                elif isinstance(event, pb.Failure):
+                    raise CompactionFailed(event.message)
+                elif isinstance(event, pb.Finished):
+                    accepted = False
+                    on_usage(event.usage)
+                    break
+    finally:  # a cancel, a failure or a stream that just ended: an accepted attempt was billed without usage
+        if accepted:
+            on_lost()
     text = "".join(parts).strip()
     return text or None

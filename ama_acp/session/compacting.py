@@ -16,8 +16,11 @@ from __future__ import annotations
 
 import logging
 import secrets
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
+
+import anyio
 
 from ama_acp.agent.compaction import (
     CompactionFailed,
@@ -31,10 +34,13 @@ from ama_acp.agent.compaction import (
     write_handoff,
 )
 from ama_acp.agent.inventory import Header, build_inventory
+from ama_acp.agent.loop import TurnEnd
 from ama_acp.agent.pruning import PLACEHOLDER, candidates, pruned
+from ama_acp.context.meter import USAGE
 from ama_acp.conversation.messages import Message, ToolResultMessage, Usage
 from ama_acp.errors import StoreError
 from ama_acp.session import entries as en
+from ama_acp.tools.git_state import read_git_state
 from ama_acp.wire import types as w
 
 if TYPE_CHECKING:
@@ -44,6 +50,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 HELD = "Automatic compaction is held until the context shrinks or you run /compact."
+# Automatic compactions in one prompt turn: each made room and the turn filled it again; past this the turn
+# stops and the person decides (a loop of compactions costs a model request each and gets nowhere).
+MAX_AUTO_PER_TURN = 3
 
 
 def thresholds(rt: Runtime, session: Session) -> tuple[int | None, int | None]:
@@ -58,6 +67,7 @@ async def before_request(rt: Runtime, session: Session) -> None:
     if await maybe_prune(rt, session):
         await _release_if_shrunk(rt, session)
     await maybe_compact(rt, session)
+    await ensure_room(rt, session)
 
 
 async def maybe_prune(rt: Runtime, session: Session) -> bool:
@@ -91,16 +101,86 @@ async def maybe_prune(rt: Runtime, session: Session) -> bool:
 
 async def maybe_compact(rt: Runtime, session: Session) -> None:
     auto, _ = thresholds(rt, session)
-    if auto is not None and not session.ctx.meter.compaction_held and session.ctx.figures().used >= auto:
-        await compact(rt, session, manual=False)
+    if auto is None or session.ctx.meter.compaction_held or session.ctx.figures().used < auto:
+        return
+    if session.turn_compactions >= MAX_AUTO_PER_TURN:  # each one made room, and it filled again: a loop
+        await _stop_turn(
+            session,
+            f"ama already compacted the conversation {session.turn_compactions} times in this turn, and the context "
+            f"is full again ({session.ctx.figures().used:,} tokens): the work does not fit this model's window. ",
+        )
+    session.turn_compactions += 1
+    await compact(rt, session, manual=False)
+
+
+async def ensure_room(rt: Runtime, session: Session) -> None:
+    """The last check before a request: when compaction is on but could not bring the context under the window
+    (refused, failed or held), the request would be rejected by the provider — or, with a result the model never
+    saw compacted away, the turn would loop. Stop the turn and say why instead."""
+    auto, _ = thresholds(rt, session)
+    f = session.ctx.figures()
+    if auto is None or f.window is None or f.used < f.window:
+        return
+    await _stop_turn(
+        session,
+        f"the context ({f.used:,} tokens{' estimated' if f.source != USAGE else ''}) does not fit the "
+        f"{f.window:,}-token window of {session.model_id}, and compaction could not free enough room. ",
+    )
+
+
+async def _stop_turn(session: Session, why: str) -> NoReturn:
+    text = (
+        f"\n\n⚠ Stopped this turn: {why}Nothing more was sent to the model. Run /compact (with a focus), switch "
+        "to a model with a larger window, or start a new session.\n\n"
+    )
+    log.warning("turn stopped before a request: %s", why.strip())
+    await session.send(w.AgentMessageChunk(content=w.TextContent(text=text)))
+    raise TurnEnd("end_turn")
+
+
+@dataclass
+class _Attempt:
+    """What the person was told of one compaction: an `in_progress` must be followed by completed or failed."""
+
+    cid: str = ""
+    visible: bool = False
+    started: bool = False
+    ended: bool = False
 
 
 async def compact(rt: Runtime, session: Session, manual: bool, instructions: str = "") -> None:
+    """Compact now. Every compaction the person saw start ends, completed or failed: a cancel (or a closed
+    session, or the end of stdin) while the handoff streams ends it as failed, replaces nothing and holds
+    nothing (the compaction was not shown to be useless)."""
+    attempt = _Attempt()
+    try:
+        await _compact(rt, session, manual, instructions, attempt)
+    except anyio.get_cancelled_exc_class():
+        if attempt.started and not attempt.ended:
+            with anyio.CancelScope(shield=True):
+                said = "Compaction cancelled; the conversation is unchanged."
+                await _ended(session, attempt, "failed", said, error="cancelled; the conversation is unchanged")
+        raise
+
+
+async def _ended(
+    session: Session, attempt: _Attempt, status: Literal["completed", "failed"], said: str, **what: Any
+) -> None:
+    """The compaction's end: a `compaction_update` when the client shows them, else `said` as an agent message."""
+    attempt.ended = True
+    if attempt.visible:
+        await session.send(w.CompactionUpdate(compaction_id=attempt.cid, status=status, **what))
+    else:
+        await session.send(w.AgentMessageChunk(content=w.TextContent(text=f"\n\n_{said}_\n\n")))
+
+
+async def _compact(rt: Runtime, session: Session, manual: bool, instructions: str, attempt: _Attempt) -> None:
     number = session.compactions + 1
     # Unique per attempt (a refused or failed one is its own entity on the client: patch semantics).
-    cid = f"{session.id}-c{number}-{secrets.token_hex(3)}"
+    cid = attempt.cid = f"{session.id}-c{number}-{secrets.token_hex(3)}"
     caps = rt.client_caps.session
-    visible = caps is not None and caps.compaction is not None
+    visible = attempt.visible = caps is not None and caps.compaction is not None
+    served_by = session.model_id  # the handoff is billed as the model asked, even if the person switches meanwhile
     if manual:
         _hold(session, False, "/compact")
     f = session.ctx.figures()
@@ -125,6 +205,7 @@ async def compact(rt: Runtime, session: Session, manual: bool, instructions: str
         over = auto is not None and f.used >= auto
         await _refused(session, cid, visible, plan.reason, hold=not manual or over)
         return
+    attempt.started = True  # before the send: a cancel during it must still end the compaction
     if visible:
         await session.send(w.CompactionUpdate(compaction_id=cid, status="in_progress"))
     previous = handoff_dir / f"compaction-{number - 1}" if number > 1 else None
@@ -137,8 +218,10 @@ async def compact(rt: Runtime, session: Session, manual: bool, instructions: str
         previous_handoff=str(previous / "handoff.md") if previous else None,
         previous_inventory=str(previous / "inventory.md") if previous else None,
     )
-    inventory = build_inventory(_history(rt, session), header)
+    messages, slash_commands = _history(rt, session)
+    inventory = build_inventory(messages, header, slash_commands)
     room = budgets(plan.room_tokens, inventory)
+    git = await read_git_state(session.cwd)  # locally, bounded, never raising; None outside a work tree
     request = handoff_request(
         session.build_request(),
         inventory,
@@ -148,14 +231,15 @@ async def compact(rt: Runtime, session: Session, manual: bool, instructions: str
         prefix_tokens=prefix,
         estimate_text=est.text,
         estimate=est.message,
+        git_state=git.render() if git is not None else "",
     )
 
-    def bill(usage: Usage | None) -> None:
-        session.ctx.bill(session.model_id, usage, enters_context=False)
+    def bill(usage: Usage | None, interrupted: bool = False) -> None:
+        session.ctx.bill(served_by, usage, enters_context=False, interrupted=interrupted)
         # Stored even without usage: the billing state changed (an unreported request), and a load must know.
         session.persist(
             en.UsageEntry(
-                model_id=session.model_id,
+                model_id=served_by,
                 usage=usage or Usage(),
                 cost=session.ctx.last_cost,
                 purpose="compaction",
@@ -164,25 +248,25 @@ async def compact(rt: Runtime, session: Session, manual: bool, instructions: str
         )
 
     try:
-        handoff = await write_handoff(session.provider(), request, bill)
+        handoff = await write_handoff(session.provider(), request, bill, lambda: bill(None, interrupted=True))
     except CompactionFailed as exc:
-        await _failed(session, cid, visible, str(exc))
+        await _failed(session, attempt, str(exc))
         return
     except Exception as exc:  # a bug of ours: the conversation stays as it was, and the log has the traceback
         log.exception("compaction failed unexpectedly")
-        await _failed(session, cid, visible, f"internal error: {type(exc).__name__}")
+        await _failed(session, attempt, f"internal error: {type(exc).__name__}")
         return
     if handoff is None:
-        await _failed(session, cid, visible, "the model returned no handoff")
+        await _failed(session, attempt, "the model returned no handoff")
         return
     try:  # the full texts: what goes back to the model is clipped, the files never are
         folder.mkdir(parents=True, exist_ok=True)
         handoff_path.write_text(handoff, encoding="utf-8")
         inventory_path.write_text(inventory, encoding="utf-8")
     except OSError as exc:
-        await _failed(session, cid, visible, f"cannot save the handoff: {exc}")
+        await _failed(session, attempt, f"cannot save the handoff: {exc}")
         return
-    rt.store.prune_handoffs(except_id=session.id)
+    rt.store.prune_handoffs(rt.config.compaction.retention_days, except_id=session.id)
     # The kept tail holds stored messages only (never a previous handoff), so this is a valid file index.
     kept_from = max(session.context_first, session.message_total - len(plan.kept))
     message = context_message(
@@ -218,24 +302,22 @@ async def compact(rt: Runtime, session: Session, manual: bool, instructions: str
     if auto is not None and after >= auto:  # estimates were off: never compact again before the next request
         _hold(session, True, f"the context is still at {after:,} tokens after compaction {number}")
         summary += f" The context is still over {auto:,} tokens. {HELD}"
-    if visible:
-        await session.send(
-            w.CompactionUpdate(compaction_id=cid, status="completed", summary=[w.TextContent(text=summary)])
-        )
-    else:
-        await session.send(w.AgentMessageChunk(content=w.TextContent(text=f"\n\n_{summary}_\n\n")))
-    await session.report_usage()  # E5
+    with anyio.CancelScope(shield=True):  # the context was replaced: a cancel now must not pass for a failure
+        await _ended(session, attempt, "completed", summary, summary=[w.TextContent(text=summary)])
+        await session.report_usage()  # E5
 
 
-def _history(rt: Runtime, session: Session) -> list[Message]:
-    """The whole stored conversation, so the inventory covers what came before the current context (the
-    first request of a session compacted five times is in the fifth inventory). Unsaved session: the context."""
+def _history(rt: Runtime, session: Session) -> tuple[list[Message], list[str]]:
+    """The whole stored conversation and the slash commands the person ran (stored as CommandEntry lines, not
+    as messages), so the inventory covers what came before the current context (the first request of a session
+    compacted five times is in the fifth inventory). Unsaved session: the context and this process's commands."""
     if session.writer is not None:
         try:
-            return rt.store.read(session.id).messages
+            loaded = rt.store.read(session.id)
+            return loaded.messages, [e.text for e in loaded.entries if isinstance(e, en.CommandEntry)]
         except (OSError, StoreError) as exc:
             log.warning("compaction: cannot read the session file for the inventory (%s); using the context", exc)
-    return session.messages[session.context_synthetic :]
+    return session.messages[session.context_synthetic :], list(session.slash_commands)
 
 
 def _hold(session: Session, held: bool, reason: str) -> None:
@@ -269,12 +351,9 @@ async def _refused(session: Session, cid: str, visible: bool, reason: str, hold:
     await session.report_usage()
 
 
-async def _failed(session: Session, cid: str, visible: bool, error: str) -> None:
+async def _failed(session: Session, attempt: _Attempt, error: str) -> None:
     log.warning("compaction failed: %s", error)
     _hold(session, True, f"compaction failed: {error}")  # not retried before every request
-    if visible:
-        await session.send(w.CompactionUpdate(compaction_id=cid, status="failed", error=error))
-    else:
-        text = f"\n\n_Compaction failed ({error}); the conversation is unchanged. Run /compact to try again._\n\n"
-        await session.send(w.AgentMessageChunk(content=w.TextContent(text=text)))
+    said = f"Compaction failed ({error}); the conversation is unchanged. Run /compact to try again."
+    await _ended(session, attempt, "failed", said, error=error)
     await session.report_usage()

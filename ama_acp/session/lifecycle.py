@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ama_acp.rpc.dispatch import defer
-from ama_acp.rpc.errors import SESSION_BUSY, AcpError
+from ama_acp.rpc.errors import RESOURCE_NOT_FOUND, SESSION_BUSY, AcpError
 from ama_acp.session import store as st
 from ama_acp.session.entries import DirectoriesEntry
 from ama_acp.session.listing import InvalidCursor
@@ -28,18 +28,30 @@ class Lifecycle:
 
     async def _open(self, session_id: str, cwd: str, additional: list[str] | None) -> tuple[Session, st.LoadedSession]:
         live = self.m.live(session_id)  # one session/new answered but not built yet is built, then reopened
+        store = self.m.store
         if live is not None:
             if live.busy:
                 raise AcpError.session_busy(session_id)
+            if live.writer is None and not store.exists(session_id):
+                # Its file could never be made (docs/sessions.md "Unsaved sessions"): nothing to load it from. The
+                # live session is left as it is (prompt, set_*, close still work), and the answer says why.
+                raise AcpError(
+                    RESOURCE_NOT_FOUND,
+                    f"Session {session_id} was never saved (its file could not be created), so it cannot be "
+                    "loaded; it is still open in this connection",
+                    {"sessionId": session_id},
+                )
             await self.m.close(session_id)  # reopen from the file: one source of truth
         dirs = self.m.check_dirs(cwd, additional)
-        store = self.m.store
         try:
             loaded = store.read(session_id)
         except st.SessionNotFound:
             raise AcpError.session_not_found(session_id) from None
         except st.SessionFormatError as exc:
             raise AcpError.invalid_params(f"sessionId: {exc}") from None
+        except OSError as exc:  # a file that exists but cannot be read (permissions, an I/O error, a directory)
+            log.error("session %s: cannot read its file: %s", session_id, exc)
+            raise AcpError.internal(f"session {session_id} cannot be read: {exc.strerror or exc}") from None
         if loaded.torn_tail:
             log.warning("session %s: its last line was torn (a crash mid-write); it was skipped", session_id)
         header = loaded.header
@@ -68,6 +80,9 @@ class Lifecycle:
         except st.SessionWriteError as exc:
             # Readable but not writable (a read-only file or disk): the session goes on, unsaved, and says so.
             session.cannot_save(exc)
+        except (st.SessionNotFound, st.SessionFormatError) as exc:
+            # Removed or replaced between the read and this open: what was read goes on, unsaved, and says so.
+            session.cannot_save(st.SessionWriteError(store.path(session_id), str(exc), exc))
         if session.writer is not None:
             try:
                 # Written back, so the file itself pairs every call with a result: appending is the one change
@@ -81,9 +96,16 @@ class Lifecycle:
         self.m.sessions[session_id] = session
         return session, loaded
 
+    def _connect_mcp(self, session: Session, servers: list[dict[str, Any]]) -> None:
+        self.m.connect_mcp(session, servers)
+        # The stored figure was restored before the servers were known: from now on it is compared with the
+        # prefix once their tools are final, not with the partial one of servers still starting (E4, U9).
+        if session.ctx.reopen is not None:
+            session.ctx.reopen.servers_known(session.mcp)
+
     async def load(self, req: w.LoadSessionRequest) -> w.LoadSessionResponse:
         session, loaded = await self._open(req.session_id, req.cwd, req.additional_directories)
-        self.m.connect_mcp(session, req.mcp_servers)  # the editor's list of this load wins (R69)
+        self._connect_mcp(session, req.mcp_servers)  # the editor's list of this load wins (R69)
         for update in replay_updates(loaded):  # all history before the response (R67)
             await session.send(update)
         defer(session.announce_open)  # E4: after the replay and the response
@@ -91,7 +113,7 @@ class Lifecycle:
 
     async def resume(self, req: w.ResumeSessionRequest) -> w.LoadSessionResponse:
         session, _ = await self._open(req.session_id, req.cwd, req.additional_directories)
-        self.m.connect_mcp(session, req.mcp_servers)  # R75
+        self._connect_mcp(session, req.mcp_servers)  # R75
         defer(session.announce_open)  # no replay (R74)
         return w.LoadSessionResponse(modes=session.mode_state(), config_options=session.config_options())
 

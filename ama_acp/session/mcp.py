@@ -99,6 +99,14 @@ class SessionMcp:
         self._refresh()
         return [ToolSpec(a.name, a.description, a.parameters) for a in self._adapters.values()]
 
+    def server_names(self) -> list[str]:
+        """Every server of this open, ready or not (session/reopen.py `ServerStatus`)."""
+        return [spec.name for spec in self.specs]
+
+    def starting(self) -> list[str]:
+        """The servers still starting: neither ready nor failed (nor closed) yet."""
+        return [name for name, state in self.hub.servers() if state == "starting"]
+
     def by_server(self) -> dict[str, list[ToolSpec]]:
         """The declarations of each server's tools (every configured server, even one with none)."""
         self._refresh()

@@ -155,6 +155,9 @@ def restore(session: Session, loaded: LoadedSession, handoff_dir: Path) -> list[
     recorded_after: dict[str, int] = {}  # provider id → messages stored before its last tool-call record
     pruned: set[int] = set()  # file indices of messages the context carries pruned
     held = False  # automatic compaction held: the last CompactionHoldEntry, released by a compaction
+    # A model switch after the last stored meter state: its anchor is void (U9), even if the model switched back
+    # since — live, the first switch ended it (docs/context.md "Session load").
+    switched = False
     for entry in loaded.entries:
         if isinstance(entry, en.MessageEntry):
             all_messages.append(entry.message)
@@ -162,11 +165,13 @@ def restore(session: Session, loaded: LoadedSession, handoff_dir: Path) -> list[
         elif isinstance(entry, en.UsageEntry):
             # A damaged state is skipped: the last good one stands (never a made-up 0).
             billing_state = _state(entry.billing, BillingState) or billing_state
-            meter_state = _state(entry.meter, MeterState) or meter_state
+            if (state := _state(entry.meter, MeterState)) is not None:
+                meter_state, switched = state, False
         elif isinstance(entry, en.CompactionEntry):
             kept_from = min(max(entry.kept_from_index, 0), len(all_messages))
             context = _compacted(entry, all_messages, kept_from, handoff_dir)
             meter_state = _state(entry.meter, MeterState)  # the context changed: the old state is void either way
+            switched = switched and meter_state is None
             session.compactions = entry.number
             session.context_first, session.context_synthetic = kept_from, 1
             held = False
@@ -177,12 +182,14 @@ def restore(session: Session, loaded: LoadedSession, handoff_dir: Path) -> list[
         elif isinstance(entry, en.ContextEditEntry) and entry.action == "prune":
             pruned.update(entry.message_indices)
             apply_prune(context, [i - session.context_first + session.context_synthetic for i in entry.message_indices])
-            meter_state = _state(entry.meter, MeterState) or meter_state
+            if (state := _state(entry.meter, MeterState)) is not None:
+                meter_state, switched = state, False
         elif isinstance(entry, en.PromptEntry):
             if entry.system is not None and session.frozen_prompt is None:
                 session.frozen_prompt = entry.system  # the next request starts with the bytes the last one did
             session.told = Setting(entry.mode_id, tuple(entry.additional_directories))
         elif isinstance(entry, en.ModelEntry):
+            switched = switched or entry.model_id != session.model_id
             session.model_id = entry.model_id
         elif isinstance(entry, en.ModeEntry):
             if entry.mode_id in options.MODE_NAMES:  # a mode this ama does not know would govern approvals
@@ -222,6 +229,8 @@ def restore(session: Session, loaded: LoadedSession, handoff_dir: Path) -> list[
     session.adopt_restored(wire_ids)
     session.ctx.model_changed(session.model_id, session.model_id)  # window of the stored model
     session.ctx.restore(paired.messages, meter_state, billing_state)
+    if switched:
+        session.ctx.meter.invalidate()
     session.ctx.meter.set_compaction(held=held)
     return repair
 

@@ -19,6 +19,7 @@ import msgspec
 from ama_acp.agent import events as ev
 from ama_acp.agent.loop import Refusal, run_turn
 from ama_acp.agent.prompt import Setting, setting_reminder, system_prompt
+from ama_acp.agent.result_fit import fit_result, result_budget, tool_chars
 from ama_acp.conversation.messages import AssistantMessage, ImagePart, Message, TextPart, Usage, UserMessage
 from ama_acp.conversation.tools import ToolSpec
 from ama_acp.providers import base as pb
@@ -34,6 +35,7 @@ from ama_acp.session.updates import is_stop_reason, plan_update, to_update
 from ama_acp.session.wire_ids import WireIds
 from ama_acp.session.workspaces import current_tool_call, tool_context
 from ama_acp.tools.base import Tool, ToolError, ToolResult
+from ama_acp.tools.context import result_chars
 from ama_acp.tools.registry import run_with_deadline
 from ama_acp.wire import types as w
 
@@ -71,6 +73,7 @@ class Session:
         self.messages: list[Message] = []  # the context the next request carries
         self.message_total = 0  # MessageEntries written to the session file (compaction indexes by it)
         self.compactions = 0
+        self.turn_compactions = 0  # automatic compactions in the running turn (session/compacting.py bounds them)
         # Where the context sits in the file: after a compaction it starts with `context_synthetic` messages
         # of its own (the handoff), then the stored messages from file index `context_first` on.
         self.context_first = 0
@@ -81,6 +84,7 @@ class Session:
         self.frozen_prompt: str | None = None
         self.told: Setting | None = None
         self.todos: list[dict[str, str]] = []
+        self.slash_commands: list[str] = []  # those the person ran in this process (compacting.py `_history`)
         self.title: str | None = None
         self._sent_title: str | None = None
         self.writer: SessionWriter | None = None
@@ -88,6 +92,9 @@ class Session:
         self.approver = Approver(self)
         self._provider: pb.Provider | None = None
         self._provider_for: str | None = None
+        # The model the request in flight was built for: its reply is billed and measured as that model's, even
+        # when the person switches models while it streams (docs/context.md "A switch while a reply streams").
+        self.serving: str | None = None
         self.wire_ids = WireIds()  # every toolCallId the session has used, restored on load
         self._provider_ids: dict[str, str] = {}  # wire id → provider id
         self._calls: dict[str, dict[str, Any]] = {}  # wire id → what replay needs
@@ -121,6 +128,8 @@ class Session:
         await self.rt.send_update(self.id, update)
 
     def persist(self, entry: en.Entry) -> None:
+        if isinstance(entry, en.CommandEntry):  # for the inventory of a session with no file to read them from
+            self.slash_commands.append(entry.text)
         if self.writer is None:
             return
         try:
@@ -136,7 +145,12 @@ class Session:
             log.error("session %s: %s", self.id, exc)
         else:
             log.error("session %s: cannot write the session file (%s); it will not survive a restart", self.id, exc)
-        self.writer = None
+        writer, self.writer = self.writer, None
+        if writer is not None:  # its descriptor and lock go now, not when the process ends
+            try:
+                writer.close()
+            except OSError as close_exc:  # its fsync, on the disk that just failed: nothing more to lose
+                log.info("session %s: closing the session file after the failure: %s", self.id, close_exc)
         self._unsaved = str(reason or exc.strerror or exc) or type(exc).__name__
 
     async def warn_unsaved(self) -> None:
@@ -247,6 +261,7 @@ class Session:
             self._freeze_prompt()
         info = self.rt.model_info(self.model_id)
         _, _, name = self.model_id.partition("/")
+        self.serving = self.model_id
         return pb.ModelRequest(
             model=info.model if info else name,
             system=self.system_prompt(),
@@ -260,7 +275,9 @@ class Session:
         self.messages.append(message)
         self.message_total += 1
         self.persist(en.MessageEntry(message=message))
-        self.ctx.append(message)
+        # A reply of the model that was current when its request was built, unless the person switched since.
+        measured = not isinstance(message, AssistantMessage) or self.serving in (None, self.model_id)
+        self.ctx.append(message, measured)
 
     def file_index(self, position: int) -> int:
         """The MessageEntry index in the session file of the context message at `position`."""
@@ -352,27 +369,53 @@ class Session:
         tool = self.tool(name)
         if tool is None:
             raise ToolError(f"There is no tool named {name!r}.")
+        budget, window = self._result_budget()
         token = current_tool_call.set(wire_id)
+        room = result_chars.set(tool_chars(budget))
         try:
-            return await run_with_deadline(tool, args, self.tool_ctx)
+            result = await run_with_deadline(tool, args, self.tool_ctx)
         finally:
+            result_chars.reset(room)
             current_tool_call.reset(token)
+        if window is None:
+            return result
+        return fit_result(result, budget, self.ctx.meter.estimator.text, window)
+
+    def _result_budget(self) -> tuple[int | None, int | None]:
+        """(tokens the next tool result may take, the window) — see agent/result_fit.py."""
+        f = self.ctx.figures()
+        auto, _ = self.ctx.meter.thresholds()  # held or not: a compaction may still have to keep the result
+        unseen = 0
+        for message in reversed(self.messages):
+            if isinstance(message, AssistantMessage):
+                break
+            unseen += self.ctx.meter.estimator.message(message)
+        return result_budget(f.window, auto, f.used, unseen), f.window
 
     async def after_assistant_message(self, message: AssistantMessage) -> None:
         # Every completed response was billed by the provider, reported or not: one without usage counts as an
         # unreported request and makes the cost unknown (U17), instead of passing for a free one.
-        self.ctx.bill(self.model_id, message.usage, enters_context=True)
+        served_by = self.serving or self.model_id  # priced as the model that served it (a switch may be newer)
+        self.ctx.bill(served_by, message.usage, enters_context=True)
+        self._persist_usage(served_by, message.usage)
+        await self.report_usage(message_end=True)  # E1
+
+    async def request_lost(self) -> None:
+        served_by = self.serving or self.model_id
+        self.ctx.bill(served_by, None, enters_context=True, interrupted=True)
+        self._persist_usage(served_by, None)  # a load must know the cost became unknown
+
+    def _persist_usage(self, model_id: str, usage: Usage | None) -> None:
         self.persist(
             en.UsageEntry(
-                model_id=self.model_id,
-                usage=message.usage or Usage(),  # {}: the provider said nothing; the states below still change
+                model_id=model_id,
+                usage=usage or Usage(),  # {}: the provider said nothing; the states below still change
                 cost=self.ctx.last_cost,
                 purpose="turn",
                 meter=self.ctx.meter_state(),
                 billing=self.ctx.billing_state(),
             )
         )
-        await self.report_usage(message_end=True)  # E1
 
     async def before_request(self) -> None:
         if self.mcp is not None:
@@ -418,6 +461,7 @@ class Session:
         user = self._user_message(blocks)
         command = self.rt.commands.match(user)
         self.cancelled = False
+        self.turn_compactions = 0
         idle = self._idle = anyio.Event()
         billed_before = self.ctx.billing.totals()
         stop = "end_turn"

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from ama_acp.tools.paths import PathPolicy, ResolvedPath
 from ama_acp.tools.workspace import Workspace
+
+# Characters the running call's result may take, set by the session from the model's window for each call
+# (agent/result_fit.py); None: only the tool's own bound. A tool that can cut where the model can read on
+# (read_file's `offset`) cuts there itself; the session cuts any result still too long.
+result_chars: ContextVar[int | None] = ContextVar("result_chars", default=None)
 
 
 @dataclass

@@ -18,7 +18,7 @@ from ama_acp.tools.common import (
     require_regular,
     validate,
 )
-from ama_acp.tools.context import ToolContext
+from ama_acp.tools.context import ToolContext, result_chars
 from ama_acp.tools.workspace import BinaryFileError
 
 DEFAULT_LIMIT = 2000
@@ -117,12 +117,16 @@ class ReadTool:
         if not window:
             raise ToolError(f"offset {offset} is past the end of {shown}.")
 
-        body, shown_count = _number(window, offset)
+        room = result_chars.get()
+        cap = MAX_OUTPUT_CHARS if room is None else max(min(room, MAX_OUTPUT_CHARS), 1)
+        body, shown_count = _number(window, offset, cap)
         last = offset + shown_count - 1
         capped = shown_count < len(window)
         if capped or more:
             of = f" of {total}" if total is not None else f" of a {human_size(st.size)} file"
-            why = " (output size limit)" if capped else ""
+            why = ""
+            if capped:
+                why = " (output size limit)" if cap == MAX_OUTPUT_CHARS else " (cut to fit the model's context window)"
             body += (
                 f"\n\n[Showing lines {offset}–{last}{of}{why}. To read more, call read_file with offset={last + 1}.]"
             )
@@ -137,8 +141,9 @@ def _split_lines(text: str) -> list[str]:
     return lines
 
 
-def _number(lines: list[str], first: int) -> tuple[str, int]:
-    """Numbered lines, cut to the output budget; returns the text and how many lines it holds."""
+def _number(lines: list[str], first: int, cap: int = MAX_OUTPUT_CHARS) -> tuple[str, int]:
+    """Numbered lines, cut to `cap` characters (at least one line); returns the text and how many lines it
+    holds."""
     out: list[str] = []
     used = 0
     for i, line in enumerate(lines):
@@ -146,7 +151,7 @@ def _number(lines: list[str], first: int) -> tuple[str, int]:
         if len(line) > MAX_LINE_CHARS:
             line = f"{line[:MAX_LINE_CHARS]} … [line cut: {len(line)} characters]"
         entry = f"{first + i:6d}\t{line}"
-        if out and used + len(entry) + 1 > MAX_OUTPUT_CHARS:
+        if out and used + len(entry) + 1 > cap:
             break
         out.append(entry)
         used += len(entry) + 1

@@ -108,8 +108,12 @@ async def test_automatic_compaction_at_auto_compact_at_then_load_finds_the_hando
             await conn.wait_for(lambda: "usage_update" in kinds(conn, sid))
             assert usage_updates(conn, sid)[-1] == last
             await conn.prompt(sid, "continue", timeout=10)
-        body = json.dumps(llm.requests[3].body)
-        assert "HANDOFF-MARKER" in body and "OLD-REPLY-MARKER" not in body  # the rebuilt context, not the old one
+        body = llm.requests[3].body
+        assert "HANDOFF-MARKER" in json.dumps(body)  # the rebuilt context, not the old one
+        # The reply whose tool result the model had not read yet stayed, with that result (docs/context.md).
+        roles = [m["role"] for m in body["messages"]]
+        assert roles[:5] == ["system", "user", "assistant", "tool", "assistant"], roles
+        assert "OLD-REPLY-MARKER" in json.dumps(body["messages"][2]) and "data" in json.dumps(body["messages"][3])
 
 
 async def test_failed_compaction_keeps_everything_and_holds_auto_compaction(tmp_path):

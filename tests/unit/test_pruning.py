@@ -137,7 +137,9 @@ def test_a_session_past_prune_at_prunes_old_results_persists_it_and_reloads_the_
     model = ModelEntry(id="scripted/test", context_window=26_384, max_output=1000, name="Test")
     replies = [
         {"text": "Reading.", "tool_calls": [{"id": "r1", "name": "read_file", "arguments": {"path": "big.txt"}}]},
-        {"text": "Read it."},
+        # The read is cut to what the window holds (a quarter of autoCompactAt): the provider's count puts the
+        # context past pruneAt.
+        {"text": "Read it.", "usage": {"input": 9_300, "output": 10}},
         {"text": "Second answer."},
     ]
     manager, peer = make_manager(tmp_path, replies, keep_tokens=100, models=[model])
@@ -161,7 +163,7 @@ def test_a_session_past_prune_at_prunes_old_results_persists_it_and_reloads_the_
     edits = [e for e in loaded.entries if isinstance(e, en.ContextEditEntry)]
     assert [(e.action, e.message_indices, e.placeholder) for e in edits] == [("prune", [2], PLACEHOLDER)]
     stored = [e.message for e in loaded.entries if isinstance(e, en.MessageEntry)]
-    assert isinstance(stored[2], ToolResultMessage) and "line 00399" in stored[2].text  # the file stays whole
+    assert isinstance(stored[2], ToolResultMessage) and "line 00100" in stored[2].text  # the result stays whole
     used = [u["used"] for u in peer.updates if u["sessionUpdate"] == "usage_update"]
     after_prune = used[used.index(used_before) + 1 :]
     assert after_prune and after_prune[0] < 7_000  # E5: a usage_update with the pruned context's estimate
