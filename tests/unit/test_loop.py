@@ -408,25 +408,26 @@ async def test_a_finished_request_is_billed_with_its_message_not_as_lost():
     assert host.lost_requests == 0 and len(host.after_messages) == 1
 
 
-async def test_an_accepted_request_cancelled_mid_stream_is_lost_once():
-    host = FakeHost([[pb.Accepted(), pb.TextDelta("partial"), Hang()]])
+async def cancel_at_hang(host: FakeHost) -> bool:
+    """Run a turn until its provider hangs, cancel it there; whether the cancel was caught."""
     with anyio.CancelScope() as scope:
         async with anyio.create_task_group() as tg:
             tg.start_soon(run_turn, host, PROMPT)
             with anyio.fail_after(5):
                 await host.p.streaming.wait()
             scope.cancel()
-    assert scope.cancelled_caught and host.lost_requests == 1 and host.after_messages == []
+    return scope.cancelled_caught
+
+
+async def test_an_accepted_request_cancelled_mid_stream_is_lost_once():
+    host = FakeHost([[pb.Accepted(), pb.TextDelta("partial"), Hang()]])
+    assert await cancel_at_hang(host)
+    assert host.lost_requests == 1 and host.after_messages == []
 
 
 async def test_a_request_cancelled_before_the_provider_accepted_it_is_not_billed():
     host = FakeHost([[Hang()]])
-    with anyio.CancelScope() as scope:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(run_turn, host, PROMPT)
-            with anyio.fail_after(5):
-                await host.p.streaming.wait()
-            scope.cancel()
+    assert await cancel_at_hang(host)
     assert host.lost_requests == 0
 
 
