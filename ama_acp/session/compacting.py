@@ -221,7 +221,8 @@ async def _compact(rt: Runtime, session: Session, manual: bool, instructions: st
     messages, slash_commands = _history(rt, session)
     inventory = build_inventory(messages, header, slash_commands)
     room = budgets(plan.room_tokens, inventory)
-    git = await read_git_state(session.cwd)  # locally, bounded, never raising; None outside a work tree
+    # Locally, bounded, never raising; None outside a work tree. No git from inside the session's roots.
+    git = await read_git_state(session.cwd, workspace_roots=session.additional_directories)
     request = handoff_request(
         session.build_request(),
         inventory,

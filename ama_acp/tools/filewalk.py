@@ -5,21 +5,23 @@ Inside a git work tree git itself says which files count (`git ls-files --cached
 Elsewhere a small .gitignore reader covers the common rules (negation, anchoring, `dir/`, `**`).
 
 Git runs with every program a repository's config could name switched off (see `GIT_HARDENING`): the
-project's `.git/config` is input the model may have written, not configuration ama trusts.
+project's `.git/config` is input the model may have written, not configuration ama trusts. And git itself is
+found by absolute path outside the workspace (`tools/programs.py`): a `git` the project ships in a relative
+PATH entry is never the one run; with no git found that way, the listing falls back to the walk below.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import anyio
 
 from ama_acp.tools.budget import Budget, run_bounded
 from ama_acp.tools.globs import CompiledGlob, GlobError, glob_match, glob_regex
+from ama_acp.tools.programs import resolve_program, safe_path
 from ama_acp.tools.regular import read_regular
 from ama_acp.tools.workspace import BINARY_SNIFF_BYTES, command_env
 
@@ -190,52 +192,66 @@ _GIT_ENV_DROP = (
 )
 
 
-def git_argv(*args: str) -> list[str]:
-    return ["git", *GIT_HARDENING, *args]
+def git_argv(git: str, *args: str) -> list[str]:
+    """`git` (its absolute path: `helper_program("git", …)`) with the hardening and `args`."""
+    return [git, *GIT_HARDENING, *args]
 
 
-def helper_env() -> dict[str, str]:
-    """The environment git and rg run with."""
+def helper_program(name: str, workspace_roots: Sequence[str]) -> str | None:
+    """The absolute path of the helper `name` (git, rg) outside the workspace, or None: the caller falls back
+    to doing without it (tools/programs.py)."""
+    return resolve_program(name, workspace_roots=workspace_roots)
+
+
+def helper_env(workspace_roots: Sequence[str] = ()) -> dict[str, str]:
+    """The environment git and rg run with. Its PATH keeps only absolute entries outside the workspace, so
+    whatever a helper starts by name is not the project's either."""
     env = command_env()
     for key in _GIT_ENV_DROP:
         env.pop(key, None)
+    env["PATH"] = safe_path(env.get("PATH"), workspace_roots)
     # Reading must not take the index lock away from the user's own git commands.
     env["GIT_OPTIONAL_LOCKS"] = "0"
     env["GIT_TERMINAL_PROMPT"] = "0"
     return env
 
 
-async def run_argv(argv: list[str], cwd: str, seconds: float) -> tuple[int | None, bytes, bytes]:
+async def run_argv(argv: list[str], cwd: str, seconds: float, env: dict[str, str]) -> tuple[int | None, bytes, bytes]:
     """Run a helper program (git, rg) quietly; (None, b"", b"") when it could not start or timed out."""
     with anyio.move_on_after(seconds):
         try:
             # stdin from /dev/null: the agent's own stdin is the protocol stream.
-            done = await anyio.run_process(argv, cwd=cwd, env=helper_env(), stdin=subprocess.DEVNULL, check=False)
+            done = await anyio.run_process(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, check=False)
         except OSError:
             return None, b"", b""
         return done.returncode, done.stdout, done.stderr
     return None, b"", b""
 
 
-async def git_files(root: str) -> list[str] | None:
+async def git_files(root: str, workspace_roots: Sequence[str]) -> list[str] | None:
     """Tracked and untracked-not-ignored files under `root` (relative to it), or None outside a git work
-    tree or without git."""
-    if shutil.which("git") is None:
+    tree or without git (none found outside `workspace_roots` and `root`)."""
+    roots = (*workspace_roots, root)
+    git = helper_program("git", roots)
+    if git is None:
         return None
-    code, out, _ = await run_argv(git_argv("rev-parse", "--is-inside-work-tree"), root, 10)
+    env = helper_env(roots)
+    code, out, _ = await run_argv(git_argv(git, "rev-parse", "--is-inside-work-tree"), root, 10, env)
     if code != 0 or out.strip() != b"true":
         return None
-    code, out, _ = await run_argv(git_argv("ls-files", "-z", "--cached", "--others", "--exclude-standard"), root, 30)
+    listing = git_argv(git, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+    code, out, _ = await run_argv(listing, root, 30, env)
     if code != 0:
         return None
     names = dict.fromkeys(p for p in out.decode("utf-8", errors="surrogateescape").split("\0") if p)
     return list(names)
 
 
-async def list_files(root: str) -> tuple[list[str], bool]:
+async def list_files(root: str, *, workspace_roots: Sequence[str]) -> tuple[list[str], bool]:
     """Candidate files under the directory `root`, relative to it, .gitignore respected. Files listed by git
-    but deleted on disk are still in the list; callers stat what they use. Returns (files, stopped early)."""
-    listed = await git_files(root)
+    but deleted on disk are still in the list; callers stat what they use. Returns (files, stopped early).
+    `workspace_roots`: the session's roots, where no helper program is taken from."""
+    listed = await git_files(root, workspace_roots)
     if listed is not None:
         return listed, False
     return await run_bounded(WALK_SECONDS, lambda budget: walk_files(root, budget))

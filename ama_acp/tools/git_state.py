@@ -1,14 +1,16 @@
 """The workspace's git state for a compaction's handoff request: the branch (or the detached commit), the first
 lines of `git status --short` and of `git diff --stat`, each bounded and counted (docs/context.md "Compaction").
 
-Git runs locally (never through the editor's terminal) with the tools' hardening (`filewalk.git_argv`,
-`helper_env`: no fsmonitor, hooks, pager, external diff …) and more for the two commands that read file
-contents: `--no-ext-diff --no-textconv`, submodules ignored (git would run itself inside them with *their*
-config), and every filter driver any config names switched off — a `clean` filter is a program the repository
-names, and `git status`/`git diff` run it on a file whose stat changed. The drivers are found by reading the
-config (which runs nothing) and overridden through `GIT_CONFIG_COUNT`, whose keys are taken verbatim, so a
-driver name with dots, spaces or `=` is overridden too. (The cost: a file whose stat changed and whose filter
-would have cleaned it back — a git-lfs file, say — may be listed as modified.)
+Git runs locally (never through the editor's terminal), found by absolute path outside the workspace
+(`filewalk.helper_program`: never a `git` the project ships in a relative PATH entry; none found is no git),
+with the tools' hardening (`filewalk.git_argv`, `helper_env`: no fsmonitor, hooks, pager, external diff …)
+and more for the two commands that read file contents: `--no-ext-diff --no-textconv`, submodules ignored (git
+would run itself inside them with *their* config), and every filter driver any config names switched off — a
+`clean` filter is a program the repository names, and `git status`/`git diff` run it on a file whose stat
+changed. The drivers are found by reading the config (which runs nothing) and overridden through
+`GIT_CONFIG_COUNT`, whose keys are taken verbatim, so a driver name with dots, spaces or `=` is overridden too.
+(The cost: a file whose stat changed and whose filter would have cleaned it back — a git-lfs file, say — may be
+listed as modified.)
 
 Nothing here raises but cancellation: no git or no work tree is no state (None); a failure, a timeout or a
 config that cannot be neutralised is a state that says what could not be read. Output is decoded with
@@ -19,13 +21,13 @@ from __future__ import annotations
 
 import logging
 import re
-import shutil
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import anyio
 
-from ama_acp.tools.filewalk import git_argv, helper_env
+from ama_acp.tools.filewalk import git_argv, helper_env, helper_program
 
 log = logging.getLogger(__name__)
 
@@ -134,12 +136,12 @@ class _Output:
             self._line += piece[: LINE_BYTES - len(self._line)]
 
 
-async def _git(cwd: str, env: dict[str, str], *args: str) -> _Output | None:
+async def _git(git: str, cwd: str, env: dict[str, str], *args: str) -> _Output | None:
     """Run git quietly, reading its output as it comes; None when it could not start. Cancelled (the caller's
     deadline): the process is killed on the way out (anyio's Process.aclose)."""
     try:
         proc = await anyio.open_process(
-            git_argv("--no-pager", *args), cwd=cwd, env=env, stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            git_argv(git, "--no-pager", *args), cwd=cwd, env=env, stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
     except OSError as exc:
         log.info("git state: git could not start in %s (%s)", cwd, exc)
@@ -168,9 +170,9 @@ def _lines(out: _Output, keep_last: bool = False) -> Listing:
     return Listing([_decode(line) for line in lines], out.total, last)
 
 
-async def _filter_overrides(cwd: str, env: dict[str, str]) -> dict[str, str] | str:
+async def _filter_overrides(git: str, cwd: str, env: dict[str, str]) -> dict[str, str] | str:
     """GIT_CONFIG_* variables that switch off every filter driver the config names, or why they cannot."""
-    out = await _git(cwd, env, "config", "-z", "--name-only", "--get-regexp", r"^filter\.")
+    out = await _git(git, cwd, env, "config", "-z", "--name-only", "--get-regexp", r"^filter\.")
     if out is None:
         return "git could not start"
     if out.code == 1 and not out.head:  # no filter driver at all
@@ -193,19 +195,23 @@ async def _filter_overrides(cwd: str, env: dict[str, str]) -> dict[str, str] | s
     return env_vars
 
 
-async def read_git_state(cwd: str, seconds: float = GIT_SECONDS) -> GitState | None:
-    """The git state of the work tree `cwd` is in; None without git or outside a work tree."""
+async def read_git_state(
+    cwd: str, seconds: float = GIT_SECONDS, *, workspace_roots: Sequence[str] = ()
+) -> GitState | None:
+    """The git state of the work tree `cwd` is in; None without git or outside a work tree. No git is taken
+    from inside `cwd` or `workspace_roots`."""
     try:
-        return await _read(cwd, seconds)
+        return await _read(cwd, seconds, (cwd, *workspace_roots))
     except Exception:  # a bug of ours must not fail a compaction: the handoff goes without the section
         log.exception("git state: unexpected error reading %s", cwd)
         return None
 
 
-async def _read(cwd: str, seconds: float) -> GitState | None:
-    if shutil.which("git") is None:
+async def _read(cwd: str, seconds: float, roots: tuple[str, ...]) -> GitState | None:
+    git = helper_program("git", roots)
+    if git is None:
         return None
-    env = helper_env()
+    env = helper_env(roots)
     env["GIT_NO_LAZY_FETCH"] = "1"  # a partial clone fetches no missing object for a diff (git ≥ 2.44)
     head: str | None = None
     status: Listing | None = None
@@ -213,28 +219,29 @@ async def _read(cwd: str, seconds: float) -> GitState | None:
     problems: list[str] = []
     work_tree = False
     with anyio.move_on_after(seconds) as scope:
-        inside = await _git(cwd, env, "rev-parse", "--is-inside-work-tree")
+        inside = await _git(git, cwd, env, "rev-parse", "--is-inside-work-tree")
         if inside is None or inside.code != 0 or inside.head.strip() != b"true":
             return None
         work_tree = True
-        branch = await _git(cwd, env, "symbolic-ref", "--quiet", "--short", "HEAD")
+        branch = await _git(git, cwd, env, "symbolic-ref", "--quiet", "--short", "HEAD")
         if branch is not None and branch.code == 0 and branch.head.strip():
             head = "branch " + _decode(branch.head.strip())
         else:
-            sha = await _git(cwd, env, "rev-parse", "--short", "HEAD")
+            sha = await _git(git, cwd, env, "rev-parse", "--short", "HEAD")
             if sha is not None and sha.code == 0 and sha.head.strip():
                 head = "detached HEAD at " + _decode(sha.head.strip())
-        overrides = await _filter_overrides(cwd, env)
+        overrides = await _filter_overrides(git, cwd, env)
         if isinstance(overrides, str):
             problems.append(f"status and diff, since {overrides}")
         else:
             env.update(overrides)
-            out = await _git(cwd, env, *_PLAIN, *_NO_SUBMODULES, "status", "--short", "--ignore-submodules=all")
+            out = await _git(git, cwd, env, *_PLAIN, *_NO_SUBMODULES, "status", "--short", "--ignore-submodules=all")
             if out is not None and out.code == 0:
                 status = _lines(out)
             else:
                 problems.append(f"git status failed (exit {out.code if out else 'none'})")
             out = await _git(
+                git,
                 cwd,
                 env,
                 *_PLAIN,

@@ -66,7 +66,7 @@ class GlobTool:
         except GlobError as e:
             raise ToolError(f"Unusable `pattern`: {e}.") from None
 
-        files, stopped = await list_files(root)
+        files, stopped = await list_files(root, workspace_roots=ctx.policy.roots)
         matched, cut = await run_bounded(FILTER_SECONDS, _filter, pattern, files)
         note = ""
         if not matched and not cut and "/" not in pattern:

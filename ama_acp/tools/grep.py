@@ -1,5 +1,8 @@
 """search: lines matching a regex across files. ripgrep when installed, a Python walk otherwise.
 
+ripgrep is found by absolute path outside the workspace (`tools/programs.py`): an `rg` the project ships in a
+relative PATH entry or inside the workspace is never run; without another, the Python walk searches.
+
 Both honour .gitignore, skip binary files and files over 10 MB, include hidden files (not `.git`), and
 print `path:line:text` (context lines as `path-line-text`), sorted by path.
 
@@ -14,7 +17,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import os
-import shutil
 import signal
 import subprocess
 from dataclasses import dataclass, field
@@ -38,7 +40,7 @@ from ama_acp.tools.common import (
     validate,
 )
 from ama_acp.tools.context import ToolContext
-from ama_acp.tools.filewalk import glob_match, helper_env, list_files
+from ama_acp.tools.filewalk import glob_match, helper_env, helper_program, list_files
 from ama_acp.tools.globs import GlobError
 from ama_acp.tools.regular import read_regular
 from ama_acp.tools.workspace import BINARY_SNIFF_BYTES
@@ -128,13 +130,15 @@ class GrepTool:
                 raise ToolError(f"Unusable `glob`: {e}.") from None
 
         found: _Found | None = None
-        rg = shutil.which("rg") if self.use_ripgrep else None
+        # Where no helper is taken from: the session's roots, and the searched directory when it is elsewhere.
+        roots = (*ctx.policy.roots, target if st.is_dir else os.path.dirname(target))
+        rg = helper_program("rg", roots) if self.use_ripgrep else None
         if rg:
-            found = await _ripgrep(rg, pattern, target, glob, ignore_case, context, ctx.cwd)
+            found = await _ripgrep(rg, pattern, target, glob, ignore_case, context, ctx.cwd, helper_env(roots))
         if found is None:  # no rg, or rg refused the pattern or failed to run
             regex = compile_pattern(pattern, ignore_case)
             if st.is_dir:
-                rels, stopped = await list_files(target)
+                rels, stopped = await list_files(target, workspace_roots=ctx.policy.roots)
                 paths = [os.path.join(target, r) for r in rels if glob is None or glob_match(glob, r)]
             else:
                 paths, stopped = [target], False
@@ -157,7 +161,14 @@ class GrepTool:
 
 
 async def _ripgrep(
-    rg: str, pattern: str, target: str, glob: str | None, ignore_case: bool, context: int, cwd: str
+    rg: str,
+    pattern: str,
+    target: str,
+    glob: str | None,
+    ignore_case: bool,
+    context: int,
+    cwd: str,
+    env: dict[str, str],
 ) -> _Found | None:
     """Matches found by ripgrep, or None when ripgrep rejected the pattern or failed to run."""
     argv = [rg, "--json", "--no-config", "--hidden", "--glob", "!.git", "--no-require-git", "--sort", "path"]
@@ -177,7 +188,7 @@ async def _ripgrep(
     stored = 0
     try:
         proc = await anyio.open_process(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=helper_env()
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=env
         )
     except (OSError, ValueError):  # ValueError: an argument the OS cannot take (checked above, kept as a net)
         return None

@@ -188,8 +188,9 @@ def test_many_changes_are_bounded_and_counted_with_the_summary_line_kept(tmp_pat
 
 
 def _fake_git(tmp_path: Path, monkeypatch, body: str) -> None:
-    """A `git` on PATH that answers rev-parse like a work tree and does `body` for everything else."""
-    bin_dir = tmp_path / "fakebin"
+    """A `git` on PATH that answers rev-parse like a work tree and does `body` for everything else. Its
+    directory is beside the work tree, not in it: no git is taken from inside the workspace."""
+    bin_dir = tmp_path.with_name(tmp_path.name + "-fakebin")
     bin_dir.mkdir()
     script = bin_dir / "git"
     script.write_text(

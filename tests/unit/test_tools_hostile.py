@@ -222,7 +222,7 @@ def test_a_pathological_gitignore_outside_git_is_read_in_linear_time(tmp_path):
 
 
 def test_find_files_with_repeated_double_star_answers_quickly(tmp_path, ctx, monkeypatch):
-    monkeypatch.setattr(grep_mod.shutil, "which", lambda name: None)  # no git: the walk and its matcher
+    monkeypatch.setenv("PATH", os.devnull)  # no git, no rg (tools/programs.py): the walk and its matcher
     deep = tmp_path.joinpath(*(["d"] * 30))
     deep.mkdir(parents=True)
     (deep / "yx").write_text("")
@@ -238,7 +238,7 @@ def test_find_files_with_repeated_double_star_answers_quickly(tmp_path, ctx, mon
 
 @pytest.fixture
 def python_grep(monkeypatch):
-    monkeypatch.setattr(grep_mod.shutil, "which", lambda name: None)
+    monkeypatch.setenv("PATH", os.devnull)  # finds no git and no rg (tools/programs.py)
     return GrepTool()
 
 

@@ -158,7 +158,7 @@ def grep_tool(request, monkeypatch):
             pytest.skip("ripgrep not installed")
         return GrepTool()
     # The fallback path as it runs on a machine without rg.
-    monkeypatch.setattr(grep_mod.shutil, "which", lambda name: None)
+    monkeypatch.setattr(grep_mod, "helper_program", lambda name, roots: None)  # no rg; git as it is
     return GrepTool()
 
 
