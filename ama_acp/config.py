@@ -68,6 +68,9 @@ class McpConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
     start_timeout: float = 10.0  # the first model request waits this long for servers still starting
     call_timeout: float = 120.0  # one MCP tool call
+    # Names of the editor's MCP servers whose `readOnlyHint` is believed (their read-only tools then run like
+    # reads). Annotations are the server's own claim: from any other server every tool may write.
+    trusted_servers: list[str] = msgspec.field(default_factory=list)
 
 
 class StreamConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

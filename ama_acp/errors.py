@@ -12,6 +12,7 @@ person, with the table of JSON-RPC codes (their names are in `rpc/errors.py`).
     │   │                                  the dispatcher turns it into the error object)
     │   ├── rpc.errors.ClientError         the client answered one of ama's requests with an error
     │   ├── rpc.framing.LineTooLong        an incoming line longer than the limit (the connection closes)
+    │   ├── mcp.lines.LineTooLong          an MCP server's stdio line longer than the limit (the server fails)
     │   ├── rpc.peer.PeerClosed            the connection ended before the client answered
     │   ├── client.handlers.RpcError       (ama's own client) a JSON-RPC error from or for the agent
     │   ├── client.connection.AgentExited  (ama's own client) the agent's stdout ended
@@ -37,7 +38,9 @@ person, with the table of JSON-RPC codes (their names are in `rpc/errors.py`).
     │   ├── session.store.SessionExists
     │   ├── session.store.SessionBusy
     │   ├── session.store.SessionFormatError
+    │   │   └── session.store.NotASessionFile  a FIFO, link, device or directory under a session's name
     │   ├── session.store.SessionWriteError  (also OSError)
+    │   ├── session.files.NotRegularFile  (also OSError)
     │   └── session.listing.InvalidCursor  (also ValueError) a session/list cursor this store did not issue
     └── ControlFlow               not errors: exceptions that unwind a stack on purpose
         ├── agent.loop.TurnEnd              the turn is over; carries the ACP stop reason

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import re
 from typing import Any, Literal
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import msgspec
+
+from ama_acp.mcp.scrub import arg_secrets, public_args, public_url, url_secrets
 
 __all__ = ["MAX_SERVERS", "McpServerSpec", "parse_servers"]
 
@@ -42,16 +44,22 @@ class McpServerSpec(msgspec.Struct, frozen=True):
     headers: tuple[tuple[str, str], ...] = ()
 
     def public(self) -> dict[str, Any]:
-        """What may be stored or logged: env and header names only, and the URL without userinfo or query."""
+        """What may be stored, shown or logged (mcp/scrub.py): env and header names only, the arguments with
+        secret-looking values replaced, and the URL without userinfo, query, fragment or key-shaped path parts."""
         out: dict[str, Any] = {"name": self.name, "transport": self.transport}
         if self.transport == "stdio":
             out["command"] = self.command
-            out["args"] = list(self.args)
+            out["args"] = public_args(self.args)
             out["env"] = [name for name, _ in self.env]
         else:
-            out["url"] = _public_url(self.url or "")
+            out["url"] = public_url(self.url or "")
             out["headers"] = [name for name, _ in self.headers]
         return out
+
+    def hidden_values(self) -> list[str]:
+        """The values `public()` leaves out of the arguments and the URL, to be redacted wherever else they turn
+        up (the log, the session file)."""
+        return arg_secrets(self.args) + url_secrets(self.url or "")
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{k}={v!r}" for k, v in self.public().items())
@@ -60,19 +68,6 @@ class McpServerSpec(msgspec.Struct, frozen=True):
     def __rich_repr__(self) -> list[tuple[str, Any]]:
         # msgspec's own __rich_repr__ would list every field, values included.
         return list(self.public().items())
-
-
-def _public_url(url: str) -> str:
-    """A URL fit for a log: a token in `user:pass@` or in the query string stays out."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparsable url>"
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    query = "…" if parts.query else ""
-    return urlunsplit((parts.scheme, host, parts.path, query, ""))
 
 
 def parse_servers(raw: Any) -> tuple[list[McpServerSpec], list[str]]:
@@ -149,7 +144,7 @@ def _parse_one(item: Any) -> McpServerSpec:
     except ValueError:
         raise ValueError("has a URL that cannot be parsed") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"has a URL that is not http(s)://host/…: {_public_url(url)!r}")
+        raise ValueError(f"has a URL that is not http(s)://host/…: {public_url(url)!r}")
     headers = _pairs(item, "headers", "header")
     for header_name, value in headers:
         if not _HEADER_NAME.match(header_name):

@@ -6,10 +6,10 @@ Imported by the hub only when a session has servers, so a session without server
 
 from __future__ import annotations
 
+import fcntl
 import importlib.metadata
 import logging
 import os
-import signal
 from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager, suppress
@@ -21,7 +21,7 @@ from anyio.abc import ObjectReceiveStream
 from anyio.streams.memory import MemoryObjectSendStream
 from mcp.client.session import ClientSession, IncomingMessage, MessageHandlerFnT
 from mcp.client.sse import sse_client
-from mcp.client.stdio import StdioServerParameters, get_default_environment, stdio_client
+from mcp.client.stdio import get_default_environment
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
@@ -32,6 +32,7 @@ from pydantic import ValidationError
 from ama_acp.errors import ToolError
 from ama_acp.mcp.config import McpServerSpec
 from ama_acp.mcp.results import McpCallResult, map_result
+from ama_acp.mcp.stdio import stdio_transport
 from ama_acp.secrets import is_secret
 
 log = logging.getLogger("ama.mcp")
@@ -60,14 +61,31 @@ def child_environment(spec: McpServerSpec) -> dict[str, str]:
     return base | dict(spec.env)
 
 
-class StderrTail:
-    """Reads a server's stderr pipe and keeps its last lines (for the log when the server fails)."""
+# A server's stderr is read at a bounded rate, so one that floods it cannot pin a core (each read of a full pipe
+# wakes the event loop; a flooder refills it as fast as it is read). Per interval: at most STDERR_READ_BUDGET
+# bytes are read (past it the pipe is left alone until the interval ends, so the flooder's writes block: it is
+# slowed, not ama), and of those only STDERR_KEEP_BUDGET are decoded into lines; the rest are counted, not kept.
+STDERR_INTERVAL = 1.0
+STDERR_READ_BUDGET = 4 * 1024 * 1024
+STDERR_KEEP_BUDGET = 64 * 1024
+STDERR_CHUNK = 1024 * 1024
+STDERR_PIPE_SIZE = 1024 * 1024  # asked of Linux (F_SETPIPE_SZ), so one read takes more per wake-up
 
-    def __init__(self) -> None:
+
+class StderrTail:
+    """Reads a server's stderr pipe at a bounded rate and keeps its last lines (for the log when the server
+    fails); what is over the rate is dropped and counted (`dropped`), and the tail says so."""
+
+    def __init__(self, server: str = "") -> None:
+        self.server = server
         self.lines: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
+        self.dropped = 0  # bytes read but not kept (over STDERR_KEEP_BUDGET in an interval)
+        self._window_dropped = 0
         self._partial = ""
         self.read_fd, write_fd = os.pipe()
         os.set_blocking(self.read_fd, False)
+        with suppress(AttributeError, OSError):  # Linux only; the default (64 KiB) works too, in smaller reads
+            fcntl.fcntl(self.read_fd, fcntl.F_SETPIPE_SZ, STDERR_PIPE_SIZE)
         # The child's end: handed to the process as its stderr, closed here once the process has it.
         self.writer: IO[str] | None = os.fdopen(write_fd, "w")
         self.ended = anyio.Event()
@@ -79,23 +97,57 @@ class StderrTail:
             self.writer = None
 
     async def pump(self) -> None:
+        window_end = anyio.current_time() + STDERR_INTERVAL
+        read = kept = 0
         try:
             while True:
                 await anyio.wait_readable(self.read_fd)
+                now = anyio.current_time()
+                if read >= STDERR_READ_BUDGET and now < window_end:
+                    await anyio.sleep(window_end - now)  # the rate limit itself: the pipe waits, and so does its writer
+                    now = anyio.current_time()
+                if now >= window_end:
+                    self._end_window()
+                    window_end, read, kept = now + STDERR_INTERVAL, 0, 0
                 try:
-                    chunk = os.read(self.read_fd, 65536)
+                    chunk = os.read(self.read_fd, STDERR_CHUNK)
                 except BlockingIOError:
                     continue
                 if not chunk:
                     break
-                self._feed(chunk.decode("utf-8", "replace"))
+                read += len(chunk)
+                room = max(0, STDERR_KEEP_BUDGET - kept)
+                if room:
+                    self._feed(chunk[:room].decode("utf-8", "replace"))
+                    kept += min(room, len(chunk))
+                if len(chunk) > room:
+                    self._drop(len(chunk) - room)
         except (OSError, anyio.ClosedResourceError):
             pass  # the pipe was closed under the read: the tail so far is what there is
         finally:
+            self._end_window()
             if self._partial:
                 self._push(self._partial)
                 self._partial = ""
             self.ended.set()
+
+    def _drop(self, count: int) -> None:
+        if not self.dropped:
+            log.warning(
+                "MCP server %r floods its stderr: keeping at most %d KiB of it a second",
+                self.server,
+                STDERR_KEEP_BUDGET // 1024,
+            )
+        self.dropped += count
+        self._window_dropped += count
+
+    def _end_window(self) -> None:
+        if self._window_dropped:
+            if self._partial:  # cut where the dropping began: not a line of its own
+                self._push(self._partial + "…")
+                self._partial = ""
+            self._push(f"[{self._window_dropped} bytes of stderr left out]")
+            self._window_dropped = 0
 
     def _feed(self, text: str) -> None:
         pieces = (self._partial + text).split("\n")
@@ -103,7 +155,7 @@ class StderrTail:
         if len(self._partial) > MAX_STDERR_LINE:
             self._push(self._partial)
             self._partial = ""
-        for line in pieces:
+        for line in pieces[-STDERR_TAIL_LINES:]:  # the tail keeps no more; a chunk of short lines is cut here
             self._push(line)
 
     def _push(self, line: str) -> None:
@@ -118,81 +170,6 @@ class StderrTail:
             os.close(self.read_fd)
 
 
-GROUP_TERM_TIMEOUT = 2.0  # after SIGTERM to what is left of a stopped server's process group, before SIGKILL
-
-
-def server_group(stderr: StderrTail) -> int | None:
-    """The process group of the stdio server just started with this stderr pipe: its pid, since the SDK starts
-    it with `start_new_session`. Found through /proc (the child of ama whose fd 2 is our pipe), because the SDK
-    does not expose its process; None where there is no /proc or the child cannot be told apart."""
-    try:
-        pipe = f"pipe:[{os.fstat(stderr.read_fd).st_ino}]"
-        me = os.getpid()
-        children: set[int] = set()
-        for task in os.listdir(f"/proc/{me}/task"):
-            with open(f"/proc/{me}/task/{task}/children", encoding="ascii") as f:
-                children.update(int(pid) for pid in f.read().split())
-    except (OSError, ValueError):
-        return None
-    for pid in children:
-        try:
-            if os.readlink(f"/proc/{pid}/fd/2") == pipe and os.getpgid(pid) == pid:
-                return pid
-        except OSError:
-            continue
-    return None
-
-
-async def end_group(pgid: int, timeout: float = GROUP_TERM_TIMEOUT) -> None:  # noqa: ASYNC109 - a grace period
-    """End what is left of a stopped stdio server's process group: SIGTERM, then SIGKILL after `timeout`.
-
-    The SDK kills the group only when the server itself does not exit after its stdin closes; a server that
-    exits on EOF leaves its helpers running (a wrapper's child, a worker it spawned), orphans of ama. Called
-    once the transport has closed, so the server itself is gone; a group with no member left is ESRCH. Its
-    pgid cannot have been reused meanwhile while any member lives (the kernel keeps a pid in use as a pgid).
-    """
-    with anyio.CancelScope(shield=True):
-        try:
-            os.killpg(pgid, signal.SIGTERM)
-        except (ProcessLookupError, PermissionError):
-            return  # nothing left (or nothing of ours)
-        log.info("MCP server process group %d: helpers were left after the server stopped; terminated", pgid)
-        with anyio.move_on_after(timeout):
-            while True:
-                if not _group_running(pgid):
-                    return
-                await anyio.sleep(0.02)  # polling the group's end (no event tells it), bounded by the timeout above
-        with suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, signal.SIGKILL)
-
-
-def _group_running(pgid: int) -> bool:
-    """Whether a member of the group is still running. A killed helper is a zombie until whoever inherited it
-    reaps it (in a container, a PID 1 that reaps slowly or never): zombies do not count, so through /proc; where
-    there is none, the group exists until every member is reaped."""
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        entries = []
-    if not entries:
-        try:
-            os.killpg(pgid, 0)
-        except (ProcessLookupError, PermissionError):
-            return False
-        return True
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as f:
-                fields = f.read().rsplit(") ", 1)[1].split()  # after the command name: state, ppid, pgrp, …
-        except (OSError, IndexError):
-            continue
-        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] != "Z":
-            return True
-    return False
-
-
 @asynccontextmanager
 async def _http_transport(spec: McpServerSpec) -> AsyncIterator[Streams]:
     # The headers go on the client, so every request (POST, GET stream, DELETE) carries them.
@@ -204,11 +181,21 @@ async def _http_transport(spec: McpServerSpec) -> AsyncIterator[Streams]:
 def transport(spec: McpServerSpec, *, cwd: str | None, stderr: StderrTail | None) -> AbstractAsyncContextManager[Any]:
     """The SDK transport for a spec (entered by the caller, in the server's own task)."""
     if spec.transport == "stdio":
+        from ama_acp.tools.programs import find_program, safe_path
+
         assert stderr is not None and stderr.writer is not None
-        params = StdioServerParameters(
-            command=spec.command or "", args=list(spec.args), env=child_environment(spec), cwd=cwd
-        )
-        return stdio_client(params, errlog=stderr.writer)  # type: ignore[arg-type]
+        env = child_environment(spec)
+        # The command by absolute path (tools/programs.py): a bare name never finds an `npx` the project ships
+        # through a relative PATH entry, since the server runs in the project. The inherited PATH (not one the
+        # editor set for this server) is held to the same rule, so `#!/usr/bin/env node` finds no project node.
+        roots = (cwd,) if cwd else ()
+        found = find_program(spec.command or "", workspace_roots=roots, cwd=cwd, path=env.get("PATH", os.defpath))
+        if found.path is None:
+            raise ToolError(found.why_not())  # the server's problem: "did not start: …" (hub._describe)
+        if not any(name == "PATH" for name, _ in spec.env):
+            env["PATH"] = safe_path(env.get("PATH", os.defpath), roots)
+        # ama's own stdio transport, not the SDK's stdio_client: a bounded line reader and a bounded stop (mcp/stdio.py).
+        return stdio_transport(found.path, list(spec.args), env=env, cwd=cwd, stderr=stderr.writer)
     if spec.transport == "http":
         return _http_transport(spec)
     return sse_client(spec.url or "", headers=dict(spec.headers) or None)

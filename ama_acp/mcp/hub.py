@@ -26,8 +26,10 @@ import msgspec
 
 from ama_acp.errors import ToolError
 from ama_acp.mcp.config import McpServerSpec
+from ama_acp.mcp.lines import LineTooLong
 from ama_acp.mcp.results import McpCallResult
-from ama_acp.mcp.tools import McpTool, tools_from_listing
+from ama_acp.mcp.scrub import scrub_urls
+from ama_acp.mcp.tools import McpTool, cap_declarations, tools_from_listing
 
 if TYPE_CHECKING:
     from anyio.abc import ObjectReceiveStream
@@ -45,9 +47,13 @@ ServerState = Literal["starting", "ready", "failed", "closed"]
 
 DEFAULT_START_TIMEOUT = 30.0
 DEFAULT_CALL_TIMEOUT = 120.0
-# aclose() waits this long for every server to stop. The SDK's own stdio shutdown is bounded (stdin closed,
-# 2 s, SIGTERM to the group, 2 s, SIGKILL, 2 s), so this is reached only by something the kill cannot end.
-CLOSE_TIMEOUT = 10.0
+# aclose() waits this long for every server to stop. A stdio server's stop is bounded well below it (stdin
+# closed, 0.25 s, SIGTERM to the group, 0.25 s, SIGKILL: mcp/stdio.py), so ama exits within 1 s of stdin EOF;
+# this is reached only by something the kill cannot end.
+CLOSE_TIMEOUT = 1.0
+# A server's `notifications/tools/list_changed` are coalesced: one re-list at a time, and at most one a
+# RELIST_INTERVAL; the notifications that come meanwhile make one more re-list, not one each.
+RELIST_INTERVAL = 1.0
 # Lines on a server's output that are not JSON-RPC, before it counts as broken. One stray banner line should
 # not cost a person their server; a stream of them is not a server speaking MCP.
 GARBAGE_LIMIT = 5
@@ -98,6 +104,7 @@ class McpHub:
         cwd: str | None = None,
         on_problem: Callable[[ServerProblem], Awaitable[None]] | None = None,
         on_tools_changed: Callable[[], Awaitable[None]] | None = None,
+        on_notice: Callable[[str, str], Awaitable[None]] | None = None,
     ) -> None:
         self._servers = [_Server(spec) for spec in specs]
         self._call_timeout = call_timeout
@@ -105,6 +112,7 @@ class McpHub:
         self._cwd = cwd
         self._on_problem = on_problem
         self._on_tools_changed = on_tools_changed
+        self._on_notice = on_notice  # (server, sentence): something the person should know, once per server
         self._version = 0
         self._by_wire: dict[str, McpTool] = {}
         self._running = False
@@ -119,6 +127,11 @@ class McpHub:
 
     def tool(self, wire_name: str) -> McpTool | None:
         return self._by_wire.get(wire_name)
+
+    @property
+    def call_timeout(self) -> float:
+        """Seconds one tools/call may take (`[mcp] call_timeout`); the caller's own deadline must not be shorter."""
+        return self._call_timeout
 
     @property
     def version(self) -> int:
@@ -206,7 +219,7 @@ class McpHub:
     async def _serve(self, server: _Server) -> None:
         from ama_acp.mcp import connection
 
-        stderr = connection.StderrTail() if server.spec.transport == "stdio" else None
+        stderr = connection.StderrTail(server.name) if server.spec.transport == "stdio" else None
         reason: str | None = None
         try:
             with anyio.CancelScope() as scope:
@@ -255,10 +268,11 @@ class McpHub:
                 with anyio.CancelScope(shield=True):
                     if stderr is not None:
                         # The process is gone (the transport's exit stops it): its stderr ends soon, and
-                        # what it said last is usually why it failed.
+                        # what it said last is usually why it failed. Not worth a wait when closing.
                         stderr.close_writer()
-                        with anyio.move_on_after(STDERR_DRAIN_TIMEOUT):
-                            await stderr.ended.wait()
+                        if not self._closing:
+                            with anyio.move_on_after(STDERR_DRAIN_TIMEOUT):
+                                await stderr.ended.wait()
                 side.cancel_scope.cancel()
         return None  # reached only if the task group swallowed an exception, which it does not
 
@@ -278,15 +292,9 @@ class McpHub:
         from ama_acp.mcp import connection
 
         async with AsyncExitStack() as stack:
-            group: list[int] = []
-            # Registered before the transport, so it runs after the transport's exit: the SDK stops the server,
-            # then whatever the server left in its process group is ended too (connection.end_group).
-            stack.push_async_callback(self._end_groups, group)
+            # The transport's exit stops the server and what it left in its process group (mcp/stdio.py).
             streams = await stack.enter_async_context(connection.transport(server.spec, cwd=self._cwd, stderr=stderr))
             if stderr is not None:
-                pgid = connection.server_group(stderr)
-                if pgid is not None:
-                    group.append(pgid)
                 stderr.close_writer()  # the child holds its own copy; ours would keep the pipe from ending
             send, receive = anyio.create_memory_object_stream["SessionMessage | Exception"](0)
             pumps = await stack.enter_async_context(anyio.create_task_group())
@@ -309,24 +317,35 @@ class McpHub:
                 server.watch.cancel()  # started: the start bound no longer applies
             server.session = session
             server.state = "ready"
-            self._set_tools(server, raw_tools)
+            notice = self._set_tools(server, raw_tools)
             server.settled.set()
             log.info("MCP server %r ready with %d tools", server.name, len(server.tools))
             await self._notify_tools_changed()
+            await self._notice(server, notice)
+            last_relist = -RELIST_INTERVAL
             while True:
                 await server.wake.wait()
                 server.wake = anyio.Event()
                 if server.ended():
                     return server.lost
                 if server.relist:
+                    # Coalesced: however many notifications came, one re-list, at most one a RELIST_INTERVAL.
+                    await self._wait_unless_ended(server, last_relist + RELIST_INTERVAL)
+                    if server.ended():
+                        return server.lost
                     server.relist = False
+                    last_relist = anyio.current_time()
                     await self._relist(server, session)
 
-    async def _end_groups(self, groups: list[int]) -> None:
-        from ama_acp.mcp import connection
-
-        for pgid in groups:
-            await connection.end_group(pgid)
+    async def _wait_unless_ended(self, server: _Server, until: float) -> None:
+        """Until the clock reaches `until`, or the server's connection ends (the pokes meanwhile only mark
+        another re-list)."""
+        with anyio.move_on_after(until - anyio.current_time()):
+            while not server.ended():
+                await server.wake.wait()
+                server.wake = anyio.Event()
+        if server.ended():
+            server.poke()
 
     async def _pump(
         self,
@@ -337,12 +356,20 @@ class McpHub:
         """Between the transport and the session: notices the connection ending (the SDK says so to nobody)
         and counts what is not JSON-RPC."""
         garbage = False
+        too_long: LineTooLong | None = None
         try:
             async with sink:
                 async for item in source:
+                    if isinstance(item, LineTooLong):
+                        too_long = item
+                        break
                     if isinstance(item, Exception):
                         server.garbage += 1
-                        log.warning("MCP server %r sent something that is not JSON-RPC: %s", server.name, item)
+                        log.warning(
+                            "MCP server %r sent something that is not JSON-RPC: %s",
+                            server.name,
+                            _clip(scrub_urls(str(item))),
+                        )
                         if server.garbage >= GARBAGE_LIMIT:
                             garbage = True
                             break
@@ -352,7 +379,9 @@ class McpHub:
             pass
         finally:
             ended = "the process exited" if server.spec.transport == "stdio" else "the connection closed"
-            if garbage:
+            if too_long is not None:
+                reason = str(too_long)
+            elif garbage:
                 reason = "sent garbage: its output is not JSON-RPC"
             elif server.state == "ready":
                 reason = f"crashed: {ended}"
@@ -376,20 +405,38 @@ class McpHub:
             with anyio.fail_after(self._start_timeout):
                 raw_tools = await connection.list_tools(session)
         except Exception as exc:  # TimeoutError, MCPError, a listing that does not validate
-            log.warning("MCP server %r: re-listing its tools failed (%s); keeping the old list", server.name, exc)
+            log.warning(
+                "MCP server %r: re-listing its tools failed (%s); keeping the old list",
+                server.name,
+                _clip(scrub_urls(str(exc))),
+            )
             return
         if server.state != "ready":
             return
-        self._set_tools(server, raw_tools)
+        notice = self._set_tools(server, raw_tools)
         await self._notify_tools_changed()
+        await self._notice(server, notice)
 
-    def _set_tools(self, server: _Server, raw_tools: list[dict[str, Any]]) -> None:
+    def _set_tools(self, server: _Server, raw_tools: list[dict[str, Any]]) -> str | None:
+        """Offer the server's listed tools; a sentence for the person when some were too large to offer."""
         taken = {tool.wire_name for other in self._servers if other is not server for tool in other.tools}
         tools, dropped = tools_from_listing(server.name, raw_tools, taken)
         for line in dropped:
             log.warning("MCP server %r: %s", server.name, line)
+        tools, notice = cap_declarations(server.name, tools)
+        if notice is not None:
+            log.warning("%s", notice)
         server.tools = tools
         self._rebuild()
+        return notice
+
+    async def _notice(self, server: _Server, text: str | None) -> None:
+        if text is None or self._on_notice is None:
+            return
+        try:
+            await self._on_notice(server.name, text)
+        except Exception:
+            log.exception("telling the person about MCP server %r failed", server.name)
 
     def _rebuild(self) -> None:
         self._by_wire = {tool.wire_name: tool for tool in self.tools()}
@@ -419,7 +466,10 @@ def _describe(exc: BaseException, spec: McpServerSpec, *, starting: bool) -> str
     prefix = "did not start" if starting else "failed"
     if isinstance(exc, OSError) and spec.transport == "stdio":
         return f"{prefix}: {exc.strerror or exc}: {spec.command}"
-    text = str(exc).strip() or type(exc).__name__
-    if len(text) > 300:
-        text = text[:299] + "…"
-    return f"{prefix}: {text}"
+    # An HTTP error names the URL it failed on: shown and logged without its query, userinfo or key-shaped parts.
+    text = scrub_urls(str(exc).strip()) or type(exc).__name__
+    return f"{prefix}: {_clip(text, 300)}"
+
+
+def _clip(text: str, limit: int = 500) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

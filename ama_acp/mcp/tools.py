@@ -15,9 +15,12 @@ import msgspec
 
 __all__ = [
     "DESCRIPTION_BUDGET",
+    "MAX_SCHEMA_BYTES",
+    "MAX_SERVER_DECLARATION_BYTES",
     "MAX_TOOLS_PER_SERVER",
     "WIRE_NAME_PATTERN",
     "McpTool",
+    "cap_declarations",
     "sanitize",
     "tools_from_listing",
     "wire_names",
@@ -34,6 +37,11 @@ SERVER_PART_WHEN_CLIPPED = 16
 DESCRIPTION_BUDGET = 1024
 # A server offering more than this is broken or hostile; the rest are left out (and logged by the hub).
 MAX_TOOLS_PER_SERVER = 512
+# Every declaration goes into the prefix of every request: a server may not fill the window with schemas. One
+# tool's input schema (as JSON) at most MAX_SCHEMA_BYTES, and all of one server's declarations (name,
+# description, schema) at most MAX_SERVER_DECLARATION_BYTES; past either, tools are left out and the person told.
+MAX_SCHEMA_BYTES = 64 * 1024
+MAX_SERVER_DECLARATION_BYTES = 256 * 1024
 
 _NOT_ALLOWED = re.compile(r"[^a-zA-Z0-9_-]+")
 
@@ -146,3 +154,56 @@ def _tool(server: str, wire_name: str, raw: dict[str, Any]) -> McpTool:
         read_only=annotations.get("readOnlyHint") is True,
         title=title or None,
     )
+
+
+def _size(value: Any) -> int | None:
+    """Bytes of a value as JSON; None for one that cannot be encoded (too deep, not JSON)."""
+    try:
+        return len(msgspec.json.encode(value))
+    except (TypeError, ValueError, OverflowError, RecursionError, msgspec.EncodeError):
+        return None
+
+
+def _shown(size: int) -> str:
+    return f"{size / (1024 * 1024):.1f} MiB" if size >= 1024 * 1024 else f"{size / 1024:.0f} KiB"
+
+
+def cap_declarations(
+    server: str,
+    tools: list[McpTool],
+    *,
+    schema_limit: int = MAX_SCHEMA_BYTES,
+    server_limit: int = MAX_SERVER_DECLARATION_BYTES,
+) -> tuple[list[McpTool], str | None]:
+    """The tools whose declarations fit the caps, in the server's order, and (when some were left out) one
+    sentence for the person naming the server, the tools and the sizes."""
+    kept: list[McpTool] = []
+    big: list[str] = []
+    over: list[str] = []
+    total = 0
+    for tool in tools:
+        schema = _size(tool.input_schema)
+        if schema is None or schema > schema_limit:
+            size = "cannot be encoded" if schema is None else _shown(schema)
+            big.append(f"{tool.name[:80]!r} ({size})")
+            continue
+        declaration = schema + len(tool.wire_name) + len(tool.description.encode("utf-8", "replace")) + 64
+        if total + declaration > server_limit:
+            over.append(repr(tool.name[:80]))
+            continue
+        total += declaration
+        kept.append(tool)
+    if not big and not over:
+        return kept, None
+    parts: list[str] = []
+    if big:
+        parts.append(
+            f"input schemas over {_shown(schema_limit)}: {', '.join(big[:10])}" + (" …" if len(big) > 10 else "")
+        )
+    if over:
+        parts.append(
+            f"past the {_shown(server_limit)} its declarations may take in every request: "
+            + ", ".join(over[:10])
+            + (f" and {len(over) - 10} more" if len(over) > 10 else "")
+        )
+    return kept, f"MCP server {server!r}: tools left out, their declarations are too large ({'; '.join(parts)})."

@@ -32,18 +32,30 @@ log = logging.getLogger(__name__)
 PREFIX = "mcp__"
 
 
+# The call's own deadline (`[mcp] call_timeout`, enforced by the MCP request) fires first; this margin keeps the
+# generic deadline of tools/registry.py from cutting it short while the server is told to cancel.
+DEADLINE_MARGIN = 5.0
+
+
 class McpToolAdapter:
     """An MCP tool as one of ama's tools (the `Tool` protocol of tools/base.py)."""
 
-    def __init__(self, tool: McpTool, hub: McpHub) -> None:
+    def __init__(self, tool: McpTool, hub: McpHub, *, trusted: bool = False) -> None:
         self.tool = tool
         self._hub = hub
         self.name = tool.wire_name
         self.description = tool.description
         self.parameters = tool.input_schema
-        # readOnlyHint: a read, allowed in every mode; anything else may change the world: asked like a command
-        # in manual and accept_edits, refused in read_only (permissions.py decides by kind).
-        self.kind: ToolKind = "read" if tool.read_only else "execute"
+        # readOnlyHint is the server's own claim (the MCP specification calls annotations untrusted hints): a
+        # read, allowed in every mode, only for a server the person named in `[mcp] trusted_servers`. Any
+        # other tool may change the world: asked like a command in manual and accept_edits, refused in read_only
+        # (permissions.py decides by kind).
+        self.kind: ToolKind = "read" if tool.read_only and trusted else "execute"
+
+    def deadline_seconds(self, args: Any) -> float:
+        """The registry's deadline for this call (tools/base.py `HasDeadline`): `[mcp] call_timeout` and a
+        margin, not the generic 60 s, so a configured 90 s is honoured."""
+        return self._hub.call_timeout + DEADLINE_MARGIN
 
     def title(self, args: dict[str, Any]) -> str:
         return f"{self.tool.server}: {self.tool.title or self.tool.name}"
@@ -70,7 +82,9 @@ class SessionMcp:
             cwd=session.cwd,  # ACP gives stdio servers no directory: the project's is what a person expects
             on_problem=self._problem,
             on_tools_changed=self._tools_changed,
+            on_notice=self._notice,
         )
+        self._trusted = frozenset(cfg.trusted_servers)
         self._start_timeout = cfg.start_timeout
         self._problems = list(problems)  # items of mcpServers that did not decode: told with the first update
         self._told: set[str] = set()
@@ -86,7 +100,9 @@ class SessionMcp:
 
     def _refresh(self) -> None:
         if self._adapters_for != self.hub.version:
-            self._adapters = {t.wire_name: McpToolAdapter(t, self.hub) for t in self.hub.tools()}
+            self._adapters = {
+                t.wire_name: McpToolAdapter(t, self.hub, trusted=t.server in self._trusted) for t in self.hub.tools()
+            }
             self._adapters_for = self.hub.version
 
     def tool(self, name: str) -> McpToolAdapter | None:
@@ -157,6 +173,10 @@ class SessionMcp:
             f"MCP server {problem.server!r} {problem.reason}; its tools are withdrawn and the session goes on.",
         )
 
+    async def _notice(self, server: str, text: str) -> None:
+        # Once per server for the session (a re-list that drops the same tools again says nothing new).
+        await self._tell(f"notice:{server}", text)
+
     async def _tools_changed(self) -> None:
         # The declarations are part of the prefix: the figure moved (before the first prompt too).
         try:
@@ -188,9 +208,11 @@ _SECRET_HEADERS = frozenset({"AUTHORIZATION", "PROXY_AUTHORIZATION", "COOKIE"})
 def secret_values(specs: list[McpServerSpec]) -> list[str]:
     """The values in the servers' env and headers that are credentials: env variables with a secret-looking
     name (the same rule as ama's own environment), credential headers and secret-looking header names, and the
-    token of a `Bearer …`/`Basic …` value. Not every value: redacting a PYTHONPATH everywhere would garble logs."""
+    token of a `Bearer …`/`Basic …` value; and what `public()` leaves out of arguments and URLs (mcp/scrub.py).
+    Not every value: redacting a PYTHONPATH everywhere would garble logs."""
     out: list[str] = []
     for spec in specs:
+        out.extend(spec.hidden_values())
         for name, value in spec.env:
             if is_secret(name):
                 out.append(value)

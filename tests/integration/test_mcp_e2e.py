@@ -60,6 +60,8 @@ async def test_stdio_and_http_servers_from_session_new_through_a_turn_to_close(t
     pid_file = tmp_path / "stdio.pid"
     with LLMServer() as llm, running_http_server("http", env={"MCP_TEST_DIR": str(notes)}) as web:
         write_config(ama, llm, "openai")
+        with ama.config.open("a", encoding="utf-8") as f:  # its echo's readOnlyHint is believed: it runs unasked
+            f.write('\n[mcp]\ntrusted_servers = ["files"]\n')
         llm.enqueue(
             {
                 "tool_calls": [

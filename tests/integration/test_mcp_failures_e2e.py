@@ -306,7 +306,8 @@ async def test_read_only_refuses_writing_mcp_tools_and_always_covers_one_tool_of
     notes = tmp_path / "notes"
     notes.mkdir()
     with LLMServer() as llm:
-        configure(ama, llm, top='mode = "read_only"')
+        # The server is trusted, so its echo's readOnlyHint is believed (test_mcp_hostile_e2e.py: untrusted).
+        configure(ama, llm, top='mode = "read_only"', tail='[mcp]\ntrusted_servers = ["s"]\n')
         llm.enqueue(
             {
                 "tool_calls": [

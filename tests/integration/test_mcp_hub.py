@@ -231,7 +231,7 @@ async def test_a_command_that_does_not_exist() -> None:
     async with running(specs) as h:
         assert await h.hub.wait_ready(READY) == []
         await until(lambda: h.problems, 10, "the problem report")
-        assert h.problems[0].reason == "did not start: No such file or directory: /nonexistent/mcp-server"
+        assert h.problems[0].reason == "did not start: '/nonexistent/mcp-server' does not exist"  # tools/programs.py
 
 
 async def test_tools_list_changed_relists_and_bumps_the_version() -> None:
