@@ -37,8 +37,8 @@ class Lifecycle:
                 # live session is left as it is (prompt, set_*, close still work), and the answer says why.
                 raise AcpError(
                     RESOURCE_NOT_FOUND,
-                    f"Session {session_id} was never saved (its file could not be created), so it cannot be "
-                    "loaded; it is still open in this connection",
+                    f"Session {session_id} has no file to load: it was never saved (its file could not be created) "
+                    "or another program deleted it; it is still open in this connection",
                     {"sessionId": session_id},
                 )
             await self.m.close(session_id)  # reopen from the file: one source of truth
@@ -150,4 +150,15 @@ class Lifecycle:
             # R87: deleting a session that is gone already (or never was) succeeds silently. An id that is not
             # a valid session id touches no file either (check_session_id refuses it before any path is built).
             log.info("session/delete of %r: no such session; nothing to delete", req.session_id)
+        except st.SessionBusy as exc:
+            # Its writer's lock is held by another ama process (this one's was closed just above): removing the
+            # file under it would lose everything that process saves from now on. Nothing was removed.
+            data: dict[str, Any] = {"sessionId": req.session_id}
+            if exc.pid is not None:
+                data["pid"] = exc.pid
+            raise AcpError(
+                SESSION_BUSY, f"Cannot delete: {exc}; nothing was removed (close it there first)", data
+            ) from None
+        except st.NotASessionFile as exc:  # a directory under the session's name: not ama's to remove
+            raise AcpError.invalid_params(f"sessionId: {exc}; it was left alone") from None
         return w.Empty()

@@ -18,7 +18,8 @@ import binascii
 import logging
 import os
 import secrets
-from collections.abc import Callable
+import stat
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
@@ -27,6 +28,7 @@ import msgspec
 
 from ama_acp.errors import StoreError
 from ama_acp.session.entries import DirectoriesEntry, Header, TitleEntry
+from ama_acp.session.files import first_line, kind_of, open_regular, read_bounded
 
 log = logging.getLogger(__name__)
 
@@ -35,10 +37,13 @@ T = TypeVar("T")
 INDEX_NAME = "index.json"
 _INDEX_VERSION = 1
 _CHUNK = 1 << 20
+_INDEX_LIMIT = 64 << 20  # a bigger index.json is not one this ama wrote (a thousand sessions take ~200 KB)
 
 # A line holding this entry starts right after a newline; nested JSON never does (lines hold no raw newline).
-_TITLE_AT = b'\n{"t":"title",'
-_DIRS_AT = b'\n{"t":"dirs",'
+_TITLE = b'{"t":"title",'
+_DIRS = b'{"t":"dirs",'
+_TITLE_AT = b"\n" + _TITLE
+_DIRS_AT = b"\n" + _DIRS
 _title_decoder = msgspec.json.Decoder(TitleEntry)
 _dirs_decoder = msgspec.json.Decoder(DirectoriesEntry)
 _header_decoder = msgspec.json.Decoder(Header)
@@ -91,10 +96,11 @@ def _iso(mtime_ns: int) -> str:
 
 
 class SessionLister:
-    def __init__(self, sessions_dir: Path, is_valid_id: Callable[[str], bool]) -> None:
+    def __init__(self, sessions_dir: Path, is_valid_id: Callable[[str], bool], max_line: int) -> None:
         self.dir = sessions_dir
         self._index_path = sessions_dir / INDEX_NAME
         self._is_valid_id = is_valid_id
+        self._max_line = max_line  # the store's cap: a longer line is damage, skipped unread
 
     def list(
         self, cwd: str | None = None, cursor: str | None = None, page_size: int = 50
@@ -143,12 +149,23 @@ class SessionLister:
                     continue
                 session_id = name[:-6]
                 try:
-                    st = de.stat()
+                    st = de.stat(follow_symlinks=False)  # a link (to /dev/zero, a loop) is not followed
                 except FileNotFoundError:  # deleted while we looked
+                    continue
+                except OSError as exc:
+                    log.warning("cannot stat session file %s: %s", self.dir / name, exc)
                     continue
                 rec = old.get(session_id)
                 if rec is not None and (rec.ino, rec.size, rec.mtime_ns) == (st.st_ino, st.st_size, st.st_mtime_ns):
                     new[session_id] = rec
+                    continue
+                if not stat.S_ISREG(st.st_mode):
+                    # A FIFO, a link, a device, a directory under a session's name: never opened. Remembered as
+                    # unreadable, so it is logged once (until it changes), not at every listing.
+                    kind = kind_of(st.st_mode)
+                    log.warning("%s is %s, not a session file; left out of session/list", self.dir / name, kind)
+                    new[session_id] = _Cached(st.st_ino, st.st_size, st.st_mtime_ns, 0, None)
+                    changed = True
                     continue
                 if st.st_size == 0:  # being created: the header is written in one go right after
                     continue
@@ -156,7 +173,7 @@ class SessionLister:
                 if rec is not None and (rec.ino != st.st_ino or st.st_size < rec.scanned or rec.cwd is None):
                     rec = None
                 try:
-                    scanned = _scan(self.dir / name, rec, st)
+                    scanned = _scan(self.dir / name, rec, self._max_line)
                 except FileNotFoundError:
                     continue
                 except OSError as exc:
@@ -170,10 +187,17 @@ class SessionLister:
 
     def _load_index(self) -> dict[str, _Cached]:
         try:
-            index = msgspec.json.decode(self._index_path.read_bytes(), type=_Index)
-        except FileNotFoundError:
+            fd, _ = open_regular(self._index_path)  # a FIFO or a link to /dev/zero here must not block a listing
+            try:
+                raw = read_bounded(fd, _INDEX_LIMIT)
+            finally:
+                os.close(fd)
+            if raw is None:
+                raise ValueError(f"longer than {_INDEX_LIMIT} bytes")
+            index = msgspec.json.decode(raw, type=_Index)
+        except (FileNotFoundError, NotADirectoryError):
             return {}
-        except (OSError, msgspec.DecodeError) as exc:
+        except (OSError, ValueError) as exc:  # msgspec.DecodeError is a ValueError
             log.info("rebuilding the session index %s: %s", self._index_path, exc)
             return {}
         return index.sessions if index.version == _INDEX_VERSION else {}
@@ -189,16 +213,18 @@ class SessionLister:
             tmp.unlink(missing_ok=True)
 
 
-def _scan(path: Path, prev: _Cached | None, st: os.stat_result) -> _Cached:
-    """Read what a listing needs from `path`, starting where `prev` stopped (or at the header)."""
-    with open(path, "rb") as f:
+def _scan(path: Path, prev: _Cached | None, max_line: int) -> _Cached:
+    """Read what a listing needs from `path`, starting where `prev` stopped (or at the header). Only a regular
+    file is read (NotRegularFile otherwise, an OSError); the cache key is the open file's own fstat."""
+    fd, st = open_regular(path)
+    with open(fd, "rb", buffering=0) as f:
         if prev is None:
-            line = f.readline()
+            line = first_line(fd, max_line)
             header = None
-            if line.endswith(b"\n"):
+            if line is not None:
                 try:
                     header = _header_decoder.decode(line)
-                except msgspec.DecodeError:
+                except (msgspec.DecodeError, RecursionError):
                     pass
             if header is None:
                 log.warning("session file %s has no readable header; left out of session/list", path)
@@ -207,7 +233,7 @@ def _scan(path: Path, prev: _Cached | None, st: os.stat_result) -> _Cached:
                 st.st_ino,
                 st.st_size,
                 st.st_mtime_ns,
-                len(line),
+                len(line) + 1 if line is not None else 0,
                 header.cwd,
                 header.created_at,
                 list(header.additional_directories),
@@ -215,32 +241,107 @@ def _scan(path: Path, prev: _Cached | None, st: os.stat_result) -> _Cached:
             )
         else:
             rec = msgspec.structs.replace(prev, ino=st.st_ino, size=st.st_size, mtime_ns=st.st_mtime_ns)
-        start = rec.scanned
-        f.seek(start)
-        # `start` is a line start, so the byte before it is a newline: begin with it so the first line matches.
-        carry = b"\n"
-        read_to = start
-        while chunk := f.read(_CHUNK):
-            read_to += len(chunk)
-            buf = carry + chunk
-            cut = buf.rfind(b"\n")  # buf[:cut + 1] is whole lines; a torn or growing tail waits
-            title = _last_line(buf, cut, _TITLE_AT, _title_decoder)
-            if title is not None:
-                rec.title = title.title
-            dirs = _last_line(buf, cut, _DIRS_AT, _dirs_decoder)
-            if dirs is not None:
-                rec.dirs = list(dirs.additional_directories)
-            rec.scanned = read_to - len(buf) + cut + 1
-            carry = buf[cut:]
+        f.seek(rec.scanned)
+        scan = scan_chunks(iter(lambda: f.read(_CHUNK), b""), max_line)
+    if scan.title is not None:
+        rec.title = scan.title.title
+    if scan.dirs is not None:
+        rec.dirs = list(scan.dirs.additional_directories)
+    rec.scanned += scan.consumed
     return rec
 
 
-def _last_line(buf: bytes, cut: int, marker: bytes, decoder: msgspec.json.Decoder[T]) -> T | None:
-    i = buf.rfind(marker, 0, cut + 1)
+class LineScan:
+    """The last decodable `title` and `dirs` lines of a run of whole lines, fed in chunks cut anywhere: the
+    same result however it is cut, in time linear in its length.
+
+    Each chunk is searched from its end for the markers (one `rfind`, not a loop over lines). A line that goes
+    on into the next chunk is kept only while it may be a title or dirs line (its first bytes say) and is no
+    longer than `max_line`; any other is just passed over to its newline, so one 200 MB line costs one pass,
+    not a copy per chunk. A line that does not decode, or is longer than `max_line`, is skipped: the last good
+    value before it stands. Bytes after the last newline (a torn or growing tail) are not counted.
+    """
+
+    def __init__(self, max_line: int) -> None:
+        self.max_line = max_line
+        self.title: TitleEntry | None = None
+        self.dirs: DirectoriesEntry | None = None
+        self.consumed = 0  # bytes up to and including the last newline seen
+        self._fed = 0
+        self._line: list[bytes] = []  # the pending line's bytes, while it may be a line that counts
+        self._line_len = 0
+        self._keep = True  # False: the pending line is not a title or dirs line, or is too long
+
+    def feed(self, chunk: bytes) -> None:
+        nl = chunk.find(b"\n")
+        if nl < 0:
+            self._grow(chunk, 0, len(chunk))
+            self._fed += len(chunk)
+            return
+        self._grow(chunk, 0, nl)
+        self._finish_line()
+        cut = chunk.rfind(b"\n")
+        if cut > nl:  # whole lines in chunk[nl + 1 : cut + 1]; the newline at nl precedes the first
+            title = _last_line(chunk, nl, cut, _TITLE_AT, _title_decoder, self.max_line)
+            if title is not None:
+                self.title = title
+            dirs = _last_line(chunk, nl, cut, _DIRS_AT, _dirs_decoder, self.max_line)
+            if dirs is not None:
+                self.dirs = dirs
+        self.consumed = self._fed + cut + 1
+        self._fed += len(chunk)
+        self._line, self._line_len, self._keep = [], 0, True
+        self._grow(chunk, cut + 1, len(chunk))
+
+    def _grow(self, chunk: bytes, start: int, end: int) -> None:
+        if end <= start:
+            return
+        before = self._line_len
+        self._line_len += end - start
+        if not self._keep:
+            return
+        if self._line_len > self.max_line:
+            self._line, self._keep = [], False
+            return
+        if before < len(_TITLE) <= self._line_len:  # enough bytes to tell what line this is, before copying
+            head = b"".join([*(piece[: len(_TITLE)] for piece in self._line), chunk[start : start + len(_TITLE)]])
+            if not head.startswith((_TITLE, _DIRS)):
+                self._line, self._keep = [], False
+                return
+        self._line.append(chunk[start:end])
+
+    def _finish_line(self) -> None:
+        if self._keep and self._line:
+            line = b"".join(self._line)
+            try:
+                if line.startswith(_TITLE):
+                    self.title = _title_decoder.decode(line)
+                elif line.startswith(_DIRS):
+                    self.dirs = _dirs_decoder.decode(line)
+            except (msgspec.DecodeError, RecursionError):  # a corrupt line: the value before it stands
+                pass
+        self._line, self._line_len, self._keep = [], 0, True
+
+
+def scan_chunks(chunks: Iterable[bytes], max_line: int) -> LineScan:
+    scan = LineScan(max_line)
+    for chunk in chunks:
+        scan.feed(chunk)
+    return scan
+
+
+def _last_line(
+    buf: bytes, start: int, cut: int, marker: bytes, decoder: msgspec.json.Decoder[T], max_line: int
+) -> T | None:
+    """The last line of buf[start + 1 : cut + 1] (buf[start] and buf[cut] are newlines) that begins with
+    `marker` (newline included), is at most `max_line` long and decodes."""
+    i = buf.rfind(marker, start, cut + 1)
     while i >= 0:
         end = buf.index(b"\n", i + 1)
-        try:
-            return decoder.decode(buf[i + 1 : end])
-        except msgspec.DecodeError:  # a corrupt line: the one before it is the last good value
-            i = buf.rfind(marker, 0, i)
+        if end - i - 1 <= max_line:
+            try:
+                return decoder.decode(buf[i + 1 : end])
+            except (msgspec.DecodeError, RecursionError):  # a corrupt line: the one before it is the last good value
+                pass
+        i = buf.rfind(marker, start, i)
     return None

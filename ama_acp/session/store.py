@@ -21,6 +21,7 @@ import stat
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
@@ -30,6 +31,7 @@ from ama_acp.conversation.messages import Message
 from ama_acp.credentials import fsync_directory
 from ama_acp.errors import StoreError
 from ama_acp.redact import Redactor
+from ama_acp.rpc.framing import MAX_LINE as WIRE_MAX_LINE
 from ama_acp.secrets import names_generation
 from ama_acp.session.entries import (
     FORMAT_VERSION,
@@ -43,12 +45,15 @@ from ama_acp.session.entries import (
     TurnEntry,
     clip_replay_text,
 )
+from ama_acp.session.files import NotRegularFile, first_line, open_regular
 from ama_acp.session.listing import InvalidCursor, SessionLister, SessionSummary
 
 __all__ = [
     "InvalidCursor",
     "InvalidSessionId",
     "LoadedSession",
+    "MAX_LINE_BYTES",
+    "NotASessionFile",
     "SessionBusy",
     "SessionExists",
     "SessionFormatError",
@@ -79,11 +84,26 @@ class SessionExists(StoreError):
 
 
 class SessionBusy(StoreError):
-    """Another writer (in this process or another) has this session open for appending."""
+    """Another writer (in this process or another) has this session open for appending. `pid`: the process
+    holding its lock, when the system says (Linux's /proc/locks), else None."""
+
+    def __init__(self, message: str, pid: int | None = None) -> None:
+        super().__init__(message)
+        self.pid = pid
 
 
 class SessionFormatError(StoreError):
     """The file cannot be read as a session of a format this ama understands."""
+
+
+class NotASessionFile(SessionFormatError):
+    """The session's name is taken by something that is not a regular file: a FIFO, a symlink (to /dev/zero,
+    anywhere, or a loop), a device, a directory, a socket. Never opened for reading; `kind` says what it is."""
+
+    def __init__(self, path: Path, kind: str) -> None:
+        super().__init__(f"{path} is {kind}, not a session file")
+        self.path = path
+        self.kind = kind
 
 
 class SessionWriteError(StoreError, OSError):
@@ -196,63 +216,110 @@ class LoadedSession(msgspec.Struct):
 
 _READ_CHUNK = 1 << 20
 
+# The longest line a session file may hold. ACP takes a message line of up to rpc.framing.MAX_LINE, and a
+# prompt that long is stored as one `msg` line of about the same size, so the cap sits a megabyte above it:
+# whatever the wire accepted loads back. A longer line is damage or hostile: the reader skips it as corrupt
+# (its bytes are dropped as they are read, never held whole), and the writer refuses to write one.
+MAX_LINE_BYTES = WIRE_MAX_LINE + (1 << 20)
+
 
 def read_session(path: Path) -> LoadedSession:
     """Decode a whole session file with one typed decoder, a megabyte at a time.
 
     Chunks, not one read of the whole file, so the peak memory of a load is the decoded session plus a
-    chunk rather than plus the whole file; lines are decoded from memoryview slices, never copied.
+    chunk rather than plus the whole file; lines are decoded from memoryview slices, never copied. Only a
+    regular file is read (session/files.py): anything else under the name is a NotASessionFile.
     """
     try:
-        f = open(path, "rb")  # closed by the with-block below
+        fd, _ = open_regular(path)
     except (FileNotFoundError, NotADirectoryError):  # NotADirectory: the sessions path is a file, so no session
         raise SessionNotFound(f"no session file {path}") from None
+    except NotRegularFile as exc:
+        raise NotASessionFile(path, exc.kind) from None
+    with open(fd, "rb", buffering=0) as f:
+        return decode_session(iter(partial(f.read, _READ_CHUNK), b""), path)
+
+
+def decode_session(chunks: Iterable[bytes], path: Path, max_line: int = MAX_LINE_BYTES) -> LoadedSession:
+    """The session in `chunks` (a file's bytes, cut anywhere): the same result however it is cut, in time
+    linear in its length. A line longer than `max_line` is skipped as corrupt, its bytes dropped as they come;
+    a first line that long is no header (SessionFormatError)."""
     header: Header | None = None
     entries: list[Entry] = []
     append = entries.append
     decode = _entry_decoder.decode
     skipped = _Skipped(path)
     pending: list[bytes] = []  # the start of a line that goes on into the next chunk
-    base = 0  # file offset of the first byte of `pending` (or of the next chunk)
-    with f:
-        while chunk := f.read(_READ_CHUNK):
-            last = chunk.rfind(b"\n")
-            if last < 0:
-                pending.append(chunk)
-                continue
-            buf = b"".join((*pending, chunk)) if pending else chunk
-            last += len(buf) - len(chunk)
-            pending = [buf[last + 1 :]] if last + 1 < len(buf) else []
-            view = memoryview(buf)
-            pos = 0
-            if header is None:
-                pos = buf.find(b"\n") + 1
-                header = _decode_header(view[: pos - 1], path)
-            find = buf.find
-            while pos <= last:
-                end = find(b"\n", pos)
-                if end > pos:  # blank lines are harmless
-                    try:
-                        append(decode(view[pos:end]))
-                    except (msgspec.DecodeError, RecursionError) as exc:
-                        # One bad line costs that line, never the session: corrupt bytes, a field of the wrong
-                        # type, or nesting deeper than the decoder goes (RecursionError).
-                        skipped.note(view[pos:end], base + pos, exc)
-                pos = end + 1
-            base += last + 1
-            del view
+    pending_len = 0  # its length so far (also while it is being dropped)
+    dropping = False  # the pending line is longer than max_line: its bytes are dropped up to its newline
+    at = 0  # file offset of the chunk's first byte
+    for chunk in chunks:
+        size = len(chunk)
+        last = chunk.rfind(b"\n")
+        if last < 0:
+            pending_len += size
+            if not dropping:
+                if pending_len > max_line:
+                    if header is None:
+                        raise _header_too_long(path, max_line)
+                    pending, dropping = [], True
+                else:
+                    pending.append(chunk)
+            at += size
+            continue
+        pos = 0
+        if dropping:  # the dropped line ends in this chunk
+            pos = chunk.find(b"\n") + 1
+            skipped.too_long(at - pending_len, pending_len + pos - 1, max_line)
+            buf, buf_at, dropping = chunk, at, False
+        elif pending:  # joined once, when the line is whole: each byte is copied once however long the line
+            buf, buf_at = b"".join((*pending, chunk)), at - pending_len
+            last += pending_len
+        else:
+            buf, buf_at = chunk, at
+        view = memoryview(buf)
+        find = buf.find
+        if header is None:
+            end = find(b"\n")
+            if end > max_line:
+                raise _header_too_long(path, max_line)
+            header = _decode_header(view[:end], path)
+            pos = end + 1
+        while pos <= last:
+            end = find(b"\n", pos)
+            if end - pos > max_line:
+                skipped.too_long(buf_at + pos, end - pos, max_line)
+            elif end > pos:  # blank lines are harmless
+                try:
+                    append(decode(view[pos:end]))
+                except (msgspec.DecodeError, RecursionError) as exc:
+                    # One bad line costs that line, never the session: corrupt bytes, a field of the wrong
+                    # type, or nesting deeper than the decoder goes (RecursionError).
+                    skipped.note(view[pos:end], buf_at + pos, exc)
+            pos = end + 1
+        del view
+        pending_len = len(buf) - last - 1
+        if pending_len > max_line:
+            pending, dropping = [], True
+        else:
+            pending = [buf[last + 1 :]] if pending_len else []
+        at += size
     if header is None:
         raise SessionFormatError(f"{path}: the header line is incomplete (the session was never fully created)")
-    torn = bool(pending)
+    torn = pending_len > 0
     if torn:
         log.warning(
             "%s: skipped a torn last line at byte offset %d (%d bytes; a crash while it was written)",
             path,
-            base,
-            sum(map(len, pending)),
+            at - pending_len,
+            pending_len,
         )
     skipped.report()
     return LoadedSession(header=header, entries=entries, torn_tail=torn, skipped_lines=skipped.count)
+
+
+def _header_too_long(path: Path, max_line: int) -> SessionFormatError:
+    return SessionFormatError(f"{path}: not an ama session file (its first line is longer than {max_line} bytes)")
 
 
 class _Skipped:
@@ -278,6 +345,19 @@ class _Skipped:
         self.corrupt += 1
         if self.corrupt <= self._LOG_LIMIT:
             log.warning("%s: skipped a corrupt line at byte offset %d: %s", self.path, offset, exc)
+
+    def too_long(self, offset: int, length: int, limit: int) -> None:
+        """A line past the cap: damaged like a corrupt one (never decoded, never held whole)."""
+        self.count += 1
+        self.corrupt += 1
+        if self.corrupt <= self._LOG_LIMIT:
+            log.warning(
+                "%s: skipped a corrupt line at byte offset %d: %d bytes, longer than the %d a line may hold",
+                self.path,
+                offset,
+                length,
+                limit,
+            )
 
     def report(self) -> None:
         if self.corrupt > self._LOG_LIMIT:
@@ -328,6 +408,10 @@ class SessionWriter:
     keeps the order of entries the order of calls. The fsync at turn ends is the one slow call.
     """
 
+    # Whether the path still names this writer's file is checked before the first append of each turn and
+    # every this many appends: a stat costs about as much as an append, so not before every one.
+    CHECK_EVERY = 256
+
     def __init__(self, path: Path, fd: int, end: int, redactor: Callable[[], Redactor], fsync: FsyncPolicy) -> None:
         self.path = path
         self.session_id = path.stem
@@ -336,6 +420,9 @@ class SessionWriter:
         self._redactor = redactor  # the store's: it learns secrets registered later (an MCP server's token)
         self._fsync = fsync
         self._needs_repair = False
+        info = os.fstat(fd)
+        self._ident = (info.st_dev, info.st_ino)
+        self._until_check = 0  # appends before the next check; 0: the next append checks
 
     @property
     def closed(self) -> bool:
@@ -346,6 +433,9 @@ class SessionWriter:
         consistent: whatever part of the line reached the disk is cut off again)."""
         if self._fd < 0:
             raise ValueError(f"session writer for {self.path} is closed")
+        if self._until_check <= 0:
+            self._check_still_there()
+        self._until_check -= 1
         if type(entry) is ToolCallEntry:
             entry = _bounded_tool_entry(entry)
         try:
@@ -353,13 +443,33 @@ class SessionWriter:
         except (RecursionError, msgspec.EncodeError, TypeError, OverflowError) as exc:
             raise SessionWriteError(self.path, f"an entry could not be encoded: {type(exc).__name__}", exc) from exc
         self._write_line(line)
+        if type(entry) is TurnEntry:
+            self._until_check = 0  # the next turn's first entry checks again
         if self._fsync == "always" or (self._fsync == "turn" and type(entry) in (TurnEntry, CompactionEntry)):
             self._sync()
+
+    def _check_still_there(self) -> None:
+        """The path still names the file this writer appends to: another program may have removed it (`rm`,
+        another tool) or put another file in its place, and appending to an unlinked file saves nothing. Raises
+        SessionWriteError saying so (the session then goes on unsaved, and the person is told once)."""
+        self._until_check = self.CHECK_EVERY
+        try:
+            now = os.lstat(self.path)
+        except (FileNotFoundError, NotADirectoryError):
+            raise SessionWriteError(self.path, "it was deleted by another program") from None
+        except OSError as exc:
+            raise SessionWriteError(self.path, f"it cannot be found again: {_reason(exc)}", exc) from exc
+        if (now.st_dev, now.st_ino) != self._ident:
+            raise SessionWriteError(self.path, "another program replaced it with a different file")
 
     def _write_line(self, line: bytes) -> None:
         redactor = self._redactor()
         if redactor:
             line = redactor.redact_line(line)
+        if len(line) >= MAX_LINE_BYTES:  # it would never read back: the reader skips such a line as damaged
+            raise SessionWriteError(
+                self.path, f"an entry of {len(line)} bytes is longer than the {MAX_LINE_BYTES} a session line may hold"
+            )
         data = line + b"\n"
         if self._needs_repair:
             try:
@@ -438,8 +548,13 @@ def _lock(fd: int, path: Path) -> None:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        os.close(fd)
-        raise SessionBusy(f"session {path.stem} is already open for writing") from None
+        try:
+            holder = lock_holder(os.fstat(fd))
+        except OSError:
+            holder = None
+        finally:
+            os.close(fd)
+        raise _busy(path.stem, holder) from None
     except OSError as exc:
         os.close(fd)
         raise SessionWriteError(path, f"it cannot be locked: {_reason(exc)}", exc) from exc
@@ -454,16 +569,39 @@ def _remove_new_file(path: Path) -> None:
         log.warning("%s: cannot remove the unfinished session file: %s", path, exc)
 
 
-def _first_line(fd: int, size: int) -> bytes | None:
-    buf = b""
-    while len(buf) < size:
-        chunk = os.pread(fd, 65536, len(buf))
-        if not chunk:
-            break
-        i = chunk.find(b"\n")
-        if i >= 0:
-            return buf + chunk[:i]
-        buf += chunk
+def _busy(session_id: str, pid: int | None) -> SessionBusy:
+    if pid is None:
+        where = "another ama process (its file is locked)"
+    elif pid == os.getpid():
+        where = "this process"
+    else:
+        where = f"another ama process (pid {pid})"
+    return SessionBusy(f"session {session_id} is open in {where}", pid)
+
+
+_PROC_LOCKS = Path("/proc/locks")
+
+
+def lock_holder(info: os.stat_result) -> int | None:
+    """The pid holding a flock on the file `info` describes, from /proc/locks (Linux); None where the system
+    does not say. A line reads `1: FLOCK  ADVISORY  WRITE 4242 08:01:1234567 0 EOF` (device major and minor in
+    hex, then the inode); waiting requests (`1: -> FLOCK …`) are not holders."""
+    want = (os.major(info.st_dev), os.minor(info.st_dev), info.st_ino)
+    try:
+        with open(_PROC_LOCKS, "rb") as f:
+            text = f.read(1 << 20)  # bounded: thousands of locks fit
+    except OSError:
+        return None
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) < 6 or fields[1] != b"FLOCK":
+            continue
+        try:
+            major, minor, inode = fields[5].split(b":")
+            if (int(major, 16), int(minor, 16), int(inode)) == want:
+                return int(fields[4])
+        except ValueError:
+            continue
     return None
 
 
@@ -481,10 +619,13 @@ def _last_newline(fd: int, size: int) -> int:
 def _in_use(path: Path) -> bool:
     """Whether an ama process holds the session file open for writing (its writer's flock), or it cannot be told."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        # O_NONBLOCK: a FIFO named like a session file must not block the retention thread for good.
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return True
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # not a session file ama writes: nobody holds it
+            return False
         # Shared and released at once: a writer opening this very moment could see it as busy, so only a
         # folder that would otherwise be removed is checked.
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
@@ -506,7 +647,7 @@ class SessionStore:
         self._redactor = redactor if redactor is not None else Redactor.from_environ()
         self._redactor_generation = names_generation()
         self._fsync: FsyncPolicy = fsync
-        self._lister = SessionLister(self.sessions_dir, is_valid_session_id)
+        self._lister = SessionLister(self.sessions_dir, is_valid_session_id, MAX_LINE_BYTES)
         self._dir_checked = False
 
     def redactor(self) -> Redactor:
@@ -538,7 +679,8 @@ class SessionStore:
         self._private_dir(path)
         # Conversations are private: the directory and files are for this user only.
         try:
-            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            # O_EXCL: whatever already has the name (a file, a FIFO, a link, even a dangling one) is never opened.
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         except FileExistsError:
             raise SessionExists(f"session {header.session_id} already exists") from None
         except OSError as exc:
@@ -581,20 +723,25 @@ class SessionStore:
 
     def open_writer(self, session_id: str) -> SessionWriter:
         """Append to an existing session. A torn last line (from a crash) is cut off first, so the next
-        entry starts on a line of its own."""
+        entry starts on a line of its own. Only a regular file is opened (NotASessionFile otherwise)."""
         path = self.path(session_id)
         try:
-            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
-        except FileNotFoundError:
+            fd, _ = open_regular(path, os.O_RDWR | os.O_APPEND)
+        except (FileNotFoundError, NotADirectoryError):
             raise SessionNotFound(f"no session {session_id}") from None
+        except NotRegularFile as exc:
+            raise NotASessionFile(path, exc.kind) from None
         except OSError as exc:  # e.g. a read-only file: the session can be read but not continued on disk
             raise SessionWriteError(path, _reason(exc), exc) from exc
         _lock(fd, path)
         try:
-            size = os.fstat(fd).st_size
-            first = _first_line(fd, size)
+            info = os.fstat(fd)
+            if not _names(path, info):  # deleted (or replaced) between the open and the lock
+                raise SessionNotFound(f"no session {session_id} (its file was removed while it was opened)")
+            size = info.st_size
+            first = first_line(fd, MAX_LINE_BYTES)
             if first is None:
-                raise SessionFormatError(f"{path}: the header line is incomplete (the session was never fully created)")
+                raise SessionFormatError(f"{path}: the header line is incomplete or longer than {MAX_LINE_BYTES} bytes")
             _decode_header(first, path)  # never append to a file of a newer format
             if os.pread(fd, 1, size - 1) != b"\n":
                 end = _last_newline(fd, size) + 1
@@ -650,7 +797,7 @@ class SessionStore:
                     continue
                 touched = info.st_mtime
                 try:
-                    touched, orphan = max(touched, os.stat(file).st_mtime), False
+                    touched, orphan = max(touched, os.lstat(file).st_mtime), False
                 except FileNotFoundError:
                     orphan = True
             except OSError:
@@ -663,15 +810,60 @@ class SessionStore:
 
     def delete(self, session_id: str) -> None:
         """Remove the session file, then its handoff folder. The file goes first, so a session is never
-        listed without its file."""
+        listed without its file. A session some ama process has open (its writer's lock is held) is not
+        removed: SessionBusy, naming the holder's pid where the system says, and nothing is touched. Something
+        else under the file's name (docs/sessions.md "Odd files in the sessions folder"): a symlink, FIFO,
+        socket or device node loses its name (never followed, never opened); a directory is left alone
+        (NotASessionFile)."""
         path = self.path(session_id)
-        try:
-            path.unlink()
-            existed = True
-        except (FileNotFoundError, NotADirectoryError):  # NotADirectory: the sessions path is a file
-            existed = False
+        existed = _remove_session_file(path, session_id)
         folder = self.handoff_dir(session_id)
-        if folder.is_dir():
-            shutil.rmtree(folder)
+        try:
+            info = os.lstat(folder)
+        except (FileNotFoundError, NotADirectoryError):
+            pass
+        else:
+            if stat.S_ISDIR(info.st_mode):
+                shutil.rmtree(folder)
+            elif stat.S_ISLNK(info.st_mode):  # a link in its place: the link goes, never what it points to
+                folder.unlink()
         if not existed:
             raise SessionNotFound(f"no session {session_id}")
+
+
+def _names(path: Path, info: os.stat_result) -> bool:
+    """Whether `path` (not followed) is still the file `info` was taken of."""
+    try:
+        now = os.lstat(path)
+    except OSError:
+        return False
+    return (now.st_dev, now.st_ino) == (info.st_dev, info.st_ino)
+
+
+def _remove_session_file(path: Path, session_id: str) -> bool:
+    """delete()'s first half: whether there was something to remove under the name."""
+    try:
+        fd, info = open_regular(path)
+    except (FileNotFoundError, NotADirectoryError):  # NotADirectory: the sessions path is a file
+        return False
+    except NotRegularFile as exc:
+        if exc.kind == "a directory":  # not ama's to remove: it may hold anything
+            raise NotASessionFile(path, exc.kind) from None
+        path.unlink()  # the name only: a link is not followed, a FIFO or device is not opened
+        log.warning("%s was %s, not a session file; its name was removed", path, exc.kind)
+        return True
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise _busy(session_id, lock_holder(info)) from None
+        except OSError as exc:  # a file system that cannot lock cannot say whether it is open: remove it anyway
+            log.info("%s: cannot lock it before deleting (%s)", path, exc)
+        # Locked: no writer holds it, and one opening now finds the name gone (open_writer checks it after its
+        # lock). The name must still be this file: never remove one put there since the open.
+        if not _names(path, info):
+            raise SessionBusy(f"session {session_id} changed while it was being deleted (another process is using it)")
+        path.unlink()
+    finally:
+        os.close(fd)
+    return True

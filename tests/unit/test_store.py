@@ -858,3 +858,21 @@ def test_retention_without_a_sessions_folder_removes_nothing(tmp_path):
     from ama_acp.session.store import SessionStore as _Store
 
     assert _Store(tmp_path / "none").prune_handoffs(0) == 0
+
+
+def test_retention_never_blocks_on_a_fifo_named_like_a_session_file(tmp_path):
+    import threading
+
+    store = SessionStore(tmp_path)
+    store.sessions_dir.mkdir(parents=True)
+    sid = "ses_" + "0" * 24
+    os.mkfifo(store.path(sid))  # nobody writes it: opening it to read would block for good
+    folder = store.sessions_dir / sid
+    (folder / "compaction-1").mkdir(parents=True)
+    old = time.time() - 10 * 86_400
+    os.utime(folder, (old, old))
+    done: list[int] = []
+    worker = threading.Thread(target=lambda: done.append(store.prune_handoffs(2)), daemon=True)
+    worker.start()
+    worker.join(10)
+    assert done, "prune_handoffs blocked on the FIFO"
