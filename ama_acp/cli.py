@@ -99,6 +99,16 @@ def _ignore_file_size_signal() -> None:
 
 
 def _acp(args: argparse.Namespace) -> int:
+    """Exit status 0 after stdin EOF or a stop signal (server.py STOP_SIGNALS), 2 for a bad config. While the
+    server runs it catches SIGINT itself; a Ctrl-C before (starting up) or after (exiting) has nothing to clean
+    up and ends as EOF does, without a traceback."""
+    try:
+        return _serve_acp(args)
+    except KeyboardInterrupt:
+        return 0
+
+
+def _serve_acp(args: argparse.Namespace) -> int:
     _ignore_file_size_signal()
     cfg = load_config_or_exit(args)
     from ama_acp.logs import setup_logging
@@ -129,11 +139,17 @@ def _acp(args: argparse.Namespace) -> int:
 
 
 def _print_mode(args: argparse.Namespace) -> int:
+    """Exit statuses: oneshot.py's (0 answered, 1 failed, 2 usage, 128 + N after signal N). Ctrl-C while no turn
+    runs (starting up, or printing the last lines) is 130 too, with one line instead of a traceback."""
     _ignore_file_size_signal()
-    cfg = load_config_or_exit(args)
-    from ama_acp.oneshot import run_print
+    try:
+        cfg = load_config_or_exit(args)
+        from ama_acp.oneshot import run_print
 
-    return run_print(args, cfg)
+        return run_print(args, cfg)
+    except KeyboardInterrupt:
+        sys.stderr.write("\nama: interrupted (SIGINT)\n")
+        return 130
 
 
 def _model_configured() -> bool:

@@ -9,15 +9,24 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
+import signal
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.abc
 import msgspec
 
 from ama_acp.config import Config
 from ama_acp.conversation.messages import valid_unicode
+from ama_acp.textsafe import json_safe, one_line, visible
+
+if TYPE_CHECKING:
+    from ama_acp.session.session import Session
+
+log = logging.getLogger(__name__)
 
 
 class _LocalPeer:
@@ -39,18 +48,18 @@ class _LocalPeer:
                 piece = "\n\n" + piece  # a new assistant message starts a new paragraph
             self._message_id = mid
             self.text.append(piece)
-            if self._stream:
-                sys.stdout.write(piece)
+            if self._stream:  # the model's text: shown, never obeyed (controls made visible, lines kept)
+                sys.stdout.write(visible(piece))
                 sys.stdout.flush()
         elif kind == "usage_update":
             self.usage = update
         elif kind == "tool_call":
-            sys.stderr.write(f"▸ {update['title']}\n")
+            sys.stderr.write(f"▸ {one_line(str(update['title']))}\n")
 
     async def request(self, method: str, params: Any, timeout: float | None = None) -> Any:
         if method == "session/request_permission":
             title = msgspec.to_builtins(params)["toolCall"].get("title", "")
-            sys.stderr.write(f"✗ refused (no one to ask in -p mode): {title}\n")
+            sys.stderr.write(f"✗ refused (no one to ask in -p mode): {one_line(str(title))}\n")
             return {"outcome": {"outcome": "selected", "optionId": "reject_once"}}
         raise RuntimeError(f"{method} is not available in -p mode")
 
@@ -65,6 +74,52 @@ def context_summary(stats: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+# `ama -p`'s exit statuses (docs/errors.md "Signals and exit codes"). 2 (usage) is also argparse's and the bad
+# config's (cli.py); a stop signal gives 128 + its number, as a shell reports a command it killed.
+EXIT_ANSWERED = 0
+EXIT_FAILED = 1  # no complete answer: the provider failed after its retries, refused the key, ama's own error
+EXIT_USAGE = 2  # no usable model (as a bad flag or a bad config file)
+
+# SIGINT: Ctrl-C. SIGTERM: a script or a service manager stopping it. SIGHUP: the terminal it ran in closed.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def interrupted_status(signum: int) -> int:
+    return 128 + signum
+
+
+class _Stop:
+    """The stop signal that ended the turn, if one did; later ones only wait for the clean-up to finish."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+
+async def _cancel_on_signal(
+    session: Session,
+    whole: anyio.CancelScope,
+    stop: _Stop,
+    *,
+    task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Until cancelled (after the clean-up): the first stop signal cancels the turn as session/cancel does (the
+    command's process tree is killed, what streamed is kept); before or after the turn, the whole run. The signals
+    stay caught meanwhile, so a second one cannot kill ama before it has stopped what it started."""
+    with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
+        task_status.started()
+        async for signum in signals:
+            name = signal.Signals(signum).name
+            if stop.signum is not None:
+                log.warning("%s received again; ama is already stopping what it started", name)
+                continue
+            log.info("%s received; cancelling the turn", name)
+            stop.signum = signum
+            if session.busy:
+                session.cancel()
+            else:
+                whole.cancel()
+
+
 def run_print(args: argparse.Namespace, cfg: Config) -> int:
     from ama_acp.logs import setup_logging
     from ama_acp.providers.resolve import usable_model
@@ -75,26 +130,36 @@ def run_print(args: argparse.Namespace, cfg: Config) -> int:
     choice = usable_model(cfg, args.model)
     if choice.model_id is None:  # never the demo script in place of a model the person did not choose
         sys.stderr.write(f"ama: {choice.why}\n")
-        return 2
+        return EXIT_USAGE
     model_id = choice.model_id
     as_json = args.output_format == "json"
     peer = _LocalPeer(stream_text=not as_json)
     cwd = os.path.abspath(args.cwd or os.getcwd())
+    stop = _Stop()
 
     async def main() -> dict[str, Any]:
         manager = SessionManager(cfg, peer, default_model=model_id)
         session = manager.new_session(cwd, None, [])
-        # argv holds the OS's bytes: one that is not UTF-8 arrives as a lone surrogate, which no file can store.
-        result = await session.prompt([w.TextContent(text=valid_unicode(args.prompt))])
-        stats = session.stats()
-        await manager.shutdown()
+        result: w.PromptResponse | None = None
+        async with anyio.create_task_group() as tg:
+            with anyio.CancelScope() as whole:
+                await tg.start(_cancel_on_signal, session, whole, stop)
+                try:
+                    # argv holds the OS's bytes: one not UTF-8 arrives as a lone surrogate, which no file can store.
+                    result = await session.prompt([w.TextContent(text=valid_unicode(args.prompt))])
+                finally:
+                    stats = session.stats()
+                    with anyio.CancelScope(shield=True):  # the session file closed, its servers stopped
+                        await manager.shutdown()
+            tg.cancel_scope.cancel()  # the signals are caught until here: the clean-up is over
         out: dict[str, Any] = {
             "sessionId": session.id,
             "model": model_id,
             "answer": "".join(peer.text),
-            "stopReason": result.stop_reason,
-            "usage": msgspec.to_builtins(result.usage) if result.usage else None,
+            "stopReason": result.stop_reason if result is not None and stop.signum is None else "cancelled",
+            "usage": msgspec.to_builtins(result.usage) if result is not None and result.usage else None,
             "context": context_summary(stats),
+            "error": _error(session.turn_error, stop.signum),
         }
         if "cost" in stats:  # U17: only when known
             out["cost"] = stats["cost"]
@@ -102,8 +167,25 @@ def run_print(args: argparse.Namespace, cfg: Config) -> int:
 
     out = anyio.run(main)
     if as_json:
-        sys.stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
+        # JSON escapes C0 only: DEL, C1 and bidi controls are escaped too, so the JSON on a terminal is inert.
+        sys.stdout.write(json_safe(json.dumps(out, ensure_ascii=False)) + "\n")
     else:
         if not out["answer"].endswith("\n"):
             sys.stdout.write("\n")
-    return 0 if out["stopReason"] in ("end_turn", "max_tokens") else 1
+    if stop.signum is not None:
+        sys.stderr.write(f"ama: interrupted ({signal.Signals(stop.signum).name})\n")
+        return interrupted_status(stop.signum)
+    if out["error"] is not None or out["stopReason"] not in ("end_turn", "max_tokens"):
+        return EXIT_FAILED
+    return EXIT_ANSWERED
+
+
+def _error(turn_error: tuple[str, str] | None, signum: int | None) -> dict[str, str] | None:
+    """The json output's `error`: why there is no complete answer (null when there is one). `kind` is a provider
+    failure's kind (auth, rate_limit, server, timeout, stream, bad_request, config), `internal` or `interrupted`."""
+    if signum is not None:
+        return {"kind": "interrupted", "message": f"stopped by {signal.Signals(signum).name}"}
+    if turn_error is not None:
+        kind, message = turn_error
+        return {"kind": kind, "message": message}
+    return None

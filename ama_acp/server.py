@@ -10,6 +10,7 @@ from functools import partial
 from typing import Any
 
 import anyio
+import anyio.abc
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
 from ama_acp.config import Config
@@ -17,6 +18,7 @@ from ama_acp.handlers import Handlers, Reload
 from ama_acp.rpc.dispatch import Dispatcher
 from ama_acp.rpc.errors import UNEXPECTED
 from ama_acp.rpc.peer import Peer
+from ama_acp.rpc.stdio import EndableReceiveStream
 
 log = logging.getLogger(__name__)
 
@@ -92,40 +94,60 @@ async def serve(
     reload: Reload | None = None,
     why: str = "",
 ) -> None:
+    """Serve one connection until its input ends. A stop signal (STOP_SIGNALS) ends the input the way stdin EOF
+    does, so everything after it is the EOF path: the peer closed (requests of ours still waiting, such as an
+    unanswered permission request, fail at once), the turns cancelled, the sessions' commands and MCP servers
+    stopped and their files closed. The signals stay caught until that clean-up is over: a second one is
+    logged, never the default action that would kill ama and orphan what it started."""
+    ending = EndableReceiveStream(receive)
     dispatcher = Dispatcher()
-    peer = Peer(receive, send, dispatcher)
+    peer = Peer(ending, send, dispatcher)
     handlers = Handlers(config, peer, model_id, reload, why)
     handlers.register(dispatcher)
     peer.on_cancel_request = handlers.on_cancel_request
     preload, stop_preload = _start_preload(handlers.prepare_first_prompt)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(_stop_on_signal, tg.cancel_scope)
+    async with anyio.create_task_group() as watching:
+        await watching.start(_end_input_on_signal, ending)
+        async with anyio.create_task_group() as tg:
 
-        def spawn(run: Callable[[], Coroutine[Any, Any, None]]) -> None:
-            tg.start_soon(run)  # sessions' MCP servers: stopped by shutdown() below, before the group ends
+            def spawn(run: Callable[[], Coroutine[Any, Any, None]]) -> None:
+                tg.start_soon(run)  # sessions' MCP servers: stopped by shutdown() below, before the group ends
 
-        handlers.spawn = spawn
-        try:
-            await peer.run()
-        finally:
-            with anyio.CancelScope(shield=True):
-                await handlers.shutdown()
-            tg.cancel_scope.cancel()
-    # An interpreter that exits while this thread is inside an extension module's initialisation can abort
-    # (C++ `terminate called without an active exception` from google-re2, exit status -6). The thread
-    # finishes the import it is in and starts no other; the wait is bounded all the same.
-    stop_preload.set()
-    await anyio.to_thread.run_sync(preload.join, PRELOAD_JOIN_S)
+            handlers.spawn = spawn
+            try:
+                await peer.run()
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await handlers.shutdown()
+                tg.cancel_scope.cancel()
+        # An interpreter that exits while this thread is inside an extension module's initialisation can abort
+        # (C++ `terminate called without an active exception` from google-re2, exit status -6). The thread
+        # finishes the import it is in and starts no other; the wait is bounded all the same.
+        stop_preload.set()
+        await anyio.to_thread.run_sync(preload.join, PRELOAD_JOIN_S)
+        watching.cancel_scope.cancel()
     log.info("input closed; exiting")
 
 
-async def _stop_on_signal(scope: anyio.CancelScope) -> None:
-    """SIGTERM or SIGINT (an editor stopping us, Ctrl-C in a terminal): end like stdin EOF, not a traceback."""
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+# SIGTERM: an editor or a service manager stopping ama. SIGHUP: the terminal (or the terminal editor) it ran in
+# closed. SIGINT: Ctrl-C in that terminal, which reaches the whole process group, ama included; an editor has
+# no other use for it. Each ends ama like stdin EOF, with exit status 0 (docs/errors.md "Signals and exit codes").
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+
+
+async def _end_input_on_signal(
+    receive: EndableReceiveStream, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+) -> None:
+    """Until cancelled (after the clean-up): the first stop signal ends the input, later ones are logged."""
+    with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
+        task_status.started()
         async for signum in signals:
-            log.info("%s received; exiting", signal.Signals(signum).name)
-            scope.cancel()
-            return
+            name = signal.Signals(signum).name
+            if receive.ended:
+                log.warning("%s received again; ama is already stopping what it started", name)
+            else:
+                log.info("%s received; ending as at the end of input", name)
+                receive.end()
 
 
 def run_stdio(config: Config, model_id: str | None, reload: Reload | None = None, why: str = "") -> int:

@@ -8,6 +8,8 @@ a stray print() anywhere (ours or a library's) can never corrupt the protocol st
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import os
 import select
 import stat
@@ -20,6 +22,10 @@ import anyio.lowlevel
 from anyio.abc import ByteReceiveStream, ByteSendStream
 from anyio.lowlevel import EventLoopToken
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+# What a call into the event loop raises in this thread when the loop ends while the call waits (a chunk read
+# after a stop signal ended the input has no receiver, and its send is cancelled with the loop's tasks).
+_LOOP_ENDED = (asyncio.CancelledError, concurrent.futures.CancelledError)
 
 
 class FdReceiveStream(ByteReceiveStream):
@@ -50,17 +56,49 @@ class FdReceiveStream(ByteReceiveStream):
                 if not data:
                     break
                 anyio.from_thread.run(send.send, data, token=token)
-        except (OSError, RuntimeError, anyio.BrokenResourceError, anyio.ClosedResourceError):
-            pass  # stdin went away, or the event loop has ended: nothing left to feed
+        except (OSError, RuntimeError, anyio.BrokenResourceError, anyio.ClosedResourceError, *_LOOP_ENDED):
+            pass  # stdin went away, or the event loop has ended (input after a stop signal): nothing left to feed
         finally:
             try:
                 anyio.from_thread.run_sync(send.close, token=token)
-            except RuntimeError:
+            except (RuntimeError, *_LOOP_ENDED):
                 pass  # the event loop has ended: no receiver is left to tell about the end of input
 
     async def aclose(self) -> None:
         if self._chunks is not None:
             await self._chunks.aclose()
+
+
+class EndableReceiveStream(ByteReceiveStream):
+    """A receive stream wrapped so that its input can be ended from inside the process: after `end()` (a stop signal,
+    server.py) a waiting `receive` and every later one raise EndOfStream, as at the real end of input, so the
+    reader goes down the EOF path and nothing else (the peer's clean-up) needs a second way to stop.
+
+    Only the wait is cut short: the stream underneath (stdin's reader thread) is left as it is."""
+
+    def __init__(self, inner: ByteReceiveStream) -> None:
+        self._inner = inner
+        self._waiting: anyio.CancelScope | None = None
+        self.ended = False
+
+    def end(self) -> None:
+        self.ended = True
+        if self._waiting is not None:
+            self._waiting.cancel()
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        if self.ended:
+            raise anyio.EndOfStream
+        with anyio.CancelScope() as scope:
+            self._waiting = scope
+            try:
+                return await self._inner.receive(max_bytes)
+            finally:
+                self._waiting = None
+        raise anyio.EndOfStream  # only `end()` cancels this scope: the input ended
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
 
 
 class FdSendStream(ByteSendStream):

@@ -107,6 +107,9 @@ class Session:
         self._told_unsaved = False
         self._idle: anyio.Event | None = None  # set once the running turn's response is out
         self.cancelled = False
+        # What made the last turn fail, as (kind, message): a provider Failure's kind, or "internal" for ama's own
+        # error. None while the turn succeeds; `ama -p` exits non-zero on it (the ACP answer is still end_turn).
+        self.turn_error: tuple[str, str] | None = None
         self.closed = False
         self.max_turn_requests = runtime.config.max_turn_requests
         stream = runtime.config.stream
@@ -424,9 +427,11 @@ class Session:
         await self.rt.before_request(self)
 
     async def turn_failed(self, text: str) -> None:
+        self.turn_error = ("internal", text)
         await self.send(w.AgentMessageChunk(content=w.TextContent(text=f"\n\n⚠ {text}\n")))
 
     async def provider_failed(self, failure: pb.Failure) -> None:
+        self.turn_error = (failure.kind, failure.message)
         text = failure.message
         if failure.kind == "auth":
             text = f"**The model provider refused the credentials.** {failure.message}"
@@ -461,6 +466,7 @@ class Session:
         user = self._user_message(blocks)
         command = self.rt.commands.match(user)
         self.cancelled = False
+        self.turn_error = None
         self.turn_compactions = 0
         idle = self._idle = anyio.Event()
         billed_before = self.ctx.billing.totals()
