@@ -30,6 +30,7 @@ from ama_acp.providers.model_list import model_list_items, models_request
 from ama_acp.providers.resolve import ModelError, api_key_env, provider_config, split_model_id, usable_model
 from ama_acp.redact import MIN_SECRET_LENGTH, REDACTED
 from ama_acp.secrets import register_config, register_secret_values
+from ama_acp.textsafe import one_line
 
 TIMEOUT = 5.0  # seconds for one provider's check, connect to last byte
 MAX_BODY = 256 * 1024  # a model list is a few KiB; a server that sends more is cut off here
@@ -49,6 +50,16 @@ class CredentialsFact(FileFact):
     mode: str | None = None  # "0600"
     tooOpen: bool = False  # group or others may read it
     keys: list[str] = field(default_factory=list)  # names only
+
+
+@dataclass(frozen=True)
+class PathFact:
+    """A config or credentials path someone else could change: ama would then run what they wrote."""
+
+    path: str
+    mode: str  # "0666"
+    problem: str  # writable by group | writable by others | writable by group and others | owned by another user
+    owner: int | None = None  # the owner's uid, when it is another user
 
 
 @dataclass(frozen=True)
@@ -91,6 +102,7 @@ class Report:
     logFile: FileFact
     providers: list[ProviderFact]
     network: bool
+    openPaths: list[PathFact] = field(default_factory=list)  # config/credentials paths others can change
     promptWouldWork: bool = False
     problem: str | None = None  # why a prompt would not work
 
@@ -150,6 +162,28 @@ def key_facts(names: list[str], env: Mapping[str, str], file_keys: Mapping[str, 
             "environment" if in_env else "credentials file" if in_file else None
         )
         out.append(KeyFact(name, source, in_env and in_file))
+    return out
+
+
+def open_paths(paths: list[Path], uid: int | None = None) -> list[PathFact]:
+    """Each path (file or directory, that exists) others than its owner may write, or that belongs to someone
+    else (neither this user nor root): whoever can change the config or the credentials chooses the model, its
+    URL and its key. A symlink is judged by what it points to (that is what ama reads)."""
+    me = os.getuid() if uid is None and hasattr(os, "getuid") else uid
+    out: list[PathFact] = []
+    for path in dict.fromkeys(paths):
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        mode = stat.S_IMODE(st.st_mode)
+        shown = f"{mode:04o}"
+        group, others = bool(mode & stat.S_IWGRP), bool(mode & stat.S_IWOTH)
+        if group or others:
+            which = "group and others" if group and others else "group" if group else "others"
+            out.append(PathFact(str(path), shown, f"writable by {which}"))
+        if me is not None and st.st_uid not in (me, 0):
+            out.append(PathFact(str(path), shown, "owned by another user", st.st_uid))
     return out
 
 
@@ -339,10 +373,16 @@ def diagnose(
         logFile=_exists(ddir / "logs" / "ama.log"),  # where logs.setup_logging writes it
         providers=providers,
         network=network,
+        openPaths=open_paths(_guarded_paths(Path(cfg_fact.path), Path(cred_fact.path))),
     )
     report.problem = _problem(report, chosen_provider)
     report.promptWouldWork = report.problem is None
     return report
+
+
+def _guarded_paths(config: Path, credentials: Path) -> list[Path]:
+    """The config file and its directory, the credentials file and its directory."""
+    return [config, config.parent, credentials, credentials.parent]
 
 
 def _problem(report: Report, chosen_provider: str | None) -> str | None:
@@ -397,6 +437,14 @@ def render(report: Report) -> list[str]:
         lines.append(f"credentials file: {cred.path} (not found)")
     if cred.tooOpen:
         lines.append(f"  warning: others than you may read it: run `chmod 600 {cred.path}`")
+    for o in report.openPaths:
+        if o.problem == "owned by another user":
+            lines.append(f"  warning: {o.path} belongs to another user (uid {o.owner}): they decide what ama runs")
+        else:
+            lines.append(
+                f"  warning: {o.path} is {o.problem} (mode {o.mode}): others could change what ama uses; "
+                f"run `chmod go-w {o.path}`"
+            )
     for k in report.keys:
         where = f"set in the {k.source}" if k.source else "not set"
         lines.append(f"key {k.name}: {where}" + (" (the credentials file holds one too)" if k.alsoInFile else ""))
@@ -420,7 +468,8 @@ def render(report: Report) -> list[str]:
         lines.append("result: a prompt would work" + ("" if report.network else " (providers not checked)"))
     else:
         lines.append(f"result: a prompt would not work: {report.problem}")
-    return lines
+    # Paths, server answers and error messages are other people's text: each line one line, controls visible.
+    return [one_line(line) for line in lines]
 
 
 def _safety_net(text: str, values: list[str]) -> str:

@@ -1,6 +1,7 @@
 """Logging: stderr at --log-level and `<data dir>/logs/ama.log` (rotated). Never stdout.
 
-API keys never reach the log: a filter masks the values of secret environment variables (ama_acp.secrets).
+API keys never reach the log: a filter masks the values of secret environment variables (ama_acp.secrets); the
+same filter makes every control character in a message visible (a log line is read on a terminal).
 The log is private like the sessions: the directory 0700, the files 0600 (they hold prompts, paths, errors).
 """
 
@@ -14,17 +15,27 @@ import sys
 from pathlib import Path
 
 from ama_acp.redact import redact
+from ama_acp.textsafe import one_line, visible
 
 
 class _Redact(logging.Filter):
+    """No secret in a log line, and nothing in one a terminal would obey: the message (its arguments filled in:
+    a provider's error text, a server's name) is one line with its controls made visible (`^[` for ESC, `^J` for
+    a newline, ama_acp/textsafe.py), so a log line cannot set the clipboard, retitle the terminal or forge a
+    line of its own; a traceback keeps its lines, with the controls in them made visible."""
+
     def filter(self, record: logging.LogRecord) -> bool:
         msg = record.getMessage()
-        clean = redact(msg)
+        clean = one_line(redact(msg))
         if clean != msg:
             record.msg, record.args = clean, None
         if record.exc_info and not record.exc_text:
             # A traceback can quote a secret too (an exception message, a URL): format it here, redacted.
-            record.exc_text = redact(_plain.formatException(record.exc_info))
+            record.exc_text = visible(redact(_plain.formatException(record.exc_info)))
+        elif record.exc_text:
+            record.exc_text = visible(record.exc_text)
+        if record.stack_info:
+            record.stack_info = visible(record.stack_info)
         return True
 
 

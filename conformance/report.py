@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ama_acp.textsafe import one_line
 from conformance.outcome import Finding, Status, overall
 from conformance.requirements import REGISTRY, Profile, Requirement, Tier
 from conformance.runner import RunRecord
@@ -111,7 +112,9 @@ def text(results: list[Outcome], verdicts: list[Verdict], seconds: float, partia
     if partial:
         lines.append("(a partial run, -k: the verdict covers the selected groups' requirements only)")
     lines.append(f"finished in {seconds:.1f} s")
-    return "\n".join(lines) + "\n"
+    # A finding's detail quotes the agent (its name, its error messages, the lines it broke the protocol with):
+    # every line of the report is one line, its controls made visible, whatever the agent put in them.
+    return "\n".join(one_line(line) for line in lines) + "\n"
 
 
 def as_json(record: RunRecord, results: list[Outcome], verdicts: list[Verdict], command: list[str]) -> dict[str, Any]:

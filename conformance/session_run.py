@@ -10,6 +10,7 @@ from pathlib import Path
 
 import anyio
 
+from ama_acp.textsafe import one_line
 from conformance.config import RunConfig
 from conformance.groups.base import GROUPS, ModelView
 from conformance.report import as_json, outcomes, text, verdict
@@ -52,7 +53,7 @@ def execute(config: RunConfig, report_json: str | None) -> int:
         with _model(config) as (env, model):
             record = anyio.run(runner.run, config, env, model)
     except (ValueError, SchemaUnavailable) as exc:
-        sys.stderr.write(f"ama conformance: {exc}\n")
+        sys.stderr.write(f"ama conformance: {one_line(str(exc))}\n")
         return USAGE_ERROR
     ran = {rid for g in chosen for rid in g.ids} | set(TRANSCRIPT_IDS) if config.select else None
     results = outcomes(record, config.profiles, ran)
@@ -64,7 +65,9 @@ def execute(config: RunConfig, report_json: str | None) -> int:
     errors = [g.suite_error for g in record.groups if g.suite_error]
     if errors:  # the verdict cannot be trusted: say so, and exit as for any other failure to run the suite
         sys.stderr.write(
-            "ama conformance: the suite itself failed (a bug, not the agent's):\n  " + "\n  ".join(errors) + "\n"
+            "ama conformance: the suite itself failed (a bug, not the agent's):\n  "
+            + "\n  ".join(one_line(e) for e in errors)
+            + "\n"
         )
         return USAGE_ERROR
     return 0 if all(v.conformant for v in verdicts) else 1

@@ -32,6 +32,7 @@ from ama_acp.client.turn import (
     run_turn,
     settle_session_open,
 )
+from ama_acp.textsafe import one_line, visible
 
 DEMO_MODEL = "scripted/demo"
 PROMPT = "The tests in this project fail. Find the bug in calc.py, fix it, and run the tests."
@@ -184,9 +185,8 @@ async def _demo(args: argparse.Namespace, root: Path, out: Writer, err: Writer, 
             step = "initialize"
             init = await conn.initialize()
             info = init.get("agentInfo") or {}
-            renderer.line(
-                f"agent info: {info.get('name', '?')} {info.get('version', '')}, protocol {init.get('protocolVersion')}"
-            )
+            name, version = one_line(str(info.get("name", "?"))), one_line(str(info.get("version", "")))
+            renderer.line(f"agent info: {name} {version}, protocol {one_line(str(init.get('protocolVersion')))}")
             step = "session/new"
             # Hold the updates that follow session/new so the model line comes first.
             renderer.hold()
@@ -231,10 +231,10 @@ async def _demo(args: argparse.Namespace, root: Path, out: Writer, err: Writer, 
     except (Exception, KeyboardInterrupt) as exc:
         renderer.end_stream()
         code, message = describe_failure(exc, step)
-        err.write(f"ama demo: {message}\n")
+        err.write(f"ama demo: {one_line(message)}\n")
         tail = _tail(log_path)
-        if tail:
-            err.write(f"ama demo: the agent's last stderr lines ({log_path}):\n{tail}\n")
+        if tail:  # the agent's own words: shown, never obeyed by the terminal
+            err.write(f"ama demo: the agent's last stderr lines ({log_path}):\n{visible(tail)}\n")
         code = code or EXIT_ERROR
     if report_violations(conn, err) and code == EXIT_OK:
         code = EXIT_ERROR

@@ -10,10 +10,11 @@ from __future__ import annotations
 import difflib
 import math
 import os
-import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
+
+from ama_acp.textsafe import one_line, terminal_safe, visible
 
 RESET, BOLD, DIM = "\x1b[0m", "\x1b[1m", "\x1b[2m"
 RED, GREEN, YELLOW, CYAN, MAGENTA = "\x1b[31m", "\x1b[32m", "\x1b[33m", "\x1b[36m", "\x1b[35m"
@@ -130,10 +131,9 @@ def _is_number(value: Any) -> bool:
 
 # --- what the agent sends, made safe for a terminal ----------------------------------------------------
 
-# C0 controls but tab and newline, DEL, and C1 controls: an agent's text with ESC in it could otherwise move the
-# cursor, rewrite the screen, set the clipboard (OSC 52) or fake the client's own program status (OSC 7501).
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-_MAX_DEPTH = 64
+# Every string an agent sends passes through `terminal_safe` (ama_acp/textsafe.py: controls made visible, `^[`
+# for ESC) before it is shown; a field shown on a line with others goes through `one_line` as well, and `line()`
+# makes any newline left in what it prints visible, so an agent's string can never start a line of its own.
 
 
 def as_list(value: Any) -> list[Any]:
@@ -141,20 +141,9 @@ def as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def terminal_safe(value: Any, _depth: int = 0) -> Any:
-    """`value` with every string in it stripped of terminal controls (a CR before a newline is dropped, a lone
-    CR becomes a newline). Containers are copied; nesting past 64 levels is cut off, never recursed into."""
-    if isinstance(value, str):
-        if not _UNSAFE.search(value):
-            return value
-        return _UNSAFE.sub("", value.replace("\r\n", "\n").replace("\r", "\n"))
-    if _depth >= _MAX_DEPTH:
-        return None
-    if isinstance(value, dict):
-        return {terminal_safe(k, _depth + 1): terminal_safe(v, _depth + 1) for k, v in value.items()}
-    if isinstance(value, list):
-        return [terminal_safe(v, _depth + 1) for v in value]
-    return value
+def field(value: Any) -> str:
+    """An agent's value shown inside a line (a name, a title, a stop reason): one line, controls visible."""
+    return one_line(str(value))
 
 
 # --- content helpers ------------------------------------------------------------------------------
@@ -285,7 +274,11 @@ class Renderer:
         self._stream = None
 
     def line(self, text: str = "", key: Any = None) -> None:
+        """One line. A newline inside `text` can only have come from someone else's string (the renderer's own
+        lines are one line each): it is shown as `^J`, so no field forges a line (a permission prompt's option)."""
         self.end_stream()
+        if "\n" in text or "\r" in text:
+            text = text.replace("\r", "^M").replace("\n", "^J")
         self._emit(text + "\n")
         self._last_line_key = key
 
@@ -438,24 +431,24 @@ class Renderer:
         if not title:
             state = self._tools.get((str(params.get("sessionId")), str(tool.get("toolCallId"))))
             title = state.title if state else tool.get("toolCallId", "?")
-        return str(title)
+        return field(title)
 
     def _show_request(self, params: dict[str, Any], numbered: bool) -> None:
         """`params` already made terminal-safe."""
         tool = call if isinstance(call := params.get("toolCall"), dict) else {}
         options = [o for o in as_list(params.get("options")) if isinstance(o, dict)]
-        choices = ", ".join(f"{o.get('name')} ({o.get('kind')})" for o in options)
+        choices = ", ".join(f"{field(o.get('name'))} ({field(o.get('kind'))})" for o in options)
         header = self.style(MAGENTA, f"? permission: {self._title(params)}")
         self.line(header if numbered else f"{header} — {choices}")
         for detail in permission_details(tool):
             self.line("  │ " + detail)
         if numbered:
             for i, o in enumerate(options, 1):
-                self.line(f"  {i}. {o.get('name')} ({o.get('kind')})")
+                self.line(f"  {i}. {field(o.get('name'))} ({field(o.get('kind'))})")
 
     def turn_end(self, session_id: str, stop_reason: Any) -> None:
         """The end of a prompt turn: its stop reason and the meter as it stands (`ctx ?` if never reported)."""
-        self.line(self.style(BOLD, f"[stop: {stop_reason}]"))
+        self.line(self.style(BOLD, f"[stop: {field(stop_reason)}]"))
         # The turn's summary shows the meter even when it has not changed since it was last printed.
         text = format_ctx(self.usage.get(session_id), self.colour)
         self._meters[session_id] = text
@@ -545,7 +538,8 @@ class Renderer:
         state.shown.add(f"terminal:{tid}")
         self.line(self.style(DIM, f"  [terminal {tid}]"))
         output = self.terminal_output(tid) if self.terminal_output else None
-        for text_line in _clip_lines(output or ""):
+        # What the command printed (the agent chose the command): shown, never obeyed.
+        for text_line in _clip_lines(visible(output or "")):
             self.line(self.style(DIM, "  │ " + text_line))
 
     def _tool_content(self, state: _ToolState, item: Any) -> None:

@@ -18,7 +18,7 @@ import anyio
 from ama_acp.client import slash
 from ama_acp.client.connection import AgentProcess
 from ama_acp.client.handlers import RpcError
-from ama_acp.client.render import RED, Renderer, Writer, as_list
+from ama_acp.client.render import RED, Renderer, Writer, as_list, field
 from ama_acp.client.tty_input import LineInterrupted
 from ama_acp.client.turn import run_turn
 from ama_acp.client.turn_status import TurnStatus
@@ -114,8 +114,8 @@ async def run_line(
         with renderer.one_meter_line(session_id):
             try:
                 call, result = await slash.run(command, session_id, renderer, conn)
-            except (slash.CommandError, RpcError) as exc:
-                renderer.line(renderer.style(RED, str(exc)))
+            except (slash.CommandError, RpcError) as exc:  # the agent's refusal, or its names in ours: one line
+                renderer.line(renderer.style(RED, field(exc)))
                 return None
             if call is None:
                 renderer.line(slash.HELP)

@@ -19,6 +19,7 @@ from ama_acp.client.render import Renderer, Writer
 from ama_acp.client.sessions import NotOffered
 from ama_acp.client.turn_status import TurnStatus
 from ama_acp.errors import ControlFlow
+from ama_acp.textsafe import one_line
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_AGENT_DIED, EXIT_VIOLATIONS, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
 
@@ -61,12 +62,19 @@ async def run_turn(
         raise RpcError(INTERNAL_ERROR, f"session/prompt returned {result!r}, not an object")
     renderer.turn_end(session_id, result.get("stopReason"))
     status.turn_ended(result.get("stopReason"))
-    usage = result.get("usage")
-    if isinstance(usage, dict):
-        figures = [f"{k} {v:,}" for k, v in usage.items() if isinstance(v, int) and not isinstance(v, bool)]
-        if figures:
-            renderer.line("turn usage: " + " · ".join(figures))
+    summary = usage_line(result.get("usage"))
+    if summary is not None:
+        renderer.line(summary)
     return result
+
+
+def usage_line(usage: Any) -> str | None:
+    """`turn usage: inputTokens 1,200 · outputTokens 80` for a prompt result's usage (the agent's keys, each one
+    line with its controls visible), or None when it holds no count."""
+    if not isinstance(usage, dict):
+        return None
+    figures = [f"{one_line(str(k))} {v:,}" for k, v in usage.items() if isinstance(v, int) and not isinstance(v, bool)]
+    return "turn usage: " + " · ".join(figures) if figures else None
 
 
 async def _cancel_on_sigint(conn: AgentProcess, session_id: str, pending: Any, err: Writer) -> None:
@@ -102,14 +110,20 @@ async def settle_session_open(conn: AgentProcess, session_id: str, timeout: floa
 def report_violations(conn: AgentProcess, err: Writer) -> int:
     """Write the protocol violations seen to `err`; return how many there were."""
     for v in conn.violations:
-        err.write(f"ama acp-client: protocol violation ({v.kind}): {v.detail}\n")
+        err.write(f"ama acp-client: protocol violation ({one_line(v.kind)}): {one_line(v.detail)}\n")
         if v.raw:
-            err.write(f"    {v.raw[:200]}\n")
+            err.write(f"    {one_line(v.raw[:200])}\n")
     return len(conn.violations)
 
 
 def describe_failure(exc: BaseException, step: str) -> tuple[int, str]:
-    """The exit code and the stderr message for a failure during `step`."""
+    """The exit code and the stderr message for a failure during `step`: one line, its controls visible (an
+    error's message and data are the agent's words)."""
+    code, message = _failure(exc, step)
+    return code, one_line(message)
+
+
+def _failure(exc: BaseException, step: str) -> tuple[int, str]:
     if isinstance(exc, AgentStartError):
         return EXIT_AGENT_DIED, f"cannot start the agent: {exc}"
     if isinstance(exc, AgentExited):

@@ -24,7 +24,8 @@ def run_sessions(argv: list[str], load_config: Callable[[argparse.Namespace], Co
     p.add_argument("--data-dir")
     args = p.parse_args(argv)
     cfg = load_config(args)
-    from ama_acp.session.store import SessionNotFound, SessionStore
+    from ama_acp.session.store import SessionBusy, SessionFormatError, SessionNotFound, SessionStore
+    from ama_acp.textsafe import one_line
 
     store = SessionStore(cfg.data_dir)
     if args.action == "list":
@@ -37,8 +38,9 @@ def run_sessions(argv: list[str], load_config: Callable[[argparse.Namespace], Co
         if args.json:
             sys.stdout.write(json.dumps([_summary(s) for s in rows], indent=2) + "\n")
         else:
-            for s in rows:
-                sys.stdout.write(f"{s.session_id}  {s.updated_at}  {s.cwd}  {s.title or '(untitled)'}\n")
+            for s in rows:  # a session file is anyone's writing: each field one line, its controls visible
+                fields = (s.session_id, s.updated_at, s.cwd, s.title or "(untitled)")
+                sys.stdout.write("  ".join(one_line(str(f)) for f in fields) + "\n")
             if not rows:
                 sys.stdout.write("no sessions\n")
         return 0
@@ -52,6 +54,9 @@ def run_sessions(argv: list[str], load_config: Callable[[argparse.Namespace], Co
         loaded = store.read(args.session_id)
     except SessionNotFound:
         sys.stderr.write(f"ama: no session {args.session_id}\n")
+        return 1
+    except (SessionBusy, SessionFormatError) as exc:  # open in another process; a FIFO, a directory, a newer format
+        sys.stderr.write(f"ama: {one_line(str(exc))}\n")
         return 1
     return _show(loaded, args.json)
 
@@ -70,6 +75,7 @@ def _show(loaded: LoadedSession, as_json: bool) -> int:
     import msgspec
 
     from ama_acp.session import entries as en
+    from ama_acp.textsafe import one_line, visible
 
     if as_json:
         sys.stdout.write(
@@ -77,8 +83,11 @@ def _show(loaded: LoadedSession, as_json: bool) -> int:
             + "\n"
         )
         return 0
+    # What the file says is shown, never obeyed: a message's text keeps its lines (`visible`), every other
+    # field is one line (`one_line`), each with its controls made visible (ama_acp/textsafe.py).
     h = loaded.header
-    out = [f"session {h.session_id}  created {h.created_at}  in {h.cwd}"]
+    sid, created, cwd = (one_line(str(f)) for f in (h.session_id, h.created_at, h.cwd))
+    out = [f"session {sid}  created {created}  in {cwd}"]
     for e in loaded.entries:
         if isinstance(e, en.MessageEntry):
             m = e.message
@@ -91,14 +100,14 @@ def _show(loaded: LoadedSession, as_json: bool) -> int:
             if role == "toolresult":
                 continue
             if text:
-                out.append(f"[{role}] {text[:500]}")
+                out.append(f"[{role}] {visible(str(text)[:500])}")
         elif isinstance(e, en.ToolCallEntry):
-            out.append(f"  ▸ {e.title} [{e.kind}] {e.status}")
+            out.append(f"  ▸ {one_line(str(e.title))} [{one_line(str(e.kind))}] {one_line(str(e.status))}")
         elif isinstance(e, en.UsageEntry):
             cost = f" ${e.cost:.6f}" if e.cost is not None else ""
-            out.append(f"  (usage {e.purpose}: {msgspec.to_builtins(e.usage)}{cost})")
+            out.append(one_line(f"  (usage {e.purpose}: {msgspec.to_builtins(e.usage)}{cost})"))
         elif isinstance(e, en.TitleEntry):
-            out.append(f"title: {e.title}")
+            out.append(f"title: {one_line(str(e.title))}")
     if loaded.torn_tail:
         out.append("(the last line was torn by a crash and was skipped)")
     sys.stdout.write("\n".join(out) + "\n")

@@ -1,5 +1,5 @@
-"""What the agent sends, made safe for a terminal (`terminal_safe` in ama_acp/client/render.py), and the context
-figures the meter and the program status read (`context_percent`, `is_estimated`)."""
+"""What the agent sends, made safe for a terminal (`terminal_safe`, ama_acp/textsafe.py, as the renderer uses it),
+and the context figures the meter and the program status read (`context_percent`, `is_estimated`)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,11 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ama_acp.client import render
-from ama_acp.client.render import Renderer, context_percent, is_estimated, terminal_safe
+from ama_acp.client.render import Renderer, context_percent, is_estimated
+from ama_acp.textsafe import terminal_safe
 
-UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# Never shown as they are: C0 but tab and newline, DEL, C1, bidi controls, LS and PS, lone surrogates.
+UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u2028\u2029\ud800-\udfff]")
 CONTROLS = [chr(c) for c in (*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0))]
 # Controls often, and the characters just outside the ranges (NBSP, LS/PS, bidi marks) that must be kept.
 piece = st.one_of(
@@ -24,7 +26,7 @@ piece = st.one_of(
     st.sampled_from(
         ["\r\n", "\r\r\n", "\n\r", "\x1b]7501;state=done\x1b\\", "\x1b[2J", "\x9b31m", "\x1b]52;c;eA==\x07"]
     ),
-    st.sampled_from(["\u00a0", "\u2028", "\u2029", "\u200e", "\u202e", "\ufeff", "é", " ", "~"]),
+    st.sampled_from(["\u00a0", "\u2028", "\u2029", "\u200e", "\u202e", "\u2066", "\ufeff", "é", " ", "~"]),
     st.characters(),
 )
 texts = st.lists(piece, max_size=12).map("".join)
@@ -45,18 +47,26 @@ def strings_in(value: Any) -> list[str]:
     return []
 
 
+CARET = {chr(c): "^" + "@ABCDEFGHIJKLMNOPQRSTUVWXYZ[\\]^_"[c] for c in range(0x20)} | {"\x7f": "^?"}
+
+
 def expected_text(text: str) -> str:
-    """The promise, spelled independently: CR LF and a lone CR are newlines, every other control goes."""
+    """The promise, spelled independently: CR LF is a newline, newline and tab stay, every other control is
+    shown (C0 and DEL in caret notation, C1 and the bidi controls as <U+XXXX>), nothing is dropped."""
     out: list[str] = []
     i = 0
     while i < len(text):
         ch = text[i]
-        if ch == "\r":
+        if text[i : i + 2] == "\r\n":
             out.append("\n")
-            i += 2 if text[i + 1 : i + 2] == "\n" else 1
+            i += 2
             continue
         if ch in "\n\t" or not UNSAFE.match(ch):
             out.append(ch)
+        elif ch in CARET:
+            out.append(CARET[ch])
+        else:
+            out.append(f"<U+{ord(ch):04X}>")
         i += 1
     return "".join(out)
 
@@ -99,7 +109,7 @@ def test_strings_are_cleaned_and_everything_else_kept(value: Any) -> None:
 def test_newlines_and_tabs_survive(text: str) -> None:
     out = terminal_safe(text)
     assert out.count("\t") == text.count("\t")
-    assert out.count("\n") == text.count("\n") + text.count("\r") - text.count("\r\n")
+    assert out.count("\n") == text.count("\n")
     assert "\r" not in out
 
 
@@ -131,18 +141,21 @@ def same_shape_exact(a: Any, b: Any) -> None:
     [
         ("plain", "plain"),
         ("a\r\nb", "a\nb"),
-        ("a\rb", "a\nb"),
-        ("a\r\r\nb", "a\n\nb"),
-        ("a\n\rb", "a\n\nb"),
+        ("a\rb", "a^Mb"),
+        ("a\r\r\nb", "a^M\nb"),
+        ("a\n\rb", "a\n^Mb"),
         ("tab\there\n", "tab\there\n"),
-        ("\x1b]7501;state=done\x1b\\", "]7501;state=done\\"),
-        ("\x1b]52;c;cm0gLXJmIH4=\x07", "]52;c;cm0gLXJmIH4="),
-        ("\x9b2J\x9d0;title\x9c", "2J0;title"),  # C1 CSI, OSC, ST
-        ("\x85next line", "next line"),
-        ("del\x7f", "del"),
-        ("\x00\x08\x0b\x0c\x0e\x1f", ""),
+        ("\x1b]7501;state=done\x1b\\", "^[]7501;state=done^[\\"),
+        ("\x1b]52;c;cm0gLXJmIH4=\x07", "^[]52;c;cm0gLXJmIH4=^G"),
+        ("\x1b[6n", "^[[6n"),
+        ("\x9b2J\x9d0;title\x9c", "<U+009B>2J<U+009D>0;title<U+009C>"),  # C1 CSI, OSC, ST
+        ("\x85next line", "<U+0085>next line"),
+        ("del\x7f", "del^?"),
+        ("\x00\x08\x0b\x0c\x0e\x1f", "^@^H^K^L^N^_"),
         ("\u00a0nbsp\u00ff", "\u00a0nbsp\u00ff"),  # just past the C1 range: text
-        ("\u2028\u202e", "\u2028\u202e"),  # not C0/C1: left to the other layers
+        ("\u2028\u202e", "<U+2028><U+202E>"),  # a line separator and a right-to-left override: shown
+        ("\u200e\u200f", "\u200e\u200f"),  # the marks (LRM, RLM) belong to right-to-left text: kept
+        ("\udfff", "<U+DFFF>"),  # a lone surrogate cannot even be encoded for the terminal
     ],
 )
 def test_examples(text: str, clean: str) -> None:
@@ -165,7 +178,7 @@ def test_nan_is_unchanged() -> None:
 
 
 def test_keys_are_cleaned_too() -> None:
-    assert terminal_safe({"\x1b[31mkey": {"in\x07ner": ["\x1bx"]}}) == {"[31mkey": {"inner": ["x"]}}
+    assert terminal_safe({"\x1b[31mkey": {"in\x07ner": ["\x1bx"]}}) == {"^[[31mkey": {"in^Gner": ["^[x"]}}
 
 
 def nested(depth: int, leaf: Any) -> Any:
@@ -185,7 +198,7 @@ def depth_of(value: Any) -> int:
 
 def test_64_levels_are_kept() -> None:
     out = terminal_safe(nested(64, "\x1bleaf"))
-    assert out == nested(64, "leaf")
+    assert out == nested(64, "^[leaf")
 
 
 def test_nesting_deeper_than_64_levels_is_cut() -> None:
@@ -225,7 +238,7 @@ def chunk(kind: str, text: str) -> dict[str, Any]:
 def test_an_agent_message_with_an_osc_7501_writes_no_escape() -> None:
     text = rendered(False, chunk("agent_message_chunk", "before \x1b]7501;state=done\x1b\\ after"))
     assert "\x1b" not in text
-    assert text == "before ]7501;state=done\\ after"
+    assert text == "before ^[]7501;state=done^[\\ after"
 
 
 def test_an_agent_message_in_colour_writes_no_escape_of_its_own() -> None:

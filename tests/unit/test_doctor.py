@@ -4,6 +4,7 @@ the provider check against real HTTP servers on 127.0.0.1."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -368,3 +369,58 @@ def test_the_safety_net_removes_a_key_from_anything_printed(tmp_path, capsys):
     doctor.run_doctor([], env)
     out = capsys.readouterr()
     assert KEY not in out.out + out.err
+
+
+# --- paths others can change (issue 23) ----------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid"), reason="POSIX owners and modes")
+@pytest.mark.parametrize(
+    ("mode", "problem"),
+    [
+        (0o666, "writable by group and others"),
+        (0o620, "writable by group"),
+        (0o602, "writable by others"),
+        (0o644, None),
+        (0o600, None),
+    ],
+)
+def test_a_config_others_can_write_is_reported(tmp_path, mode, problem):
+    config = tmp_path / "config.toml"
+    config.write_text("")
+    os.chmod(tmp_path, 0o700)
+    os.chmod(config, mode)
+    found = doctor.open_paths([config, tmp_path])
+    assert [(f.path, f.problem) for f in found] == ([(str(config), problem)] if problem else [])
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid"), reason="POSIX owners and modes")
+def test_a_directory_others_can_write_and_a_file_of_another_user(tmp_path):
+    folder = tmp_path / "ama"
+    folder.mkdir()
+    (folder / "credentials.toml").write_text("")
+    os.chmod(folder, 0o777)
+    found = doctor.open_paths([folder / "credentials.toml", folder, tmp_path / "missing.toml"])
+    assert [(f.path, f.mode, f.problem) for f in found] == [(str(folder), "0777", "writable by group and others")]
+    # A file that belongs to someone else (as root: given away; else: seen as another user would see ours).
+    file = folder / "credentials.toml"
+    if os.getuid() == 0:
+        os.chown(file, 54321, -1)
+        found = doctor.open_paths([file])
+    else:
+        found = doctor.open_paths([file], uid=os.getuid() + 1)
+    assert [(f.problem, f.owner) for f in found] == [("owned by another user", file.stat().st_uid)]
+    assert doctor.open_paths([Path("/")], uid=54321) == []  # root's is fine: a system-wide config
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid"), reason="POSIX owners and modes")
+def test_diagnose_and_render_warn_about_a_writable_config(tmp_path):
+    config = tmp_path / "config.toml"
+    config.write_text('model = "scripted/demo"\n')
+    os.chmod(config, 0o666)
+    env = {"AMA_CREDENTIALS": str(tmp_path / "credentials.toml"), "HOME": str(tmp_path)}
+    report = doctor.diagnose(str(config), str(tmp_path / "data"), env=env, network=False)
+    assert [o.path for o in report.openPaths] == [str(config)]
+    text = "\n".join(doctor.render(report))
+    assert f"warning: {config} is writable by group and others (mode 0666)" in text
+    assert report.to_json()["openPaths"][0]["problem"] == "writable by group and others"

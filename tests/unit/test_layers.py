@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "ama_acp"
 
 # The parts of ama, bottom to top. A part may import itself and the parts listed for it, nothing else.
-GROUND = {"conversation", "wire", "errors", "__init__"}  # import nothing of ama (errors: and nothing else)
+GROUND = {"conversation", "wire", "errors", "textsafe", "__init__"}  # import nothing of ama (errors: and nothing else)
 SUPPORT = {"config", "secrets", "credentials", "redact", "logs"}  # ground utilities: configuration, secrets, logging
 AGENT_SIDE = {"context", "providers", "tools", "permissions", "agent", "mcp"}  # protocol-free: no wire, no rpc
 
@@ -25,13 +25,14 @@ ALLOWED: dict[str, set[str]] = {
     "conversation": set(),
     "wire": set(),
     "errors": set(),
+    "textsafe": set(),  # text from others made safe for a terminal: every printing path uses it
     "__init__": set(),
     # support
     "config": {"errors"},
     "secrets": {"errors"},
     "credentials": {"errors", "secrets"},
     "redact": {"secrets"},
-    "logs": {"redact"},
+    "logs": {"redact", "textsafe"},
     # transport: JSON-RPC over stdio, knows nothing of sessions or the agent
     "rpc": {"errors"},
     # the protocol-free stack
@@ -43,16 +44,16 @@ ALLOWED: dict[str, set[str]] = {
     # the editor's MCP servers: connections and their tools, below the sessions that use them
     "mcp": {"conversation", "config", "errors", "secrets", "redact", "tools"},
     # the ACP side: sessions map the agent to the protocol; the server dispatches to them
-    "session": {"__init__", "conversation", "wire", "errors", "rpc", *SUPPORT, *AGENT_SIDE},
+    "session": {"__init__", "conversation", "wire", "errors", "textsafe", "rpc", *SUPPORT, *AGENT_SIDE},
     "handlers": {"__init__", "wire", "errors", "rpc", "config", "session"},
     "server": {"config", "errors", "rpc", "handlers", "logs"},
     # beside the agent: the ACP client (`ama acp-client`, `ama demo`) speaks the protocol, knows no agent; it
     # reads the `[client]` table of the same config file (config is support: it imports only errors)
-    "client": {"__init__", "wire", "errors", "rpc", "config"},
+    "client": {"__init__", "wire", "errors", "textsafe", "rpc", "config"},
     # entry points: wire the rest together; nothing imports them but each other
     "catalog_cli": {"config", "providers"},
-    "oneshot": {"config", "conversation", "logs", "providers", "session", "wire"},
-    "doctor": {"config", "credentials", "errors", "providers", "redact", "secrets"},
+    "oneshot": {"config", "conversation", "logs", "providers", "session", "textsafe", "wire"},
+    "doctor": {"config", "credentials", "errors", "providers", "redact", "secrets", "textsafe"},
     "setup": {"config", "credentials", "errors", "providers", "secrets"},
     "cli": {
         "__init__",
@@ -213,7 +214,12 @@ def test_the_conformance_suite_stands_beside_ama() -> None:
     problems = []
     for path in sorted(suite.rglob("*.py")):
         for line, name in imports_of(path):
-            if part_of(name if _is_module(name) else name.rpartition(".")[0]) not in {"client", "errors", "__init__"}:
+            if part_of(name if _is_module(name) else name.rpartition(".")[0]) not in {
+                "client",
+                "errors",
+                "textsafe",
+                "__init__",
+            }:
                 problems.append(f"{path.relative_to(ROOT)}:{line}: {name}")
     for path in sorted(PACKAGE.rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
