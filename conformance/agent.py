@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 import anyio
 
+from ama_acp.client.confine import Access, within
 from ama_acp.client.connection import CAPTURE, AgentProcess, ClientOptions, PendingRequest
 from ama_acp.client.handlers import RpcError, choose_option
 from conformance.config import RunConfig
@@ -33,6 +34,8 @@ class AgentFailure(Exception):
 
 
 AUTH_REQUIRED = -32000
+# The violation a request outside the run's directories is recorded as (wire_checks turns it into H1's FAIL).
+OUTSIDE_RUN = "outside_run"
 
 
 class Agent:
@@ -55,7 +58,13 @@ class Agent:
         self.init: dict[str, Any] = {}
         self.conn = AgentProcess(
             config.command,
-            ClientOptions(fs=fs and capabilities, terminal=terminal and capabilities, permission=self._decide),
+            ClientOptions(
+                fs=fs and capabilities,
+                terminal=terminal and capabilities,
+                permission=self._decide,
+                file_gate=self._confined,
+                terminal_gate=self._confined,
+            ),
             cwd=str(config.cwd),
             env=env,
             stderr=CAPTURE,
@@ -211,6 +220,19 @@ class Agent:
             lambda: bool(self.updates_since(mark, sid, TURN_KINDS)) or bool(self.held),
             self.config.timeouts.turn_start,
         )
+
+    # --- confinement ---------------------------------------------------------------------------------------
+
+    async def _confined(self, access: Access) -> bool:
+        """fs/* and terminals are served inside the directories the suite created for the run; anything else is
+        refused (the agent gets an error) and recorded, to be reported as a finding."""
+        if within(access.path, [str(d) for d in self.config.run_dirs]):
+            return True
+        what = (
+            f"terminal/create {access.command} in {access.path}" if access.command else f"{access.method} {access.path}"
+        )
+        self.conn.record_violation(OUTSIDE_RUN, f"{what[:500]}: outside the run's directories, refused")
+        return False
 
     # --- permission ----------------------------------------------------------------------------------------
 

@@ -161,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
                 select=args.select,
                 model_env=model_env,
                 model_port=args.model_port,
+                # --cwd is the person's own directory: only what the suite made is the agent's to touch.
+                created=(workspace, scratch) if args.cwd else (root,),
             )
             from conformance.session_run import execute
 

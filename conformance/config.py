@@ -32,6 +32,13 @@ class RunConfig:
     select: str | None = None  # -k: substring or `not X` / `A or B` expression over ids and group names
     model_env: dict[str, str] = field(default_factory=dict)  # NAME -> value template ({openai}, {anthropic}, …)
     model_port: int | None = None  # serve the scripted model on this port (for an agent configured by file)
+    # The directories the suite created for this run: fs/* and terminals are served inside them only. Empty means
+    # the workspace and the scratch directory.
+    created: tuple[Path, ...] = ()
+
+    @property
+    def run_dirs(self) -> tuple[Path, ...]:
+        return self.created or (self.workspace, self.scratch)
 
     @property
     def uses_model(self) -> bool:

@@ -489,6 +489,15 @@ REGISTRY: tuple[Requirement, ...] = (
     ),
     _r("R132", M, "terminals", "No `terminal/*` call unless the client advertised `terminal`."),
     _r(
+        "H1",
+        A,
+        "file system; terminals (the suite's own confinement)",
+        """The agent asks for files and commands only inside the directories the suite created for the run: every
+        fs/* path and every terminal's cwd (symlinks followed). ACP states no such rule, so a breach is reported,
+        not held against conformance; the suite refuses the request whatever the verdict, as it runs agents it
+        cannot trust.""",
+    ),
+    _r(
         "R133",
         C,
         "terminals § release",

@@ -23,6 +23,14 @@ from conformance.schema import WireValidator, load_validator, schema_path, stabl
 from conformance.values import obj
 from conformance.wire_checks import TRANSCRIPT_IDS, ClientView, TranscriptAnalyzer
 
+# A transcript line in the record (and --report-json) is cut to this many characters, with a marker: a 1 GiB
+# line is never kept or written whole.
+RECORD_LINE = 64 * 1024
+
+
+def clip(line: str, limit: int = RECORD_LINE) -> str:
+    return line if len(line) <= limit else line[:limit] + f"… [clipped: {len(line) - limit} more characters]"
+
 
 @dataclass
 class AgentRecord:
@@ -30,6 +38,7 @@ class AgentRecord:
     returncode: int | None
     transcript: list[dict[str, Any]]
     stderr: str
+    dropped_lines: int = 0  # stdout lines that carried nothing, past those kept (ama_acp/client/connection.py)
 
 
 @dataclass
@@ -180,8 +189,12 @@ async def run_group(
             AgentRecord(
                 agent.conn.ended_by,
                 agent.conn.returncode,
-                [{"dir": e.direction, "t": round(e.time - started, 4), "line": e.raw} for e in agent.conn.transcript],
+                [
+                    {"dir": e.direction, "t": round(e.time - started, 4), "line": clip(e.raw)}
+                    for e in agent.conn.transcript
+                ],
                 agent.stderr,
+                agent.conn.dropped_lines,
             )
         )
     checks.close(stopped)

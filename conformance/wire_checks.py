@@ -48,6 +48,7 @@ TRANSCRIPT_IDS = (
     "R134",
     "R136",
     "R138",
+    "H1",
 )
 _FS = ("fs/read_text_file", "fs/write_text_file")
 _OPTIONAL_KINDS = {"notice": "notices", "compaction_update": "compaction", "compaction_summary_chunk": "compaction"}
@@ -401,6 +402,10 @@ class TranscriptAnalyzer:
                 self.problem("R1", f"a stdout line is not UTF-8: {_short(v.raw or '')}")
             elif v.kind == "unterminated_line":
                 self.problem("R3", "the last stdout line ends without a newline")
+            elif v.kind == "line_too_long":
+                self.problem("R4", v.detail)
+            elif v.kind == "outside_run":
+                self.problem("H1", v.detail)
         unreleased = sorted(set(self.terminals) - self.released)
         if unreleased:
             self.problem("R133", f"terminals never released: {unreleased}")

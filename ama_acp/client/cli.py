@@ -24,10 +24,11 @@ from typing import IO, Any
 import anyio
 
 from ama_acp.client import sessions
+from ama_acp.client.agent_stderr import AgentStderr
 from ama_acp.client.connection import AgentProcess, ClientOptions
 from ama_acp.client.handlers import INVALID_PARAMS, RpcError
 from ama_acp.client.program_status import Emitter
-from ama_acp.client.render import DIM, Renderer, Writer, as_list, context_percent, permission_details, terminal_safe
+from ama_acp.client.render import DIM, Renderer, Writer, as_list, context_percent, field, permission_details
 from ama_acp.client.repl import LineSource, run_line, terminal_permission, typed_lines
 from ama_acp.client.turn import (
     EXIT_ERROR,
@@ -42,9 +43,11 @@ from ama_acp.client.turn import (
 )
 from ama_acp.client.turn_status import TurnStatus
 from ama_acp.errors import ConfigError
+from ama_acp.textsafe import one_line, terminal_safe
 
 INIT_TIMEOUT = 30.0
-STATUS_TICK = 0.25  # how often a program status held back by the throttle is looked at
+STATUS_TICK = 0.25
+STDERR_GRACE = 0.5  # seconds to wait, after the agent was closed, for the end of its stderr  # how often a program status held back by the throttle is looked at
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -52,7 +55,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="ama acp-client",
         description="Drive an ACP agent over stdio and show what an editor would show.",
         usage="ama acp-client [--prompt TEXT]... [--list | --load ID | --resume ID] [--cwd DIR] "
-        "[--auto-approve|--reject] [--program-status auto|on|off] [--no-fs] [--no-terminal] -- AGENT COMMAND...",
+        "[--auto-approve|--reject] [--program-status auto|on|off] [--no-fs] [--no-terminal] [--allow-terminals] -- AGENT COMMAND...",
     )
     p.add_argument("--prompt", action="append", default=[], metavar="TEXT", help="a prompt to send (repeatable)")
     p.add_argument("--cwd", default=None, help="the session's working directory (default: the current one)")
@@ -72,6 +75,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--config", default=None, metavar="PATH", help="ama's config file (for client.program_status)")
     p.add_argument("--no-fs", action="store_true", help="do not offer fs/read_text_file and fs/write_text_file")
     p.add_argument("--no-terminal", action="store_true", help="do not offer terminal/*")
+    p.add_argument(
+        "--allow-terminals",
+        action="store_true",
+        help="run every command the agent asks for (terminal/create) without asking; without it each is asked "
+        "about, and refused when there is no terminal to ask",
+    )
     p.add_argument("--no-color", action="store_true", help="plain text even on a terminal")
     return p
 
@@ -88,9 +97,9 @@ async def ask_person(params: dict[str, Any]) -> str | None:
     params = terminal_safe(params)
     options = [o for o in as_list(params.get("options")) if isinstance(o, dict)]
     tool = call if isinstance(call := params.get("toolCall"), dict) else {}
-    lines = [f"Permission requested: {tool.get('title') or tool.get('toolCallId')}"]
+    lines = [f"Permission requested: {field(tool.get('title') or tool.get('toolCallId'))}"]
     lines += ["  │ " + detail for detail in permission_details(tool)]
-    lines += [f"  {i}. {o.get('name')} ({o.get('kind')})" for i, o in enumerate(options, 1)]
+    lines += [f"  {i}. {field(o.get('name'))} ({field(o.get('kind'))})" for i, o in enumerate(options, 1)]
     sys.stderr.write("\n".join(lines) + "\nChoose a number (empty = cancel): ")
     sys.stderr.flush()
     answer = await anyio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
@@ -194,21 +203,59 @@ class _Client:
         return _piped_lines(self.stdin) if self.stdin is not None else _given([])
 
     async def run(self, command: list[str]) -> int:
+        # The agent's stderr comes through a pipe, each line shown with its controls made visible (never raw).
+        stderr = AgentStderr(_flushing_writer(self.err)) if os.name == "posix" else None
+        code = EXIT_ERROR
+        try:
+            async with anyio.create_task_group() as tg:
+                if stderr is not None:
+                    tg.start_soon(stderr.pump)
+                try:
+                    code = await self._run(command, stderr)
+                finally:
+                    if stderr is not None:
+                        stderr.spawned()  # the agent's copy is all that can keep the pipe open now
+                        with anyio.move_on_after(STDERR_GRACE, shield=True):
+                            await stderr.ended.wait()  # its last lines, unless a child of it holds the pipe
+                    tg.cancel_scope.cancel()
+        finally:
+            if stderr is not None:
+                stderr.close()
+        return code
+
+    async def _run(self, command: list[str], stderr: AgentStderr | None) -> int:
+        from ama_acp.client.access_prompt import access_policy, allow_all
+
+        # Files outside the session's cwd, and every command unless --allow-terminals: the person decides.
+        ask = access_policy(self.term, self.renderer, self.status, self.stdin, self.err)
         options = ClientOptions(
-            fs=not self.args.no_fs, terminal=not self.args.no_terminal, permission=self.policy(), boolean_config=True
+            fs=not self.args.no_fs,
+            terminal=not self.args.no_terminal,
+            permission=self.policy(),
+            boolean_config=True,
+            file_gate=ask,
+            terminal_gate=allow_all if self.args.allow_terminals else ask,
         )
-        conn = AgentProcess(command, options, on_update=self.on_update, on_permission=self.renderer.permission)
+        conn = AgentProcess(
+            command,
+            options,
+            stderr=stderr.child_fd if stderr is not None else None,
+            on_update=self.on_update,
+            on_permission=self.renderer.permission,
+        )
         self.renderer.terminal_output = conn.terminal_output
         self.step, code = "start", EXIT_OK
         try:
             async with conn:
+                if stderr is not None:
+                    stderr.spawned()
                 self.step = "initialize"
                 init = await conn.initialize(timeout=INIT_TIMEOUT)
                 self._show_agent(init)
                 if self.args.list:
                     self.step = "session/list"
                     found = await sessions.list_sessions(conn, init, self.cwd)
-                    for text in sessions.session_lines(found, self.cwd, terminal_safe):
+                    for text in sessions.session_lines(found, self.cwd, one_line):
                         self.renderer.line(text)
                 else:
                     code = await self._converse(conn, init)
@@ -222,7 +269,7 @@ class _Client:
             if isinstance(exc, KeyboardInterrupt):
                 exc = Interrupted("interrupted")
             code, message = describe_failure(exc, self.step)
-            self.err.write(f"ama acp-client: {message}\n")
+            self.err.write(f"ama acp-client: {one_line(message)}\n")
         finally:
             self.status.clear()
         if report_violations(conn, self.err) and code == EXIT_OK:
@@ -235,10 +282,12 @@ class _Client:
     def _show_agent(self, init: dict[str, Any]) -> None:
         info = terminal_safe(init.get("agentInfo"))
         if isinstance(info, dict):
-            self.renderer.line(f"agent: {info.get('title') or info.get('name')} {info.get('version', '')}".rstrip())
+            name = field(info.get("title") or info.get("name"))
+            self.renderer.line(f"agent: {name} {field(info.get('version', ''))}".rstrip())
         version = init.get("protocolVersion")
         if version != 1:
-            raise RpcError(INVALID_PARAMS, f"the agent speaks protocol version {version!r}, this client speaks 1")
+            shown = field(repr(version))
+            raise RpcError(INVALID_PARAMS, f"the agent speaks protocol version {shown}, this client speaks 1")
 
     async def _converse(self, conn: AgentProcess, init: dict[str, Any]) -> int:
         # What the session opens with (its options) reads better before the updates that follow it; for a load,
@@ -247,7 +296,7 @@ class _Client:
         self.renderer.hold()
         opened = await sessions.open_session(conn, init, self.cwd, load=self.args.load, resume=self.args.resume)
         self.session_id = opened.session_id
-        self.renderer.line(self.renderer.style(DIM, f"session {terminal_safe(opened.session_id)} ({opened.how})"))
+        self.renderer.line(self.renderer.style(DIM, f"session {field(opened.session_id)} ({opened.how})"))
         self.renderer.session_opened(opened.session_id, opened.result, quiet=opened.how == "new")
         await settle_session_open(conn, opened.session_id)
         self.renderer.release()

@@ -1,10 +1,15 @@
 """`AgentProcess`: an ACP client connection to an agent running as a subprocess.
 
-It spawns the agent, frames its stdout into lines itself (no line-length limit: a 10 MiB line is one
-message), correlates responses with our requests by id, hands session/update notifications to the
+It spawns the agent, frames its stdout into lines itself (a 10 MiB line is one message; a line longer than
+`ClientOptions.max_line` is a violation that ends the connection), correlates responses with our requests by id, hands session/update notifications to the
 caller, and answers the agent's requests (permission, fs/*, terminal/*) with pluggable handlers. Anything
 the agent does that a strict editor would reject is recorded in `violations` instead of raising, so a
 test can assert on it while the conversation carries on.
+
+What it keeps is bounded, whatever the agent sends: no line longer than the cap, the first `NOISE_KEPT` lines
+that carry nothing (not JSON, blank) in the transcript and the rest only counted (`dropped_lines`), the first
+`VIOLATIONS_KEPT` violations of each kind and then one that counts the others, and 2,000 characters of a
+violation's line.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import msgspec
 
 from ama_acp import __version__
 from ama_acp.client import handlers
+from ama_acp.client.confine import Decide
 from ama_acp.client.handlers import (
     INTERNAL_ERROR,
     METHOD_NOT_FOUND,
@@ -37,6 +43,12 @@ Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 # Pass as `stderr=` to keep the agent's stderr in memory (`stderr_tail`) instead of inheriting it.
 CAPTURE = "capture"
 _STDERR_TAIL = 64 * 1024
+# The longest line the client takes from an agent. Lower than ama's own server cap (rpc/framing.py, 256 MiB): the
+# client keeps what it reads in its transcript, and no ACP message a client has to take is near this size.
+MAX_LINE = 64 * 1024 * 1024
+NOISE_KEPT = 1000  # lines that carry nothing (not JSON, blank) kept in the transcript; the rest are counted
+VIOLATIONS_KEPT = 100  # violations of one kind kept; the rest are counted in one more
+_VIOLATION_RAW = 2000
 _FS_METHODS = ("fs/read_text_file", "fs/write_text_file")
 _TERMINAL_METHODS = (
     "terminal/create",
@@ -75,6 +87,12 @@ class ClientOptions:
     )
     # Merged last into clientCapabilities, for tests of odd combinations.
     extra_capabilities: dict[str, Any] = field(default_factory=dict)
+    # Confinement (ama_acp/client/confine.py). `file_gate`: asked about an fs/* path outside the session's cwd
+    # (None: every path is served). `terminal_gate`: asked before every terminal/create (None: every command runs).
+    file_gate: Decide | None = None
+    terminal_gate: Decide | None = None
+    # The longest stdout line taken; a longer one is a `line_too_long` violation and the connection ends.
+    max_line: int = MAX_LINE
 
     def capabilities(self) -> dict[str, Any]:
         caps: dict[str, Any] = {"fs": {"readTextFile": self.fs, "writeTextFile": self.fs}, "terminal": self.terminal}
@@ -174,6 +192,9 @@ class AgentProcess:
         self.permission_log: list[tuple[dict[str, Any], dict[str, Any]]] = []
         self.session_cwds: dict[str, str] = {}
         self.stderr_tail = bytearray()
+        self.dropped_lines = 0  # lines that carried nothing, past the NOISE_KEPT kept in the transcript
+        self._noise_kept = 0
+        self._violation_counts: dict[str, int] = {}
         # How the process ended once `close()` ran: "eof" (it exited on its own after stdin closed, within the
         # grace period), "terminated" / "killed" (it had to be), "exited before close"; None before close().
         self.ended_by: str | None = None
@@ -193,10 +214,13 @@ class AgentProcess:
         self._closed = False
         self.terminals = TerminalManager(self._spawn)
         self.terminals.default_cwd = lambda sid: self.session_cwds.get(sid) if isinstance(sid, str) else None
+        self.terminals.roots = self._roots
+        self.terminals.gate = self.options.terminal_gate
+        gate = handlers.FileGate(self._roots, self.options.file_gate) if self.options.file_gate else None
         self._handlers: dict[str, Handler] = {
             "session/request_permission": self._handle_permission,
-            "fs/read_text_file": handlers.read_text_file,
-            "fs/write_text_file": handlers.write_text_file,
+            "fs/read_text_file": lambda params: handlers.read_text_file(params, gate),
+            "fs/write_text_file": lambda params: handlers.write_text_file(params, gate),
             "terminal/create": self.terminals.create,
             "terminal/output": self.terminals.output,
             "terminal/wait_for_exit": self.terminals.wait_for_exit,
@@ -208,6 +232,11 @@ class AgentProcess:
             self._advertised.update(_FS_METHODS)
         if self.options.terminal:
             self._advertised.update(_TERMINAL_METHODS)
+
+    def _roots(self, session_id: str | None) -> list[str]:
+        """The folders a session's files and commands belong to: its cwd (none for a session we never opened)."""
+        cwd = self.session_cwds.get(session_id) if session_id is not None else None
+        return [cwd] if cwd is not None else []
 
     # --- lifecycle ---------------------------------------------------------------------------------
 
@@ -459,6 +488,7 @@ class AgentProcess:
     async def _read_loop(self) -> None:
         assert self._process is not None and self._process.stdout is not None
         stdout = self._process.stdout
+        cap = self.options.max_line
         buf = bytearray()
         try:
             while True:
@@ -470,9 +500,24 @@ class AgentProcess:
                 scan = len(buf)
                 buf += chunk
                 start = 0
+                too_long = False
                 while (nl := buf.find(b"\n", scan)) != -1:
+                    if nl - start > cap:
+                        too_long = True
+                        break
                     await self._on_raw_line(bytes(buf[start:nl]))
                     start = scan = nl + 1
+                if too_long or len(buf) - start > cap:
+                    # Its end cannot be waited for (it may never come) and nothing after it can be trusted to be
+                    # framed: the connection ends here. Only the line's head is kept, in the violation.
+                    self._violation(
+                        "line_too_long",
+                        f"a stdout line is longer than {cap} bytes: the connection was ended",
+                        _decode(bytes(buf[start : start + _VIOLATION_RAW])),
+                    )
+                    buf.clear()
+                    self._stop_agent()
+                    break
                 if start:
                     del buf[:start]
             if buf.strip():
@@ -504,6 +549,26 @@ class AgentProcess:
             pending._resolve(error=AgentExited(f"the agent exited before answering {pending.method}{detail}", rc))
         self._signal_change()
 
+    def _stop_agent(self) -> None:
+        """End the agent after a line the client cannot frame: it is killed, its stdin closed by close()."""
+        proc = self._process
+        if proc is not None and proc.returncode is None:
+            try:
+                proc.kill()
+            except ProcessLookupError:
+                pass
+
+    def _keep_noise(self) -> bool:
+        """Whether one more line that carries nothing is kept in the transcript (the first NOISE_KEPT are)."""
+        if self._noise_kept < NOISE_KEPT:
+            self._noise_kept += 1
+            return True
+        self.dropped_lines += 1
+        return False
+
+    def _keep(self, raw: str) -> None:
+        self.transcript.append(TranscriptEntry("in", raw, time.monotonic()))
+
     async def _on_raw_line(self, raw_bytes: bytes) -> None:
         if raw_bytes.endswith(b"\r"):
             raw_bytes = raw_bytes[:-1]
@@ -512,28 +577,51 @@ class AgentProcess:
         except UnicodeDecodeError:
             raw = _decode(raw_bytes)
             self._violation("invalid_utf8", "a stdout line is not valid UTF-8", raw)
-        self.transcript.append(TranscriptEntry("in", raw, time.monotonic()))
         if not raw.strip():
+            if self._keep_noise():
+                self._keep(raw)
             return  # blank lines carry nothing (R9: tolerated, not required)
-        if self.on_line is not None:
-            try:
-                self.on_line(raw)
-            except Exception as exc:  # a test's validator said no: record it, keep the conversation going
-                self._violation("on_line", f"{type(exc).__name__}: {exc}", raw)
         try:
             message = msgspec.json.decode(raw_bytes)
-        except msgspec.DecodeError as exc:
-            self._violation("non_json_stdout", f"stdout line is not JSON: {exc}", raw)
+        except (msgspec.DecodeError, RecursionError) as exc:
+            # msgspec raises RecursionError for nesting deeper than it walks: that line is not JSON a client can
+            # read, the same decode error as any other.
+            why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+            if self._keep_noise():
+                self._keep(raw)
+            self._on_line_check(raw)
+            self._violation("non_json_stdout", f"stdout line is not JSON: {why}", raw)
             self._signal_change()
             return
+        self._keep(raw)
+        self._on_line_check(raw)
         try:
             self._dispatch(message, raw)
         finally:
             self._signal_change()
 
+    def _on_line_check(self, raw: str) -> None:
+        if self.on_line is not None:
+            try:
+                self.on_line(raw)
+            except Exception as exc:  # a test's validator said no: record it, keep the conversation going
+                self._violation("on_line", f"{type(exc).__name__}: {exc}", raw)
+
+    def record_violation(self, kind: str, detail: str, raw: str | None = None) -> None:
+        """Record something the agent did that the client's own policy refused (kept with the same bounds)."""
+        self._violation(kind, detail, raw)
+
     def _violation(self, kind: str, detail: str, raw: str | None = None) -> None:
-        if raw is not None and len(raw) > 2000:
-            raw = raw[:2000] + f"… ({len(raw)} chars)"
+        count = self._violation_counts[kind] = self._violation_counts.get(kind, 0) + 1
+        if count > VIOLATIONS_KEPT:
+            # One more violation stands for all the others of its kind, its count kept current.
+            if count == VIOLATIONS_KEPT + 1:
+                self.violations.append(Violation(kind, ""))
+            summary = next(v for v in reversed(self.violations) if v.kind == kind)
+            summary.detail = f"{count - VIOLATIONS_KEPT} more like the above (not kept)"
+            return
+        if raw is not None and len(raw) > _VIOLATION_RAW:
+            raw = raw[:_VIOLATION_RAW] + f"… ({len(raw)} chars)"
         self.violations.append(Violation(kind, detail, raw))
 
     def _dispatch(self, message: Any, raw: str) -> None:

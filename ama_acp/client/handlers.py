@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -19,6 +20,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
+from ama_acp.client.confine import Access, Decide, Roots, resolve, within
 from ama_acp.errors import ProtocolError
 
 # JSON-RPC / ACP error codes the client answers with: the one table is rpc/errors.py (re-exported, `as`).
@@ -63,12 +65,36 @@ def _optional_uint(params: dict[str, Any], field: str) -> int | None:
     return value
 
 
+def _session_id(params: dict[str, Any]) -> str | None:
+    sid = params.get("sessionId")
+    return sid if isinstance(sid, str) else None
+
+
 # --- fs/* ---------------------------------------------------------------------------------------------
 
 
-async def read_text_file(params: dict[str, Any]) -> dict[str, Any]:
+class FileGate:
+    """Which files an agent may read and write: those under its session's folders (`roots`), and the others
+    only when `decide` says so. The path served is the resolved one, so a link cannot be swapped in between."""
+
+    def __init__(self, roots: Roots, decide: Decide) -> None:
+        self.roots = roots
+        self.decide = decide
+
+    async def admit(self, method: str, params: dict[str, Any], path: Path) -> Path:
+        sid = _session_id(params)
+        resolved = resolve(str(path))
+        access = Access(method, sid, resolved, within(resolved, self.roots(sid)))
+        if access.inside or await self.decide(access):
+            return Path(resolved)
+        raise RpcError(INVALID_PARAMS, f"Refused: {path} is outside the session's folder")
+
+
+async def read_text_file(params: dict[str, Any], gate: FileGate | None = None) -> dict[str, Any]:
     """fs/read_text_file: the file's text, or `limit` lines from 1-based `line`."""
     path = _absolute_path(params)
+    if gate is not None:
+        path = await gate.admit("fs/read_text_file", params, path)
     line = _optional_uint(params, "line")
     limit = _optional_uint(params, "limit")
     try:
@@ -94,12 +120,14 @@ async def read_text_file(params: dict[str, Any]) -> dict[str, Any]:
     return {"content": "".join(lines[start:end])}
 
 
-async def write_text_file(params: dict[str, Any]) -> dict[str, Any]:
+async def write_text_file(params: dict[str, Any], gate: FileGate | None = None) -> dict[str, Any]:
     """fs/write_text_file: replace the file's content, creating it (and its folders) when missing."""
     path = _absolute_path(params)
     content = params.get("content")
     if not isinstance(content, str):
         raise RpcError(INVALID_PARAMS, "`content` is required and must be a string")
+    if gate is not None:
+        path = await gate.admit("fs/write_text_file", params, path)
     try:
         await anyio.Path(path.parent).mkdir(parents=True, exist_ok=True)
         # newline="" keeps the agent's line endings byte for byte.
@@ -219,6 +247,9 @@ class TerminalManager:
         self._terminals: dict[str, Terminal] = {}
         self._counter = 0
         self.default_cwd: Callable[[str | None], str | None] = lambda _session_id: None
+        # Who agrees to each command (None: every command runs) and the folders a session's commands may start in.
+        self.gate: Decide | None = None
+        self.roots: Roots = lambda _session_id: ()
 
     @property
     def created(self) -> list[str]:
@@ -267,9 +298,16 @@ class TerminalManager:
         if cwd is None:
             cwd = self.default_cwd(params.get("sessionId"))
         limit = _optional_uint(params, "outputByteLimit")
+        argv = _argv(command, args)
+        if self.gate is not None:
+            sid = _session_id(params)
+            cwd = resolve(cwd or os.getcwd())
+            access = Access("terminal/create", sid, cwd, within(cwd, self.roots(sid)), shlex.join(argv))
+            if not await self.gate(access):
+                raise RpcError(INVALID_PARAMS, f"Refused: the client did not agree to run {shlex.join(argv)} in {cwd}")
 
         self._counter += 1
-        term = Terminal(f"term-{self._counter}", _argv(command, args), limit)
+        term = Terminal(f"term-{self._counter}", argv, limit)
         try:
             # A new session (process group) so kill reaches the children of `sh -c ...` too.
             term.process = await anyio.open_process(

@@ -546,7 +546,7 @@ def test_acp_client_cli_shows_unknown_context(agent, workspace, monkeypatch):
 
 def test_acp_client_cli_reports_violations(agent, workspace):
     out, err = io.StringIO(), io.StringIO()
-    code = run_acp_client(["--prompt", "big", "--cwd", str(workspace), "--", *agent], out, err)
+    code = run_acp_client(["--prompt", "big", "--cwd", str(workspace), "--allow-terminals", "--", *agent], out, err)
     assert code == 4
     assert "non_json_stdout" in err.getvalue()
 

@@ -61,7 +61,8 @@ def test_ids_are_unique() -> None:
 def test_requirement_has_text_section_and_a_known_gate(req: requirements.Requirement) -> None:
     assert req.text.strip() and req.text == " ".join(req.text.split())
     assert req.section.strip()
-    assert re.fullmatch(r"R\d+(\.\d+)?" if req.profile is Profile.ACP else r"[EDPU]\d+", req.id)
+    # ACP ids are the digest's (R); H ids are the suite's own rules for agents it cannot trust (H1: confinement).
+    assert re.fullmatch(r"R\d+(\.\d+)?|H\d+" if req.profile is Profile.ACP else r"[EDPU]\d+", req.id)
     if req.gate is not None:
         assert GATE.fullmatch(req.gate), f"{req.id}: unknown gate form {req.gate!r}"
     if req.tier is Tier.CAPABILITY:

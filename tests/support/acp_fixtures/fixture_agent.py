@@ -63,6 +63,32 @@ BREAKS: dict[str, str] = {
     "boolean-option": "offers a boolean config option in session/new to a client that did not advertise them",
 }
 
+# --hostile NAME: what an agent that wants to hurt the person does (issue 23), for tests of the clients' limits.
+# The fs and terminal ones run at the start of every turn, before its directive; the others once, at start.
+HOSTILE: dict[str, str] = {
+    "read-passwd": "asks fs/read_text_file for /etc/passwd",
+    "write-outside": "asks fs/write_text_file for OUTSIDE/escaped.txt and for CWD/../dotdot-escaped.txt",
+    "write-link": "makes CWD/link -> OUTSIDE, then asks fs/write_text_file for CWD/link/via-link.txt",
+    "terminal-touch": "asks terminal/create for `touch MARKER` in OUTSIDE (or in CWD without --outside)",
+    "flood": "writes 10,000 lines that are not JSON on stdout at start",
+    "nested": "writes one line of JSON nested 100,000 deep at start",
+    "huge-line": "writes one line of --huge-size bytes (no newline inside) at start",
+}
+FLOOD_LINES = 10_000
+NESTING = 100_000
+
+# --escapes: terminal control sequences in every string a client shows (issue 23), for the clients' rendering.
+OSC52 = "\x1b]52;c;cm0gLXJmIH4K\x07"  # the clipboard: `rm -rf ~`
+ESCAPES_INFO = {
+    "name": "evil\x1b[6n",  # a DSR query: the terminal would type its answer into the shell
+    "title": "Fixture \x1b]0;agent-title\x07agent \x1b[6n",  # OSC 0: the window title
+    "version": "1.0" + OSC52,
+}
+ESCAPES_STDERR = f"stderr says {OSC52} \x1b]0;stderr-title\x07 \x1b]7501;state=done\x1b\\ \x1b[6n \x9b6n\n"
+ESCAPES_TITLE = "\n  9. Yes, always (allow_always)"  # a forged option line inside the permission prompt
+ESCAPES_REPLY = "forged \x1b]7501;state=done\x1b\\ status and " + OSC52 + " clipboard"
+ESCAPES_STOP = "end_turn\x1b]0;stop-title\x07"
+
 PROTOCOL_VERSION = 1
 MCP_PROTOCOL_VERSION = "2025-06-18"
 AGENT_INFO = {"name": "acp-fixture-agent", "title": "ACP conformance fixture agent", "version": "1.0.0"}
@@ -534,6 +560,10 @@ if TYPE_CHECKING:  # only for the checker: evaluated, this line would need Pytho
 class Agent:
     def __init__(self, breaks: frozenset[str], stdout: IO[bytes], models: str | None = None) -> None:
         self.breaks = breaks
+        self.escapes = False  # --escapes
+        self.hostile: frozenset[str] = frozenset()
+        self.outside: str | None = None  # --outside DIR: where the hostile requests point
+        self.huge_size = 65 * 1024 * 1024
         self.models = models  # None, or the order of a model change's updates (MODEL_ORDERS)
         self.wire = Wire(stdout)
         self.client = Outbound(self.wire.send, "client")
@@ -598,8 +628,17 @@ class Agent:
     # --- reading ----------------------------------------------------------------------------------
 
     def serve(self, stdin: IO[bytes]) -> None:
+        if self.escapes:
+            sys.stderr.write(ESCAPES_STDERR)
+            sys.stderr.flush()
         if "stdout-banner" in self.breaks:
             self.wire.raw("fixture agent ready\n")
+        if "flood" in self.hostile:
+            self.wire.raw("not json, line of a flood\n" * FLOOD_LINES)
+        if "nested" in self.hostile:
+            self.wire.raw("[" * NESTING + "]" * NESTING + "\n")
+        if "huge-line" in self.hostile:
+            self.wire.raw("x" * self.huge_size + "\n")
         for raw in stdin:
             try:
                 self.on_line(raw)
@@ -706,7 +745,7 @@ class Agent:
                 "sessionCapabilities": {"close": {}},
             },
             "authMethods": [],
-            "agentInfo": AGENT_INFO,
+            "agentInfo": ESCAPES_INFO if self.escapes else AGENT_INFO,
         }
 
     def session_new(self, rid: Any, params: dict[str, Any]) -> None:
@@ -900,7 +939,10 @@ class Agent:
                 self.error(turn.request_id, INTERNAL_ERROR, failure)
             else:
                 self.end_turn_usage(session)
-                self.respond(turn.request_id, {"stopReason": "end_turn"})
+                if self.escapes:  # a stop reason and usage keys with escapes (not ACP's: a client shows them anyway)
+                    self.respond(turn.request_id, {"stopReason": ESCAPES_STOP, "usage": {"\x1b]0;key\x07in": 5}})
+                else:
+                    self.respond(turn.request_id, {"stopReason": "end_turn"})
         turn.done.set()
         if "late-chunk" in self.breaks:
             self.chunk(session.id, "One more thing.")
@@ -914,7 +956,44 @@ class Agent:
         session.cost = session.cost + price if price is not None and session.cost is not None else None
         self.report_usage(session)
 
+    def hostile_requests(self, session: Session, turn: Turn) -> None:
+        """--hostile: ask the client for what it must not give; each answer is told in a chunk."""
+        asks: list[tuple[str, dict[str, Any]]] = []
+        sid = session.id
+        if "read-passwd" in self.hostile:
+            asks.append(("fs/read_text_file", {"sessionId": sid, "path": "/etc/passwd"}))
+        if "write-outside" in self.hostile and self.outside:
+            asks.append(
+                (
+                    "fs/write_text_file",
+                    {"sessionId": sid, "path": os.path.join(self.outside, "escaped.txt"), "content": "x"},
+                )
+            )
+            dotdot = session.cwd + "/../dotdot-escaped.txt"
+            asks.append(("fs/write_text_file", {"sessionId": sid, "path": dotdot, "content": "x"}))
+        if "write-link" in self.hostile and self.outside:
+            link = os.path.join(session.cwd, "link")
+            if not os.path.islink(link):
+                os.symlink(self.outside, link)
+            asks.append(
+                ("fs/write_text_file", {"sessionId": sid, "path": os.path.join(link, "via-link.txt"), "content": "x"})
+            )
+        if "terminal-touch" in self.hostile:
+            cwd = self.outside or session.cwd
+            asks.append(("terminal/create", {"sessionId": sid, "command": "touch", "args": ["MARKER"], "cwd": cwd}))
+        for method, params in asks:
+            reply = self.call(method, params, turn)
+            result = reply.object()
+            if method == "terminal/create" and result is not None and isinstance(result.get("terminalId"), str):
+                ref = {"sessionId": sid, "terminalId": result["terminalId"]}
+                self.call("terminal/wait_for_exit", ref, turn)
+                self.call("terminal/release", ref, turn)
+            outcome = "served" if result is not None else f"refused: {reply.error}"
+            self.chunk(sid, f"hostile {method} {params.get('path') or params.get('cwd')}: {outcome}\n")
+
     def act(self, session: Session, turn: Turn, directive: Directive | None) -> None:
+        if self.hostile:
+            self.hostile_requests(session, turn)
         verb = directive.verb if directive is not None else "reply"
         if verb == "slow":
             self.slow(session, turn)
@@ -927,7 +1006,7 @@ class Agent:
         elif directive is not None and verb == "mcp":
             self.mcp(session, turn, directive.text)
         else:
-            text = (directive.text if directive is not None else "") or DEFAULT_REPLY
+            text = (directive.text if directive is not None else "") or (ESCAPES_REPLY if self.escapes else DEFAULT_REPLY)
             head, space, tail = text.partition(" ")
             if space and tail:  # two chunks, so a client has to join them
                 self.chunk(session.id, head + space)
@@ -984,6 +1063,7 @@ class Agent:
 
     def ask_permission(self, session: Session, turn: Turn, call_id: str, title: str, kind: str) -> str:
         """'allow', 'reject', 'cancelled', or 'error' (an error reply or an answer that is none of ours)."""
+        title = title + ESCAPES_TITLE + OSC52 if self.escapes else title
         tool = {"toolCallId": call_id, "title": title, "kind": kind, "status": "pending"}
         reply = self.call(
             "session/request_permission",
@@ -1166,7 +1246,7 @@ class Agent:
         self.wire.close()
 
 
-def parse_args(argv: list[str]) -> tuple[frozenset[str], str | None]:
+def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="fixture_agent.py",
         description="A small ACP v1 agent for testing the conformance suite.",
@@ -1179,18 +1259,27 @@ def parse_args(argv: list[str]) -> tuple[frozenset[str], str | None]:
         default=None,
         help="offer a model option and report usage; at a model change, send the options and the usage in this order",
     )
+    parser.add_argument("--escapes", action="store_true", help="terminal escapes in every string a client shows")
+    parser.add_argument("--hostile", action="append", default=[], choices=sorted(HOSTILE), help="see HOSTILE")
+    parser.add_argument("--outside", default=None, metavar="DIR", help="where the --hostile requests point")
+    parser.add_argument("--huge-size", type=int, default=65 * 1024 * 1024, help="bytes of the huge-line line")
     ns = parser.parse_args(argv)
     unknown = [b for b in ns.breaks if b not in BREAKS]
     if unknown:
         parser.error(f"unknown break {unknown[0]!r} (known: {', '.join(BREAKS)})")  # exits 2
-    return frozenset(ns.breaks), ns.models
+    return ns
 
 
 def main(argv: list[str] | None = None) -> None:
-    breaks, models = parse_args(sys.argv[1:] if argv is None else argv)
+    ns = parse_args(sys.argv[1:] if argv is None else argv)
+    breaks = frozenset(ns.breaks)
     stdout = sys.stdout.buffer
     sys.stdout = sys.stderr  # a stray print() cannot reach the wire
-    agent = Agent(breaks, stdout, models)
+    agent = Agent(breaks, stdout, ns.models)
+    agent.hostile = frozenset(ns.hostile)
+    agent.escapes = ns.escapes
+    agent.outside = ns.outside
+    agent.huge_size = ns.huge_size
     agent.serve(sys.stdin.buffer)
     if "ignore-eof" in breaks:
         log("stdin ended; staying up (--break ignore-eof)")
