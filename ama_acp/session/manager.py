@@ -375,10 +375,23 @@ class SessionManager:
                 self.live(session_id)
             except Exception:  # a bug building one must not keep the others' files and servers open
                 log.exception("session %s could not be built at shutdown", session_id)
-        for session_id in list(self.sessions):
-            session = self.sessions[session_id]
+        import anyio
+
+        sessions = list(self.sessions.values())
+        for session in sessions:
             session.cancel()
-            await _release(session)
+
+        async def release(session: Session) -> None:
+            try:
+                await _release(session)
+            except Exception:  # one session's servers or file must not keep the others' open
+                log.exception("session %s could not be released at shutdown", session.id)
+
+        # Side by side: each session's MCP servers may take their whole stop time (a server that ignores SIGTERM),
+        # and one after another that would add up past the second ama has to exit.
+        async with anyio.create_task_group() as tg:
+            for session in sessions:
+                tg.start_soon(release, session)
 
     def prune_handoffs_soon(self, session_id: str) -> None:
         """Handoff retention at a session's start (docs/sessions.md "Handoff retention"): in a worker thread, in

@@ -230,3 +230,24 @@ async def test_eof_ends_ama_within_a_second_whatever_its_server_does(tmp_path: P
                 took = time.monotonic() - started
                 assert took < 1.5, f"ama took {took:.2f} s to exit after EOF with a server that ignores it"
                 poll_until(lambda: not alive(pid), 5, "the stubborn server to be killed")
+
+
+async def test_eof_ends_ama_within_a_second_with_a_stubborn_server_in_each_of_three_sessions(tmp_path: Path) -> None:
+    # The sessions' servers are stopped side by side (SessionManager.shutdown): one after another, three stubborn
+    # servers took three times a server's stop time.
+    ama = Ama(tmp_path)
+    folders = [tmp_path / f"h{n}" for n in range(3)]
+    with LLMServer() as llm:
+        configure(ama, llm)
+        async with run_ama(ama, env=KEY) as conn:
+            for n, folder in enumerate(folders):
+                sid = await open_session(conn, ama, [hostile(f"mule{n}", folder, "stubborn")])
+                await wait_ready(conn, sid, f"mule{n}")
+            pids = [int((folder / "pid").read_text()) for folder in folders]
+            with no_stray(pids):
+                started = time.monotonic()
+                assert await conn.close(timeout=10) == 0
+                took = time.monotonic() - started
+                assert took < 1.5, f"ama took {took:.2f} s to exit after EOF with three stubborn servers"
+                for pid in pids:
+                    poll_until(lambda pid=pid: not alive(pid), 5, "each stubborn server to be killed")
