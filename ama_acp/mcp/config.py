@@ -73,8 +73,9 @@ class McpServerSpec(msgspec.Struct, frozen=True):
 def parse_servers(raw: Any) -> tuple[list[McpServerSpec], list[str]]:
     """Specs that decode, and a person-worded problem for each item that does not.
 
-    A relative command is accepted (it is looked up on PATH, as a shell would); an empty name, a wrong shape,
-    a value with a NUL, a URL that is not http(s), or a second server of the same name is refused.
+    A bare command name is accepted (it is looked up only in absolute PATH entries outside the workspace:
+    tools/programs.py); an empty name, a wrong shape, a value with a NUL, a URL that is not http(s), or a second
+    server of the same name is refused.
     """
     specs: list[McpServerSpec] = []
     problems: list[str] = []
