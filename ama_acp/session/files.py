@@ -17,6 +17,7 @@ import stat
 from pathlib import Path
 
 from ama_acp.errors import StoreError
+from ama_acp.tools.regular import describe_mode
 
 _OPEN_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
@@ -35,22 +36,14 @@ class NotRegularFile(StoreError, OSError):
 
 
 def kind_of(mode: int) -> str:
-    """What a file of this `st_mode` is, in words."""
+    """What a file of this `st_mode` is, in words (the tools' words for the kinds they refuse too)."""
     if stat.S_ISREG(mode):
         return "a regular file"
     if stat.S_ISDIR(mode):
         return "a directory"
     if stat.S_ISLNK(mode):
         return "a symbolic link"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO (named pipe)"
-    if stat.S_ISCHR(mode):
-        return "a character device"
-    if stat.S_ISBLK(mode):
-        return "a block device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a regular file"
+    return describe_mode(mode) or "not a regular file"
 
 
 def open_regular(path: Path, flags: int = os.O_RDONLY) -> tuple[int, os.stat_result]:
