@@ -210,28 +210,27 @@ async def test_cancel_while_a_tool_runs_gives_every_open_call_a_cancelled_result
     assert len(host.p.requests) == 1
 
 
-async def test_cancel_while_the_provider_streams_keeps_the_text_shown_and_drops_unfinished_calls():
-    host = FakeHost([[pb.TextDelta("partial "), pb.ToolCallEvent("c1", "ok", "{}"), pb.TextDelta("answer"), Hang()]])
+async def cancel_at_hang(host: FakeHost) -> bool:
+    """Run a turn until its provider hangs, cancel it there; whether the cancel was caught."""
     with anyio.CancelScope() as scope:
         async with anyio.create_task_group() as tg:
             tg.start_soon(run_turn, host, PROMPT)
             with anyio.fail_after(5):
                 await host.p.streaming.wait()
             scope.cancel()
-    assert scope.cancelled_caught
+    return scope.cancelled_caught
+
+
+async def test_cancel_while_the_provider_streams_keeps_the_text_shown_and_drops_unfinished_calls():
+    host = FakeHost([[pb.TextDelta("partial "), pb.ToolCallEvent("c1", "ok", "{}"), pb.TextDelta("answer"), Hang()]])
+    assert await cancel_at_hang(host)
     assert host.messages == [PROMPT, AssistantMessage([TextPart("partial "), TextPart("answer")], stop="cancelled")]
     assert paired_everywhere(host.messages) and host.of(ev.ToolCallRequested) == []
 
 
 async def test_cancel_before_any_text_streams_appends_nothing_but_the_prompt():
     host = FakeHost([[Hang()]])
-    with anyio.CancelScope() as scope:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(run_turn, host, PROMPT)
-            with anyio.fail_after(5):
-                await host.p.streaming.wait()
-            scope.cancel()
-    assert scope.cancelled_caught and host.messages == [PROMPT]
+    assert await cancel_at_hang(host) and host.messages == [PROMPT]
 
 
 # --- provider events and limits -------------------------------------------------------------------------
@@ -406,17 +405,6 @@ async def test_a_finished_request_is_billed_with_its_message_not_as_lost():
     host = FakeHost([[pb.Accepted(), pb.TextDelta("hi"), pb.Finished("end_turn", Usage(input=5, output=1))]])
     assert await run_turn(host, PROMPT) == "end_turn"
     assert host.lost_requests == 0 and len(host.after_messages) == 1
-
-
-async def cancel_at_hang(host: FakeHost) -> bool:
-    """Run a turn until its provider hangs, cancel it there; whether the cancel was caught."""
-    with anyio.CancelScope() as scope:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(run_turn, host, PROMPT)
-            with anyio.fail_after(5):
-                await host.p.streaming.wait()
-            scope.cancel()
-    return scope.cancelled_caught
 
 
 async def test_an_accepted_request_cancelled_mid_stream_is_lost_once():
