@@ -247,7 +247,7 @@ async def test_a_request_refused_before_it_streams_is_not_billed(tmp_path):
 # --- cancel × compaction -------------------------------------------------------------------------------------
 
 
-async def _compact_then(tmp_path: Any, end: str) -> tuple[list[dict[str, Any]], str]:
+async def _compact_then(tmp_path: Any, end: str, visible: bool = True) -> tuple[list[dict[str, Any]], str]:
     ama = Ama(tmp_path)
     (ama.workspace / "notes.txt").write_text("notes\n")
     with LLMServer() as llm:
@@ -257,14 +257,15 @@ async def _compact_then(tmp_path: Any, end: str) -> tuple[list[dict[str, Any]], 
             {"text": "more", "usage": {"input": 11_100, "output": 5}},
             {"text": HANDOFF * 20, "chunk_size": 3, "delay": 0.05, "usage": {"input": 1_400, "output": 300}},
         )
-        async with run_ama(ama, env=ENV, options=ClientOptions(compaction=True)) as conn:
+        async with run_ama(ama, env=ENV, options=ClientOptions(compaction=visible)) as conn:
             sid = await open_session(conn, ama)
             await conn.prompt(sid, "one", timeout=10)
             await conn.prompt(sid, "two", timeout=10)
             turn = await conn.start_request(
                 "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "/compact"}]}
             )
-            await conn.wait_for(lambda: "compaction_update" in kinds(conn, sid))
+            if visible:
+                await conn.wait_for(lambda: "compaction_update" in kinds(conn, sid))
             await conn.wait_for(lambda: len(llm.requests) == 3 and llm.requests[2].sent > 0)
             if end == "cancel":
                 await conn.cancel(sid)
@@ -273,7 +274,7 @@ async def _compact_then(tmp_path: Any, end: str) -> tuple[list[dict[str, Any]], 
                 assert stats["billed"]["interrupted"] == 1 and "cost" not in stats
             else:
                 await conn.close()
-            return conn.updates_for(sid, "compaction_update"), sid
+            return conn.updates_for(sid, "compaction_update"), agent_text(conn, sid)
 
 
 async def test_a_compaction_cancelled_while_its_handoff_streams_ends_failed(tmp_path):
@@ -285,6 +286,13 @@ async def test_a_compaction_cancelled_while_its_handoff_streams_ends_failed(tmp_
 async def test_a_compaction_cut_off_by_the_end_of_stdin_ends_failed(tmp_path):
     updates, _ = await _compact_then(tmp_path, "eof")
     assert [u["status"] for u in updates] == ["in_progress", "failed"]
+
+
+async def test_a_client_without_compaction_updates_is_told_in_text_that_the_cancelled_compaction_changed_nothing(
+    tmp_path,
+):
+    updates, text = await _compact_then(tmp_path, "cancel", visible=False)
+    assert updates == [] and "Compaction cancelled; the conversation is unchanged." in text
 
 
 # --- a switch away and back × reopen (found by the seam fuzzer) ----------------------------------------------
