@@ -173,8 +173,12 @@ class AgentProcess:
         on_notification: Callable[[str, dict[str, Any]], None] | None = None,
         on_line: Callable[[str], None] | None = None,
         on_permission: Callable[[dict[str, Any], dict[str, Any]], None] | None = None,
+        launch: Callable[[], Awaitable[anyio.abc.Process]] | None = None,
     ) -> None:
         self.command = list(command)
+        # Starts the agent instead of spawning `command` (the tests run ama's server in their own process this
+        # way: the same client, the same byte streams, no interpreter start). None: spawn `command`.
+        self._launch = launch
         self.options = options or ClientOptions()
         self._cwd = cwd
         self._env = env
@@ -248,6 +252,10 @@ class AgentProcess:
         await self.aclose()
 
     async def start(self) -> None:
+        if self._launch is not None:  # the launcher sees to the agent's stderr itself
+            self._process = await self._launch()
+            await self._start_readers()
+            return
         stderr: Any = self._stderr_spec
         if stderr == CAPTURE:
             stderr = subprocess.PIPE
@@ -269,6 +277,9 @@ class AgentProcess:
         except OSError as exc:
             self._close_stderr_file()
             raise AgentStartError(f"cannot start {self.command[0]!r}: {exc.strerror or exc}") from exc
+        await self._start_readers()
+
+    async def _start_readers(self) -> None:
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         self._tg.start_soon(self._read_loop)
