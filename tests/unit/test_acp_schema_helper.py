@@ -10,10 +10,8 @@ from pathlib import Path
 import pytest
 
 from conformance import schema as acp_schema
+from conformance.method_tables import REQUIRED_AGENT_NOTIFICATIONS, REQUIRED_AGENT_REQUESTS, REQUIRED_RESULTS
 from conformance.schema import (
-    REQUIRED_AGENT_NOTIFICATIONS,
-    REQUIRED_AGENT_REQUESTS,
-    REQUIRED_RESULTS,
     SCHEMA_DIR,
     SchemaUnavailable,
     WireRecorder,

@@ -14,7 +14,8 @@ import pytest
 import conformance.groups  # noqa: F401  (registers every group in base.GROUPS)
 from conformance import requirements
 from conformance.groups import base
-from conformance.requirements import BY_ID, REGISTRY, UNOBSERVABLE, Profile, Tier
+from conformance.requirements import BY_ID, REGISTRY, Profile, Tier
+from conformance.unobservable import UNOBSERVABLE
 from conformance.wire_checks import TRANSCRIPT_IDS
 
 REPO = Path(__file__).resolve().parents[2]
