@@ -10,7 +10,7 @@ from ama_acp.client.connection import (
     TranscriptEntry,
     Violation,
 )
-from ama_acp.client.handlers import RpcError
+from ama_acp.client.errors import RpcError
 
 __all__ = [
     "CAPTURE",

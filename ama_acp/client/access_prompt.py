@@ -11,7 +11,7 @@ with their control characters made visible, so they cannot forge lines of the qu
 from __future__ import annotations
 
 import sys
-from typing import IO, Any
+from typing import IO
 
 import anyio
 
@@ -37,7 +37,7 @@ def refusal(access: Access) -> str:
 
 
 def access_policy(
-    term: LineSource | None, renderer: Renderer, status: TurnStatus, stdin: IO[Any] | None, err: Writer
+    term: LineSource | None, renderer: Renderer, status: TurnStatus, stdin: IO[str] | None, err: Writer
 ) -> Decide:
     """The policy: ask at the terminal (`term`), or at a plain console stdin (not POSIX), else refuse."""
     one_at_a_time = anyio.Lock()  # two requests at once: one line to answer on

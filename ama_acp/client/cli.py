@@ -17,18 +17,22 @@ import argparse
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import AsyncExitStack
-from typing import IO, Any
+from typing import IO
 
 import anyio
 
 from ama_acp.client import sessions
 from ama_acp.client.agent_stderr import AgentStderr
+from ama_acp.client.ansi import DIM
 from ama_acp.client.connection import AgentProcess, ClientOptions
-from ama_acp.client.handlers import INVALID_PARAMS, RpcError
+from ama_acp.client.content import field, objects, permission_details
+from ama_acp.client.errors import RpcError
+from ama_acp.client.handlers import PermissionPolicy
+from ama_acp.client.meter import context_percent
 from ama_acp.client.program_status import Emitter
-from ama_acp.client.render import DIM, Renderer, Writer, as_list, context_percent, field, permission_details
+from ama_acp.client.render import Renderer, Writer
 from ama_acp.client.repl import LineSource, run_line, terminal_permission, typed_lines
 from ama_acp.client.turn import (
     EXIT_ERROR,
@@ -43,6 +47,8 @@ from ama_acp.client.turn import (
 )
 from ama_acp.client.turn_status import TurnStatus
 from ama_acp.errors import ConfigError
+from ama_acp.rpc.dispatch import JSONObject, JSONValue
+from ama_acp.rpc.errors import INVALID_PARAMS
 from ama_acp.textsafe import one_line, terminal_safe
 
 INIT_TIMEOUT = 30.0
@@ -92,10 +98,10 @@ def _split_command(argv: list[str]) -> tuple[list[str], list[str]]:
     return argv[:i], argv[i + 1 :]
 
 
-async def ask_person(params: dict[str, Any]) -> str | None:
+async def ask_person(params: JSONObject) -> JSONValue:
     """Permission policy without a terminal we can drive (not POSIX): the options on stderr, a line from stdin."""
     params = terminal_safe(params)
-    options = [o for o in as_list(params.get("options")) if isinstance(o, dict)]
+    options = objects(params.get("options"))
     tool = call if isinstance(call := params.get("toolCall"), dict) else {}
     lines = [f"Permission requested: {field(tool.get('title') or tool.get('toolCallId'))}"]
     lines += ["  │ " + detail for detail in permission_details(tool)]
@@ -126,7 +132,7 @@ def program_status_mode(args: argparse.Namespace, err: Writer) -> str:
         return "auto"
 
 
-def _flushing_writer(out: Writer) -> Any:
+def _flushing_writer(out: Writer) -> Callable[[str], None]:
     def write(text: str) -> None:
         out.write(text)
         flush = getattr(out, "flush", None)
@@ -136,7 +142,7 @@ def _flushing_writer(out: Writer) -> Any:
     return write
 
 
-async def _piped_lines(stdin: IO[Any]) -> AsyncIterator[str]:
+async def _piped_lines(stdin: IO[str]) -> AsyncIterator[str]:
     """Prompts piped in: one per non-empty line, until EOF (or a stdin that cannot be read)."""
     while True:
         try:
@@ -158,7 +164,7 @@ class _Client:
     """One run: the connection, the renderer, the program status and where lines come from."""
 
     def __init__(
-        self, args: argparse.Namespace, out: Writer, err: Writer, term: LineSource | None, stdin: IO[Any] | None
+        self, args: argparse.Namespace, out: Writer, err: Writer, term: LineSource | None, stdin: IO[str] | None
     ) -> None:
         self.args, self.out, self.err, self.term, self.stdin = args, out, err, term, stdin
         self.cwd = os.path.abspath(args.cwd or os.getcwd())
@@ -178,7 +184,7 @@ class _Client:
         if session_id == self.session_id:
             self.status.meter_changed()
 
-    def on_update(self, params: dict[str, Any]) -> None:
+    def on_update(self, params: JSONObject) -> None:
         self.renderer.update(params)
         if params.get("sessionId") != self.session_id or not isinstance(update := params.get("update"), dict):
             return
@@ -186,7 +192,7 @@ class _Client:
             title = self.renderer.titles.get(str(self.session_id))
             self.status.titled(title if isinstance(title, str) else None)
 
-    def policy(self) -> Any:
+    def policy(self) -> PermissionPolicy:
         if self.args.auto_approve:
             return "allow_once"
         if self.args.reject:
@@ -279,7 +285,7 @@ class _Client:
             self.err.write(f"ama acp-client: the agent never released terminal(s) {', '.join(unreleased)}\n")
         return code
 
-    def _show_agent(self, init: dict[str, Any]) -> None:
+    def _show_agent(self, init: JSONObject) -> None:
         info = terminal_safe(init.get("agentInfo"))
         if isinstance(info, dict):
             name = field(info.get("title") or info.get("name"))
@@ -289,7 +295,7 @@ class _Client:
             shown = field(repr(version))
             raise RpcError(INVALID_PARAMS, f"the agent speaks protocol version {shown}, this client speaks 1")
 
-    async def _converse(self, conn: AgentProcess, init: dict[str, Any]) -> int:
+    async def _converse(self, conn: AgentProcess, init: JSONObject) -> int:
         # What the session opens with (its options) reads better before the updates that follow it; for a load,
         # the replay arrives before the answer and is shown after it.
         self.step = "session/load" if self.args.load else "session/resume" if self.args.resume else "session/new"
@@ -315,7 +321,7 @@ class _Client:
         return code
 
 
-async def _main(args: argparse.Namespace, command: list[str], out: Writer, err: Writer, stdin: IO[Any] | None) -> int:
+async def _main(args: argparse.Namespace, command: list[str], out: Writer, err: Writer, stdin: IO[str] | None) -> int:
     from ama_acp.client import tty_input
 
     mode = program_status_mode(args, err)
@@ -374,7 +380,7 @@ async def _end_on_signals(scope: anyio.CancelScope, ended_by: list[int]) -> None
 
 
 def run_acp_client(
-    argv: list[str], out: Writer | None = None, err: Writer | None = None, stdin: IO[Any] | None = None
+    argv: list[str], out: Writer | None = None, err: Writer | None = None, stdin: IO[str] | None = None
 ) -> int:
     """`ama acp-client …` (argv without the program and subcommand names); returns the exit code. `stdin` is
     the terminal the person types at (default: sys.stdin when it is one)."""

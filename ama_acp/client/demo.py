@@ -15,14 +15,15 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 import anyio
 
 import ama_acp
+from ama_acp.client.ansi import BOLD
 from ama_acp.client.connection import AgentProcess, ClientOptions
+from ama_acp.client.content import compact_diff
 from ama_acp.client.handlers import METHOD_NOT_FOUND, RpcError
-from ama_acp.client.render import BOLD, Renderer, Writer, compact_diff
+from ama_acp.client.render import Renderer, Writer
 from ama_acp.client.turn import (
     EXIT_ERROR,
     EXIT_INTERRUPTED,
@@ -32,6 +33,7 @@ from ama_acp.client.turn import (
     run_turn,
     settle_session_open,
 )
+from ama_acp.errors import ProtocolError
 from ama_acp.textsafe import one_line, visible
 
 DEMO_MODEL = "scripted/demo"
@@ -104,7 +106,7 @@ def describe_model(model: str | None, chosen: bool = False) -> str:
     return f"model: {model}"
 
 
-def _figure(value: Any) -> str:
+def _figure(value: object) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, int):
@@ -114,7 +116,7 @@ def _figure(value: Any) -> str:
     return str(value)
 
 
-def stats_lines(stats: Any, indent: int = 2) -> list[str]:
+def stats_lines(stats: object, indent: int = 2) -> list[str]:
     """The stats object as aligned `name  value` lines, nested objects indented, cost as `$0.0451`."""
     if not isinstance(stats, dict):
         return [" " * indent + _figure(stats)]
@@ -184,7 +186,7 @@ async def _demo(args: argparse.Namespace, root: Path, out: Writer, err: Writer, 
         async with conn:
             step = "initialize"
             init = await conn.initialize()
-            info = init.get("agentInfo") or {}
+            info = given if isinstance(given := init.get("agentInfo"), dict) else {}
             name, version = one_line(str(info.get("name", "?"))), one_line(str(info.get("version", "")))
             renderer.line(f"agent info: {name} {version}, protocol {one_line(str(init.get('protocolVersion')))}")
             step = "session/new"
@@ -192,6 +194,8 @@ async def _demo(args: argparse.Namespace, root: Path, out: Writer, err: Writer, 
             renderer.hold()
             opened = await conn.new_session(project)
             session_id = opened["sessionId"]
+            if not isinstance(session_id, str):
+                raise ProtocolError(f"session/new answered a sessionId that is not a string: {session_id!r}")
             renderer.session_opened(session_id, opened, quiet=True)
             await settle_session_open(conn, session_id)
             model = renderer.current_model(session_id)

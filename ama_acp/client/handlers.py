@@ -1,8 +1,8 @@
 """What the client does when the agent asks it for something: files on disk, terminals as real
 subprocesses, and permission answers chosen by a policy.
 
-Each handler takes the request's params (a dict) and returns the result dict, or raises `RpcError`; the
-connection turns that into the JSON-RPC answer.
+Each handler takes the request's params (a JSON object) and returns the result, or raises `RpcError` (the
+client's `rpc.errors.AcpError`); the connection (`serving.py`) turns that into the JSON-RPC answer.
 """
 
 from __future__ import annotations
@@ -13,15 +13,15 @@ import shlex
 import shutil
 import signal
 import subprocess
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import Any
 
 import anyio
 import anyio.abc
 
 from ama_acp.client.confine import Access, Decide, Roots, resolve, within
-from ama_acp.errors import ProtocolError
+from ama_acp.client.errors import RpcError as RpcError
+from ama_acp.rpc.dispatch import JSONObject
 
 # JSON-RPC / ACP error codes the client answers with: the one table is rpc/errors.py (re-exported, `as`).
 from ama_acp.rpc.errors import INTERNAL_ERROR as INTERNAL_ERROR
@@ -30,24 +30,11 @@ from ama_acp.rpc.errors import METHOD_NOT_FOUND as METHOD_NOT_FOUND
 from ama_acp.rpc.errors import REQUEST_CANCELLED as REQUEST_CANCELLED
 from ama_acp.rpc.errors import RESOURCE_NOT_FOUND as RESOURCE_NOT_FOUND
 
-
-class RpcError(ProtocolError):
-    """A JSON-RPC error, received from the agent or to be sent to it."""
-
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
-        super().__init__(f"{message} ({code})")
-        self.code = code
-        self.message = message
-        self.data = data
-
-    def to_json(self) -> dict[str, Any]:
-        err: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.data is not None:
-            err["data"] = self.data
-        return err
+# A RequestPermissionOutcome: `{"outcome": "cancelled"}` or `{"outcome": "selected", "optionId": ...}`.
+Outcome = JSONObject
 
 
-def _absolute_path(params: dict[str, Any], field: str = "path") -> Path:
+def _absolute_path(params: JSONObject, field: str = "path") -> Path:
     value = params.get(field)
     if not isinstance(value, str) or not value:
         raise RpcError(INVALID_PARAMS, f"`{field}` is required and must be a string")
@@ -56,7 +43,7 @@ def _absolute_path(params: dict[str, Any], field: str = "path") -> Path:
     return Path(value)
 
 
-def _optional_uint(params: dict[str, Any], field: str) -> int | None:
+def _optional_uint(params: JSONObject, field: str) -> int | None:
     value = params.get(field)
     if value is None:
         return None
@@ -65,7 +52,7 @@ def _optional_uint(params: dict[str, Any], field: str) -> int | None:
     return value
 
 
-def _session_id(params: dict[str, Any]) -> str | None:
+def _session_id(params: JSONObject) -> str | None:
     sid = params.get("sessionId")
     return sid if isinstance(sid, str) else None
 
@@ -81,7 +68,7 @@ class FileGate:
         self.roots = roots
         self.decide = decide
 
-    async def admit(self, method: str, params: dict[str, Any], path: Path) -> Path:
+    async def admit(self, method: str, params: JSONObject, path: Path) -> Path:
         sid = _session_id(params)
         resolved = resolve(str(path))
         access = Access(method, sid, resolved, within(resolved, self.roots(sid)))
@@ -90,7 +77,7 @@ class FileGate:
         raise RpcError(INVALID_PARAMS, f"Refused: {path} is outside the session's folder")
 
 
-async def read_text_file(params: dict[str, Any], gate: FileGate | None = None) -> dict[str, Any]:
+async def read_text_file(params: JSONObject, gate: FileGate | None = None) -> dict[str, str]:
     """fs/read_text_file: the file's text, or `limit` lines from 1-based `line`."""
     path = _absolute_path(params)
     if gate is not None:
@@ -120,7 +107,7 @@ async def read_text_file(params: dict[str, Any], gate: FileGate | None = None) -
     return {"content": "".join(lines[start:end])}
 
 
-async def write_text_file(params: dict[str, Any], gate: FileGate | None = None) -> dict[str, Any]:
+async def write_text_file(params: JSONObject, gate: FileGate | None = None) -> JSONObject:
     """fs/write_text_file: replace the file's content, creating it (and its folders) when missing."""
     path = _absolute_path(params)
     content = params.get("content")
@@ -143,9 +130,9 @@ async def write_text_file(params: dict[str, Any], gate: FileGate | None = None) 
 # --- session/request_permission -------------------------------------------------------------------
 
 # A policy: one of the PermissionOptionKind strings ("allow_once", "allow_always", "reject_once",
-# "reject_always"; "allow" and "reject" mean the *_once ones), "cancel", or a callable(params) -> optionId | outcome dict | None (None = cancelled),
-# sync or async.
-PermissionPolicy = str | Callable[[dict[str, Any]], Any]
+# "reject_always"; "allow" and "reject" mean the *_once ones), "cancel", or a callable(params) -> optionId |
+# outcome dict | None (None = cancelled), sync or async (its answer is checked: `_as_outcome`).
+PermissionPolicy = str | Callable[[JSONObject], object]
 
 # When the preferred kind is not offered, the nearest one with the same meaning is taken.
 _KIND_FALLBACK = {
@@ -158,7 +145,7 @@ _KIND_FALLBACK = {
 }
 
 
-def choose_option(options: list[dict[str, Any]], kind: str) -> str | None:
+def choose_option(options: Sequence[object], kind: str) -> str | None:
     """The optionId of the first option of `kind` (or its nearest kind), None when nothing fits."""
     for wanted in _KIND_FALLBACK.get(kind, (kind,)):
         for opt in options:
@@ -171,7 +158,7 @@ def choose_option(options: list[dict[str, Any]], kind: str) -> str | None:
     return None
 
 
-def _as_outcome(answer: Any) -> dict[str, Any]:
+def _as_outcome(answer: object) -> Outcome:
     if answer is None:
         return {"outcome": "cancelled"}
     if isinstance(answer, str):
@@ -181,7 +168,7 @@ def _as_outcome(answer: Any) -> dict[str, Any]:
     raise TypeError(f"a permission policy returned {answer!r}; expected an optionId, an outcome dict or None")
 
 
-async def decide_permission(policy: PermissionPolicy, params: dict[str, Any]) -> dict[str, Any]:
+async def decide_permission(policy: PermissionPolicy, params: JSONObject) -> Outcome:
     """The RequestPermissionOutcome the policy gives for this request."""
     if callable(policy):
         answer = policy(params)
@@ -234,7 +221,7 @@ class Terminal:
     def text(self) -> str:
         return self.buffer.decode("utf-8", errors="replace")
 
-    def exit_status(self) -> dict[str, Any]:
+    def exit_status(self) -> JSONObject:
         return {"exitCode": self.exit_code, "signal": self.signal}
 
 
@@ -242,7 +229,7 @@ class TerminalManager:
     """Runs terminal/* requests as real subprocesses. `spawn_task` starts a background task (the
     connection's task group), so output is collected while the agent does other things."""
 
-    def __init__(self, spawn_task: Callable[[Callable[[], Coroutine[Any, Any, None]]], None]) -> None:
+    def __init__(self, spawn_task: Callable[[Callable[[], Coroutine[object, object, None]]], None]) -> None:
         self._spawn_task = spawn_task
         self._terminals: dict[str, Terminal] = {}
         self._counter = 0
@@ -264,7 +251,7 @@ class TerminalManager:
         term = self._terminals.get(terminal_id)
         return term.text() if term else None
 
-    def _get(self, params: dict[str, Any]) -> Terminal:
+    def _get(self, params: JSONObject) -> Terminal:
         tid = params.get("terminalId")
         term = self._terminals.get(tid) if isinstance(tid, str) else None
         if term is None:
@@ -273,30 +260,27 @@ class TerminalManager:
             raise RpcError(INVALID_PARAMS, f"Terminal {tid} was released")
         return term
 
-    async def create(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def create(self, params: JSONObject) -> JSONObject:
         command = params.get("command")
         if not isinstance(command, str) or not command:
             raise RpcError(INVALID_PARAMS, "`command` is required and must be a string")
-        args = params.get("args") or []
-        if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        given_args = params.get("args") or []
+        if not isinstance(given_args, list) or not all(isinstance(a, str) for a in given_args):
             raise RpcError(INVALID_PARAMS, "`args` must be a list of strings")
+        args = [a for a in given_args if isinstance(a, str)]
         env = dict(os.environ)
         env_vars = params.get("env") or []
         if not isinstance(env_vars, list):
             raise RpcError(INVALID_PARAMS, "`env` must be a list of {name, value}")
         for var in env_vars:
-            if (
-                not isinstance(var, dict)
-                or not isinstance(var.get("name"), str)
-                or not isinstance(var.get("value"), str)
-            ):
+            name, value = (var.get("name"), var.get("value")) if isinstance(var, dict) else (None, None)
+            if not isinstance(name, str) or not isinstance(value, str):
                 raise RpcError(INVALID_PARAMS, "`env` entries must be {name, value} strings")
-            env[var["name"]] = var["value"]
-        cwd = params.get("cwd")
-        if cwd is not None and (not isinstance(cwd, str) or not os.path.isabs(cwd)):
+            env[name] = value
+        given_cwd = params.get("cwd")
+        if given_cwd is not None and (not isinstance(given_cwd, str) or not os.path.isabs(given_cwd)):
             raise RpcError(INVALID_PARAMS, "`cwd` must be an absolute path")
-        if cwd is None:
-            cwd = self.default_cwd(params.get("sessionId"))
+        cwd = given_cwd if isinstance(given_cwd, str) else self.default_cwd(_session_id(params))
         limit = _optional_uint(params, "outputByteLimit")
         argv = _argv(command, args)
         if self.gate is not None:
@@ -345,14 +329,14 @@ class TerminalManager:
                 term.exit_code = rc
             term.exited.set()
 
-    async def output(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def output(self, params: JSONObject) -> JSONObject:
         term = self._get(params)
-        result: dict[str, Any] = {"output": term.text(), "truncated": term.truncated}
+        result: JSONObject = {"output": term.text(), "truncated": term.truncated}
         if term.exited.is_set():
             result["exitStatus"] = term.exit_status()
         return result
 
-    async def wait_for_exit(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def wait_for_exit(self, params: JSONObject) -> JSONObject:
         term = self._get(params)
         await term.exited.wait()
         return term.exit_status()
@@ -369,11 +353,11 @@ class TerminalManager:
         except (ProcessLookupError, PermissionError):
             pass
 
-    async def kill(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def kill(self, params: JSONObject) -> JSONObject:
         self._kill(self._get(params))
         return {}
 
-    async def release(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def release(self, params: JSONObject) -> JSONObject:
         term = self._get(params)
         self._kill(term)
         term.released = True

@@ -9,13 +9,15 @@ sent.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
-from ama_acp.client.render import as_list
+from ama_acp.client.agent_types import ListedSession, lenient
+from ama_acp.client.content import objects
 from ama_acp.client.slash import Requester
 from ama_acp.errors import ProtocolError
+from ama_acp.rpc.dispatch import JSONObject
 
 MAX_LIST_PAGES = 100  # an agent whose cursor never ends cannot keep the client listing forever
 
@@ -27,22 +29,22 @@ class NotOffered(ProtocolError):
 class SessionAgent(Requester, Protocol):
     session_cwds: dict[str, str]
 
-    async def new_session(self, cwd: str, mcp_servers: list[Any] | None = None) -> dict[str, Any]: ...
+    async def new_session(self, cwd: str, mcp_servers: Sequence[object] | None = None) -> JSONObject: ...
 
 
 @dataclass(frozen=True)
 class Opened:
     session_id: str
-    result: dict[str, Any]
+    result: JSONObject
     how: str  # new | load | resume
 
 
-def capabilities(init: dict[str, Any]) -> dict[str, Any]:
+def capabilities(init: JSONObject) -> JSONObject:
     caps = init.get("agentCapabilities")
     return caps if isinstance(caps, dict) else {}
 
 
-def offers(init: dict[str, Any], what: str) -> bool:
+def offers(init: JSONObject, what: str) -> bool:
     """Whether the agent advertised `what`: load, list or resume."""
     caps = capabilities(init)
     if what == "load":
@@ -51,13 +53,13 @@ def offers(init: dict[str, Any], what: str) -> bool:
     return isinstance(session, dict) and isinstance(session.get(what), dict)
 
 
-def _require(init: dict[str, Any], what: str, flag: str) -> None:
+def _require(init: JSONObject, what: str, flag: str) -> None:
     if not offers(init, what):
         raise NotOffered(f"the agent does not offer session/{what}, so {flag} cannot work with it")
 
 
 async def open_session(
-    conn: SessionAgent, init: dict[str, Any], cwd: str, *, load: str | None = None, resume: str | None = None
+    conn: SessionAgent, init: JSONObject, cwd: str, *, load: str | None = None, resume: str | None = None
 ) -> Opened:
     """session/new, session/load or session/resume, as asked."""
     if load is not None:
@@ -77,37 +79,38 @@ async def open_session(
     return Opened(session_id, result, "new")
 
 
-async def list_sessions(conn: SessionAgent, init: dict[str, Any], cwd: str | None) -> list[dict[str, Any]]:
+async def list_sessions(conn: SessionAgent, init: JSONObject, cwd: str | None) -> list[JSONObject]:
     """Every session the agent lists (all pages), for `cwd` when given."""
     _require(init, "list", "--list")
-    found: list[dict[str, Any]] = []
+    found: list[JSONObject] = []
     cursor: str | None = None
     for _ in range(MAX_LIST_PAGES):
-        params: dict[str, Any] = {} if cwd is None else {"cwd": cwd}
+        params: dict[str, str] = {} if cwd is None else {"cwd": cwd}
         if cursor is not None:
             params["cursor"] = cursor
-        page = await conn.request("session/list", params)
-        page = page if isinstance(page, dict) else {}
-        found += [s for s in as_list(page.get("sessions")) if isinstance(s, dict) and isinstance(s.get("sessionId"), str)]
-        cursor = page.get("nextCursor") if isinstance(page.get("nextCursor"), str) else None
+        answer = await conn.request("session/list", params)
+        page = answer if isinstance(answer, dict) else {}
+        found += [s for s in objects(page.get("sessions")) if isinstance(s.get("sessionId"), str)]
+        cursor = given if isinstance(given := page.get("nextCursor"), str) else None
         if not cursor:
             break
     return found
 
 
-def session_lines(sessions: list[dict[str, Any]], cwd: str | None, clean: Callable[[str], str]) -> list[str]:
+def session_lines(sessions: list[JSONObject], cwd: str | None, clean: Callable[[str], str]) -> list[str]:
     """One line per session: id, last activity, title, and the folder when it is not `cwd`. `clean` makes the
     agent's strings safe to print (no escape sequences reach the terminal)."""
     if not sessions:
         return ["no sessions" + (f" in {cwd}" if cwd else "")]
     lines = []
     for s in sessions:
-        parts = [clean(s["sessionId"])]
-        if isinstance(s.get("updatedAt"), str):
-            parts.append(clean(s["updatedAt"]))
-        parts.append(clean(s["title"]) if isinstance(s.get("title"), str) and s["title"] else "(untitled)")
-        where = s.get("cwd")
-        if isinstance(where, str) and (cwd is None or os.path.normpath(where) != os.path.normpath(cwd)):
+        listed = lenient(ListedSession, s)
+        parts = [clean(listed.session_id)]
+        if listed.updated_at is not None:
+            parts.append(clean(listed.updated_at))
+        parts.append(clean(listed.title) if listed.title else "(untitled)")
+        where = listed.cwd
+        if where is not None and (cwd is None or os.path.normpath(where) != os.path.normpath(cwd)):
             parts.append(f"[{clean(where)}]")
         lines.append("  ".join(parts))
     return lines

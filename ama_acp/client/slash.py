@@ -10,11 +10,13 @@ commands of their own (`available_commands_update`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
-from ama_acp.client.render import flat_options
+from ama_acp.client.content import flat_options
 from ama_acp.errors import ProtocolError
+from ama_acp.rpc.dispatch import JSONObject, JSONValue
 
 HELP = (
     "commands: /mode NAME · /model ID · /option ID VALUE · /help — anything else, /commands of the agent "
@@ -62,16 +64,16 @@ class SessionState(Protocol):
     def modes(self) -> dict[str, dict[str, str]]: ...
 
     @property
-    def config(self) -> dict[str, dict[str, Any]]: ...
+    def config(self) -> dict[str, dict[str, JSONObject]]: ...
 
 
 class Requester(Protocol):
     async def request(
         self,
         method: str,
-        params: dict[str, Any] | None = None,
+        params: Mapping[str, object] | None = None,
         timeout: float | None = 60.0,  # noqa: ASYNC109
-    ) -> Any: ...
+    ) -> JSONValue: ...
 
 
 @dataclass(frozen=True)
@@ -79,7 +81,7 @@ class Call:
     """The protocol request a command turns into."""
 
     method: str
-    params: dict[str, Any]
+    params: JSONObject
     describe: str  # what the person is told once it was accepted
 
 
@@ -92,12 +94,12 @@ def _match(wanted: str, choices: list[tuple[str, str]]) -> str | None:
     return hits.pop() if len(hits) == 1 else None
 
 
-def _flat_choices(option: dict[str, Any]) -> list[tuple[str, str]]:
+def _flat_choices(option: JSONObject) -> list[tuple[str, str]]:
     """(value, name) of each choice the renderer knows for the option (the same flattening it shows)."""
     return [
-        (c["value"], str(c.get("name") or c["value"]))
+        (value, str(c.get("name") or value))
         for c in flat_options(option.get("options"))
-        if isinstance(c.get("value"), str)
+        if isinstance(value := c.get("value"), str)
     ]
 
 
@@ -105,18 +107,18 @@ def _listing(choices: list[tuple[str, str]]) -> str:
     return ", ".join(cid if cid == name else f"{cid} ({name})" for cid, name in choices) or "(none)"
 
 
-def _option_by_category(options: dict[str, dict[str, Any]], category: str) -> dict[str, Any] | None:
+def _option_by_category(options: dict[str, JSONObject], category: str) -> JSONObject | None:
     return next((o for o in options.values() if o.get("category") == category), None)
 
 
 _TRUE, _FALSE = {"on", "true", "yes", "1"}, {"off", "false", "no", "0"}
 
 
-def option_call(session_id: str, option: dict[str, Any], value: str) -> Call:
+def option_call(session_id: str, option: JSONObject, value: str) -> Call:
     """session/set_config_option for `option` set to `value` (a choice's id or name; on/off for a boolean)."""
     config_id = str(option.get("id"))
     label = str(option.get("name") or config_id)
-    params: dict[str, Any] = {"sessionId": session_id, "configId": config_id}
+    params: JSONObject = {"sessionId": session_id, "configId": config_id}
     if option.get("type") == "boolean":
         word = value.casefold()
         if word not in _TRUE | _FALSE:
@@ -161,7 +163,7 @@ def plan(command: Command, session_id: str, state: SessionState) -> Call | None:
     return option_call(session_id, option, wanted)
 
 
-async def run(command: Command, session_id: str, state: SessionState, conn: Requester) -> tuple[Call | None, Any]:
+async def run(command: Command, session_id: str, state: SessionState, conn: Requester) -> tuple[Call | None, JSONValue]:
     """Carry out `command`: the request made and the agent's result ((None, None) for /help). Errors:
     CommandError (as typed) and whatever the request raises (the agent refused)."""
     call = plan(command, session_id, state)

@@ -9,16 +9,17 @@ JSON-RPC, calls to methods the client did not advertise), 130 cancelled by Ctrl-
 from __future__ import annotations
 
 import signal
-from typing import Any
 
 import anyio
 
-from ama_acp.client.connection import AgentExited, AgentProcess, AgentStartError
-from ama_acp.client.handlers import INTERNAL_ERROR, RpcError
+from ama_acp.client.connection import AgentExited, AgentProcess, AgentStartError, PendingRequest
+from ama_acp.client.errors import RpcError
 from ama_acp.client.render import Renderer, Writer
 from ama_acp.client.sessions import NotOffered
 from ama_acp.client.turn_status import TurnStatus
 from ama_acp.errors import ControlFlow
+from ama_acp.rpc.dispatch import JSONObject, JSONValue
+from ama_acp.rpc.errors import INTERNAL_ERROR
 from ama_acp.textsafe import one_line
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_AGENT_DIED, EXIT_VIOLATIONS, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
@@ -35,7 +36,7 @@ async def run_turn(
     text: str,
     err: Writer,
     status: TurnStatus | None = None,
-) -> dict[str, Any]:
+) -> JSONObject:
     """One session/prompt, rendering as it goes, with the program status following it. The first Ctrl-C sends
     session/cancel (which also answers a pending permission request `cancelled`; the turn then ends with
     `cancelled`); a second one stops waiting."""
@@ -44,7 +45,7 @@ async def run_turn(
     pending = await conn.start_request(
         "session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}
     )
-    result: Any = None
+    result: JSONValue = None
     error: BaseException | None = None
     async with anyio.create_task_group() as tg:
         tg.start_soon(_cancel_on_sigint, conn, session_id, pending, err)
@@ -68,7 +69,7 @@ async def run_turn(
     return result
 
 
-def usage_line(usage: Any) -> str | None:
+def usage_line(usage: object) -> str | None:
     """`turn usage: inputTokens 1,200 · outputTokens 80` for a prompt result's usage (the agent's keys, each one
     line with its controls visible), or None when it holds no count."""
     if not isinstance(usage, dict):
@@ -77,7 +78,7 @@ def usage_line(usage: Any) -> str | None:
     return "turn usage: " + " · ".join(figures) if figures else None
 
 
-async def _cancel_on_sigint(conn: AgentProcess, session_id: str, pending: Any, err: Writer) -> None:
+async def _cancel_on_sigint(conn: AgentProcess, session_id: str, pending: PendingRequest, err: Writer) -> None:
     try:
         receiver = anyio.open_signal_receiver(signal.SIGINT)
     except (ValueError, RuntimeError, NotImplementedError):
@@ -93,7 +94,7 @@ async def _cancel_on_sigint(conn: AgentProcess, session_id: str, pending: Any, e
                 except AgentExited:
                     pass
             else:
-                pending._resolve(error=Interrupted("interrupted"))
+                pending.resolve(error=Interrupted("interrupted"))
                 return
 
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+from ama_acp.client.meter import whole_percent
 from ama_acp.client.program_status import Emitter, Report
-from ama_acp.client.render import whole_percent
 
 APP = "ama"
 

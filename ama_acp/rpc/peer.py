@@ -8,7 +8,6 @@ which logs an exception it did not expect under the UNEXPECTED prefix, with its 
 
 from __future__ import annotations
 
-import itertools
 import logging
 import math
 from collections import OrderedDict
@@ -36,6 +35,7 @@ from ama_acp.rpc.dispatch import (
 )
 from ama_acp.rpc.errors import REQUEST_CANCELLED, UNEXPECTED, AcpError, ClientError, clip
 from ama_acp.rpc.framing import LineTooLong, LineWriter, read_lines
+from ama_acp.rpc.pending import Pending, PendingRequests
 
 log = logging.getLogger(__name__)
 
@@ -57,23 +57,12 @@ class PeerClosed(ProtocolError):
     """The connection ended before the client answered."""
 
 
-class _Pending:
-    __slots__ = ("event", "result", "error", "method")
-
-    def __init__(self, method: str) -> None:
-        self.event = anyio.Event()
-        self.result: JSONValue = None
-        self.error: ClientError | None = None
-        self.method = method
-
-
 class Peer:
     def __init__(self, receive: ByteReceiveStream, send: ByteSendStream, dispatcher: Dispatcher) -> None:
         self._receive = receive
         self._writer = LineWriter(send)
         self._dispatcher = dispatcher
-        self._ids = itertools.count(1)
-        self._pending: dict[int, _Pending] = {}
+        self._pending = PendingRequests(Pending)
         self._abandoned: OrderedDict[int, str] = OrderedDict()
         self._running: dict[str | int, tuple[str, JSONObject, anyio.CancelScope]] = {}
         self.closed = False
@@ -106,8 +95,8 @@ class Peer:
         """
         if self.closed or self._writer.closed:
             raise PeerClosed(method)
-        req_id = next(self._ids)
-        pending = self._pending[req_id] = _Pending(method)
+        pending = self._pending.open(method)
+        req_id = pending.id
         try:
             await self.send_message({"jsonrpc": "2.0", "id": req_id, "method": method, "params": params})
             if self._writer.closed:  # the client stopped reading: it will never answer
@@ -120,8 +109,8 @@ class Peer:
                     await self.notify("$/cancel_request", {"requestId": req_id})  # R24
                 raise
         finally:
-            self._pending.pop(req_id, None)
-            if not pending.event.is_set():
+            self._pending.close(pending)
+            if not pending.done:
                 self._abandoned[req_id] = method
                 if len(self._abandoned) > _ABANDONED_KEPT:
                     self._abandoned.popitem(last=False)
@@ -155,10 +144,8 @@ class Peer:
 
     def _close(self) -> None:
         self.closed = True
-        for pending in self._pending.values():
-            if not pending.event.is_set():  # an answer already read stands, even if its waiter has not woken
-                pending.error = ClientError(REQUEST_CANCELLED, "connection closed")
-                pending.event.set()
+        # An answer already read stands, even if its waiter has not woken.
+        self._pending.fail_all(lambda _: ClientError(REQUEST_CANCELLED, "connection closed"))
 
     def _handle_line(self, line: bytes, tg: TaskGroup) -> None:
         try:
@@ -207,7 +194,7 @@ class Peer:
 
     def _handle_response(self, response: Response) -> None:
         rid = response.id
-        pending = self._pending.get(rid) if type(rid) is int else None  # bool/float ids never match ours
+        pending = self._pending.find(rid)  # bool/float ids never match ours
         if pending is None:
             if type(rid) is int and rid in self._abandoned:
                 log.debug("late answer to request %d (%s), which ama stopped waiting for", rid, self._abandoned[rid])
@@ -215,11 +202,8 @@ class Peer:
             else:
                 log.debug("response to unknown request id %s ignored", clip(repr(rid), 100))
             return
-        if pending.event.is_set():
+        if not pending.resolve(response.result, response.error):
             log.debug("second response to request %d ignored", rid)
-            return
-        pending.error, pending.result = response.error, response.result
-        pending.event.set()
 
     def _handle_cancel_request(self, params: JSONObject | None) -> None:
         """Any malformed or unknown `requestId` is tolerated silently: a notification is never answered (R13)

@@ -14,7 +14,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from ama_acp.client import connection
+from ama_acp.client import options, reader, violations
 from ama_acp.client.access_prompt import access_policy, question
 from ama_acp.client.cli import run_acp_client
 from ama_acp.client.confine import Access
@@ -181,11 +181,11 @@ def test_a_flood_of_non_json_lines_is_counted_not_kept(tmp_path: Path) -> None:
 
     conn = anyio.run(go)
     kept_noise = [e for e in conn.transcript if e.direction == "in" and not e.raw.startswith("{")]
-    assert len(kept_noise) == connection.NOISE_KEPT
-    assert conn.dropped_lines == 10_000 + 1 - connection.NOISE_KEPT  # the nested line counts as one
+    assert len(kept_noise) == reader.NOISE_KEPT
+    assert conn.dropped_lines == 10_000 + 1 - reader.NOISE_KEPT  # the nested line counts as one
     non_json = conn.violations_of("non_json_stdout")
-    assert len(non_json) == connection.VIOLATIONS_KEPT + 1
-    assert non_json[-1].detail == f"{10_001 - connection.VIOLATIONS_KEPT} more like the above (not kept)"
+    assert len(non_json) == violations.VIOLATIONS_KEPT + 1
+    assert non_json[-1].detail == f"{10_001 - violations.VIOLATIONS_KEPT} more like the above (not kept)"
     # The session still opened: the flood and the nesting broke nothing else.
     assert conn.session_cwds
 
@@ -227,7 +227,7 @@ def test_a_line_over_the_cap_ends_the_connection_and_is_never_kept(tmp_path: Pat
 def test_the_cli_ends_on_a_line_over_the_default_cap(dirs: tuple[Path, Path]) -> None:
     work, _ = dirs
     err = io.StringIO()
-    agent = fixture("huge-line", huge=connection.MAX_LINE + 1)
+    agent = fixture("huge-line", huge=options.MAX_LINE + 1)
     code = run_acp_client(["--prompt", "x", "--cwd", str(work), "--", *agent], io.StringIO(), err)
     assert code == 3, err.getvalue()[:3000]
     assert "line_too_long" in err.getvalue() and len(err.getvalue()) < 10_000

@@ -14,9 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ama_acp.client.cli import _Client
+from ama_acp.client.meter import format_ctx
 from ama_acp.client.program_status import Emitter
-from ama_acp.client.render import Renderer, format_ctx
+from ama_acp.client.render import Renderer
 from ama_acp.client.repl import run_line
+from tests.support.hypothesis_profiles import examples
 
 SID = "sess-1"
 UNKNOWN = "ctx ? $?"
@@ -162,7 +164,7 @@ def test_one_meter_line_prints_the_outcome_once():
     assert s.meters()[-1] == UNKNOWN and s.meters().count(UNKNOWN) == 2
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     st.lists(
         st.one_of(

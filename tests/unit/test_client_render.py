@@ -6,7 +6,10 @@ import io
 
 import pytest
 
-from ama_acp.client.render import RED, Renderer, compact_diff, format_ctx, format_percent, meter_bar, permission_details
+from ama_acp.client.ansi import RED
+from ama_acp.client.content import compact_diff, permission_details
+from ama_acp.client.meter import format_ctx, format_percent, meter_bar
+from ama_acp.client.render import Renderer
 
 SID = "sess-1"
 
@@ -527,3 +530,14 @@ def test_a_session_result_with_junk_arrays_is_shown_not_a_crash(result):
 def test_a_tool_title_is_one_line_so_its_in_place_rewrite_clears_it_all():
     text = render({"sessionUpdate": "tool_call", "toolCallId": "t", "title": "Run\nrm -rf /\tnow", "status": "pending"})
     assert "▸ Run rm -rf / now [other] pending" in text
+
+
+def test_a_diff_whose_texts_are_lists_is_shown_not_a_crash():
+    """A hostile agent's tool call with `newText`/`oldText` of the wrong JSON type: the renderer (whose reader
+    task a crash would end) shows the path and goes on to the next update."""
+    bad = {"type": "diff", "path": "/work/a.py", "oldText": ["x"], "newText": ["y", 1]}
+    out = render(
+        {"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "Edit", "status": "completed", "content": [bad]},
+        chunk("agent_message_chunk", "after"),
+    )
+    assert "a.py" in out and "after" in out

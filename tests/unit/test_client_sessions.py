@@ -22,6 +22,7 @@ from ama_acp.client.sessions import (
     session_lines,
 )
 from ama_acp.errors import ProtocolError
+from tests.support.hypothesis_profiles import examples
 
 EVERYTHING = {"agentCapabilities": {"loadSession": True, "sessionCapabilities": {"list": {}, "resume": {}}}}
 NOTHING: dict[str, Any] = {"agentCapabilities": {}}
@@ -284,7 +285,7 @@ def check_listing(answers: list[Any]) -> None:
     assert len(lines) == max(1, len(found))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(pages(iterable_sessions))
 def test_list_of_hostile_pages_keeps_only_sessions(answers: list[Any]) -> None:
     check_listing(answers)
@@ -295,7 +296,7 @@ def test_a_page_whose_sessions_are_a_number_is_empty_not_a_crash(member: Any) ->
     assert listed(FakeAgent(answer=lambda method, params: {"sessions": member})) == []
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(pages(iterable_sessions | junk))
 @example([{"sessions": 5}])
 def test_list_of_hostile_pages_with_any_sessions_member(answers: list[Any]) -> None:

@@ -13,6 +13,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ama_acp.client.slash import Call, Command, CommandError, parse, plan, run
+from tests.support.hypothesis_profiles import examples
 
 SID = "s1"
 
@@ -134,7 +135,7 @@ def test_an_option_value_may_have_spaces() -> None:
     assert parse("/option style  very   terse please") == Command("option", ("style", "very terse please"))
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(
     st.text()
     | st.builds(lambda w, rest: f"/{w} {rest}", st.sampled_from(["mode", "model", "option", "help"]), st.text())
@@ -538,13 +539,13 @@ def check_plan(command: Command, st_: State) -> None:
         assert isinstance(call.params["value"], str) and isinstance(call.params["configId"], str)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(commands, hostile_states(iterable_options))
 def test_plan_on_hostile_state_refuses_or_sends_json(command: Command, st_: State) -> None:
     check_plan(command, st_)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.data())
 def test_a_reported_choice_is_planned_as_that_choice(data: st.DataObject) -> None:
     # Junk beside well-formed choices: naming a reported choice by its id picks exactly it.
@@ -575,7 +576,7 @@ def test_an_option_whose_choices_are_a_number_is_refused_not_a_crash(member: Any
         plan(Command("model", ("x",)), SID, st_)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(commands, hostile_states(iterable_options | scalars))
 @example(Command("model", ("x",)), SCALAR_OPTIONS)
 def test_plan_on_hostile_state_with_any_options_member(command: Command, st_: State) -> None:

@@ -13,9 +13,11 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from ama_acp.client import render
-from ama_acp.client.render import Renderer, context_percent, is_estimated
+from ama_acp.client import ansi, meter
+from ama_acp.client.meter import context_percent, is_estimated
+from ama_acp.client.render import Renderer
 from ama_acp.textsafe import terminal_safe
+from tests.support.hypothesis_profiles import examples
 
 # Never shown as they are: C0 but tab and newline, DEL, C1, bidi controls, LS and PS, lone surrogates.
 UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u2028\u2029\ud800-\udfff]")
@@ -91,20 +93,20 @@ def same_shape(before: Any, after: Any) -> None:
         assert after is before or (isinstance(before, float) and math.isnan(before) and math.isnan(after))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(json_like)
 def test_no_control_character_survives_anywhere(value: Any) -> None:
     for text in strings_in(terminal_safe(value)):
         assert not UNSAFE.search(text), repr(text)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(json_like)
 def test_strings_are_cleaned_and_everything_else_kept(value: Any) -> None:
     same_shape(value, terminal_safe(value))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(texts)
 def test_newlines_and_tabs_survive(text: str) -> None:
     out = terminal_safe(text)
@@ -113,7 +115,7 @@ def test_newlines_and_tabs_survive(text: str) -> None:
     assert "\r" not in out
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(json_like)
 def test_the_input_is_not_changed(value: Any) -> None:
     before = copy.deepcopy(value)
@@ -217,9 +219,9 @@ def test_very_deep_nesting_is_no_recursion_error(depth: int) -> None:
 
 EVIL = "done? \x1b]7501;state=done\x1b\\ \x9b2J \x1b]52;c;eA==\x07 \x1b[31mred\r\nnext\rover"
 OWN_STYLING = re.compile(
-    "|".join(re.escape(code) for code in (render.RESET, render.BOLD, render.DIM, render.RED, render.GREEN))
+    "|".join(re.escape(code) for code in (ansi.RESET, ansi.BOLD, ansi.DIM, ansi.RED, ansi.GREEN))
     + "|"
-    + "|".join(re.escape(code) for code in (render.YELLOW, render.CYAN, render.MAGENTA, "\x1b[1A\r\x1b[2K"))
+    + "|".join(re.escape(code) for code in (ansi.YELLOW, ansi.CYAN, ansi.MAGENTA, "\x1b[1A\r\x1b[2K"))
 )
 
 
@@ -320,7 +322,7 @@ def test_no_usable_window_is_none(usage: dict[str, Any] | None) -> None:
 usage_values = st.one_of(st.integers(), st.integers(min_value=0, max_value=10**12), st.booleans(), st.floats(), scalars)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.dictionaries(st.sampled_from(["used", "size", "cost", "_meta"]), usage_values | json_like))
 def test_context_percent_is_none_or_a_finite_non_negative_number(usage: dict[str, Any]) -> None:
     percent = context_percent(usage)
@@ -378,13 +380,13 @@ def usages(source: st.SearchStrategy[Any]) -> st.SearchStrategy[dict[str, Any]]:
     return st.fixed_dictionaries({}, optional={"_meta": meta, "used": json_like, "source": json_like})
 
 
-@settings(max_examples=150, deadline=None)
-@given(usages(scalars | st.sampled_from(sorted(render.ESTIMATED_SOURCES))))
+@settings(max_examples=examples(150), deadline=None)
+@given(usages(scalars | st.sampled_from(sorted(meter.ESTIMATED_SOURCES))))
 def test_is_estimated_on_junk_is_a_boolean(usage: dict[str, Any]) -> None:
     assert isinstance(is_estimated(usage), bool)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(usages(json_like))
 @example({"_meta": {"ama": {"source": []}}})
 def test_is_estimated_on_any_junk_is_a_boolean(usage: dict[str, Any]) -> None:

@@ -20,6 +20,7 @@ from ama_acp.client.program_status import (
     valid_id,
     wrap_for_tmux,
 )
+from tests.support.hypothesis_profiles import examples
 
 SEQ = re.compile(r"\x1b\]7501;(?P<body>[^\x1b]*)\x1b\\")
 
@@ -70,7 +71,7 @@ def test_title_and_msg_are_one_clean_line_cut_at_a_character_boundary() -> None:
     assert len(clean_text("x" * 5000, MAX_MSG_BYTES).encode()) <= MAX_MSG_BYTES
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.text(), st.text(), st.integers(-5, 105), st.sampled_from(["idle", "working", "blocked", "done", "x"]))
 def test_any_report_encodes_within_the_limits_with_no_control_characters_inside(title, msg, progress, state) -> None:
     seq = encode(Report(state, id="ama/s", title=title, msg=msg, progress=progress))
