@@ -2,8 +2,9 @@
 
 Keys: Enter sends the line; Ctrl-D on an empty line ends the session; Ctrl-C at the prompt clears the line, a
 second one in a row exits. During a turn Ctrl-C cancels it (a permission request waiting for an answer is
-answered `cancelled`), a second one exits. The terminal is in the client's own mode (`tty_input`) for the whole
-session, so a terminal's late reply to a query never shows up as typed text.
+answered `cancelled`), a second one exits. Ctrl-Z suspends the client, at the prompt or during a turn. The terminal
+is in the client's own mode (`tty_input`) for the whole session (given back while suspended), so a terminal's
+late reply to a query never shows up as typed text.
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
 """The terminal input side of `ama acp-client`: the person's lines, OSC 7501 detection, and the terminal's replies.
 
-Three layers, each usable alone:
-
-`InputParser` turns the bytes a terminal sends into typed events, with no I/O: `Text` (one code point each, so
-the events of any split of the input equal those of the whole), `Key` (enter, backspace, ctrl-c/d/u/w),
-`ProgramStatusReply` (`ESC ] 7501 ; ?` …, ended by BEL or ST), `DeviceAttributesReply` (DA1, `ESC [ ? … c`) and
-`IgnoredSequence` (every other escape sequence or control: arrows, other CSI, SS3, other OSC, DCS/SOS/PM/APC
-strings, lone C0 controls). It is a byte-at-a-time state machine: linear time, and what it holds is bounded
-(a string longer than 4,096 bytes, a CSI longer than 256, is consumed to its end without being kept). Invalid
-UTF-8 becomes U+FFFD (one per maximal invalid subpart, as Python's own decoder does). Inside a string, a C0
-control other than BEL/ESC/CAN/SUB, or DEL, ends the string and is then read as a key: no terminal reply
-contains one, and it means Enter, Ctrl-C and Ctrl-D still work after a stray `ESC ]` (Alt+] in some terminals)
-instead of everything typed vanishing into a string that never ends.
+Three layers, each usable alone: `tty_parser.InputParser` (bytes → typed events, no I/O), `line_editor.LineEditor`
+(the line being typed → what to write, no I/O), and `TerminalInput` here, which owns the tty.
 
 `TerminalInput` owns a tty file descriptor (POSIX). Its terminal mode, chosen so that a reply can never reach the
 screen: for the whole client session ECHO, ICANON and IEXTEN stay off (a late reply arriving while a turn runs is
@@ -24,10 +14,13 @@ during a turn are not echoed then: they wait in the tty and the next `read_line`
 original attributes come back when the context exits, on an exception or a cancellation too, and from an
 `atexit` hook if the process ends without unwinding.
 
-Editing is the minimum: typed text, backspace (a wide character erases two cells, a combining mark goes with its
-base), Ctrl-U, Ctrl-W; arrows and other keys are ignored. Erasing uses backspaces, so a line wider than the
-terminal is erased only on its last row. A lone Esc key press waits for the next byte (which ends it as Alt+key):
-without a timer the parser cannot tell Esc from the start of a sequence, and a timer would break split-invariance.
+Ctrl-Z stops the client as it stops any program, with the terminal given its own mode back first (the shell gets
+a sane terminal) and the client's mode put back on `fg`: at the prompt it arrives as a key (ISIG is off), during
+a turn as SIGTSTP, which the context catches (main thread only). A line being typed is shown again after `fg`.
+
+The parser holds an ESC until the byte after it; when ESC_TIMEOUT_S pass with nothing more, `read_line` takes it
+as the Esc key (`InputParser.flush`), so a lone Esc never swallows the key typed after it. A terminal writes a
+sequence, or a reply, in one go: the pause cannot fall inside one.
 
 `detect_program_status()` writes the OSC 7501 query and then DA1; every terminal answers DA1, and answers in
 order, so a 7501 reply first means supported and DA1 first (or nothing within 300 ms) means not. Replies are
@@ -44,21 +37,36 @@ import atexit
 import errno
 import os
 import select
+import signal
 import time
-import unicodedata
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
-from types import TracebackType
+from types import FrameType, TracebackType
 from typing import Any, Literal, Self
 
 import anyio
 
+from ama_acp.client.line_editor import LineEditor
+from ama_acp.client.tty_parser import (
+    MAX_SEQUENCE_BYTES,
+    MAX_STRING_BYTES,
+    DeviceAttributesReply,
+    Event,
+    IgnoredSequence,
+    InputParser,
+    Key,
+    KeyName,
+    ProgramStatusReply,
+    SequenceKind,
+    Text,
+)
 from ama_acp.errors import ControlFlow
 
+# The parser's names are this module's too: what `read_line`'s callers and the tests meet.
 __all__ = [
     "DETECT_TIMEOUT_S",
+    "ESC_TIMEOUT_S",
     "MAX_SEQUENCE_BYTES",
     "MAX_STRING_BYTES",
     "PROBE",
@@ -77,15 +85,16 @@ __all__ = [
     "resolve_mode",
 ]
 
-MAX_STRING_BYTES = 4096  # the data of an OSC/DCS/SOS/PM/APC string kept; a longer one is consumed and dropped
-MAX_SEQUENCE_BYTES = 256  # the bytes of a CSI/SS3/ESC sequence kept; a longer one is consumed and dropped
 DETECT_TIMEOUT_S = 0.3
 EXIT_DRAIN_S = 0.2
+# Quiet after an ESC that makes it the Esc key. Terminals write a sequence in one go (tmux's own escape-time is
+# 10 ms since 3.5); a person's next key after Esc comes later than this.
+ESC_TIMEOUT_S = 0.1
 PROBE = "\x1b]7501;?\x1b\\" + "\x1b[c"  # the OSC 7501 query, then DA1 (which every terminal answers)
-_STATUS_PREFIX = b"7501;?"
 
-KeyName = Literal["enter", "backspace", "ctrl-c", "ctrl-d", "ctrl-u", "ctrl-w"]
-SequenceKind = Literal["control", "esc", "csi", "ss3", "osc", "dcs", "sos", "pm", "apc"]
+
+_Attrs = list[Any]  # what termios.tcgetattr returns (typeshed's own type for it)
+_Handler = Callable[[int, FrameType | None], object] | int | signal.Handlers | None  # what signal.signal takes
 
 
 class LineInterrupted(ControlFlow):
@@ -94,255 +103,6 @@ class LineInterrupted(ControlFlow):
     def __init__(self, text: str = "") -> None:
         super().__init__("interrupted")
         self.text = text
-
-
-@dataclass(frozen=True, slots=True)
-class Text:
-    """One typed character (a tab arrives as a space)."""
-
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class Key:
-    name: KeyName
-
-
-@dataclass(frozen=True, slots=True)
-class ProgramStatusReply:
-    """The terminal's answer to the OSC 7501 query; `body` is what followed `7501;?`."""
-
-    body: str
-
-
-@dataclass(frozen=True, slots=True)
-class DeviceAttributesReply:
-    """The terminal's DA1 answer (`ESC [ ? 62 ; 22 c` gives (62, 22))."""
-
-    params: tuple[int, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class IgnoredSequence:
-    """An escape sequence or control that is not text: consumed, shown to nobody. `data` is its bytes (at most
-    MAX_STRING_BYTES + 4); `truncated` when it was longer than the parser keeps."""
-
-    kind: SequenceKind
-    data: bytes
-    truncated: bool = False
-
-
-Event = Text | Key | ProgramStatusReply | DeviceAttributesReply | IgnoredSequence
-
-_KEYS: dict[int, KeyName] = {
-    0x0D: "enter",
-    0x0A: "enter",
-    0x7F: "backspace",
-    0x08: "backspace",
-    0x03: "ctrl-c",
-    0x04: "ctrl-d",
-    0x15: "ctrl-u",
-    0x17: "ctrl-w",
-}
-_STRINGS: dict[int, SequenceKind] = {ord("]"): "osc", ord("P"): "dcs", ord("X"): "sos", ord("^"): "pm", ord("_"): "apc"}
-_ESC, _BEL, _CAN, _SUB, _DEL = 0x1B, 0x07, 0x18, 0x1A, 0x7F
-
-# Parser states.
-_GROUND, _ESCAPE, _ESC_INTER, _CSI, _STRING, _STRING_ESC = range(6)
-
-
-class InputParser:
-    """Bytes from a terminal in, events out; incremental (`feed` any split of the input) and without I/O."""
-
-    def __init__(self) -> None:
-        self._state = _GROUND
-        self._buf = bytearray()  # the sequence being read (introducer included), at most its kind's bound
-        self._kind: SequenceKind = "esc"
-        self._truncated = False
-        self._after_cr = False
-        # UTF-8: code point so far, continuation bytes still needed, and the allowed range of the next one.
-        self._cp, self._need, self._lo, self._hi = 0, 0, 0x80, 0xBF
-        self._out: list[Event] = []
-
-    @property
-    def buffered(self) -> int:
-        """Bytes held for an unfinished sequence (bounded whatever the input)."""
-        return len(self._buf)
-
-    def feed(self, data: bytes) -> list[Event]:
-        out = self._out = []
-        for b in data:
-            after_cr, self._after_cr = self._after_cr, False
-            if b == 0x0A and after_cr:
-                continue  # the \n of a \r\n pair: one enter
-            while not self._step(b):
-                pass  # the byte ended a sequence and is read again in the new state
-        return out
-
-    # Each `_step` returns True when the byte was consumed, False to read it again (the state has changed).
-
-    def _step(self, b: int) -> bool:
-        state = self._state
-        if state == _GROUND:
-            return self._ground(b)
-        if state == _ESCAPE:
-            return self._escape(b)
-        if state == _ESC_INTER:
-            return self._esc_inter(b)
-        if state == _CSI:
-            return self._csi(b)
-        if state == _STRING:
-            return self._string(b)
-        return self._string_esc(b)
-
-    def _ground(self, b: int) -> bool:
-        if self._need:
-            if self._lo <= b <= self._hi:
-                self._cp = (self._cp << 6) | (b & 0x3F)
-                self._need -= 1
-                self._lo, self._hi = 0x80, 0xBF
-                if not self._need:
-                    self._char(chr(self._cp))
-                return True
-            self._need = 0
-            self._out.append(Text("\ufffd"))  # an incomplete character; the byte is read on its own
-            return False
-        if b < 0x80:
-            if b == _ESC:
-                self._begin(_ESCAPE, "esc", b)
-            elif 0x20 <= b < 0x7F:
-                self._out.append(Text(chr(b)))
-            elif b == 0x09:
-                self._out.append(Text(" "))
-            elif (key := _KEYS.get(b)) is not None:
-                self._out.append(Key(key))
-                self._after_cr = b == 0x0D
-            else:
-                self._out.append(IgnoredSequence("control", bytes((b,))))
-            return True
-        # A UTF-8 lead byte, with the range its first continuation byte must fall in (no overlong forms, no
-        # surrogates, nothing above U+10FFFF).
-        if 0xC2 <= b <= 0xDF:
-            self._lead(b & 0x1F, 1, 0x80, 0xBF)
-        elif 0xE0 <= b <= 0xEF:
-            self._lead(b & 0x0F, 2, 0xA0 if b == 0xE0 else 0x80, 0x9F if b == 0xED else 0xBF)
-        elif 0xF0 <= b <= 0xF4:
-            self._lead(b & 0x07, 3, 0x90 if b == 0xF0 else 0x80, 0x8F if b == 0xF4 else 0xBF)
-        else:
-            self._out.append(Text("\ufffd"))
-        return True
-
-    def _lead(self, bits: int, need: int, lo: int, hi: int) -> None:
-        self._cp, self._need, self._lo, self._hi = bits, need, lo, hi
-
-    def _char(self, ch: str) -> None:
-        if unicodedata.category(ch) == "Cc":  # a C1 control sent as UTF-8: a terminal might act on it
-            self._out.append(IgnoredSequence("control", ch.encode("utf-8")))
-        else:
-            self._out.append(Text(ch))
-
-    def _begin(self, state: int, kind: SequenceKind, b: int) -> None:
-        self._state, self._kind, self._truncated = state, kind, False
-        self._buf = bytearray((b,))
-
-    def _add(self, b: int, limit: int) -> None:
-        if len(self._buf) < limit:
-            self._buf.append(b)
-        else:
-            self._truncated = True
-
-    def _end(self, event: Event | None = None) -> None:
-        if event is None:
-            event = IgnoredSequence(self._kind, bytes(self._buf), self._truncated)
-        self._out.append(event)
-        self._state, self._buf, self._truncated = _GROUND, bytearray(), False
-
-    def _escape(self, b: int) -> bool:
-        if b == ord("["):
-            self._buf.append(b)
-            self._state, self._kind = _CSI, "csi"
-        elif b == ord("O"):
-            self._buf.append(b)
-            self._state, self._kind = _CSI, "ss3"  # SS3 is read like a CSI: parameters, then a final byte
-        elif (kind := _STRINGS.get(b)) is not None:
-            self._buf.append(b)
-            self._state, self._kind = _STRING, kind
-        elif 0x20 <= b <= 0x2F:
-            self._buf.append(b)
-            self._state = _ESC_INTER
-        elif 0x30 <= b <= 0x7E:  # a two-byte escape (Alt+key, a stray ST)
-            self._buf.append(b)
-            self._end()
-        elif b == _ESC:
-            self._end()
-            self._begin(_ESCAPE, "esc", b)
-        else:
-            self._end()  # a lone ESC; the byte is read on its own
-            return False
-        return True
-
-    def _esc_inter(self, b: int) -> bool:
-        if 0x20 <= b <= 0x2F:
-            self._add(b, MAX_SEQUENCE_BYTES)
-            return True
-        if 0x30 <= b <= 0x7E:
-            self._add(b, MAX_SEQUENCE_BYTES + 1)
-            self._end()
-            return True
-        self._end()
-        return False
-
-    def _csi(self, b: int) -> bool:
-        if 0x20 <= b <= 0x3F:
-            self._add(b, MAX_SEQUENCE_BYTES)
-            return True
-        if 0x40 <= b <= 0x7E:
-            self._add(b, MAX_SEQUENCE_BYTES + 1)
-            self._end(self._device_attributes())
-            return True
-        self._end()  # not a CSI byte: the sequence is cut short, the byte is read on its own
-        return False
-
-    def _device_attributes(self) -> Event | None:
-        buf = self._buf
-        if self._truncated or self._kind != "csi" or buf[-1] != ord("c") or buf[2:3] != b"?":
-            return None
-        params = bytes(buf[3:-1])
-        if params.strip(b"0123456789;"):
-            return None
-        return DeviceAttributesReply(tuple(int(p) for p in params.split(b";") if p))
-
-    def _string(self, b: int) -> bool:
-        if b >= 0x20 and b != _DEL:
-            self._add(b, MAX_STRING_BYTES + 2)
-            return True
-        if b == _ESC:
-            self._state = _STRING_ESC
-            return True
-        if b == _BEL and self._kind == "osc":
-            self._finish_string(b"\x07")
-            return True
-        if b in (_CAN, _SUB):  # cancels the string, and is consumed with it
-            self._end()
-            return True
-        self._end()  # see the module docstring: Enter, Ctrl-C, ... end a string and still count as keys
-        return False
-
-    def _string_esc(self, b: int) -> bool:
-        if b == ord("\\"):
-            self._finish_string(b"\x1b\\")
-            return True
-        self._end()  # ESC not followed by `\` ends the string; the ESC starts a new sequence
-        self._begin(_ESCAPE, "esc", _ESC)
-        return False
-
-    def _finish_string(self, terminator: bytes) -> None:
-        data = bytes(self._buf[2:])
-        if self._kind == "osc" and not self._truncated and data.startswith(_STATUS_PREFIX):
-            self._end(ProgramStatusReply(data[len(_STATUS_PREFIX) :].decode("utf-8", "replace")))
-            return
-        self._buf += terminator
-        self._end()
 
 
 def in_tmux(env: Mapping[str, str] | None = None) -> bool:
@@ -362,17 +122,6 @@ def resolve_mode(mode: str, *, stdin_tty: bool, stdout_tty: bool, tmux: bool) ->
     raise ValueError(f"unknown program-status mode {mode!r} (on, off or auto)")
 
 
-def _cells(ch: str) -> int:
-    """Terminal cells a character takes (close enough for erasing what was echoed)."""
-    if unicodedata.combining(ch) or unicodedata.category(ch) in ("Mn", "Me", "Cf"):
-        return 0
-    return 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
-
-
-def _erase(cells: int) -> str:
-    return "\b" * cells + " " * cells + "\b" * cells
-
-
 class TerminalInput:
     """A tty read by this process: `with TerminalInput(fd, write, flush) as term:` then `await term.read_line(…)`.
 
@@ -386,12 +135,13 @@ class TerminalInput:
         self._write, self._flush = write, flush
         self._parser = InputParser()
         self._pending: deque[Event] = deque()  # read but not yet used by a line (type-ahead)
-        self._saved: list[Any] | None = None
+        self._saved: _Attrs | None = None
         self._signals = False
         self._eof = False
         self._probe_open = False  # the probe was written and no reply has decided yet
         self._decision: bool | None = None
         self._awaiting_da1 = False
+        self._stop_handler: _Handler = None  # SIGTSTP's handler before ours; None: ours is not installed
         self.program_status: bool | None = None  # what the last detection decided
 
     # --- the terminal mode ----------------------------------------------------------------------------
@@ -407,6 +157,7 @@ class TerminalInput:
         atexit.register(self._restore)
         try:
             self._apply(signals=False)
+            self._catch_stop()
         except BaseException:
             self._restore()
             raise
@@ -437,14 +188,20 @@ class TerminalInput:
         self._signals = signals
 
     def _restore(self) -> None:
-        import termios
-
         saved, self._saved = self._saved, None
         if saved is None:
             return
         atexit.unregister(self._restore)
+        if self._stop_handler is not None:
+            signal.signal(signal.SIGTSTP, self._stop_handler)
+            self._stop_handler = None
+        self._set_attrs(saved)
+
+    def _set_attrs(self, attrs: _Attrs) -> None:
+        import termios
+
         try:
-            termios.tcsetattr(self._fd, termios.TCSANOW, saved)
+            termios.tcsetattr(self._fd, termios.TCSANOW, attrs)
         except (OSError, termios.error):
             pass  # the terminal is gone (hung up, closed): nothing left to restore
 
@@ -467,6 +224,38 @@ class TerminalInput:
     def _require_open(self) -> None:
         if self._saved is None:
             raise RuntimeError("use TerminalInput inside its `with` block")
+
+    # --- Ctrl-Z -----------------------------------------------------------------------------------------
+
+    def _catch_stop(self) -> None:
+        if not hasattr(signal, "SIGTSTP"):
+            return
+        try:
+            self._stop_handler = signal.signal(signal.SIGTSTP, self._on_stop)
+        except ValueError:
+            pass  # not the main thread: Ctrl-Z during a turn stops the process with the mode left as it is
+
+    def _on_stop(self, signum: int, frame: FrameType | None) -> None:
+        self.suspend(whole_job=False)  # the terminal sent SIGTSTP to the whole job already
+
+    def suspend(self, *, whole_job: bool = True) -> None:
+        """Stop the process as Ctrl-Z does (with `whole_job`, the rest of its job too, as the terminal would),
+        with the terminal's own mode given back first; the client's mode comes back when it continues."""
+        if self._saved is None or not hasattr(signal, "SIGTSTP"):
+            return
+        self._set_attrs(self._saved)
+        ours = signal.signal(signal.SIGTSTP, signal.SIG_DFL)
+        try:
+            # The process stops here until SIGCONT (`fg`). An orphaned process group (no shell to resume it)
+            # is not stopped at all: the kernel drops the signal.
+            if whole_job:
+                os.killpg(os.getpgrp(), signal.SIGTSTP)
+            else:
+                os.kill(os.getpid(), signal.SIGTSTP)
+        finally:
+            signal.signal(signal.SIGTSTP, ours)
+            if self._saved is not None:
+                self._apply(signals=self._signals)
 
     # --- reading --------------------------------------------------------------------------------------
 
@@ -491,8 +280,11 @@ class TerminalInput:
             raise
 
     def _feed(self, data: bytes) -> None:
-        """Parse `data`: replies are taken here (whenever they come), everything else waits for a line."""
-        for event in self._parser.feed(data):
+        self._take(self._parser.feed(data))
+
+    def _take(self, events: list[Event]) -> None:
+        """Replies are taken here (whenever they come), everything else waits for a line."""
+        for event in events:
             if isinstance(event, ProgramStatusReply):
                 if self._probe_open:
                     self._probe_open, self._decision = False, True
@@ -504,10 +296,18 @@ class TerminalInput:
                 self._pending.append(event)
 
     async def _fill(self) -> bool:
-        """Wait for input and parse it; False at the end of input."""
+        """Wait for input and parse it; False at the end of input. A lone ESC followed by ESC_TIMEOUT_S of
+        quiet is the Esc key."""
         if self._eof:
             return False
-        await anyio.wait_readable(self._fd)
+        if self._parser.holds_escape:
+            with anyio.move_on_after(ESC_TIMEOUT_S) as quiet:
+                await anyio.wait_readable(self._fd)
+            if quiet.cancelled_caught:
+                self._take(self._parser.flush())
+                return True
+        else:
+            await anyio.wait_readable(self._fd)
         data = self._read()
         if not data:
             self._eof = True
@@ -560,13 +360,18 @@ class TerminalInput:
             self.set_signals(False)
         self._out(prompt)
         try:
-            return await self._edit()
+            return await self._edit(LineEditor(prompt, self._columns))
         finally:
             if restore_signals and self._saved is not None:
                 self.set_signals(True)
 
-    async def _edit(self) -> str | None:
-        chars: list[str] = []
+    def _columns(self) -> int:
+        try:
+            return os.get_terminal_size(self._fd).columns
+        except OSError:
+            return 0
+
+    async def _edit(self, line: LineEditor) -> str | None:
         echo: list[str] = []
         try:
             while True:
@@ -579,42 +384,37 @@ class TerminalInput:
                     continue
                 event = self._pending.popleft()
                 if isinstance(event, Text):
-                    chars.append(event.text)
-                    echo.append(event.text)
-                elif not isinstance(event, Key):
+                    echo.append(line.insert(event.text))
+                    continue
+                if not isinstance(event, Key):
                     continue  # an escape sequence: never text, never echoed
-                elif event.name == "enter":
-                    echo.append("\n")
-                    return "".join(chars)
-                elif event.name == "ctrl-c":
-                    echo.append("^C\n")
-                    raise LineInterrupted("".join(chars))
-                elif event.name == "ctrl-d":
-                    if not chars:
-                        echo.append("\n")
-                        return None
-                else:
-                    echo.append(_erase(_rub_out(chars, event.name)))
+                done = self._key(event.name, line, echo)
+                if done:
+                    return None if event.name == "ctrl-d" else line.text
         finally:
             self._out("".join(echo))
 
-
-def _rub_out(chars: list[str], key: KeyName) -> int:
-    """Remove from `chars` what backspace (one character and the marks on it), ctrl-w (a word and the spaces
-    after it) or ctrl-u (everything) removes; returns the cells to erase."""
-    cells = 0
-    if key == "ctrl-u":
-        cells = sum(_cells(ch) for ch in chars)
-        chars.clear()
-    elif key == "ctrl-w":
-        while chars and chars[-1].isspace():
-            cells += _cells(chars.pop())
-        while chars and not chars[-1].isspace():
-            cells += _cells(chars.pop())
-    else:
-        while chars:
-            width = _cells(chars.pop())
-            cells += width
-            if width:
-                break
-    return cells
+    def _key(self, key: KeyName, line: LineEditor, echo: list[str]) -> bool:
+        """Act on one key while `line` is typed; True when the line is done (Enter, or Ctrl-D on it empty)."""
+        match key:
+            case "enter":
+                echo.append("\n")
+                return True
+            case "ctrl-c":
+                echo.append("^C\n")
+                raise LineInterrupted(line.text)
+            case "ctrl-d":
+                if line.chars:
+                    return False
+                echo.append("\n")
+                return True
+            case "ctrl-z":
+                echo.append("^Z\n")
+                self._out("".join(echo))
+                echo.clear()
+                self.suspend()
+                echo.append(line.redraw())
+                return False
+            case _:
+                echo.append(line.rub_out(key))
+                return False

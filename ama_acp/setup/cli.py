@@ -12,9 +12,11 @@ import argparse
 import os
 import signal
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
+from types import FrameType
 from typing import TextIO
 
 from ama_acp.config import Config, default_config_path, parse_config
@@ -72,17 +74,44 @@ def run_setup(
     if interactive is None:
         interactive = not args.yes and not args.api_key_stdin and _isatty(stdin)
     io = io or prompts.Io()
+    with _one_interrupt():
+        try:
+            return Setup(args, env, stdin, io, interactive).run()
+        except KeyboardInterrupt:
+            _err("\nama setup: interrupted; nothing was written.")
+            return 130
+        except EOFError:
+            _err("\nama setup: the input ended; nothing was written.")
+            return 1
+        except c.SetupError as exc:
+            _err(f"ama setup: {exc}")
+            return exc.code
+
+
+@contextmanager
+def _one_interrupt() -> Iterator[None]:
+    """The first Ctrl-C ends setup, and the ones after it are ignored until the process has exited.
+
+    People press Ctrl-C twice. With Python's own handler a second SIGINT that lands while the first unwinds, or
+    while the interpreter shuts down after the message, kills the process by the signal (a traceback, status
+    -SIGINT) instead of exit 130; a test that presses again when a loaded machine is slow to exit saw that. So
+    the handler ignores SIGINT before it raises, and SIGINT stays ignored once it has run (the process is only
+    finishing); if it never ran, the previous handler comes back."""
+
+    def first(signum: int, frame: FrameType | None) -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        raise KeyboardInterrupt
+
     try:
-        return Setup(args, env, stdin, io, interactive).run()
-    except KeyboardInterrupt:
-        _err("\nama setup: interrupted; nothing was written.")
-        return 130
-    except EOFError:
-        _err("\nama setup: the input ended; nothing was written.")
-        return 1
-    except c.SetupError as exc:
-        _err(f"ama setup: {exc}")
-        return exc.code
+        previous = signal.signal(signal.SIGINT, first)
+    except ValueError:  # not the main thread (a test calling run_setup): the caller's handling stands
+        yield
+        return
+    try:
+        yield
+    finally:
+        if signal.getsignal(signal.SIGINT) is first:
+            signal.signal(signal.SIGINT, previous)
 
 
 def _isatty(stream: TextIO) -> bool:

@@ -34,6 +34,7 @@ from ama_acp.client.tty_input import (
     resolve_mode,
 )
 from ama_acp.errors import ControlFlow
+from tests.support.hypothesis_profiles import examples
 
 posix = pytest.mark.skipif(sys.platform == "win32", reason="ttys and termios are POSIX")
 
@@ -211,7 +212,7 @@ item = st.one_of(typed.map(lambda t: ("text", t.encode(), t)), status_reply, da1
 
 
 @given(st.lists(item, max_size=30))
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 def test_replies_never_become_text_and_texts_keep_their_order(items: list[tuple[str, bytes, object]]) -> None:
     events = parse(b"".join(raw for _, raw, _ in items))
     assert text_of(events) == "".join(str(v) for k, _, v in items if k == "text")
@@ -226,7 +227,7 @@ def _interleaved() -> st.SearchStrategy[bytes]:
 
 
 @given(st.one_of(st.binary(max_size=300), _interleaved()), st.data())
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 def test_any_split_gives_the_same_events(data: bytes, draw: st.DataObject) -> None:
     cuts = sorted(draw.draw(st.lists(st.integers(0, len(data)), max_size=12)))
     parser = InputParser()
@@ -237,7 +238,7 @@ def test_any_split_gives_the_same_events(data: bytes, draw: st.DataObject) -> No
 
 
 @given(st.lists(st.binary(max_size=2000), max_size=8))
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 def test_arbitrary_bytes_never_raise_and_memory_stays_bounded(chunks: list[bytes]) -> None:
     parser = InputParser()
     for chunk in chunks:
@@ -250,7 +251,7 @@ def test_arbitrary_bytes_never_raise_and_memory_stays_bounded(chunks: list[bytes
 
 
 @given(st.binary(max_size=200).map(lambda b: bytes(x for x in b if x >= 0x20 and x != 0x7F)))
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 def test_text_decodes_as_python_does(data: bytes) -> None:
     expected = "".join(ch for ch in data.decode("utf-8", "replace") if not "\x80" <= ch <= "\x9f")
     # The Enter after it settles a character left incomplete at the end (the parser waits for more otherwise).
@@ -612,3 +613,83 @@ def test_the_context_refuses_what_is_not_a_terminal() -> None:
     finally:
         os.close(read)
         os.close(write)
+
+
+# --- issue 24: a lone Esc, Backspace on a wrapped line, Ctrl-Z ------------------------------------------------
+
+
+def test_flush_makes_a_held_lone_esc_the_esc_key_and_keeps_a_cut_reply_whole() -> None:
+    parser = InputParser()
+    assert parser.feed(b"\x1b") == [] and parser.holds_escape
+    assert parser.flush() == [IgnoredSequence("esc", b"\x1b")] and not parser.holds_escape
+    assert parser.feed(b"a") == [Text("a")]  # the key after Esc is its own
+    assert parser.feed(b"\x1b[?62") == [] and parser.flush() == []  # a reply cut between reads stays held
+    assert parser.feed(b";22c") == [DeviceAttributesReply((62, 22))]
+    assert parser.feed(b"\x1ba") == [IgnoredSequence("esc", b"\x1ba")]  # Alt+a, sent in one go, is still Alt+a
+
+
+@posix
+def test_a_lone_esc_does_not_swallow_the_next_key() -> None:
+    lines: list[str | None] = []
+
+    async def scenario(term: TerminalInput, screen: Screen) -> None:
+        flushed = anyio.Event()
+        real_flush = term._parser.flush
+
+        def flush() -> list[Event]:
+            events = real_flush()
+            if events:
+                flushed.set()
+            return events
+
+        term._parser.flush = flush  # type: ignore[method-assign]
+        screen.type(b"\x1b")  # Esc, and nothing after it for a while
+        async with anyio.create_task_group() as tg:
+
+            async def read() -> None:
+                lines.append(await term.read_line("> "))
+
+            tg.start_soon(read)
+            await flushed.wait()  # the reader took it as the Esc key after ESC_TIMEOUT_S of quiet
+            screen.type(b"a\r")
+
+    assert play(scenario) == b"> a\r\n"
+    assert lines == ["a"]
+
+
+@posix
+def test_backspace_on_a_line_wider_than_the_terminal_erases_it_on_every_row() -> None:
+    import fcntl
+    import struct
+    import termios
+
+    from tests.support.vt_screen import Screen as VtScreen
+
+    scenario = Typing(b"abcdefghijkl" + b"\x7f" * 5 + b"\r")
+
+    async def narrow(term: TerminalInput, screen: Screen) -> None:
+        fcntl.ioctl(screen.slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 10, 0, 0))
+        await scenario(term, screen)
+
+    shown = play(narrow)
+    assert scenario.lines == ["abcdefg"]
+    assert VtScreen(10).feed(shown.decode()).lines() == ["> abcdefg"]
+
+
+@posix
+def test_ctrl_z_at_the_prompt_suspends_then_shows_the_line_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    suspended: list[bool] = []
+    monkeypatch.setattr(TerminalInput, "suspend", lambda self, whole_job=True: suspended.append(whole_job))
+    scenario = Typing(b"ab\x1acd\r")
+    assert play(scenario) == b"> ab^Z\r\n> abcd\r\n"
+    assert scenario.lines == ["abcd"] and suspended == [True]
+
+
+@posix
+def test_sigtstp_is_caught_inside_the_context_only() -> None:
+    import signal
+
+    before = signal.getsignal(signal.SIGTSTP)
+    with pty_pair() as (_master, slave), terminal_for(slave) as term:
+        assert signal.getsignal(signal.SIGTSTP) == term._on_stop
+    assert signal.getsignal(signal.SIGTSTP) == before
