@@ -200,7 +200,7 @@ def _scrub(text: str, secrets: list[str]) -> str:
 
 
 def _display_url(url: str) -> str:
-    from ama_acp.providers.http import safe_url
+    from ama_acp.providers.failures import safe_url
 
     try:
         return safe_url(url)
@@ -210,7 +210,7 @@ def _display_url(url: str) -> str:
 
 def base_url_of(name: str, pcfg: ProviderConfig, keys: Mapping[str, str]) -> str:
     """Where ama sends `name`'s requests: the configured base_url, the vendor's base URL variable, else the
-    dialect's public endpoint (as resolve.make_provider and the provider classes do)."""
+    dialect's public endpoint (as resolve.provider_for_model and the provider classes do)."""
     endpoint = BUILTIN_ENDPOINTS.get(name)
     from_env = keys.get(endpoint.base_url_env) if endpoint and endpoint.base_url_env else None
     home = DIALECT_HOME["anthropic" if pcfg.kind == "anthropic" else "openai"]
@@ -255,7 +255,7 @@ def check_provider(
         return _with(fact, "unreachable", detail=_scrub(str(exc), secrets))
     except _NotSent as exc:
         return _with(fact, "not-sent", detail=_scrub(str(exc), secrets))
-    from ama_acp.providers.http import error_detail
+    from ama_acp.providers.failures import error_detail
 
     if 200 <= status < 300:
         ids = _model_ids(body)

@@ -10,7 +10,6 @@ otherwise.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 import msgspec
 
@@ -59,7 +58,7 @@ class Redactor:
                 line = line.replace(needle, REDACTED.encode())
             return line
 
-    def _walk(self, value: Any) -> Any:
+    def _walk(self, value: object) -> object:
         if isinstance(value, str):
             return self.redact(value)
         if isinstance(value, list):
@@ -71,12 +70,6 @@ class Redactor:
 
 _default: Redactor | None = None
 _default_generation = -1
-
-
-def reset_default_redactor() -> None:
-    """Collect the secret values again on next use (the environment changed)."""
-    global _default
-    _default = None
 
 
 def default_redactor() -> Redactor:

@@ -1,14 +1,12 @@
-"""What the agent loop reports. One module (session/updates.py) maps these to ACP `session/update`s; the
-context reporter hangs off the same stream. The loop never imports the protocol.
+"""What the agent loop reports. One module (session/updates.py) maps these to ACP `session/update`s. The
+context meter and its reporter are not fed from this stream: the loop calls its host (`TurnHost`) for the
+accounting, and the session reports the meter's figures. The loop never imports the protocol.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import msgspec
 
-from ama_acp.conversation.messages import AssistantMessage
 from ama_acp.providers.base import (
     Retrying as Retrying,  # re-exported, passed on as the provider said it: a partial message is void
 )
@@ -31,7 +29,7 @@ class ToolCallRequested(msgspec.Struct, frozen=True):
     title: str
     kind: str
     locations: list[Location]
-    raw_input: Any  # the arguments as the model wrote them (a JSON object when they parsed), shown as is
+    raw_input: object  # the arguments as the model wrote them (a JSON object when they parsed), shown as is
 
 
 class ToolCallStarted(msgspec.Struct, frozen=True):
@@ -46,12 +44,4 @@ class ToolCallFinished(msgspec.Struct, frozen=True):
     shown: str | None = None
 
 
-class AssistantMessageDone(msgspec.Struct, frozen=True):
-    """E1: an assistant message is complete (appended already)."""
-
-    message: AssistantMessage
-
-
-AgentEvent = (
-    TextChunk | ThoughtChunk | ToolCallRequested | ToolCallStarted | ToolCallFinished | Retrying | AssistantMessageDone
-)
+AgentEvent = TextChunk | ThoughtChunk | ToolCallRequested | ToolCallStarted | ToolCallFinished | Retrying

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import AsyncGenerator, AsyncIterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from typing import Literal, NotRequired, TypedDict
 
 import msgspec
 
@@ -37,26 +37,14 @@ from ama_acp.providers.base import (
     ThinkingDelta,
     ToolCallEvent,
 )
-from ama_acp.providers.endpoints import DIALECT_HOME, is_home_key
-from ama_acp.providers.http import (
-    MAX_DETAIL,
-    DeltaBuffer,
-    HttpStream,
-    KeyHint,
-    RetryPolicy,
-    SSEEvent,
-    StreamError,
-    decode_event,
-    malformed,
-    token_count,
-)
-
-if TYPE_CHECKING:
-    import httpx
+from ama_acp.providers.dialect import DeltaBuffer, decode_event, parse_replies, token_count
+from ama_acp.providers.failures import MAX_DETAIL, StreamError, malformed
+from ama_acp.providers.settings import ProviderSettings
+from ama_acp.providers.sse import SSEEvent
+from ama_acp.providers.stream import HttpStream
 
 log = logging.getLogger(__name__)
 
-_HOME = DIALECT_HOME["anthropic"]  # the endpoint and key variable when none is given
 API_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 8192
 # Thinking budgets per thought level; each is further held to half of max_tokens so an answer fits.
@@ -72,11 +60,102 @@ _STOPS: dict[str, StopKind] = {
     "model_context_window_exceeded": "max_tokens",
     "refusal": "refusal",
 }
-_CACHE = {"type": "ephemeral"}
-_BAD_ID = re.compile(r"[^a-zA-Z0-9_-]")
 
 
 # --- request -----------------------------------------------------------------------------------------------
+
+# The request as the Messages API reads it: only what ama sends, typed, so a misspelt key is a type error.
+
+
+class _CacheControl(TypedDict):
+    type: Literal["ephemeral"]
+
+
+_CACHE: _CacheControl = {"type": "ephemeral"}
+_BAD_ID = re.compile(r"[^a-zA-Z0-9_-]")
+
+
+class _TextBlock(TypedDict):
+    type: Literal["text"]
+    text: str
+    cache_control: NotRequired[_CacheControl]
+
+
+class _ImageSource(TypedDict):
+    type: Literal["base64"]
+    media_type: str
+    data: str
+
+
+class _ImageBlock(TypedDict):
+    type: Literal["image"]
+    source: _ImageSource
+    cache_control: NotRequired[_CacheControl]
+
+
+class _ThinkingBlock(TypedDict):
+    type: Literal["thinking"]
+    thinking: str
+    signature: str
+    cache_control: NotRequired[_CacheControl]
+
+
+class _RedactedThinkingBlock(TypedDict):
+    type: Literal["redacted_thinking"]
+    data: str
+    cache_control: NotRequired[_CacheControl]
+
+
+class _ToolUseBlock(TypedDict):
+    type: Literal["tool_use"]
+    id: str
+    name: str
+    input: dict[str, object]
+    cache_control: NotRequired[_CacheControl]
+
+
+class _ToolResultBlock(TypedDict):
+    type: Literal["tool_result"]
+    tool_use_id: str
+    content: NotRequired[list[_TextBlock | _ImageBlock]]
+    is_error: NotRequired[bool]
+    cache_control: NotRequired[_CacheControl]
+
+
+_Block = _TextBlock | _ImageBlock | _ThinkingBlock | _RedactedThinkingBlock | _ToolUseBlock | _ToolResultBlock
+
+
+class Turn(TypedDict):
+    role: Literal["user", "assistant"]
+    content: list[_Block]
+
+
+class _SystemBlock(TypedDict):
+    type: Literal["text"]
+    text: str
+    cache_control: _CacheControl
+
+
+class _ToolDecl(TypedDict):
+    name: str
+    description: str
+    input_schema: Mapping[str, object]  # the tool's JSON schema
+    cache_control: NotRequired[_CacheControl]
+
+
+class _Thinking(TypedDict):
+    type: Literal["enabled"]
+    budget_tokens: int
+
+
+class MessagesBody(TypedDict):
+    model: str
+    max_tokens: int
+    messages: list[Turn]
+    stream: bool
+    system: NotRequired[list[_SystemBlock]]
+    tools: NotRequired[list[_ToolDecl]]
+    thinking: NotRequired[_Thinking]
 
 
 def _tool_id(raw: str) -> str:
@@ -84,8 +163,8 @@ def _tool_id(raw: str) -> str:
     return _BAD_ID.sub("_", raw) or "tool"
 
 
-def _blocks(parts: list[TextPart | ImagePart]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
+def _blocks(parts: list[TextPart | ImagePart]) -> list[_TextBlock | _ImageBlock]:
+    out: list[_TextBlock | _ImageBlock] = []
     for p in parts:
         if isinstance(p, TextPart):
             if p.text:  # the API rejects empty text blocks
@@ -95,7 +174,7 @@ def _blocks(parts: list[TextPart | ImagePart]) -> list[dict[str, Any]]:
     return out
 
 
-def _tool_input(arguments: str) -> dict[str, Any]:
+def _tool_input(arguments: str) -> dict[str, object]:
     try:
         value = msgspec.json.decode(arguments) if arguments.strip() else {}
     except (msgspec.DecodeError, RecursionError):  # not JSON, or nested past the decoder's depth
@@ -104,8 +183,8 @@ def _tool_input(arguments: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _assistant_blocks(msg: AssistantMessage) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
+def _assistant_blocks(msg: AssistantMessage) -> list[_Block]:
+    out: list[_Block] = []
     for p in msg.content:
         if isinstance(p, ThinkingPart):
             if p.redacted:
@@ -120,37 +199,41 @@ def _assistant_blocks(msg: AssistantMessage) -> list[dict[str, Any]]:
     return out
 
 
-def to_anthropic_messages(messages: list[Message]) -> list[dict[str, Any]]:
+def _turn(msg: Message) -> Turn:
+    """One message as a turn: tool results become user turns of one `tool_result` block."""
+    if isinstance(msg, UserMessage):
+        return {"role": "user", "content": [*_blocks(msg.content)]}
+    if isinstance(msg, AssistantMessage):
+        return {"role": "assistant", "content": _assistant_blocks(msg)}
+    block: _ToolResultBlock = {"type": "tool_result", "tool_use_id": _tool_id(msg.tool_call_id)}
+    body = _blocks(msg.content)
+    if body:
+        block["content"] = body
+    if msg.is_error:
+        block["is_error"] = True
+    return {"role": "user", "content": [block]}
+
+
+def to_anthropic_messages(messages: list[Message]) -> list[Turn]:
     """The neutral conversation as Messages API turns: tool results become user turns of `tool_result`
     blocks, and consecutive turns of one role are merged (the API wants them alternating)."""
-    out: list[dict[str, Any]] = []
+    out: list[Turn] = []
     for msg in messages:
-        if isinstance(msg, UserMessage):
-            role, content = "user", _blocks(msg.content)
-        elif isinstance(msg, AssistantMessage):
-            role, content = "assistant", _assistant_blocks(msg)
-        else:
-            block: dict[str, Any] = {"type": "tool_result", "tool_use_id": _tool_id(msg.tool_call_id)}
-            body = _blocks(msg.content)
-            if body:
-                block["content"] = body
-            if msg.is_error:
-                block["is_error"] = True
-            role, content = "user", [block]
-        if not content:
+        turn = _turn(msg)
+        if not turn["content"]:
             continue  # an empty turn is rejected; dropping it keeps the rest valid
-        if out and out[-1]["role"] == role:
-            out[-1]["content"].extend(content)
+        if out and out[-1]["role"] == turn["role"]:
+            out[-1]["content"].extend(turn["content"])
         else:
-            out.append({"role": role, "content": content})
+            out.append(turn)
     return out
 
 
-def _mark_cache(messages: list[dict[str, Any]]) -> None:
-    """Put a cache breakpoint on the last block of the last user turn (the end of the reusable prefix)."""
+def _mark_cache(messages: list[Turn]) -> None:
+    """Put a cache breakpoint on the last block of the last user turn (the end of the reusable prefix). The
+    turns were built for this request alone, so the block is marked in place."""
     if messages and messages[-1]["role"] == "user":
-        last = messages[-1]["content"][-1]
-        messages[-1]["content"][-1] = {**last, "cache_control": _CACHE}
+        messages[-1]["content"][-1]["cache_control"] = _CACHE
 
 
 # --- response ----------------------------------------------------------------------------------------------
@@ -162,12 +245,11 @@ _RETRYABLE_ERRORS: dict[str, FailureKind] = {
 }
 
 
-def _error_event(err: Any) -> StreamError:
+def _error_event(err: object) -> StreamError:
     """An `error` event: its `error` object, read leniently (an error is an error, whatever its shape)."""
-    if not isinstance(err, dict):
-        err = {}
-    etype = str(err.get("type") or "error")[:100]
-    detail = str(err.get("message") or etype)[:MAX_DETAIL]
+    fields = err if isinstance(err, dict) else {}
+    etype = str(fields.get("type") or "error")[:100]
+    detail = str(fields.get("message") or etype)[:MAX_DETAIL]
     if etype in _RETRYABLE_ERRORS:
         return StreamError(_RETRYABLE_ERRORS[etype], f"{etype}: {detail}", retryable=True)
     if etype == "rate_limit_error":
@@ -189,7 +271,7 @@ class _ContentBlock(msgspec.Struct):
     text: str | None = None
     thinking: str | None = None
     data: str | None = None
-    input: dict[str, Any] | None = None
+    input: dict[str, object] | None = None
 
 
 class _Delta(msgspec.Struct):
@@ -201,8 +283,11 @@ class _Delta(msgspec.Struct):
     stop_reason: str | None = None
 
 
+_NO_DELTA = _Delta()
+
+
 class _MessageHead(msgspec.Struct):
-    usage: Any = None
+    usage: object = None
 
 
 class _Event(msgspec.Struct):
@@ -211,8 +296,8 @@ class _Event(msgspec.Struct):
     message: _MessageHead | None = None
     content_block: _ContentBlock | None = None
     delta: _Delta | None = None
-    usage: Any = None  # read leniently: a bad figure is unknown, not a failed reply (see token_count)
-    error: Any = None
+    usage: object = None  # read leniently: a bad figure is unknown, not a failed reply (see token_count)
+    error: object = None
 
 
 _event_decoder = msgspec.json.Decoder(_Event)
@@ -223,7 +308,9 @@ _DELTA_FOR["input_json_delta"] = "tool_use"
 _KNOWN_BLOCKS = {"text", "thinking", "redacted_thinking", "tool_use"}  # deltas of other (newer) blocks are ignored
 
 
-class _Block:
+class _OpenBlock:
+    """A content block being streamed: its kind, and what its deltas built so far."""
+
     __slots__ = ("kind", "id", "name", "parts", "signature")
 
     def __init__(self, kind: str, id: str = "", name: str = "") -> None:
@@ -238,34 +325,18 @@ def _decode_event(data: str) -> _Event:
     return decode_event(_event_decoder, data, "event")
 
 
-async def parse_anthropic_stream(batches: AsyncIterator[list[SSEEvent]]) -> AsyncGenerator[ProviderEvent, None]:
+def parse_anthropic_stream(batches: AsyncIterator[list[SSEEvent]]) -> AsyncGenerator[ProviderEvent, None]:
     """Messages API stream events → provider events; the text and thinking deltas of one read come out merged
     (`DeltaBuffer`). Raises `StreamError` for an event ama cannot use or one out of order (a delta for a block
     never started), after the text before it; anything after `message_stop` is never read."""
-    state = _MessageState()
-    async for batch in batches:
-        out: list[ProviderEvent] = []
-        try:
-            for ev in batch:
-                finished = state.event(ev, out)
-                if finished is not None:
-                    for event in out + state.held.take():
-                        yield event
-                    yield finished
-                    return
-        except StreamError:
-            for event in out + state.held.take():  # what streamed before the bad event is the person's
-                yield event
-            raise
-        for event in out + state.held.take():
-            yield event
+    return parse_replies(batches, _MessageState())
 
 
 class _MessageState:
     """One streamed message: its open blocks, usage and stop reason, and the deltas held for merging."""
 
     def __init__(self) -> None:
-        self.blocks: dict[int, _Block] = {}
+        self.blocks: dict[int, _OpenBlock] = {}
         self.started = 0  # content blocks started so far: the index of one that names none
         self.last: int | None = None  # the block a delta or stop without an index belongs to
         self.usage: dict[str, int | None] = {}
@@ -273,83 +344,93 @@ class _MessageState:
         self.held = DeltaBuffer()
 
     def event(self, ev: SSEEvent, out: list[ProviderEvent]) -> Finished | None:
-        """Take one event, appending what it produces to `out` (held deltas before anything else); the
-        `Finished` that ends the message, when this event ends it."""
-        blocks, held = self.blocks, self.held
-        index: int | None  # the block the event is about
         data = _decode_event(ev.data)
-        kind = data.type or ev.event
-        if kind == "message_start":
-            _take_usage(self.usage, data.message.usage if data.message else None)
-        elif kind == "content_block_start":
-            cb = data.content_block
-            if cb is None:
-                raise malformed("content_block_start without a content_block")
-            index = self.started if data.index is None else data.index
-            if index in blocks:
-                raise malformed(f"content block {index} started twice")
-            if cb.type == "tool_use" and not (cb.id and cb.name):
-                raise malformed(f"tool_use block {index} without an id or a name")
-            block = blocks[index] = _Block(cb.type, cb.id or "", cb.name or "")
-            self.started, self.last = self.started + 1, index
-            if cb.type == "text" and cb.text:
-                out += held.text(cb.text)
-            elif cb.type == "thinking" and cb.thinking:
-                out += held.thinking(cb.thinking)
-            elif cb.type == "redacted_thinking":
-                # Encrypted reasoning: kept (in `text`) only to be sent back verbatim.
-                out += held.take()
-                out.append(ThinkingDelta(text=cb.data or "", redacted=True))
-            elif cb.type == "tool_use" and cb.input:
-                block.parts.append(msgspec.json.encode(cb.input).decode())
-        elif kind == "content_block_delta":
-            index = self.last if data.index is None else data.index
-            found = blocks.get(index) if index is not None else None
-            delta = data.delta or _Delta()
-            if found is None:
-                raise malformed(f"content_block_delta for block {index}, which was never started (or has stopped)")
-            want = _DELTA_FOR.get(delta.type or "")
-            if want is not None and want != found.kind and found.kind in _KNOWN_BLOCKS:
-                raise malformed(f"a {delta.type} for the {found.kind} block {index}")
-            if delta.type == "text_delta" and delta.text:
-                out += held.text(delta.text)
-            elif delta.type == "thinking_delta" and delta.thinking:
-                out += held.thinking(delta.thinking)
-            elif delta.type == "signature_delta":
-                found.signature += delta.signature or ""
-            elif delta.type == "input_json_delta":
-                found.parts.append(delta.partial_json or "")
-        elif kind == "content_block_stop":
-            index = self.last if data.index is None else data.index
-            ended = blocks.pop(index, None) if index is not None else None
-            if ended is None:
-                raise malformed(f"content_block_stop for block {index}, which was never started")
-            if ended.kind == "thinking" and ended.signature:
-                out += held.take()  # the signature closes the thinking it signs: after all of its text
-                out.append(ThinkingDelta(text="", signature=ended.signature))
-            elif ended.kind == "tool_use":
-                out += held.take()
-                out.append(ToolCallEvent(id=ended.id, name=ended.name, arguments="".join(ended.parts) or "{}"))
-        elif kind == "message_delta":
-            reason = data.delta.stop_reason if data.delta else None
-            if reason:
-                self.stop = _STOPS.get(reason, "end_turn")
-            _take_usage(self.usage, data.usage)
-        elif kind == "message_stop":
-            unfinished = [i for i, b in blocks.items() if b.kind == "tool_use"]
-            if unfinished:
-                raise malformed(f"message_stop while tool_use block {unfinished[0]} was still open")
-            return Finished(stop=self.stop, usage=_usage(self.usage))
-        elif kind == "error":
-            raise _error_event(data.error)
+        match data.type or ev.event:
+            case "message_start":
+                _take_usage(self.usage, data.message.usage if data.message else None)
+            case "content_block_start":
+                self._block_start(data, out)
+            case "content_block_delta":
+                self._block_delta(data, out)
+            case "content_block_stop":
+                self._block_stop(data, out)
+            case "message_delta":
+                reason = data.delta.stop_reason if data.delta else None
+                if reason:
+                    self.stop = _STOPS.get(reason, "end_turn")
+                _take_usage(self.usage, data.usage)
+            case "message_stop":
+                unfinished = [i for i, b in self.blocks.items() if b.kind == "tool_use"]
+                if unfinished:
+                    raise malformed(f"message_stop while tool_use block {unfinished[0]} was still open")
+                return Finished(stop=self.stop, usage=_usage(self.usage))
+            case "error":
+                raise _error_event(data.error)
         # ping and unknown events are ignored, as the API's versioning policy asks
         return None
+
+    def end(self) -> Finished | None:
+        return None  # no message_stop: a broken stream
+
+    def _block_start(self, data: _Event, out: list[ProviderEvent]) -> None:
+        cb = data.content_block
+        if cb is None:
+            raise malformed("content_block_start without a content_block")
+        index = self.started if data.index is None else data.index
+        if index in self.blocks:
+            raise malformed(f"content block {index} started twice")
+        if cb.type == "tool_use" and not (cb.id and cb.name):
+            raise malformed(f"tool_use block {index} without an id or a name")
+        block = self.blocks[index] = _OpenBlock(cb.type, cb.id or "", cb.name or "")
+        self.started, self.last = self.started + 1, index
+        match cb.type:
+            case "text" if cb.text:
+                out += self.held.text(cb.text)
+            case "thinking" if cb.thinking:
+                out += self.held.thinking(cb.thinking)
+            case "redacted_thinking":
+                # Encrypted reasoning: kept (in `text`) only to be sent back verbatim.
+                out += self.held.take()
+                out.append(ThinkingDelta(text=cb.data or "", redacted=True))
+            case "tool_use" if cb.input:
+                block.parts.append(msgspec.json.encode(cb.input).decode())
+
+    def _block_delta(self, data: _Event, out: list[ProviderEvent]) -> None:
+        index = self.last if data.index is None else data.index
+        found = self.blocks.get(index) if index is not None else None
+        delta = data.delta or _NO_DELTA
+        if found is None:
+            raise malformed(f"content_block_delta for block {index}, which was never started (or has stopped)")
+        want = _DELTA_FOR.get(delta.type or "")
+        if want is not None and want != found.kind and found.kind in _KNOWN_BLOCKS:
+            raise malformed(f"a {delta.type} for the {found.kind} block {index}")
+        match delta.type:
+            case "text_delta" if delta.text:
+                out += self.held.text(delta.text)
+            case "thinking_delta" if delta.thinking:
+                out += self.held.thinking(delta.thinking)
+            case "signature_delta":
+                found.signature += delta.signature or ""
+            case "input_json_delta":
+                found.parts.append(delta.partial_json or "")
+
+    def _block_stop(self, data: _Event, out: list[ProviderEvent]) -> None:
+        index = self.last if data.index is None else data.index
+        ended = self.blocks.pop(index, None) if index is not None else None
+        if ended is None:
+            raise malformed(f"content_block_stop for block {index}, which was never started")
+        if ended.kind == "thinking" and ended.signature:
+            out += self.held.take()  # the signature closes the thinking it signs: after all of its text
+            out.append(ThinkingDelta(text="", signature=ended.signature))
+        elif ended.kind == "tool_use":
+            out += self.held.take()
+            out.append(ToolCallEvent(id=ended.id, name=ended.name, arguments="".join(ended.parts) or "{}"))
 
 
 _USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
 
 
-def _take_usage(acc: dict[str, int | None], raw: Any) -> None:
+def _take_usage(acc: dict[str, int | None], raw: object) -> None:
     # message_delta repeats the final (cumulative) figures, so later values replace earlier ones. A figure
     # that is not a count makes that figure unknown (None), not 0.
     if raw is None:
@@ -377,59 +458,36 @@ def _usage(acc: dict[str, int | None]) -> Usage | None:
 
 
 class AnthropicProvider:
-    """`Provider` for the Messages API. `reasoning` flags a model with extended thinking."""
+    """`Provider` for the Messages API. `settings.reasoning` flags a model with extended thinking."""
 
-    def __init__(
-        self,
-        *,
-        name: str = "anthropic",
-        base_url: str | None = None,
-        api_key: str | None = None,
-        api_key_env: str | None = _HOME.api_key_env,  # None: no variable is named
-        reasoning: bool = False,
-        timeout: float = 600.0,
-        max_retries: int = 4,
-        retry: RetryPolicy | None = None,
-        headers: dict[str, str] | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,  # tests: httpx.MockTransport instead of the network
-    ):
-        self.name = name
-        self.base_url = (base_url or _HOME.base_url).rstrip("/")
-        self.reasoning = reasoning
+    def __init__(self, settings: ProviderSettings) -> None:
+        settings = settings.for_dialect("anthropic")
+        self.name = settings.name
+        self.base_url = settings.base_url or ""
+        self.reasoning = settings.reasoning
         url = self.base_url + ("/messages" if self.base_url.endswith("/v1") else "/v1/messages")
-        all_headers = {
+        headers = {
             "content-type": "application/json",
             "accept": "text/event-stream",
             "anthropic-version": API_VERSION,
-            **(headers or {}),
+            **settings.headers,
         }
-        if api_key:
-            all_headers["x-api-key"] = api_key
-        self._http = HttpStream(
-            provider=name,
-            url=url,
-            headers=all_headers,
-            timeout=timeout,
-            retry=retry or RetryPolicy(max_retries=max_retries),
-            key=KeyHint(
-                env=api_key_env, has_key=bool(api_key), provider=name, builtin=is_home_key("anthropic", api_key_env)
-            ),
-            secret=api_key,
-            transport=transport,
-        )
+        if settings.api_key:
+            headers["x-api-key"] = settings.api_key
+        self._http = HttpStream(settings, url=url, headers=headers, key=settings.key_hint("anthropic"))
 
     def __repr__(self) -> str:
         return f"AnthropicProvider(name={self.name!r}, base_url={self.base_url!r})"
 
-    def build_body(self, request: ModelRequest) -> dict[str, Any]:
+    def build_body(self, request: ModelRequest) -> MessagesBody:
         max_tokens = request.max_output or DEFAULT_MAX_TOKENS
         messages = to_anthropic_messages(request.messages)
         _mark_cache(messages)
-        body: dict[str, Any] = {"model": request.model, "max_tokens": max_tokens, "messages": messages, "stream": True}
+        body: MessagesBody = {"model": request.model, "max_tokens": max_tokens, "messages": messages, "stream": True}
         if request.system:
             body["system"] = [{"type": "text", "text": request.system, "cache_control": _CACHE}]
         if request.tools:
-            tools = [
+            tools: list[_ToolDecl] = [
                 {"name": t.name, "description": t.description, "input_schema": t.parameters} for t in request.tools
             ]
             tools[-1]["cache_control"] = _CACHE

@@ -2,7 +2,7 @@
 
 A provider never raises for a failed request: failures arrive as a `Failure` event (pi's contract), so the
 agent loop has one place that decides what a person sees. Retries with backoff happen inside the provider
-(`providers/http.py`) and are announced with `Retrying` so the loop can drop a partial message.
+(`providers/stream.py`) and are announced with `Retrying` so the loop can drop a partial message.
 """
 
 from __future__ import annotations

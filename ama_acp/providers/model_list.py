@@ -8,7 +8,6 @@ OpenAI-compatible servers: `GET {base}/models` with `Authorization: Bearer KEY`;
 from __future__ import annotations
 
 import json
-from typing import Any
 
 
 def models_request(kind: str, base_url: str, key: str | None) -> tuple[str, dict[str, str]]:
@@ -24,7 +23,7 @@ def models_request(kind: str, base_url: str, key: str | None) -> tuple[str, dict
     return base + "/models", ({"authorization": f"Bearer {key}"} if key else {})
 
 
-def model_list_items(body: bytes) -> list[Any] | None:
+def model_list_items(body: bytes) -> list[object] | None:
     """The `data` array of an OpenAI- or Anthropic-style model list (`{"data": [{"id": …}, …]}`), its items not
     yet looked at; None when the body is not such a list (not JSON, nested past what Python can parse, another
     shape)."""

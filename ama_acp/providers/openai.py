@@ -13,8 +13,8 @@ Choices that differ between servers:
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from typing import Literal, NotRequired, TypedDict
 from urllib.parse import urlsplit
 
 import msgspec
@@ -37,26 +37,13 @@ from ama_acp.providers.base import (
     StopKind,
     ToolCallEvent,
 )
-from ama_acp.providers.endpoints import DIALECT_HOME, is_home_key
-from ama_acp.providers.http import (
-    MAX_DETAIL,
-    DeltaBuffer,
-    HttpStream,
-    KeyHint,
-    RetryPolicy,
-    SSEEvent,
-    StreamError,
-    decode_event,
-    malformed,
-    token_count,
-)
-
-if TYPE_CHECKING:
-    import httpx
+from ama_acp.providers.dialect import DeltaBuffer, decode_event, parse_replies, token_count
+from ama_acp.providers.failures import MAX_DETAIL, StreamError, malformed
+from ama_acp.providers.settings import ProviderSettings
+from ama_acp.providers.sse import SSEEvent
+from ama_acp.providers.stream import HttpStream
 
 log = logging.getLogger(__name__)
-
-_HOME = DIALECT_HOME["openai"]  # the endpoint and key variable when none is given
 
 _STOPS: dict[str, StopKind] = {
     "stop": "end_turn",
@@ -73,12 +60,94 @@ def is_official(base_url: str) -> bool:
 
 # --- request -----------------------------------------------------------------------------------------------
 
+# The request as Chat Completions reads it: only what ama sends, typed, so a misspelt key is a type error.
 
-def _user_content(parts: list[TextPart | ImagePart]) -> str | list[dict[str, Any]]:
+
+class _TextPart(TypedDict):
+    type: Literal["text"]
+    text: str
+
+
+class _ImageURL(TypedDict):
+    url: str
+
+
+class _ImagePart(TypedDict):
+    type: Literal["image_url"]
+    image_url: _ImageURL
+
+
+_Part = _TextPart | _ImagePart
+
+
+class _FunctionCall(TypedDict):
+    name: str
+    arguments: str
+
+
+class _ToolCall(TypedDict):
+    id: str
+    type: Literal["function"]
+    function: _FunctionCall
+
+
+class _SystemMessage(TypedDict):
+    role: Literal["system"]
+    content: str
+
+
+class _UserMessage(TypedDict):
+    role: Literal["user"]
+    content: str | list[_Part]
+
+
+class _AssistantMessage(TypedDict):
+    role: Literal["assistant"]
+    content: str | None
+    tool_calls: NotRequired[list[_ToolCall]]
+    reasoning_content: NotRequired[str]
+
+
+class _ToolMessage(TypedDict):
+    role: Literal["tool"]
+    tool_call_id: str
+    content: str
+
+
+ChatMessage = _SystemMessage | _UserMessage | _AssistantMessage | _ToolMessage
+
+
+class _FunctionDecl(TypedDict):
+    name: str
+    description: str
+    parameters: Mapping[str, object]  # the tool's JSON schema
+
+
+class _ToolDecl(TypedDict):
+    type: Literal["function"]
+    function: _FunctionDecl
+
+
+class _StreamOptions(TypedDict):
+    include_usage: bool
+
+
+class ChatBody(TypedDict):
+    model: str
+    messages: list[ChatMessage]
+    stream: bool
+    stream_options: _StreamOptions
+    tools: NotRequired[list[_ToolDecl]]
+    max_completion_tokens: NotRequired[int]
+    max_tokens: NotRequired[int]
+    reasoning_effort: NotRequired[str]
+
+
+def _user_content(parts: list[TextPart | ImagePart]) -> str | list[_Part]:
     # Plain text goes as one string: some compatible servers accept nothing else.
     if all(isinstance(p, TextPart) for p in parts):
         return "\n\n".join(p.text for p in parts if isinstance(p, TextPart))
-    out: list[dict[str, Any]] = []
+    out: list[_Part] = []
     for p in parts:
         if isinstance(p, TextPart):
             out.append({"type": "text", "text": p.text})
@@ -87,18 +156,18 @@ def _user_content(parts: list[TextPart | ImagePart]) -> str | list[dict[str, Any
     return out
 
 
-def _image_block(part: ImagePart) -> dict[str, Any]:
+def _image_block(part: ImagePart) -> _ImagePart:
     return {"type": "image_url", "image_url": {"url": f"data:{part.mime_type};base64,{part.data}"}}
 
 
-def _assistant(msg: AssistantMessage, send_reasoning: bool) -> dict[str, Any]:
+def _assistant(msg: AssistantMessage, send_reasoning: bool) -> _AssistantMessage:
     text = "".join(p.text for p in msg.content if isinstance(p, TextPart))
-    calls = [
+    calls: list[_ToolCall] = [
         {"id": p.id, "type": "function", "function": {"name": p.name, "arguments": p.arguments or "{}"}}
         for p in msg.content
         if isinstance(p, ToolCallPart)
     ]
-    out: dict[str, Any] = {"role": "assistant", "content": text if text or not calls else None}
+    out: _AssistantMessage = {"role": "assistant", "content": text if text or not calls else None}
     if calls:
         out["tool_calls"] = calls
         if send_reasoning:
@@ -110,19 +179,19 @@ def _assistant(msg: AssistantMessage, send_reasoning: bool) -> dict[str, Any]:
     return out
 
 
-def to_openai_messages(system: str, messages: list[Message], *, send_reasoning: bool = False) -> list[dict[str, Any]]:
+def to_openai_messages(system: str, messages: list[Message], *, send_reasoning: bool = False) -> list[ChatMessage]:
     """The neutral conversation as Chat Completions messages."""
-    out: list[dict[str, Any]] = []
+    out: list[ChatMessage] = []
     if system:
         out.append({"role": "system", "content": system})
     # Tool messages carry text only; images a tool returned follow the batch of tool messages as a user
     # message (a user message between a tool call and its result would break the pairing).
-    pending_images: list[dict[str, Any]] = []
+    pending_images: list[_Part] = []
 
     def flush_images() -> None:
         if pending_images:
-            out.append({"role": "user", "content": [{"type": "text", "text": "Images from the tool results above:"}]})
-            out[-1]["content"].extend(pending_images)
+            intro: _TextPart = {"type": "text", "text": "Images from the tool results above:"}
+            out.append({"role": "user", "content": [intro, *pending_images]})
             pending_images.clear()
 
     for msg in messages:
@@ -164,9 +233,12 @@ class _ToolFragment(msgspec.Struct):
 class _Delta(msgspec.Struct):
     content: str | None = None
     reasoning_content: str | None = None  # DeepSeek, vLLM, llama.cpp
-    reasoning: Any = None  # OpenRouter and others: a str; its shape varies between servers, so only a str is read
+    reasoning: object = None  # OpenRouter and others: a str; its shape varies between servers, so only a str is read
     refusal: str | None = None
     tool_calls: list[_ToolFragment] | None = None
+
+
+_NO_DELTA = _Delta()
 
 
 class _Choice(msgspec.Struct):
@@ -177,14 +249,14 @@ class _Choice(msgspec.Struct):
 
 class _Chunk(msgspec.Struct):
     choices: list[_Choice] | None = None
-    usage: Any = None  # read leniently: a bad figure is unknown, not a failed reply (see token_count)
-    error: Any = None
+    usage: object = None  # read leniently: a bad figure is unknown, not a failed reply (see token_count)
+    error: object = None
 
 
 _chunk_decoder = msgspec.json.Decoder(_Chunk)
 
 
-def openai_usage(raw: Any) -> Usage | None:
+def openai_usage(raw: object) -> Usage | None:
     """Chat Completions usage → Usage. `prompt_tokens` includes cached tokens; ama counts them apart. A usage
     that is not an object is unknown (None); a figure that is not a plausible count is unknown on its own."""
     if not isinstance(raw, dict):
@@ -224,7 +296,7 @@ class _Call:
         self.args: list[str] = []
 
 
-def _stream_error(err: Any) -> StreamError:
+def _stream_error(err: object) -> StreamError:
     """An `error` object inside the stream (vLLM, OpenRouter and others send them mid-stream)."""
     if isinstance(err, dict):
         detail = str(err.get("message") or err.get("type") or err)
@@ -243,82 +315,82 @@ def _decode_chunk(data: str) -> _Chunk:
     return decode_event(_chunk_decoder, data, "chunk")
 
 
-async def parse_openai_stream(batches: AsyncIterator[list[SSEEvent]]) -> AsyncGenerator[ProviderEvent, None]:
+def parse_openai_stream(batches: AsyncIterator[list[SSEEvent]]) -> AsyncGenerator[ProviderEvent, None]:
     """Chat Completions chunks → provider events. Tool calls are assembled by `index` and yielded when the
     finish reason arrives; `Finished` waits for the usage chunk (or `[DONE]`). Anything after `[DONE]` is
     never read, as in the official SDK. The text (and reasoning) deltas of one read come out merged
     (`DeltaBuffer`). Raises `StreamError` for a chunk ama cannot use, after the text before it."""
-    calls: dict[int, _Call] = {}
-    stop: StopKind | None = None
-    refused = False
-    usage: Usage | None = None
-    held = DeltaBuffer()
+    return parse_replies(batches, _Completion())
 
-    def finish(reason: str | None) -> list[ToolCallEvent]:
-        nonlocal stop
-        kind = "refusal" if refused else _STOPS.get(reason or "", "end_turn")
+
+class _Completion:
+    """One streamed chat completion (choice 0): its tool calls by index, stop reason and usage."""
+
+    def __init__(self) -> None:
+        self.calls: dict[int, _Call] = {}
+        self.stop: StopKind | None = None
+        self.refused = False
+        self.usage: Usage | None = None
+        self.held = DeltaBuffer()
+
+    def event(self, ev: SSEEvent, out: list[ProviderEvent]) -> Finished | None:
+        if len(ev.data) < 32 and ev.data.strip() == "[DONE]":  # not a strip of every chunk
+            return self._done(out)
+        chunk = _decode_chunk(ev.data)
+        if chunk.error:
+            raise _stream_error(chunk.error)
+        for choice in chunk.choices or ():
+            if choice.index == 0:
+                self._choice(choice, out)
+        if chunk.usage is not None:
+            self.usage = openai_usage(chunk.usage) or self.usage
+        if self.stop is not None and self.usage is not None:
+            return Finished(stop=self.stop, usage=self.usage)
+        return None
+
+    def end(self) -> Finished | None:
+        """The stream ended without `[DONE]`: finished if the finish reason came (usage unknown), else broken."""
+        return None if self.stop is None else Finished(stop=self.stop, usage=self.usage)
+
+    def _choice(self, choice: _Choice, out: list[ProviderEvent]) -> None:
+        held = self.held
+        delta = choice.delta or _NO_DELTA
+        if self.stop is not None and (delta.content or delta.refusal or delta.tool_calls):
+            raise malformed("content after the finish reason")
+        thought = delta.reasoning_content or delta.reasoning
+        if isinstance(thought, str) and thought:
+            out += held.thinking(thought)
+        if delta.content:
+            out += held.text(delta.content)
+        if delta.refusal:
+            self.refused = True
+            out += held.text(delta.refusal)
+        for tc in delta.tool_calls or ():
+            _add_fragment(self.calls, tc)
+        if choice.finish_reason and self.stop is None:
+            calls_done = self._finish(choice.finish_reason)
+            out += held.take() + calls_done
+
+    def _done(self, out: list[ProviderEvent]) -> Finished:
+        """`[DONE]`: the reply is complete, with the tool calls still open if no finish reason came."""
+        out += self.held.take()
+        if self.stop is None:
+            out += self._finish(None)
+        assert self.stop is not None
+        return Finished(stop=self.stop, usage=self.usage)
+
+    def _finish(self, reason: str | None) -> list[ProviderEvent]:
+        """The finish reason: the stop kind, and the tool calls assembled so far (each must have a name)."""
+        kind = "refusal" if self.refused else _STOPS.get(reason or "", "end_turn")
         # Some servers say "stop" although the message carries tool calls.
-        stop = "tool_use" if calls and kind == "end_turn" else kind
-        done = []
-        for i, c in sorted(calls.items()):
+        self.stop = "tool_use" if self.calls and kind == "end_turn" else kind
+        done: list[ProviderEvent] = []
+        for i, c in sorted(self.calls.items()):
             if not c.name:
                 raise malformed(f"tool call {i} has no function name")
             done.append(ToolCallEvent(id=c.id or f"call_{i}", name=c.name, arguments="".join(c.args) or "{}"))
-        calls.clear()
+        self.calls.clear()
         return done
-
-    done_seen = False
-    async for batch in batches:
-        out: list[ProviderEvent] = []
-        try:
-            for ev in batch:
-                if len(ev.data) < 32 and ev.data.strip() == "[DONE]":  # not a strip of every chunk
-                    done_seen = True
-                    break
-                chunk = _decode_chunk(ev.data)
-                if chunk.error:
-                    raise _stream_error(chunk.error)
-                for choice in chunk.choices or ():
-                    if choice.index != 0:
-                        continue
-                    delta = choice.delta or _Delta()
-                    if stop is not None and (delta.content or delta.refusal or delta.tool_calls):
-                        raise malformed("content after the finish reason")
-                    thought = delta.reasoning_content or delta.reasoning
-                    if isinstance(thought, str) and thought:
-                        out += held.thinking(thought)
-                    if delta.content:
-                        out += held.text(delta.content)
-                    if delta.refusal:
-                        refused = True
-                        out += held.text(delta.refusal)
-                    for tc in delta.tool_calls or ():
-                        _add_fragment(calls, tc)
-                    if choice.finish_reason and stop is None:
-                        calls_done = finish(choice.finish_reason)
-                        out += held.take() + list(calls_done)
-                if chunk.usage is not None:
-                    usage = openai_usage(chunk.usage) or usage
-                if stop is not None and usage is not None:
-                    for event in out + held.take():
-                        yield event
-                    yield Finished(stop=stop, usage=usage)
-                    return
-        except StreamError:
-            for event in out + held.take():  # what streamed before the bad chunk is the person's
-                yield event
-            raise
-        for event in out + held.take():
-            yield event
-        if done_seen:
-            break
-    if stop is None and not done_seen:
-        return  # neither a finish reason nor [DONE]: a broken stream, the transport retries
-    if stop is None:
-        for call in finish(None):
-            yield call
-    assert stop is not None
-    yield Finished(stop=stop, usage=usage)
 
 
 def _add_fragment(calls: dict[int, _Call], tc: _ToolFragment) -> None:
@@ -347,47 +419,27 @@ def _add_fragment(calls: dict[int, _Call], tc: _ToolFragment) -> None:
 
 
 class OpenAIProvider:
-    """`Provider` for Chat Completions. `reasoning` flags a reasoning model (it gets `reasoning_effort`)."""
+    """`Provider` for Chat Completions. `settings.reasoning` flags a reasoning model (it gets
+    `reasoning_effort`)."""
 
-    def __init__(
-        self,
-        *,
-        name: str = "openai",
-        base_url: str | None = None,
-        api_key: str | None = None,
-        api_key_env: str | None = _HOME.api_key_env,  # None: no variable is named (a local server)
-        reasoning: bool = False,
-        timeout: float = 600.0,
-        max_retries: int = 4,
-        retry: RetryPolicy | None = None,
-        headers: dict[str, str] | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,  # tests: httpx.MockTransport instead of the network
-    ):
-        self.name = name
-        self.base_url = (base_url or _HOME.base_url).rstrip("/")
-        self.reasoning = reasoning
+    def __init__(self, settings: ProviderSettings) -> None:
+        settings = settings.for_dialect("openai")
+        self.name = settings.name
+        self.base_url = settings.base_url or ""
+        self.reasoning = settings.reasoning
         self.official = is_official(self.base_url)
-        all_headers = {"content-type": "application/json", "accept": "text/event-stream", **(headers or {})}
-        if api_key:
-            all_headers["authorization"] = f"Bearer {api_key}"
+        headers = {"content-type": "application/json", "accept": "text/event-stream", **settings.headers}
+        if settings.api_key:
+            headers["authorization"] = f"Bearer {settings.api_key}"
         self._http = HttpStream(
-            provider=name,
-            url=self.base_url + "/chat/completions",
-            headers=all_headers,
-            timeout=timeout,
-            retry=retry or RetryPolicy(max_retries=max_retries),
-            key=KeyHint(
-                env=api_key_env, has_key=bool(api_key), provider=name, builtin=is_home_key("openai", api_key_env)
-            ),
-            secret=api_key,
-            transport=transport,
+            settings, url=self.base_url + "/chat/completions", headers=headers, key=settings.key_hint("openai")
         )
 
     def __repr__(self) -> str:
         return f"OpenAIProvider(name={self.name!r}, base_url={self.base_url!r})"
 
-    def build_body(self, request: ModelRequest) -> dict[str, Any]:
-        body: dict[str, Any] = {
+    def build_body(self, request: ModelRequest) -> ChatBody:
+        body: ChatBody = {
             "model": request.model,
             "messages": to_openai_messages(request.system, request.messages, send_reasoning=not self.official),
             "stream": True,
@@ -401,8 +453,10 @@ class OpenAIProvider:
                 }
                 for t in request.tools
             ]
-        if request.max_output:
-            body["max_completion_tokens" if self.official else "max_tokens"] = request.max_output
+        if request.max_output and self.official:
+            body["max_completion_tokens"] = request.max_output
+        elif request.max_output:
+            body["max_tokens"] = request.max_output
         if self.reasoning and request.thought_level in ("low", "medium", "high"):
             body["reasoning_effort"] = request.thought_level
         return body

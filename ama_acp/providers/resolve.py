@@ -140,14 +140,16 @@ def choose_model(cfg: Config, cli_model: str | None, env: Mapping[str, str] | No
     return FALLBACK_MODEL, "no usable model: using the bundled offline demo script"
 
 
-def make_provider(
+def provider_for_model(
     cfg: Config,
     model_id: str,
     info: ModelInfo | None = None,
     estimate_request: Callable[[pb.ModelRequest], int] | None = None,
     env: Mapping[str, str] | None = None,
 ) -> pb.Provider:
-    """A provider for the model; configuration problems come back as a provider that fails with a message."""
+    """The provider that serves `model_id` (`provider/model`) under `cfg`: the scripted model, or an HTTP
+    provider with its key from `env` (the environment over the credentials file) and its headers from the
+    catalog entry `info`. A configuration problem comes back as a provider that fails with a message."""
     env = _keys(env)
     try:
         provider, name = split_model_id(model_id)
@@ -161,16 +163,32 @@ def make_provider(
             f"{', '.join([*BUILTIN_ENDPOINTS, 'scripted'])}; others go in the config file under [providers.{provider}].",
         )
     if pcfg.kind == "scripted":
-        from ama_acp.providers.scripted import ScriptedProvider, ScriptError, load_script, resolve_script
+        return _scripted(cfg, pcfg, name, estimate_request, env)
+    return _http(provider, model_id, pcfg, info, env)
 
-        try:
-            script = load_script(
-                resolve_script(name, {**cfg.scripts, **({name: pcfg.script} if pcfg.script else {})}, env)
-            )
-        except ScriptError as exc:
-            return FailingProvider("config", str(exc))
-        return ScriptedProvider(script, estimate_request)
-    from ama_acp.providers.registry import make_provider as make_http_provider
+
+def _scripted(
+    cfg: Config,
+    pcfg: ProviderConfig,
+    name: str,
+    estimate_request: Callable[[pb.ModelRequest], int] | None,
+    env: Mapping[str, str],
+) -> pb.Provider:
+    from ama_acp.providers.scripted import ScriptedProvider, ScriptError, load_script, resolve_script
+
+    try:
+        script = load_script(resolve_script(name, {**cfg.scripts, **({name: pcfg.script} if pcfg.script else {})}, env))
+    except ScriptError as exc:
+        return FailingProvider("config", str(exc))
+    return ScriptedProvider(script, estimate_request)
+
+
+def _http(
+    provider: str, model_id: str, pcfg: ProviderConfig, info: ModelInfo | None, env: Mapping[str, str]
+) -> pb.Provider:
+    from ama_acp.providers.registry import build_http_provider
+    from ama_acp.providers.retry import RetryPolicy
+    from ama_acp.providers.settings import ProviderSettings
 
     variable = api_key_env(provider, pcfg)
     api_key = env.get(variable) if variable else None
@@ -184,18 +202,17 @@ def make_provider(
         )
     endpoint = BUILTIN_ENDPOINTS.get(provider)
     base_env = endpoint.base_url_env if endpoint else None
-    base_url = pcfg.base_url or (env.get(base_env) if base_env else None) or None
-    return make_http_provider(
-        pcfg.kind,
+    settings = ProviderSettings(
         name=provider,
-        base_url=base_url,
+        base_url=pcfg.base_url or (env.get(base_env) if base_env else None) or None,
         api_key=api_key,
         api_key_env=variable,
-        model_reasoning=bool(info and info.reasoning),
+        reasoning=bool(info and info.reasoning),
         timeout=pcfg.timeout,
-        max_retries=pcfg.max_retries,
-        headers=dict(info.extra_headers) if info else None,  # e.g. the 1M-context beta header
+        retry=RetryPolicy(max_retries=pcfg.max_retries),
+        headers=dict(info.extra_headers) if info else {},  # e.g. the 1M-context beta header
     )
+    return build_http_provider(pcfg.kind, settings)
 
 
 class FailingProvider:

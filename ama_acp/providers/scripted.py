@@ -28,7 +28,6 @@ import tomllib
 from collections.abc import AsyncGenerator, Callable, Mapping
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 import anyio
 import msgspec
@@ -44,7 +43,7 @@ class ScriptError(ConfigError):
 
 class ToolCallSpec(msgspec.Struct, frozen=True):
     name: str
-    arguments: Any = msgspec.field(default_factory=dict)
+    arguments: object = msgspec.field(default_factory=dict)  # an object (sent as JSON) or a string sent as is
     id: str | None = None
 
 

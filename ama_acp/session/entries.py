@@ -79,7 +79,7 @@ class ToolCallEntry(_Entry, tag="tool", frozen=True):
     kind: str
     status: str  # pending | in_progress | completed | failed (a cancelled or interrupted call is failed)
     locations: list[Location] = []
-    raw_input: dict[str, Any] | None = None
+    raw_input: dict[str, object] | None = None
     content_text: str = ""
     diff_paths: list[str] = []
     at: str = msgspec.field(default_factory=utc_now)
@@ -103,8 +103,8 @@ class UsageEntry(_Entry, tag="usage", frozen=True):
     usage: Usage
     cost: float | None = None  # USD for this request; None: unpriced
     purpose: str = "turn"  # turn | title | compaction
-    meter: dict[str, Any] | None = None
-    billing: dict[str, Any] | None = None
+    meter: dict[str, object] | None = None
+    billing: dict[str, object] | None = None
     at: str = msgspec.field(default_factory=utc_now)
 
 
@@ -147,7 +147,7 @@ class McpServersEntry(_Entry, tag="mcp", frozen=True):
     names of env variables and headers — never their values (secrets). A load uses the list the editor sends
     again, not this one."""
 
-    servers: list[dict[str, Any]]
+    servers: list[dict[str, object]]
     at: str = msgspec.field(default_factory=utc_now)
 
 
@@ -163,7 +163,7 @@ class CompactionEntry(_Entry, tag="compaction", frozen=True):
     summary_path: str
     kept_from_index: int
     inventory_path: str | None = None
-    meter: dict[str, Any] | None = None
+    meter: dict[str, object] | None = None
     # Characters of handoff and of inventory the context message carries (None: the files unclipped, as
     # compactions before these fields were written), so a load rebuilds the very message the live context had.
     handoff_chars: int | None = None
@@ -188,7 +188,7 @@ class ContextEditEntry(_Entry, tag="context_edit", frozen=True):
     message_indices: list[int]
     action: str = "prune"
     placeholder: str = ""
-    meter: dict[str, Any] | None = None
+    meter: dict[str, object] | None = None
     at: str = msgspec.field(default_factory=utc_now)
 
 

@@ -148,42 +148,44 @@ class SessionLister:
                 if not name.endswith(".jsonl") or not self._is_valid_id(name[:-6]):
                     continue
                 session_id = name[:-6]
-                try:
-                    st = de.stat(follow_symlinks=False)  # a link (to /dev/zero, a loop) is not followed
-                except FileNotFoundError:  # deleted while we looked
-                    continue
-                except OSError as exc:
-                    log.warning("cannot stat session file %s: %s", self.dir / name, exc)
-                    continue
-                rec = old.get(session_id)
-                if rec is not None and (rec.ino, rec.size, rec.mtime_ns) == (st.st_ino, st.st_size, st.st_mtime_ns):
+                rec, fresh = self._record(de, old.get(session_id))
+                if rec is not None:
                     new[session_id] = rec
-                    continue
-                if not stat.S_ISREG(st.st_mode):
-                    # A FIFO, a link, a device, a directory under a session's name: never opened. Remembered as
-                    # unreadable, so it is logged once (until it changes), not at every listing.
-                    kind = kind_of(st.st_mode)
-                    log.warning("%s is %s, not a session file; left out of session/list", self.dir / name, kind)
-                    new[session_id] = _Cached(st.st_ino, st.st_size, st.st_mtime_ns, 0, None)
-                    changed = True
-                    continue
-                if st.st_size == 0:  # being created: the header is written in one go right after
-                    continue
-                # Append-only: the bytes the cache saw are still there unless the file was replaced or cut.
-                if rec is not None and (rec.ino != st.st_ino or st.st_size < rec.scanned or rec.cwd is None):
-                    rec = None
-                try:
-                    scanned = _scan(self.dir / name, rec, self._max_line)
-                except FileNotFoundError:
-                    continue
-                except OSError as exc:
-                    log.warning("cannot read session file %s: %s", self.dir / name, exc)
-                    continue
-                new[session_id] = scanned
-                changed = True
+                    changed = changed or fresh
         if changed or new.keys() != old.keys():
             self._save_index(new)
         return new
+
+    def _record(self, de: os.DirEntry[str], rec: _Cached | None) -> tuple[_Cached | None, bool]:
+        """What one session file yields (None: left out of this listing) and whether that is new to the cache;
+        `rec` is what the cache holds for it."""
+        path = self.dir / de.name
+        try:
+            st = de.stat(follow_symlinks=False)  # a link (to /dev/zero, a loop) is not followed
+        except FileNotFoundError:  # deleted while we looked
+            return None, False
+        except OSError as exc:
+            log.warning("cannot stat session file %s: %s", path, exc)
+            return None, False
+        if rec is not None and (rec.ino, rec.size, rec.mtime_ns) == (st.st_ino, st.st_size, st.st_mtime_ns):
+            return rec, False
+        if not stat.S_ISREG(st.st_mode):
+            # A FIFO, a link, a device, a directory under a session's name: never opened. Remembered as
+            # unreadable, so it is logged once (until it changes), not at every listing.
+            log.warning("%s is %s, not a session file; left out of session/list", path, kind_of(st.st_mode))
+            return _Cached(st.st_ino, st.st_size, st.st_mtime_ns, 0, None), True
+        if st.st_size == 0:  # being created: the header is written in one go right after
+            return None, False
+        # Append-only: the bytes the cache saw are still there unless the file was replaced or cut.
+        if rec is not None and (rec.ino != st.st_ino or st.st_size < rec.scanned or rec.cwd is None):
+            rec = None
+        try:
+            return _scan(path, rec, self._max_line), True
+        except FileNotFoundError:
+            return None, False
+        except OSError as exc:
+            log.warning("cannot read session file %s: %s", path, exc)
+            return None, False
 
     def _load_index(self) -> dict[str, _Cached]:
         try:

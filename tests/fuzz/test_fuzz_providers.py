@@ -7,7 +7,8 @@ NaN via raw text), events reordered, duplicated or dropped, the body truncated a
 chunks at arbitrary byte boundaries. They go through the real provider code (HttpStream, the SSE parser,
 the dialect parser) over httpx.MockTransport, so thousands of examples run in seconds.
 
-`AMA_FUZZ_EXAMPLES` sets the count per property (default 150; the file then runs in well under 20 s).
+`AMA_FUZZ_EXAMPLES` sets the count per property (default 150 under the `ci` hypothesis profile, a quarter
+under `dev`; at 150 the file runs in well under 20 s).
 """
 
 from __future__ import annotations
@@ -37,11 +38,14 @@ from ama_acp.providers.base import (
     ThinkingDelta,
     ToolCallEvent,
 )
-from ama_acp.providers.http import MAX_TOKEN_COUNT, RetryPolicy
+from ama_acp.providers.dialect import MAX_TOKEN_COUNT
 from ama_acp.providers.openai import OpenAIProvider
+from ama_acp.providers.retry import RetryPolicy
+from ama_acp.providers.settings import ProviderSettings
+from tests.support.hypothesis_profiles import examples
 from tests.support.llm_server import render_anthropic, render_openai
 
-EXAMPLES = int(os.environ.get("AMA_FUZZ_EXAMPLES", "150"))
+EXAMPLES = int(os.environ.get("AMA_FUZZ_EXAMPLES") or examples(150))
 FUZZ = settings(
     max_examples=EXAMPLES,
     deadline=None,
@@ -79,8 +83,12 @@ _TRANSPORT = httpx.MockTransport(_handler)
 # One retry with no wait: the retry path is fuzzed too, at no cost in time.
 _RETRY = RetryPolicy(max_retries=1, backoff_base=0.0)
 PROVIDERS = {
-    "openai": OpenAIProvider(base_url="http://fuzz.test/v1", api_key="sk-fuzz", retry=_RETRY, transport=_TRANSPORT),
-    "anthropic": AnthropicProvider(base_url="http://fuzz.test", api_key="sk-fuzz", retry=_RETRY, transport=_TRANSPORT),
+    "openai": OpenAIProvider(
+        ProviderSettings(base_url="http://fuzz.test/v1", api_key="sk-fuzz", retry=_RETRY, transport=_TRANSPORT)
+    ),
+    "anthropic": AnthropicProvider(
+        ProviderSettings(base_url="http://fuzz.test", api_key="sk-fuzz", retry=_RETRY, transport=_TRANSPORT)
+    ),
 }
 
 

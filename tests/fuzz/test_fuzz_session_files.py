@@ -4,7 +4,7 @@
 Real files: the bundled demo conversation (tool calls, usage with meter and billing state, a plan, a slash
 command) written by ama itself, plus one with a compaction and a prune. Mutations: byte flips, truncation at
 any byte, line deletion, duplication, reordering, and fields retyped or set to odd numbers.
-`AMA_FUZZ_EXAMPLES` sets the count (default 200).
+`AMA_FUZZ_EXAMPLES` sets the count (default 200 under the `ci` hypothesis profile, a quarter under `dev`).
 """
 
 from __future__ import annotations
@@ -31,14 +31,17 @@ from ama_acp.conversation.messages import (
 )
 from ama_acp.redact import Redactor
 from ama_acp.session import entries as en
+from ama_acp.session import options
 from ama_acp.session.manager import SessionManager
+from ama_acp.session.options import SessionSetup
 from ama_acp.session.restore import replay_updates, restore
 from ama_acp.session.session import Session
 from ama_acp.session.store import SessionFormatError, SessionStore, read_session
 from ama_acp.wire import types as w
 from tests.support.conversation import paired_everywhere
+from tests.support.hypothesis_profiles import examples
 
-EXAMPLES = int(os.environ.get("AMA_FUZZ_EXAMPLES", "200"))
+EXAMPLES = int(os.environ.get("AMA_FUZZ_EXAMPLES") or examples(200))
 
 
 class Peer:
@@ -182,23 +185,17 @@ def test_mutated_session_files_always_load_and_pair_every_call(real_files):
             loaded = read_session(path)
         except SessionFormatError:
             return  # an unreadable or newer header: the one clean refusal
-        session = Session(
-            _manager,
-            session_id="ses_fuzz",
-            cwd=str(_work),
-            additional_directories=[],
-            mode="manual",
-            model_id="scripted/demo",
-        )
-        repair = restore(session, loaded, _work / "sessions" / "ses_fuzz")
-        loaded.entries.extend(repair)
-        assert paired_everywhere(session.messages)
+        setup = SessionSetup("ses_fuzz", str(_work), [], "manual", "scripted/demo")
+        restored = restore(loaded, _work / "sessions" / "ses_fuzz", setup, _manager.tool)
+        session = Session(_manager, restored.setup, restored)
+        loaded.entries.extend(restored.repair)
+        assert paired_everywhere(session.conversation.messages)
         figures = session.ctx.figures()
         assert figures.used is None or figures.used >= 0
-        session.build_request()
+        session.host.build_request()
         for update in replay_updates(loaded):
             _encoder.encode(update)
         session.config_options()
-        session.mode_state()
+        options.mode_state(session.mode)
 
     check()

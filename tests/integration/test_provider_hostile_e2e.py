@@ -32,18 +32,24 @@ async def start(conn, ama: Ama) -> str:
     return (await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))["sessionId"]
 
 
+DEADLINE = 1.0  # seconds: the provider's `timeout` in the keepalive test
+
+
 @pytest.mark.parametrize("kind", ["openai", "anthropic"])
 async def test_keepalive_forever_ends_the_turn_at_the_deadline(tmp_path, kind):
     ama = Ama(tmp_path)
     with LLMServer() as llm:
-        configure(ama, url_of(llm, kind), kind, timeout=1.5)
+        # A test-sized deadline, still ten keepalives long (each would restart a per-read timeout), and room for the
+        # second prompt's whole reply on a loaded machine.
+        configure(ama, url_of(llm, kind), kind, timeout=DEADLINE)
         llm.enqueue({"keepalive": 0.1}, {"text": "back again"})
         async with run_ama(ama, env=KEY) as conn:
             sid = await start(conn, ama)
             began = time.monotonic()
             result = await conn.prompt(sid, "hi", timeout=20)
             assert result["stopReason"] == "end_turn"
-            assert 1.4 <= time.monotonic() - began < 10  # the deadline, not a per-read timeout that never fires
+            # the deadline, not a per-read timeout that never fires
+            assert DEADLINE - 0.1 <= time.monotonic() - began < 10
             assert "did not answer in time" in agent_text(conn, sid)
             again = await conn.prompt(sid, "again", timeout=10)
             assert again["stopReason"] == "end_turn" and agent_text(conn, sid).endswith("back again")

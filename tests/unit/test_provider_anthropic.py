@@ -1,4 +1,5 @@
-"""The Anthropic provider against a real local HTTP server: blocks, thinking signatures, translation."""
+"""The Anthropic provider against canned replies (the scripted server's, over httpx.MockTransport): blocks, thinking
+signatures, translation."""
 
 from __future__ import annotations
 
@@ -24,17 +25,32 @@ from ama_acp.providers.base import (
     ToolCallEvent,
     ToolSpec,
 )
-from ama_acp.providers.http import RetryPolicy
-from tests.support.llm_server import collect, llm_server_fixture
+from ama_acp.providers.retry import RetryPolicy
+from ama_acp.providers.settings import ProviderSettings
+from tests.support.llm_server import collect
+from tests.support.mock_llm import MockLLM
 
-server = pytest.fixture(name="server")(llm_server_fixture)
+
+@pytest.fixture(name="server")
+def _server() -> MockLLM:
+    return MockLLM()
+
 
 FAST = RetryPolicy(max_retries=2, backoff_base=0.01)
 READ = ToolSpec("read_file", "Read a file", {"type": "object", "properties": {"path": {"type": "string"}}})
 
 
 def provider(server, **kw) -> AnthropicProvider:
-    return AnthropicProvider(base_url=server.anthropic_url, api_key="sk-ant-test-456", timeout=5, retry=FAST, **kw)
+    return AnthropicProvider(
+        ProviderSettings(
+            base_url=server.anthropic_url,
+            api_key="sk-ant-test-456",
+            timeout=5,
+            retry=FAST,
+            transport=server.transport,
+            **kw,
+        )
+    )
 
 
 def ask(messages=None, **kw) -> ModelRequest:
@@ -188,7 +204,7 @@ def test_translation_merges_roles_and_drops_what_the_api_rejects():
 
 
 def test_tools_and_thinking_budget():
-    p = AnthropicProvider(reasoning=True)
+    p = AnthropicProvider(ProviderSettings(reasoning=True))
     body = p.build_body(ask(tools=[READ], thought_level="high"))
     assert body["tools"] == [
         {
@@ -200,13 +216,16 @@ def test_tools_and_thinking_budget():
     ]
     # The budget leaves room for the answer within max_tokens.
     assert body["thinking"] == {"type": "enabled", "budget_tokens": 4096}
-    assert "thinking" not in AnthropicProvider(reasoning=False).build_body(ask(thought_level="high"))
+    assert "thinking" not in AnthropicProvider(ProviderSettings(reasoning=False)).build_body(ask(thought_level="high"))
     assert "thinking" not in p.build_body(ask(thought_level="off"))
 
 
 def test_base_url_with_v1_suffix(server):
     server.enqueue({"text": "ok"})
-    p = AnthropicProvider(base_url=server.anthropic_url + "/v1/", api_key="k" * 10, retry=FAST)
+    settings = ProviderSettings(
+        base_url=server.anthropic_url + "/v1/", api_key="k" * 10, retry=FAST, transport=server.transport
+    )
+    p = AnthropicProvider(settings)
     events = collect(lambda: p.stream(ask()))
     assert isinstance(events[-1], Finished)
     assert server.requests[0].path == "/v1/messages"

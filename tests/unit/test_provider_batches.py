@@ -1,6 +1,6 @@
-"""The provider's path from bytes to events in batches (providers/http.py `sse_batches`, `DeltaBuffer`, the
-dialect parsers): the deltas of one read come out merged, in the stream's order, and nothing before a bad
-event is lost; a read that stalls is bounded by the timeout."""
+"""The provider's path from bytes to events in batches (providers/stream.py `sse_batches`, dialect.py
+`DeltaBuffer`, the dialect parsers): the deltas of one read come out merged, in the stream's order, and
+nothing before a bad event is lost; a read that stalls is bounded by the timeout."""
 
 from __future__ import annotations
 
@@ -14,8 +14,13 @@ from hypothesis import strategies as st
 
 from ama_acp.providers.anthropic import parse_anthropic_stream
 from ama_acp.providers.base import Failure, Finished, ProviderEvent, TextDelta, ThinkingDelta, ToolCallEvent
-from ama_acp.providers.http import DeltaBuffer, RetryPolicy, SSEEvent, StreamError
+from ama_acp.providers.dialect import DeltaBuffer
+from ama_acp.providers.failures import StreamError
 from ama_acp.providers.openai import OpenAIProvider, parse_openai_stream
+from ama_acp.providers.retry import RetryPolicy
+from ama_acp.providers.settings import ProviderSettings
+from ama_acp.providers.sse import SSEEvent
+from tests.support.hypothesis_profiles import examples
 from tests.support.llm_server import LLMServer
 
 REQUEST_TEXT = "hi"
@@ -120,7 +125,7 @@ def test_anthropic_merges_a_read_and_signs_its_thinking_after_all_of_it():
 TEXTS = st.lists(st.tuples(st.sampled_from(["text", "thinking"]), st.text(min_size=1, max_size=5)), max_size=40)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(pieces=TEXTS, cuts=st.lists(st.integers(0, 40), max_size=8))
 def test_any_batching_gives_the_same_text_in_the_same_order(pieces, cuts):
     """Wherever the reads fall, the concatenated text and thought, and their alternation, are the stream's."""
@@ -162,7 +167,8 @@ def test_a_stream_that_stalls_is_ended_by_the_timeout_after_its_last_byte():
     with LLMServer() as server:
         first = 'data: {"choices":[{"index":0,"delta":{"content":"partial"}}]}\n\n'
         server.enqueue({"raw": first + 'data: {"choices":[]}\n\n', "raw_chunk": len(first), "delay": 30})
-        p = OpenAIProvider(base_url=server.openai_url, api_key="sk-x", timeout=0.5, retry=RetryPolicy(0, 0.01))
+        fast = ProviderSettings(base_url=server.openai_url, api_key="sk-x", timeout=0.5, retry=RetryPolicy(0, 0.01))
+        p = OpenAIProvider(fast)
 
         async def main() -> list[ProviderEvent]:
             from ama_acp.conversation.messages import TextPart, UserMessage
@@ -194,11 +200,11 @@ SSE_LINES = st.lists(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(lines=SSE_LINES, cuts=st.lists(st.integers(0, 400), max_size=10))
 def test_the_one_event_fast_path_reads_like_the_general_parser(lines, cuts):
     """Whole events fed one chunk each take the fast path; any other split takes the line loop: both agree."""
-    from ama_acp.providers.http import SSEParser
+    from ama_acp.providers.sse import SSEParser
 
     body = "".join(lines).encode()
     whole = SSEParser()

@@ -34,8 +34,11 @@ from ama_acp.providers.base import (
     TextDelta,
     ToolCallEvent,
 )
-from ama_acp.providers.http import MAX_ERROR_BODY, RetryPolicy, SSEEvent, SSEParser, iter_sse
 from ama_acp.providers.openai import OpenAIProvider
+from ama_acp.providers.retry import RetryPolicy
+from ama_acp.providers.settings import ProviderSettings
+from ama_acp.providers.sse import SSEEvent, SSEParser
+from ama_acp.providers.stream import MAX_ERROR_BODY
 from tests.support.llm_server import (
     anthropic_pairing_error,
     collect,
@@ -70,9 +73,8 @@ def mock(
         content = body if isinstance(body, bytes) else body()
         return httpx.Response(status, headers={"content-type": ctype}, content=content)
 
-    return cls(
-        base_url="http://mock.test/v1", api_key="sk-mock-key", retry=retry, transport=httpx.MockTransport(handler), **kw
-    )
+    transport = httpx.MockTransport(handler)
+    return cls(ProviderSettings(base_url="http://mock.test/v1", api_key="sk-mock-key", retry=retry, transport=transport, **kw))
 
 
 def run(provider: OpenAIProvider | AnthropicProvider) -> list[ProviderEvent]:
@@ -191,17 +193,6 @@ def test_sse_events_do_not_depend_on_where_the_bytes_are_split():
     assert got == want
 
 
-def test_iter_sse_accepts_text_chunks_too():
-    async def chunks() -> AsyncIterator[str]:
-        yield "data: é"
-        yield "\n\n"
-
-    async def main() -> list[SSEEvent]:
-        return [e async for e in iter_sse(chunks())]
-
-    assert anyio.run(main) == [SSEEvent("", "é")]
-
-
 @pytest.mark.parametrize("cls", [OpenAIProvider, AnthropicProvider])
 def test_invalid_utf8_is_a_failure(cls):
     fail = failure(run(mock(cls, b'data: {"choices": [{"delta": {"content": "\xff\xfe"}}]}\n\n')))
@@ -246,7 +237,7 @@ def test_a_100_mb_error_body_is_not_read_whole(cls):
 
 def test_a_huge_error_body_over_http(server):
     server.enqueue({"huge": 100 * 1024 * 1024, "status": 503})
-    p = OpenAIProvider(base_url=server.openai_url, api_key="sk-x", retry=NO_RETRY, timeout=10)
+    p = OpenAIProvider(ProviderSettings(base_url=server.openai_url, api_key="sk-x", retry=NO_RETRY, timeout=10))
     start = time.monotonic()
     fail = failure(collect(lambda: p.stream(REQUEST)))
     assert fail.status == 503 and time.monotonic() - start < 5
@@ -262,7 +253,7 @@ def test_keepalive_comments_forever_time_out(server, kind):
     server.enqueue({"keepalive": 0.05}, {"keepalive": 0.05})
     cls = OpenAIProvider if kind == "openai" else AnthropicProvider
     url = server.openai_url if kind == "openai" else server.anthropic_url
-    p = cls(base_url=url, api_key="sk-x", timeout=0.6, retry=RetryPolicy(max_retries=1, backoff_base=0.01))
+    p = cls(ProviderSettings(base_url=url, api_key="sk-x", timeout=0.6, retry=RetryPolicy(max_retries=1, backoff_base=0.01)))
     start = time.monotonic()
     events = collect(lambda: p.stream(REQUEST))
     took = time.monotonic() - start
@@ -274,7 +265,7 @@ def test_keepalive_comments_forever_time_out(server, kind):
 
 def test_keepalive_after_some_text_times_out_then_a_retry_succeeds(server):
     server.enqueue({"text": "partial answer", "keepalive": 0.05, "break_after": 3}, {"text": "whole"})
-    p = OpenAIProvider(base_url=server.openai_url, api_key="sk-x", timeout=0.5, retry=RetryPolicy(1, 0.01))
+    p = OpenAIProvider(ProviderSettings(base_url=server.openai_url, api_key="sk-x", timeout=0.5, retry=RetryPolicy(1, 0.01)))
     events = collect(lambda: p.stream(REQUEST))
     retry = next(i for i, e in enumerate(events) if isinstance(e, Retrying))
     assert any(isinstance(e, TextDelta) for e in events[:retry])  # it was streaming when the deadline hit
@@ -541,7 +532,7 @@ def test_llm_server_rejects_unpaired_tool_calls_like_the_real_api(server, kind, 
     server.enqueue({"text": "would answer"})
     cls = OpenAIProvider if kind == "openai" else AnthropicProvider
     url = server.openai_url if kind == "openai" else server.anthropic_url
-    p = cls(base_url=url, api_key="sk-x", retry=NO_RETRY)
+    p = cls(ProviderSettings(base_url=url, api_key="sk-x", retry=NO_RETRY))
     request = ModelRequest(model="m", system="", messages=_call_then(result_id, extra))
     fail = failure(collect(lambda: p.stream(request)))
     assert fail.kind == "bad_request" and fail.status == 400 and problem in fail.message
@@ -553,7 +544,7 @@ def test_llm_server_accepts_paired_tool_calls(server, kind):
     server.enqueue({"text": "fine"})
     cls = OpenAIProvider if kind == "openai" else AnthropicProvider
     url = server.openai_url if kind == "openai" else server.anthropic_url
-    p = cls(base_url=url, api_key="sk-x", retry=NO_RETRY)
+    p = cls(ProviderSettings(base_url=url, api_key="sk-x", retry=NO_RETRY))
     request = ModelRequest(model="m", system="", messages=_call_then("call_1", extra=True))
     assert isinstance(terminal_once(collect(lambda: p.stream(request))), Finished)
     assert server.rejections == []
@@ -587,7 +578,7 @@ def test_llm_server_pairing_check_can_be_turned_off():
 
     with LLMServer(check_pairing=False) as lax:
         lax.enqueue({"text": "answered anyway"})
-        p = OpenAIProvider(base_url=lax.openai_url, api_key="sk-x", retry=NO_RETRY)
+        p = OpenAIProvider(ProviderSettings(base_url=lax.openai_url, api_key="sk-x", retry=NO_RETRY))
         request = ModelRequest(model="m", system="", messages=_call_then(None, extra=True))
         assert isinstance(terminal_once(collect(lambda: p.stream(request))), Finished)
 
@@ -605,7 +596,7 @@ def test_llm_server_raw_and_sse_lines_modes(server):
         {"raw": b"data: [DONE]\n\n", "raw_chunk": 3},
         {"raw": "<h1>oops</h1>", "status": 200, "content_type": "text/html"},
     )
-    p = OpenAIProvider(base_url=server.openai_url, api_key="sk-x", retry=NO_RETRY)
+    p = OpenAIProvider(ProviderSettings(base_url=server.openai_url, api_key="sk-x", retry=NO_RETRY))
     first = collect(lambda: p.stream(REQUEST))
     assert [e for e in first if isinstance(e, TextDelta)] == [TextDelta("hi")] and isinstance(first[-1], Finished)
     assert isinstance(collect(lambda: p.stream(REQUEST))[-1], Finished)

@@ -1,8 +1,8 @@
-"""The OpenAI-compatible provider against a real local HTTP server: streaming, assembly, usage, translation."""
+"""The OpenAI-compatible provider against canned replies (the scripted server's, over httpx.MockTransport):
+streaming, assembly, usage, translation."""
 
 from __future__ import annotations
 
-import anyio
 import pytest
 
 from ama_acp.conversation.messages import (
@@ -16,18 +16,35 @@ from ama_acp.conversation.messages import (
     UserMessage,
 )
 from ama_acp.providers.base import Finished, ModelRequest, TextDelta, ThinkingDelta, ToolCallEvent, ToolSpec
-from ama_acp.providers.http import RetryPolicy, SSEEvent, iter_sse
 from ama_acp.providers.openai import OpenAIProvider, to_openai_messages
-from tests.support.llm_server import collect, llm_server_fixture
+from ama_acp.providers.retry import RetryPolicy
+from ama_acp.providers.settings import ProviderSettings
+from ama_acp.providers.sse import SSEEvent
+from tests.support.llm_server import collect
+from tests.support.mock_llm import MockLLM
+from tests.support.sse import sse_events
 
-server = pytest.fixture(name="server")(llm_server_fixture)
+
+@pytest.fixture(name="server")
+def _server() -> MockLLM:
+    return MockLLM()
+
 
 FAST = RetryPolicy(max_retries=2, backoff_base=0.01)
 READ = ToolSpec("read_file", "Read a file", {"type": "object", "properties": {"path": {"type": "string"}}})
 
 
 def provider(server, **kw) -> OpenAIProvider:
-    return OpenAIProvider(base_url=server.openai_url, api_key="sk-test-key-123", timeout=5, retry=FAST, **kw)
+    return OpenAIProvider(
+        ProviderSettings(
+            base_url=server.openai_url,
+            api_key="sk-test-key-123",
+            timeout=5,
+            retry=FAST,
+            transport=server.transport,
+            **kw,
+        )
+    )
 
 
 def ask(text: str = "hi", **kw) -> ModelRequest:
@@ -73,7 +90,7 @@ def test_request_shape_and_headers(server):
 
 
 def test_reasoning_effort_only_for_reasoning_models_and_official_max_tokens_name():
-    official = OpenAIProvider(base_url="https://api.openai.com/v1", reasoning=True)
+    official = OpenAIProvider(ProviderSettings(base_url="https://api.openai.com/v1", reasoning=True))
     body = official.build_body(ask(max_output=500, thought_level="medium"))
     assert body["reasoning_effort"] == "medium"
     assert body["max_completion_tokens"] == 500 and "max_tokens" not in body
@@ -190,7 +207,7 @@ def test_official_openai_never_gets_reasoning_back_and_tool_call_only_message_ha
             "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}],
         }
     ]
-    body = OpenAIProvider(base_url="https://api.openai.com/v1").build_body(ModelRequest("m", "", msgs))
+    body = OpenAIProvider(ProviderSettings(base_url="https://api.openai.com/v1")).build_body(ModelRequest("m", "", msgs))
     assert "reasoning_content" not in body["messages"][0]
 
 
@@ -214,11 +231,5 @@ def test_mid_stream_error_chunk_is_a_failure(server):
 
 
 def test_sse_reader_handles_split_crlf_comments_and_multiline_data():
-    async def chunks():
-        for piece in [": keep-alive\r", "\n", "event: a\r\ndata: one\r", "\ndata: two\r\n\r\n", "data: tail"]:
-            yield piece
-
-    async def main():
-        return [e async for e in iter_sse(chunks())]
-
-    assert anyio.run(main) == [SSEEvent("a", "one\ntwo"), SSEEvent("", "tail")]
+    pieces = [": keep-alive\r", "\n", "event: a\r\ndata: one\r", "\ndata: two\r\n\r\n", "data: tail"]
+    assert sse_events(pieces) == [SSEEvent("a", "one\ntwo"), SSEEvent("", "tail")]

@@ -13,7 +13,7 @@ from ama_acp.config import Config, ProviderConfig, parse_config
 from ama_acp.conversation.messages import TextPart, UserMessage
 from ama_acp.providers.base import Failure, Finished, ModelRequest, TextDelta
 from ama_acp.providers.endpoints import BUILTIN_ENDPOINTS
-from ama_acp.providers.resolve import FALLBACK_MODEL, choose_model, has_credentials, make_provider
+from ama_acp.providers.resolve import FALLBACK_MODEL, choose_model, has_credentials, provider_for_model
 from tests.support.llm_server import collect, llm_server_fixture
 
 server = pytest.fixture(name="server")(llm_server_fixture)
@@ -23,7 +23,7 @@ NO_RETRY = "max_retries = 0\ntimeout = 5.0\n"
 
 
 def _stream(cfg: Config, model_id: str, env: dict[str, str]) -> list[object]:
-    provider = make_provider(cfg, model_id, env=env)
+    provider = provider_for_model(cfg, model_id, env=env)
     return collect(lambda: provider.stream(REQUEST))
 
 

@@ -37,10 +37,12 @@ from ama_acp.conversation.messages import TextPart, UserMessage
 from ama_acp.redact import Redactor
 from ama_acp.rpc.framing import MAX_LINE as WIRE_MAX_LINE
 from ama_acp.session import listing
-from ama_acp.session import store as store_mod
+from ama_acp.session import reader as reader_mod
+from ama_acp.session import writer as writer_mod
 from ama_acp.session.entries import DirectoriesEntry, Header, MessageEntry, TitleEntry, TurnEntry
 from ama_acp.session.files import first_line
 from ama_acp.session.listing import scan_chunks
+from ama_acp.session.reader import decode_session
 from ama_acp.session.store import (
     MAX_LINE_BYTES,
     NotASessionFile,
@@ -49,9 +51,9 @@ from ama_acp.session.store import (
     SessionNotFound,
     SessionStore,
     SessionWriteError,
-    decode_session,
     new_session_id,
 )
+from tests.support.hypothesis_profiles import examples
 
 REPO = Path(__file__).resolve().parents[2]
 GUARD_SECONDS = 10.0  # each operation takes milliseconds; a blocked or endless one is killed after this
@@ -310,7 +312,7 @@ def test_a_line_past_the_cap_is_skipped_as_damaged_and_never_held(
     after = msgspec.json.encode(_user("after"))
     data = _session_bytes(before, huge, after)
     chunk = 1 << 20
-    caplog.set_level(logging.WARNING, logger="ama_acp.session.store")
+    caplog.set_level(logging.WARNING, logger="ama_acp.session.reader")
     tracemalloc.start()
     try:
         loaded = decode_session((data[i : i + chunk] for i in range(0, len(data), chunk)), tmp_path / "f", cap)
@@ -338,7 +340,7 @@ def test_the_listing_skips_a_title_past_the_cap(tmp_path: Path) -> None:
 def test_the_writer_refuses_a_line_that_would_never_read_back(
     store: SessionStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(store_mod, "MAX_LINE_BYTES", 4096)
+    monkeypatch.setattr(writer_mod, "MAX_LINE_BYTES", 4096)
     with store.create(_header()) as writer:
         writer.append(_user("fits"))
         with pytest.raises(SessionWriteError, match="longer than the 4096"):
@@ -362,7 +364,7 @@ def test_one_fifty_megabyte_line_lists_and_loads_in_linear_time(
     blocked for 13 s. Small chunks magnify any such copy (50 MB in 64 KiB chunks would copy ~20 GB); a
     linear scan takes well under a second even on a loaded machine, so the bound below is generous."""
     monkeypatch.setattr(listing, "_CHUNK", 1 << 16)
-    monkeypatch.setattr(store_mod, "_READ_CHUNK", 1 << 16)
+    monkeypatch.setattr(reader_mod, "_READ_CHUNK", 1 << 16)
     sid = _one_long_line_session(store, 50_000_000)
     started = time.perf_counter()
     page, _ = in_thread(lambda: store.list())  # type: ignore[misc]
@@ -436,7 +438,7 @@ def _reference_scan(data: bytes) -> tuple[str | None, list[str] | None, int]:
     return title, dirs, end
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     lines=st.lists(_line, max_size=12),
     tail=st.binary(max_size=30),
@@ -452,7 +454,7 @@ def test_the_listing_scanner_is_the_same_however_the_file_is_cut(
     assert got == (title, dirs) and scan.consumed == end
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     lines=st.lists(_line, max_size=12),
     tail=st.binary(max_size=30),
@@ -470,7 +472,7 @@ def test_the_reader_is_the_same_however_the_file_is_cut(lines: list[bytes], tail
 
 def _decodes(line: bytes) -> bool:
     try:
-        store_mod._entry_decoder.decode(line)
+        reader_mod._entry_decoder.decode(line)
     except (msgspec.DecodeError, RecursionError):
         return False
     return True

@@ -237,7 +237,7 @@ def test_corrupt_middle_line_is_skipped(store: SessionStore, caplog: pytest.LogC
 
 
 def test_lines_across_read_chunks(store: SessionStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    import ama_acp.session.store as store_module
+    import ama_acp.session.reader as reader_module
 
     header = _header()
     entries = every_entry_type()
@@ -248,7 +248,7 @@ def test_lines_across_read_chunks(store: SessionStore, monkeypatch: pytest.Monke
     with open(path, "ab") as f:
         f.write(b"garbage\n" + msgspec.json.encode(_user("torn"))[:20])
     for chunk in (1, 7, 64, 1000):  # lines shorter and longer than a chunk, and the header split too
-        monkeypatch.setattr(store_module, "_READ_CHUNK", chunk)
+        monkeypatch.setattr(reader_module, "_READ_CHUNK", chunk)
         loaded = store.read(header.session_id)
         assert loaded.header == header and loaded.entries == entries
         assert loaded.torn_tail and loaded.skipped_lines == 1

@@ -1,0 +1,145 @@
+"""Why a model request failed, in words for a person: the error a stream raises, the outcome of a failed
+attempt, and the one sentence (`give_up`) a person reads when ama stops trying.
+
+Both HTTP dialects fail through here, so an expired key, a rate limit or a broken stream reads the same
+whichever provider answered. Every text a server sent passes `scrub` first: some servers echo a bad key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import msgspec
+
+from ama_acp.errors import ProviderError
+from ama_acp.providers.base import Failure, FailureKind
+
+MAX_DETAIL = 500  # characters of a provider's error text we pass on
+
+
+class StreamError(ProviderError):
+    """An error the server reported inside a 200 stream, or a stream ama cannot read (a dialect parser or the
+    SSE reader raises it; the transport decides). `protocol`: the server broke the dialect, not the line."""
+
+    def __init__(
+        self,
+        kind: FailureKind,
+        detail: str,
+        *,
+        retryable: bool,
+        status: int | None = None,
+        protocol: bool = False,
+    ):
+        super().__init__(detail)
+        self.kind: FailureKind = kind
+        self.detail = detail
+        self.retryable = retryable
+        self.status = status
+        self.protocol = protocol
+
+
+def malformed(detail: str) -> StreamError:
+    """The server broke its dialect (a wrong shape, an event out of order, bytes that are not UTF-8): not
+    retried, it would repeat."""
+    return StreamError("stream", detail, retryable=False, protocol=True)
+
+
+@dataclass
+class Outcome:
+    """Why one attempt failed."""
+
+    kind: FailureKind
+    detail: str  # for a person, already scrubbed of secrets
+    retryable: bool
+    status: int | None = None
+    retry_after: float | None = None
+    connect: bool = False
+    protocol: bool = False  # the server broke the dialect (a chunk of the wrong shape, bytes that are not UTF-8)
+
+    def short(self) -> str:
+        """The detail, after the status when there is one (`HTTP 503: overloaded`)."""
+        if self.status is not None:
+            return f"HTTP {self.status}: {self.detail}"
+        return self.detail
+
+
+@dataclass(frozen=True)
+class KeyHint:
+    """Enough about the credentials to tell a person how to fix them, without knowing the key."""
+
+    env: str | None  # the variable that holds the key, e.g. OPENAI_API_KEY; None: no variable is named
+    has_key: bool
+    provider: str = ""
+    builtin: bool = False  # env is the provider kind's standard variable (OPENAI_API_KEY, ANTHROPIC_API_KEY)
+
+    def instruction(self) -> str:
+        if self.env is None:
+            return f"Name the variable that holds the key with api_key_env in [providers.{self.provider}], set it and restart."
+        if self.builtin:
+            return f"Set {self.env} (or api_key_env in the config) and restart."
+        return f"Set {self.env} and restart."
+
+
+def error_detail(raw: bytes | str) -> str:
+    """The human part of an error body: `error.message` (OpenAI, Anthropic), `message`, `detail`, or the
+    text itself, cut short."""
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+    try:
+        obj = msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        obj = None
+    found: object = None  # a value of the decoded body, unchecked until the isinstance below
+    if isinstance(obj, dict):
+        err = obj.get("error")
+        if isinstance(err, dict):
+            found = err.get("message") or err.get("type") or err.get("code")
+        elif isinstance(err, str):
+            found = err
+        found = found or obj.get("message") or obj.get("detail")
+    msg = found if isinstance(found, str) and found else (text.strip() or "no error text")
+    msg = " ".join(msg.split())
+    return msg if len(msg) <= MAX_DETAIL else msg[:MAX_DETAIL] + "…"
+
+
+def scrub(text: str, secret: str | None) -> str:
+    """Remove the API key from text that may reach a person or a log (some servers echo a bad key)."""
+    if secret and len(secret) >= 4:
+        text = text.replace(secret, "***")
+    return text
+
+
+def safe_url(url: str) -> str:
+    """The URL without credentials or query, for messages."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port:
+        host += f":{parts.port}"
+    return f"{parts.scheme}://{host}{parts.path}"
+
+
+def give_up(out: Outcome, *, who: str, key: KeyHint, attempt: int, secret: str | None) -> Failure:
+    """The `Failure` a person reads when `out` ends the request after `attempt` retries; `who` names the
+    provider and its URL."""
+    tail = f" Gave up after {attempt} {'retry' if attempt == 1 else 'retries'}." if attempt else ""
+    match out.kind:
+        case "auth":
+            what = "rejected the API key" if key.has_key else "needs an API key"
+            msg = f"{who} {what} ({out.short()}). {key.instruction()}"
+        case "rate_limit" if out.retryable:
+            msg = f"{who} is rate-limiting requests ({out.short()}).{tail} Wait and try again."
+        case "rate_limit":
+            msg = f"{who} refused the request for quota or billing ({out.short()})."
+        case "bad_request":
+            msg = f"{who} rejected the request ({out.short()})."
+        case "timeout":
+            msg = f"{who} did not answer in time ({out.detail}).{tail}"
+        case "stream" if out.protocol:
+            msg = f"{who} sent a reply ama cannot read ({out.detail})."
+        case "stream":
+            msg = f"The reply from {who} broke off ({out.detail}).{tail}"
+        case _ if out.connect:
+            msg = f"Cannot reach {who} ({out.detail}). Check the base URL and the network.{tail}"
+        case _:
+            msg = f"{who} answered with a server error ({out.short()}).{tail}"
+    return Failure(kind=out.kind, message=scrub(msg, secret), status=out.status)
