@@ -11,7 +11,7 @@ the wrong server.
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Literal
 from urllib.parse import urlsplit
 
 import msgspec
@@ -43,10 +43,10 @@ class McpServerSpec(msgspec.Struct, frozen=True):
     url: str | None = None
     headers: tuple[tuple[str, str], ...] = ()
 
-    def public(self) -> dict[str, Any]:
+    def public(self) -> dict[str, object]:
         """What may be stored, shown or logged (mcp/scrub.py): env and header names only, the arguments with
         secret-looking values replaced, and the URL without userinfo, query, fragment or key-shaped path parts."""
-        out: dict[str, Any] = {"name": self.name, "transport": self.transport}
+        out: dict[str, object] = {"name": self.name, "transport": self.transport}
         if self.transport == "stdio":
             out["command"] = self.command
             out["args"] = public_args(self.args)
@@ -65,12 +65,12 @@ class McpServerSpec(msgspec.Struct, frozen=True):
         fields = ", ".join(f"{k}={v!r}" for k, v in self.public().items())
         return f"McpServerSpec({fields})"
 
-    def __rich_repr__(self) -> list[tuple[str, Any]]:
+    def __rich_repr__(self) -> list[tuple[str, object]]:
         # msgspec's own __rich_repr__ would list every field, values included.
         return list(self.public().items())
 
 
-def parse_servers(raw: Any) -> tuple[list[McpServerSpec], list[str]]:
+def parse_servers(raw: object) -> tuple[list[McpServerSpec], list[str]]:
     """Specs that decode, and a person-worded problem for each item that does not.
 
     A bare command name is accepted (it is looked up only in absolute PATH entries outside the workspace:
@@ -106,7 +106,7 @@ def _clip(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _parse_one(item: Any) -> McpServerSpec:
+def _parse_one(item: object) -> McpServerSpec:
     if not isinstance(item, dict):
         raise ValueError(f"is not an object (got {type(item).__name__})")
     kind = item.get("type", "stdio")
@@ -155,7 +155,7 @@ def _parse_one(item: Any) -> McpServerSpec:
     return McpServerSpec(name=name, transport=kind, url=url, headers=headers)
 
 
-def _text(item: dict[str, Any], key: str, *, required: bool) -> str:
+def _text(item: dict[str, object], key: str, *, required: bool) -> str:
     value = item.get(key)
     if value is None:
         if required:
@@ -174,7 +174,7 @@ def _check_text(value: str, what: str) -> None:
         raise ValueError(f"{what} is longer than {MAX_TEXT_CHARS} characters")
 
 
-def _list(item: dict[str, Any], key: str, limit: int) -> list[Any]:
+def _list(item: dict[str, object], key: str, limit: int) -> list[object]:
     value = item.get(key)
     if value is None:  # the schema: null deserialises to the default, an empty list
         return []
@@ -185,7 +185,7 @@ def _list(item: dict[str, Any], key: str, limit: int) -> list[Any]:
     return value
 
 
-def _pairs(item: dict[str, Any], key: str, what: str) -> tuple[tuple[str, str], ...]:
+def _pairs(item: dict[str, object], key: str, what: str) -> tuple[tuple[str, str], ...]:
     """[{name, value}] → ((name, value), ...). Problems name the entry, never its value."""
     out: list[tuple[str, str]] = []
     for i, entry in enumerate(_list(item, key, MAX_PAIRS)):

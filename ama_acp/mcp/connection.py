@@ -13,7 +13,7 @@ import os
 from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager, suppress
-from typing import IO, Any
+from typing import IO
 
 import anyio
 import mcp_types as types
@@ -178,7 +178,9 @@ async def _http_transport(spec: McpServerSpec) -> AsyncIterator[Streams]:
         yield streams  # type: ignore[misc]
 
 
-def transport(spec: McpServerSpec, *, cwd: str | None, stderr: StderrTail | None) -> AbstractAsyncContextManager[Any]:
+def transport(
+    spec: McpServerSpec, *, cwd: str | None, stderr: StderrTail | None
+) -> AbstractAsyncContextManager[Streams]:
     """The SDK transport for a spec (entered by the caller, in the server's own task)."""
     if spec.transport == "stdio":
         from ama_acp.tools.programs import find_program, safe_path
@@ -201,7 +203,7 @@ def transport(spec: McpServerSpec, *, cwd: str | None, stderr: StderrTail | None
     return sse_client(spec.url or "", headers=dict(spec.headers) or None)
 
 
-async def open_session(stack: AsyncExitStack, streams: Any, *, on_message: MessageHandlerFnT) -> ClientSession:
+async def open_session(stack: AsyncExitStack, streams: Streams, *, on_message: MessageHandlerFnT) -> ClientSession:
     read, write = streams
     session = ClientSession(
         read,
@@ -223,10 +225,10 @@ def is_tools_changed(message: IncomingMessage) -> bool:
     return isinstance(message, types.ToolListChangedNotification)
 
 
-async def list_tools(session: ClientSession, *, max_pages: int = 20) -> list[dict[str, Any]]:
+async def list_tools(session: ClientSession, *, max_pages: int = 20) -> list[dict[str, object]]:
     """Every page of tools/list, as JSON (by alias), at most `max_pages` (a cursor that never ends is a bug
     on the server's side, not a reason to loop forever)."""
-    tools: list[dict[str, Any]] = []
+    tools: list[dict[str, object]] = []
     cursor: str | None = None
     for _ in range(max_pages):
         params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
@@ -239,7 +241,7 @@ async def list_tools(session: ClientSession, *, max_pages: int = 20) -> list[dic
 
 
 async def call_tool(
-    session: ClientSession, server: str, tool: str, arguments: dict[str, Any], timeout: float
+    session: ClientSession, server: str, tool: str, arguments: dict[str, object], timeout: float
 ) -> McpCallResult:
     """One tools/call. Raises ToolError for every way it can fail; cancellation propagates.
 

@@ -18,7 +18,7 @@ import importlib
 import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import anyio
 import anyio.to_thread
@@ -189,7 +189,7 @@ class McpHub:
         if self._by_wire:
             self._rebuild()
 
-    async def call(self, wire_name: str, arguments: dict[str, Any]) -> McpCallResult:
+    async def call(self, wire_name: str, arguments: object) -> McpCallResult:
         """Call a tool by its wire name. ToolError (worded for the model and the person) for a server that is
         gone, crashes mid-call, times out or answers garbage; cancellation propagates, and the SDK sends
         `notifications/cancelled` for the request."""
@@ -417,7 +417,7 @@ class McpHub:
         await self._notify_tools_changed()
         await self._notice(server, notice)
 
-    def _set_tools(self, server: _Server, raw_tools: list[dict[str, Any]]) -> str | None:
+    def _set_tools(self, server: _Server, raw_tools: list[dict[str, object]]) -> str | None:
         """Offer the server's listed tools; a sentence for the person when some were too large to offer."""
         taken = {tool.wire_name for other in self._servers if other is not server for tool in other.tools}
         tools, dropped = tools_from_listing(server.name, raw_tools, taken)

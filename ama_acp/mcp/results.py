@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Any, Literal
+from typing import Literal
 
 import msgspec
 
@@ -44,7 +44,7 @@ class McpCallResult(msgspec.Struct, frozen=True):
         return "\n".join(parts)
 
 
-def map_result(raw: Any) -> McpCallResult:
+def map_result(raw: object) -> McpCallResult:
     """A CallToolResult as JSON → McpCallResult. Never raises."""
     if not isinstance(raw, dict):
         return McpCallResult(
@@ -67,11 +67,11 @@ def map_result(raw: Any) -> McpCallResult:
     return McpCallResult(content=content, is_error=raw.get("isError") is True)
 
 
-def _str(value: Any) -> str | None:
+def _str(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _item(item: Any) -> McpContent:
+def _item(item: object) -> McpContent:
     if not isinstance(item, dict):
         return McpContent(kind="text", text="(a content item that is not an object)")
     kind = item.get("type")

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any
 
 import msgspec
+
+from ama_acp.tools.base import JSONObject
 
 __all__ = [
     "DESCRIPTION_BUDGET",
@@ -51,7 +52,7 @@ class McpTool(msgspec.Struct, frozen=True):
     name: str  # the server's own tool name: what tools/call sends
     wire_name: str  # what the model calls it
     description: str
-    input_schema: dict[str, Any]
+    input_schema: JSONObject  # an object schema (`object_schema`), as the server listed it
     read_only: bool  # annotations.readOnlyHint is true
     title: str | None = None
 
@@ -98,7 +99,7 @@ def clip_description(text: str, budget: int = DESCRIPTION_BUDGET) -> str:
     return text if len(text) <= budget else text[: budget - 1] + "…"
 
 
-def object_schema(schema: Any) -> dict[str, Any]:
+def object_schema(schema: object) -> JSONObject:
     """The input schema as given when it describes an object; anything else becomes `{"type": "object"}`
     (providers refuse a tool whose parameters are not an object schema)."""
     if not isinstance(schema, dict):
@@ -111,18 +112,18 @@ def object_schema(schema: Any) -> dict[str, Any]:
     return {"type": "object"}
 
 
-def tools_from_listing(server: str, raw_tools: Any, taken: set[str]) -> tuple[list[McpTool], list[str]]:
+def tools_from_listing(server: str, raw_tools: object, taken: set[str]) -> tuple[list[McpTool], list[str]]:
     """The entries of a tools/list result (JSON, already decoded) → McpTools with wire names not in `taken`,
     in the server's order; and a line for the log about each entry left out (no name, a repeated name, over
     the limit)."""
     dropped: list[str] = []
     if not isinstance(raw_tools, list):
         return [], ["the tool list is not a list"]
-    entries: list[dict[str, Any]] = []
+    entries: list[tuple[str, dict[str, object]]] = []  # (the server's name for it, its entry)
     seen: set[str] = set()
     for index, raw in enumerate(raw_tools):
         name = raw.get("name") if isinstance(raw, dict) else None
-        if not isinstance(name, str) or not name:
+        if not isinstance(raw, dict) or not isinstance(name, str) or not name:
             dropped.append(f"tool #{index + 1} has no name")
             continue
         if name in seen:
@@ -132,12 +133,12 @@ def tools_from_listing(server: str, raw_tools: Any, taken: set[str]) -> tuple[li
             dropped.append(f"more than {MAX_TOOLS_PER_SERVER} tools: {len(raw_tools) - index} left out")
             break
         seen.add(name)
-        entries.append(raw)
-    names = wire_names(server, [e["name"] for e in entries], taken)
-    return [_tool(server, wire, raw) for wire, raw in zip(names, entries, strict=True)], dropped
+        entries.append((name, raw))
+    names = wire_names(server, [name for name, _ in entries], taken)
+    return [_tool(server, wire, *entry) for wire, entry in zip(names, entries, strict=True)], dropped
 
 
-def _tool(server: str, wire_name: str, raw: dict[str, Any]) -> McpTool:
+def _tool(server: str, wire_name: str, name: str, raw: dict[str, object]) -> McpTool:
     description = raw.get("description")
     annotations = raw.get("annotations")
     if not isinstance(annotations, dict):
@@ -147,7 +148,7 @@ def _tool(server: str, wire_name: str, raw: dict[str, Any]) -> McpTool:
         title = annotations.get("title") if isinstance(annotations.get("title"), str) else None
     return McpTool(
         server=server,
-        name=raw["name"],
+        name=name,
         wire_name=wire_name,
         description=clip_description(description if isinstance(description, str) else ""),
         input_schema=object_schema(raw.get("inputSchema")),
@@ -156,7 +157,7 @@ def _tool(server: str, wire_name: str, raw: dict[str, Any]) -> McpTool:
     )
 
 
-def _size(value: Any) -> int | None:
+def _size(value: object) -> int | None:
     """Bytes of a value as JSON; None for one that cannot be encoded (too deep, not JSON)."""
     try:
         return len(msgspec.json.encode(value))

@@ -2,31 +2,31 @@
 `session/request_permission` for the rest.
 
 The request shows the person what they are judging: the whole command, the diff an edit would apply, the
-real path behind a symlink outside the project. The answer is decoded before it is believed; a malformed
-one is a rejection with its reason. The mode is checked again once the person answers: a switch to Read
-only while the dialog was open wins over a later "Allow".
+real path behind a symlink outside the project. The answer is decoded where it arrives (session/editor.py);
+a malformed one is a rejection with its reason. The mode is checked again once the person answers: a switch
+to Read only while the dialog was open wins over a later "Allow".
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
+from typing import Protocol
 
-import msgspec
+import anyio
 
 from ama_acp.agent import events as ev
 from ama_acp.agent.loop import CANCELLED_FOR_MODEL, CANCELLED_FOR_PERSON, Refusal
 from ama_acp.permissions import Approvals, decide, deny_reason, path_problem
 from ama_acp.rpc.errors import ClientError
+from ama_acp.session.editor import ClientRequests, EditorClient, MalformedAnswer, PeerEditor, clip
 from ama_acp.session.updates import locations
-from ama_acp.tools.base import FileDiff, Location, ToolError
+from ama_acp.tools.base import FileDiff, Location, Tool, ToolError
 from ama_acp.tools.common import diff_too_big
 from ama_acp.tools.context import ToolContext
 from ama_acp.wire import types as w
-
-if TYPE_CHECKING:
-    from ama_acp.session.session import Session
 
 log = logging.getLogger(__name__)
 
@@ -39,12 +39,48 @@ REJECTED_FOR_MODEL = "The user rejected this tool call. Do not retry it; ask the
 REJECTED_FOR_PERSON = "You rejected this call."
 
 
+# A tool call's arguments, as the model wrote them (a JSON object): read here only after a type check.
+Args = Mapping[str, object]
+
+
+class ApprovalSession(Protocol):
+    """What the approver needs of its session."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def mode(self) -> str:
+        """The permission mode now (it may change while the person is asked)."""
+        ...
+
+    @property
+    def cancelled(self) -> bool: ...
+
+    @property
+    def tool_ctx(self) -> ToolContext:
+        """Where the call's paths resolve, and the workspace an edit's preview reads."""
+        ...
+
+    @property
+    def rt(self) -> ClientRequests:
+        """The way to the client (the approver asks it through a `PeerEditor` over it)."""
+        ...
+
+    def tool(self, name: str) -> Tool | None: ...
+
+    def cancel(self) -> None: ...
+
+    def graceful(self, timeout: float, grace: float) -> AbstractContextManager[anyio.CancelScope]: ...
+
+
 class Approver:
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: ApprovalSession) -> None:
         self.s = session
+        self.editor: EditorClient = PeerEditor(session.rt.client_request)
         self.memory = Approvals()
 
-    async def approve(self, call: ev.ToolCallRequested, args: dict[str, Any]) -> Refusal | None:
+    async def approve(self, call: ev.ToolCallRequested, args: Args) -> Refusal | None:
         tool = self.s.tool(call.name)
         kind = tool.kind if tool else "other"
         # "Always" for an MCP tool means this tool of this server, not every tool of its kind.
@@ -80,10 +116,11 @@ class Approver:
     def _allowed_by_policy(self, kind: str, outside: list[str]) -> bool:
         return decide(self.s.mode, kind, not outside) == "allow"
 
-    def _outside_paths(self, locs: list[Location], kind: str, args: dict[str, Any]) -> list[str]:
+    def _outside_paths(self, locs: list[Location], kind: str, args: Args) -> list[str]:
         paths = [loc.path for loc in locs]
-        if kind == "execute" and "cwd" in args and isinstance(args["cwd"], str):
-            paths.append(args["cwd"])
+        cwd = args.get("cwd")
+        if kind == "execute" and isinstance(cwd, str):
+            paths.append(cwd)
         out = []
         for p in paths:
             resolved = self.s.tool_ctx.resolve(p)
@@ -92,7 +129,7 @@ class Approver:
         return out
 
     async def _ask(
-        self, call: ev.ToolCallRequested, kind: str, outside: list[str], args: dict[str, Any], memory_kind: str
+        self, call: ev.ToolCallRequested, kind: str, outside: list[str], args: Args, memory_kind: str
     ) -> Refusal | None:
         where = f" (outside the project: {', '.join(_shown_path(p) for p in outside)})" if outside else ""
         opts = [
@@ -116,44 +153,36 @@ class Approver:
             ),
             options=opts,
         )
-        answer: Any = None
-        failure: str | None = None
+        answer: w.RequestPermissionResponse | Refusal | None = None
         # Shielded from the turn's cancel: on session/cancel the wait shrinks to CANCEL_GRACE, so the client's
         # `cancelled` answer closes the dialog instead of a withdrawn request leaving it open.
         with self.s.graceful(PERMISSION_TIMEOUT, CANCEL_GRACE) as scope:
             try:
-                answer = await self.s.rt.client_request("session/request_permission", request)
+                answer = await self.editor.request_permission(request)
+            except MalformedAnswer as exc:  # logged where it arrived, with the answer
+                answer = _malformed(exc.reason)
             except ClientError as exc:
-                failure = exc.message or str(exc)
+                answer = _failed(exc.message or str(exc))
             except Exception as exc:  # a client that cannot ask counts as a rejection, with the reason
-                failure = str(exc) or type(exc).__name__
-        if scope.cancelled_caught or self.s.cancelled:
+                answer = _failed(str(exc) or type(exc).__name__)
+        if scope.cancelled_caught or self.s.cancelled or answer is None:  # None: the scope ended the wait
             self.s.cancel()
             return Refusal(CANCELLED_FOR_MODEL, CANCELLED_FOR_PERSON)
-        if failure is not None:
-            log.warning("permission request failed: %s", failure)
-            return Refusal(
-                f"Permission could not be asked ({failure}); the call did not run.",
-                f"Not run: the permission request failed ({failure}).",
-            )
+        if isinstance(answer, Refusal):
+            return answer
         return self._judge(answer, kind, outside, {o.option_id for o in opts}, memory_kind)
 
     def _judge(
-        self, answer: Any, kind: str, outside: list[str], offered: set[str], memory_kind: str
+        self, answer: w.RequestPermissionResponse, kind: str, outside: list[str], offered: set[str], memory_kind: str
     ) -> Refusal | None:
-        try:
-            decoded = msgspec.convert(answer, w.RequestPermissionResponse)
-        except msgspec.ValidationError as exc:
-            log.warning("malformed permission answer %r: %s", _clip(answer), exc)
-            return _malformed(str(exc))
-        outcome = decoded.outcome
+        outcome = answer.outcome
         if isinstance(outcome, w.CancelledPermissionOutcome):
             self.s.cancel()  # the client cancelled the turn while asking (R113); the turn scope ends it
             return Refusal(CANCELLED_FOR_MODEL, CANCELLED_FOR_PERSON)
         chosen = outcome.option_id
         if chosen not in offered:
-            log.warning("permission answer chose an option never offered: %r", _clip(chosen))
-            return _malformed(f"it chose {_clip(chosen)!r}, which was not one of the options")
+            log.warning("permission answer chose an option never offered: %r", clip(chosen))
+            return _malformed(f"it chose {clip(chosen)!r}, which was not one of the options")
         if chosen in ("allow_always", "reject_always"):
             self.memory.remember(memory_kind, outside, chosen == "allow_always")
         if chosen not in ("allow_once", "allow_always"):
@@ -161,7 +190,7 @@ class Approver:
         # The person answered the question asked under the mode of that moment; the current mode decides.
         return self._by_policy(kind, outside)
 
-    async def _content(self, call: ev.ToolCallRequested, kind: str, args: dict[str, Any]) -> list[w.ToolCallContent]:
+    async def _content(self, call: ev.ToolCallRequested, kind: str, args: Args) -> list[w.ToolCallContent]:
         """What the person needs to judge the call: the full command, the diff an edit would apply."""
         content: list[w.ToolCallContent] = []
         command = args.get("command")
@@ -180,11 +209,11 @@ class Approver:
             content.append(w.Diff(path=d.path, old_text=d.old_text, new_text=d.new_text))
         return content
 
-    async def _preview(self, name: str, args: dict[str, Any]) -> list[FileDiff] | None:
+    async def _preview(self, name: str, args: Args) -> list[FileDiff] | None:
         return await _preview_file_change(name, args, self.s.tool_ctx)
 
 
-async def _preview_file_change(name: str, args: dict[str, Any], ctx: ToolContext) -> list[FileDiff] | None:
+async def _preview_file_change(name: str, args: Args, ctx: ToolContext) -> list[FileDiff] | None:
     """edit_file and write_file computed in memory the way they will run (until the tools offer `preview`).
     None when there is nothing to show: bad arguments, a missing or binary file (the tool will say so)."""
     from ama_acp.tools.edit import apply_edits
@@ -214,6 +243,14 @@ async def _preview_file_change(name: str, args: dict[str, Any], ctx: ToolContext
     return [FileDiff(path, old, new)]
 
 
+def _failed(reason: str) -> Refusal:
+    log.warning("permission request failed: %s", reason)
+    return Refusal(
+        f"Permission could not be asked ({reason}); the call did not run.",
+        f"Not run: the permission request failed ({reason}).",
+    )
+
+
 def _malformed(reason: str) -> Refusal:
     return Refusal(
         f"The editor's answer to the permission request was not understood ({reason}); the call did not run. "
@@ -225,8 +262,3 @@ def _malformed(reason: str) -> Refusal:
 def _shown_path(path: str) -> str:
     real = os.path.realpath(path)
     return path if real == path else f"{path} → {real}"
-
-
-def _clip(value: Any, limit: int = 200) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + "…"

@@ -5,7 +5,7 @@ runs against the local disk or the editor's buffers and terminals.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 import msgspec
 
@@ -18,6 +18,14 @@ if TYPE_CHECKING:  # tools/context.py stands on the workspace; the interface nee
 
 # How long a tool call may take unless the tool says otherwise (tools.registry.run_with_deadline).
 DEFAULT_DEADLINE_SECONDS = 60.0
+
+# A JSON value: a tool's schema as written, an MCP server's as listed.
+JSONValue = None | bool | int | float | str | list["JSONValue"] | dict[str, "JSONValue"]
+JSONObject = dict[str, JSONValue]
+
+# A call's arguments as the model wrote them: a JSON object, of any shape until the tool checks it (`run` does,
+# with tools.common.validate, into the tool's own TypedDict; `title` and `locations` read them defensively).
+ToolArgs = dict[str, object]
 
 # ACP ToolKind values.
 ToolKind = Literal["read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"]
@@ -50,22 +58,22 @@ class ToolResult(msgspec.Struct, frozen=True, omit_defaults=True):
 class Tool(Protocol):
     name: str
     description: str
-    parameters: dict[str, Any]
+    parameters: JSONObject  # the JSON schema of the arguments object
     kind: ToolKind
 
-    def title(self, args: dict[str, Any]) -> str:
-        """A line a person understands: 'Read src/app.py', 'Run pytest -q'."""
+    def title(self, args: ToolArgs) -> str:
+        """A line a person understands: 'Read src/app.py', 'Run pytest -q'. Never raises, whatever `args` hold."""
         ...
 
-    def locations(self, args: dict[str, Any], cwd: str) -> list[Location]: ...
+    def locations(self, args: ToolArgs, cwd: str) -> list[Location]: ...
 
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult: ...
+    async def run(self, args: ToolArgs, ctx: ToolContext) -> ToolResult: ...
 
 
 @runtime_checkable
 class HasDeadline(Protocol):
     """A tool whose time limit depends on its arguments (run_command: its own `timeout` plus the kill)."""
 
-    def deadline_seconds(self, args: Any) -> float:
+    def deadline_seconds(self, args: object) -> float:
         """Never raises, whatever `args` hold: it runs before the arguments are checked."""
         ...

@@ -5,10 +5,10 @@ from __future__ import annotations
 import difflib
 import functools
 import os
-from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar, cast
+from collections.abc import Awaitable, Callable
+from typing import TypeVar, cast
 
-from ama_acp.tools.base import FileDiff, Location, ToolError, ToolResult
+from ama_acp.tools.base import FileDiff, JSONObject, JSONValue, Location, ToolArgs, ToolError, ToolResult
 from ama_acp.tools.context import ToolContext
 from ama_acp.tools.paths import ResolvedPath, absolute
 from ama_acp.tools.regular import special_root
@@ -22,8 +22,12 @@ DIFF_LIMIT = 256 * 1024
 # --- arguments -----------------------------------------------------------------------------------------
 
 
-def validate(schema: dict[str, Any], args: Any) -> dict[str, Any]:
-    """Check `args` against the small JSON-schema subset the tools use and fill in defaults.
+_Checked = TypeVar("_Checked")
+
+
+def validate(schema: JSONObject, args: object, checked: type[_Checked]) -> _Checked:
+    """Check `args` against the small JSON-schema subset the tools use and fill in defaults; the result has the
+    shape `checked` (the tool's TypedDict, which says what its schema guarantees).
 
     Lenient where models are sloppy in harmless ways: `null` means "not given", "10" is accepted for an
     integer and "true" for a boolean. Strict about what changes meaning: missing or unknown fields, wrong
@@ -33,12 +37,18 @@ def validate(schema: dict[str, Any], args: Any) -> dict[str, Any]:
         args = {}
     if not isinstance(args, dict):
         raise ToolError("The arguments must be a JSON object.")
-    return _object(schema, args, "")
+    # The check above is the schema's; the TypedDict restates it for the type checker.
+    return cast(_Checked, _object(schema, args, ""))
 
 
-def _object(schema: dict[str, Any], value: dict[str, Any], where: str) -> dict[str, Any]:
-    props: dict[str, Any] = schema.get("properties", {})
-    out: dict[str, Any] = {}
+def _subschema(value: JSONValue | None) -> JSONObject:
+    """A schema's part that is itself a schema or a table of them (`properties`, `items`); {} when absent."""
+    return value if isinstance(value, dict) else {}
+
+
+def _object(schema: JSONObject, value: dict[str, object], where: str) -> dict[str, object]:
+    props = _subschema(schema.get("properties"))
+    out: dict[str, object] = {}
     for key, item in value.items():
         if key not in props:
             if schema.get("additionalProperties", True) is False:
@@ -48,17 +58,18 @@ def _object(schema: dict[str, Any], value: dict[str, Any], where: str) -> dict[s
             continue
         if item is None:
             continue
-        out[key] = _value(props[key], item, f"{where}{key}")
-    for key in schema.get("required", []):
-        if key not in out:
-            raise ToolError(f"Missing required argument `{where}{key}`.")
+        out[key] = _value(_subschema(props[key]), item, f"{where}{key}")
+    required = schema.get("required")
+    for name in required if isinstance(required, list) else []:
+        if name not in out:
+            raise ToolError(f"Missing required argument `{where}{name}`.")
     for key, sub in props.items():
-        if key not in out and "default" in sub:
+        if key not in out and isinstance(sub, dict) and "default" in sub:
             out[key] = sub["default"]
     return out
 
 
-def _value(schema: dict[str, Any], value: Any, where: str) -> Any:
+def _value(schema: JSONObject, value: object, where: str) -> object:
     kind = schema.get("type")
     if kind == "string":
         if not isinstance(value, str):
@@ -77,22 +88,26 @@ def _value(schema: dict[str, Any], value: Any, where: str) -> Any:
     elif kind == "array":
         if not isinstance(value, list):
             raise ToolError(f"Argument `{where}` must be an array.")
-        if len(value) < schema.get("minItems", 0):
-            raise ToolError(f"Argument `{where}` needs at least {schema['minItems']} item(s).")
-        items = schema.get("items")
+        min_items = schema.get("minItems", 0)
+        if isinstance(min_items, int) and len(value) < min_items:
+            raise ToolError(f"Argument `{where}` needs at least {min_items} item(s).")
+        items = _subschema(schema.get("items"))
         if items:
             value = [_value(items, v, f"{where}[{i}]") for i, v in enumerate(value)]
     elif kind == "object":
         if not isinstance(value, dict):
             raise ToolError(f"Argument `{where}` must be an object.")
         value = _object(schema, value, f"{where}.")
-    if "enum" in schema and value not in schema["enum"]:
-        choices = ", ".join(f"`{c}`" for c in schema["enum"])
+    enum = schema.get("enum")
+    if isinstance(enum, list) and value not in enum:
+        choices = ", ".join(f"`{c}`" for c in enum)
         raise ToolError(f"Argument `{where}` must be one of {choices}, not `{value}`.")
-    if "minimum" in schema and value < schema["minimum"]:
-        raise ToolError(f"Argument `{where}` must be at least {schema['minimum']}.")
-    if "maximum" in schema and value > schema["maximum"]:
-        raise ToolError(f"Argument `{where}` must be at most {schema['maximum']}.")
+    # Bounds are given only to integers and numbers, which the kinds above have checked `value` to be.
+    minimum, maximum = schema.get("minimum"), schema.get("maximum")
+    if isinstance(minimum, int | float) and isinstance(value, int | float) and value < minimum:
+        raise ToolError(f"Argument `{where}` must be at least {minimum}.")
+    if isinstance(maximum, int | float) and isinstance(value, int | float) and value > maximum:
+        raise ToolError(f"Argument `{where}` must be at most {maximum}.")
     return value
 
 
@@ -111,7 +126,7 @@ def _check_text(value: str, where: str) -> None:
         raise ToolError(f"Argument `{where}` contains a NUL character, which no path or command can hold.")
 
 
-def _integer(value: Any, where: str) -> int:
+def _integer(value: object, where: str) -> int:
     if isinstance(value, bool):
         raise ToolError(f"Argument `{where}` must be an integer.")
     if isinstance(value, int):
@@ -126,27 +141,27 @@ def _integer(value: Any, where: str) -> int:
     raise ToolError(f"Argument `{where}` must be an integer.")
 
 
-def arg_str(args: Any, key: str, default: str = "") -> str:
+def arg_str(args: object, key: str, default: str = "") -> str:
     """A string argument for titles and locations, which must never fail on bad input."""
     value = args.get(key) if isinstance(args, dict) else None
     return value if isinstance(value, str) else default
 
 
 # The `path` argument of the tools that take one file, as the model sees it.
-FILE_PATH_PARAM: dict[str, Any] = {
+FILE_PATH_PARAM: JSONObject = {
     "type": "string",
     "description": "File path, absolute or relative to the working directory.",
 }
 
 
-def path_locations(args: Any, cwd: str, default: str | None = None, line: int | None = None) -> list[Location]:
+def path_locations(args: object, cwd: str, default: str | None = None, line: int | None = None) -> list[Location]:
     """The call's `path` argument as its one location (absolute; `default` when it has none, e.g. "." for a
     search of the working directory); no location when there is neither. Never fails on bad input."""
     path = arg_str(args, "path") or default
     return [Location(absolute(path, cwd), line)] if path else []
 
 
-def arg_int(args: Any, key: str) -> int | None:
+def arg_int(args: object, key: str) -> int | None:
     value = args.get(key) if isinstance(args, dict) else None
     try:
         return _integer(value, key) if value is not None else None
@@ -267,8 +282,8 @@ async def missing_file_error(workspace: Workspace, path: str, cwd: str, hint: st
     return ToolError(message)
 
 
-# A tool's `run` method: (self, args, ctx) -> ToolResult.
-_Run = TypeVar("_Run", bound=Callable[[Any, dict[str, Any], ToolContext], Coroutine[Any, Any, ToolResult]])
+# A tool's `run` method: (self, args, ctx) -> ToolResult (`...`: whichever class `self` is).
+_Run = TypeVar("_Run", bound=Callable[..., Awaitable[ToolResult]])
 
 
 def os_errors_as_tool_errors(run: _Run) -> _Run:
@@ -276,7 +291,7 @@ def os_errors_as_tool_errors(run: _Run) -> _Run:
     as a plain sentence rather than a traceback."""
 
     @functools.wraps(run)
-    async def wrapper(self: object, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    async def wrapper(self: object, args: ToolArgs, ctx: ToolContext) -> ToolResult:
         try:
             return await run(self, args, ctx)
         except OSError as e:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import Any
+from collections.abc import Sequence
+from typing import NotRequired, TypedDict
 
-from ama_acp.tools.base import Location, ToolError, ToolKind, ToolResult
+from ama_acp.tools.base import JSONObject, Location, ToolArgs, ToolError, ToolKind, ToolResult
 from ama_acp.tools.common import (
     FILE_PATH_PARAM,
     arg_str,
@@ -30,6 +31,17 @@ _LINE_NUMBER_PREFIX = re.compile(r"^\s*\d+\t")
 _HINT_MAX_LINES = 20_000
 
 
+class Edit(TypedDict):
+    old_text: str
+    new_text: str
+    replace_all: NotRequired[bool]  # filled in (False) by the check; absent in an approval's preview
+
+
+class EditArgs(TypedDict):
+    path: str
+    edits: list[Edit]
+
+
 class EditTool:
     name = "edit_file"
     kind: ToolKind = "edit"
@@ -40,7 +52,7 @@ class EditTool:
         "it unique. Several edits in one call are applied in order, each to the result of the previous one, and "
         "the file changes only if all of them apply. Read the file first. To create a file use write_file."
     )
-    parameters: dict[str, Any] = {
+    parameters: JSONObject = {
         "type": "object",
         "properties": {
             "path": FILE_PATH_PARAM,
@@ -68,16 +80,16 @@ class EditTool:
         "additionalProperties": False,
     }
 
-    def title(self, args: dict[str, Any]) -> str:
+    def title(self, args: ToolArgs) -> str:
         return f"Edit {arg_str(args, 'path', 'file')}"
 
-    def locations(self, args: dict[str, Any], cwd: str) -> list[Location]:
+    def locations(self, args: ToolArgs, cwd: str) -> list[Location]:
         return path_locations(args, cwd)
 
     @os_errors_as_tool_errors
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        args = validate(self.parameters, args)
-        resolved = ctx.resolve(args["path"])
+    async def run(self, args: ToolArgs, ctx: ToolContext) -> ToolResult:
+        checked = validate(self.parameters, args, EditArgs)
+        resolved = ctx.resolve(checked["path"])
         path = resolved.path
         shown = display_path(path, ctx.cwd)
         refuse_git_internals(resolved, shown)
@@ -94,8 +106,8 @@ class EditTool:
         except BinaryFileError:
             raise ToolError(f"{shown} is a binary file; edit_file works on text files only.") from None
 
-        new, replacements = apply_edits(original, args["edits"], shown)
-        count = len(args["edits"])
+        new, replacements = apply_edits(original, checked["edits"], shown)
+        count = len(checked["edits"])
         if new == original:
             return ToolResult(text=f"The edits left {shown} unchanged.", locations=[Location(path)])
         await ctx.workspace.write_text(path, new)
@@ -110,9 +122,10 @@ class EditTool:
         return ToolResult(text=text, diffs=make_diff(path, original, new), locations=[Location(path, line)])
 
 
-def apply_edits(original: str, edits: list[dict[str, Any]], shown: str) -> tuple[str, int]:
+def apply_edits(original: str, edits: Sequence[Edit], shown: str) -> tuple[str, int]:
     """Apply the edits in memory; returns the new text and the number of replacements, or raises ToolError
-    and nothing is written."""
+    and nothing is written. (An approval's preview passes the model's edits unchecked, and takes a KeyError or
+    TypeError as "no preview".)"""
     # A CRLF file meets model text written with "\n": match on "\n" and put the CRLFs back afterwards.
     # Only when the file is consistently CRLF, so a mixed file keeps its bytes.
     crlf = "\r\n" in original and original.count("\r\n") == original.count("\n")

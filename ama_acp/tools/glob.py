@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 import stat
-from typing import Any
+from typing import NotRequired, TypedDict
 
-from ama_acp.tools.base import Location, ToolError, ToolKind, ToolResult
+from ama_acp.tools.base import JSONObject, Location, ToolArgs, ToolError, ToolKind, ToolResult
 from ama_acp.tools.budget import Budget, run_bounded
 from ama_acp.tools.common import (
     arg_str,
@@ -24,6 +24,11 @@ MAX_RESULTS = 200
 FILTER_SECONDS = 20.0
 
 
+class GlobArgs(TypedDict):
+    pattern: str
+    path: NotRequired[str]
+
+
 class GlobTool:
     name = "find_files"
     kind: ToolKind = "search"
@@ -33,7 +38,7 @@ class GlobTool:
         "files directly in `path` and `**/*.md` matches at any depth. Files ignored by .gitignore are left out. "
         "Results are sorted by modification time, newest first. To search file contents use search."
     )
-    parameters: dict[str, Any] = {
+    parameters: JSONObject = {
         "type": "object",
         "properties": {
             "pattern": {"type": "string", "description": "Glob, relative to `path`."},
@@ -46,21 +51,21 @@ class GlobTool:
         "additionalProperties": False,
     }
 
-    def title(self, args: dict[str, Any]) -> str:
+    def title(self, args: ToolArgs) -> str:
         where = arg_str(args, "path")
         return f"Find `{arg_str(args, 'pattern', '*')}`" + (f" in {where}" if where else "")
 
-    def locations(self, args: dict[str, Any], cwd: str) -> list[Location]:
+    def locations(self, args: ToolArgs, cwd: str) -> list[Location]:
         return path_locations(args, cwd, default=".")
 
     @os_errors_as_tool_errors
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        args = validate(self.parameters, args)
-        root = ctx.resolve(args.get("path") or ".").path
+    async def run(self, args: ToolArgs, ctx: ToolContext) -> ToolResult:
+        checked = validate(self.parameters, args, GlobArgs)
+        root = ctx.resolve(checked.get("path") or ".").path
         shown_root = display_path(root, ctx.cwd)
         if not await ctx.workspace.is_dir(root):
             raise ToolError(f"Not a directory: {shown_root}.")
-        pattern = _relative_pattern(args["pattern"], root)
+        pattern = _relative_pattern(checked["pattern"], root)
         try:
             glob_regex(pattern.rstrip("/"))
         except GlobError as e:

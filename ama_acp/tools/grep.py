@@ -20,14 +20,14 @@ import os
 import signal
 import subprocess
 from dataclasses import dataclass, field
-from typing import Any
+from typing import NotRequired, TypedDict
 
 import anyio
 import msgspec
 import re2  # type: ignore[import-untyped]  # google-re2 ships neither stubs nor py.typed
 from anyio.abc import Process
 
-from ama_acp.tools.base import Location, ToolError, ToolKind, ToolResult
+from ama_acp.tools.base import JSONObject, Location, ToolArgs, ToolError, ToolKind, ToolResult
 from ama_acp.tools.budget import Budget, run_bounded
 from ama_acp.tools.common import (
     arg_str,
@@ -54,6 +54,14 @@ COUNT_LIMIT = 10_000
 SEARCH_SECONDS = 30.0
 
 
+class GrepArgs(TypedDict):
+    pattern: str
+    path: NotRequired[str]
+    glob: NotRequired[str]
+    ignore_case: bool  # the defaults filled in
+    context: int
+
+
 @dataclass
 class _FileHits:
     path: str  # absolute
@@ -77,7 +85,7 @@ class GrepTool:
         "and ask for surrounding lines with `context`. Use it to locate code before reading it; to find files "
         "by name use find_files."
     )
-    parameters: dict[str, Any] = {
+    parameters: JSONObject = {
         "type": "object",
         "properties": {
             "pattern": {"type": "string", "description": "Regular expression to look for."},
@@ -99,27 +107,27 @@ class GrepTool:
     def __init__(self, use_ripgrep: bool = True) -> None:
         self.use_ripgrep = use_ripgrep
 
-    def title(self, args: dict[str, Any]) -> str:
+    def title(self, args: ToolArgs) -> str:
         where = arg_str(args, "path")
         return f"Search for `{short(arg_str(args, 'pattern'), 50)}`" + (f" in {where}" if where else "")
 
-    def locations(self, args: dict[str, Any], cwd: str) -> list[Location]:
+    def locations(self, args: ToolArgs, cwd: str) -> list[Location]:
         return path_locations(args, cwd, default=".")
 
     @os_errors_as_tool_errors
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        args = validate(self.parameters, args)
-        target = ctx.resolve(args.get("path") or ".").path
+    async def run(self, args: ToolArgs, ctx: ToolContext) -> ToolResult:
+        checked = validate(self.parameters, args, GrepArgs)
+        target = ctx.resolve(checked.get("path") or ".").path
         shown = display_path(target, ctx.cwd)
         st = await ctx.workspace.stat(target)
         if st is None:
             raise ToolError(f"Path not found: {shown}.")
-        pattern: str = args["pattern"]
+        pattern = checked["pattern"]
         if not pattern:
             raise ToolError("`pattern` is empty.")
-        glob: str | None = args.get("glob") or None
-        ignore_case: bool = args["ignore_case"]
-        context: int = args["context"]
+        glob = checked.get("glob") or None
+        ignore_case = checked["ignore_case"]
+        context = checked["context"]
 
         if not st.is_dir:
             require_regular(ctx.resolve(target), st, shown, "searched")
@@ -242,7 +250,7 @@ def _take(raw: bytes, found: _Found, by_path: dict[str, _FileHits], stored: int)
     if not raw.strip():
         return stored
     try:
-        msg: Any = msgspec.json.decode(raw)  # one line of ripgrep's --json output, checked below as far as used
+        msg: object = msgspec.json.decode(raw)  # one line of ripgrep's --json output, checked below as far as used
     except msgspec.DecodeError:
         return stored
     if not isinstance(msg, dict) or not isinstance(data := msg.get("data"), dict):
@@ -263,7 +271,7 @@ def _take(raw: bytes, found: _Found, by_path: dict[str, _FileHits], stored: int)
     return stored + is_match
 
 
-def _rg_text(obj: Any) -> str:
+def _rg_text(obj: object) -> str:
     """ripgrep's text object: {"text": ...}, or {"bytes": base64} for a name or line that is not UTF-8."""
     if not isinstance(obj, dict):
         return ""

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import NotRequired, TypedDict
 
-from ama_acp.tools.base import Location, ToolError, ToolKind, ToolResult
+from ama_acp.tools.base import JSONObject, Location, ToolArgs, ToolError, ToolKind, ToolResult
 from ama_acp.tools.common import (
     arg_str,
     display_path,
@@ -19,6 +19,10 @@ from ama_acp.tools.context import ToolContext
 MAX_ENTRIES = 500
 
 
+class ListArgs(TypedDict):
+    path: NotRequired[str]
+
+
 class ListTool:
     name = "list_dir"
     kind: ToolKind = "read"
@@ -26,7 +30,7 @@ class ListTool:
         "List the entries of one directory (not recursive): subdirectories first, marked with a trailing '/', "
         "then files with their sizes. To find files by name across the tree use find_files."
     )
-    parameters: dict[str, Any] = {
+    parameters: JSONObject = {
         "type": "object",
         "properties": {
             "path": {
@@ -39,16 +43,16 @@ class ListTool:
         "additionalProperties": False,
     }
 
-    def title(self, args: dict[str, Any]) -> str:
+    def title(self, args: ToolArgs) -> str:
         return f"List {arg_str(args, 'path') or '.'}"
 
-    def locations(self, args: dict[str, Any], cwd: str) -> list[Location]:
+    def locations(self, args: ToolArgs, cwd: str) -> list[Location]:
         return path_locations(args, cwd, default=".")
 
     @os_errors_as_tool_errors
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        args = validate(self.parameters, args)
-        path = ctx.resolve(args.get("path") or ".").path
+    async def run(self, args: ToolArgs, ctx: ToolContext) -> ToolResult:
+        checked = validate(self.parameters, args, ListArgs)
+        path = ctx.resolve(checked.get("path") or ".").path
         shown = display_path(path, ctx.cwd)
         st = await ctx.workspace.stat(path)
         if st is None:

@@ -33,11 +33,6 @@ class PathPolicy:
     def __init__(self, roots: list[str]) -> None:
         self.roots = [os.path.realpath(r) for r in roots if r]
 
-    def add_root(self, root: str) -> None:
-        real = os.path.realpath(root)
-        if real not in self.roots:
-            self.roots.append(real)
-
     def resolve(self, path: str, cwd: str) -> ResolvedPath:
         """Never raises: a path no file can have (a NUL byte, a lone surrogate) counts as outside, so the
         permission check treats it with the most care; the tool then refuses it."""

@@ -95,11 +95,6 @@ def safe_path(path: str | None, workspace_roots: Sequence[str]) -> str:
     return os.pathsep.join(kept) or _NOWHERE
 
 
-def clear_cache() -> None:
-    """Forget every answer (tests that change files under the same PATH and roots)."""
-    _lookup.cache_clear()
-
-
 @functools.lru_cache(maxsize=256)
 def _lookup(name: str, path_value: str, roots: tuple[str, ...], cwd: str | None) -> Lookup:
     if not name or "\x00" in name:

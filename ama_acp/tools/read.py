@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import mimetypes
-from typing import Any
+from typing import NotRequired, TypedDict
 
-from ama_acp.tools.base import Location, ToolError, ToolKind, ToolResult
+from ama_acp.tools.base import JSONObject, Location, ToolArgs, ToolError, ToolKind, ToolResult
 from ama_acp.tools.common import (
     FILE_PATH_PARAM,
     arg_int,
@@ -29,6 +29,12 @@ HUGE_FILE_BYTES = 10 * 1024 * 1024
 MAX_OUTPUT_CHARS = 100_000
 
 
+class ReadArgs(TypedDict):
+    path: str
+    offset: NotRequired[int]
+    limit: NotRequired[int]
+
+
 class ReadTool:
     name = "read_file"
     kind: ToolKind = "read"
@@ -38,7 +44,7 @@ class ReadTool:
         "to continue. Use it before editing a file, and prefer reading the relevant part of a large file (find "
         "it with `search`) over reading everything. Directories: use list_dir."
     )
-    parameters: dict[str, Any] = {
+    parameters: JSONObject = {
         "type": "object",
         "properties": {
             "path": FILE_PATH_PARAM,
@@ -53,7 +59,7 @@ class ReadTool:
         "additionalProperties": False,
     }
 
-    def title(self, args: dict[str, Any]) -> str:
+    def title(self, args: ToolArgs) -> str:
         path = arg_str(args, "path", "file")
         offset, limit = arg_int(args, "offset"), arg_int(args, "limit")
         if limit:
@@ -63,13 +69,13 @@ class ReadTool:
             return f"Read {path} (from line {offset})"
         return f"Read {path}"
 
-    def locations(self, args: dict[str, Any], cwd: str) -> list[Location]:
+    def locations(self, args: ToolArgs, cwd: str) -> list[Location]:
         return path_locations(args, cwd, line=arg_int(args, "offset"))
 
     @os_errors_as_tool_errors
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        args = validate(self.parameters, args)
-        resolved = ctx.resolve(args["path"])
+    async def run(self, args: ToolArgs, ctx: ToolContext) -> ToolResult:
+        checked = validate(self.parameters, args, ReadArgs)
+        resolved = ctx.resolve(checked["path"])
         path = resolved.path
         shown = display_path(path, ctx.cwd)
         st = await ctx.workspace.stat(path)
@@ -78,9 +84,9 @@ class ReadTool:
         if st.is_dir:
             raise ToolError(f"{shown} is a directory. Use list_dir to see what it holds.")
         require_regular(resolved, st, shown, "read")
-        sliced = "offset" in args or "limit" in args
-        offset: int = args.get("offset", 1)
-        limit: int = args.get("limit", DEFAULT_LIMIT)
+        sliced = "offset" in checked or "limit" in checked
+        offset = checked.get("offset", 1)
+        limit = checked.get("limit", DEFAULT_LIMIT)
         huge = st.size > HUGE_FILE_BYTES
         if huge and not sliced:
             raise ToolError(

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import anyio
 
 from ama_acp.conversation.tools import ToolSpec
-from ama_acp.tools.base import DEFAULT_DEADLINE_SECONDS, HasDeadline, Tool, ToolError, ToolResult
+from ama_acp.tools.base import DEFAULT_DEADLINE_SECONDS, HasDeadline, Tool, ToolArgs, ToolError, ToolResult
 from ama_acp.tools.context import ToolContext
 from ama_acp.tools.edit import EditTool
 from ama_acp.tools.glob import GlobTool
@@ -34,14 +33,14 @@ def default_tools() -> list[Tool]:
     ]
 
 
-def deadline_for(tool: Tool, args: Any) -> float:
+def deadline_for(tool: Tool, args: object) -> float:
     """Seconds the call may take: the tool's own `deadline_seconds(args)` or DEFAULT_DEADLINE_SECONDS."""
     if isinstance(tool, HasDeadline):
         return tool.deadline_seconds(args)
     return DEFAULT_DEADLINE_SECONDS
 
 
-async def run_with_deadline(tool: Tool, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+async def run_with_deadline(tool: Tool, args: ToolArgs, ctx: ToolContext) -> ToolResult:
     """Run one tool call; past its deadline it is cancelled (its threads told to stop, its processes
     killed by their own cleanup) and the call fails with a ToolError saying so. Every tool call goes
     through here, so no tool, however it misbehaves, can hold a turn forever."""

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import signal
-from typing import Any
+from typing import NotRequired, TypedDict
 
-from ama_acp.tools.base import Location, ToolError, ToolKind, ToolResult
+from ama_acp.tools.base import JSONObject, Location, ToolArgs, ToolError, ToolKind, ToolResult
 from ama_acp.tools.common import arg_int, arg_str, os_errors_as_tool_errors, short, validate
 from ama_acp.tools.context import ToolContext
 
@@ -15,6 +15,12 @@ MAX_TIMEOUT = 600
 # deadline (tools.registry.run_with_deadline) gives up on it.
 DEADLINE_GRACE = 15.0
 OUTPUT_CAP = 30_000  # bytes kept: the first and the last half
+
+
+class ShellArgs(TypedDict):
+    command: str
+    timeout: int  # the default filled in
+    description: NotRequired[str]
 
 
 class ShellTool:
@@ -29,7 +35,7 @@ class ShellTool:
         f"most {MAX_TIMEOUT}), with everything it started. Output above about 30 KB keeps its beginning and end. "
         "To read, find or search files prefer read_file, find_files and search."
     )
-    parameters: dict[str, Any] = {
+    parameters: JSONObject = {
         "type": "object",
         "properties": {
             "command": {"type": "string", "description": "The command line."},
@@ -49,24 +55,24 @@ class ShellTool:
         "additionalProperties": False,
     }
 
-    def title(self, args: dict[str, Any]) -> str:
+    def title(self, args: ToolArgs) -> str:
         return f"Run `{short(arg_str(args, 'command'), 80)}`"
 
-    def locations(self, args: dict[str, Any], cwd: str) -> list[Location]:
+    def locations(self, args: ToolArgs, cwd: str) -> list[Location]:
         return []
 
-    def deadline_seconds(self, args: Any) -> float:
+    def deadline_seconds(self, args: object) -> float:
         timeout = arg_int(args, "timeout")
         timeout = DEFAULT_TIMEOUT if timeout is None else min(max(timeout, 1), MAX_TIMEOUT)
         return timeout + DEADLINE_GRACE
 
     @os_errors_as_tool_errors
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        args = validate(self.parameters, args)
-        command: str = args["command"]
+    async def run(self, args: ToolArgs, ctx: ToolContext) -> ToolResult:
+        checked = validate(self.parameters, args, ShellArgs)
+        command = checked["command"]
         if not command.strip():
             raise ToolError("`command` is empty.")
-        timeout: int = args["timeout"]
+        timeout = checked["timeout"]
         result = await ctx.workspace.run_command(command, ctx.cwd, float(timeout), OUTPUT_CAP)
 
         output = result.output.rstrip("\n")

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypedDict
 
-from ama_acp.tools.base import Location, ToolError, ToolKind, ToolResult
+from ama_acp.tools.base import JSONObject, Location, ToolArgs, ToolError, ToolKind, ToolResult
 from ama_acp.tools.common import validate
 from ama_acp.tools.context import ToolContext
 
 _MARK = {"completed": "[x]", "in_progress": "[~]", "pending": "[ ]"}
+
+
+class TodoItem(TypedDict):
+    content: str
+    status: str  # one of _MARK's keys (the schema's enum)
+    priority: str  # high, medium (the default, filled in) or low
+
+
+class TodoArgs(TypedDict):
+    todos: list[TodoItem]
 
 
 class TodoTool:
@@ -19,7 +29,7 @@ class TodoTool:
         "whole list, so send every item each time with its current status. Mark an item `in_progress` when you "
         "start it (one at a time) and `completed` as soon as it is done. Skip it for simple one-step requests."
     )
-    parameters: dict[str, Any] = {
+    parameters: JSONObject = {
         "type": "object",
         "properties": {
             "todos": {
@@ -41,20 +51,20 @@ class TodoTool:
         "additionalProperties": False,
     }
 
-    def title(self, args: dict[str, Any]) -> str:
+    def title(self, args: ToolArgs) -> str:
         todos = args.get("todos") if isinstance(args, dict) else None
         if not isinstance(todos, list):
             return "Update plan"
         done = sum(1 for t in todos if isinstance(t, dict) and t.get("status") == "completed")
         return f"Update plan ({done}/{len(todos)} done)"
 
-    def locations(self, args: dict[str, Any], cwd: str) -> list[Location]:
+    def locations(self, args: ToolArgs, cwd: str) -> list[Location]:
         return []
 
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        args = validate(self.parameters, args)
+    async def run(self, args: ToolArgs, ctx: ToolContext) -> ToolResult:
+        checked = validate(self.parameters, args, TodoArgs)
         todos: list[dict[str, str]] = []
-        for i, item in enumerate(args["todos"]):
+        for i, item in enumerate(checked["todos"]):
             content = item["content"].strip()
             if not content:
                 raise ToolError(f"`todos[{i}].content` is empty.")

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypedDict
 
-from ama_acp.tools.base import Location, ToolError, ToolKind, ToolResult
+from ama_acp.tools.base import JSONObject, Location, ToolArgs, ToolError, ToolKind, ToolResult
 from ama_acp.tools.common import (
     FILE_PATH_PARAM,
     arg_str,
@@ -24,6 +24,11 @@ from ama_acp.tools.context import ToolContext
 from ama_acp.tools.workspace import BinaryFileError
 
 
+class WriteArgs(TypedDict):
+    path: str
+    content: str
+
+
 class WriteTool:
     name = "write_file"
     kind: ToolKind = "edit"
@@ -32,7 +37,7 @@ class WriteTool:
         "changes to an existing file prefer edit_file, which sends only the changed parts; read a file before "
         "overwriting it. `content` is written exactly as given (no line numbers)."
     )
-    parameters: dict[str, Any] = {
+    parameters: JSONObject = {
         "type": "object",
         "properties": {
             "path": FILE_PATH_PARAM,
@@ -42,18 +47,18 @@ class WriteTool:
         "additionalProperties": False,
     }
 
-    def title(self, args: dict[str, Any]) -> str:
+    def title(self, args: ToolArgs) -> str:
         return f"Write {arg_str(args, 'path', 'file')}"
 
-    def locations(self, args: dict[str, Any], cwd: str) -> list[Location]:
+    def locations(self, args: ToolArgs, cwd: str) -> list[Location]:
         return path_locations(args, cwd)
 
     @os_errors_as_tool_errors
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        args = validate(self.parameters, args)
-        resolved = ctx.resolve(args["path"])
+    async def run(self, args: ToolArgs, ctx: ToolContext) -> ToolResult:
+        checked = validate(self.parameters, args, WriteArgs)
+        resolved = ctx.resolve(checked["path"])
         path = resolved.path
-        content: str = args["content"]
+        content = checked["content"]
         shown = display_path(path, ctx.cwd)
         refuse_git_internals(resolved, shown)
         st = await ctx.workspace.stat(path)

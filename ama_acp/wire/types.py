@@ -12,7 +12,7 @@ inherit from a frozen base. Spelling it out keeps both views the same; the wire 
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 from msgspec import UNSET, UnsetType, field
@@ -510,5 +510,50 @@ class CreateTerminalRequest(_Out, frozen=True):
 
 
 class TerminalRequest(_Out, frozen=True):
+    """terminal/output, terminal/wait_for_exit, terminal/kill, terminal/release: which terminal."""
+
     session_id: str
     terminal_id: str
+
+
+# --- the client's answers to those requests -----------------------------------------------------------------
+# Decoded by wire/answers.py, which also holds the schema's leniencies that a Struct cannot say (a null answer
+# where every field is optional; an exit status of the wrong type read as absent).
+
+
+class ReadTextFileResponse(_In, frozen=True):
+    content: str
+
+
+class WriteTextFileResponse(_In, frozen=True):
+    pass
+
+
+class CreateTerminalResponse(_In, frozen=True):
+    # The schema allows any string; an empty one is refused, as it always was: no terminal can be named by it.
+    terminal_id: Annotated[str, msgspec.Meta(min_length=1)]
+
+
+class TerminalExitStatus(_In, frozen=True):
+    """How a command ended: an exit code, or the signal that killed it (both absent while it runs)."""
+
+    exit_code: int | None = None
+    signal: str | int | None = None  # the schema's name ("SIGKILL"); a number some clients send is kept
+
+
+class TerminalOutputResponse(_In, frozen=True):
+    output: str
+    truncated: bool
+    exit_status: TerminalExitStatus | None = None
+
+
+# terminal/wait_for_exit answers the exit status itself (the schema's WaitForTerminalExitResponse has its fields).
+WaitForTerminalExitResponse = TerminalExitStatus
+
+
+class KillTerminalResponse(_In, frozen=True):
+    pass
+
+
+class ReleaseTerminalResponse(_In, frozen=True):
+    pass

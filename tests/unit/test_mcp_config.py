@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ama_acp.mcp.config import McpServerSpec, parse_servers
+from tests.support.hypothesis_profiles import examples
 
 SECRET = "sk-live-abcdefghijklmnop"
 
@@ -141,7 +142,7 @@ item_like = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(item_like | json_values, max_size=6))
 def test_any_json_gives_specs_or_problems_never_an_exception(raw: list[Any]) -> None:
     specs, problems = parse_servers(raw)

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ama_acp.mcp.results import McpContent, map_result
+from tests.support.hypothesis_profiles import examples
 
 PNG = "iVBORw0KGgo="
 
@@ -87,7 +88,7 @@ content_item = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     st.fixed_dictionaries(
         {}, optional={"content": st.lists(content_item | json_values, max_size=6) | json_values, "isError": json_values}

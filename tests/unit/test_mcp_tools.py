@@ -14,6 +14,7 @@ from ama_acp.mcp.tools import (
     tools_from_listing,
     wire_names,
 )
+from tests.support.hypothesis_profiles import examples
 
 
 def test_plain_names_read_as_mcp_server_tool() -> None:
@@ -48,7 +49,7 @@ def test_collisions_are_made_unique_and_stable() -> None:
 names = st.text(min_size=0, max_size=120)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(
     st.lists(st.tuples(names, st.lists(names, max_size=8)), max_size=5),
     st.sets(st.from_regex(WIRE_NAME_PATTERN, fullmatch=True), max_size=5),

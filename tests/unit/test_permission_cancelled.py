@@ -43,7 +43,7 @@ class Turn:
 
     @property
     def messages(self) -> list[Message]:
-        return self.session.messages
+        return self.session.conversation.messages
 
     def result(self) -> ToolResultMessage:
         (only,) = [m for m in self.messages if isinstance(m, ToolResultMessage)]

@@ -12,8 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ama_acp.permissions import Approvals, decide, path_problem
+from tests.support.hypothesis_profiles import examples
 
-FUZZ = int(os.environ.get("AMA_FUZZ_EXAMPLES", "300"))
+FUZZ = int(os.environ.get("AMA_FUZZ_EXAMPLES") or examples(300))
 
 # Paths as the model writes them: any code point (surrogates too), biased towards path-like pieces.
 pieces = st.one_of(

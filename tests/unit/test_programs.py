@@ -22,6 +22,7 @@ from ama_acp.tools import programs
 from ama_acp.tools.filewalk import helper_env
 from ama_acp.tools.git_state import read_git_state
 from ama_acp.tools.programs import find_program, resolve_program, safe_path
+from tests.support.hypothesis_profiles import examples
 
 HAS_GIT = shutil.which("git") is not None
 
@@ -204,14 +205,14 @@ def test_answers_are_cached_per_path_and_roots(ws, outside):
     second = program(outside / "b/git")
     assert find("git", f"{outside / 'b'}", ws) == str(second)  # another PATH: asked again
     assert find("git", path, ws, roots=(str(ws), str(outside / "x"))) is None  # other roots: asked again
-    programs.clear_cache()
+    programs._lookup.cache_clear()  # the cache the product keeps for the process: emptied by hand
     assert find("git", path, ws) is None
 
 
 # --- a property: whatever PATH, the answer is absolute, executable and outside every root -------------------
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     picks=st.lists(
         st.sampled_from(["", ".", "./node_modules/.bin", "bin", "WS/bin", "WS/link", "OUT/bin", "OUT/link", "OUT/no"]),

@@ -37,6 +37,7 @@ from ama_acp.tools.registry import deadline_for, default_tools, run_with_deadlin
 from ama_acp.tools.shell import ShellTool
 from ama_acp.tools.workspace import LocalWorkspace
 from ama_acp.tools.write import WriteTool
+from tests.support.hypothesis_profiles import examples
 from tests.support.leaks import processes_with_cmdline
 from tests.support.waiting import holds_within
 
@@ -176,14 +177,14 @@ GLOB_ATOMS = st.sampled_from(["*", "**/", "?", "[a-c]", "[!a-c]", "{a,b}", "{a,*
 PATHS = st.text(alphabet="abcz/.*", max_size=12)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(atoms=st.lists(GLOB_ATOMS, max_size=7), path=PATHS)
 def test_globs_agree_with_the_reference_semantics(atoms, path):
     pattern = "".join(atoms)
     assert glob_regex(pattern).fullmatch(path) == reference_match(pattern, path), (pattern, path)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(n=st.integers(min_value=5, max_value=200), depth=st.integers(min_value=100, max_value=3000))
 def test_glob_matching_time_is_bounded_on_adversarial_inputs(n, depth):
     for pattern, path in (

@@ -71,5 +71,5 @@ def test_additional_roots(tmp_path):
     (tmp_path / "b").mkdir()
     policy = PathPolicy([str(tmp_path / "a")])
     assert not policy.resolve("../b/x", str(tmp_path / "a")).inside
-    policy.add_root(str(tmp_path / "b"))
+    policy = PathPolicy([str(tmp_path / "a"), str(tmp_path / "b")])
     assert policy.resolve("../b/x", str(tmp_path / "a")).inside

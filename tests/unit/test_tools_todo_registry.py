@@ -6,6 +6,7 @@ from ama_acp.tools.base import ToolError
 from ama_acp.tools.common import validate
 from ama_acp.tools.context import ToolContext
 from ama_acp.tools.paths import PathPolicy
+from ama_acp.tools.read import ReadArgs
 from ama_acp.tools.registry import by_name, default_tools, tool_specs
 from ama_acp.tools.todo import TodoTool
 from ama_acp.tools.workspace import LocalWorkspace
@@ -83,10 +84,10 @@ def test_titles_never_fail_on_garbage():
 
 def test_validate_is_lenient_where_harmless():
     schema = default_tools()[0].parameters
-    assert validate(schema, {"path": "a", "offset": "10", "limit": None}) == {"path": "a", "offset": 10}
+    assert validate(schema, {"path": "a", "offset": "10", "limit": None}, ReadArgs) == {"path": "a", "offset": 10}
     with pytest.raises(ToolError, match="at least 1"):
-        validate(schema, {"path": "a", "offset": 0})
+        validate(schema, {"path": "a", "offset": 0}, ReadArgs)
     with pytest.raises(ToolError, match="must be a string"):
-        validate(schema, {"path": 5})
+        validate(schema, {"path": 5}, ReadArgs)
     with pytest.raises(ToolError, match="JSON object"):
-        validate(schema, ["a"])
+        validate(schema, ["a"], ReadArgs)
