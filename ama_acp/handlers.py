@@ -223,4 +223,4 @@ class Handlers:
         return w.SetSessionConfigOptionResponse(config_options=opts)
 
     async def session_stats(self, req: w.SessionIdRequest) -> dict[str, Any]:
-        return self.m.get(req.session_id).stats()
+        return self.m.get(req.session_id).ctx.stats()

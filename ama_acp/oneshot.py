@@ -148,7 +148,7 @@ def run_print(args: argparse.Namespace, cfg: Config) -> int:
                     # argv holds the OS's bytes: one not UTF-8 arrives as a lone surrogate, which no file can store.
                     result = await session.prompt([w.TextContent(text=valid_unicode(args.prompt))])
                 finally:
-                    stats = session.stats()
+                    stats = session.ctx.stats()
                     with anyio.CancelScope(shield=True):  # the session file closed, its servers stopped
                         await manager.shutdown()
             tg.cancel_scope.cancel()  # the signals are caught until here: the clean-up is over
@@ -159,7 +159,7 @@ def run_print(args: argparse.Namespace, cfg: Config) -> int:
             "stopReason": result.stop_reason if result is not None and stop.signum is None else "cancelled",
             "usage": msgspec.to_builtins(result.usage) if result is not None and result.usage else None,
             "context": context_summary(stats),
-            "error": _error(session.turn_error, stop.signum),
+            "error": _error(session.host.turn_error, stop.signum),
         }
         if "cost" in stats:  # U17: only when known
             out["cost"] = stats["cost"]

@@ -74,7 +74,3 @@ class UsageReporter:
     def update(self, figures: ContextFigures, cost: float | None, force: bool = False) -> dict[str, Any] | None:
         """`offer(payload(figures, cost), force)`: what an emission point calls."""
         return self.offer(self.payload(figures, cost), force)
-
-    def forget(self) -> None:
-        """Drop the memory of the last payload (a new connection to the same session)."""
-        self._last = None

@@ -9,9 +9,9 @@ catalog.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 import msgspec
 
@@ -24,6 +24,7 @@ from ama_acp.context.request_size import tools_json
 from ama_acp.context.tiers import DANGER, HIGH, MID, WARNING, TierWatch, caps_text, notice_text, rank
 from ama_acp.conversation.messages import AssistantMessage, Message, Usage
 from ama_acp.conversation.tools import ToolSpec
+from ama_acp.session.conversation import StoredFigures
 from ama_acp.session.reopen import PendingPrefix, mcp_digests, stored_digests
 from ama_acp.wire import types as w
 
@@ -50,16 +51,8 @@ class AccountingRuntime(Protocol):
         ...
 
 
-class AccountedSession(Protocol):
-    """What the accounting reads from its session."""
-
-    @property
-    def id(self) -> str: ...
-
-    @property
-    def model_id(self) -> str: ...
-
-    def system_prompt(self) -> str: ...
+class DeclaredTools(Protocol):
+    """The tools a session declares to the model (session/toolset.py `SessionTools`)."""
 
     def tool_specs(self) -> Sequence[ToolSpec]:
         """Every tool the next request declares: ama's own and the MCP servers'."""
@@ -72,6 +65,21 @@ class AccountedSession(Protocol):
     def mcp_declarations(self) -> dict[str, list[ToolSpec]]:
         """The MCP servers' declarations, by server (empty without servers)."""
         ...
+
+
+class AccountedSession(Protocol):
+    """What the accounting reads from its session."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def model_id(self) -> str: ...
+
+    @property
+    def tools(self) -> DeclaredTools: ...
+
+    def system_prompt(self) -> str: ...
 
 
 class ContextNotice(msgspec.Struct, frozen=True):
@@ -163,9 +171,9 @@ class SessionContext:
     # --- inputs -------------------------------------------------------------------------------------------
 
     def refresh_prefix(self) -> None:
-        version = self._session.tools_version()
+        version = self._session.tools.tools_version()
         if self._tools_json is None or version != self._tools_for:  # an MCP server's tools came or went
-            self._tools_json = tools_json(self._session.tool_specs())
+            self._tools_json = tools_json(self._session.tools.tool_specs())
             self._tools_for = version
         final = True
         pending = self.reopen
@@ -178,23 +186,21 @@ class SessionContext:
         self.meter.set_prefix(self._session.system_prompt(), self._tools_json, final=final)
 
     def _mcp_digests(self) -> dict[str, str]:
-        return mcp_digests(self._session.mcp_declarations())
+        return mcp_digests(self._session.tools.mcp_declarations())
 
     def mcp_breakdown(self) -> list[tuple[str, int, int]]:
         """(server, tokens of its declarations, number of tools) for each MCP server of the session."""
         est = self.meter.estimator
         return [
             (name, est.text(tools_json(specs)) if specs else 0, len(specs))
-            for name, specs in self._session.mcp_declarations().items()
+            for name, specs in self._session.tools.mcp_declarations().items()
         ]
 
     def append(self, message: Message, measured: bool = True) -> None:
         """`measured=False`: an assistant reply of another model than the current one (see ContextMeter.append)."""
         self.meter.append(message, measured)
 
-    def bill(
-        self, model_id: str, usage: Usage | None, enters_context: bool, interrupted: bool = False
-    ) -> float | None:
+    def bill(self, model_id: str, usage: Usage | None, enters_context: bool, interrupted: bool = False) -> float | None:
         """One billed request, priced as `model_id` — the model that served it, whatever is current now. The price
         depends on the usage: long-context tiers (e.g. [1m] models above 200K) price the whole request higher."""
         self.last_cost = self.billing.add(usage, self._rt.price(model_id, usage), enters_context, interrupted)
@@ -210,7 +216,19 @@ class SessionContext:
     def replace(self, messages: list[Message]) -> None:
         self.meter.replace(messages)
 
-    def restore(self, messages: list[Message], meter: dict[str, Any] | None, billing: dict[str, Any] | None) -> None:
+    def reload(self, messages: list[Message], stored: StoredFigures) -> None:
+        """A load: the window of the session's model, the stored figures (`restore`), an anchor voided by a model
+        switch after it was stored, and automatic compaction held or not as the file left it."""
+        model = self._session.model_id
+        self.model_changed(model, model)
+        self.restore(messages, stored.meter, stored.billing)
+        if stored.switched:
+            self.meter.invalidate()
+        self.meter.set_compaction(held=stored.held)
+
+    def restore(
+        self, messages: list[Message], meter: Mapping[str, object] | None, billing: Mapping[str, object] | None
+    ) -> None:
         """A load: the stored figures. The prefix is not final yet — the load's MCP servers are connected after
         this and start after the response — so a stored usage anchor is kept unverified until `reopen` says
         the declarations are final (`reopen.servers_known` first; docs/context.md "Session load")."""
@@ -228,9 +246,9 @@ class SessionContext:
         if billing:
             self.billing = Billing(msgspec.convert(billing, BillingState))
 
-    def meter_state(self) -> dict[str, Any]:
+    def meter_state(self) -> dict[str, object]:
         self.refresh_prefix()  # the prefix of now, so the digests below are those of the key the anchor holds
-        state: dict[str, Any] = msgspec.to_builtins(self.meter.state())  # a Struct encodes as an object
+        state: dict[str, object] = msgspec.to_builtins(self.meter.state())  # a Struct encodes as an object
         # The model whose responses the figures came from; MeterState itself knows no models (and ignores it).
         state["model"] = self._session.model_id
         if self.meter.source == USAGE:
@@ -242,8 +260,8 @@ class SessionContext:
                 state["mcp"] = digests
         return state
 
-    def billing_state(self) -> dict[str, Any]:
-        state: dict[str, Any] = msgspec.to_builtins(self.billing.state())
+    def billing_state(self) -> dict[str, object]:
+        state: dict[str, object] = msgspec.to_builtins(self.billing.state())
         return state
 
     # --- outputs ------------------------------------------------------------------------------------------
@@ -306,7 +324,7 @@ class SessionContext:
         self._pending_tier, self._pending_over = None, None
         return out
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> dict[str, object]:
         """S2: the full stats object; unknown figures are left out (U15)."""
         f = self.figures()
         context: dict[str, str | int | bool] = {
@@ -320,7 +338,7 @@ class SessionContext:
                 context[key] = value
         if f.over_window:
             context["overWindow"] = True
-        out: dict[str, Any] = {
+        out: dict[str, object] = {
             "sessionId": self._session.id,
             "model": self._session.model_id,
             "billed": billed_stats(self.billing.totals()),
@@ -341,51 +359,13 @@ class SessionContext:
     def describe(self) -> str:
         """S3: the figures for a person, and what fills the window."""
         f = self.figures()
-        b = self.meter.breakdown()
-        size = f"{f.window:,}" if f.window else "unknown"
-        if estimated(f):  # every number that rests on an estimate says so (≈, "estimated"), and why
-            pct = f" (≈ {f.percent:.1f} %, estimated)" if f.percent is not None else " (estimated)"
-            lines = [
-                f"**Context:** ≈ {f.used:,} of {size} tokens{pct} · tier {f.tier} · source {f.source}",
-                f"The figure is ama's estimate, not a provider's count: {estimate_reason(f, self.meter.messages)}",
-            ]
-        else:
-            pct = f" ({f.percent:.1f} %)" if f.percent is not None else ""
-            lines = [f"**Context:** {f.used:,} of {size} tokens{pct} · tier {f.tier} · source {f.source}"]
-        if f.source == USAGE:
-            lines.append(
-                f"(last reported usage {f.usage_tokens:,} + estimate of what came after {f.trailing_tokens:,})"
-            )
-        if f.untrusted:
-            lines.append(
-                "The last response's usage was not trustworthy (missing, negative or impossible figures): the tier "
-                "stays unmeasured until a trustworthy reading returns."
-            )
-        if f.over_window and f.window is not None:
-            lines.append(
-                f"The figure is above the model's known window of {f.window:,} tokens: it is a lower bound, and "
-                "the window in the catalog or the config (context_window) is likely wrong."
-            )
-        lines.append(f"Tiers: {caps_text(self._rt.config.tiers.caps)}.")
+        lines = [*_figure_lines(f, self.meter.messages), f"Tiers: {caps_text(self._rt.config.tiers.caps)}."]
         if f.auto_compact_at is not None:
             lines.append(f"Automatic compaction at {f.auto_compact_at:,} tokens; pruning at {f.prune_at:,}.")
         elif f.window is None:
             lines.append("The model's context window is unknown, so no fill is reported (set context_window).")
-        cost = self.billing.cost
-        totals = self.billing.totals()
-        if cost is not None:
-            lines.append(f"**Cost so far:** ${cost:.4f}")
-        else:
-            if totals.interrupted:
-                why = "a request was cancelled or cut off after the provider accepted it, before its usage arrived"
-            elif totals.unreported:
-                why = "a request reported no usage"
-            else:
-                why = "a request had no known price"
-            lines.append(f"**Cost so far:** unknown ({why})")
-        share = totals.cache_read_share()
-        if share is not None:
-            lines.append(f"**Prompt cache:** {share * 100:.1f} % of the billed input tokens were cache reads.")
+        lines += _cost_lines(self.billing.cost, self.billing.totals())
+        b = self.meter.breakdown()
         lines += ["", "| what | tokens (estimate) |", "|---|---:|"]
         for label, value in (
             ("system prompt", b.system_prompt),
@@ -403,6 +383,51 @@ class SessionContext:
             lines += ["| server | tools | tokens (estimate) |", "|---|---:|---:|"]
             lines += [f"| {_cell(name)} | {count} | {tokens:,} |" for name, tokens, count in servers]
         return "\n".join(lines) + "\n"
+
+
+def _figure_lines(f: ContextFigures, messages: Sequence[Message]) -> list[str]:
+    """/context's figure, and what a person must know to read it (an estimate, a lower bound)."""
+    size = f"{f.window:,}" if f.window else "unknown"
+    if estimated(f):  # every number that rests on an estimate says so (≈, "estimated"), and why
+        pct = f" (≈ {f.percent:.1f} %, estimated)" if f.percent is not None else " (estimated)"
+        lines = [
+            f"**Context:** ≈ {f.used:,} of {size} tokens{pct} · tier {f.tier} · source {f.source}",
+            f"The figure is ama's estimate, not a provider's count: {estimate_reason(f, messages)}",
+        ]
+    else:
+        pct = f" ({f.percent:.1f} %)" if f.percent is not None else ""
+        lines = [f"**Context:** {f.used:,} of {size} tokens{pct} · tier {f.tier} · source {f.source}"]
+    if f.source == USAGE:
+        lines.append(f"(last reported usage {f.usage_tokens:,} + estimate of what came after {f.trailing_tokens:,})")
+    if f.untrusted:
+        lines.append(
+            "The last response's usage was not trustworthy (missing, negative or impossible figures): the tier "
+            "stays unmeasured until a trustworthy reading returns."
+        )
+    if f.over_window and f.window is not None:
+        lines.append(
+            f"The figure is above the model's known window of {f.window:,} tokens: it is a lower bound, and "
+            "the window in the catalog or the config (context_window) is likely wrong."
+        )
+    return lines
+
+
+def _cost_lines(cost: float | None, totals: BilledTotals) -> list[str]:
+    """/context's cost so far (or why it is unknown) and the prompt cache's share."""
+    if cost is not None:
+        lines = [f"**Cost so far:** ${cost:.4f}"]
+    else:
+        if totals.interrupted:
+            why = "a request was cancelled or cut off after the provider accepted it, before its usage arrived"
+        elif totals.unreported:
+            why = "a request reported no usage"
+        else:
+            why = "a request had no known price"
+        lines = [f"**Cost so far:** unknown ({why})"]
+    share = totals.cache_read_share()
+    if share is not None:
+        lines.append(f"**Prompt cache:** {share * 100:.1f} % of the billed input tokens were cache reads.")
+    return lines
 
 
 def _cell(text: str) -> str:

@@ -6,12 +6,12 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ama_acp.config import Config
     from ama_acp.session.listing import SessionSummary
-    from ama_acp.session.store import LoadedSession
+    from ama_acp.session.store import LoadedSession, SessionStore
 
 
 def run_sessions(argv: list[str], load_config: Callable[[argparse.Namespace], Config]) -> int:
@@ -29,21 +29,7 @@ def run_sessions(argv: list[str], load_config: Callable[[argparse.Namespace], Co
 
     store = SessionStore(cfg.data_dir)
     if args.action == "list":
-        rows, cursor = [], None
-        while True:
-            page, cursor = store.list(args.cwd, cursor, 200)
-            rows += page
-            if cursor is None:
-                break
-        if args.json:
-            sys.stdout.write(json.dumps([_summary(s) for s in rows], indent=2) + "\n")
-        else:
-            for s in rows:  # a session file is anyone's writing: each field one line, its controls visible
-                fields = (s.session_id, s.updated_at, s.cwd, s.title or "(untitled)")
-                sys.stdout.write("  ".join(one_line(str(f)) for f in fields) + "\n")
-            if not rows:
-                sys.stdout.write("no sessions\n")
-        return 0
+        return _list(store, args.cwd, args.json)
     if not args.session_id:
         p.error(f"{args.action} needs a session id")
     try:
@@ -61,7 +47,28 @@ def run_sessions(argv: list[str], load_config: Callable[[argparse.Namespace], Co
     return _show(loaded, args.json)
 
 
-def _summary(s: SessionSummary) -> dict[str, Any]:
+def _list(store: SessionStore, cwd: str | None, as_json: bool) -> int:
+    from ama_acp.textsafe import one_line
+
+    rows: list[SessionSummary] = []
+    cursor = None
+    while True:
+        page, cursor = store.list(cwd, cursor, 200)
+        rows += page
+        if cursor is None:
+            break
+    if as_json:
+        sys.stdout.write(json.dumps([_summary(s) for s in rows], indent=2) + "\n")
+        return 0
+    for s in rows:  # a session file is anyone's writing: each field one line, its controls visible
+        fields = (s.session_id, s.updated_at, s.cwd, s.title or "(untitled)")
+        sys.stdout.write("  ".join(one_line(str(f)) for f in fields) + "\n")
+    if not rows:
+        sys.stdout.write("no sessions\n")
+    return 0
+
+
+def _summary(s: SessionSummary) -> dict[str, str | None]:
     return {
         "sessionId": s.session_id,
         "cwd": s.cwd,

@@ -3,17 +3,55 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ama_acp.conversation.messages import TextPart, UserMessage
-from ama_acp.session.entries import CommandEntry, CommandOutputEntry
+from ama_acp.session.entries import CommandEntry, CommandOutputEntry, Entry
 from ama_acp.wire import types as w
 
-if TYPE_CHECKING:
-    from ama_acp.session.session import Session
 
-Command = Callable[["Session"], Awaitable[str]]
-Run = Callable[["Session", str], Awaitable[str]]
+class Models(Protocol):
+    """The runtime's models (session/manager.py `SessionManager.model_choices`)."""
+
+    def model_choices(self, current: str) -> list[tuple[str, str]]: ...
+
+
+class Describes(Protocol):
+    """session/accounting.py `SessionContext`."""
+
+    def describe(self) -> str: ...
+
+
+class Compacts(Protocol):
+    """session/compacting.py `Compactor`."""
+
+    async def compact(self, manual: bool, instructions: str = "") -> None: ...
+
+
+class CommandSession(Protocol):
+    """What the commands use of a session (session/session.py `Session`)."""
+
+    @property
+    def model_id(self) -> str: ...
+
+    @property
+    def rt(self) -> Models: ...
+
+    @property
+    def ctx(self) -> Describes: ...
+
+    @property
+    def compactor(self) -> Compacts: ...
+
+    def persist(self, entry: Entry) -> None: ...
+
+    async def send(self, update: w.SessionUpdate) -> None: ...
+
+    async def set_model(self, model_id: str) -> None: ...
+
+
+Command = Callable[[CommandSession], Awaitable[str]]
+Run = Callable[[CommandSession, str], Awaitable[str]]
 
 
 class Commands:
@@ -41,25 +79,25 @@ class Commands:
         run = entry[2]
         argument = rest.strip()
 
-        async def call(session: Session) -> str:
+        async def call(session: CommandSession) -> str:
             session.persist(CommandEntry(text=first.text))  # so session/load replays the command and its output
             return await run(session, argument)
 
         return call
 
 
-async def say(session: Session, text: str) -> None:
+async def say(session: CommandSession, text: str) -> None:
     session.persist(CommandOutputEntry(text=text))
     await session.send(w.AgentMessageChunk(content=w.TextContent(text=text)))
 
 
-async def context_command(session: Session, _arg: str) -> str:
+async def context_command(session: CommandSession, _arg: str) -> str:
     """S3: the meter's figures for a person, with a breakdown by kind."""
     await say(session, session.ctx.describe())
     return "end_turn"
 
 
-async def model_command(session: Session, arg: str) -> str:
+async def model_command(session: CommandSession, arg: str) -> str:
     if not arg:
         lines = [f"Current model: `{session.model_id}`", "", "Available:"]
         for mid, name in session.rt.model_choices(session.model_id):
@@ -79,8 +117,8 @@ async def model_command(session: Session, arg: str) -> str:
     return "end_turn"
 
 
-async def compact_command(session: Session, arg: str) -> str:
-    await session.rt.compact(session, manual=True, instructions=arg)
+async def compact_command(session: CommandSession, arg: str) -> str:
+    await session.compactor.compact(manual=True, instructions=arg)
     return "end_turn"
 
 

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ama_acp.rpc.dispatch import defer
 from ama_acp.rpc.errors import RESOURCE_NOT_FOUND, SESSION_BUSY, AcpError
+from ama_acp.session import options
 from ama_acp.session import store as st
 from ama_acp.session.entries import DirectoriesEntry
 from ama_acp.session.listing import InvalidCursor
+from ama_acp.session.options import SessionSetup
 from ama_acp.session.restore import replay_updates, restore
 from ama_acp.session.session import Session
 from ama_acp.wire import types as w
@@ -27,24 +29,50 @@ class Lifecycle:
         self.m = manager
 
     async def _open(self, session_id: str, cwd: str, additional: list[str] | None) -> tuple[Session, st.LoadedSession]:
-        live = self.m.live(session_id)  # one session/new answered but not built yet is built, then reopened
-        store = self.m.store
-        if live is not None:
-            if live.busy:
-                raise AcpError.session_busy(session_id)
-            if live.writer is None and not store.exists(session_id):
-                # Its file could never be made (docs/sessions.md "Unsaved sessions"): nothing to load it from. The
-                # live session is left as it is (prompt, set_*, close still work), and the answer says why.
-                raise AcpError(
-                    RESOURCE_NOT_FOUND,
-                    f"Session {session_id} has no file to load: it was never saved (its file could not be created) "
-                    "or another program deleted it; it is still open in this connection",
-                    {"sessionId": session_id},
-                )
-            await self.m.close(session_id)  # reopen from the file: one source of truth
+        await self._close_live(session_id)
         dirs = self.m.check_dirs(cwd, additional)
+        loaded = self._read(session_id)
+        header = loaded.header
+        if header.cwd != cwd:
+            raise AcpError.invalid_params(f"cwd: session {session_id} belongs to {header.cwd!r}, not {cwd!r}")
+        store = self.m.store
+        setup = SessionSetup(
+            session_id, cwd, dirs, self.m.config.mode, self.m.default_model, created_at=header.created_at
+        )
+        restored = restore(loaded, store.handoff_dir(session_id), setup, self.m.tool)
+        session = Session(self.m, restored.setup, restored)
+        loaded.entries.extend(restored.repair)  # replay shows the interrupted calls as failed
+        self._open_file(session)
+        # Written back, so the file itself pairs every call with a result: appending is the one change a crash
+        # cannot make worse (the repair is recomputed on the next load if these are lost).
+        for entry in restored.repair:
+            session.persist(entry)
+        if dirs != list(header.additional_directories):
+            session.persist(DirectoriesEntry(additional_directories=dirs))
+        self.m.register(session)
+        return session, loaded
+
+    async def _close_live(self, session_id: str) -> None:
+        """A live session of this id is closed first (reopened from the file: one source of truth)."""
+        live = self.m.live(session_id)  # one session/new answered but not built yet is built, then reopened
+        if live is None:
+            return
+        if live.busy:
+            raise AcpError.session_busy(session_id)
+        if not live.journal.saving and not self.m.store.exists(session_id):
+            # Its file could never be made (docs/sessions.md "Unsaved sessions"): nothing to load it from. The
+            # live session is left as it is (prompt, set_*, close still work), and the answer says why.
+            raise AcpError(
+                RESOURCE_NOT_FOUND,
+                f"Session {session_id} has no file to load: it was never saved (its file could not be created) "
+                "or another program deleted it; it is still open in this connection",
+                {"sessionId": session_id},
+            )
+        await self.m.close(session_id)
+
+    def _read(self, session_id: str) -> st.LoadedSession:
         try:
-            loaded = store.read(session_id)
+            loaded = self.m.store.read(session_id)
         except st.SessionNotFound:
             raise AcpError.session_not_found(session_id) from None
         except st.SessionFormatError as exc:
@@ -54,54 +82,33 @@ class Lifecycle:
             raise AcpError.internal(f"session {session_id} cannot be read: {exc.strerror or exc}") from None
         if loaded.torn_tail:
             log.warning("session %s: its last line was torn (a crash mid-write); it was skipped", session_id)
-        header = loaded.header
-        if header.cwd != cwd:
-            raise AcpError.invalid_params(f"cwd: session {session_id} belongs to {header.cwd!r}, not {cwd!r}")
-        session = Session(
-            self.m,
-            session_id=session_id,
-            cwd=cwd,
-            additional_directories=dirs,
-            mode=self.m.config.mode,
-            model_id=self.m.default_model,
-            created_at=header.created_at,
-        )
-        repair = restore(session, loaded, store.handoff_dir(session_id))
-        loaded.entries.extend(repair)  # replay shows the interrupted calls as failed
+        return loaded
+
+    def _open_file(self, session: Session) -> None:
+        """The session's file opened again for writing; when it cannot be, the session goes on unsaved."""
+        store = self.m.store
         try:
-            session.writer = store.open_writer(session_id)
+            session.journal.attach(store.open_writer(session.id))
         except st.SessionBusy:
             # The store's lock is held by another ama process, not by a prompt running here.
             raise AcpError(
                 SESSION_BUSY,
-                f"Session {session_id} is open in another ama process; close it there first",
-                {"sessionId": session_id},
+                f"Session {session.id} is open in another ama process; close it there first",
+                {"sessionId": session.id},
             ) from None
         except st.SessionWriteError as exc:
             # Readable but not writable (a read-only file or disk): the session goes on, unsaved, and says so.
-            session.cannot_save(exc)
+            session.journal.cannot_save(exc)
         except (st.SessionNotFound, st.SessionFormatError) as exc:
             # Removed or replaced between the read and this open: what was read goes on, unsaved, and says so.
-            session.cannot_save(st.SessionWriteError(store.path(session_id), str(exc), exc))
-        if session.writer is not None:
-            try:
-                # Written back, so the file itself pairs every call with a result: appending is the one change
-                # a crash cannot make worse (the repair is recomputed on the next load if these are lost).
-                for entry in repair:
-                    session.writer.append(entry)
-                if dirs != list(header.additional_directories):
-                    session.writer.append(DirectoriesEntry(additional_directories=dirs))
-            except st.SessionWriteError as exc:
-                session.cannot_save(exc)
-        self.m.sessions[session_id] = session
-        return session, loaded
+            session.journal.cannot_save(st.SessionWriteError(store.path(session.id), str(exc), exc))
 
-    def _connect_mcp(self, session: Session, servers: list[dict[str, Any]]) -> None:
+    def _connect_mcp(self, session: Session, servers: list[dict[str, object]]) -> None:
         self.m.connect_mcp(session, servers)
         # The stored figure was restored before the servers were known: from now on it is compared with the
         # prefix once their tools are final, not with the partial one of servers still starting (E4, U9).
         if session.ctx.reopen is not None:
-            session.ctx.reopen.servers_known(session.mcp)
+            session.ctx.reopen.servers_known(session.tools.mcp)
 
     async def load(self, req: w.LoadSessionRequest) -> w.LoadSessionResponse:
         session, loaded = await self._open(req.session_id, req.cwd, req.additional_directories)
@@ -109,13 +116,13 @@ class Lifecycle:
         for update in replay_updates(loaded):  # all history before the response (R67)
             await session.send(update)
         defer(session.announce_open)  # E4: after the replay and the response
-        return w.LoadSessionResponse(modes=session.mode_state(), config_options=session.config_options())
+        return w.LoadSessionResponse(modes=options.mode_state(session.mode), config_options=session.config_options())
 
     async def resume(self, req: w.ResumeSessionRequest) -> w.LoadSessionResponse:
         session, _ = await self._open(req.session_id, req.cwd, req.additional_directories)
         self._connect_mcp(session, req.mcp_servers)  # R75
         defer(session.announce_open)  # no replay (R74)
-        return w.LoadSessionResponse(modes=session.mode_state(), config_options=session.config_options())
+        return w.LoadSessionResponse(modes=options.mode_state(session.mode), config_options=session.config_options())
 
     async def list(self, req: w.ListSessionsRequest) -> w.ListSessionsResponse:
         try:
@@ -153,7 +160,7 @@ class Lifecycle:
         except st.SessionBusy as exc:
             # Its writer's lock is held by another ama process (this one's was closed just above): removing the
             # file under it would lose everything that process saves from now on. Nothing was removed.
-            data: dict[str, Any] = {"sessionId": req.session_id}
+            data: dict[str, object] = {"sessionId": req.session_id}
             if exc.pid is not None:
                 data["pid"] = exc.pid
             raise AcpError(

@@ -11,13 +11,14 @@ from __future__ import annotations
 import logging
 import os
 import time
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from ama_acp.config import Config, Price
 from ama_acp.conversation.messages import Usage
 from ama_acp.rpc.dispatch import defer
 from ama_acp.rpc.errors import AcpError
 from ama_acp.session import options
+from ama_acp.session.options import SessionSetup
 from ama_acp.wire import types as w
 
 if TYPE_CHECKING:  # imported lazily at run time (startup and session/new time), so for annotations only
@@ -35,9 +36,9 @@ if TYPE_CHECKING:  # imported lazily at run time (startup and session/new time),
 
 log = logging.getLogger(__name__)
 
-# The thought level a new Session starts at (session.py's default): what session/new answers before the Session
+# The thought level a new Session starts at (SessionSetup's default): what session/new answers before the Session
 # exists. announce_open sends the session's own options right after, and a test checks the two agree.
-OPENING_THOUGHT_LEVEL = "off"
+OPENING_THOUGHT_LEVEL = options.DEFAULT_THOUGHT_LEVEL
 
 
 def new_session_id() -> str:
@@ -55,21 +56,21 @@ def prepare_first_prompt(config: Config, model_id: str | None) -> None:
     if not model_id:  # no usable model yet: sign-in first, and which provider it will be is not known
         return
     from ama_acp.context.request_size import estimate_request
-    from ama_acp.providers.resolve import FailingProvider, make_provider, provider_config, split_model_id
+    from ama_acp.providers.resolve import FailingProvider, provider_config, provider_for_model, split_model_id
 
-    # As the session's make_provider does (the catalog entry only adds headers). A configuration problem, a
+    # As the session's provider_for does (the catalog entry only adds headers). A configuration problem, a
     # missing key: a provider that fails with a message, and no HTTP to prepare.
-    if isinstance(make_provider(config, model_id, None, estimate_request), FailingProvider):
+    if isinstance(provider_for_model(config, model_id, None, estimate_request), FailingProvider):
         return
-    pcfg = provider_config(config, split_model_id(model_id)[0])  # a valid id: make_provider checked it
+    pcfg = provider_config(config, split_model_id(model_id)[0])  # a valid id: provider_for_model checked it
     if pcfg is None or pcfg.kind == "scripted":
         return
     import httpcore  # noqa: F401
     import httpx  # noqa: F401
 
-    from ama_acp.providers import http
+    from ama_acp.providers import stream
 
-    http._ssl_context()  # cached for the process (functools.cache): what each request's client is built with
+    stream.ssl_context()  # cached for the process (functools.cache): what each request's client is built with
 
 
 class _Opening(NamedTuple):
@@ -77,7 +78,7 @@ class _Opening(NamedTuple):
 
     cwd: str
     dirs: list[str]
-    mcp_servers: list[dict[str, Any]]
+    mcp_servers: list[dict[str, object]]
     mode: str
     model_id: str
 
@@ -129,9 +130,9 @@ class SessionManager:
 
     def _load_tools(self) -> dict[str, Tool]:
         if self._tools is None:
-            from ama_acp.tools.registry import default_tools
+            from ama_acp.tools.registry import by_name
 
-            self._tools = {t.name: t for t in default_tools()}
+            self._tools = by_name()
         return self._tools
 
     def tool(self, name: str) -> Tool | None:
@@ -139,9 +140,9 @@ class SessionManager:
 
     def tool_specs(self) -> list[ToolSpec]:
         if self._tool_specs is None:
-            from ama_acp.conversation.tools import ToolSpec
+            from ama_acp.tools.registry import tool_specs
 
-            self._tool_specs = [ToolSpec(t.name, t.description, t.parameters) for t in self._load_tools().values()]
+            self._tool_specs = tool_specs(list(self._load_tools().values()))
         return self._tool_specs
 
     def model_info(self, model_id: str) -> ModelInfo | None:
@@ -159,11 +160,11 @@ class SessionManager:
         info = self.catalog.get(model_id)
         return price_for(info, usage) if info else None
 
-    def make_provider(self, model_id: str) -> Provider:
+    def provider_for(self, model_id: str) -> Provider:
         from ama_acp.context.request_size import estimate_request
-        from ama_acp.providers.resolve import make_provider
+        from ama_acp.providers.resolve import provider_for_model
 
-        return make_provider(self.config, model_id, self.catalog.get(model_id), estimate_request)
+        return provider_for_model(self.config, model_id, self.catalog.get(model_id), estimate_request)
 
     def model_choices(self, current: str) -> list[tuple[str, str]]:
         """Models worth offering: those whose provider has credentials, configured ones, and the current."""
@@ -188,16 +189,6 @@ class SessionManager:
     async def client_request(self, method: str, params: Params, timeout: float | None = None) -> object:
         return await self.peer.request(method, params, timeout=timeout)
 
-    async def before_request(self, session: Session) -> None:
-        from ama_acp.session.compacting import before_request
-
-        await before_request(self, session)
-
-    async def compact(self, session: Session, manual: bool, instructions: str = "") -> None:
-        from ama_acp.session.compacting import compact
-
-        await compact(self, session, manual=manual, instructions=instructions)
-
     # --- lifecycle ----------------------------------------------------------------------------------------
 
     def get(self, session_id: str) -> Session:
@@ -213,6 +204,10 @@ class SessionManager:
             # Popped before building: a build that raises (a bug) is reported once, never half-done twice.
             return self._build(session_id, opening)
         return self.sessions.get(session_id)
+
+    def register(self, session: Session) -> None:
+        """A session built elsewhere (a load, a resume) joins the live ones under its id."""
+        self.sessions[session.id] = session
 
     def has_sessions(self) -> bool:
         return bool(self.sessions or self._opening)
@@ -232,12 +227,12 @@ class SessionManager:
                 dirs.append(d)
         return dirs
 
-    def new_session(self, cwd: str, additional: list[str] | None, mcp_servers: list[dict[str, Any]]) -> Session:
+    def new_session(self, cwd: str, additional: list[str] | None, mcp_servers: list[dict[str, object]]) -> Session:
         """A session built at once (`ama -p`, tests). session/new goes through open_session instead."""
         return self._build(new_session_id(), self._opening_for(cwd, additional, mcp_servers))
 
     def open_session(
-        self, cwd: str, additional: list[str] | None, mcp_servers: list[dict[str, Any]]
+        self, cwd: str, additional: list[str] | None, mcp_servers: list[dict[str, object]]
     ) -> w.NewSessionResponse:
         """session/new's answer, from the request's directories (checked now: a bad one is this request's error)
         and the config; the Session is built by `finish_open`, which the caller runs once the answer is out, or
@@ -262,7 +257,7 @@ class SessionManager:
         if session is not None and not session.closed:  # closed already: a session/close came first
             await session.announce_open()
 
-    def _opening_for(self, cwd: str, additional: list[str] | None, mcp_servers: list[dict[str, Any]]) -> _Opening:
+    def _opening_for(self, cwd: str, additional: list[str] | None, mcp_servers: list[dict[str, object]]) -> _Opening:
         dirs = self.check_dirs(cwd, additional)
         return _Opening(cwd, dirs, mcp_servers, self.config.mode, self.default_model)
 
@@ -271,14 +266,7 @@ class SessionManager:
         from ama_acp.session.session import Session
 
         cwd, dirs = opening.cwd, opening.dirs
-        session = Session(
-            self,
-            session_id=session_id,
-            cwd=cwd,
-            additional_directories=dirs,
-            mode=opening.mode,
-            model_id=opening.model_id,
-        )
+        session = Session(self, SessionSetup(session_id, cwd, dirs, opening.mode, opening.model_id))
         # Registered before anything that can fail: from here on the id names a live session, whatever happens
         # to its file or its MCP servers (both failures are told to the person; neither ends the session).
         self.sessions[session_id] = session
@@ -298,14 +286,15 @@ class SessionManager:
 
         store = self.store
         try:
-            session.writer = store.create(header)
-            session.writer.append(ModelEntry(model_id=session.model_id))
+            session.journal.attach(store.create(header))
         except OSError as exc:  # SessionWriteError: the sessions path, the disk, a limit, a read-only folder
-            session.cannot_save(exc)
+            session.journal.cannot_save(exc)
         except StoreError as exc:  # SessionExists / SessionBusy: the name is taken, or locked by another process
-            session.cannot_save(SessionWriteError(store.path(session.id), str(exc), exc))
+            session.journal.cannot_save(SessionWriteError(store.path(session.id), str(exc), exc))
+        else:
+            session.persist(ModelEntry(model_id=session.model_id))  # a failure here: cannot_save as well
 
-    def connect_mcp(self, session: Session, servers: list[dict[str, Any]]) -> None:
+    def connect_mcp(self, session: Session, servers: list[dict[str, object]]) -> None:
         """Start the session's MCP servers in the background, once the opening response is out (so nothing
         about them reaches the client before the session id does): the open never waits for them."""
         from ama_acp.session.entries import McpServersEntry
@@ -325,7 +314,7 @@ class SessionManager:
             return
         if mcp is None:
             return
-        session.mcp = mcp
+        session.tools.connect(mcp)
         session.persist(McpServersEntry(servers=[spec.public() for spec in mcp.specs]))  # names, no secrets
         spawn = self.spawn
         if spawn is None:
@@ -367,7 +356,7 @@ class SessionManager:
             return
         session.cancel()
         await session.wait_idle()  # the cancelled prompt answers before the close does (R88)
-        await _release(session)
+        await session.release()
 
     async def shutdown(self) -> None:
         for session_id in list(self._opening):  # built, so that every id session/new gave has its file
@@ -383,7 +372,7 @@ class SessionManager:
 
         async def release(session: Session) -> None:
             try:
-                await _release(session)
+                await session.release()
             except Exception:  # one session's servers or file must not keep the others' open
                 log.exception("session %s could not be released at shutdown", session.id)
 
@@ -420,12 +409,3 @@ class SessionManager:
             defer(begin)
         except LookupError:  # not under the RPC peer: start now
             spawn(prune)
-
-
-async def _release(session: Session) -> None:
-    """What a session holds goes with it: its MCP servers (no process outlives the session) and its file."""
-    session.closed = True
-    if session.mcp is not None:
-        await session.mcp.aclose()
-    if session.writer is not None:
-        session.writer.close()

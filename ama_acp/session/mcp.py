@@ -10,10 +10,11 @@ for `/context` and the stats. The `mcp` SDK is imported only when a session has 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 
+from ama_acp.config import Config
 from ama_acp.conversation.messages import ImagePart
 from ama_acp.conversation.tools import ToolSpec
 from ama_acp.secrets import is_secret, register_secret_values
@@ -24,7 +25,6 @@ if TYPE_CHECKING:
     from ama_acp.mcp.config import McpServerSpec
     from ama_acp.mcp.hub import McpHub, ServerProblem
     from ama_acp.mcp.tools import McpTool
-    from ama_acp.session.session import Session
     from ama_acp.tools.context import ToolContext
 
 log = logging.getLogger(__name__)
@@ -35,6 +35,34 @@ PREFIX = "mcp__"
 # The call's own deadline (`[mcp] call_timeout`, enforced by the MCP request) fires first; this margin keeps the
 # generic deadline of tools/registry.py from cutting it short while the server is told to cancel.
 DEADLINE_MARGIN = 5.0
+
+
+class McpRuntime(Protocol):
+    @property
+    def config(self) -> Config: ...
+
+    @property
+    def client_caps(self) -> w.ClientCapabilities: ...
+
+
+class McpSession(Protocol):
+    """What the servers of a session read of it, and how they speak to the person (session/session.py)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def cwd(self) -> str: ...
+
+    @property
+    def closed(self) -> bool: ...
+
+    @property
+    def rt(self) -> McpRuntime: ...
+
+    async def send(self, update: w.SessionUpdate) -> None: ...
+
+    async def report_usage(self, force: bool = False, message_end: bool = False) -> None: ...
 
 
 class McpToolAdapter:
@@ -52,25 +80,25 @@ class McpToolAdapter:
         # (permissions.py decides by kind).
         self.kind: ToolKind = "read" if tool.read_only and trusted else "execute"
 
-    def deadline_seconds(self, args: Any) -> float:
+    def deadline_seconds(self, args: object) -> float:
         """The registry's deadline for this call (tools/base.py `HasDeadline`): `[mcp] call_timeout` and a
         margin, not the generic 60 s, so a configured 90 s is honoured."""
         return self._hub.call_timeout + DEADLINE_MARGIN
 
-    def title(self, args: dict[str, Any]) -> str:
+    def title(self, args: dict[str, object]) -> str:
         return f"{self.tool.server}: {self.tool.title or self.tool.name}"
 
-    def locations(self, args: dict[str, Any], cwd: str) -> list[Location]:
+    def locations(self, args: dict[str, object], cwd: str) -> list[Location]:
         return []
 
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    async def run(self, args: dict[str, object], ctx: ToolContext) -> ToolResult:
         result = await self._hub.call(self.name, args)
         images = [ImagePart(c.data, c.mime_type or "image/png") for c in result.content if c.kind == "image" and c.data]
         return ToolResult(result.text, is_error=result.is_error, images=images)
 
 
 class SessionMcp:
-    def __init__(self, session: Session, specs: list[McpServerSpec], problems: list[str]) -> None:
+    def __init__(self, session: McpSession, specs: list[McpServerSpec], problems: list[str]) -> None:
         from ama_acp.mcp.hub import McpHub  # the SDK comes with it: only for sessions with servers
 
         cfg = session.rt.config.mcp
@@ -226,7 +254,7 @@ def secret_values(specs: list[McpServerSpec]) -> list[str]:
     return out
 
 
-def start(session: Session, raw: list[dict[str, Any]]) -> SessionMcp | None:
+def start(session: McpSession, raw: list[dict[str, object]]) -> SessionMcp | None:
     """The session's servers, parsed from the editor's `mcpServers` (None when there are none)."""
     if not raw:
         return None

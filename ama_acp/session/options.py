@@ -1,6 +1,9 @@
-"""Session modes and config options (docs/tools.md "Permission modes"; model and thought level: docs/protocol.md)."""
+"""Session modes and config options (docs/tools.md "Permission modes"; model and thought level: docs/protocol.md),
+and what a session is opened with (`SessionSetup`)."""
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 from ama_acp.wire import types as w
 
@@ -17,6 +20,22 @@ THOUGHT_LEVELS = {
     "medium": "Medium",
     "high": "High",
 }
+DEFAULT_THOUGHT_LEVEL = "off"  # a new session's; session/new answers it before the Session exists
+
+
+class SessionSetup(NamedTuple):
+    """What a session is opened with: its id and directories, the person's choices (from the config for a new
+    session; as its file last set them for a load), and a loaded session's title and time."""
+
+    session_id: str
+    cwd: str
+    additional_directories: list[str]
+    mode: str
+    model_id: str
+    thought_level: str = DEFAULT_THOUGHT_LEVEL
+    created_at: str | None = None  # None: now
+    updated_at: str | None = None  # None: when it was created
+    title: str | None = None
 
 
 def mode_state(current: str) -> w.SessionModeState:

@@ -1,7 +1,9 @@
 """What a session needs from the connection's shared runtime (the SessionManager), as a Protocol.
 
-Sessions, their approver, workspace and compaction see the manager only through this seam, so they can be
-built in tests from anything that has these members, and the session package has no import cycle.
+Sessions see the manager only through this seam, so they can be built in tests from anything that has these
+members. The parts of a session each declare the narrower slice they use (compacting.py `CompactingRuntime`,
+host.py `HostRuntime`, accounting.py `AccountingRuntime`, …), which this Protocol satisfies; nothing here names
+a session, so the session package has no import circle.
 """
 
 from __future__ import annotations
@@ -18,9 +20,8 @@ from ama_acp.rpc.peer import Params
 from ama_acp.tools.base import Tool
 from ama_acp.wire import types as w
 
-if TYPE_CHECKING:  # only for annotations: these modules import this one
+if TYPE_CHECKING:  # only for annotations: imported lazily by the manager (startup)
     from ama_acp.session.commands import Commands
-    from ama_acp.session.session import Session
     from ama_acp.session.store import SessionStore
 
 
@@ -51,7 +52,9 @@ class Runtime(Protocol):
 
     def price(self, model_id: str, usage: Usage | None) -> Price | None: ...
 
-    def make_provider(self, model_id: str) -> Provider: ...
+    def provider_for(self, model_id: str) -> Provider:
+        """A new provider for this model (each session keeps its own)."""
+        ...
 
     def model_choices(self, current: str) -> list[tuple[str, str]]:
         """(id, name) of the models worth offering in this session."""
@@ -63,9 +66,3 @@ class Runtime(Protocol):
         """A request to the client (fs/*, terminal/*, session/request_permission): its raw JSON result, to be
         decoded by the caller (it is the client's input, so hostile until parsed)."""
         ...
-
-    async def before_request(self, session: Session) -> None:
-        """Pruning and compaction when due, before a model request."""
-        ...
-
-    async def compact(self, session: Session, manual: bool, instructions: str = "") -> None: ...

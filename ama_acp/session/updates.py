@@ -101,7 +101,6 @@ def to_update(event: ev.AgentEvent) -> w.SessionUpdate | None:
     if isinstance(event, ev.Retrying):
         note = f"\n\n_(The model provider failed: {event.reason}. Retrying in {event.delay:.0f} s…)_\n\n"
         return w.AgentMessageChunk(content=w.TextContent(text=note))
-    return None
 
 
 def plan_update(entries: list[dict[str, str]]) -> w.Plan:

@@ -35,7 +35,6 @@ from ama_acp.conversation.messages import (  # noqa: E402
     Usage,
     UserMessage,
 )
-from ama_acp.session.compacting import _history, compact  # noqa: E402
 from ama_acp.session.manager import SessionManager  # noqa: E402
 from tests.support.inprocess import ScriptedPeer  # noqa: E402
 from tests.support.llm_server import LLMServer  # noqa: E402
@@ -83,18 +82,19 @@ async def one(tokens: int, llm: LLMServer, root: Path) -> tuple[float, float, in
     ws.mkdir(exist_ok=True)
     session = m.new_session(str(ws), None, [])
     for message in history(tokens):
-        await session.append(message)
-    session.replace_context(list(session.messages))  # estimate the whole context (the stored usage is made up)
+        await session.host.append(message)
+    session.ctx.replace(session.conversation.messages)  # estimate the whole context (the stored usage is made up)
     before = session.ctx.figures().used
     t0 = time.perf_counter()
-    build_inventory(_history(m, session))
+    messages, commands = session.compactor._history()
+    build_inventory(messages, slash_commands=commands)
     inventory = time.perf_counter() - t0
     llm.enqueue({"text": HANDOFF, "usage": {"input": before, "output": 1500}})
     t0 = time.perf_counter()
-    await compact(m, session, manual=True)
+    await session.compactor.compact(manual=True)
     elapsed = time.perf_counter() - t0
     after = session.ctx.figures().used
-    assert session.compactions == 1, "the compaction did not happen"
+    assert session.conversation.compactions == 1, "the compaction did not happen"
     await m.close(session.id)
     return elapsed, inventory, before, after
 

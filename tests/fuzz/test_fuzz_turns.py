@@ -5,7 +5,8 @@ runs them through the loop, the approver, the permission memory and the session 
 
 Invariants per example: the prompt answers exactly once with `end_turn` or `cancelled`; every tool call
 shown gets a final status; the model server never saw a dangling tool call; the process lives; and (checked
-by tests/conftest.py at the end) ama logged no traceback. AMA_FUZZ_EXAMPLES sets the count (default 150).
+by tests/conftest.py at the end) ama logged no traceback. AMA_FUZZ_EXAMPLES sets the count
+(default 150 under the `ci` hypothesis profile, a quarter under `dev`).
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ from hypothesis import strategies as st
 
 from tests.fuzz.test_fuzz_tools import TOOLS, calls
 from tests.support.harness import Ama, local_config
+from tests.support.hypothesis_profiles import examples
 from tests.support.llm_server import LLMServer
 from tests.support.raw import RawAma
 
-EXAMPLES = int(os.environ.get("AMA_FUZZ_EXAMPLES", "150"))
+EXAMPLES = int(os.environ.get("AMA_FUZZ_EXAMPLES") or examples(150))
 KEY = {"LOCAL_TEST_KEY": "k" * 12}
 # What the person may allow without harm: reads, searches and the fuzzer's harmless commands (their `cwd`
 # may be anywhere; `true` in /etc changes nothing). Edits are never allowed here: they could land outside.

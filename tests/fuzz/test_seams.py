@@ -13,9 +13,10 @@ The model of what was billed is built from what the model server actually served
 pairs each reply with its request), so a rule need not predict how many requests ama makes (a pruning or an
 automatic compaction adds one): replies are enqueued generously and leftovers are dropped before each turn.
 
-AMA_SEAM_EXAMPLES sets the number of examples (default 200), AMA_SEAM_STEPS the steps per example (default
-5), AMA_SEAM_SHRINK=1 lets hypothesis shrink a failure (slow: every shrink step replays a whole session),
-AMA_SEAM_RANDOM=1 draws new examples instead of the derandomized ones (for long runs).
+AMA_SEAM_EXAMPLES sets the number of examples (default 200 under the `ci` hypothesis profile, 50 under `dev`),
+AMA_SEAM_STEPS the steps per example (default 5), AMA_SEAM_SHRINK=1 lets hypothesis shrink a failure (slow:
+every shrink step replays a whole session), AMA_SEAM_RANDOM=1 draws new examples instead of the derandomized
+ones (for long runs).
 """
 
 from __future__ import annotations
@@ -36,11 +37,12 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_stat
 from ama_acp.client.connection import PendingRequest
 from ama_acp.session.store import read_session
 from tests.support import leaks
+from tests.support.hypothesis_profiles import examples
 from tests.support.seam_rig import Rig, Served, Timed
 from tests.support.waiting import poll_until
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = int(os.environ.get("AMA_SEAM_EXAMPLES", "200"))
+EXAMPLES = int(os.environ.get("AMA_SEAM_EXAMPLES") or examples(200))
 STEPS = int(os.environ.get("AMA_SEAM_STEPS", "5"))
 SHRINK = os.environ.get("AMA_SEAM_SHRINK") == "1"
 RANDOM = os.environ.get("AMA_SEAM_RANDOM") == "1"  # new examples each run, instead of the same ones

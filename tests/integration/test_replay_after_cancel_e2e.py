@@ -52,10 +52,10 @@ async def test_a_call_cancelled_while_asked_is_replayed_with_its_final_status(tm
 
 async def test_a_session_open_in_another_process_is_named_as_such(tmp_path):
     ama = Ama(tmp_path)
-    async with run_ama(ama, "--model", "scripted/demo") as first:
+    async with run_ama(ama, "--model", "scripted/demo", process=True) as first:  # two processes
         await first.initialize()
         sid = (await first.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))["sessionId"]
-        async with run_ama(ama, "--model", "scripted/demo", validate=False) as second:
+        async with run_ama(ama, "--model", "scripted/demo", validate=False, process=True) as second:
             await second.initialize()
             with pytest.raises(Exception) as err:
                 await second.request("session/load", {"sessionId": sid, "cwd": str(ama.workspace), "mcpServers": []})

@@ -105,12 +105,12 @@ async def test_load_list_and_delete_answer_at_once_for_every_odd_entry(tmp_path:
 
 async def test_a_session_open_in_one_process_cannot_be_deleted_by_another(tmp_path: Path) -> None:
     ama = Ama(tmp_path)
-    async with run_ama(ama, "--model", "scripted/demo") as holder:
+    async with run_ama(ama, "--model", "scripted/demo", process=True) as holder:  # two processes, their pids
         await holder.initialize()
         sid = (await holder.new_session(str(ama.workspace)))["sessionId"]
         await holder.prompt(sid, "hello", timeout=DEADLINE)
         path = ama.data / "sessions" / f"{sid}.jsonl"
-        async with run_ama(ama, "--model", "scripted/demo") as other:
+        async with run_ama(ama, "--model", "scripted/demo", process=True) as other:
             await other.initialize()
             with pytest.raises(RpcError) as busy:
                 await other.request("session/delete", {"sessionId": sid}, timeout=DEADLINE)

@@ -194,7 +194,7 @@ async def test_sigkill_mid_reply_then_load(tmp_path):
         )
     }
     with_window(ama)
-    conn_cm = run_ama(ama, "--model", "scripted/s", env=env, validate=False)
+    conn_cm = run_ama(ama, "--model", "scripted/s", env=env, validate=False, process=True)  # it gets a SIGKILL
     async with conn_cm as conn:
         await conn.initialize()
         sid = (await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))["sessionId"]

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from ama_acp.session.coalesce import ChunkCoalescer
 from ama_acp.wire import types as w
+from tests.support.hypothesis_profiles import examples
 
 MSG, THOUGHT = w.AgentMessageChunk, w.AgentThoughtChunk
 WINDOW = 0.02
@@ -193,7 +194,7 @@ OPS = st.lists(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=OPS, window=st.sampled_from([0.0, 0.01, 0.03]), max_chars=st.sampled_from([1, 5, 16_384]))
 def test_coalescing_never_reorders_drops_or_invents(ops: list[tuple[Any, ...]], window: float, max_chars: int) -> None:
     async def main() -> None:

@@ -37,6 +37,7 @@ from ama_acp.conversation.messages import (
 from ama_acp.session import entries as en
 from ama_acp.session.store import read_session
 from tests.support.conversation import paired_everywhere
+from tests.support.hypothesis_profiles import examples
 from tests.support.inprocess import make_manager, prompt, reload, workspace
 
 
@@ -271,7 +272,7 @@ def conversations(draw: st.DrawFn) -> list[Message]:
     return messages
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(messages=conversations(), keep=st.integers(0, 1000))
 def test_property_recent_messages_are_the_longest_whole_turn_suffix_within_keep_tokens(messages, keep):
     kept = recent_messages(messages, keep, size)
@@ -307,9 +308,9 @@ def test_slash_compact_replaces_the_context_persists_the_entry_and_a_reload_give
         session = manager.new_session(str(ws), None, [])
         assert await prompt(session, "Why do the tests of calc.py fail? " + "context " * 2000) == "end_turn"
         assert await prompt(session, "Thanks") == "end_turn"
-        before = list(session.messages)
+        before = list(session.conversation.messages)
         assert await prompt(session, "/compact keep the test commands") == "end_turn"
-        after = list(session.messages)
+        after = list(session.conversation.messages)
         await manager.close(session.id)
         return session.id, before, after
 
@@ -331,7 +332,7 @@ def test_slash_compact_replaces_the_context_persists_the_entry_and_a_reload_give
 
     async def again() -> list[Message]:
         manager2, _ = make_manager(tmp_path, replies, keep_tokens=200)
-        return list((await reload(manager2, sid, ws)).messages)
+        return list((await reload(manager2, sid, ws)).conversation.messages)
 
     assert anyio.run(again) == after
 
@@ -344,9 +345,9 @@ def test_slash_compact_whose_model_fails_changes_nothing_and_says_so(tmp_path):
     async def main() -> tuple[list[Message], list[Message], str]:
         session = manager.new_session(str(ws), None, [])
         await prompt(session, "hi " + "long context " * 1000)  # enough that a compaction would help
-        before = list(session.messages)
+        before = list(session.conversation.messages)
         await prompt(session, "/compact")
-        after = list(session.messages)
+        after = list(session.conversation.messages)
         await manager.close(session.id)
         return before, after, session.id
 
@@ -378,7 +379,6 @@ def test_a_hostile_handoff_line_is_scanned_in_linear_time() -> None:
 @pytest.mark.parametrize("filled", [False, True])
 def test_a_hold_is_released_when_the_context_falls_under_prune_at_and_only_then(tmp_path, filled: bool) -> None:
     from ama_acp.config import ModelEntry
-    from ama_acp.session import compacting
 
     ws = workspace(tmp_path)
     # window 8,192: autoCompactAt 4,096, pruneAt 2,867; the prefix alone is under pruneAt, 6,000 more chars are not
@@ -388,10 +388,10 @@ def test_a_hold_is_released_when_the_context_falls_under_prune_at_and_only_then(
     async def main() -> tuple[bool, int | None, list[en.Entry]]:
         session = manager.new_session(str(ws), None, [])
         if filled:
-            await session.append(user("y " * 3_000))  # ~1,500 tokens: over pruneAt, under autoCompactAt
-        compacting._hold(session, True, "a compaction failed")
+            await session.host.append(user("y " * 3_000))  # ~1,500 tokens: over pruneAt, under autoCompactAt
+        session.compactor.hold(True, "a compaction failed")
         assert session.ctx.figures().auto_compact_at is None  # held: the thresholds are hidden (U13)
-        await compacting.before_request(manager, session)
+        await session.compactor.before_request()
         held, at = session.ctx.meter.compaction_held, session.ctx.figures().auto_compact_at
         await manager.close(session.id)
         return held, at, read_session(manager.store.path(session.id)).entries
@@ -465,9 +465,10 @@ def test_slash_commands_of_a_saved_and_of_an_unsaved_session_reach_the_inventory
     async def main(unsaved: bool) -> str:
         session = manager.new_session(str(ws), None, [])
         if unsaved:
-            assert session.writer is not None
-            session.writer.close()
-            session.writer = None
+            writer = session.journal.writer
+            assert writer is not None
+            writer.close()
+            session.journal.writer = None
         assert await prompt(session, "/context") == "end_turn"
         assert await prompt(session, "explain " * 300) == "end_turn"
         assert await prompt(session, "/model nonexistent/model") == "end_turn"

@@ -33,6 +33,7 @@ from ama_acp.conversation.messages import (
     UserMessage,
 )
 from ama_acp.providers import base as pb
+from tests.support.hypothesis_profiles import examples
 
 EST = HeuristicEstimator()
 PREFIX = 1_950  # about ama's system prompt + tool declarations
@@ -220,7 +221,7 @@ def test_clip_cuts_at_a_line_boundary_and_says_how_much_was_left_out():
     assert clip(text, len(text)) == text
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(text=st.text(max_size=3_000), limit=st.integers(30, 4_000))
 def test_property_clip_is_within_the_limit_and_its_marker_counts_what_is_left_out(text, limit):
     out = clip(text, limit)
@@ -245,7 +246,7 @@ def sessions(draw: st.DrawFn) -> tuple[list[Message], int]:
     return messages, synthetic
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     session=sessions(),
     window=st.sampled_from(WINDOWS),

@@ -50,6 +50,10 @@ class Session:
     def mcp_declarations(self) -> dict[str, list[ToolSpec]]:
         return {}
 
+    @property
+    def tools(self) -> Session:  # the declared tools (session/toolset.py's part, in a session)
+        return self
+
 
 def context(compaction: bool = False) -> tuple[SessionContext, Session]:
     session = Session()

@@ -198,6 +198,84 @@ def test_the_checker_catches_a_forbidden_edge(tmp_path, monkeypatch, source, lin
     assert any(expected in p for p in problems), problems
 
 
+# Inside session/: the Session is built by the manager (session/new) and the lifecycle (load, resume), and driven
+# by `ama -p`; every other module of the package sees a session through a Protocol of what it uses (host.py
+# `HostedSession`, compacting.py `CompactedSession`, …). A module whose name is a key here may be imported only
+# by the modules listed for it (and itself).
+IMPORTED_ONLY_BY: dict[str, set[str]] = {
+    "ama_acp.session.session": {"ama_acp.session.manager", "ama_acp.session.lifecycle", "ama_acp.oneshot"},
+    "ama_acp.session.manager": {"ama_acp.session.lifecycle", "ama_acp.handlers", "ama_acp.oneshot"},
+    "ama_acp.session.lifecycle": {"ama_acp.handlers"},
+}
+
+
+def modules_imported(path: Path) -> list[tuple[int, str]]:
+    """(line, module) for every ama_acp module the file imports, at any depth; `from pkg import mod` counts as
+    `pkg.mod` when `mod` is a module, and `from pkg.mod import name` as `pkg.mod`."""
+    found: list[tuple[int, str]] = []
+    for line, name in imports_of(path):
+        found.append((line, name if _is_module(name) else name.rpartition(".")[0]))
+    this = module_name(path)
+    package = this if path.name == "__init__.py" else this.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+            target = ".".join(base + ([node.module] if node.module else []))
+            found += [(node.lineno, f"{target}.{a.name}") for a in node.names if _is_module(f"{target}.{a.name}")]
+    return found
+
+
+def narrow_import_violations() -> list[str]:
+    out: list[str] = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        this = module_name(path)
+        for line, name in sorted(set(modules_imported(path))):
+            allowed = IMPORTED_ONLY_BY.get(name)
+            if allowed is not None and this != name and this not in allowed:
+                out.append(f"{path.relative_to(ROOT)}:{line}: imports {name}, which only {sorted(allowed)} may")
+    return out
+
+
+def test_only_the_manager_the_lifecycle_and_oneshot_import_the_session_class() -> None:
+    problems = narrow_import_violations()
+    assert not problems, "imports of a module kept to a few importers:\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ama_acp.session.session import Session",
+        "def f():\n    from ama_acp.session import session",
+        "from . import session",
+    ],
+)
+def test_the_narrow_import_check_can_fail(tmp_path, monkeypatch, line) -> None:
+    """A helper of session/ that imports the Session's module, in any form and even under TYPE_CHECKING, is
+    caught; the manager may."""
+    fake_root = tmp_path / "repo"
+    session = fake_root / "ama_acp" / "session"
+    session.mkdir(parents=True)
+    for init in (fake_root / "ama_acp" / "__init__.py", session / "__init__.py", session / "session.py"):
+        init.write_text("")
+    (session / "compacting.py").write_text(line + "\n")
+    (session / "manager.py").write_text(line + "\n")
+    monkeypatch.setattr(__import__(__name__, fromlist=["x"]), "ROOT", fake_root)
+    monkeypatch.setattr(__import__(__name__, fromlist=["x"]), "PACKAGE", fake_root / "ama_acp")
+    problems = narrow_import_violations()
+    assert len(problems) == 1 and problems[0].startswith("ama_acp/session/compacting.py:"), problems
+
+
+def test_every_preloaded_name_imports() -> None:
+    """server.PRELOAD names modules as strings (imported in a thread at startup, where a failure is only logged):
+    a module renamed or moved must fail here, not quietly leave the preload half done."""
+    import importlib
+
+    from ama_acp import server
+
+    for name in server.PRELOAD:
+        importlib.import_module(name)
+
+
 def test_the_architecture_picture_names_every_part() -> None:
     """docs/architecture.md draws this table: a part added here and missing there is a stale picture."""
     text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")

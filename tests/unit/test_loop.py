@@ -29,6 +29,7 @@ from ama_acp.providers import base as pb
 from ama_acp.tools.base import ToolError, ToolResult
 from tests.support.conversation import paired_everywhere
 from tests.support.fakes import FakeHost, Hang, Scripted, blocks, calls, raises, returns, text
+from tests.support.hypothesis_profiles import examples
 
 pytestmark = pytest.mark.anyio
 
@@ -381,7 +382,7 @@ REPLY = st.tuples(
 )
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(replies=st.lists(REPLY, min_size=1, max_size=5), limit=st.integers(1, 6))
 @pytest.mark.allow_traceback  # crashing tools are logged with their tracebacks
 def test_property_any_script_and_tool_outcomes_keep_the_conversation_paired_and_never_raise(replies, limit):

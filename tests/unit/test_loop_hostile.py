@@ -21,6 +21,7 @@ from ama_acp.agent.loop import Refusal, run_turn
 from ama_acp.conversation.messages import AssistantMessage, Message, TextPart, ToolResultMessage, UserMessage
 from ama_acp.providers import base as pb
 from ama_acp.tools.base import ToolError, ToolResult
+from tests.support.hypothesis_profiles import examples
 
 pytestmark = pytest.mark.anyio
 
@@ -222,7 +223,7 @@ ARGS = st.one_of(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     replies=st.lists(st.lists(st.tuples(BEHAVIOURS, ARGS), min_size=1, max_size=4), min_size=1, max_size=3),
     fail_at=st.sampled_from([None, "describe", "approve", "emit_started", "after_message"]),
@@ -254,7 +255,7 @@ def test_an_unwritable_session_file_is_told_to_the_person_once(tmp_path, notices
 
     async def main() -> None:
         session = manager.new_session(str(tmp_path / "ws"), None, [])
-        session.writer = FullDisk()
+        session.journal.attach(FullDisk())
         await session.prompt([w.TextContent(text="hello")])
         await session.prompt([w.TextContent(text="again")])
 

@@ -10,8 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ama_acp.conversation.messages import ToolCallPart, valid_unicode
+from tests.support.hypothesis_profiles import examples
 
-FUZZ = int(os.environ.get("AMA_FUZZ_EXAMPLES", "300"))
+FUZZ = int(os.environ.get("AMA_FUZZ_EXAMPLES") or examples(300))
 
 
 @settings(max_examples=FUZZ, deadline=None)

@@ -18,6 +18,7 @@ from ama_acp.conversation.messages import (
     Usage,
     UserMessage,
 )
+from tests.support.hypothesis_profiles import examples
 
 SYSTEM = "s" * 4000  # 1,000 tokens
 TOOLS = "t" * 6000  # 1,500 tokens
@@ -320,7 +321,7 @@ def test_tier_is_exact_not_from_the_rounded_percent(used: int, percent: float, t
     assert (f.used, f.percent, f.tier) == (used, percent, tier)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(window=st.integers(min_value=1, max_value=10**9), data=st.data())
 def test_property_the_meters_tier_is_the_exact_fill(window: int, data: st.DataObject) -> None:
     used = data.draw(st.integers(min_value=1, max_value=4 * window))  # a trustworthy reading (U11)
@@ -567,7 +568,7 @@ def _build(role: str, chars: int, kind: str, tokens: int) -> AssistantMessage | 
     return assistant(text, usage=None if kind == "absent" else Usage(input=0, output=0, cache_read=0))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(_message(), max_size=40))
 def test_property_used_is_anchor_plus_trailing_or_the_whole_estimate(script: list[tuple[str, int, str, int]]) -> None:
     m = meter(window=_WINDOW)

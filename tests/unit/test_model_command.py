@@ -70,7 +70,7 @@ def test_model_with_a_known_id_switches_the_model_the_window_and_tells_the_clien
     assert stop == "end_turn"
     assert session.model_id == "scripted/other"
     assert session.ctx.figures().window == 50_000
-    assert session.build_request().model == "other" and session.build_request().max_output == 2_000
+    assert session.host.build_request().model == "other" and session.host.build_request().max_output == 2_000
     kinds = [u["sessionUpdate"] for u in caused]
     assert "config_option_update" in kinds and "usage_update" in kinds
     assert kinds.index("config_option_update") < kinds.index("usage_update")  # E3: options first

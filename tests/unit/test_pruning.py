@@ -23,6 +23,7 @@ from ama_acp.conversation.messages import (
 from ama_acp.session import entries as en
 from ama_acp.session.store import read_session
 from tests.support.conversation import paired_everywhere
+from tests.support.hypothesis_profiles import examples
 from tests.support.inprocess import make_manager, prompt, reload, workspace
 
 BIG = "b" * (MIN_CHARS + 1)
@@ -103,7 +104,7 @@ def conversations(draw: st.DrawFn) -> list[Message]:
     return messages
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(messages=conversations(), keep=st.integers(0, 400))
 def test_property_pruning_keeps_pairs_protects_the_tail_and_is_idempotent(messages, keep):
     positions = candidates(messages, keep, size)
@@ -151,7 +152,7 @@ def test_a_session_past_prune_at_prunes_old_results_persists_it_and_reloads_the_
         assert used_before >= session.ctx.figures().prune_at  # the premise: the next request prunes
         await prompt(session, "and now?")
         await manager.close(session.id)
-        return session.id, list(session.messages), used_before, session.compactions
+        return session.id, list(session.conversation.messages), used_before, session.conversation.compactions
 
     sid, context, used_before, compactions = anyio.run(main)
     read = [m for m in context if isinstance(m, ToolResultMessage)]
@@ -170,6 +171,6 @@ def test_a_session_past_prune_at_prunes_old_results_persists_it_and_reloads_the_
 
     async def again() -> list[Message]:
         manager2, _ = make_manager(tmp_path, replies, keep_tokens=100, models=[model])
-        return list((await reload(manager2, sid, ws)).messages)
+        return list((await reload(manager2, sid, ws)).conversation.messages)
 
     assert anyio.run(again) == context

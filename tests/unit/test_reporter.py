@@ -140,13 +140,6 @@ def test_d1_caller_mutating_a_sent_payload_does_not_defeat_dedup() -> None:
     assert r.update(figures(), None) is None
 
 
-def test_d1_forget_resends_after_reconnect() -> None:
-    r = UsageReporter()
-    r.update(figures(), None)
-    r.forget()
-    assert r.update(figures(), None) is not None
-
-
 def test_worked_example_section5_end_to_end() -> None:
     """The worked example (docs/context.md) through meter + billing + reporter: U10, U2, U7, U8, E4/D2, E1, E2/D1."""
     catalog = Catalog()

@@ -11,6 +11,7 @@ from ama_acp.agent.result_fit import MIN_RESULT_TOKENS, fit_result, result_budge
 from ama_acp.context.estimate import make_estimator
 from ama_acp.conversation.messages import AssistantMessage, TextPart, ToolCallPart, ToolResultMessage, UserMessage
 from ama_acp.tools.base import Location, ToolResult
+from tests.support.hypothesis_profiles import examples
 
 EST = make_estimator("heuristic")
 
@@ -28,7 +29,7 @@ def test_a_quarter_of_auto_compact_at_for_the_results_of_one_reply():
     assert result_budget(32_768, None, 2_000, 0) == 8_192  # compaction off: a quarter of the window
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     window=st.integers(1, 2_000_000),
     auto_share=st.none() | st.integers(1, 100),
@@ -44,7 +45,7 @@ def test_the_budget_is_never_under_the_minimum_nor_over_the_share_or_the_room(wi
         assert budget <= base // 4 - unseen and budget <= window - used - window // 10
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     text=st.text(st.characters(codec="utf-8", categories=["L", "N", "P", "Zs", "Cc"]), max_size=20_000),
     budget=st.integers(MIN_RESULT_TOKENS, 4_000),

@@ -20,6 +20,7 @@ from ama_acp.config import Config
 from ama_acp.rpc.dispatch import after_response
 from ama_acp.rpc.errors import RESOURCE_NOT_FOUND, AcpError
 from ama_acp.session import manager as manager_module
+from ama_acp.session import options
 from ama_acp.session import store as st
 from ama_acp.session.lifecycle import Lifecycle
 from ama_acp.session.manager import SessionManager, new_session_id
@@ -74,7 +75,7 @@ def test_the_answer_is_what_the_built_session_says(tmp_path, mode) -> None:
     opened = manager.open_session(str(ws), None, [])
     session = manager.get(opened.session_id)
     assert session.id == opened.session_id and session.mode == mode
-    assert msgspec.to_builtins(opened.modes) == msgspec.to_builtins(session.mode_state())
+    assert msgspec.to_builtins(opened.modes) == msgspec.to_builtins(options.mode_state(session.mode))
     assert msgspec.to_builtins(opened.config_options) == msgspec.to_builtins(session.config_options())
 
 
@@ -227,11 +228,9 @@ def test_model_choices_reads_the_credentials_once(tmp_path, monkeypatch) -> None
 
 
 def test_the_thought_level_of_the_answer_is_the_sessions_default() -> None:
-    import inspect
+    from ama_acp.session.options import SessionSetup
 
-    from ama_acp.session.session import Session
-
-    default = inspect.signature(Session.__init__).parameters["thought_level"].default
+    default = SessionSetup._field_defaults["thought_level"]  # what a Session is built with unless told otherwise
     assert manager_module.OPENING_THOUGHT_LEVEL == default
 
 
@@ -248,14 +247,14 @@ def finish_and_use(manager: SessionManager, session_id: str) -> None:
     async def main() -> None:
         await manager.finish_open(session_id)
         await manager.get(session_id).set_mode("read_only")
-        assert manager.get(session_id).stats()
+        assert manager.get(session_id).ctx.stats()
 
     anyio.run(main)
 
 
 def assert_unsaved_and_told_once(manager: SessionManager, peer: ScriptedPeer, session_id: str) -> None:
     session = manager.get(session_id)
-    assert session.writer is None and session.mode == "read_only"
+    assert session.journal.writer is None and session.mode == "read_only"
     assert len(unsaved(peer)) == 1
     assert kinds(peer)[0] == "agent_message_chunk"  # the warning first, then what announce_open sends
     anyio.run(manager.close, session_id)
@@ -347,7 +346,7 @@ def test_mcp_servers_that_cannot_start_leave_a_live_session_and_are_told(tmp_pat
 
     anyio.run(main)
     session = manager.get(opened.session_id)
-    assert session.mcp is None and session.writer is not None
+    assert session.tools.mcp is None and session.journal.writer is not None
     told = [u for u in peer.of("agent_message_chunk") if "MCP servers could not be started" in u["content"]["text"]]
     assert len(told) == 1 and "ImportError" in told[0]["content"]["text"]
     anyio.run(manager.close, opened.session_id)

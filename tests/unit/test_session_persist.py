@@ -43,10 +43,11 @@ def test_write_error_ends_persistence_not_the_turn(tmp_path, caplog):
 
     async def main() -> str:
         session = manager.new_session(str(tmp_path / "ws"), None, [])
-        disk = session.writer = FullDisk()
+        disk = FullDisk()
+        session.journal.attach(disk)
         result = await session.prompt([w.TextContent(text="hello")])
         assert disk.calls == 1  # the first failure stops further writes
-        assert session.writer is None
+        assert session.journal.writer is None
         return result.stop_reason
 
     with caplog.at_level(logging.ERROR):
@@ -65,6 +66,7 @@ from ama_acp.conversation.messages import AssistantMessage, Message, TextPart, U
 from ama_acp.conversation.tools import ToolSpec  # noqa: E402
 from ama_acp.session.accounting import SessionContext  # noqa: E402
 from ama_acp.session.reopen import stored_digests  # noqa: E402
+from tests.support.hypothesis_profiles import examples  # noqa: E402
 
 OWN = [ToolSpec("read_file", "Read a file.", {"type": "object"})]
 
@@ -116,6 +118,10 @@ class Accounted:
         if self.servers is None:
             return {}
         return {n: self.servers.ready.get(n, []) for n in self.servers.configured}
+
+    @property
+    def tools(self) -> Accounted:  # the declared tools (session/toolset.py's part, in a session)
+        return self
 
 
 class Runtime:
@@ -252,7 +258,7 @@ json_values = st.recursive(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(json_values)
 def test_stored_digests_of_any_value_are_digests_or_unknown(value: object) -> None:
     digests = stored_digests(value)

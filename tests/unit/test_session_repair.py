@@ -35,10 +35,12 @@ from ama_acp.session import entries as en
 from ama_acp.session import store as store_mod
 from ama_acp.session.lifecycle import Lifecycle
 from ama_acp.session.manager import SessionManager
-from ama_acp.session.restore import INTERRUPTED, pair_tool_calls, read_contained, replay_updates
+from ama_acp.session.repair import INTERRUPTED, pair_tool_calls, read_contained
+from ama_acp.session.restore import replay_updates
 from ama_acp.session.store import SessionStore, SessionWriteError, read_session
 from ama_acp.wire import types as w
 from tests.support.conversation import paired_everywhere
+from tests.support.hypothesis_profiles import examples
 
 
 class Peer:
@@ -108,7 +110,7 @@ _message = st.one_of(
 )
 
 
-@settings(max_examples=int(os.environ.get("AMA_FUZZ_EXAMPLES", "300")), deadline=None)
+@settings(max_examples=int(os.environ.get("AMA_FUZZ_EXAMPLES") or examples(300)), deadline=None)
 @given(st.lists(_message, max_size=25))
 def test_pairing_any_sequence_pairs_everything_and_keeps_every_other_message(msgs):
     out = pair_tool_calls(msgs)
@@ -166,9 +168,9 @@ def test_load_repairs_a_call_killed_mid_command_and_writes_the_repair_back(tmp_p
 
     async def main():
         session, updates, manager = await load(tmp_path / "data", cwd)
-        assert paired_everywhere(session.messages)
-        assert session.messages[-1].text == INTERRUPTED
-        assert session.message_total == 3
+        assert paired_everywhere(session.conversation.messages)
+        assert session.conversation.messages[-1].text == INTERRUPTED
+        assert session.conversation.message_total == 3
         # Replay shows the interrupted call, ended as failed.
         ends = [u for u in updates if u["sessionUpdate"] == "tool_call_update"]
         assert ends and ends[-1]["status"] == "failed" and ends[-1]["toolCallId"] == "call_1"
@@ -310,7 +312,7 @@ def test_a_hand_edited_handoff_path_is_not_read_into_the_context(tmp_path):
     async def main():
         session, _, manager = await load(tmp_path / "data", cwd)
         await manager.close(session.id)
-        return session.messages
+        return session.conversation.messages
 
     text = json.dumps(msgspec.to_builtins(anyio.run(main)))
     assert "root:" not in text and "is missing" in text

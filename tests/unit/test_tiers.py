@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ama_acp.context.tiers import TIERS, TierWatch, caps_text, fill_text, notice_text, tier_for
+from tests.support.hypothesis_profiles import examples
 
 
 @pytest.mark.parametrize(
@@ -82,7 +83,7 @@ def _oracle(used: int, window: int, caps: list[Decimal]) -> str:
     return TIERS[max((i + 1 for i, r in enumerate(reached) if r), default=0)]
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(
     window=st.integers(min_value=1, max_value=10**12),
     data=st.data(),

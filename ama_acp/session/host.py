@@ -1,0 +1,281 @@
+"""The agent loop's host for one session (agent/loop.py `TurnHost`): it builds each request from the session's
+conversation, model and tools, runs tools through the session's workspace and permissions, persists every
+message and tool call as it happens, bills and measures each reply, and turns the loop's events into the
+session's updates. Pruning and compaction run before each request (the session's compactor), where the
+context is whole.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from ama_acp.agent import events as ev
+from ama_acp.agent.loop import Refusal
+from ama_acp.agent.prompt import Setting, setting_reminder
+from ama_acp.agent.result_fit import fit_result, result_budget, tool_chars
+from ama_acp.config import Config
+from ama_acp.conversation.messages import AssistantMessage, Message, TextPart, Usage, UserMessage
+from ama_acp.providers import base as pb
+from ama_acp.providers.catalog import ModelInfo
+from ama_acp.session import entries as en
+from ama_acp.session.accounting import SessionContext
+from ama_acp.session.conversation import Conversation
+from ama_acp.session.outbox import Outbox
+from ama_acp.session.toolcalls import ToolCallRecords
+from ama_acp.session.toolset import SessionTools
+from ama_acp.session.updates import plan_update, to_update
+from ama_acp.session.wire_ids import WireIds
+from ama_acp.session.workspaces import current_tool_call
+from ama_acp.tools.base import ToolError, ToolResult
+from ama_acp.tools.context import ToolContext, result_chars
+from ama_acp.tools.registry import run_with_deadline
+from ama_acp.wire import types as w
+
+
+class HostRuntime(Protocol):
+    """What the host needs from the sessions' shared runtime (session/manager.py `SessionManager`)."""
+
+    @property
+    def config(self) -> Config: ...
+
+    def provider_for(self, model_id: str) -> pb.Provider: ...
+
+    def model_info(self, model_id: str) -> ModelInfo | None: ...
+
+
+class Approves(Protocol):
+    """session/approval.py `Approver`."""
+
+    async def approve(self, call: ev.ToolCallRequested, args: dict[str, object]) -> Refusal | None: ...
+
+
+class Prepares(Protocol):
+    """session/compacting.py `Compactor`."""
+
+    async def before_request(self) -> None: ...
+
+
+class HostedSession(Protocol):
+    """What the host reads of its session (session/session.py `Session`) and the parts it works through."""
+
+    @property
+    def cwd(self) -> str: ...
+
+    @property
+    def additional_directories(self) -> list[str]: ...
+
+    @property
+    def mode(self) -> str: ...
+
+    @property
+    def model_id(self) -> str: ...
+
+    @property
+    def thought_level(self) -> str: ...
+
+    @property
+    def conversation(self) -> Conversation: ...
+
+    @property
+    def ctx(self) -> SessionContext: ...
+
+    @property
+    def tools(self) -> SessionTools: ...
+
+    @property
+    def tool_ctx(self) -> ToolContext: ...
+
+    @property
+    def approver(self) -> Approves: ...
+
+    @property
+    def compactor(self) -> Prepares: ...
+
+    @property
+    def outbox(self) -> Outbox: ...
+
+    def system_prompt(self) -> str: ...
+
+    def persist(self, entry: en.Entry) -> None: ...
+
+    async def send(self, update: w.SessionUpdate) -> None: ...
+
+    async def report_usage(self, force: bool = False, message_end: bool = False) -> None: ...
+
+
+class SessionHost:
+    def __init__(self, runtime: HostRuntime, session: HostedSession, wire_ids: WireIds | None = None) -> None:
+        self._rt = runtime
+        self._s = session
+        self.max_turn_requests = runtime.config.max_turn_requests
+        self.calls = ToolCallRecords(wire_ids)
+        self._provider: pb.Provider | None = None
+        self._provider_model: str | None = None
+        # The model the request in flight was built for: its reply is billed and measured as that model's, even
+        # when the person switches models while it streams (docs/context.md "A switch while a reply streams").
+        self.serving: str | None = None
+        # What made the last turn fail, as (kind, message): a provider Failure's kind, or "internal" for ama's own
+        # error. None while the turn succeeds; `ama -p` exits non-zero on it (the ACP answer is still end_turn).
+        self.turn_error: tuple[str, str] | None = None
+
+    def new_turn(self) -> None:
+        self.turn_error = None
+
+    # --- requests -----------------------------------------------------------------------------------------
+
+    def provider(self) -> pb.Provider:
+        model_id = self._s.model_id
+        if self._provider is None or self._provider_model != model_id:
+            self._provider = self._rt.provider_for(model_id)
+            self._provider_model = model_id
+        return self._provider
+
+    def build_request(self) -> pb.ModelRequest:
+        s = self._s
+        if s.conversation.frozen_prompt is None:  # the first request fixes it for the session and its reloads
+            system = s.system_prompt()
+            s.conversation.freeze(system, _setting(s))
+            s.persist(
+                en.PromptEntry(mode_id=s.mode, additional_directories=list(s.additional_directories), system=system)
+            )
+        info = self._rt.model_info(s.model_id)
+        _, _, name = s.model_id.partition("/")
+        self.serving = s.model_id
+        return pb.ModelRequest(
+            model=info.model if info else name,
+            system=s.system_prompt(),
+            messages=list(s.conversation.messages),
+            tools=s.tools.tool_specs(),
+            max_output=info.max_output if info else None,
+            thought_level=s.thought_level,
+        )
+
+    async def before_request(self) -> None:
+        mcp = self._s.tools.mcp
+        if mcp is not None:
+            await mcp.before_first_request()  # the first request waits (bounded) for servers still starting
+        await self.tell_setting()  # a mode changed while the turn ran: the model hears of it before its next reply
+        await self._s.compactor.before_request()
+
+    async def tell_setting(self) -> bool:
+        """Append a reminder when the mode or directories changed since the model was last told; True if one
+        was appended. Only where the conversation is whole (no tool call waiting for its result)."""
+        s = self._s
+        now, told = _setting(s), s.conversation.told
+        if s.conversation.frozen_prompt is None or told is None or told == now:
+            return False
+        await self.append(UserMessage(content=[TextPart(setting_reminder(told, now))], origin="ama"))
+        s.conversation.tell(now)
+        s.persist(en.PromptEntry(mode_id=now.mode, additional_directories=list(now.additional_directories)))
+        return True
+
+    # --- the conversation and what the person sees of it ---------------------------------------------------
+
+    async def append(self, message: Message) -> None:
+        s = self._s
+        s.conversation.append(message)
+        s.persist(en.MessageEntry(message=message))
+        # A reply of the model that was current when its request was built, unless the person switched since.
+        measured = not isinstance(message, AssistantMessage) or self.serving in (None, s.model_id)
+        s.ctx.append(message, measured)
+
+    async def emit(self, event: ev.AgentEvent) -> None:
+        # The hot path first: a text delta is all most events of a turn are (thousands a reply).
+        if type(event) is ev.TextChunk:
+            await self._s.outbox.text(w.AgentMessageChunk, event.text, event.message_id)
+            return
+        if type(event) is ev.ThoughtChunk:
+            await self._s.outbox.text(w.AgentThoughtChunk, event.text, event.message_id)
+            return
+        shown = self.calls.shown(event)
+        if isinstance(event, ev.ToolCallFinished) and (record := self.calls.settled(event)) is not None:
+            self._s.persist(record)
+        update = to_update(event) if shown else None
+        if update is not None:
+            await self._s.send(update)
+        if isinstance(event, ev.ToolCallFinished) and event.result.plan is not None:
+            plan = list(event.result.plan)
+            self._s.persist(en.PlanEntry(entries=plan))
+            await self._s.send(plan_update(plan))
+
+    def wire_id(self, provider_id: str) -> str:
+        return self.calls.wire_id(provider_id)
+
+    # --- tools --------------------------------------------------------------------------------------------
+
+    def describe_tool(self, name: str, args: dict[str, object]) -> ev.ToolCallRequested | None:
+        return self._s.tools.describe(name, args, self._s.cwd)
+
+    async def approve(self, call: ev.ToolCallRequested, args: dict[str, object]) -> Refusal | None:
+        return await self._s.approver.approve(call, args)
+
+    async def run_tool(self, name: str, args: dict[str, object], wire_id: str) -> ToolResult:
+        tool = self._s.tools.tool(name)
+        if tool is None:
+            raise ToolError(f"There is no tool named {name!r}.")
+        budget, window = self._result_budget()
+        token = current_tool_call.set(wire_id)
+        room = result_chars.set(tool_chars(budget))
+        try:
+            result = await run_with_deadline(tool, args, self._s.tool_ctx)
+        finally:
+            result_chars.reset(room)
+            current_tool_call.reset(token)
+        if window is None:
+            return result
+        return fit_result(result, budget, self._s.ctx.meter.estimator.text, window)
+
+    def _result_budget(self) -> tuple[int | None, int | None]:
+        """(tokens the next tool result may take, the window) — see agent/result_fit.py."""
+        ctx = self._s.ctx
+        f = ctx.figures()
+        auto, _ = ctx.meter.thresholds()  # held or not: a compaction may still have to keep the result
+        unseen = 0
+        for message in reversed(self._s.conversation.messages):
+            if isinstance(message, AssistantMessage):
+                break
+            unseen += ctx.meter.estimator.message(message)
+        return result_budget(f.window, auto, f.used, unseen), f.window
+
+    # --- billing and failures -----------------------------------------------------------------------------
+
+    async def after_assistant_message(self, message: AssistantMessage) -> None:
+        # Every completed response was billed by the provider, reported or not: one without usage counts as an
+        # unreported request and makes the cost unknown (U17), instead of passing for a free one.
+        served_by = self.serving or self._s.model_id  # priced as the model that served it (a switch may be newer)
+        self._s.ctx.bill(served_by, message.usage, enters_context=True)
+        self._persist_usage(served_by, message.usage)
+        await self._s.report_usage(message_end=True)  # E1
+
+    async def request_lost(self) -> None:
+        served_by = self.serving or self._s.model_id
+        self._s.ctx.bill(served_by, None, enters_context=True, interrupted=True)
+        self._persist_usage(served_by, None)  # a load must know the cost became unknown
+
+    def _persist_usage(self, model_id: str, usage: Usage | None) -> None:
+        ctx = self._s.ctx
+        self._s.persist(
+            en.UsageEntry(
+                model_id=model_id,
+                usage=usage or Usage(),  # {}: the provider said nothing; the states below still change
+                cost=ctx.last_cost,
+                purpose="turn",
+                meter=ctx.meter_state(),
+                billing=ctx.billing_state(),
+            )
+        )
+
+    async def turn_failed(self, text: str) -> None:
+        self.turn_error = ("internal", text)
+        await self._s.send(w.AgentMessageChunk(content=w.TextContent(text=f"\n\n⚠ {text}\n")))
+
+    async def provider_failed(self, failure: pb.Failure) -> None:
+        self.turn_error = (failure.kind, failure.message)
+        text = failure.message
+        if failure.kind == "auth":
+            text = f"**The model provider refused the credentials.** {failure.message}"
+        await self._s.send(w.AgentMessageChunk(content=w.TextContent(text=f"\n\n⚠ {text}\n")))
+
+
+def _setting(s: HostedSession) -> Setting:
+    return Setting(s.mode, tuple(s.additional_directories))
