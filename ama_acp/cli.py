@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NamedTuple
 
 from ama_acp import __version__
 
@@ -35,12 +36,7 @@ def main(argv: list[str] | None = None) -> int:
         # ACP terminal sign-in: the editor runs the agent's own command with the method's args appended, so
         # `ama --mode acp [--config X] setup` is `ama setup [--config X]`.
         return _subcommand("setup", _setup_options(argv[:-1]))
-    parser = argparse.ArgumentParser(prog="ama", description="ama: a coding agent for editors (ACP)")
-    parser.add_argument("--version", action="version", version=f"ama {__version__}")
-    parser.add_argument("--mode", choices=["acp"], help="acp: serve the Agent Client Protocol on stdio")
-    parser.add_argument("-p", "--print", dest="prompt", metavar="PROMPT", help="answer one prompt and exit")
-    parser.add_argument("--output-format", choices=["text", "json"], default="text")
-    _common(parser)
+    parser = main_parser()
     args = parser.parse_args(argv)
     if args.mode == "acp" and args.prompt is not None:
         parser.error("--mode acp and -p exclude each other")
@@ -50,6 +46,17 @@ def main(argv: list[str] | None = None) -> int:
         return _print_mode(args)
     parser.print_help(sys.stderr)
     return 2
+
+
+def main_parser() -> argparse.ArgumentParser:
+    """The options of `ama` itself (`--mode acp`, `-p`); the subcommands parse their own."""
+    parser = argparse.ArgumentParser(prog="ama", description="ama: a coding agent for editors (ACP)")
+    parser.add_argument("--version", action="version", version=f"ama {__version__}")
+    parser.add_argument("--mode", choices=["acp"], help="acp: serve the Agent Client Protocol on stdio")
+    parser.add_argument("-p", "--print", dest="prompt", metavar="PROMPT", help="answer one prompt and exit")
+    parser.add_argument("--output-format", choices=["text", "json"], default="text")
+    _common(parser)
+    return parser
 
 
 def _setup_options(argv: list[str]) -> list[str]:
@@ -110,6 +117,25 @@ def _acp(args: argparse.Namespace) -> int:
 
 def _serve_acp(args: argparse.Namespace) -> int:
     _ignore_file_size_signal()
+    start = prepare_acp(args)
+    from ama_acp.server import run_stdio
+
+    return run_stdio(start.config, start.model_id, start.reload, start.why)
+
+
+class AcpStart(NamedTuple):
+    """What `ama --mode acp` serves (server.serve's arguments besides the streams)."""
+
+    config: Config
+    model_id: str | None  # None: no usable model yet, sessions need sign-in (`why` says what to do)
+    reload: Callable[[], tuple[Config, str | None, str]]  # handlers.Reload: what `authenticate` reads again
+    why: str
+
+
+def prepare_acp(args: argparse.Namespace) -> AcpStart:
+    """The configuration (its key variables registered as secrets), logging, and the model `ama --mode acp`
+    starts with. Also what the tests' in-process server (tests/support/inprocess_agent.py) starts from, so a
+    test run in the test's own process serves what the command would."""
     cfg = load_config_or_exit(args)
     from ama_acp.logs import setup_logging
 
@@ -117,7 +143,6 @@ def _serve_acp(args: argparse.Namespace) -> int:
     import logging
 
     from ama_acp.providers.resolve import usable_model
-    from ama_acp.server import run_stdio
 
     choice = usable_model(cfg, args.model)
     if choice.model_id is None:
@@ -135,7 +160,7 @@ def _serve_acp(args: argparse.Namespace) -> int:
         again = usable_model(fresh, args.model)
         return fresh, again.model_id, again.why
 
-    return run_stdio(cfg, choice.model_id, reload, choice.why)
+    return AcpStart(cfg, choice.model_id, reload, choice.why)
 
 
 def _print_mode(args: argparse.Namespace) -> int:

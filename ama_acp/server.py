@@ -93,12 +93,17 @@ async def serve(
     send: ByteSendStream,
     reload: Reload | None = None,
     why: str = "",
+    *,
+    stop_signals: bool = True,
 ) -> None:
     """Serve one connection until its input ends. A stop signal (STOP_SIGNALS) ends the input the way stdin EOF
     does, so everything after it is the EOF path: the peer closed (requests of ours still waiting, such as an
     unanswered permission request, fail at once), the turns cancelled, the sessions' commands and MCP servers
     stopped and their files closed. The signals stay caught until that clean-up is over: a second one is
-    logged, never the default action that would kill ama and orphan what it started."""
+    logged, never the default action that would kill ama and orphan what it started.
+
+    `stop_signals=False` leaves the signals alone: for a server that shares its process with something that
+    owns them (the tests run ama in the test runner's process, whose Ctrl-C must stay the runner's)."""
     ending = EndableReceiveStream(receive)
     dispatcher = Dispatcher()
     peer = Peer(ending, send, dispatcher)
@@ -107,7 +112,8 @@ async def serve(
     peer.on_cancel_request = handlers.on_cancel_request
     preload, stop_preload = _start_preload(handlers.prepare_first_prompt)
     async with anyio.create_task_group() as watching:
-        await watching.start(_end_input_on_signal, ending)
+        if stop_signals:
+            await watching.start(_end_input_on_signal, ending)
         async with anyio.create_task_group() as tg:
 
             def spawn(run: Callable[[], Coroutine[Any, Any, None]]) -> None:

@@ -229,7 +229,8 @@ async def test_a_server_that_dies_at_start_is_told_once_with_its_stderr_in_the_l
     with LLMServer() as llm:
         configure(ama, llm)
         llm.enqueue({"text": "still working"})
-        async with run_ama(ama, env=KEY) as conn:  # no notices: the person is told in an agent message
+        # A process: the test waits for the log blocking its own thread (poll_until), while ama writes it.
+        async with run_ama(ama, env=KEY, process=True) as conn:  # no notices: the person is told in an agent message
             sid = await open_session(conn, ama, [stdio("dead", notes, "--die-at-start", "--stderr-lines", "3")])
             await conn.wait_for(lambda: "'dead'" in agent_text(conn, sid), timeout=30)
             log = poll_until(
@@ -400,7 +401,7 @@ async def test_session_delete_and_stdin_eof_leave_no_server_process(tmp_path: Pa
     files = [tmp_path / f"{n}.pid" for n in ("one", "one-helper", "two", "two-helper")]
     with LLMServer() as llm:
         configure(ama, llm)
-        async with run_ama(ama, env=KEY) as conn:
+        async with run_ama(ama, env=KEY, process=True) as conn:  # a process: its exit status after stdin EOF
             first = await open_session(conn, ama, [stdio_with_helper("one", notes, files[0], files[1])])
             second = (await conn.new_session(ama.workspace, [stdio_with_helper("two", notes, files[2], files[3])]))[
                 "sessionId"
@@ -426,7 +427,7 @@ async def test_sigterm_to_ama_leaves_no_server_process(tmp_path: Path) -> None:
     files = [tmp_path / "s.pid", tmp_path / "s-helper.pid"]
     with LLMServer() as llm:
         configure(ama, llm)
-        async with run_ama(ama, env=KEY) as conn:
+        async with run_ama(ama, env=KEY, process=True) as conn:  # a process: it gets a SIGTERM
             sid = await open_session(conn, ama, [stdio_with_helper("s", notes, *files)])
             await wait_ready(conn, sid, "s")
             pids = pids_of(*files)
@@ -503,7 +504,7 @@ async def test_env_and_header_secrets_never_reach_the_session_file_the_log_or_st
             stdio("s", notes, env={"MCP_SECRET": ENV_SECRET, "MCP_PLAIN": PLAIN_ENV_SECRET}),
             http("web", web, {"Authorization": f"Bearer {HEADER_SECRET}", "X-Plain": PLAIN_HEADER_SECRET}),
         ]
-        async with run_ama(ama, env=KEY) as conn:
+        async with run_ama(ama, env=KEY, process=True) as conn:  # a process: all it writes to stderr is read
             sid = await open_session(conn, ama, servers)
             await wait_ready(conn, sid, "s", "web")
             assert await prompt(conn, sid) == "end_turn"

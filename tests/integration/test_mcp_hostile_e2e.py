@@ -71,7 +71,8 @@ async def test_a_20_mb_line_without_a_newline_fails_its_server_fast_with_a_clear
     ama = Ama(tmp_path)
     with LLMServer() as llm:
         configure(ama, llm)
-        async with run_ama(ama, options=ClientOptions(notices=True), env=KEY) as conn:
+        # A process: its own CPU time and peak memory are measured.
+        async with run_ama(ama, options=ClientOptions(notices=True), env=KEY, process=True) as conn:
             started = time.monotonic()
             sid = await open_session(conn, ama, [hostile("long", tmp_path / "h", "long-line", "--mb", "20")])
             await conn.wait_for(lambda: any("longer than 16 MiB" in n for n in notices(conn, sid)), timeout=30)
@@ -91,7 +92,7 @@ async def test_a_stderr_flood_does_not_pin_a_core(tmp_path: Path) -> None:
     with LLMServer() as llm:
         configure(ama, llm)
         llm.enqueue({"tool_calls": [call("c1", "mcp__flood__sleep", seconds=0)]}, {"text": "done"})
-        async with run_ama(ama, env=KEY) as conn:
+        async with run_ama(ama, env=KEY, process=True) as conn:  # a process: its own CPU time is measured
             sid = await open_session(conn, ama, [hostile("flood", tmp_path / "h", "stderr-flood")])
             await wait_ready(conn, sid, "flood")
             assert conn.pid is not None
@@ -113,7 +114,8 @@ async def test_a_list_changed_storm_makes_a_handful_of_relists(tmp_path: Path) -
     count = folder / "tools_list.count"
     with LLMServer() as llm:
         configure(ama, llm)
-        async with run_ama(ama, env=KEY) as conn:
+        # A process: the test waits blocking its own thread (poll_until, holds_within) while ama works.
+        async with run_ama(ama, env=KEY, process=True) as conn:
             sid = await open_session(conn, ama, [hostile("storm", folder, "list-changed", "--count", "2000")])
             await wait_ready(conn, sid, "storm")
             poll_until(lambda: (folder / "storm.done").exists(), 30, "the storm to end")
@@ -165,7 +167,8 @@ async def test_tokens_in_urls_and_args_reach_no_log_stderr_session_file_or_updat
             },
         ]
         stdio = hostile("argy", tmp_path / "h", "serve", "--api-key", arg_key, f"--token={eq_token}", shaped)
-        async with run_ama(ama, options=ClientOptions(notices=True), env=KEY) as conn:
+        # A process: all it writes to stderr is read.
+        async with run_ama(ama, options=ClientOptions(notices=True), env=KEY, process=True) as conn:
             sid = await open_session(conn, ama, [*servers, stdio])
             await wait_ready(conn, sid, "web", "argy")
             await conn.wait_for(lambda: any("'gone'" in n for n in notices(conn, sid)), timeout=30)
@@ -220,7 +223,7 @@ async def test_eof_ends_ama_within_a_second_whatever_its_server_does(tmp_path: P
     folder = tmp_path / "h"
     with LLMServer() as llm:
         configure(ama, llm)
-        async with run_ama(ama, env=KEY) as conn:
+        async with run_ama(ama, env=KEY, process=True) as conn:  # a process: its exit after stdin EOF
             sid = await open_session(conn, ama, [hostile("mule", folder, "stubborn")])
             await wait_ready(conn, sid, "mule")
             pid = int((folder / "pid").read_text())
@@ -239,7 +242,7 @@ async def test_eof_ends_ama_within_a_second_with_a_stubborn_server_in_each_of_th
     folders = [tmp_path / f"h{n}" for n in range(3)]
     with LLMServer() as llm:
         configure(ama, llm)
-        async with run_ama(ama, env=KEY) as conn:
+        async with run_ama(ama, env=KEY, process=True) as conn:  # a process: its exit after stdin EOF
             for n, folder in enumerate(folders):
                 sid = await open_session(conn, ama, [hostile(f"mule{n}", folder, "stubborn")])
                 await wait_ready(conn, sid, f"mule{n}")

@@ -1,5 +1,11 @@
-"""Drive the real `ama --mode acp` subprocess over pipes with ama's own client, validating every line it
-writes against the pinned ACP schema (per method) and checking that stdout carries nothing else.
+"""Drive ama's ACP server with ama's own client, validating every line it writes against the pinned ACP schema
+(per method) and checking that nothing else reached its stdout.
+
+`run_ama` runs the server in the test's own process by default (tests/support/inprocess_agent.py: the same
+startup code as `ama --mode acp`, the same client, in-memory pipes instead of OS ones); `process=True` starts
+the real `ama --mode acp` subprocess, for the tests that exercise the process itself (docs/testing.md). With
+AMA_TEST_PROCESSES=1 in the environment every `run_ama` starts a real process (to tell whether a failure is
+the in-process harness's).
 """
 
 from __future__ import annotations
@@ -9,12 +15,14 @@ import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from ama_acp.client.connection import AgentProcess, ClientOptions
 from ama_acp.client.demo import DEMO_MODEL
 from conformance.schema import WireRecorder, load_validator
+from tests.support.inprocess_agent import start_in_process
 
 SECRET_ENV = (
     "OPENAI_API_KEY",
@@ -58,10 +66,11 @@ class Ama:
             self.config.write_text(f'model = "{DEMO_MODEL}"\n', encoding="utf-8")
 
     def command(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "ama_acp", *self.argv(*args)]
+
+    def argv(self, *args: str) -> list[str]:
+        """The options of `ama` in `command` (what the in-process server parses)."""
         return [
-            sys.executable,
-            "-m",
-            "ama_acp",
             "--mode",
             "acp",
             "--data-dir",
@@ -98,13 +107,20 @@ async def run_ama(
     options: ClientOptions | None = None,
     env: dict[str, str] | None = None,
     validate: bool = True,
+    process: bool = False,
 ) -> AsyncIterator[AgentProcess]:
+    """ama serving ACP to ama's client, in this process unless `process` (a real `ama --mode acp` subprocess).
+    Either way its stderr goes to `ama.stderr`, its log to `ama.log` under `ama.data`, and `env` (over the
+    test's environment without provider keys, XDG dirs under `ama.tmp`) is the environment it runs with."""
+    full_env = clean_env(ama.tmp, env)
+    in_process = not process and os.environ.get("AMA_TEST_PROCESSES") != "1"
     conn = AgentProcess(
         ama.command(*args),
         options or ClientOptions(),
         cwd=str(ama.workspace),
-        env=clean_env(ama.tmp, env),
+        env=full_env,
         stderr=str(ama.stderr),
+        launch=partial(start_in_process, ama.argv(*args), full_env, ama.stderr) if in_process else None,
     )
     async with conn:
         yield conn

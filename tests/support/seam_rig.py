@@ -134,8 +134,11 @@ class Rig:
     def _start_ama(self) -> None:
         assert self.portal is not None and self.ama is not None
         options = ClientOptions(fs=False, terminal=False, compaction=True, permission=self.permissions)
+        # A real process: in the client's own event loop ama's cancels and the model server's threads race
+        # differently, and the fuzzer's model of what was billed is built for ama running beside the client
+        # (in-process, a cancelled request the server had already answered was counted as billed).
         self._conn_cm = self.portal.wrap_async_context_manager(
-            run_ama(self.ama, env=self.env, options=options, validate=False)
+            run_ama(self.ama, env=self.env, options=options, validate=False, process=True)
         )
         conn = self._conn_cm.__enter__()
         conn.on_update = self._on_update

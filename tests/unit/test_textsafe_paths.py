@@ -40,6 +40,7 @@ from ama_acp.textsafe import json_safe, one_line, visible
 from conformance import report
 from conformance.outcome import Finding, Status
 from conformance.requirements import REGISTRY
+from tests.support.hypothesis_profiles import examples
 
 # What a terminal acts on: C0 (tab and newline are checked apart), DEL, C1, bidi controls, LS/PS, surrogates.
 ACTIVE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u2028\u2029\ud800-\udfff]")
@@ -73,7 +74,7 @@ def one(text: str) -> None:
     assert text.count("\n") == 1 and text.endswith("\n"), repr(text)
 
 
-FAST = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+FAST = settings(max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 # --- the rule ----------------------------------------------------------------------------------------------
@@ -175,7 +176,7 @@ def test_error_messages_and_data(message: str, data: Any, step: str) -> None:
         one(text + "\n")
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(hostile)
 def test_a_slash_command_refused_by_the_agent(message: str) -> None:
     class Conn:
