@@ -31,6 +31,18 @@ def _put_scripts_dir_first_on_path() -> None:
 _put_scripts_dir_first_on_path()
 
 
+def _load_hypothesis_profile() -> None:
+    """One hypothesis profile for the run, named by HYPOTHESIS_PROFILE (`ci` on CI: the full counts; `dev`
+    elsewhere: a quarter of them). Loaded before any test module is imported, as their counts are read then
+    (tests/support/hypothesis_profiles.py)."""
+    from tests.support import hypothesis_profiles
+
+    hypothesis_profiles.load()
+
+
+_load_hypothesis_profile()
+
+
 def _compile_ama_once() -> None:
     """Most tests start `ama --mode acp` as a subprocess. Where PYTHONDONTWRITEBYTECODE is set (this project's
     machine, many container images) no process ever writes ama's compiled modules, so each of those hundreds
@@ -45,6 +57,39 @@ def _compile_ama_once() -> None:
 
 
 _compile_ama_once()
+
+
+def _keep_rewritten_test_modules() -> None:
+    """pytest rewrites the asserts of every test module when it imports it and keeps the result in __pycache__,
+    unless bytecode writing is off (PYTHONDONTWRITEBYTECODE): then every run, and every xdist worker, rewrote
+    all the test modules again: about 12 s of CPU of the 16 s a collection took. Writing is turned back on
+    for this process only (the ama subprocesses keep the variable; the files are git-ignored)."""
+    sys.dont_write_bytecode = False
+
+
+_keep_rewritten_test_modules()
+
+
+# Workers for a run of the whole suite (pytest-xdist). Most tests wait on ama processes, model servers and pipes,
+# so two workers keep both cores of a 2-core machine busy (docs/performance.md has the figures).
+WORKERS = 2
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_cmdline_main(config):
+    """The whole suite (`python -m pytest`, no paths named: the README's command and CI's) runs on WORKERS
+    pytest-xdist workers; a run of chosen files or tests stays in one process, where starting workers would cost
+    more than it saves, and so does a run with --pdb (which needs one process). `-n N` chooses for any run
+    (`-n 0`: serial), and `-p no:xdist` turns the plugin off.
+    Either way the tests of one file share a worker (`--dist loadfile`, decided by the controller alone), so a
+    module fixture that starts many processes (the conformance matrix, the fuzzers' worlds) runs once."""
+    if config.pluginmanager.has_plugin("xdist") and not hasattr(config, "workerinput"):
+        whole_suite = config.args_source == pytest.Config.ArgsSource.TESTPATHS
+        if config.option.numprocesses is None and whole_suite and not config.getoption("usepdb"):
+            config.option.numprocesses = WORKERS
+        if config.option.numprocesses and config.option.dist == "no":
+            config.option.dist = "loadfile"
+    return (yield)
 
 
 @pytest.fixture(scope="session")
@@ -127,12 +172,28 @@ def _leaves_nothing_behind(request):
         pytest.fail("\n".join(problems), pytrace=False)
 
 
+_threads_left_on_workers: list[str] = []
+
+
 def pytest_sessionfinish(session, exitstatus):
-    """No test may leave a thread running: fail the run if one outlives it (after a grace period)."""
+    """No test may leave a thread running: fail the run if one outlives it (after a grace period). Under
+    pytest-xdist each worker checks its own process and hands what it found to the controller, which fails the
+    run (a worker's exit status does not become the run's)."""
     from tests.support import leaks
 
-    left = leaks.leftover_threads()
-    if left:
-        names = ", ".join(f"{t.name} (daemon={t.daemon})" for t in left)
-        session.config.get_terminal_writer().line(f"threads left running after the tests: {names}", red=True)
+    names = [f"{t.name} (daemon={t.daemon})" for t in leaks.leftover_threads()]
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker
+        workeroutput["ama_threads_left"] = names
+        return
+    names += _threads_left_on_workers
+    if names:
+        session.config.get_terminal_writer().line(f"threads left running after the tests: {', '.join(names)}", red=True)
         session.exitstatus = 1
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """pytest-xdist, in the controller: a worker finished; keep what it found left running."""
+    left = getattr(node, "workeroutput", {}).get("ama_threads_left", ())
+    _threads_left_on_workers.extend(f"{name} on worker {node.gateway.id}" for name in left)

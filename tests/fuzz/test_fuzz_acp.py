@@ -11,7 +11,8 @@ are collected until everything owed has arrived, checking:
 - every line ama writes is valid JSON-RPC and, where RawAma knows the method, valid against the schema;
 - the process stays alive, and after the examples a normal session/new + session/prompt turn works.
 
-`AMA_FUZZ_EXAMPLES` sets the number of examples per test (default 300: the file runs in about 30 s on a 2-core machine).
+`AMA_FUZZ_EXAMPLES` sets the number of examples per test (default 300 under the `ci` hypothesis profile, a
+quarter under `dev`: tests/support/hypothesis_profiles.py; at 300 the file runs in about 30 s on 2 cores).
 Hypothesis prints the failing example and how to reproduce it.
 """
 
@@ -31,9 +32,10 @@ from hypothesis import strategies as st
 
 from ama_acp.rpc.dispatch import MAX_DEPTH
 from tests.support.harness import Ama
+from tests.support.hypothesis_profiles import examples
 from tests.support.raw import RawAma
 
-EXAMPLES = int(os.environ.get("AMA_FUZZ_EXAMPLES", "300"))
+EXAMPLES = int(os.environ.get("AMA_FUZZ_EXAMPLES") or examples(300))
 STEP = 15.0  # seconds to wait for what an example is owed; it takes milliseconds
 FUZZ = settings(
     max_examples=EXAMPLES,

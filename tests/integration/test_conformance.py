@@ -11,8 +11,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conformance.requirements import REGISTRY, Tier
 from tests.support.harness import Ama, clean_env
+
+pytestmark = pytest.mark.slow  # whole suite runs: `-m "not slow"` leaves them out of a quick local run, CI runs them
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL_ENV = [

@@ -191,14 +191,21 @@ async def test_a_crash_mid_call_fails_that_call_only(tmp_path: Path) -> None:
         assert len(h.problems) == 1  # reported once
 
 
+# A test-sized start bound. The good server must be ready well inside it, so it is the conformance suite's stdlib
+# MCP server (up in ~0.05 s of CPU; the SDK-based test server takes ~1 s and needed a bound of 8 s under load).
+START_BOUND = 3.0
+QUICK_SERVER = Path(__file__).resolve().parents[2] / "conformance" / "mcp_stdio_server.py"
+
+
 async def test_a_server_that_never_starts_is_waited_for_up_to_the_bound_then_failed(tmp_path: Path) -> None:
     pid_file = tmp_path / "pid"
-    specs = specs_of(stdio("good"), stdio("stuck", "--never-start", env={"MCP_TEST_PID_FILE": str(pid_file)}))
-    async with running(specs, start_timeout=8.0) as h:
+    good = {"name": "good", "command": sys.executable, "args": [str(QUICK_SERVER)], "env": []}
+    specs = specs_of(good, stdio("stuck", "--never-start", env={"MCP_TEST_PID_FILE": str(pid_file)}))
+    async with running(specs, start_timeout=START_BOUND) as h:
         await until(lambda: ("good", "ready") in h.hub.servers(), READY, "the good server")
         assert await h.hub.wait_ready(0.2) == ["stuck"]
         await until(lambda: h.problems, 30, "the start bound to fail the server")
-        assert h.problems[0].server == "stuck" and "did not answer within 8 s" in h.problems[0].reason
+        assert h.problems[0].server == "stuck" and f"did not answer within {START_BOUND:g} s" in h.problems[0].reason
         assert await h.hub.wait_ready(0) == []
         assert ("stuck", "failed") in h.hub.servers()
         pid = int(pid_file.read_text())

@@ -17,6 +17,7 @@ from conformance.groups.base import GROUPS, Group, GroupContext
 from conformance.requirements import REGISTRY
 from conformance.runner import selected
 from tests.support.acp_fixtures import agent_command
+from tests.support.hypothesis_profiles import examples
 
 AGENT = [sys.executable, "-c", "pass"]  # a command that exists; no test here gets as far as starting it
 
@@ -100,13 +101,13 @@ def _select_or_value_error(groups: list[Group], expr: str) -> None:
 
 @given(st.lists(st.sampled_from(WORDS), max_size=10), st.sampled_from([" ", ""]))
 @example(["(", "x", ")", "(", "x", ")"], " ")
-@settings(max_examples=300, deadline=None, derandomize=True)
+@settings(max_examples=examples(300), deadline=None, derandomize=True)
 def test_any_token_sequence_gives_a_list_or_value_error(tokens: list[str], sep: str) -> None:
     _select_or_value_error(GROUPS, sep.join(tokens))
 
 
 @given(st.text(max_size=30))
-@settings(max_examples=300, deadline=None, derandomize=True)
+@settings(max_examples=examples(300), deadline=None, derandomize=True)
 def test_arbitrary_text_without_parentheses_gives_a_list_or_value_error(expr: str) -> None:
     _select_or_value_error(GROUPS, expr.replace("(", " ").replace(")", " "))
 

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from conformance import mcp_stdio_server
 from conformance.mcp_stdio_server import handle
+from tests.support.hypothesis_profiles import examples
 
 SERVER = Path(mcp_stdio_server.__file__).resolve()
 
@@ -160,7 +161,7 @@ messages = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(msg=messages | json_values, raw=st.binary(max_size=40))
 def test_handle_never_raises_and_always_answers_a_request(msg: Any, raw: bytes) -> None:
     for data in (json.dumps(msg).encode(), raw):

@@ -26,6 +26,7 @@ from conformance.model_server import (
     neutral_value,
     request_problem,
 )
+from tests.support.hypothesis_profiles import examples
 from tests.support.waiting import poll_until
 
 DIALECTS = ["openai", "anthropic"]
@@ -543,7 +544,7 @@ messages = st.lists(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(directive=directives, openai=openai_tools, anthropic=anthropic_tools)
 def test_choosing_never_raises_on_any_declared_tools(directive: Directive, openai: Any, anthropic: Any) -> None:
     for dialect, tools in (("openai", openai), ("anthropic", anthropic)):
@@ -554,7 +555,7 @@ def test_choosing_never_raises_on_any_declared_tools(directive: Directive, opena
             json.dumps(call.arguments)  # it goes on the wire
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     body=st.fixed_dictionaries(
         {"model": st.just("m") | json_values, "messages": messages, "tools": openai_tools | anthropic_tools}

@@ -14,6 +14,7 @@ from conformance.outcome import Blocked, Checks, Finding, Status, UnboundCheck, 
 from conformance.report import Outcome, outcomes, text, verdict
 from conformance.requirements import BY_ID, REGISTRY, Profile, Requirement, Tier
 from conformance.runner import RunRecord
+from tests.support.hypothesis_profiles import examples
 
 
 def ids_of(checks: Checks, status: Status) -> list[str]:
@@ -158,7 +159,7 @@ def test_overall_precedence(statuses: list[Status], expected: Status) -> None:
 
 
 @given(st.lists(st.sampled_from(list(Status)), min_size=1, max_size=8))
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 def test_overall_is_the_highest_status_found(statuses: list[Status]) -> None:
     order = [Status.FAIL, Status.PASS, Status.NOT_TESTED, Status.SKIPPED]
     status, mine = overall(req("R1"), [f("R1", s) for s in statuses])

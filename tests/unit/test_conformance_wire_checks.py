@@ -18,6 +18,7 @@ from conformance.outcome import Checks, Finding, Status
 from conformance.runner import validators
 from conformance.shapes import unknown_fields
 from conformance.wire_checks import TRANSCRIPT_IDS, ClientView, TranscriptAnalyzer
+from tests.support.hypothesis_profiles import examples
 
 Line = tuple[str, Any]  # ("in" | "out", a message to encode, or a raw line as str)
 FULL = ClientView(fs=True, terminal=True)
@@ -554,7 +555,7 @@ SHAPED_LINES = PLAIN_LINES | _near_messages().map(json.dumps)
 
 
 @given(st.lists(st.tuples(st.sampled_from(["in", "out"]), PLAIN_LINES), max_size=12), ENDINGS)
-@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 def test_the_analyzer_never_raises_on_arbitrary_text_and_json(
     lines: list[tuple[str, str]], ended_by: str | None
 ) -> None:
@@ -564,7 +565,7 @@ def test_the_analyzer_never_raises_on_arbitrary_text_and_json(
 
 @given(st.lists(st.tuples(st.sampled_from(["in", "out"]), SHAPED_LINES), max_size=12), ENDINGS)
 @example([("in", json.dumps({"jsonrpc": "2.0", "id": 1, "method": 5}))], "eof")
-@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 def test_the_analyzer_never_raises_on_message_shaped_lines(lines: list[tuple[str, str]], ended_by: str | None) -> None:
     _, findings = analyse([*opened(), *lines], ended_by=ended_by)
     assert {f.rid for f in findings} <= set(TRANSCRIPT_IDS)
@@ -574,7 +575,7 @@ _STABLE, _UNSTABLE = (v.schema for v in validators())
 
 
 @given(st.sampled_from(sorted(_STABLE["$defs"])), JSON_VALUES | st.dictionaries(st.sampled_from(KEYS), JSON_VALUES))
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_unknown_fields_never_raises(definition: str, instance: Any) -> None:
     unknown, unstable_only = unknown_fields(_STABLE, _UNSTABLE, definition, instance)
     assert not set(unknown) & set(unstable_only)

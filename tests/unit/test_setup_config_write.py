@@ -14,6 +14,7 @@ from ama_acp.config import parse_config
 from ama_acp.setup import toml_out
 from ama_acp.setup.choices import SetupError
 from ama_acp.setup.write import Existing, ProviderTable, merged, read_existing, render
+from tests.support.hypothesis_profiles import examples
 
 # --- TOML out -------------------------------------------------------------------------------------------------
 
@@ -40,7 +41,7 @@ _value = st.recursive(
 )
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), suppress_health_check=[HealthCheck.too_slow])
 @given(st.dictionaries(_key, _value, max_size=6))
 def test_dumps_reads_back_as_the_same_data(data) -> None:
     assert tomllib.loads(toml_out.dumps(data)) == data
@@ -145,7 +146,7 @@ def _expect_kept(before: dict, after: dict, change) -> None:
     assert len(after.get("models", [])) == len(old_models) + add_model
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_config, _change, st.booleans(), st.booleans())
 def test_any_valid_config_keeps_its_other_settings_after_a_write(data, change, comments, crlf) -> None:
     text = toml_out.dumps(data)

@@ -170,14 +170,16 @@ class Wire:
         self._lock = threading.Lock()
         self._closed = False
 
-    def send(self, message: dict[str, Any]) -> None:
+    def send(self, message: dict[str, Any], copies: int = 1) -> None:
         try:
             # ensure_ascii: a lone surrogate from the client's JSON cannot make the line unencodable.
             line = json.dumps(message, separators=(",", ":"), allow_nan=False) + "\n"
         except (TypeError, ValueError) as exc:
             log(f"cannot encode a message ({exc}); not sent")
             return
-        self.raw(line)
+        # The copies go out in one write, so the client reads them together (a pipe write this small is
+        # atomic) and has answered neither when it reads the second (two writes let it answer in between).
+        self.raw(line * copies)
 
     def raw(self, line: str) -> None:
         with self._lock:
@@ -225,7 +227,7 @@ def describe_error(error: object) -> str:
 class Outbound:
     """Requests we send on one JSON-RPC connection: unique increasing integer ids, replies matched by id."""
 
-    def __init__(self, send: Callable[[dict[str, Any]], None], what: str) -> None:
+    def __init__(self, send: Callable[[dict[str, Any], int], None], what: str) -> None:
         self._send = send
         self._what = what
         self._ids = itertools.count(1)
@@ -242,8 +244,7 @@ class Outbound:
                 return rid, waiter
             self._pending[rid] = waiter
         message = {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
-        for _ in range(copies):  # copies > 1 only for the reused-id break
-            self._send(message)
+        self._send(message, copies)  # copies > 1 only for the reused-id break
         return rid, waiter
 
     def abandon(self, rid: int) -> None:
@@ -355,12 +356,12 @@ class McpServer:
         self.out = Outbound(self._send, f"MCP server {spec.name!r}")
         threading.Thread(target=self._read_loop, name=f"mcp-{spec.name}", daemon=True).start()
 
-    def _send(self, message: dict[str, Any]) -> None:
+    def _send(self, message: dict[str, Any], copies: int = 1) -> None:
         stdin = self.proc.stdin
         if stdin is None:
             return
         try:
-            data = (json.dumps(message, separators=(",", ":")) + "\n").encode("utf-8")
+            data = (json.dumps(message, separators=(",", ":")) + "\n").encode("utf-8") * copies
             with self._write_lock:
                 stdin.write(data)
                 stdin.flush()
