@@ -9,14 +9,16 @@ person, with the table of JSON-RPC codes (their names are in `rpc/errors.py`).
     AmaError
     ├── ProtocolError             transport and protocol: JSON-RPC 2.0 / ACP over stdio
     │   ├── rpc.errors.AcpError            a JSON-RPC error ama answers a request with (handlers raise it,
-    │   │                                  the dispatcher turns it into the error object)
+    │   │   │                              the dispatcher turns it into the error object)
+    │   │   └── client.errors.RpcError     (ama's own client) a JSON-RPC error from or for the agent
     │   ├── rpc.errors.ClientError         the client answered one of ama's requests with an error
     │   ├── rpc.framing.LineTooLong        an incoming line longer than the limit (the connection closes)
     │   ├── mcp.lines.LineTooLong          an MCP server's stdio line longer than the limit (the server fails)
     │   ├── rpc.peer.PeerClosed            the connection ended before the client answered
-    │   ├── client.handlers.RpcError       (ama's own client) a JSON-RPC error from or for the agent
-    │   ├── client.connection.AgentExited  (ama's own client) the agent's stdout ended
-    │   ├── client.connection.AgentStartError  (ama's own client) the agent could not be started
+    │   ├── session.editor.MalformedAnswer  the client answered one of ama's requests with a shape its schema
+    │   │                                  does not allow (a tool call fails, a permission is refused)
+    │   ├── client.errors.AgentExited      (ama's own client) the agent's stdout ended
+    │   ├── client.errors.AgentStartError  (ama's own client) the agent could not be started
     │   ├── client.sessions.NotOffered     (ama's own client) --load/--resume/--list the agent did not offer
     │   └── client.slash.CommandError      (ama's own client) a /mode, /model or /option it cannot carry out
     ├── ConfigError               configuration: the TOML file, the environment, the command line
@@ -25,21 +27,21 @@ person, with the table of JSON-RPC codes (their names are in `rpc/errors.py`).
     │   ├── credentials.CredentialsError   the credentials file exists but cannot be used
     │   └── setup.choices.SetupError       `ama setup` cannot go on (a bad flag or answer, a refused key)
     ├── ProviderError             a model request; never escapes a provider (see below)
-    │   ├── providers.http.StreamError     the server broke the stream or the dialect
-    │   ├── providers.http._DeadlineExceeded  the whole-request deadline passed
+    │   ├── providers.failures.StreamError  the server broke the stream or the dialect
+    │   ├── providers.stream._DeadlineExceeded  the whole-request deadline passed
     │   └── agent.compaction.CompactionFailed  the model could not write the handoff
     ├── ToolError                 a tool failed in a way the model should hear about (tools.base.ToolError)
     │   ├── tools.globs.GlobError          (also ValueError) an unusable glob
     │   ├── tools.workspace.BinaryFileError  (also ValueError) a file that is not UTF-8 text
     │   └── tools.regular.NotRegularFileError  (also OSError) a FIFO, a device, a file under /proc ...
     ├── StoreError                the session files (session.store.StoreError)
-    │   ├── session.store.SessionNotFound
-    │   │   └── session.store.InvalidSessionId  (also ValueError)
-    │   ├── session.store.SessionExists
-    │   ├── session.store.SessionBusy
-    │   ├── session.store.SessionFormatError
-    │   │   └── session.store.NotASessionFile  a FIFO, link, device or directory under a session's name
-    │   ├── session.store.SessionWriteError  (also OSError)
+    │   ├── session.store_errors.SessionNotFound  (session.store re-exports these)
+    │   │   └── session.store_errors.InvalidSessionId  (also ValueError)
+    │   ├── session.store_errors.SessionExists
+    │   ├── session.store_errors.SessionBusy
+    │   ├── session.store_errors.SessionFormatError
+    │   │   └── session.store_errors.NotASessionFile  a FIFO, link, device or directory under a session's name
+    │   ├── session.store_errors.SessionWriteError  (also OSError)
     │   ├── session.files.NotRegularFile  (also OSError)
     │   └── session.listing.InvalidCursor  (also ValueError) a session/list cursor this store did not issue
     └── ControlFlow               not errors: exceptions that unwind a stack on purpose
@@ -53,17 +55,18 @@ Who raises, who catches:
 - ProtocolError: `rpc/` and the handlers raise `AcpError`; `rpc/dispatch.py` answers it as a JSON-RPC error
   (any other exception out of a handler is a bug: logged under `UNEXPECTED` and answered -32603).
   `ClientError` is raised by `rpc/peer.py` to the code that sent the request (a tool, the permission prompt),
-  which shows the client's own words.
+  which shows the client's own words; `MalformedAnswer` by `session/editor.py` to the same code, which fails
+  the tool call or refuses the permission with the reason.
 - ConfigError: `config.py` raises it while loading; `cli.py` prints it and exits 2. `ModelError` and
   `ScriptError` are caught by `providers/resolve.py` and become a provider that fails with kind "config".
 - ProviderError: providers do not raise for a failed request. Every failure reaches the agent loop as a
   `providers.base.Failure` event (retries first announced as `Retrying`), so the loop has one place that
-  decides what the person sees. `StreamError` and `_DeadlineExceeded` are raised and caught inside
-  `providers/http.py` to become that event; `CompactionFailed` is caught by `session/compacting.py`.
+  decides what the person sees. `StreamError` and `_DeadlineExceeded` are raised inside the providers and
+  caught in `providers/stream.py` to become that event; `CompactionFailed` is caught by `session/compacting.py`.
 - ToolError: tools raise it; the agent loop catches it and the tool call ends failed with its message, which
   the model reads as the tool's result. Any other exception out of a tool is logged as a bug and reported as
   "<tool> failed unexpectedly".
-- StoreError: `session/store.py` and `session/listing.py` raise it; the session layer turns it into an
+- StoreError: the store (`session/store.py`, `reader.py`, `writer.py`, `locks.py`, `listing.py`) raises it; the session layer turns it into an
   `AcpError` (not found, invalid params) or, for `SessionWriteError`, a notice that the session is not saved.
 - ControlFlow: caught by the code that raised it (the loop, the client's main), never reported.
 """
