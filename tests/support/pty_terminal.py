@@ -134,7 +134,9 @@ class PtyTerminal:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise AssertionError(f"timed out; the terminal shows:\n{self._shown()}")
-                self._cond.wait(left)
+                # Woken by new output, and every 50 ms besides: a predicate may read state no output announces
+                # (the terminal's mode after `fg`), which a wait for output alone would see only at the deadline.
+                self._cond.wait(min(left, 0.05))
 
     def _shown(self) -> str:
         return self._output.decode("utf-8", "replace")
