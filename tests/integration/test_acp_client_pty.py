@@ -197,8 +197,7 @@ def test_ctrl_c_twice_during_a_turn_exits_cleanly(tmp_path):
     ama, env = ama_setup(tmp_path, [{"text": "partial answer", "hang": 30, "usage": {"input": 10, "output": 1}}])
     # An agent that ignores session/cancel keeps the turn running: the fixture's turn would end; ama's hang is
     # cancelled at once, so the second Ctrl-C has to come while the cancel is on its way: use a cancel-deaf agent.
-    deaf = tmp_path / "deaf_agent.py"
-    deaf.write_text(DEAF_AGENT, encoding="utf-8")
+    deaf = Path(__file__).resolve().parents[1] / "support" / "acp_fixtures" / "deaf_agent.py"
     argv = [sys.executable, "-m", "ama_acp", "acp-client", "--cwd", str(ama.workspace), "--", sys.executable, str(deaf)]
     with PtyTerminal(argv, env=env, cwd=ama.workspace) as term:
         term.wait_for("» ")
@@ -214,21 +213,6 @@ def test_ctrl_c_twice_during_a_turn_exits_cleanly(tmp_path):
     assert term.states()[-1] == "clear"
 
 
-# An agent that answers initialize and session/new, streams one chunk of a prompt and never ends the turn.
-DEAF_AGENT = r"""
-import json, sys
-def send(m):
-    sys.stdout.write(json.dumps(m) + "\n"); sys.stdout.flush()
-for line in sys.stdin:
-    m = json.loads(line)
-    if m.get("method") == "initialize":
-        send({"jsonrpc": "2.0", "id": m["id"], "result": {"protocolVersion": 1, "agentCapabilities": {}}})
-    elif m.get("method") == "session/new":
-        send({"jsonrpc": "2.0", "id": m["id"], "result": {"sessionId": "s1"}})
-    elif m.get("method") == "session/prompt":
-        send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s1", "update": {
-            "sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "working on it"}}}})
-"""
 
 
 def test_load_shows_the_replay_and_the_meter(tmp_path):

@@ -21,21 +21,7 @@ SUPPORT = Path(__file__).resolve().parents[1] / "support"
 FIXTURE = SUPPORT / "acp_fixtures" / "fixture_agent.py"
 SANE = "[job stopped: echo=1 icanon=1]"
 
-# An agent that answers initialize and session/new, streams one chunk of a prompt and never ends the turn.
-DEAF_AGENT = r"""
-import json, sys
-def send(m):
-    sys.stdout.write(json.dumps(m) + "\n"); sys.stdout.flush()
-for line in sys.stdin:
-    m = json.loads(line)
-    if m.get("method") == "initialize":
-        send({"jsonrpc": "2.0", "id": m["id"], "result": {"protocolVersion": 1, "agentCapabilities": {}}})
-    elif m.get("method") == "session/new":
-        send({"jsonrpc": "2.0", "id": m["id"], "result": {"sessionId": "s1"}})
-    elif m.get("method") == "session/prompt":
-        send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s1", "update": {
-            "sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "working on it"}}}})
-"""
+DEAF_AGENT = SUPPORT / "acp_fixtures" / "deaf_agent.py"  # answers, streams one chunk, never ends a turn
 
 
 def under_a_shell(tmp_path: Path, *agent: str) -> tuple[list[str], dict[str, str]]:
@@ -68,9 +54,7 @@ def test_ctrl_z_at_the_prompt_gives_the_shell_a_sane_terminal_and_fg_carries_on(
 
 
 def test_ctrl_z_during_a_turn_gives_the_shell_a_sane_terminal_and_fg_carries_on(tmp_path):
-    deaf = tmp_path / "deaf_agent.py"
-    deaf.write_text(DEAF_AGENT, encoding="utf-8")
-    argv, env = under_a_shell(tmp_path, sys.executable, str(deaf))
+    argv, env = under_a_shell(tmp_path, sys.executable, str(DEAF_AGENT))
     with PtyTerminal(argv, env=env, cwd=tmp_path) as term:
         term.wait_for("» ")
         term.type("go\r")
