@@ -89,7 +89,29 @@ def pytest_cmdline_main(config):
             config.option.numprocesses = WORKERS
         if config.option.numprocesses and config.option.dist == "no":
             config.option.dist = "loadfile"
+            # Hand files out in collection order (longest first, pytest_collection_modifyitems below), not
+            # xdist's default of the files with the most tests first, which put the one-test seam fuzzer last.
+            config.option.loadscopereorder = False
     return (yield)
+
+
+# The files that take longest, first: under `--dist loadfile` a worker takes whole files in collection order, so a
+# long file collected last runs alone at the end while the other worker idles (the seam fuzzer at CI's counts
+# did: minutes of one busy core). Many short unit files at the end fill the gaps instead.
+_LONG_FIRST = ("tests/fuzz/test_seams.py", "tests/fuzz/", "tests/integration/")
+
+
+def _long_first(item: pytest.Item) -> int:
+    if item.get_closest_marker("slow"):
+        return 0
+    path = item.path.as_posix()
+    return next((i + 1 for i, part in enumerate(_LONG_FIRST) if f"/{part}" in path), len(_LONG_FIRST) + 1)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Longest first (above). A stable sort: the tests of one file keep their order and stay together, and every
+    worker computes the same order from the same collection, which pytest-xdist requires."""
+    items.sort(key=_long_first)
 
 
 @pytest.fixture(scope="session")
