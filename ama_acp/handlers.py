@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +14,7 @@ from ama_acp import __version__
 from ama_acp.config import Config
 from ama_acp.rpc.dispatch import Dispatcher, defer
 from ama_acp.rpc.errors import AcpError, clip
+from ama_acp.session.cwd import normal_cwd
 from ama_acp.wire import types as w
 
 if TYPE_CHECKING:  # built on first use (startup time): for annotations only
@@ -40,7 +42,26 @@ TERMINAL_METHOD = w.AuthMethod(
     args=["setup"],
 )
 
+# The older convention (Zed before `auth.terminal`; the ACP registry's validator still sends it): the client says
+# `clientCapabilities._meta["terminal-auth"]: true`, and runs the command the method's `_meta["terminal-auth"]`
+# names. `python -m ama_acp` is ama however it was installed (a venv's script, uvx, pipx).
+LEGACY_TERMINAL_METHOD = msgspec.structs.replace(
+    TERMINAL_METHOD,
+    meta={
+        "terminal-auth": {
+            "command": sys.executable,
+            "args": ["-m", "ama_acp", *(TERMINAL_METHOD.args or [])],
+            "label": "ama setup",
+        }
+    },
+)
+
 PROTOCOL_VERSION = 1
+
+
+def legacy_terminal_auth(caps: w.ClientCapabilities) -> bool:
+    """Whether the client set `_meta["terminal-auth"]: true` (read with a type check: `_meta` is free-form)."""
+    return isinstance(caps.meta, dict) and caps.meta.get("terminal-auth") is True
 
 
 class Handlers:
@@ -151,6 +172,8 @@ class Handlers:
         methods: list[w.AuthMethod] = [AGENT_METHOD]
         if self.client_caps.auth.terminal:  # only to a client that can run it (R42)
             methods.append(TERMINAL_METHOD)
+        elif legacy_terminal_auth(self.client_caps):
+            methods.append(LEGACY_TERMINAL_METHOD)
         return methods
 
     def require_model(self) -> None:
@@ -198,7 +221,8 @@ class Handlers:
     async def new_session(self, req: w.NewSessionRequest) -> w.NewSessionResponse:
         self.require_model()
         manager = self.m
-        opened = manager.open_session(req.cwd, req.additional_directories, req.mcp_servers)
+        # One spelling of the folder for the session's whole life (stored, listed, loaded): `/x/proj/` is `/x/proj`.
+        opened = manager.open_session(normal_cwd(req.cwd), req.additional_directories, req.mcp_servers)
         # The Session is built and announced after the response (manager.py: the first session/new of a fresh
         # process then waits for none of the session machinery's imports).
         defer(functools.partial(manager.finish_open, opened.session_id))

@@ -1,4 +1,4 @@
-"""`ama sessions list|show ID|delete ID [--json]`."""
+"""`ama sessions list [--all]|show ID|delete ID [--json]`."""
 
 from __future__ import annotations
 
@@ -20,6 +20,9 @@ def run_sessions(argv: list[str], load_config: Callable[[argparse.Namespace], Co
     p.add_argument("session_id", nargs="?")
     p.add_argument("--json", action="store_true")
     p.add_argument("--cwd", help="list: only sessions of this directory")
+    p.add_argument(
+        "--all", action="store_true", help="list: also sessions nobody prompted (as session/list hides them)"
+    )
     p.add_argument("--config")
     p.add_argument("--data-dir")
     args = p.parse_args(argv)
@@ -29,7 +32,7 @@ def run_sessions(argv: list[str], load_config: Callable[[argparse.Namespace], Co
 
     store = SessionStore(cfg.data_dir)
     if args.action == "list":
-        return _list(store, args.cwd, args.json)
+        return _list(store, args.cwd, args.json, spoken_only=not args.all)
     if not args.session_id:
         p.error(f"{args.action} needs a session id")
     try:
@@ -47,13 +50,13 @@ def run_sessions(argv: list[str], load_config: Callable[[argparse.Namespace], Co
     return _show(loaded, args.json)
 
 
-def _list(store: SessionStore, cwd: str | None, as_json: bool) -> int:
+def _list(store: SessionStore, cwd: str | None, as_json: bool, *, spoken_only: bool = True) -> int:
     from ama_acp.textsafe import one_line
 
     rows: list[SessionSummary] = []
     cursor = None
     while True:
-        page, cursor = store.list(cwd, cursor, 200)
+        page, cursor = store.list(cwd, cursor, 200, spoken_only=spoken_only)
         rows += page
         if cursor is None:
             break

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import TYPE_CHECKING
 
@@ -9,6 +10,7 @@ from ama_acp.rpc.dispatch import defer
 from ama_acp.rpc.errors import RESOURCE_NOT_FOUND, SESSION_BUSY, AcpError
 from ama_acp.session import options
 from ama_acp.session import store as st
+from ama_acp.session.cwd import normal_cwd, same_cwd
 from ama_acp.session.entries import DirectoriesEntry
 from ama_acp.session.listing import InvalidCursor
 from ama_acp.session.options import SessionSetup
@@ -30,11 +32,15 @@ class Lifecycle:
 
     async def _open(self, session_id: str, cwd: str, additional: list[str] | None) -> tuple[Session, st.LoadedSession]:
         await self._close_live(session_id)
+        cwd = normal_cwd(cwd)  # `/x/proj/` and `/x/proj` are one folder, whichever editor spelled it
         dirs = self.m.check_dirs(cwd, additional)
         loaded = self._read(session_id)
         header = loaded.header
-        if header.cwd != cwd:
-            raise AcpError.invalid_params(f"cwd: session {session_id} belongs to {header.cwd!r}, not {cwd!r}")
+        # A file stored before the normal form may hold `/x/proj/`: both spellings open it.
+        if not same_cwd(header.cwd, cwd):
+            raise AcpError.invalid_params(
+                f"cwd: session {session_id} belongs to {normal_cwd(header.cwd)!r}, not {cwd!r}"
+            )
         store = self.m.store
         setup = SessionSetup(
             session_id, cwd, dirs, self.m.config.mode, self.m.default_model, created_at=header.created_at
@@ -115,18 +121,22 @@ class Lifecycle:
         self._connect_mcp(session, req.mcp_servers)  # the editor's list of this load wins (R69)
         for update in replay_updates(loaded):  # all history before the response (R67)
             await session.send(update)
+        await _send_title(session)  # the end of the replay: the thread's name with its history
         defer(session.announce_open)  # E4: after the replay and the response
         return w.LoadSessionResponse(modes=options.mode_state(session.mode), config_options=session.config_options())
 
     async def resume(self, req: w.ResumeSessionRequest) -> w.LoadSessionResponse:
         session, _ = await self._open(req.session_id, req.cwd, req.additional_directories)
         self._connect_mcp(session, req.mcp_servers)  # R75
-        defer(session.announce_open)  # no replay (R74)
+        defer(functools.partial(_announce_resumed, session))  # no replay (R74): all after the response
         return w.LoadSessionResponse(modes=options.mode_state(session.mode), config_options=session.config_options())
 
     async def list(self, req: w.ListSessionsRequest) -> w.ListSessionsResponse:
         try:
-            page, cursor = self.m.store.list(req.cwd, req.cursor, PAGE_SIZE)
+            # Only sessions someone spoke in: an editor that opens threads freely (every session/new writes a
+            # file at once) must not fill the first page with empty "(untitled)" rows. Such a session still
+            # loads and resumes by its id.
+            page, cursor = self.m.store.list(req.cwd, req.cursor, PAGE_SIZE, spoken_only=True)
         except InvalidCursor:
             raise AcpError.invalid_params("cursor: not a cursor this agent issued") from None
         return w.ListSessionsResponse(
@@ -169,3 +179,16 @@ class Lifecycle:
         except st.NotASessionFile as exc:  # a directory under the session's name: not ama's to remove
             raise AcpError.invalid_params(f"sessionId: {exc}; it was left alone") from None
         return w.Empty()
+
+
+async def _send_title(session: Session) -> None:
+    """A titled session tells the client its title when it is opened again: a client that opened it by id
+    (`ama acp-client --load`, an editor's thread list) has no title otherwise. Sent once: the session's
+    `_sent_title` is its stored title already, so the next turn's end does not repeat it."""
+    if session.title:
+        await session.send(w.SessionInfoUpdate(title=session.title, updated_at=session.updated_at))
+
+
+async def _announce_resumed(session: Session) -> None:
+    await _send_title(session)
+    await session.announce_open()

@@ -27,6 +27,7 @@ from typing import TypeVar
 import msgspec
 
 from ama_acp.errors import StoreError
+from ama_acp.session.cwd import normal_cwd
 from ama_acp.session.entries import DirectoriesEntry, Header, TitleEntry
 from ama_acp.session.files import first_line, kind_of, open_regular, read_bounded
 
@@ -35,7 +36,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 INDEX_NAME = "index.json"
-_INDEX_VERSION = 1
+_INDEX_VERSION = 2  # 2: `spoken` added (an index of version 1 would list every old session as unspoken)
 _CHUNK = 1 << 20
 _INDEX_LIMIT = 64 << 20  # a bigger index.json is not one this ama wrote (a thousand sessions take ~200 KB)
 
@@ -43,6 +44,10 @@ _INDEX_LIMIT = 64 << 20  # a bigger index.json is not one this ama wrote (a thou
 _TITLE = b'{"t":"title",'
 _DIRS = b'{"t":"dirs",'
 _TITLE_AT = b"\n" + _TITLE
+# A person spoke in the session: a prompt (its message) or a slash command they typed. session/new writes neither.
+_SPOKEN = (b'{"t":"msg",', b'{"t":"command",')
+_SPOKEN_AT = tuple(b"\n" + m for m in _SPOKEN)
+_HEAD = max(len(m) for m in (_TITLE, _DIRS, *_SPOKEN))  # bytes enough to tell a line's tag
 _DIRS_AT = b"\n" + _DIRS
 _title_decoder = msgspec.json.Decoder(TitleEntry)
 _dirs_decoder = msgspec.json.Decoder(DirectoriesEntry)
@@ -71,6 +76,7 @@ class _Cached(msgspec.Struct, array_like=True):
     created_at: str = ""
     dirs: list[str] = []
     title: str | None = None
+    spoken: bool = False  # a prompt or slash command is in the file: listed (an unspoken session is not)
 
 
 class _Index(msgspec.Struct):
@@ -103,16 +109,20 @@ class SessionLister:
         self._max_line = max_line  # the store's cap: a longer line is damage, skipped unread
 
     def list(
-        self, cwd: str | None = None, cursor: str | None = None, page_size: int = 50
+        self, cwd: str | None = None, cursor: str | None = None, page_size: int = 50, *, spoken_only: bool = False
     ) -> tuple[list[SessionSummary], str | None]:
-        """Newest first (mtime, then id, both descending). The cursor is the position after the page."""
+        """Newest first (mtime, then id, both descending). The cursor is the position after the page.
+        `spoken_only`: only sessions someone prompted (session/list, `ama sessions`): an editor that opens
+        threads freely must not fill the first page with sessions nobody spoke in."""
         after = decode_cursor(cursor) if cursor is not None else None
         if page_size < 1:
             raise ValueError("page_size must be at least 1")
-        want_cwd = os.path.normpath(cwd) if cwd is not None else None
+        want_cwd = normal_cwd(cwd) if cwd is not None else None
         rows: list[tuple[int, str, _Cached]] = []
         for session_id, rec in self._refresh().items():
-            if rec.cwd is None or (want_cwd is not None and os.path.normpath(rec.cwd) != want_cwd):
+            if rec.cwd is None or (want_cwd is not None and normal_cwd(rec.cwd) != want_cwd):
+                continue
+            if spoken_only and not rec.spoken:
                 continue
             if after is not None and (rec.mtime_ns, session_id) >= after:
                 continue
@@ -123,7 +133,7 @@ class SessionLister:
         summaries = [
             SessionSummary(
                 session_id=sid,
-                cwd=rec.cwd or "",
+                cwd=normal_cwd(rec.cwd or ""),  # a file stored before the normal form may hold `/x/proj/`
                 title=rec.title,
                 updated_at=_iso(mtime_ns),
                 created_at=rec.created_at,
@@ -249,6 +259,7 @@ def _scan(path: Path, prev: _Cached | None, max_line: int) -> _Cached:
         rec.title = scan.title.title
     if scan.dirs is not None:
         rec.dirs = list(scan.dirs.additional_directories)
+    rec.spoken = rec.spoken or scan.spoken  # append-only: once spoken, always
     rec.scanned += scan.consumed
     return rec
 
@@ -268,11 +279,13 @@ class LineScan:
         self.max_line = max_line
         self.title: TitleEntry | None = None
         self.dirs: DirectoriesEntry | None = None
+        self.spoken = False  # a whole `msg` or `command` line was seen
         self.consumed = 0  # bytes up to and including the last newline seen
         self._fed = 0
         self._line: list[bytes] = []  # the pending line's bytes, while it may be a line that counts
         self._line_len = 0
         self._keep = True  # False: the pending line is not a title or dirs line, or is too long
+        self._spoken_line = False  # the pending line is a `msg` or `command` line
 
     def feed(self, chunk: bytes) -> None:
         nl = chunk.find(b"\n")
@@ -290,9 +303,11 @@ class LineScan:
             dirs = _last_line(chunk, nl, cut, _DIRS_AT, _dirs_decoder, self.max_line)
             if dirs is not None:
                 self.dirs = dirs
+            if not self.spoken:  # a marker after a newline starts a whole line (lines hold no raw newline)
+                self.spoken = any(chunk.find(m, nl, cut + 1) >= 0 for m in _SPOKEN_AT)
         self.consumed = self._fed + cut + 1
         self._fed += len(chunk)
-        self._line, self._line_len, self._keep = [], 0, True
+        self._line, self._line_len, self._keep, self._spoken_line = [], 0, True, False
         self._grow(chunk, cut + 1, len(chunk))
 
     def _grow(self, chunk: bytes, start: int, end: int) -> None:
@@ -302,19 +317,25 @@ class LineScan:
         self._line_len += end - start
         if not self._keep:
             return
-        if self._line_len > self.max_line:
-            self._line, self._keep = [], False
-            return
-        if before < len(_TITLE) <= self._line_len:  # enough bytes to tell what line this is, before copying
-            head = b"".join([*(piece[: len(_TITLE)] for piece in self._line), chunk[start : start + len(_TITLE)]])
+        if before < _HEAD <= self._line_len:  # enough bytes to tell what line this is, before copying
+            head = b"".join([*(piece[:_HEAD] for piece in self._line), chunk[start : start + _HEAD]])
+            if head.startswith(_SPOKEN):  # whatever its length, as for a whole line found by `find`
+                self._spoken_line = True  # counted once its newline comes (a torn tail is not a line)
             if not head.startswith((_TITLE, _DIRS)):
                 self._line, self._keep = [], False
                 return
+        if self._line_len > self.max_line:
+            self._line, self._keep = [], False
+            return
         self._line.append(chunk[start:end])
 
     def _finish_line(self) -> None:
+        if self._spoken_line:
+            self.spoken = True
         if self._keep and self._line:
             line = b"".join(self._line)
+            if line.startswith(_SPOKEN):  # shorter than _HEAD: never a real entry, but a whole line all the same
+                self.spoken = True
             try:
                 if line.startswith(_TITLE):
                     self.title = _title_decoder.decode(line)
@@ -322,7 +343,7 @@ class LineScan:
                     self.dirs = _dirs_decoder.decode(line)
             except (msgspec.DecodeError, RecursionError):  # a corrupt line: the value before it stands
                 pass
-        self._line, self._line_len, self._keep = [], 0, True
+        self._line, self._line_len, self._keep, self._spoken_line = [], 0, True, False
 
 
 def scan_chunks(chunks: Iterable[bytes], max_line: int) -> LineScan:

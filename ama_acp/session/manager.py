@@ -18,6 +18,7 @@ from ama_acp.conversation.messages import Usage
 from ama_acp.rpc.dispatch import defer
 from ama_acp.rpc.errors import AcpError
 from ama_acp.session import options
+from ama_acp.session.cwd import normal_cwd
 from ama_acp.session.options import SessionSetup
 from ama_acp.wire import types as w
 
@@ -223,7 +224,8 @@ class SessionManager:
                 raise AcpError.invalid_params(f"additionalDirectories[{i}]: must be an absolute path, got {d!r}")
             if not os.path.isdir(d):
                 raise AcpError.invalid_params(f"additionalDirectories[{i}]: no such directory {d!r}")
-            if d != cwd and d not in dirs:
+            d = normal_cwd(d)  # one spelling, as the cwd has: `/x/proj/` is the cwd `/x/proj`, not a second root
+            if d != normal_cwd(cwd) and d not in dirs:
                 dirs.append(d)
         return dirs
 

@@ -27,10 +27,13 @@ import stat
 import time
 from pathlib import Path
 
+import msgspec
+
 from ama_acp.credentials import fsync_directory
 from ama_acp.errors import StoreError
 from ama_acp.redact import Redactor
 from ama_acp.secrets import names_generation
+from ama_acp.session.cwd import normal_cwd
 from ama_acp.session.entries import Header
 from ama_acp.session.files import NotRegularFile, first_line, open_regular
 from ama_acp.session.listing import InvalidCursor, SessionLister, SessionSummary
@@ -165,7 +168,8 @@ class SessionStore:
             raise
         writer = SessionWriter(path, fd, 0, self.redactor, self._fsync)
         try:
-            writer.write_header(header)
+            # Stored in normal form whoever built the header (session/new, `ama -p`): listing and load compare it.
+            writer.write_header(msgspec.structs.replace(header, cwd=normal_cwd(header.cwd)))
             if self._fsync != "never":
                 os.fsync(fd)
                 fsync_directory(self.sessions_dir)  # so the new name survives a power cut too
@@ -237,11 +241,12 @@ class SessionStore:
         return read_session(self.path(session_id))
 
     def list(
-        self, cwd: str | None = None, cursor: str | None = None, page_size: int = 50
+        self, cwd: str | None = None, cursor: str | None = None, page_size: int = 50, *, spoken_only: bool = False
     ) -> tuple[list[SessionSummary], str | None]:
-        """A page of sessions, newest first, and the cursor of the next page (None: this is the last)."""
+        """A page of sessions, newest first, and the cursor of the next page (None: this is the last).
+        `spoken_only`: only sessions with a prompt or slash command in them (what session/list shows)."""
         try:
-            return self._lister.list(cwd, cursor, page_size)
+            return self._lister.list(cwd, cursor, page_size, spoken_only=spoken_only)
         except NotADirectoryError:  # the sessions path is a file: nothing was ever saved there
             log.warning("%s is not a directory: no saved sessions to list", self.sessions_dir)
             return [], None

@@ -72,6 +72,10 @@ async def test_session_new_right_after_initialize_then_its_opening_updates(tmp_p
         assert conn.updates_for(sid, "config_option_update")[0]["configOptions"] == opened["configOptions"]
         assert opened["modes"]["currentModeId"] == "manual"
         assert (ama.data / "sessions" / f"{sid}.jsonl").is_file()
+        # Issue 25: its file is written at once, but it is listed only once someone spoke in it.
+        listed = await conn.request("session/list", {"cwd": str(ama.workspace)})
+        assert listed["sessions"] == []
+        await conn.prompt(sid, "/context", timeout=30)
         listed = await conn.request("session/list", {"cwd": str(ama.workspace)})
         assert [s["sessionId"] for s in listed["sessions"]] == [sid]
     check_transcript(conn)

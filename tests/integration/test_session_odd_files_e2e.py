@@ -19,7 +19,7 @@ import pytest
 from ama_acp.client.connection import AgentProcess, ClientOptions
 from ama_acp.client.handlers import RpcError
 from ama_acp.rpc.errors import INVALID_PARAMS, SESSION_BUSY
-from ama_acp.session.entries import Header
+from ama_acp.session.entries import CommandEntry, Header
 from ama_acp.session.store import SessionStore
 from tests.support.harness import Ama, check_transcript, clean_env, run_ama
 
@@ -74,7 +74,8 @@ async def test_load_list_and_delete_answer_at_once_for_every_odd_entry(tmp_path:
     ama = Ama(tmp_path)
     store = SessionStore(ama.data)
     real = "ses_0000000000000000000000aa"
-    store.create(Header(session_id=real, cwd=str(ama.workspace))).close()
+    with store.create(Header(session_id=real, cwd=str(ama.workspace))) as writer:  # listed: someone spoke in it
+        writer.append(CommandEntry(text="/context"))
     for sid, (_, make) in ODD.items():  # the FIFO first: on a regression it blocks, before /dev/zero is read
         make(store.path(sid))
     conn = bounded_ama(ama)

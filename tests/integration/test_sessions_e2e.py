@@ -114,6 +114,9 @@ async def test_load_in_a_new_process_replays_the_turn_and_the_meter_is_unchanged
         await conn.wait_for(lambda: "usage_update" in kinds(conn, sid))
         n_at_response = updates_before_response(conn, pending.id)
         replay = conn.updates_for(sid)[:n_at_response]
+        # Issue 25: the replay ends with the session's title, so a client that opened it by id can name it.
+        title = replay.pop()
+        assert title["sessionUpdate"] == "session_info_update" and title["title"] == "read f.txt please", title
         assert all(u["sessionUpdate"] in HISTORY for u in replay)  # history only before the response
         assert replay[0] == {
             "sessionUpdate": "user_message_chunk",
@@ -141,7 +144,9 @@ async def test_resume_sends_no_history(tmp_path):
         await conn.initialize()
         await conn.request("session/resume", {"sessionId": sid, "cwd": str(ama.workspace), "mcpServers": []})
         await conn.wait_for(lambda: "usage_update" in kinds(conn, sid))
-        assert kinds(conn, sid) == ["available_commands_update", "config_option_update", "usage_update"]
+        # Issue 25: a titled session tells its title first (after the response: there is no replay).
+        kinds_after = ["session_info_update", "available_commands_update", "config_option_update", "usage_update"]
+        assert kinds(conn, sid) == kinds_after
         assert usage_updates(conn, sid)[-1] == last
 
 
@@ -156,6 +161,7 @@ async def test_list_paging_filter_and_delete(tmp_path):
         for i in range(55):
             cwd = str(ama.workspace if i % 5 else other)
             ids.append((await conn.request("session/new", {"cwd": cwd, "mcpServers": []}))["sessionId"])
+            await conn.prompt(ids[-1], "/context", timeout=30)  # listed once someone spoke in it (issue 25)
         page1 = await conn.request("session/list", {})
         assert len(page1["sessions"]) == 50 and "nextCursor" in page1
         page2 = await conn.request("session/list", {"cursor": page1["nextCursor"]})
