@@ -62,6 +62,9 @@ class MessageEntry(_Entry, tag="msg", frozen=True):
 
     message: Message
     at: str = msgspec.field(default_factory=utc_now)
+    # The `messageId` its chunks carried live (an assistant message that showed text), so a replay gives the
+    # client the id it already keys the message by. None in files written before, and for messages never shown.
+    message_id: str | None = None
 
 
 class ToolCallEntry(_Entry, tag="tool", frozen=True):

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+import msgspec
+
 from ama_acp.agent import events as ev
 from ama_acp.agent.loop import Refusal
 from ama_acp.agent.prompt import Setting, setting_reminder
@@ -23,12 +25,13 @@ from ama_acp.session.conversation import Conversation
 from ama_acp.session.outbox import Outbox
 from ama_acp.session.toolcalls import ToolCallRecords
 from ama_acp.session.toolset import SessionTools
-from ama_acp.session.updates import plan_update, to_update
+from ama_acp.session.updates import cut_short_update, plan_update, to_update
 from ama_acp.session.wire_ids import WireIds
 from ama_acp.session.workspaces import current_tool_call
 from ama_acp.tools.base import ToolError, ToolResult
 from ama_acp.tools.context import ToolContext, result_chars
 from ama_acp.tools.registry import run_with_deadline
+from ama_acp.tools.workspace import CutShort, cut_short
 from ama_acp.wire import types as w
 
 
@@ -117,6 +120,11 @@ class SessionHost:
         # What made the last turn fail, as (kind, message): a provider Failure's kind, or "internal" for ama's own
         # error. None while the turn succeeds; `ama -p` exits non-zero on it (the ACP answer is still end_turn).
         self.turn_error: tuple[str, str] | None = None
+        # The messageId of the reply streaming now (its last chunk's), stored with the reply when it is appended
+        # so a replay after session/load uses the id the client keys the message by.
+        self._shown_id: str | None = None
+        # wire id → what its command left if a cancel cut it short (filled by the workspace), until it finishes.
+        self._cut: dict[str, CutShort] = {}
 
     def new_turn(self) -> None:
         self.turn_error = None
@@ -174,7 +182,10 @@ class SessionHost:
     async def append(self, message: Message) -> None:
         s = self._s
         s.conversation.append(message)
-        s.persist(en.MessageEntry(message=message))
+        shown_id = None
+        if isinstance(message, AssistantMessage):
+            shown_id, self._shown_id = self._shown_id, None  # a reply that showed nothing has no id to keep
+        s.persist(en.MessageEntry(message=message, message_id=shown_id))
         # A reply of the model that was current when its request was built, unless the person switched since.
         measured = not isinstance(message, AssistantMessage) or self.serving in (None, s.model_id)
         s.ctx.append(message, measured)
@@ -182,12 +193,23 @@ class SessionHost:
     async def emit(self, event: ev.AgentEvent) -> None:
         # The hot path first: a text delta is all most events of a turn are (thousands a reply).
         if type(event) is ev.TextChunk:
+            self._shown_id = event.message_id
             await self._s.outbox.text(w.AgentMessageChunk, event.text, event.message_id)
             return
         if type(event) is ev.ThoughtChunk:
+            self._shown_id = event.message_id
             await self._s.outbox.text(w.AgentThoughtChunk, event.text, event.message_id)
             return
         shown = self.calls.shown(event)
+        if isinstance(event, ev.ToolCallFinished):
+            cut = self._cut.pop(event.wire_id, None)
+            if cut is not None and (cut.output or cut.terminal_id is not None):
+                try:
+                    await self._finish_cut_short(event, cut, shown)
+                finally:
+                    if cut.release is not None:  # only now: the final update above still shows the terminal
+                        await cut.release()
+                return
         if isinstance(event, ev.ToolCallFinished) and (record := self.calls.settled(event)) is not None:
             self._s.persist(record)
         update = to_update(event) if shown else None
@@ -197,6 +219,15 @@ class SessionHost:
             plan = list(event.result.plan)
             self._s.persist(en.PlanEntry(entries=plan))
             await self._s.send(plan_update(plan))
+
+    async def _finish_cut_short(self, event: ev.ToolCallFinished, cut: CutShort, shown: bool) -> None:
+        """The final update of a command cancelled while it ran: its terminal or output so far, and the line
+        saying it was cancelled; the record keeps the output, so a replay shows what the person saw."""
+        kept, update = cut_short_update(event, cut.output, cut.terminal_id)
+        if (record := self.calls.settled(msgspec.structs.replace(event, shown=kept))) is not None:
+            self._s.persist(record)
+        if shown:
+            await self._s.send(update)
 
     def wire_id(self, provider_id: str) -> str:
         return self.calls.wire_id(provider_id)
@@ -216,9 +247,12 @@ class SessionHost:
         budget, window = self._result_budget()
         token = current_tool_call.set(wire_id)
         room = result_chars.set(tool_chars(budget))
+        sink = self._cut[wire_id] = CutShort()  # stays empty unless a cancel cuts a command short
+        cut_token = cut_short.set(sink)
         try:
             result = await run_with_deadline(tool, args, self._s.tool_ctx)
         finally:
+            cut_short.reset(cut_token)
             result_chars.reset(room)
             current_tool_call.reset(token)
         if window is None:

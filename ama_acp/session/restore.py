@@ -181,12 +181,15 @@ def _plan(entries: object) -> list[dict[str, str]]:
 def replay_updates(loaded: LoadedSession) -> list[w.SessionUpdate]:
     """The conversation as the updates a live turn produced, in the original order (R66)."""
     out: list[w.SessionUpdate] = []
-    n = 0  # what the person saw as a message so far: each gets the message id `r<n>`
+    # What the person saw as a message so far. A message replays under the id it had live (stored with it);
+    # one without (user prompts, files written before ids were stored) gets `r<n>`, which no live id
+    # (`m-<uuid>`, agent/loop.py) can equal, and which stays the same on every load.
+    n = 0
     for entry in loaded.entries:
         match entry:
             case en.MessageEntry():
                 n += 1
-                out += _message_updates(entry.message, f"r{n}")
+                out += _message_updates(entry.message, entry.message_id or f"r{n}")
             case en.ToolCallEntry():
                 out += _tool_call_updates(entry)
             case en.PlanEntry():

@@ -58,6 +58,22 @@ def tool_content(result: ToolResult, shown: str | None = None) -> list[w.ToolCal
     return content
 
 
+def cut_short_update(event: ev.ToolCallFinished, output: str, terminal_id: str | None) -> tuple[str, w.ToolCallUpdate]:
+    """A command cancelled while it ran (issue 25): (the text its record keeps, its final update). The update
+    keeps what the person was watching — the editor's terminal, or the output so far (clipped like any output) —
+    and says it was cancelled; the record keeps the output as text, which is all a replay can show. The line
+    comes first so that clipping a long output never cuts it."""
+    said = event.shown or event.result.text
+    kept = f"{said} Its output so far:\n\n{output}" if output else said
+    content: list[w.ToolCallContent]
+    if terminal_id is not None:
+        content = [w.TerminalRef(terminal_id=terminal_id), w.Content(content=w.TextContent(text=said))]
+    else:
+        content = [w.Content(content=w.TextContent(text=clip_text(kept)))]
+    update = w.ToolCallUpdate(tool_call_id=event.wire_id, status="failed", title=event.title, content=content)
+    return kept, update
+
+
 UINT32_MAX = 2**32 - 1
 
 

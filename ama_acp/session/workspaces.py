@@ -18,7 +18,7 @@ from ama_acp.session.editor import ClientRequests, EditorClient, MalformedAnswer
 from ama_acp.tools.base import ToolError
 from ama_acp.tools.context import ToolContext
 from ama_acp.tools.paths import PathPolicy
-from ama_acp.tools.workspace import CommandResult, LocalWorkspace
+from ama_acp.tools.workspace import CommandResult, CutShort, LocalWorkspace, cut_short
 from ama_acp.wire import types as w
 
 log = logging.getLogger(__name__)
@@ -159,6 +159,7 @@ class EditorWorkspace(LocalWorkspace):
         ref = w.TerminalRequest(session_id=sid, terminal_id=terminal_id)
         wire_id = current_tool_call.get()
         timed_out = False
+        kept: CutShort | None = None  # a cancelled run whose terminal the call's final update still shows
         exited = w.WaitForTerminalExitResponse()
         try:
             if wire_id is not None:  # the person watches the command run inside the tool call
@@ -181,13 +182,15 @@ class EditorWorkspace(LocalWorkspace):
                     await self._editor.kill_terminal(ref, timeout=TERMINAL_TIMEOUT)
                 except Exception as exc:  # the client may already be gone
                     log.warning("terminal/kill failed: %s", exc)
+                kept = await self._keep_for_final_update(ref, wire_id)
             raise
         except ClientError as exc:
             raise ToolError(f"The editor's terminal failed: {exc.message or exc}") from None
         except MalformedAnswer as exc:  # terminal/wait_for_exit's answer (the others are `_ask`ed)
             raise ToolError(str(exc)) from None
         finally:
-            await self._release(ref)
+            if kept is None:
+                await self._release(ref)
         status = output.exit_status
         if status is None or (status.exit_code is None and status.signal is None):  # the output's says nothing
             status = exited
@@ -198,6 +201,23 @@ class EditorWorkspace(LocalWorkspace):
             truncated=output.truncated,
             timed_out=timed_out,
         )
+
+    async def _keep_for_final_update(self, ref: w.TerminalRequest, wire_id: str | None) -> CutShort | None:
+        """A command cancelled while it ran: its terminal stays in the call's final update (the session releases
+        it once that update is sent, so no editor is shown a terminal id it was already told is invalid), and its
+        output so far goes to the call's record, which a replay shows when the terminal is long gone. None when
+        nobody takes it (no call shows the terminal): the caller releases it at once."""
+        sink = cut_short.get()
+        if sink is None or wire_id is None:
+            return None
+        try:
+            answer = await self._editor.terminal_output(ref, timeout=TERMINAL_TIMEOUT)
+            sink.output = answer.output
+        except Exception as exc:  # the record goes without the output; the terminal is still shown
+            log.warning("terminal/output of cancelled %s failed: %s", ref.terminal_id, exc)
+        sink.terminal_id = ref.terminal_id
+        sink.release = lambda: self._release(ref)
+        return sink
 
 
 def _signal_number(sig: str | int | None) -> int | None:

@@ -21,7 +21,9 @@ import signal
 import stat as stat_mod
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Protocol
 
 import anyio
@@ -31,6 +33,22 @@ from anyio.abc import Process
 from ama_acp.errors import ToolError
 from ama_acp.tools.proctree import MARKER_VAR, marked_pids, new_marker, signal_marked
 from ama_acp.tools.regular import describe_mode, open_regular
+
+
+@dataclass
+class CutShort:
+    """What a command cancelled while it ran leaves for the person's view of its call (session/host.py puts it
+    in the call's final update and its record): its output so far and, when it ran in the editor's terminal,
+    that terminal, kept until the final update has shown it and then `release`d."""
+
+    output: str = ""
+    terminal_id: str | None = None
+    release: Callable[[], Awaitable[None]] | None = None
+
+
+# Set by whoever runs a tool (session/host.py) to a fresh CutShort for the call; a command cancelled mid-run
+# fills it (a cancel is an exception: the output would otherwise go with it).
+cut_short: ContextVar[CutShort | None] = ContextVar("cut_short", default=None)
 
 # A NUL byte in the first block of a file means binary, as git and ripgrep decide it.
 BINARY_SNIFF_BYTES = 8192
@@ -258,7 +276,7 @@ class LocalWorkspace:
             finally:
                 eof.set()
 
-        timed_out = False
+        timed_out = cancelled = False
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(pump)
@@ -271,11 +289,16 @@ class LocalWorkspace:
                 with anyio.move_on_after(1.0):
                     await eof.wait()
                 tg.cancel_scope.cancel()
+        except anyio.get_cancelled_exc_class():
+            cancelled = True
+            raise
         finally:
             with anyio.CancelScope(shield=True):
                 await self._terminate(proc, pgid, marker)
                 with contextlib.suppress(Exception):
                     await proc.aclose()
+            if cancelled and (sink := cut_short.get()) is not None:
+                sink.output = out.text()
 
         code = proc.returncode
         if code is not None and code < 0:
