@@ -68,8 +68,10 @@ class AcpError(ProtocolError):
 
     @classmethod
     def auth_required(cls, why: str, methods: list[dict[str, Any]]) -> AcpError:
-        """No usable model: the client should offer the person `methods` (the initialize `authMethods`)."""
-        return cls(AUTH_REQUIRED, f"Authentication required: {why}", {"authMethods": methods})
+        """No usable model: the client should offer the person `methods` (the initialize `authMethods`).
+        `details` repeats the sentence of `message`: some clients (toad) show only `data.details`."""
+        message = f"Authentication required: {why}"
+        return cls(AUTH_REQUIRED, message, {"details": message, "authMethods": methods})
 
     @classmethod
     def session_not_found(cls, session_id: str) -> AcpError:

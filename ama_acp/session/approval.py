@@ -132,13 +132,12 @@ class Approver:
         self, call: ev.ToolCallRequested, kind: str, outside: list[str], args: Args, memory_kind: str
     ) -> Refusal | None:
         where = f" (outside the project: {', '.join(_shown_path(p) for p in outside)})" if outside else ""
+        covers = always_scope(kind, outside, call.title if memory_kind != kind else None)
         opts = [
             w.PermissionOption(option_id="allow_once", name="Allow once", kind="allow_once"),
-            w.PermissionOption(
-                option_id="allow_always", name="Always allow" + ("" if not outside else " here"), kind="allow_always"
-            ),
+            w.PermissionOption(option_id="allow_always", name=f"Always allow {covers}", kind="allow_always"),
             w.PermissionOption(option_id="reject_once", name="Reject", kind="reject_once"),
-            w.PermissionOption(option_id="reject_always", name="Always reject", kind="reject_always"),
+            w.PermissionOption(option_id="reject_always", name=f"Always reject {covers}", kind="reject_always"),
         ]
         request = w.RequestPermissionRequest(
             session_id=self.s.id,
@@ -191,8 +190,14 @@ class Approver:
         return self._by_policy(kind, outside)
 
     async def _content(self, call: ev.ToolCallRequested, kind: str, args: Args) -> list[w.ToolCallContent]:
-        """What the person needs to judge the call: the full command, the diff an edit would apply."""
+        """What the person needs to judge the call: the full command, the diff an edit would apply, an MCP tool's
+        arguments."""
         content: list[w.ToolCallContent] = []
+        if call.name.startswith("mcp__"):  # its effect is in its arguments: shown without secrets, clipped
+            from ama_acp.mcp.shown import shown_arguments
+
+            text = "```json\n" + shown_arguments(args) + "\n```"
+            return [w.Content(content=w.TextContent(text=text))]
         command = args.get("command")
         if kind == "execute" and isinstance(command, str):
             cwd = args.get("cwd")
@@ -241,6 +246,34 @@ async def _preview_file_change(name: str, args: Args, ctx: ToolContext) -> list[
     except (ToolError, KeyError, TypeError, AttributeError):
         return None
     return [FileDiff(path, old, new)]
+
+
+# What an "always" answer covers, named on the option (permissions.Approvals keeps it): every later call of the
+# tool's kind in the project (or in the outside directory asked about), or, for an MCP tool, that one tool.
+_KIND_NOUNS = {
+    "execute": "commands",
+    "edit": "file edits",
+    "delete": "deletions",
+    "move": "moves and renames",
+    "read": "file reads",
+    "search": "searches",
+    "fetch": "fetches",
+}
+
+
+def always_scope(kind: str, outside: list[str], mcp_title: str | None = None) -> str:
+    """The words after "Always allow" / "Always reject": what the answer covers for the rest of the session."""
+    if mcp_title is not None:
+        return f"{_short(mcp_title)} in this session"
+    noun = _KIND_NOUNS.get(kind, f"{kind} calls")
+    if not outside:
+        return f"{noun} in this project"
+    return f"{noun} in {_short(Approvals.scope(outside))}"
+
+
+def _short(text: str, limit: int = 120) -> str:
+    """An option's name stays a line: a long directory or tool title keeps its start and end."""
+    return text if len(text) <= limit else text[: limit // 2 - 1] + "…" + text[-(limit // 2) :]
 
 
 def _failed(reason: str) -> Refusal:

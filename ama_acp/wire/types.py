@@ -91,6 +91,9 @@ class ClientCapabilities(_In, frozen=True):
     terminal: bool = False
     session: ClientSessionCapabilities | None = None
     auth: AuthCapabilities = AuthCapabilities()
+    # The older terminal sign-in convention (Zed, the ACP registry's validator): `{"terminal-auth": true}`.
+    # Any: a malformed `_meta` is ignored (read with a type check), never a refused initialize.
+    meta: Any = field(default=None, name="_meta")
 
 
 class Implementation(_Out, frozen=True):
@@ -141,6 +144,7 @@ class AuthMethod(_Out, frozen=True):
     description: str | None = None
     type: str | None = None  # None (left out): agent; "terminal"
     args: list[str] | None = None  # terminal only
+    meta: Meta | None = field(default=None, name="_meta")  # terminal only: the older `terminal-auth` descriptor
 
 
 class InitializeResponse(_Out, frozen=True):

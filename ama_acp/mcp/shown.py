@@ -1,0 +1,45 @@
+"""An MCP tool call's arguments as the person is shown them when asked to allow it: pretty JSON, without secrets,
+clipped.
+
+ama's own tools show the command or the diff; an MCP tool's effect is only in its arguments (what `write_note`
+will write). They come from the model, which may have read the session's MCP secrets (a token in a server's
+URL or arguments, registered by `scrub.py`) or copied a key from a file: a value under a secret-looking name, a
+key-shaped value and any registered secret are replaced with `[redacted]` before the text leaves ama.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+from ama_acp.mcp.scrub import REDACTED, looks_like_key
+from ama_acp.redact import redact
+from ama_acp.secrets import is_secret_name
+
+__all__ = ["MAX_SHOWN", "shown_arguments"]
+
+# A dialog, not a file viewer: enough to judge the call by; the rest is counted.
+MAX_SHOWN = 4000
+
+
+def shown_arguments(args: Mapping[str, object], limit: int = MAX_SHOWN) -> str:
+    text = json.dumps(_scrubbed(dict(args)), indent=2, ensure_ascii=False, default=str)
+    text = redact(text)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n… [{len(text) - limit} more characters not shown]"
+
+
+def _scrubbed(value: object, depth: int = 0) -> object:
+    if depth > 50:  # deeper than any real argument: shown as a marker rather than walked
+        return "…"
+    if isinstance(value, str):
+        return REDACTED if looks_like_key(value) else value
+    if isinstance(value, Mapping):
+        return {
+            str(k): REDACTED if isinstance(v, str) and is_secret_name(str(k)) else _scrubbed(v, depth + 1)
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [_scrubbed(v, depth + 1) for v in value]
+    return value
