@@ -177,3 +177,14 @@ def model_id(option: ProviderOption, text: str) -> str:
     elif sep and option.builtin and head in RESERVED_NAMES - {CUSTOM}:
         raise SetupError(f"{text.strip()} is a model of {head}, not of {provider}")
     return f"{provider}/{name}"
+
+
+def check_context_window(text: str) -> int:
+    """A model's context window in tokens, as typed or passed (`32768`, `32_768`, `128k` are not guessed at:
+    digits only), within the bound a server's own figure must meet (model_list.MAX_CONTEXT_LENGTH)."""
+    from ama_acp.providers.model_list import MAX_CONTEXT_LENGTH
+
+    word = text.strip()
+    if not word.isascii() or not word.isdigit() or not 0 < int(word) <= MAX_CONTEXT_LENGTH:
+        raise SetupError(f"a context window is a whole number of tokens from 1 to {MAX_CONTEXT_LENGTH} (e.g. 32768)")
+    return int(word)

@@ -51,6 +51,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--api-key-stdin", action="store_true", help="read the key from one line of stdin")
     p.add_argument("--no-key", action="store_true", help="custom: the server needs no key")
     p.add_argument("--model", help="the default model: provider/model or the model's name")
+    p.add_argument(
+        "--context-window",
+        metavar="N",
+        help="the model's context window in tokens, for the context meter (default: what the server's model "
+        "list states; asked in a terminal when it states none)",
+    )
     p.add_argument("--no-verify", action="store_true", help="do not check the key with the server")
     p.add_argument("--config", help="config file to write (default $AMA_CONFIG or ~/.config/ama/config.toml)")
     p.add_argument(
@@ -155,17 +161,32 @@ class Setup:
         table = (
             None if option.builtin else ProviderTable(option.name, option.kind, option.base_url, option.key_variable)
         )
-        rendered = render(existing, model, table, add_model=model not in catalog)
+        window = self._window(option, model, catalog, verdict)
+        in_config = any(entry.id == model for entry in cfg.models)
+        # A catalog model gets a `[[models]]` entry only to carry a window it was given (an override).
+        add_model = model not in catalog or (window.given is not None and not in_config)
+        rendered = render(existing, model, table, add_model=add_model, context_window=window.given)
         keys = {option.key_variable: key.value} if key.store and key.value and option.key_variable else {}
         plan = Plan(config_path, rendered.text, existing.text, cred_path, keys)
         if self.interactive and not self._confirmed(plan, model):
             raise c.SetupError("nothing was written", code=1)
         _uninterrupted(plan)
         self._report(plan, model, option, key, table, rendered)
+        if window.known is None:
+            self.io.say(
+                f"The context meter will be off for {model}, as its context window is unknown: run `ama setup "
+                f"--context-window N` again, or add `context_window = N` (tokens) to its [[models]] entry in "
+                f"{plan.config_path}."
+            )
         return 0
 
     def _check_flags(self) -> None:
         a = self.args
+        if a.context_window is not None:
+            try:
+                a.context_window = c.check_context_window(a.context_window)
+            except c.SetupError as exc:
+                raise c.SetupError(f"--context-window: {exc}") from None
         custom_only = (("--base-url", a.base_url), ("--name", a.name), ("--no-key", a.no_key))
         if a.provider and a.provider.strip() != c.CUSTOM:
             given = [flag for flag, value in custom_only if value]
@@ -332,6 +353,27 @@ class Setup:
         ids = [e.value for e in entries]
         return entries, cfg.model if cfg.model in ids else (ids[0] if ids else None)
 
+    # --- the context window -----------------------------------------------------------------------------------
+
+    def _window(self, option: c.ProviderOption, model: str, catalog: Catalog, verdict: Verdict) -> Window:
+        """The context window to write for `model` (the flag, else what the server's list states, else asked),
+        and the one ama will know once written. A model the catalog (or the config) already gives a window is
+        not asked about; without a window the meter is off (no usage_update), which the caller says."""
+        flag: int | None = self.args.context_window
+        if flag is not None:
+            return Window(flag, flag)
+        info = catalog.get(model)
+        if info is not None and info.context_window is not None:
+            return Window(None, info.context_window)
+        listed = _listed_window(option, model, verdict)
+        if listed is not None:
+            self.io.say(f"Context window of {model}: {listed} tokens, as the server's model list states.")
+            return Window(listed, listed)
+        if self.interactive:
+            asked = prompts.ask_context_window(self.io, model)
+            return Window(asked, asked)
+        return Window(None, None)
+
     # --- writing ----------------------------------------------------------------------------------------------
 
     def _confirmed(self, plan: Plan, model: str) -> bool:
@@ -370,6 +412,24 @@ class Setup:
         default = default_config_path(dict(self.env))
         hint = "" if plan.config_path == default else f" --config {plan.config_path}"
         say(f"Check with: ama doctor{hint}")
+
+
+@dataclass(frozen=True)
+class Window:
+    given: int | None  # to write into the model's [[models]] entry
+    known: int | None  # what ama will know for the model afterwards (None: the meter is off)
+
+
+def _listed_window(option: c.ProviderOption, model: str, verdict: Verdict) -> int | None:
+    """The window the server's list states for `model` (an ama id), matching its names as setup turned them
+    into ids."""
+    for name, window in verdict.windows.items():
+        try:
+            if c.model_id(option, name) == model:
+                return window
+        except c.SetupError:
+            continue
+    return None
 
 
 def _uninterrupted(plan: Plan) -> None:

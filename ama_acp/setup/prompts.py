@@ -149,3 +149,15 @@ def choose_model(io: Io, option: c.ProviderOption, entries: Sequence[Entry], def
         if chosen not in listed:
             io.say(f"  {chosen} is not in the list; it is used as typed.")
         return chosen
+
+
+def ask_context_window(io: Io, model: str) -> int | None:
+    """The model's context window in tokens, for the context meter; Enter: unknown (None)."""
+    while True:
+        answer = io.ask(f"Context window of {model} in tokens (Enter if you do not know): ").strip()
+        if not answer:
+            return None
+        try:
+            return c.check_context_window(answer)
+        except c.SetupError as exc:
+            io.say(f"  {exc}.")

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from ama_acp.providers.model_list import model_list_items, models_request
+from ama_acp.providers.model_list import context_length, model_list_items, models_request
 from ama_acp.setup.choices import ProviderOption, SetupError, check_model_name
 
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ class Verdict:
     message: str  # one line for a person
     refused: bool = False  # 401/403: the key, not the server, is the problem
     models: tuple[str, ...] = ()  # the ids the server listed (names as it spells them)
+    windows: Mapping[str, int] = field(default_factory=dict)  # name → context length, where the list states one
 
 
 def models_url(option: ProviderOption) -> str:
@@ -68,9 +70,10 @@ def verify(
         detail = _clean(_error_text(body), key)
         return Verdict(False, f"{host} answered HTTP {status}" + (f": {detail}" if detail else ""))
     models = parse_models(body)
+    windows = parse_windows(body)
     listed = f"{len(models)} model{'s' if len(models) != 1 else ''} listed" if models else "no model list"
     what = "the key works" if key else "the server answers"
-    return Verdict(True, f"{what} ({host}, {listed})", models=models)
+    return Verdict(True, f"{what} ({host}, {listed})", models=models, windows=windows)
 
 
 def _read_capped(response: httpx.Response) -> bytes:
@@ -97,19 +100,34 @@ def _reason(exc: BaseException) -> str:
 def parse_models(body: bytes) -> tuple[str, ...]:
     """The ids of an OpenAI- or Anthropic-style list (`{"data": [{"id": …}, …]}`), each one checked; anything else
     is no list at all."""
+    return tuple(dict.fromkeys(name for name, _ in _entries(body)))
+
+
+def parse_windows(body: bytes) -> dict[str, int]:
+    """The context length each listed model states (vLLM, OpenRouter, LM Studio, llama.cpp: see
+    model_list.context_length), by checked id; a model that states none, or a broken one, is not in it. When an
+    id is listed twice, its first entry's figure counts, as its first entry is the one shown."""
+    windows: dict[str, int] = {}
+    for name, window in _entries(body):
+        if window is not None:
+            windows.setdefault(name, window)
+    return windows
+
+
+def _entries(body: bytes) -> list[tuple[str, int | None]]:
     items = model_list_items(body)
     if items is None:
-        return ()
-    found: dict[str, None] = {}
+        return []
+    found: list[tuple[str, int | None]] = []
     for item in items[:MAX_MODELS]:
         raw = item.get("id") if isinstance(item, dict) else None
         if not isinstance(raw, str):
             continue
         try:
-            found[check_model_name(raw)] = None
+            found.append((check_model_name(raw), context_length(item)))
         except SetupError:
             continue  # a hostile or broken id is left out, not shown
-    return tuple(found)
+    return found
 
 
 def _error_text(body: bytes) -> str:

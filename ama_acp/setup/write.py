@@ -78,9 +78,15 @@ def check_credentials(path: Path) -> dict[str, str]:
         raise SetupError(f"{exc}; fix or remove it (it was not changed)") from None
 
 
-def merged(data: Mapping[str, Any], model_id: str, provider: ProviderTable | None, add_model: bool) -> dict[str, Any]:
+def merged(
+    data: Mapping[str, Any],
+    model_id: str,
+    provider: ProviderTable | None,
+    add_model: bool,
+    context_window: int | None = None,
+) -> dict[str, Any]:
     """`data` with the default model set, the provider's table set (its other keys kept) and a `[[models]]`
-    entry appended: what the written file must load to."""
+    entry appended (with `context_window` when known): what the written file must load to."""
     new = copy.deepcopy(dict(data))
     new["model"] = model_id
     if provider is not None:
@@ -94,8 +100,17 @@ def merged(data: Mapping[str, Any], model_id: str, provider: ProviderTable | Non
             table.pop("api_key_env", None)
         providers[provider.name] = table
     if add_model:
-        new.setdefault("models", []).append({"id": model_id})
+        new.setdefault("models", []).append(_model_entry(model_id, context_window))
+    elif context_window is not None:
+        # `--context-window` for a model the config already has an entry for: that entry gets the window.
+        for entry in new.get("models", []):
+            if isinstance(entry, dict) and entry.get("id") == model_id:
+                entry["context_window"] = context_window
     return new
+
+
+def _model_entry(model_id: str, context_window: int | None) -> dict[str, Any]:
+    return {"id": model_id, **({"context_window": context_window} if context_window is not None else {})}
 
 
 @dataclass(frozen=True)
@@ -104,10 +119,16 @@ class Rendered:
     comments_lost: bool  # the file had to be rewritten from its data
 
 
-def render(existing: Existing, model_id: str, provider: ProviderTable | None, add_model: bool) -> Rendered:
-    target = merged(existing.data, model_id, provider, add_model)
+def render(
+    existing: Existing,
+    model_id: str,
+    provider: ProviderTable | None,
+    add_model: bool,
+    context_window: int | None = None,
+) -> Rendered:
+    target = merged(existing.data, model_id, provider, add_model, context_window)
     if existing.text is not None:
-        patched = _patch(existing.text, existing.data, model_id, provider, add_model)
+        patched = _patch(existing.text, existing.data, model_id, provider, add_model, context_window)
         if patched is not None and _loads(patched) == target:
             return Rendered(patched, False)
     text = toml_out.dumps(target)
@@ -127,10 +148,16 @@ def _loads(text: str) -> dict[str, Any] | None:
 
 
 _HEADER = re.compile(r"^\s*\[")
+_MODELS_HEADER = re.compile(r"^\s*\[\[\s*models\s*\]\]\s*(#.*)?$")
 
 
 def _patch(
-    text: str, data: Mapping[str, Any], model_id: str, provider: ProviderTable | None, add_model: bool
+    text: str,
+    data: Mapping[str, Any],
+    model_id: str,
+    provider: ProviderTable | None,
+    add_model: bool,
+    context_window: int | None = None,
 ) -> str | None:
     """The existing text with the changes made in place; None when its shape is one this does not edit (the
     caller then rewrites the file). Not trusted: the caller checks that it loads to the merged data."""
@@ -162,17 +189,29 @@ def _patch(
         else:
             lines += _block(f"[providers.{toml_out.key(provider.name)}]", updates, lines, nl)
     if add_model:
-        lines += _block("[[models]]", {"id": model_id}, lines, nl)
+        lines += _block("[[models]]", _model_entry(model_id, context_window), lines, nl)
+    elif context_window is not None:
+        # The n-th `[[models]]` header is the n-th entry when the file spells every entry so (not `models = […]`).
+        entries = data.get("models", [])
+        headers = [i for i, line in enumerate(lines) if _MODELS_HEADER.match(line.rstrip("\r\n"))]
+        if len(headers) != len(entries):
+            return None
+        for n, entry in enumerate(entries):
+            if isinstance(entry, dict) and entry.get("id") == model_id:
+                start = headers[n] + 1
+                end = next((i for i in range(start, len(lines)) if _HEADER.match(lines[i])), len(lines))
+                lines = _set_keys(lines, start, end, {"context_window": context_window}, nl)
+                headers = [i for i, line in enumerate(lines) if _MODELS_HEADER.match(line.rstrip("\r\n"))]
     return "".join(lines)
 
 
-def _block(header: str, values: Mapping[str, str | None], lines: list[str], nl: str) -> list[str]:
+def _block(header: str, values: Mapping[str, object], lines: list[str], nl: str) -> list[str]:
     gap = [nl] if lines and lines[-1].strip() else []
     return [*gap, header + nl, *(f"{k} = {toml_out.value(v)}{nl}" for k, v in values.items() if v is not None)]
 
 
 def _set_keys(
-    lines: list[str], start: int, end: int, values: Mapping[str, str | None], nl: str, *, top: bool = False
+    lines: list[str], start: int, end: int, values: Mapping[str, object], nl: str, *, top: bool = False
 ) -> list[str]:
     """Set (or, for None, remove) `key = value` lines of the table between `start` and `end`: a key's line is
     replaced where it stands, a new key goes after the table's last key line (at the top of the file for the

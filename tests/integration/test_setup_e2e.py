@@ -244,12 +244,19 @@ def test_the_interactive_flow_in_a_terminal(home, model, terminal):
     t.expect("OK: the key works")
     t.expect("Model")
     t.send("local/gpt-4o-mini\r")
+    t.expect("Context window of local/gpt-4o-mini in tokens (Enter if you do not know): ")  # the list states none
+    t.send("128k\r")
+    t.expect("a context window is a whole number of tokens")
+    t.send("131072\r")
     t.expect("Write? [Y/n] ")
     t.send("\r")
     assert t.wait() == 0, t.text
     assert KEY not in t.text  # the key was not echoed, nor printed
     assert "Stored LOCAL_API_KEY in" in t.text and "ama doctor" in t.text
-    assert tomllib.loads(home.config.read_text())["model"] == "local/gpt-4o-mini"
+    assert "context meter will be off" not in t.text
+    written = tomllib.loads(home.config.read_text())
+    assert written["model"] == "local/gpt-4o-mini"
+    assert written["models"] == [{"id": "local/gpt-4o-mini", "context_window": 131072}]
     assert read_credentials(home.credentials) == {"LOCAL_API_KEY": KEY}
 
 
@@ -269,6 +276,8 @@ def test_ctrl_c_in_the_terminal_leaves_no_files(home, model, terminal, stop_at):
         t.send(KEY + "\r")
         t.expect("Model")
         t.send("1\r")
+        t.expect("Context window")
+        t.send("\r")
     t.expect(stop_at)
     assert t.interrupt() == 130, t.text
     assert "interrupted; nothing was written" in t.text

@@ -52,6 +52,10 @@ Anthropic wants every `tool_use` answered by a `tool_result` in the next user me
 also listed in `server.rejections`. `LLMServer(check_pairing=False)` turns the check off, for a test that
 deliberately sends such a conversation.
 
+GET `/v1/models` (or `/models`) answers `{"object": "list", "data": server.models}` when a test sets
+`server.models` (a list of entries, e.g. `[{"id": "m", "max_model_len": 32768}]`, as `ama setup` reads them);
+left None, as by default, a GET is not served (501), as before.
+
 An empty queue answers 500 with a body saying the script ran out. Every request is recorded in
 `server.requests` (`RecordedRequest`: path, headers with lower-case names, parsed JSON body, the monotonic
 `time` it arrived, for checking retry delays, and `sent`: body bytes written to the client so far).
@@ -102,6 +106,17 @@ __all__ = [
 
 class _Handler(ModelHandler):
     server: OwnedHTTPServer
+
+    def do_GET(self) -> None:
+        models = self.server.owner.models
+        if models is None:
+            self.send_error(501, "Unsupported method ('GET')")  # what the server answered before it had a list
+            return
+        path = self.path.split("?")[0]
+        if path in ("/v1/models", "/models"):
+            self.send_json(200, {"object": "list", "data": models})
+        else:
+            self.send_json(404, openai_error(404, f"llm-server: no endpoint GET {path}"))
 
     def do_POST(self) -> None:
         owner = self.server.owner
@@ -264,6 +279,7 @@ class LLMServer(BackgroundServer):
         self._queue: deque[dict[str, Any]] = deque()
         self._lock = threading.Lock()
         self.requests: list[RecordedRequest] = []
+        self.models: list[dict[str, Any]] | None = None  # the GET /v1/models list; None: GET is not served
 
     # --- scripting
 

@@ -98,6 +98,7 @@ def test_a_custom_server_with_a_key(paths, model, capsys) -> None:
         ("need an API key", "y"),
         ("Paste the API key", KEY),
         ("Model", "2"),
+        ("Context window", ""),
         ("Write?", ""),
     )
     assert run(paths, script) == 0, script.text
@@ -138,6 +139,7 @@ def test_a_refused_key_is_asked_again(paths, canned_refusing_then_ok) -> None:
         ("Paste", "sk-wrong-key-000"),
         ("Paste", KEY),
         ("Model", "box/m1"),
+        ("Context window", ""),
         ("Write?", ""),
     )
     assert run(paths, script) == 0, script.text
@@ -175,6 +177,7 @@ def test_bad_answers_are_asked_again(paths, model) -> None:
         ("need an API key", ""),
         ("Model", "bad id"),
         ("Model", "mine/my-model"),
+        ("Context window", ""),
         ("Write?", "y"),
     )
     assert run(paths, script) == 0, script.text
@@ -196,6 +199,7 @@ def test_an_unreachable_server_offers_a_new_url(paths, model) -> None:
         ("u to change the URL", "u"),
         ("URL", model.openai_url),
         ("Model", "1"),
+        ("Context window", ""),
         ("Write?", ""),
     )
     assert run(paths, script) == 0, script.text
@@ -222,6 +226,7 @@ def test_saving_without_the_check_then_typing_a_model(paths) -> None:
         ("need an API key", "n"),
         ("s to save", "s"),
         ("Model (as", "qwen3-coder"),
+        ("Context window", ""),
         ("Write?", ""),
     )
     assert run(paths, script) == 0
@@ -237,6 +242,7 @@ def test_ctrl_c_at_any_prompt_writes_nothing(paths, model, capsys, at) -> None:
         ("need an API key", "y"),
         ("Paste", KEY),
         ("Model", "1"),
+        ("Context window", ""),
         ("Write?", ""),
     ]
     answers[at] = (answers[at][0], interrupt)
@@ -252,7 +258,13 @@ def test_eof_at_a_prompt_is_exit_1_and_writes_nothing(paths, capsys) -> None:
 
 def test_declining_to_write(paths, model) -> None:
     script = Script(
-        ("Provider", "3"), ("URL", model.openai_url), ("name", ""), ("need", ""), ("Model", "1"), ("Write?", "n")
+        ("Provider", "3"),
+        ("URL", model.openai_url),
+        ("name", ""),
+        ("need", ""),
+        ("Model", "1"),
+        ("Context window", ""),
+        ("Write?", "n"),
     )
     assert run(paths, script) == 1 and paths.nothing_written()
 
@@ -276,7 +288,13 @@ def test_an_existing_config_keeps_its_settings_and_comments(paths, model) -> Non
     paths.config.parent.mkdir(parents=True)
     paths.config.write_text('# mine\nmode = "read_only"\n\n[compaction]\nenabled = false  # keep\n')
     script = Script(
-        ("Provider", "3"), ("URL", model.openai_url), ("name", ""), ("need", "n"), ("Model", "1"), ("Write?", "")
+        ("Provider", "3"),
+        ("URL", model.openai_url),
+        ("name", ""),
+        ("need", "n"),
+        ("Model", "1"),
+        ("Context window", ""),
+        ("Write?", ""),
     )
     assert run(paths, script) == 0, script.text
     text = paths.config.read_text()
@@ -456,7 +474,7 @@ def test_flags_answer_their_questions_in_the_interactive_form(paths, model) -> N
         env={"SRV_KEY": ""},
     )
     assert code == 2  # an empty variable is not a key: said, not asked
-    script = Script(("need an API key", "n"), ("Write?", ""))
+    script = Script(("need an API key", "n"), ("Context window", ""), ("Write?", ""))
     assert run(paths, script, "--base-url", model.openai_url, "--name", "srv", "--model", "srv/gpt-4o-mini") == 0
     assert tomllib.loads(paths.config.read_text())["model"] == "srv/gpt-4o-mini"
 
