@@ -17,7 +17,18 @@ from ama_acp import __version__
 if TYPE_CHECKING:
     from ama_acp.config import Config
 
-SUBCOMMANDS = ("demo", "models", "sessions", "acp-client", "conformance", "doctor", "setup")
+# Every subcommand with its one line for `ama --help`: the help is built from this table, not from the
+# subcommands' own parsers, so `ama --mode acp` imports nothing more to start (each parser lives in its module).
+SUBCOMMAND_HELP: dict[str, str] = {
+    "setup": "choose a provider and model, store the key (run this first)",
+    "doctor": "what ama would use and why; exit 0 when a prompt would work",
+    "models": "the model catalog: window, prices, whether credentials are present",
+    "sessions": "the stored sessions: list, show ID, delete ID",
+    "acp-client": "a terminal ACP client: drive ama or any ACP agent (-- AGENT COMMAND...)",
+    "demo": "a complete ACP conversation with ama in a throwaway workspace",
+    "conformance": "the ACP conformance suite against an agent command",
+}
+SUBCOMMANDS = tuple(SUBCOMMAND_HELP)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -50,13 +61,25 @@ def main(argv: list[str] | None = None) -> int:
 
 def main_parser() -> argparse.ArgumentParser:
     """The options of `ama` itself (`--mode acp`, `-p`); the subcommands parse their own."""
-    parser = argparse.ArgumentParser(prog="ama", description="ama: a coding agent for editors (ACP)")
+    parser = argparse.ArgumentParser(
+        prog="ama",
+        description="ama: a coding agent for editors (ACP)",
+        epilog=_subcommands_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"ama {__version__}")
     parser.add_argument("--mode", choices=["acp"], help="acp: serve the Agent Client Protocol on stdio")
     parser.add_argument("-p", "--print", dest="prompt", metavar="PROMPT", help="answer one prompt and exit")
     parser.add_argument("--output-format", choices=["text", "json"], default="text")
     _common(parser)
     return parser
+
+
+def _subcommands_epilog() -> str:
+    """The subcommand list under the options: one line each, then where each one's own options are."""
+    width = max(len(name) for name in SUBCOMMAND_HELP)
+    lines = [f"  ama {name.ljust(width)}  {text}" for name, text in SUBCOMMAND_HELP.items()]
+    return "\n".join(["subcommands:", *lines, "", "`ama SUBCOMMAND --help` shows each one's options."])
 
 
 def _setup_options(argv: list[str]) -> list[str]:

@@ -189,8 +189,14 @@ class _Client:
         if params.get("sessionId") != self.session_id or not isinstance(update := params.get("update"), dict):
             return
         if update.get("sessionUpdate") == "session_info_update" and "title" in update:
-            title = self.renderer.titles.get(str(self.session_id))
-            self.status.titled(title if isinstance(title, str) else None)
+            self._take_title()
+
+    def _take_title(self) -> None:
+        """The program status carries the title the renderer last showed for the session. Also called once the
+        session is open: a title sent while it opened (ama's on load/resume) was held with the other updates,
+        and came before the client knew the session's id."""
+        title = self.renderer.titles.get(str(self.session_id))
+        self.status.titled(title if isinstance(title, str) else None)
 
     def policy(self) -> PermissionPolicy:
         if self.args.auto_approve:
@@ -305,7 +311,8 @@ class _Client:
         self.renderer.line(self.renderer.style(DIM, f"session {field(opened.session_id)} ({opened.how})"))
         self.renderer.session_opened(opened.session_id, opened.result, quiet=opened.how == "new")
         await settle_session_open(conn, opened.session_id)
-        self.renderer.release()
+        self.renderer.release()  # the title among the held updates is shown here: `title: …` on open
+        self._take_title()
         self.renderer.show_meter(opened.session_id)  # from the open on: `ctx ?` if the agent reported nothing
         self.status.idle()
         code = EXIT_OK

@@ -12,10 +12,15 @@ from ama_acp.rpc.errors import INTERNAL_ERROR, AcpError
 
 
 class RpcError(AcpError):
-    """A JSON-RPC error between the client and an agent. Shown as `message (code)`: the person reads both."""
+    """A JSON-RPC error between the client and an agent. Shown as sentences: `message (code)`, then the words
+    its `data` carries for people (`details`, `reason` — where toad and others look), then the sign-in methods an
+    `auth_required` offers; never the `data` object itself (a Python dict repr is no message)."""
 
     def __str__(self) -> str:
-        return f"{self.message} ({self.code})"
+        words = _data_words(self.message, self.data)
+        if not words:
+            return f"{self.message} ({self.code})"
+        return " ".join([f"{_sentence(self.message)} ({self.code}).", *words])
 
     @classmethod
     def from_answer(cls, error: object) -> RpcError:
@@ -38,3 +43,28 @@ class AgentExited(ProtocolError):
 
 class AgentStartError(ProtocolError):
     """The agent command could not be started at all."""
+
+
+def _sentence(text: str) -> str:
+    return text.rstrip().rstrip(".")
+
+
+def _data_words(message: str, data: object) -> list[str]:
+    """What an error's `data` says to a person: its string `details`/`reason` (each once, and not when the
+    message already says it), a string `data`, and the names of the sign-in methods it offers."""
+    if isinstance(data, str):
+        return [f"{_sentence(data)}."] if data.strip() and data.strip() not in message else []
+    if not isinstance(data, dict):
+        return []
+    said, words = [message], []
+    for key in ("details", "reason"):
+        text = data.get(key)
+        if isinstance(text, str) and text.strip() and not any(text.strip() in s for s in said):
+            said.append(text)
+            words.append(f"{_sentence(text)}.")
+    methods = data.get("authMethods")
+    listed = methods if isinstance(methods, list) else []
+    names = [str(m.get("name") or m.get("id")) for m in listed if isinstance(m, dict)]
+    if names:
+        words.append(f"Sign-in methods: {', '.join(names)}.")
+    return words

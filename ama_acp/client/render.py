@@ -77,6 +77,10 @@ class Renderer:
         self._meter_waits: dict[str, int] = {}  # sessionId -> open `one_meter_line` blocks (its line waits)
         self._asked: set[tuple[str, str]] = set()  # permission requests shown before their answer
         self._current_mode: dict[str, str] = {}
+        # sessionId -> the (optionId, value) lines shown since the person's last command began: the answer to
+        # /model or /option does not show again what the agent's own config_option_update just showed, however
+        # many lines came between (issue 25: one model line per change).
+        self._options_shown: dict[str, set[tuple[str, str]]] = {}
         self._stream: tuple[str, object] | None = None  # (kind, messageId) of the text being streamed
         self._at_line_start = True
         self._last_line_key: object = None  # what the last full line showed (lets a TTY rewrite it in place)
@@ -168,6 +172,10 @@ class Renderer:
         self._current_mode.pop(session_id, None)
         self._show_mode(session_id, terminal_safe(mode_id))
 
+    def command_started(self, session_id: str) -> None:
+        """The person typed one of the client's commands: what it changes is shown once from here on."""
+        self._options_shown[session_id] = set()
+
     def option_set(self, session_id: str, option_id: str, options: list[JSONValue]) -> None:
         """The person set a config option and the agent answered with every option: the one set is shown (even
         when the agent kept the value it had), the others only if they changed. When the model changed by it,
@@ -178,9 +186,11 @@ class Renderer:
         mine = [o for o in objects(safe) if o.get("id") == option_id]
         if mine:
             self.config.setdefault(session_id, {})[option_id] = mine[0]
-            key = ("option", session_id, option_id, option_value(mine[0]))
-            if self._last_line_key != key:  # not when the agent's own update just showed this very value
-                self.line(self.style(CYAN, f"⚙ {mine[0].get('name', option_id)}: {option_value(mine[0])}"), key=key)
+            value = option_value(mine[0])
+            shown = self._options_shown.setdefault(session_id, set())
+            if (option_id, value) not in shown:  # not when the agent's own update already showed this very value
+                shown.add((option_id, value))
+                self.line(self.style(CYAN, f"⚙ {mine[0].get('name', option_id)}: {value}"))
         self._after_options(session_id, model_before)
 
     def _model_value(self, session_id: str) -> object:
@@ -384,10 +394,8 @@ class Renderer:
             if quiet or (before is not None and before.get("currentValue") == option.get("currentValue")):
                 continue
             value = option_value(option)
-            self.line(
-                self.style(CYAN, f"⚙ {option.get('name', option_id)}: {value}"),
-                key=("option", sid, option_id, value),
-            )
+            self._options_shown.setdefault(sid, set()).add((option_id, value))
+            self.line(self.style(CYAN, f"⚙ {option.get('name', option_id)}: {value}"))
 
     def _config_option_update(self, sid: str, update: JSONObject) -> None:
         options = update.get("configOptions")

@@ -112,6 +112,7 @@ async def run_line(
         return None
     if command is not None:
         # A model change forgets the meter and the agent reports the new model's: shown once, when it has answered.
+        renderer.command_started(session_id)
         with renderer.one_meter_line(session_id):
             try:
                 call, result = await slash.run(command, session_id, renderer, conn)

@@ -131,8 +131,7 @@ def _failure(exc: BaseException, step: str) -> tuple[int, str]:
         code = f" with code {exc.returncode}" if exc.returncode is not None else ""
         return EXIT_AGENT_DIED, f"the agent exited{code} during {step}"
     if isinstance(exc, RpcError):
-        data = f" {exc.data}" if exc.data is not None else ""
-        return EXIT_ERROR, f"{step} failed: {exc.message} ({exc.code}){data}"
+        return EXIT_ERROR, f"{step} failed: {exc}"  # its sentences (errors.RpcError), never a dict of its data
     if isinstance(exc, TimeoutError):
         return EXIT_ERROR, f"the agent did not answer {step} in time"
     if isinstance(exc, Interrupted):

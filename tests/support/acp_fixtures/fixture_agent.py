@@ -564,6 +564,7 @@ class Agent:
         self.escapes = False  # --escapes
         self.hostile: frozenset[str] = frozenset()
         self.outside: str | None = None  # --outside DIR: where the hostile requests point
+        self.title: str | None = None  # --title TEXT: a session_info_update with it as each session opens
         self.huge_size = 65 * 1024 * 1024
         self.models = models  # None, or the order of a model change's updates (MODEL_ORDERS)
         self.wire = Wire(stdout)
@@ -813,6 +814,8 @@ class Agent:
         else:
             self.respond(rid, result)
             self.update(session.id, commands)
+        if self.title is not None:  # as an agent that titles a session when it opens (ama on load/resume)
+            self.update(session.id, {"sessionUpdate": "session_info_update", "title": self.title})
         self.report_usage(session)
 
     def start_mcp(self, spec: McpSpec, cwd: str) -> McpServer | None:
@@ -1263,6 +1266,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--escapes", action="store_true", help="terminal escapes in every string a client shows")
     parser.add_argument("--hostile", action="append", default=[], choices=sorted(HOSTILE), help="see HOSTILE")
     parser.add_argument("--outside", default=None, metavar="DIR", help="where the --hostile requests point")
+    parser.add_argument("--title", default=None, help="send a session_info_update with this title as a session opens")
     parser.add_argument("--huge-size", type=int, default=65 * 1024 * 1024, help="bytes of the huge-line line")
     ns = parser.parse_args(argv)
     unknown = [b for b in ns.breaks if b not in BREAKS]
@@ -1281,6 +1285,7 @@ def main(argv: list[str] | None = None) -> None:
     agent.escapes = ns.escapes
     agent.outside = ns.outside
     agent.huge_size = ns.huge_size
+    agent.title = ns.title
     agent.serve(sys.stdin.buffer)
     if "ignore-eof" in breaks:
         log("stdin ended; staying up (--break ignore-eof)")
