@@ -49,41 +49,15 @@ import anyio
 
 from ama_acp.client.line_editor import LineEditor
 from ama_acp.client.tty_parser import (
-    MAX_SEQUENCE_BYTES,
-    MAX_STRING_BYTES,
     DeviceAttributesReply,
     Event,
-    IgnoredSequence,
     InputParser,
     Key,
     KeyName,
     ProgramStatusReply,
-    SequenceKind,
     Text,
 )
 from ama_acp.errors import ControlFlow
-
-# The parser's names are this module's too: what `read_line`'s callers and the tests meet.
-__all__ = [
-    "DETECT_TIMEOUT_S",
-    "ESC_TIMEOUT_S",
-    "MAX_SEQUENCE_BYTES",
-    "MAX_STRING_BYTES",
-    "PROBE",
-    "SequenceKind",
-    "DeviceAttributesReply",
-    "Event",
-    "IgnoredSequence",
-    "InputParser",
-    "Key",
-    "KeyName",
-    "LineInterrupted",
-    "ProgramStatusReply",
-    "TerminalInput",
-    "Text",
-    "in_tmux",
-    "resolve_mode",
-]
 
 DETECT_TIMEOUT_S = 0.3
 EXIT_DRAIN_S = 0.2

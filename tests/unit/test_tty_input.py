@@ -17,21 +17,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ama_acp.client.tty_input import (
+from ama_acp.client.tty_input import PROBE, LineInterrupted, TerminalInput, in_tmux, resolve_mode
+from ama_acp.client.tty_parser import (
     MAX_SEQUENCE_BYTES,
     MAX_STRING_BYTES,
-    PROBE,
     DeviceAttributesReply,
     Event,
     IgnoredSequence,
     InputParser,
     Key,
-    LineInterrupted,
     ProgramStatusReply,
-    TerminalInput,
     Text,
-    in_tmux,
-    resolve_mode,
 )
 from ama_acp.errors import ControlFlow
 from tests.support.hypothesis_profiles import examples
