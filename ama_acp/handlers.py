@@ -14,7 +14,6 @@ from ama_acp import __version__
 from ama_acp.config import Config
 from ama_acp.rpc.dispatch import Dispatcher, defer
 from ama_acp.rpc.errors import AcpError, clip
-from ama_acp.session.cwd import normal_cwd
 from ama_acp.wire import types as w
 
 if TYPE_CHECKING:  # built on first use (startup time): for annotations only
@@ -221,8 +220,7 @@ class Handlers:
     async def new_session(self, req: w.NewSessionRequest) -> w.NewSessionResponse:
         self.require_model()
         manager = self.m
-        # One spelling of the folder for the session's whole life (stored, listed, loaded): `/x/proj/` is `/x/proj`.
-        opened = manager.open_session(normal_cwd(req.cwd), req.additional_directories, req.mcp_servers)
+        opened = manager.open_session(req.cwd, req.additional_directories, req.mcp_servers)
         # The Session is built and announced after the response (manager.py: the first session/new of a fresh
         # process then waits for none of the session machinery's imports).
         defer(functools.partial(manager.finish_open, opened.session_id))

@@ -225,7 +225,7 @@ class SessionManager:
             if not os.path.isdir(d):
                 raise AcpError.invalid_params(f"additionalDirectories[{i}]: no such directory {d!r}")
             d = normal_cwd(d)  # one spelling, as the cwd has: `/x/proj/` is the cwd `/x/proj`, not a second root
-            if d != normal_cwd(cwd) and d not in dirs:
+            if d != cwd and d not in dirs:
                 dirs.append(d)
         return dirs
 
@@ -260,6 +260,9 @@ class SessionManager:
             await session.announce_open()
 
     def _opening_for(self, cwd: str, additional: list[str] | None, mcp_servers: list[dict[str, object]]) -> _Opening:
+        # One spelling of the folder for the session's whole life, whoever opens it (session/new, `ama -p`): the
+        # live session, its file's header and its tools' roots all hold `/x/proj`, however the client wrote it.
+        cwd = normal_cwd(cwd)
         dirs = self.check_dirs(cwd, additional)
         return _Opening(cwd, dirs, mcp_servers, self.config.mode, self.default_model)
 

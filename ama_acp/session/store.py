@@ -27,13 +27,10 @@ import stat
 import time
 from pathlib import Path
 
-import msgspec
-
 from ama_acp.credentials import fsync_directory
 from ama_acp.errors import StoreError
 from ama_acp.redact import Redactor
 from ama_acp.secrets import names_generation
-from ama_acp.session.cwd import normal_cwd
 from ama_acp.session.entries import Header
 from ama_acp.session.files import NotRegularFile, first_line, open_regular
 from ama_acp.session.listing import InvalidCursor, SessionLister, SessionSummary
@@ -168,8 +165,7 @@ class SessionStore:
             raise
         writer = SessionWriter(path, fd, 0, self.redactor, self._fsync)
         try:
-            # Stored in normal form whoever built the header (session/new, `ama -p`): listing and load compare it.
-            writer.write_header(msgspec.structs.replace(header, cwd=normal_cwd(header.cwd)))
+            writer.write_header(header)
             if self._fsync != "never":
                 os.fsync(fd)
                 fsync_directory(self.sessions_dir)  # so the new name survives a power cut too

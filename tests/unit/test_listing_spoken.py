@@ -61,3 +61,16 @@ def test_additional_directories_take_the_same_spelling_as_the_cwd(tmp_path) -> N
     cwd = str(tmp_path / "proj")
     got = manager.check_dirs(cwd, [cwd + "/", str(tmp_path / "other") + "/", str(tmp_path / "other")])
     assert got == [str(tmp_path / "other")]
+
+
+def test_a_session_opened_without_session_new_takes_the_normal_spelling_too(tmp_path) -> None:
+    """`ama -p` builds its session with `SessionManager.new_session`: `/x/proj/` is stored, and lives, as `/x/proj`."""
+    from ama_acp.session.store import SessionStore
+    from tests.support.inprocess import make_manager
+
+    (tmp_path / "proj").mkdir()
+    manager, _peer = make_manager(tmp_path, [{"text": "ok"}])
+    session = manager.new_session(str(tmp_path / "proj") + "/", None, [])
+    assert session.cwd == str(tmp_path / "proj")
+    header = SessionStore(str(tmp_path / "data")).read(session.id).header
+    assert header.cwd == str(tmp_path / "proj")
