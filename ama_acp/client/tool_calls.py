@@ -130,16 +130,15 @@ class ToolCalls:
         screen = self._screen
         if item.type == "diff":
             sig_path = None if item.path is UNSET else item.path
-            sig_new = None if item.new_text is UNSET else item.new_text
-            # repr, not the value: a hostile agent's newText/oldText may be a list, which hash() refuses
-            sig = f"diff:{sig_path}:{hash(repr(sig_new))}:{hash(repr(item.old_text))}"
+            # The text as shown (str() of whatever the agent sent: a list too) is what a repeat is judged by.
+            new_text = "" if item.new_text is UNSET else str(item.new_text)
+            sig = f"diff:{sig_path}:{hash(new_text)}:{hash(item.old_text)}"
             if sig in state.shown:
                 return
             state.shown.add(sig)
             path = screen.shorten("?" if item.path is UNSET else str(item.path))
             header = f"  {path}" + (" (new file)" if item.old_text is None else "")
             screen.line(screen.style(BOLD, header))
-            new_text = "" if item.new_text is UNSET else str(item.new_text)
             for diff_line in compact_diff(path, item.old_text, new_text):
                 code = GREEN if diff_line.startswith("+") else RED if diff_line.startswith("-") else ""
                 code = CYAN if diff_line.startswith("@@") else code
