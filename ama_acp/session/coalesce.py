@@ -144,7 +144,11 @@ class ChunkCoalescer:
             # anyio's clock is the event loop's, time.monotonic() on every backend ama runs on.
             await anyio.sleep(max(0.0, self._last_sent + self.window - time.monotonic()))
             try:
-                await self.flush()
+                # Shielded: the flush takes the pending text before it writes, so the turn's end cancelling this
+                # task mid-write would lose that text. The turn's own flush waits for the lock, then finds
+                # nothing pending, and the order holds.
+                with anyio.CancelScope(shield=True):
+                    await self.flush()
             except Exception:
                 # Sends do not raise (a closed peer is recorded, not raised); if one did, it must not come out of
                 # this task as an ExceptionGroup through the turn: the turn's own next send meets it plainly.

@@ -162,6 +162,42 @@ def test_a_cancelled_turn_still_sends_what_is_pending() -> None:
     run(main)
 
 
+def test_the_turn_ending_while_the_timer_writes_loses_nothing() -> None:
+    """The timer's flush takes the pending text and then waits on a slow write (an editor's full pipe); the turn
+    ends meanwhile and cancels the timer. The text it held must still reach the editor, before the turn's end —
+    it was lost (the chunk's text cleared, its write cancelled) under load before the timer's flush was shielded."""
+
+    async def main() -> None:
+        writing = anyio.Event()
+        release = anyio.Event()
+        sent: list[str] = []
+
+        async def slow_sink(update: w.SessionUpdate) -> None:
+            text = update.content.text  # type: ignore[union-attr]
+            if text == "held":
+                writing.set()
+                await release.wait()  # the timer's write: blocked until the turn has ended
+            sent.append(text)
+
+        c = ChunkCoalescer(slow_sink, window=0.01)
+        async with anyio.create_task_group() as tg:
+
+            async def the_turn() -> None:
+                async with c.turn():
+                    await c.text(MSG, "first ", "m")  # goes at once
+                    await c.text(MSG, "held", "m")  # pending: the timer sends it
+                    await writing.wait()
+                sent.append("<turn ended>")
+
+            tg.start_soon(the_turn)
+            await writing.wait()
+            await anyio.wait_all_tasks_blocked()
+            release.set()
+        assert sent == ["first ", "held", "<turn ended>"]
+
+    run(main)
+
+
 def test_a_chunk_with_more_than_text_is_passed_through_in_order() -> None:
     async def main() -> None:
         sink = Sink()
