@@ -8,7 +8,7 @@ so a loaded or resumed session carries on where it stopped. Fields of a reply:
     text = "..."                  # streamed as text deltas
     thinking = "..."              # streamed as reasoning before the text
     tool_calls = [{id = "call_1", name = "read_file", arguments = {path = "calc.py"}}]
-    usage = {input = 2508, output = 40, cache_read = 0, cache_write = 0}   # or "auto" (default) / "none"
+    usage = {input = 2508, output = 40, cache_read = 0, cache_write = 0}   # or "auto" (default) / "cached" / "none"
     stop = "end_turn"             # default: tool_use when there are tool calls
     chunk = 12                    # characters per delta
     delay = 0.0                   # seconds between deltas
@@ -16,8 +16,12 @@ so a loaded or resumed session carries on where it stopped. Fields of a reply:
     failure = {kind = "server", message = "..."}   # fail the request instead
 
 `usage = "auto"` reports what a real provider would: input = the heuristic estimate of the request
-(system prompt, tool declarations and messages), output = the estimate of the reply. When the script runs
-out, the model says so in a short reply instead of failing.
+(system prompt, tool declarations and messages), output = the estimate of the reply. `usage = "cached"` reports
+the same total the way a provider with automatic prefix caching bills it (OpenAI's rules: nothing below 1,024
+prompt tokens, then 128-token steps): the part this provider's previous request shares with this one — in an
+agent loop the previous request is a prefix of the next — is `cache_read`, the rest `input`. It lets the offline
+demo show the prompt-cache figures a real provider gives. When the script runs out, the model says so in a
+short reply instead of failing.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import tomllib
 from collections.abc import AsyncGenerator, Callable, Mapping
 from importlib import resources
 from pathlib import Path
+from typing import Literal
 
 import anyio
 import msgspec
@@ -35,6 +40,9 @@ import msgspec
 from ama_acp.conversation.messages import AssistantMessage, Usage
 from ama_acp.errors import ConfigError
 from ama_acp.providers import base as pb
+
+CACHE_MINIMUM = 1024  # usage="cached": the smallest prompt an automatic prefix cache keeps (OpenAI's figure)
+CACHE_STEP = 128  # ... and the steps it caches in
 
 
 class ScriptError(ConfigError):
@@ -56,7 +64,7 @@ class Reply(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     text: str = ""
     thinking: str = ""
     tool_calls: list[ToolCallSpec] = []
-    usage: Usage | str = "auto"
+    usage: Usage | Literal["auto", "cached", "none"] = "auto"  # another word is a ScriptError at load
     stop: pb.StopKind | None = None
     chunk: int = 12
     delay: float = 0.0
@@ -105,6 +113,7 @@ class ScriptedProvider:
         self._script = script
         self._estimate = estimate_request  # the input-token estimate behind usage="auto"
         self._next = 0  # side requests and compaction shrink the conversation; the script still moves on
+        self._previous_input: int | None = None  # the last request's estimate, for usage="cached"
 
     async def stream(self, request: pb.ModelRequest) -> AsyncGenerator[pb.ProviderEvent, None]:
         index = max(self._next, sum(1 for m in request.messages if isinstance(m, AssistantMessage)))
@@ -143,4 +152,11 @@ class ScriptedProvider:
             return reply.usage
         if reply.usage == "none" or self._estimate is None:
             return None
-        return Usage(input=self._estimate(request), output=max(1, -(-out_chars // 4)))
+        total = self._estimate(request)
+        output = max(1, -(-out_chars // 4))
+        previous, self._previous_input = self._previous_input, total
+        if reply.usage != "cached":
+            return Usage(input=total, output=output)
+        shared = min(previous or 0, total)
+        read = shared // CACHE_STEP * CACHE_STEP if shared >= CACHE_MINIMUM else 0
+        return Usage(input=total - read, output=output, cache_read=read, cache_write=0)
