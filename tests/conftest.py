@@ -194,6 +194,19 @@ def _leaves_nothing_behind(request):
         pytest.fail("\n".join(problems), pytrace=False)
 
 
+@pytest.fixture(autouse=True)
+def _in_process_raw_amas_end_with_their_test():
+    """A test that failed before closing its in-process RawAma (tests/support/raw.py) would leave it holding the
+    environment and the one in-process slot: it is ended here, before the leftover-process check above runs
+    (declared after it, so torn down first). Those of a wider fixture (started before this test) are kept."""
+    raw = sys.modules.get("tests.support.raw")
+    before = raw.live_in_process() if raw is not None else set()
+    yield
+    raw = sys.modules.get("tests.support.raw")
+    if raw is not None:
+        raw.close_leftovers(before)
+
+
 _threads_left_on_workers: list[str] = []
 
 

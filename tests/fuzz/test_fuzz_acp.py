@@ -1,6 +1,7 @@
-"""Property-based fuzzing of the JSON-RPC boundary over real pipes.
+"""Property-based fuzzing of the JSON-RPC boundary, line by line (RawAma: ama's server in-process behind byte
+pipes; AMA_TEST_PROCESSES=1 makes it the real process over OS pipes).
 
-Each test starts ONE `ama --mode acp --model scripted/demo` process and feeds it hypothesis-generated batches
+Each test starts ONE `ama --mode acp --model scripted/demo` and feeds it hypothesis-generated batches
 of messages, one surface per test: (a) every ACP method's params, random and near-valid; (b) responses and
 notifications sent to ama; (c) raw byte lines. After each batch a sentinel request is sent and the answers
 are collected until everything owed has arrived, checking:
@@ -9,7 +10,7 @@ are collected until everything owed has arrived, checking:
   response with that id; a line that deserves an error without a usable id gets exactly one with id null;
   notifications and responses get nothing — an answer nobody is owed fails the example that receives it;
 - every line ama writes is valid JSON-RPC and, where RawAma knows the method, valid against the schema;
-- the process stays alive, and after the examples a normal session/new + session/prompt turn works.
+- ama stays alive, and after the examples a normal session/new + session/prompt turn works.
 
 `AMA_FUZZ_EXAMPLES` sets the number of examples per test (default 300 under the `ci` hypothesis profile, a
 quarter under `dev`: tests/support/hypothesis_profiles.py; at 300 the file runs in about 30 s on 2 cores).

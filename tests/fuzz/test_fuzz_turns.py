@@ -1,10 +1,10 @@
-"""Whole turns with generated tool calls, over real pipes: the model (a strict HTTP model server) asks for
-any tool with any arguments, the person answers any way (reject, cancel, a malformed answer, allow for
-calls that cannot harm), in any mode. The tool fuzzer (test_fuzz_tools.py) runs the tools alone; this one
+"""Whole turns with generated tool calls, line by line (RawAma, in-process unless AMA_TEST_PROCESSES=1): the
+model (a strict HTTP model server) asks for any tool with any arguments, the person answers any way (reject,
+cancel, a malformed answer, allow for calls that cannot harm), in any mode. The tool fuzzer (test_fuzz_tools.py) runs the tools alone; this one
 runs them through the loop, the approver, the permission memory and the session file as ama does.
 
 Invariants per example: the prompt answers exactly once with `end_turn` or `cancelled`; every tool call
-shown gets a final status; the model server never saw a dangling tool call; the process lives; and (checked
+shown gets a final status; the model server never saw a dangling tool call; ama lives; and (checked
 by tests/conftest.py at the end) ama logged no traceback. AMA_FUZZ_EXAMPLES sets the count
 (default 150 under the `ci` hypothesis profile, a quarter under `dev`).
 """

@@ -10,13 +10,19 @@ from tests.support.harness import Ama, write_script
 from tests.support.raw import RawAma
 
 
+def serving(tmp_path, process: bool = False) -> tuple[RawAma, Ama]:
+    ama = Ama(tmp_path)
+    raw = RawAma(ama, "--model", "scripted/demo", process=process)
+    assert raw.request(1, "initialize", {"protocolVersion": 1})["result"]["protocolVersion"] == 1
+    return raw, ama
+
+
 @pytest.fixture
 def server(tmp_path):
-    ama = Ama(tmp_path)
-    raw = RawAma(ama, "--model", "scripted/demo")
-    assert raw.request(1, "initialize", {"protocolVersion": 1})["result"]["protocolVersion"] == 1
+    """ama's server in-process (tests/support/raw.py); the tests of the process's own exit start one."""
+    raw, ama = serving(tmp_path)
     yield raw, ama
-    if raw.proc.poll() is None:
+    if raw.alive():
         raw.close()
 
 
@@ -120,18 +126,18 @@ def test_second_prompt_on_busy_session_is_refused(tmp_path):
     raw.close()
 
 
-def test_stdin_eof_exits_cleanly_within_a_second(server):
-    raw, _ = server
+def test_stdin_eof_exits_cleanly_within_a_second(tmp_path):
+    raw, _ = serving(tmp_path, process=True)  # the process's exit is what is tested
     start = time.monotonic()
     assert raw.close(timeout=3) == 0
     assert time.monotonic() - start < 1.0
 
 
 def start_a_hanging_turn(tmp_path) -> tuple[Ama, RawAma, str, dict[str, str]]:
-    """A server in the middle of streaming a reply that never finishes."""
+    """An `ama --mode acp` process in the middle of streaming a reply that never finishes."""
     ama = Ama(tmp_path)
     env = {"AMA_SCRIPT": str(write_script(tmp_path / "slow.json", [{"text": "partial answer", "hang": 30}]))}
-    raw = RawAma(ama, "--model", "scripted/slow", env=env)
+    raw = RawAma(ama, "--model", "scripted/slow", env=env, process=True)
     raw.request(1, "initialize", {"protocolVersion": 1})
     sid = raw.request(2, "session/new", {"cwd": str(ama.workspace), "mcpServers": []})["result"]["sessionId"]
     raw.send(
@@ -147,7 +153,8 @@ def start_a_hanging_turn(tmp_path) -> tuple[Ama, RawAma, str, dict[str, str]]:
     return ama, raw, sid, env
 
 
-def assert_loads_in_a_new_process(ama: Ama, sid: str, env: dict[str, str]) -> None:
+def assert_loads_in_a_new_ama(ama: Ama, sid: str, env: dict[str, str]) -> None:
+    """The session file the process left loads in a new ama (in-process: a load reads only the file)."""
     again = RawAma(ama, "--model", "scripted/slow", env=env)
     again.request(1, "initialize", {"protocolVersion": 1})
     loaded = again.request(2, "session/load", {"sessionId": sid, "cwd": str(ama.workspace), "mcpServers": []})
@@ -160,7 +167,7 @@ def test_stdin_eof_during_a_turn_exits_within_a_second_and_the_session_loads(tmp
     start = time.monotonic()
     assert raw.close(timeout=3) == 0
     assert time.monotonic() - start < 1.0
-    assert_loads_in_a_new_process(ama, sid, env)
+    assert_loads_in_a_new_ama(ama, sid, env)
 
 
 def test_sigterm_during_a_turn_exits_cleanly_and_the_session_loads(tmp_path):
@@ -170,7 +177,7 @@ def test_sigterm_during_a_turn_exits_cleanly_and_the_session_loads(tmp_path):
     raw.proc.send_signal(signal.SIGTERM)
     assert raw.proc.wait(3) == 0
     assert "Traceback" not in ama.stderr.read_text()
-    assert_loads_in_a_new_process(ama, sid, env)
+    assert_loads_in_a_new_ama(ama, sid, env)
 
 
 def test_a_storm_of_junk_lines_never_kills_the_server(tmp_path):
@@ -205,5 +212,5 @@ def test_a_storm_of_junk_lines_never_kills_the_server(tmp_path):
     assert all(m.get("jsonrpc") == "2.0" and ("error" in m) != ("result" in m) for m in answers)
     raw.validate = True
     assert raw.request(99999, "initialize", {"protocolVersion": 1})["result"]["protocolVersion"] == 1
-    assert raw.proc.poll() is None
+    assert raw.alive()
     assert raw.close() == 0

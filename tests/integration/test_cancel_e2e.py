@@ -158,7 +158,7 @@ def test_cancel_and_cancelled_answer_in_one_write(tmp_path):
             raw.send({"jsonrpc": "2.0", "id": 4, "method": "session/prompt", "params": _prompt(sid)})
             assert _until_response(raw, 4)["response"]["result"]["stopReason"] == "end_turn"
             assert dangling(llm.requests[-1].body) == []
-            assert raw.proc.poll() is None
+            assert raw.alive()
         finally:
             raw.close()
 

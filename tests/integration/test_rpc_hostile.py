@@ -1,8 +1,9 @@
 """The JSON-RPC boundary under hostile input: every measured way to end the process, lose an id or make noise.
 
-Most tests drive the real `ama --mode acp` subprocess over pipes (RawAma); the in-process ones run a Peer on
-real os.pipe() file descriptors (the same FdReceiveStream/FdSendStream as stdio) where only a custom handler
-can provoke the case (a result that cannot be encoded, ama's own timeout on a client request).
+Most tests drive ama's server line by line (RawAma: in-process, the command's start-up code and `serve` behind
+in-memory pipes; AMA_TEST_PROCESSES=1 makes it the real `ama --mode acp`); the last ones run a bare Peer on real
+os.pipe() file descriptors (the same FdReceiveStream/FdSendStream as stdio) where only a custom handler can
+provoke the case (a result that cannot be encoded, ama's own timeout on a client request).
 """
 
 from __future__ import annotations

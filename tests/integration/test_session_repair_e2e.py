@@ -1,7 +1,8 @@
 """Sessions killed at any point load and can be prompted again; secrets reach no file, no log, no command.
 
-Over real pipes (the `ama --mode acp` subprocess) against a real HTTP model server that, like the real
-APIs, answers HTTP 400 to a conversation holding a tool call without its result.
+Over real pipes (the `ama --mode acp` subprocess; the loads after the kills in-process, tests/support/raw.py)
+against a real HTTP model server that, like the real APIs, answers HTTP 400 to a conversation holding a tool
+call without its result.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ def test_sigkill_at_random_points_then_every_session_loads_and_prompts_again(tmp
         llm.enqueue(*busy_replies(PROCESSES * SESSIONS_PER_PROCESS * 12))
         configure(ama, llm.openai_url)
         for p in range(PROCESSES):
-            raw = RawAma(ama, env=env)
+            raw = RawAma(ama, env=env, process=True)  # SIGKILLed: no clean-up of ama's may run
             raw.validate = False  # the stream is cut by the kill; the load phase validates
             raw.request(1, "initialize", {"protocolVersion": 1})
             mine = []
@@ -143,7 +144,7 @@ def test_no_secret_reaches_any_file_the_log_stderr_or_a_command(tmp_path):
             {"text": "Here is your environment."},
             {"status": 401, "message": "Incorrect API key provided: localSECRETkey0006"},  # a provider echoing the key
         )
-        raw = RawAma(ama, env=env)
+        raw = RawAma(ama, env=env, process=True)  # everything the process writes to fd 2, not only its log
         raw.request(1, "initialize", {"protocolVersion": 1})
         sid = raw.request(2, "session/new", {"cwd": str(ama.workspace), "mcpServers": []})["result"]["sessionId"]
         seen: list[dict] = []

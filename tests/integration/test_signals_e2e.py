@@ -119,7 +119,7 @@ def start_acp(
     mcp_servers: list[dict[str, Any]] | None = None,
 ) -> tuple[RawAma, str]:
     script = write_script(ama.tmp / "script.json", replies)
-    raw = RawAma(ama, "--model", "scripted/t", env={"AMA_SCRIPT": str(script)})
+    raw = RawAma(ama, "--model", "scripted/t", env={"AMA_SCRIPT": str(script)}, process=True)
     procs.append(raw.proc)
     raw.request(1, "initialize", {"protocolVersion": 1})
     new = raw.request(2, "session/new", {"cwd": str(ama.workspace), "mcpServers": mcp_servers or []})

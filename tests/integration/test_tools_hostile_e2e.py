@@ -42,7 +42,8 @@ def started(request):
 
 def start(ama: Ama, replies: list[dict[str, Any]], procs: list[RawAma], mode: str | None = None) -> tuple[RawAma, str]:
     script = write_script(ama.tmp / "script.json", replies)
-    raw = RawAma(ama, "--model", "scripted/t", env={"AMA_SCRIPT": str(script)})
+    # A real process: each test ends by timing the process's exit (stdin EOF or SIGTERM).
+    raw = RawAma(ama, "--model", "scripted/t", env={"AMA_SCRIPT": str(script)}, process=True)
     procs.append(raw)
     raw.request(1, "initialize", {"protocolVersion": 1})
     sid = raw.request(2, "session/new", {"cwd": str(ama.workspace), "mcpServers": []})["result"]["sessionId"]

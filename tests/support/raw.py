@@ -1,45 +1,205 @@
-"""A raw line-level driver of `ama --mode acp`, for malformed input that a real client would never send."""
+"""A raw line-level driver of `ama --mode acp`, for malformed input that a real client would never send.
+
+By default ama runs inside the test process (tests/support/inprocess_agent.py: the same start-up code as the
+command, `serve(..., stop_signals=False)`, in-memory byte pipes), on an event loop of its own in a thread
+(a blocking portal), so the test's synchronous reads and waits never stop ama's work. `process=True` starts
+the real `ama --mode acp` subprocess, for a test of the process itself (signals, the exit after stdin EOF,
+SIGKILL, its pid); `proc` is only there then. AMA_TEST_PROCESSES=1 makes every RawAma a real process.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import queue
 import subprocess
 import threading
 import time
-from typing import Any
+from contextlib import ExitStack
+from typing import Any, Protocol
+
+import anyio
+from anyio.from_thread import start_blocking_portal
 
 from conformance.schema import load_validator
 from tests.support.harness import Ama, clean_env
+from tests.support.inprocess_agent import InProcessAgent, start_in_process
+
+
+class _Agent(Protocol):
+    """What RawAma needs of an ama: a byte stdin, an exit status."""
+
+    def write(self, data: bytes) -> None: ...
+    def close_input(self) -> None: ...
+    def poll(self) -> int | None: ...
+    def wait(self, timeout: float) -> int: ...
+    def kill(self) -> None: ...
+
+
+class _Process:
+    """The real `ama --mode acp`, its stdout read line by line on a thread."""
+
+    def __init__(self, ama: Ama, args: tuple[str, ...], env: dict[str, str], lines: queue.Queue[bytes | None]):
+        with open(ama.stderr, "ab") as stderr:
+            self.proc = subprocess.Popen(
+                ama.command(*args),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                cwd=ama.workspace,
+                env=env,
+            )
+        threading.Thread(target=self._pump, args=(lines,), daemon=True).start()
+
+    def _pump(self, lines: queue.Queue[bytes | None]) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            lines.put(line)
+        lines.put(None)
+
+    def write(self, data: bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def close_input(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+
+    def poll(self) -> int | None:
+        return self.proc.poll()
+
+    def wait(self, timeout: float) -> int:
+        return self.proc.wait(timeout)
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
+
+
+_live: set[_InProcess] = set()  # in-process amas not yet waited for (close_leftovers ends them)
+
+
+class _InProcess:
+    """ama's server in this process, on an event loop of its own (a blocking portal's thread)."""
+
+    def __init__(self, ama: Ama, args: tuple[str, ...], env: dict[str, str], lines: queue.Queue[bytes | None]):
+        self._stack = ExitStack()
+        portal = self._stack.enter_context(start_blocking_portal(name="raw-ama"))
+        try:
+            self.agent: InProcessAgent = portal.call(start_in_process, ama.argv(*args), env, ama.stderr)
+        except BaseException:
+            self._stack.close()
+            raise
+        self._portal = portal
+        self._pump_done = portal.start_task_soon(self._pump, lines)
+        _live.add(self)
+
+    async def _pump(self, lines: queue.Queue[bytes | None]) -> None:
+        """stdout cut into lines as a pipe's reader sees them (each with its newline; a last line without one)."""
+        pending: list[bytes] = []
+        try:
+            while True:
+                try:
+                    chunk = await self.agent.stdout.receive()
+                except anyio.EndOfStream:
+                    break
+                while (end := chunk.find(b"\n")) >= 0:
+                    lines.put(b"".join(pending) + chunk[: end + 1])
+                    pending, chunk = [], chunk[end + 1 :]
+                if chunk:
+                    pending.append(chunk)
+        finally:
+            if pending:
+                lines.put(b"".join(pending))
+            lines.put(None)
+
+    def write(self, data: bytes) -> None:
+        if self not in _live:
+            raise BrokenPipeError("ama has ended")
+        try:
+            self._portal.call(self.agent.stdin.send, data)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+            raise BrokenPipeError("ama no longer reads its input") from exc
+
+    def close_input(self) -> None:
+        if self in _live:
+            self._portal.call(self.agent.stdin.aclose)
+
+    def poll(self) -> int | None:
+        return self.agent.returncode
+
+    def wait(self, timeout: float) -> int:
+        if self not in _live:  # waited for already: the portal is gone, the status stays
+            assert self.agent.returncode is not None
+            return self.agent.returncode
+
+        async def waited() -> int:
+            with anyio.fail_after(timeout):
+                return await self.agent.wait()
+
+        code = self._portal.call(waited)  # TimeoutError past `timeout`, as Popen.wait's TimeoutExpired
+        self._shut_down()
+        return code
+
+    def kill(self) -> None:
+        if self not in _live:
+            return
+        self._portal.call(self._kill_and_wait)
+        self._shut_down()
+
+    async def _kill_and_wait(self) -> None:
+        if self.agent.returncode is None:
+            self.agent.kill()  # the server's task cancelled: its pipes close when it has ended
+        with anyio.fail_after(10):
+            await self.agent.wait()
+
+    def _shut_down(self) -> None:
+        """After the agent ended: the pump reads to EOF, then the portal's loop and thread end."""
+        if self not in _live:
+            return
+        _live.discard(self)
+        self._pump_done.result(10)
+        self._stack.close()
+
+
+def close_leftovers(keep: set[object]) -> int:
+    """End the in-process amas started since `keep` was taken (a test that failed before closing its own):
+    the environment and the one in-process slot go back to the next test. Returns how many were ended."""
+    left = [agent for agent in _live if agent not in keep]
+    for agent in left:
+        agent.kill()
+    return len(left)
+
+
+def live_in_process() -> set[object]:
+    return set(_live)
 
 
 class RawAma:
-    def __init__(self, ama: Ama, *args: str, env: dict[str, str] | None = None) -> None:
-        self.proc = subprocess.Popen(
-            ama.command(*args),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=open(ama.stderr, "wb"),
-            cwd=ama.workspace,
-            env=clean_env(ama.tmp, env),
-        )
+    def __init__(self, ama: Ama, *args: str, env: dict[str, str] | None = None, process: bool = False) -> None:
         self.lines: queue.Queue[bytes | None] = queue.Queue()
         self.methods: dict[Any, str] = {}  # ids we sent → method, for per-method schema validation
         self.validator = load_validator()
         self.validate = True  # off for junk whose answers no schema method describes
-        threading.Thread(target=self._pump, daemon=True).start()
+        full_env = clean_env(ama.tmp, env)
+        self.in_process = not process and os.environ.get("AMA_TEST_PROCESSES") != "1"
+        self._agent: _Agent = (
+            _InProcess(ama, args, full_env, self.lines)
+            if self.in_process
+            else _Process(ama, args, full_env, self.lines)
+        )
 
-    def _pump(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.put(line)
-        self.lines.put(None)
+    @property
+    def proc(self) -> subprocess.Popen[bytes]:
+        """The real process (pid, signals, its stdin as a file): only with `process=True`."""
+        if not isinstance(self._agent, _Process):
+            raise RuntimeError("this RawAma runs in-process and has no process: start it with process=True")
+        return self._agent.proc
 
     def send_line(self, data: bytes) -> None:
         self._remember(data)
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(data + b"\n")
-        self.proc.stdin.flush()
+        self._agent.write(data + b"\n")
 
     def send(self, msg: Any) -> None:
         """Send any JSON value as one line."""
@@ -93,13 +253,24 @@ class RawAma:
                 return seen
 
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        return self._agent.poll() is None
+
+    def returncode(self) -> int | None:
+        return self._agent.poll()
 
     def request(self, req_id: Any, method: str, params: Any) -> dict[str, Any]:
         self.send({"jsonrpc": "2.0", "id": req_id, "method": method, "params": params})
         return self.response(req_id)
 
     def close(self, timeout: float = 5.0) -> int:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        return self.proc.wait(timeout)
+        """End ama's input and wait for it to end: its exit status (in-process, the command's: 0 when serve
+        returned, 1 when it raised)."""
+        try:
+            self._agent.close_input()
+        except BrokenPipeError:
+            pass  # it ended already: its exit status is what is asked
+        return self._agent.wait(timeout)
+
+    def kill(self) -> None:
+        """SIGKILL (in-process: the server's task cancelled) and wait, unless it already ended."""
+        self._agent.kill()

@@ -1,15 +1,24 @@
 """The rig of the seam fuzzer (tests/fuzz/test_seams.py): one blocking portal, one scripted model server that
-remembers which reply answered which request, and one real `ama --mode acp` subprocess driven by ama's own
-ACP client over real pipes, its every line checked against the pinned ACP schema as it arrives.
+remembers which reply answered which request, and one ama (its ACP server in-process, tests/support/harness.py's
+`run_ama`; AMA_TEST_PROCESSES=1 makes it a real `ama --mode acp`) driven by ama's own ACP client, its every
+line checked against the pinned ACP schema.
 
-Hypothesis' stateful rules are synchronous; the client is async. The portal runs the client's event loop in
-a thread and every rule calls into it, so one process serves thousands of examples (each a new session).
+Hypothesis' stateful rules are synchronous; the client is async. The portal runs the client's event loop (and
+the in-process server's) in a thread and every rule calls into it, so one ama serves thousands of examples
+(each a new session).
+
+A request ama gave up on (its turn cancelled) may reach the model server's handler thread late, after the
+next step queued its own replies. Such a request takes no reply (`RecordingLLMServer.stale`): its client has
+closed the connection, which the server checks under the queue's lock, and a cancelled request's connection is
+closed before its turn's answer is written, so before any later step can queue a reply.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import select
+import socket
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -28,6 +37,7 @@ from conformance.schema import WireRecorder, load_validator
 from tests.support.harness import Ama, run_ama
 from tests.support.leaks import TRACEBACK
 from tests.support.llm_server import LLMServer, RecordedRequest
+from tests.support.llm_server import _Handler as ModelRequestHandler
 
 T = TypeVar("T")
 
@@ -51,24 +61,57 @@ class Served:
         return "turn" if isinstance(body, dict) and body.get("tools") else "compaction"
 
 
+_current = threading.local()  # the request and connection a handler thread is serving
+
+
+class _ConnectionHandler(ModelRequestHandler):
+    def do_POST(self) -> None:
+        _current.connection = self.connection
+        try:
+            super().do_POST()
+        finally:
+            _current.connection = None
+
+
+def client_gone(conn: socket.socket) -> bool:
+    """The client closed its end of the connection (or reset it): it no longer waits for this answer. ama sends
+    nothing after a request's body, so a readable socket here means the end of its input."""
+    try:
+        readable, _, _ = select.select([conn], [], [], 0)
+        return bool(readable) and conn.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True  # reset by the client
+
+
 class RecordingLLMServer(LLMServer):
     """LLMServer that pairs each reply it takes with the request it answers (`served`). Each request is
     handled on its own thread, which records the request just before it takes a reply: a thread-local joins
-    the two."""
+    the two. A request whose client has gone when its reply would be taken takes none (`stale`) and is
+    answered with nothing (the connection closed)."""
+
+    handler_class = _ConnectionHandler
 
     def __init__(self) -> None:
         super().__init__()
-        self._current = threading.local()
         self.served: list[Served] = []
+        self.stale: list[RecordedRequest] = []
 
     def _record(self, req: RecordedRequest) -> None:
         super()._record(req)
-        self._current.request = req
+        _current.request = req
 
     def _next(self) -> dict[str, Any] | None:
-        reply = super()._next()
-        if reply is not None:
-            self.served.append(Served(self._current.request, reply))
+        conn: socket.socket | None = getattr(_current, "connection", None)
+        # Under the lock enqueue() and clear() take: no step queues replies between the check and the take.
+        with self._lock:
+            if conn is not None and client_gone(conn):
+                self.stale.append(_current.request)
+                return {"hang": 0}  # write nothing, close: the client is gone
+            reply = self._queue.popleft() if self._queue else None
+            if reply is not None:
+                self.served.append(Served(_current.request, reply))
         return reply
 
 
@@ -134,11 +177,8 @@ class Rig:
     def _start_ama(self) -> None:
         assert self.portal is not None and self.ama is not None
         options = ClientOptions(fs=False, terminal=False, compaction=True, permission=self.permissions)
-        # A real process: in the client's own event loop ama's cancels and the model server's threads race
-        # differently, and the fuzzer's model of what was billed is built for ama running beside the client
-        # (in-process, a cancelled request the server had already answered was counted as billed).
         self._conn_cm = self.portal.wrap_async_context_manager(
-            run_ama(self.ama, env=self.env, options=options, validate=False, process=True)
+            run_ama(self.ama, env=self.env, options=options, validate=False)
         )
         conn = self._conn_cm.__enter__()
         conn.on_update = self._on_update

@@ -192,3 +192,49 @@ async def test_pipes_carry_bytes_in_reads_of_at_most_max_bytes() -> None:
     assert [await reader.receive(4), await reader.receive(4)] == [b"abcd", b"ef"]
     with pytest.raises(anyio.EndOfStream):
         await reader.receive()
+
+
+# --- the raw line driver (tests/support/raw.py): in-process by default, on an event loop of its own
+
+
+def test_a_raw_ama_runs_in_process_and_ends_with_the_commands_status(tmp_path: Path) -> None:
+    from tests.support.raw import RawAma
+
+    env_before = dict(os.environ)
+    raw = RawAma(Ama(tmp_path), "--model", "scripted/demo")
+    assert raw.in_process
+    with pytest.raises(RuntimeError, match="process=True"):
+        _ = raw.proc
+    # Two requests in one write, and a line cut in two writes: read as lines, answered in order.
+    init = b'{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}'
+    raw.methods.update({1: "initialize", 2: "initialize", 3: "initialize"})  # for the answers' validation
+    raw.send_line(init + b"\n" + init.replace(b'"id": 1', b'"id": 2'))
+    assert [raw.recv()["id"], raw.recv()["id"]] == [1, 2]
+    third = init.replace(b'"id": 1', b'"id": 3')
+    raw._agent.write(third[:20])
+    raw.send_line(third[20:])
+    assert raw.recv()["id"] == 3
+    assert raw.close() == 0 and raw.close() == 0 and not raw.alive()
+    assert dict(os.environ) == env_before and inprocess_agent._running is None
+
+
+def test_a_raw_ama_left_running_by_a_failed_test_is_ended_by_the_next_check(tmp_path: Path) -> None:
+    from tests.support import raw as raw_module
+
+    before = raw_module.live_in_process()
+    raw = raw_module.RawAma(Ama(tmp_path), "--model", "scripted/demo")
+    assert raw.request(1, "initialize", {"protocolVersion": 1})["result"]["protocolVersion"] == 1
+    assert raw_module.close_leftovers(before) == 1  # what tests/conftest.py does after every test
+    assert raw.returncode() == -signal.SIGKILL and inprocess_agent._running is None
+    with pytest.raises(BrokenPipeError):
+        raw.send({"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {"protocolVersion": 1}})
+
+
+def test_ama_test_processes_makes_every_raw_ama_a_real_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.support.raw import RawAma
+
+    monkeypatch.setenv("AMA_TEST_PROCESSES", "1")
+    raw = RawAma(Ama(tmp_path), "--model", "scripted/demo")
+    assert not raw.in_process and raw.proc.pid > 0
+    assert raw.request(1, "initialize", {"protocolVersion": 1})["result"]["protocolVersion"] == 1
+    assert raw.close() == 0
