@@ -17,9 +17,11 @@ import anyio
 
 from ama_acp.client.confine import Access, within
 from ama_acp.client.connection import CAPTURE, AgentProcess, ClientOptions, PendingRequest
+from ama_acp.client.errors import AgentExited
 from ama_acp.client.handlers import RpcError, choose_option
 from conformance.config import RunConfig
 from conformance.outcome import SignInNeeded
+from conformance.process_group import end_group
 
 Policy = Literal["allow", "reject", "hold"]
 TURN_KINDS = frozenset(
@@ -56,6 +58,7 @@ class Agent:
         self.held: list[dict[str, Any]] = []  # permission requests received while holding
         self.permission_requests: list[dict[str, Any]] = []
         self.init: dict[str, Any] = {}
+        self._group: int | None = None  # the agent's process group, until close() has ended it
         self.conn = AgentProcess(
             config.command,
             ClientOptions(
@@ -74,10 +77,20 @@ class Agent:
 
     async def start(self) -> None:
         await self.conn.start()
+        # The agent leads a process group of its own (AgentProcess starts it with start_new_session): whatever it
+        # starts (MCP servers, a relaunched child, a shell) is in that group unless it left it on purpose.
+        self._group = self.conn.pid
 
     async def close(self) -> None:
-        """Close stdin and wait (the exit grace, then terminate, then kill); the transcript stays readable."""
-        await self.conn.close(timeout=self.config.timeouts.exit)
+        """Close stdin and wait (the exit grace, then terminate, then kill); then end whatever the agent left
+        running in its process group (TERM, a grace, KILL). The transcript stays readable."""
+        try:
+            await self.conn.close(timeout=self.config.timeouts.exit)
+        finally:
+            group, self._group = self._group, None
+            if group is not None:
+                with anyio.CancelScope(shield=True):
+                    await end_group(group)
 
     async def shutdown(self) -> None:
         """close(), then stop the connection's reader tasks."""
@@ -119,8 +132,27 @@ class Agent:
         params: dict[str, Any] = {"protocolVersion": version, "clientInfo": self.conn.options.client_info}
         if self.capabilities_sent:
             params["clientCapabilities"] = self.conn.options.capabilities()
-        self.init = await self.call("initialize", params)
+        try:
+            self.init = await self.call("initialize", params)
+        except (TimeoutError, AgentExited) as exc:
+            if version == 1:  # other versions are R37's business: an agent may rightly choke on 65535
+                self._startup_failed(exc)
+            raise
         return self.init
+
+    def _startup_failed(self, exc: TimeoutError | AgentExited) -> None:
+        """Tell the run that this agent cannot be initialized (silent, or dead before answering): the runner
+        then starts no further group (conformance/config.py StartupWatch)."""
+        if isinstance(exc, TimeoutError):
+            reason = f"the agent did not answer initialize within {self.config.timeouts.request:g} s"
+        else:
+            code = self.conn.returncode if self.conn.returncode is not None else exc.returncode
+            reason = "the agent exited before answering initialize" + (
+                f" (exit code {code})" if code is not None else ""
+            )
+        self.config.startup.record(
+            reason, exited=isinstance(exc, AgentExited), details=lambda: (self.conn.returncode, self.stderr)
+        )
 
     def advertised(self, path: str) -> bool:
         """Whether the initialize result advertises the capability at `path` (e.g. `sessionCapabilities.resume`,

@@ -1,8 +1,9 @@
 """`ama conformance [options] -- AGENT CMD…` (also `python -m conformance` from the repository).
 
-Exit status: 0 when every profile run is met (ACP: conformant), 1 when one is not, 2 for a usage error (bad
-options, an agent command that cannot be started, a vendored schema that fails its pin, a bug of the suite
-itself).
+Exit status: 0 when no profile run found a violation (CONFORMANT, or NO VIOLATION FOUND: some MANDATORY
+requirement could not be tested, which `--strict` turns into 1), 1 when one did, 2 for a usage error (bad
+options, an agent command that cannot be started or exits before answering initialize, a vendored schema that
+fails its pin, a bug of the suite itself).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from conformance.config import RunConfig, Timeouts
+from conformance.config import RunConfig, Timeouts, clean_env
 from conformance.requirements import REGISTRY, Profile
 
 USAGE_ERROR = 2
@@ -27,8 +28,9 @@ examples:
   ama conformance -k "cancel or R131" -- my-agent --acp
 
 --model-env values may name the suite's scripted model: {openai} (an OpenAI-compatible base URL, …/v1),
-{anthropic} (an Anthropic base URL), {url} and {port}. With at least one, the suite serves that model on
-127.0.0.1 and the agent's tool calls are driven by it. docs/conformance.md explains tiers and options.
+{anthropic} (an Anthropic base URL), {url} and {port}; the rest of a value is taken as it is (a JSON value
+needs no escaping). With at least one, the suite serves that model on 127.0.0.1 and the agent's tool calls are
+driven by it. docs/conformance.md explains tiers, verdicts and options.
 """
 
 
@@ -51,6 +53,11 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--cwd", help="the agent's working directory (default: a fresh temporary directory)")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="set in the agent's environment")
+    p.add_argument(
+        "--env-clean",
+        action="store_true",
+        help="start the agent with PATH, HOME, TMPDIR, TERM and the locale (LANG, LANGUAGE, LC_*) only, plus --env",
+    )
     p.add_argument(
         "--model-env",
         action="append",
@@ -76,6 +83,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--prompt-timeout", type=float, default=120.0, help="seconds for a prompt turn (default 120)")
     p.add_argument("--exit-timeout", type=float, default=5.0, help="seconds to exit after stdin closes (default 5)")
     p.add_argument("--group-timeout", type=float, default=300.0, help="seconds for one group (default 300)")
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 1 when a MANDATORY requirement could not be tested (NO VIOLATION FOUND), not only on a failure",
+    )
     p.add_argument("--report-json", metavar="PATH", help="write the full record as JSON")
     p.add_argument("--list", action="store_true", help="print the requirement registry and exit")
     return p
@@ -117,6 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     if shutil.which(command[0]) is None:
         sys.stderr.write(f"ama conformance: cannot start {command[0]!r}: not found or not executable\n")
         return USAGE_ERROR
+    if os.sep in command[0]:  # a path is the suite's, not the agent's: the agent starts in another directory
+        command = [str(Path(command[0]).absolute()), *command[1:]]
     try:
         extra_env = _pairs(args.env, "--env")
         model_env = _pairs(args.model_env, "--model-env")
@@ -153,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
                 cwd=cwd,
                 workspace=workspace,
                 scratch=scratch,
-                env=dict(os.environ) | extra_env,
+                env=(clean_env(dict(os.environ)) if args.env_clean else dict(os.environ)) | extra_env,
                 timeouts=timeouts,
                 cancel_prompt=args.cancel_prompt,
                 auth_method=args.auth_method,
@@ -166,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             from conformance.session_run import execute
 
-            return execute(config, args.report_json)
+            return execute(config, args.report_json, strict=args.strict)
         finally:
             shutil.rmtree(workspace, ignore_errors=True)
 

@@ -3,10 +3,50 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from conformance.requirements import Profile
+
+# What `--env-clean` keeps of the suite's environment: what a program needs to find executables (PATH), its
+# home (HOME, where agents keep their config), and the locale and terminal type, which decide how it encodes
+# text. Nothing else: no API key, no proxy, no variable that changes an agent's behaviour unasked
+# (IS_SANDBOX, CI, …). `--env NAME=VALUE` adds to it.
+CLEAN_ENV_NAMES = ("PATH", "HOME", "LANG", "LANGUAGE", "TERM", "TMPDIR")
+CLEAN_ENV_PREFIXES = ("LC_",)
+
+
+def clean_env(source: dict[str, str]) -> dict[str, str]:
+    """The part of `source` that `--env-clean` passes to the agent."""
+    return {k: v for k, v in source.items() if k in CLEAN_ENV_NAMES or k.startswith(CLEAN_ENV_PREFIXES)}
+
+
+@dataclass
+class StartupWatch:
+    """Whether the agent could be started and initialized at all, shared by every group of one run.
+
+    The first `initialize` (of protocol version 1) that gets no answer in time, or whose process exits before it
+    answers, is recorded here; the runner then runs no further group (each would only wait out its own timeout
+    for the same silence) and reports their requirements NOT_TESTED with this one reason."""
+
+    failure: str | None = None
+    exited: bool = False  # the process had exited (died at start), rather than staying silent
+    # The failed agent's exit code and stderr, read when asked: by then its process has been closed and its
+    # stderr read to the end.
+    details: Callable[[], tuple[int | None, str]] = lambda: (None, "")
+
+    def record(self, failure: str, *, exited: bool, details: Callable[[], tuple[int | None, str]]) -> None:
+        if self.failure is None:
+            self.failure, self.exited, self.details = failure, exited, details
+
+    @property
+    def returncode(self) -> int | None:
+        return self.details()[0]
+
+    @property
+    def stderr(self) -> str:
+        return self.details()[1]
 
 
 @dataclass(frozen=True)
@@ -35,6 +75,7 @@ class RunConfig:
     # The directories the suite created for this run: fs/* and terminals are served inside them only. Empty means
     # the workspace and the scratch directory.
     created: tuple[Path, ...] = ()
+    startup: StartupWatch = field(default_factory=StartupWatch)
 
     @property
     def run_dirs(self) -> tuple[Path, ...]:

@@ -8,6 +8,8 @@ A prompt the suite sends may hold one directive line::
     acp-conformance: write /abs/path/to/new.txt some text to write
     acp-conformance: run echo conformance
     acp-conformance: mcp conformance_echo
+    acp-conformance: think Some reasoning to show
+    acp-conformance: plan One step of a plan
 
 The suite's scripted model (`conformance/model_server.py`) reads the directive from the latest user message
 and answers with the tool call (to whichever of the agent's declared tools fits) or the text it names; the
@@ -20,14 +22,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 PREFIX = "acp-conformance:"
-VERBS = frozenset({"reply", "slow", "read", "write", "run", "mcp"})
+VERBS = frozenset({"reply", "slow", "read", "write", "run", "mcp", "think", "plan"})
 
 
 @dataclass(frozen=True)
 class Directive:
     verb: str  # one of VERBS
     path: str = ""  # read, write
-    text: str = ""  # reply text, write content, run command, mcp tool name
+    text: str = ""  # reply text, write content, run command, mcp tool name, thinking text, plan step
 
 
 def directive_line(verb: str, *args: str) -> str:
@@ -51,6 +53,8 @@ def parse_directive(text: str) -> Directive | None:
             found = Directive("reply", text=rest)
         elif verb == "slow":
             found = Directive("slow")
+        elif verb in ("think", "plan"):
+            found = Directive(verb, text=rest)
         elif verb == "read" and rest:
             found = Directive("read", path=rest)
         elif verb == "write" and rest:

@@ -6,11 +6,12 @@ Anthropic Messages API, so that any agent pointed at it (by its base-URL environ
         ...  # run the agent; every request lands in model.requests
 
 It is stateless: each answer is decided from the request body alone. The latest user prompt's directive
-(conformance/directives.py) says what to do: reply with text, stream slowly until the client hangs up (how a
-cancel looks from here), or make one call to whichever declared tool fits a read, a write, a command or an
-MCP tool — and once the conversation holds that call's result, say "Done: <result>". Like the real APIs it
-refuses (400, in the endpoint's error shape) a malformed body and a conversation whose tool calls and results
-do not pair up. Nothing an agent sends can stop the server: every failure is an answer or a closed connection.
+(conformance/directives.py) says what to do: reply with text (after some reasoning, for `think`), stream slowly
+until the client hangs up (how a cancel looks from here), or make one call to whichever declared tool fits a
+read, a write, a command, a plan or an MCP tool — and once the conversation holds that call's result, say "Done:
+<result>". Like the real APIs it refuses (400, in the endpoint's error shape) a malformed body and a conversation
+whose tool calls and results do not pair up. Nothing an agent sends can stop the server: every failure is an
+answer or a closed connection.
 """
 
 from __future__ import annotations
@@ -59,7 +60,10 @@ NAME_WORDS = {
     "read": ("read", "view", "cat", "open"),
     "write": ("write", "create", "save", "edit"),
     "run": ("bash", "shell", "exec", "run", "command", "terminal"),
+    "plan": ("todo", "plan", "task"),
 }
+# The property of a plan item that holds its words (the rest get their enum's first value or a neutral one).
+ITEM_TEXT_KEYS = ("content", "text", "title", "description", "task", "step", "name")
 _NEUTRAL: dict[str, Any] = {"string": "", "integer": 0, "number": 0, "boolean": False, "array": [], "object": {}}
 
 
@@ -144,6 +148,8 @@ def choose_call(directive: Directive, tools: list[tuple[str, dict[str, Any]]]) -
             return None
         name, schema = fits[0]
         return ToolCall(name, _fill(schema, {"text": "conformance"}))
+    if verb == "plan":
+        return _plan_call(directive.text or "Conformance step", tools)
     if verb not in NAME_WORDS:
         return None
     for name, schema in _by_name(tools, NAME_WORDS[verb]):
@@ -169,6 +175,21 @@ def choose_call(directive: Directive, tools: list[tuple[str, dict[str, Any]]]) -
     return None
 
 
+def _plan_call(step: str, tools: list[tuple[str, dict[str, Any]]]) -> ToolCall | None:
+    """A call to a plan (todo) tool with one item: the first array property whose items are objects gets one,
+    its text property set to `step` and every other required property its enum's first value or a neutral one."""
+    for name, schema in _by_name(tools, NAME_WORDS["plan"]):
+        for key, prop in _properties(schema).items():
+            items = prop.get("items") if isinstance(prop, dict) and "array" in _types(prop) else None
+            if not isinstance(items, dict) or "object" not in _types(items):
+                continue
+            text_key = _first_key(_properties(items), ITEM_TEXT_KEYS)
+            if text_key is None:
+                continue
+            return ToolCall(name, _fill(schema, {key: [_fill(items, {text_key: step})]}))
+    return None
+
+
 # --- deciding the answer -------------------------------------------------------------------------------------
 
 
@@ -177,6 +198,7 @@ class Answer:
     text: str = ""
     call: ToolCall | None = None
     slow: bool = False
+    thinking: str = ""  # reasoning streamed before the text (OpenAI `reasoning_content`, Anthropic thinking)
 
 
 def decide(dialect: str, body: Any, next_id: Callable[[], str]) -> tuple[Answer, str]:
@@ -189,6 +211,8 @@ def decide(dialect: str, body: Any, next_id: Callable[[], str]) -> tuple[Answer,
         return Answer(directive.text or DEFAULT_REPLY), ""
     if directive.verb == "slow":
         return Answer(slow=True), ""
+    if directive.verb == "think":
+        return Answer(DEFAULT_REPLY, thinking=directive.text or "Thinking it over."), ""
     if results:
         return Answer("Done: " + results[-1][:200]), ""
     call = choose_call(directive, declared_tools(dialect, body))
@@ -463,6 +487,9 @@ class _Handler(ModelHandler):
         else:
             reply["text"] = answer.text
             out_chars = len(answer.text)
+            if answer.thinking:
+                reply["thinking"] = answer.thinking
+                out_chars += len(answer.thinking)
         reply["usage"] = {"input": input_tokens, "output": _tokens(out_chars)}
         if not stream:
             if answer.slow:

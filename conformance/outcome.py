@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from conformance.requirements import BY_ID, Requirement
+from conformance.requirements import BY_ID, Requirement, Tier
 
 
 class Status(enum.Enum):
@@ -137,8 +137,15 @@ class Checks:
 def overall(req: Requirement, findings: list[Finding]) -> tuple[Status, list[Finding]]:
     """A requirement's status from all its findings: any FAIL fails it; else any PASS passes it; else NOT_TESTED
     if anything was left untested; else SKIPPED. No finding at all: SKIPPED for a `used:` gate (the agent never
-    did what the requirement is about), NOT_TESTED otherwise."""
+    did what the requirement is about), NOT_TESTED otherwise.
+
+    An INFORMATIONAL requirement is never failed: the spec is silent, so whatever its checks met — an error, no
+    answer, the agent gone — is an observation, reported as one (PASS, shown INFO) with everything it saw."""
     mine = [f for f in findings if f.rid == req.id]
+    if req.tier is Tier.INFORMATIONAL:
+        seen = [f for f in mine if f.status in (Status.PASS, Status.FAIL)]
+        if seen:
+            return Status.PASS, seen
     statuses = {f.status for f in mine}
     for status in (Status.FAIL, Status.PASS, Status.NOT_TESTED, Status.SKIPPED):
         if status in statuses:

@@ -7,15 +7,10 @@ requirements digest ama was built against; `docs/conformance.md` is their index 
 profile holds ama's context-meter contract (E, D, P, U ids, see docs/rules.md): reported apart, it never decides
 ACP conformance.
 
-Tiers (after the official ACP test kit's model):
-
-- MANDATORY: a MUST / MUST NOT. A FAIL, or a mandatory requirement no check could reach, makes the agent not
-  conformant.
-- CAPABILITY: applies only when the agent advertised (or, for `used:` gates, used) what gates it; then it must
-  hold, with the same weight as MANDATORY. Without the gate it is SKIPPED.
-- ADVISORY: a SHOULD, a lower-case recommendation, or an expectation derived from JSON-RPC. Reported, never
-  decides.
-- INFORMATIONAL: the spec is silent; the suite observes and records what the agent does.
+Tiers (after the official ACP test kit's model; the verdicts they make are conformance/report.py's): MANDATORY, a
+MUST / MUST NOT; CAPABILITY, the same where the agent advertised (or, for `used:` gates, used) what gates it, else
+SKIPPED; ADVISORY, a SHOULD or an expectation derived from JSON-RPC, reported only; INFORMATIONAL, the spec is
+silent: the suite records what the agent does, an observation and never a FAIL.
 
 Gates name a capability path in the `initialize` result (`loadSession`, `sessionCapabilities.resume`, …), a
 session-setup result field (`modes`, `configOptions`), an advertised auth method (`authMethods.agent`), or an
@@ -26,6 +21,9 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+
+from conformance.coverage_requirements import COVERAGE  # the coverage groups' ids (plain rows)
+from conformance.mcp_requirements import MCP_REOPEN  # the mcp-reopen group's ids (plain rows)
 
 
 class Tier(enum.Enum):
@@ -197,7 +195,8 @@ REGISTRY: tuple[Requirement, ...] = (
         "R48",
         C,
         "authentication",
-        "`authenticate` with an advertised agent method succeeds with an empty result.",
+        """`authenticate` with an advertised agent method succeeds with an empty result. (An error answer means a
+        sign-in the suite cannot give: the requirement is then untested, never failed.)""",
         "authMethods.agent",
     ),
     _r("R50", C, "authentication § logout", "An advertised `logout` works and answers `{}`.", "auth.logout"),
@@ -264,7 +263,8 @@ REGISTRY: tuple[Requirement, ...] = (
         "R71",
         A,
         "session usage (RFD)",
-        "After a load, the agent sends the session's current `usage_update`.",
+        """After a load, an agent that reports usage sends the session's current `usage_update` (with the replay
+        or after the response); one that never reports usage is not held to it.""",
         "loadSession",
     ),
     _r(
@@ -292,7 +292,8 @@ REGISTRY: tuple[Requirement, ...] = (
         "R77",
         A,
         "session usage (RFD)",
-        "After a resume, the agent sends the session's current `usage_update`.",
+        """After a resume, an agent that reports usage sends the session's current `usage_update`; one that never
+        reports usage is not held to it.""",
         "sessionCapabilities.resume",
     ),
     _r(
@@ -336,7 +337,7 @@ REGISTRY: tuple[Requirement, ...] = (
         C,
         "session setup § closing sessions",
         """`session/close` cancels the session's work as `session/cancel` would: a running prompt answers
-        `cancelled`, no later than the close response.""",
+        `cancelled` (before or after the close response: the spec orders neither), never an error.""",
         "sessionCapabilities.close",
     ),
     _r("R89", C, "session setup § closing sessions", "`session/close` answers `{}`.", "sessionCapabilities.close"),
@@ -582,7 +583,7 @@ REGISTRY: tuple[Requirement, ...] = (
         "A new session's first `usage_update` is not 0: it estimates what the first request will carry.",
         profile=U,
     ),
-)
+) + tuple(_r(rid, Tier(tier), section, text, gate) for rid, tier, section, text, gate in (*COVERAGE, *MCP_REOPEN))
 
 BY_ID: dict[str, Requirement] = {r.id: r for r in REGISTRY}
 

@@ -14,11 +14,12 @@ from typing import Any
 
 import anyio
 
+from ama_acp.client.errors import AgentExited, AgentStartError
 from conformance import groups as _groups  # noqa: F401  (registers every group)
-from conformance.agent import Agent
+from conformance.agent import Agent, AgentFailure
 from conformance.config import RunConfig
 from conformance.groups.base import GROUPS, Group, GroupContext, ModelView
-from conformance.outcome import Blocked, Checks, Finding, UnboundCheck, describe
+from conformance.outcome import Blocked, Checks, Finding, Status, UnboundCheck, describe
 from conformance.schema import WireValidator, load_validator, schema_path, stable_schema_path
 from conformance.values import obj
 from conformance.wire_checks import TRANSCRIPT_IDS, ClientView, TranscriptAnalyzer
@@ -56,6 +57,7 @@ class RunRecord:
     groups: list[GroupRecord] = field(default_factory=list)
     init: dict[str, Any] = field(default_factory=dict)  # the first initialize result seen
     seconds: float = 0.0
+    startup: str | None = None  # why the agent could not be initialized (then no group ran after it)
 
 
 _validators: tuple[WireValidator, WireValidator] | None = None
@@ -155,6 +157,65 @@ class _Selection:
         return tok in self.group.ids or tok.lower() in self.group.name.lower()
 
 
+def agent_record(agent: Agent, started: float) -> AgentRecord:
+    return AgentRecord(
+        agent.conn.ended_by,
+        agent.conn.returncode,
+        [{"dir": e.direction, "t": round(e.time - started, 4), "line": clip(e.raw)} for e in agent.conn.transcript],
+        agent.stderr,
+        agent.conn.dropped_lines,
+    )
+
+
+STARTUP = "start-up"  # the group name the start-up probe's findings carry
+
+
+async def startup_probe(config: RunConfig, env: dict[str, str]) -> tuple[Checks | None, GroupRecord, dict[str, Any]]:
+    """Start the agent once and initialize it, before any group: an agent that stays silent, dies at start or
+    refuses `initialize` is found in one request timeout, not once per group (each would wait out the same
+    silence). On success the probe leaves no finding (the groups judge everything) and returns the initialize
+    result; on failure `config.startup` holds the reason and the findings say what it blocked."""
+    started = time.monotonic()
+    record = GroupRecord(STARTUP, 0.0, None)
+    agent = Agent(config, env)
+    try:
+        with anyio.fail_after(config.timeouts.request + config.timeouts.exit + 10):  # a hung start, cut off
+            try:
+                await agent.start()
+                await agent.initialize()
+            except AgentStartError as exc:
+                config.startup.record(str(exc), exited=True, details=lambda: (None, ""))
+            except AgentFailure as exc:  # an error, or not an object: no session can be opened either
+                config.startup.record(
+                    f"initialize failed: {exc}", exited=False, details=lambda: (agent.conn.returncode, agent.stderr)
+                )
+            except (TimeoutError, AgentExited):
+                pass  # Agent.initialize recorded it
+            finally:
+                await agent.shutdown()
+    except TimeoutError:
+        config.startup.record(
+            "the agent did not start in time", exited=False, details=lambda: (agent.conn.returncode, agent.stderr)
+        )
+    record.seconds = round(time.monotonic() - started, 3)
+    if config.startup.failure is None:
+        return None, record, agent.init
+    record.agents.append(agent_record(agent, started))
+    record.stopped = config.startup.failure
+    checks = Checks(STARTUP, ("R36",), TRANSCRIPT_IDS)
+    if config.startup.exited:  # a command that cannot run (a bad config, a missing runtime): no protocol verdict
+        checks.untested("R36", config.startup.failure)
+    else:  # a live process that does not answer initialize, or answers it with an error: R36 is broken
+        checks.failed("R36", config.startup.failure)
+    return checks, record, agent.init
+
+
+def not_started(group: Group, reason: str) -> list[Finding]:
+    """The findings of a group the runner did not start because the agent could not be initialized: each of
+    its requirements (and the transcript checks, which had no transcript to read) NOT_TESTED with that reason."""
+    return [Finding(rid, Status.NOT_TESTED, reason, STARTUP) for rid in dict.fromkeys((*group.ids, *TRANSCRIPT_IDS))]
+
+
 async def run_group(
     group: Group, config: RunConfig, env: dict[str, str], model: ModelView | None
 ) -> tuple[Checks, GroupRecord, dict[str, Any]]:
@@ -185,18 +246,7 @@ async def run_group(
     for agent in ctx.agents:  # all closed by now (the exit stack); a transcript outlives its connection
         analyse(agent, checks)
         init = init or agent.init
-        record.agents.append(
-            AgentRecord(
-                agent.conn.ended_by,
-                agent.conn.returncode,
-                [
-                    {"dir": e.direction, "t": round(e.time - started, 4), "line": clip(e.raw)}
-                    for e in agent.conn.transcript
-                ],
-                agent.stderr,
-                agent.conn.dropped_lines,
-            )
-        )
+        record.agents.append(agent_record(agent, started))
     checks.close(stopped)
     record.seconds = round(time.monotonic() - started, 3)
     record.stopped = checks.stopped
@@ -208,10 +258,20 @@ async def run(config: RunConfig, env: dict[str, str], model: ModelView | None = 
     chosen = [g for g in selected(GROUPS, config.select) if g.profile in config.profiles]
     record = RunRecord()
     started = time.monotonic()
+    if chosen:
+        checks, group_record, init = await startup_probe(config, env)
+        if checks is not None:  # the agent could not be initialized: its findings, and its transcript
+            record.findings.extend(checks.findings)
+            record.groups.append(group_record)
+        record.init = init
     for group in chosen:
+        if config.startup.failure is not None:
+            record.findings.extend(not_started(group, config.startup.failure))
+            continue
         checks, group_record, init = await run_group(group, config, env, model)
         record.findings.extend(checks.findings)
         record.groups.append(group_record)
         record.init = record.init or init
     record.seconds = round(time.monotonic() - started, 3)
+    record.startup = config.startup.failure
     return record

@@ -13,6 +13,7 @@ import anyio
 from ama_acp.textsafe import one_line
 from conformance.config import RunConfig
 from conformance.groups.base import GROUPS, ModelView
+from conformance.placeholders import PlaceholderError, expand
 from conformance.report import as_json, outcomes, text, verdict
 from conformance.schema import SchemaUnavailable
 from conformance.wire_checks import TRANSCRIPT_IDS
@@ -37,15 +38,13 @@ def _model(config: RunConfig) -> Iterator[tuple[dict[str, str], ModelView | None
         env = dict(config.env)
         for name, template in config.model_env.items():
             try:
-                env[name] = template.format_map(values)
-            except (KeyError, ValueError, IndexError, AttributeError, TypeError) as exc:
-                raise ValueError(
-                    f"--model-env {name}={template!r}: unknown placeholder {exc} (known: {sorted(values)})"
-                ) from exc
+                env[name] = expand(template, values)
+            except PlaceholderError as exc:
+                raise ValueError(f"--model-env {name}={template!r}: {exc} (known: {sorted(values)})") from exc
         yield env, ModelView(lambda: list(model.requests))
 
 
-def execute(config: RunConfig, report_json: str | None) -> int:
+def execute(config: RunConfig, report_json: str | None, strict: bool = False) -> int:
     from conformance import runner
 
     try:
@@ -59,6 +58,8 @@ def execute(config: RunConfig, report_json: str | None) -> int:
     results = outcomes(record, config.profiles, ran)
     verdicts = [verdict(p, results) for p in config.profiles]
     sys.stdout.write(text(results, verdicts, record.seconds, partial=bool(config.select)))
+    if record.startup is not None:
+        sys.stdout.write(startup_text(config))
     if report_json:
         data = as_json(record, results, verdicts, config.command)
         Path(report_json).write_text(json.dumps(data, indent=1, ensure_ascii=False), encoding="utf-8")
@@ -70,4 +71,30 @@ def execute(config: RunConfig, report_json: str | None) -> int:
             + "\n"
         )
         return USAGE_ERROR
-    return 0 if all(v.conformant for v in verdicts) else 1
+    if config.startup.exited:  # the command could not run: like a command that is not found, not a verdict
+        return USAGE_ERROR
+    return max(v.exit_code(strict) for v in verdicts)  # NO VIOLATION FOUND exits 0 unless --strict
+
+
+STDERR_LINES = 20  # the lines of the agent's stderr a start-up failure shows
+
+
+def startup_text(config: RunConfig) -> str:
+    """Why no group ran: the reason, the agent's exit code and the last lines of its stderr (each made one safe
+    line: the agent wrote them, with whatever controls it liked). The JSON report keeps the whole tail."""
+    watch = config.startup
+    code = watch.returncode
+    lines = [
+        "",
+        f"The agent could not be initialized: {watch.failure}.",
+        "No further group ran: their requirements are NOT_TESTED for this one reason.",
+        f"exit code: {code if code is not None else 'unknown'}"
+        + ("" if watch.exited or code is None else " (it was still running when the suite closed it)"),
+    ]
+    tail = watch.stderr.splitlines()[-STDERR_LINES:]
+    if tail:
+        lines.append(f"its stderr (last {len(tail)} line{'s' if len(tail) != 1 else ''}):")
+        lines += ["  | " + one_line(line)[:500] for line in tail]
+    else:
+        lines.append("its stderr: empty")
+    return "\n".join(one_line(line) for line in lines) + "\n"

@@ -117,6 +117,8 @@ class TranscriptAnalyzer:
         self.embedded: set[str] = set()
         self.pending_create: dict[str, str] = {}  # agent request id -> sessionId of terminal/create
         self.permissions = 0
+        self.lines_in = 0  # lines the agent wrote (blank ones aside)
+        self.prompts_answered = 0
         self.stable_kinds = update_kinds(stable.schema)
         self.unstable_kinds = update_kinds(unstable.schema)
 
@@ -174,6 +176,7 @@ class TranscriptAnalyzer:
     def _in(self, raw: str) -> None:
         if not raw.strip():
             return
+        self.lines_in += 1
         try:
             msg = self.stable.parse_line(raw)
         except AssertionError as exc:
@@ -262,6 +265,7 @@ class TranscriptAnalyzer:
             self.replaying.discard(sid)
             self.ended.add(sid)  # no turn is running: nothing of a turn may follow until the next prompt
         elif method == "session/prompt" and isinstance(sid, str):
+            self.prompts_answered += 1
             self.prompting[sid] = max(0, self.prompting.get(sid, 0) - 1)
             if self.prompting[sid] == 0:
                 self.ended.add(sid)
@@ -411,13 +415,29 @@ class TranscriptAnalyzer:
             self.problem("R133", f"terminals never released: {unreleased}")
         self._report(ended_by, stderr)
 
+    def _vacuous(self, rid: str) -> str | None:
+        """Why `rid` had nothing to judge in this transcript (then it is NOT_TESTED here, never passed), or None."""
+        if rid in ("R1", "R3", "R4", "R6") and not self.lines_in:
+            return "the agent wrote nothing on stdout"
+        if rid in ("R11", "R12") and not self.answered:
+            return "the agent answered no request"
+        if rid == "R13" and not self.notified:
+            return "the client sent this agent no notification"
+        if rid == "R105" and not self.prompts_answered:
+            return "no prompt turn was answered"
+        return None
+
     def _report(self, ended_by: str | None, stderr: str) -> None:
         c = self.checks
         for rid in TRANSCRIPT_IDS:
             if rid in self.problems:
-                found = self.problems[rid]
+                found = list(dict.fromkeys(self.problems[rid]))  # each distinct problem once
                 more = f" (and {len(found) - 3} more)" if len(found) > 3 else ""
                 c.failed(rid, "; ".join(found[:3]) + more)
+            elif rid in ("R131", "R132"):
+                pass  # a pass needs a tool to have run without the capability: the tools-unoffered group decides
+            elif (why := self._vacuous(rid)) is not None:
+                c.untested(rid, why)
             elif rid == "R7":
                 if ended_by == "eof":
                     c.passed(rid, "exited on its own after stdin closed")
@@ -432,5 +452,5 @@ class TranscriptAnalyzer:
                 if self.permissions:
                     c.passed(rid, f"{self.permissions} permission request(s), option ids unique")
             else:
-                note = "; ".join(self.notes.get(rid, [])[:3])
+                note = "; ".join(list(dict.fromkeys(self.notes.get(rid, [])))[:3])  # each distinct note once
                 c.passed(rid, note)

@@ -1,5 +1,31 @@
 """The test groups. Importing this package registers every one of them in `base.GROUPS`, in run order."""
 
-from conformance.groups import lifecycle, options, persistence, tools, turns, usage
+from conformance.groups import (
+    coverage_auth,
+    coverage_config,
+    coverage_history,
+    coverage_listing,
+    coverage_wire,
+    lifecycle,
+    mcp_sessions,
+    options,
+    persistence,
+    tools,
+    turns,
+    usage,
+)
 
-__all__ = ["lifecycle", "options", "persistence", "tools", "turns", "usage"]
+__all__ = [
+    "coverage_auth",
+    "coverage_config",
+    "coverage_history",
+    "coverage_listing",
+    "coverage_wire",
+    "lifecycle",
+    "mcp_sessions",
+    "options",
+    "persistence",
+    "tools",
+    "turns",
+    "usage",
+]

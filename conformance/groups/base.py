@@ -96,6 +96,8 @@ class GroupContext:
             "write": "Create the file {0} with your file-writing tool, containing exactly: {1}",
             "run": "Run this shell command with your command tool and report its output: {0}",
             "mcp": "Call the MCP tool {0} with the text 'conformance'.",
+            "think": "Think it over step by step first, then reply in one short sentence. ({0})",
+            "plan": "Write a one-step plan with your planning (todo) tool, with this step: {0}",
         }[verb]
         return plain.format(*args, "", "") + "\n" + directive_line(verb, *args)
 

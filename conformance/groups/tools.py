@@ -16,6 +16,7 @@ from typing import Any
 
 from conformance.agent import Agent
 from conformance.groups.base import GroupContext, group
+from conformance.groups.mcp_sessions import MCP_AFTER_PROMPT_WAIT, start_wait  # bounded waits (mcp_sessions.py)
 
 MCP_SERVER = Path(__file__).resolve().parents[1] / "mcp_stdio_server.py"
 
@@ -97,10 +98,14 @@ async def tools_unoffered(ctx: GroupContext) -> None:
         await agent.prompt(sid, ctx.ask("read", str(source)))
         await agent.prompt(sid, ctx.ask("write", str(ctx.path("new.txt")), "text"))
         await agent.prompt(sid, ctx.ask("run", "echo conformance-unoffered"))
-    ran = bool(agent.conn.updates_for(sid, "tool_call"))
-    note = "tools ran without the client's fs and terminal" if ran else "no tool ran (its model called none)"
+    # The transcript checks fail R131/R132 on any fs/* or terminal/* call; a pass needs a tool to have run, or
+    # the agent never had the occasion to break them (a vacuous pass would hide an untested rule).
+    ran = bool(agent.conn.updates_for(sid, "tool_call")) or bool(agent.conn.requests_received)
     for rid in ("R131", "R132"):
-        c.passed(rid, note)
+        if ran:
+            c.passed(rid, "tools ran, none through the client's fs or terminal, which it did not offer")
+        else:
+            c.untested(rid, "no tool ran: the agent's model called none (run with --model-env)")
 
 
 def _mcp_server(ctx: GroupContext, name: str) -> tuple[dict[str, Any], Path]:
@@ -134,10 +139,11 @@ async def mcp(ctx: GroupContext) -> None:
     two, log_two = _mcp_server(ctx, "conformance-two")
     with c.at("R60"):
         sid, _ = await agent.new_session(mcp=[one, two])
-        connected = await agent.wait_for(lambda: "initialize" in _methods(log_one), ctx.config.timeouts.request)
+        connected = await agent.wait_for(lambda: "initialize" in _methods(log_one), start_wait(ctx))
         if not connected:  # some agents start servers lazily, at the first prompt
-            await agent.prompt(sid, ctx.ask("reply", "hello"))
-            connected = await agent.wait_for(lambda: "initialize" in _methods(log_one), ctx.config.timeouts.request)
+            with c.needs("R103"):  # a turn that never ends is R103's, not the MCP servers'
+                await agent.prompt(sid, ctx.ask("reply", "hello"))
+            connected = await agent.wait_for(lambda: "initialize" in _methods(log_one), MCP_AFTER_PROMPT_WAIT)
         c.check("R60", connected, f"the stdio MCP server got {_methods(log_one)[:4] or 'nothing'}")
     both = await agent.wait_for(lambda: "initialize" in _methods(log_two), 2.0)
     c.check("R62", both, f"the second server got {_methods(log_two)[:4] or 'nothing'}")

@@ -8,9 +8,10 @@ import time
 from typing import Any
 
 from ama_acp.client.connection import PendingRequest
-from conformance.agent import Agent, AgentFailure
+from ama_acp.client.handlers import RpcError
+from conformance.agent import TURN_KINDS, Agent, AgentFailure
 from conformance.groups.base import GroupContext, group
-from conformance.outcome import Blocked
+from conformance.outcome import Blocked, describe
 
 # A 1×1 transparent PNG and a tiny WAV: valid media, so an agent that accepts the block type can take them.
 _PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
@@ -25,7 +26,16 @@ async def prompt(ctx: GroupContext) -> None:
     c = ctx.checks
     agent, sid = await ctx.ready()
     with c.at("R103"):
-        result = await agent.prompt(sid, ctx.ask("reply", "conformance reply one"))
+        try:
+            result = await agent.prompt(sid, ctx.ask("reply", "conformance reply one"))
+        except AgentFailure as exc:
+            if not isinstance(exc.__cause__, RpcError):
+                raise
+            # An error answers the prompt: the turn did not run (its model unreachable, a sign-in, a quota), which
+            # ACP allows. What R103 asks of a turn that runs could not be seen.
+            reason = f"{exc} (the agent could not run a turn: is its model reachable? see --model-env)"
+            c.untested("R103", reason)
+            raise Blocked("R103", reason) from exc
         stop = result.get("stopReason")
         c.check("R103", stop in _STOPS, f"the turn ended with stopReason {stop!r}")
     link = ctx.file("linked.txt", "a file the prompt links to\n")
@@ -73,12 +83,33 @@ async def prompt(ctx: GroupContext) -> None:
         )
 
 
-def raced(sent: float) -> bool:
-    """Whether a turn that did not end `cancelled` plausibly finished before it read the cancel: its response
-    came within a second of it. (A fast agent writes whole bursts of a turn in a millisecond, so the updates that
-    follow a cancel say nothing.) An agent that goes on working after a cancel of the scripted model's slow
-    answer takes far longer than that, and is failed, not excused."""
-    return time.monotonic() - sent < 1.0
+RACE = 1.0  # seconds after a cancel within which a turn's ordinary end may have been on its way already
+SETTLE_QUIET = 0.5  # after a cancelled turn's response: this long without a line from the agent ends the wait …
+SETTLE_MAX = 3.0  # … which lasts this long at most
+
+
+def raced(sent: float, stop: object) -> bool:
+    """Whether a turn that did not end `cancelled` may be excused: it ended with a result — a valid stop reason,
+    the only outcome besides `cancelled` that can have been on its way when the cancel arrived — within a second
+    of the cancel. (A fast agent writes whole bursts of a turn in a millisecond, so the updates that follow a
+    cancel say nothing.) An error, or a result that comes later, is never excused: an agent that goes on working
+    after a cancel of the scripted model's slow answer takes far longer than that."""
+    return stop in _STOPS and stop != "cancelled" and time.monotonic() - sent < RACE
+
+
+async def settle(agent: Agent) -> None:
+    """After a cancelled turn's response, wait until the agent has been quiet for a while (bounded), so that
+    chunks of the turn it still sends arrive before anything else starts: the transcript checks (R105) then
+    see them on every run, not only when they happen to beat the next request."""
+
+    def quiet() -> bool:
+        last = max((e.time for e in agent.conn.transcript if e.direction == "in"), default=0.0)
+        return time.monotonic() - last >= SETTLE_QUIET
+
+    try:
+        await agent.wait_for(quiet, SETTLE_MAX)
+    except Exception:  # noqa: BLE001 - the agent gone: nothing more can come, which is all this waits for
+        return
 
 
 async def running_turn(ctx: GroupContext, agent: Agent, sid: str) -> PendingRequest:
@@ -87,8 +118,16 @@ async def running_turn(ctx: GroupContext, agent: Agent, sid: str) -> PendingRequ
     mark = agent.mark()
     with ctx.checks.needs("R103"):
         pending = await agent.start_prompt(sid, ctx.slow_prompt)
-        await agent.turn_started(sid, mark)
+        # The turn shows it runs (an update, a permission request), or it has already ended: no use waiting on.
+        await agent.wait_for(
+            lambda: pending.done or bool(agent.updates_since(mark, sid, TURN_KINDS)) or bool(agent.held),
+            ctx.config.timeouts.turn_start,
+        )
     if pending.done:
+        try:
+            await agent.finish(pending)
+        except Exception as exc:  # the turn could not run at all: an error answer, the agent gone (R103's business)
+            raise Blocked("R103", describe(exc)) from exc
         raise Blocked("R103", "the turn ended before it could be cancelled: pass a longer --cancel-prompt")
     return pending
 
@@ -120,13 +159,14 @@ async def cancel(ctx: GroupContext) -> None:
             stop = result.get("stopReason")
             if stop == "cancelled":
                 c.passed("R110", "the cancelled turn ended with stopReason 'cancelled'")
-            elif raced(sent):
+            elif raced(sent, stop):
                 c.untested(
                     "R110",
                     f"the turn ended ({stop!r}) as the cancel arrived, a race the spec leaves open: give a longer --cancel-prompt",
                 )
             else:
                 c.failed("R110", f"the turn went on after the cancel and ended with stopReason {stop!r}")
+        await settle(agent)  # late chunks of the cancelled turn: R105
     # A second prompt while a turn runs: the spec is silent; what happens is recorded.
     pending = await running_turn(ctx, agent, sid)
     with c.at("R107"):

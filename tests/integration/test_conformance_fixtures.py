@@ -98,6 +98,8 @@ def test_each_broken_fixture_fails_exactly_its_rule(runs, name):
     assert not verdict["conformant"] and rule in verdict["failed"]
     assert f"NOT CONFORMANT — failed {rule}" in stdout
     # The JSON record keeps the transcript and stderr of each group where the rule failed.
-    failing = {f["group"] for r in report["requirements"] if r["id"] == rule for f in r["findings"] if f["status"] == "FAIL"}
+    failing = {
+        f["group"] for r in report["requirements"] if r["id"] == rule for f in r["findings"] if f["status"] == "FAIL"
+    }
     groups = [g for g in report["groups"] if g["name"] in failing]
     assert groups and all("transcript" in a and "stderr" in a for g in groups for a in g["agents"])

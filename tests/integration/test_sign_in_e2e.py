@@ -198,7 +198,9 @@ def test_the_conformance_suite_signs_in_and_reports_a_sign_in_it_cannot_give_as_
          sys.executable, "-m", "ama_acp", "--mode", "acp", "--data-dir", str(tmp_path / "data")],
         capture_output=True, text=True, timeout=120, env=env, cwd=Path(__file__).resolve().parents[2],
     )  # fmt: skip
-    assert out.returncode == 1, out.stdout + out.stderr
+    # Untested is not a failure (issue 26): NO VIOLATION FOUND, exit 0, naming the one cause; --strict exits 1.
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "NO VIOLATION FOUND" in out.stdout and "needs sign-in" in out.stdout
     r33 = next(r for r in json.loads(report.read_text())["requirements"] if r["id"] == "R33")
     assert r33["status"] == "NOT_TESTED"
     assert "authenticate 'ama-credentials' answered -32000" in r33["findings"][0]["detail"]

@@ -200,7 +200,7 @@ def test_a_bad_k_expression_is_a_usage_error_before_any_agent(expr: str, capsys:
 # --- --model-env placeholders (the scripted model starts; the error comes before any agent) ----------------------
 
 
-@pytest.mark.parametrize("template", ["{nope}/v1", "{0}", "{", "{url[999]}", "{url.nope}"])
+@pytest.mark.parametrize("template", ["{nope}/v1", "{0}", "{url[999]}", "{url.nope}", "{{ {"])
 def test_an_unknown_model_env_placeholder_is_a_usage_error(template: str, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["-k", "initialize", "--model-env", f"OPENAI_BASE_URL={template}", "--", *agent_command()]
     assert main(argv) == USAGE_ERROR
@@ -224,7 +224,8 @@ def test_a_check_bound_to_an_undeclared_id_is_the_suites_error_not_a_verdict(
     fake = Group("acp-conformance-test-typo", ("R36",), typo)
     GROUPS.append(fake)
     try:
-        assert main(["-k", fake.name, "--", *AGENT]) == USAGE_ERROR
+        # the conforming fixture: the run's start-up probe (runner.startup_probe) initializes it before any group
+        assert main(["-k", fake.name, "--", *agent_command()]) == USAGE_ERROR
     finally:
         GROUPS.remove(fake)
     out, err = capsys.readouterr()

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conformance.outcome import Blocked, Checks, Finding, Status, UnboundCheck, describe, overall
-from conformance.report import Outcome, outcomes, text, verdict
+from conformance.report import WIDTH, Kind, Outcome, as_json, outcomes, text, verdict
 from conformance.requirements import BY_ID, REGISTRY, Profile, Requirement, Tier
 from conformance.runner import RunRecord
 from tests.support.hypothesis_profiles import examples
@@ -193,19 +193,88 @@ def test_all_passed_is_conformant() -> None:
     v = verdict(Profile.ACP, [outcome("R1", Tier.MANDATORY, Status.PASS), outcome("R2", Tier.ADVISORY, Status.PASS)])
     assert v.conformant and v.failed == [] and v.untested == []
     assert v.counts == {"PASS": 2, "FAIL": 0, "SKIPPED": 0, "NOT_TESTED": 0}
-    assert v.line.startswith("ACP v1: CONFORMANT (2 pass")
+    assert v.line.startswith("ACP v1: CONFORMANT (2 pass") and v.kind is Kind.CONFORMANT
 
 
 @pytest.mark.parametrize("tier", [Tier.MANDATORY, Tier.CAPABILITY])
-def test_an_untested_deciding_requirement_is_not_conformant(tier: Tier) -> None:
-    v = verdict(Profile.ACP, [outcome("R1", Tier.MANDATORY, Status.PASS), outcome("R2", tier, Status.NOT_TESTED)])
-    assert not v.conformant and v.untested == ["R2"] and v.failed == []
+def test_an_untested_deciding_requirement_is_no_violation_found_and_exits_0_unless_strict(tier: Tier) -> None:
+    v = verdict(
+        Profile.ACP,
+        [outcome("R1", Tier.MANDATORY, Status.PASS), outcome("R2", tier, Status.NOT_TESTED, detail="no model")],
+    )
+    assert v.kind is Kind.NO_VIOLATION and not v.conformant and v.untested == ["R2"] and v.failed == []
+    assert v.exit_code() == 0 and v.exit_code(strict=True) == 1
+    assert v.line.startswith("ACP v1: NO VIOLATION FOUND — not tested R2: no model (")
 
 
 @pytest.mark.parametrize("tier", [Tier.MANDATORY, Tier.CAPABILITY])
 def test_a_failed_deciding_requirement_is_not_conformant(tier: Tier) -> None:
-    v = verdict(Profile.ACP, [outcome("R1", tier, Status.FAIL)])
-    assert not v.conformant and v.failed == ["R1"]
+    v = verdict(Profile.ACP, [outcome("R1", tier, Status.FAIL), outcome("R2", tier, Status.NOT_TESTED, detail="x")])
+    assert v.kind is Kind.NOT_CONFORMANT and not v.conformant and v.failed == ["R1"]
+    assert v.exit_code() == 1 and v.exit_code(strict=True) == 1
+    assert v.line.startswith("ACP v1: NOT CONFORMANT — failed R1; not tested R2: x (")
+
+
+def test_conformant_exits_0_strict_or_not() -> None:
+    v = verdict(Profile.ACP, [outcome("R1", Tier.MANDATORY, Status.PASS), outcome("R2", Tier.ADVISORY, Status.FAIL)])
+    assert v.kind is Kind.CONFORMANT and v.exit_code() == 0 and v.exit_code(strict=True) == 0
+
+
+def test_untested_ids_are_grouped_under_the_one_reason_that_blocked_them() -> None:
+    """The verdict names the cause, not a list of 30 ids (made-up ids T200–T229, which name no rule): one reason goes on the verdict line itself; several
+    each get a line under it with the ids they blocked (named up to a few, then counted)."""
+    signin = "stopped at R33: session/new needs sign-in (give --auth-method, or configure the agent)"
+    many = [outcome(f"T{n}", Tier.MANDATORY, Status.NOT_TESTED, detail=signin) for n in range(200, 230)]
+    one = verdict(Profile.ACP, [outcome("R1", Tier.MANDATORY, Status.PASS), *many])
+    assert one.causes == {signin: [f"T{n}" for n in range(200, 230)]}
+    assert one.lines == [one.line]
+    assert f": {signin}" in one.line and "T200, T201" in one.line and "(30 in all)" in one.line
+    assert "T229" not in one.line
+    model = outcome("R54", Tier.MANDATORY, Status.NOT_TESTED, detail="the model called no tool: run with --model-env")
+    unreached = Outcome(req("R55"), Status.NOT_TESTED, [])
+    two = verdict(Profile.ACP, [*many, model, unreached])
+    assert "32 not tested, for 3 reasons:" in two.line
+    assert two.lines[1:] == [
+        f"  not tested T200, T201, T202, T203, T204, T205, T206, T207, … (30 in all): {signin}",
+        "  not tested R54: the model called no tool: run with --model-env",
+        "  not tested R55: no check reached it",
+    ]
+
+
+def test_the_usage_profile_has_its_own_words() -> None:
+    met = verdict(Profile.USAGE, [outcome("E1", Tier.MANDATORY, Status.PASS, Profile.USAGE)])
+    untested = verdict(Profile.USAGE, [outcome("E1", Tier.MANDATORY, Status.NOT_TESTED, Profile.USAGE, detail="d")])
+    assert met.line.startswith("usage profile (ama's context-meter contract): ALL PASS")
+    assert untested.line.startswith("usage profile (ama's context-meter contract): NO VIOLATION FOUND")
+
+
+def test_an_informational_requirement_is_an_observation_whatever_its_checks_said() -> None:
+    """R44/R8 when the agent is silent or dies: what was seen is recorded, never a FAIL."""
+    informational = req("R44", Tier.INFORMATIONAL)
+    status, mine = overall(informational, [f("R44", Status.FAIL, "no answer"), f("R44", Status.PASS, "a result")])
+    assert status is Status.PASS and [x.detail for x in mine] == ["no answer", "a result"]
+    o = Outcome(informational, status, mine)
+    assert o.label == "INFO"
+    assert overall(informational, [f("R44", Status.NOT_TESTED, "blocked")])[0] is Status.NOT_TESTED
+    record = RunRecord(findings=[f("R8", Status.FAIL, "the agent died on a batch")])
+    results = outcomes(record, (Profile.ACP,))
+    row = next(o for o in results if o.req.id == "R8")
+    assert row.status is Status.PASS and row.label == "INFO"
+    data = as_json(record, results, [verdict(Profile.ACP, results)], ["agent"])
+    shown = next(r for r in data["requirements"] if r["id"] == "R8")
+    assert shown["label"] == "INFO" and [x["status"] for x in shown["findings"]] == ["PASS"]
+    assert "FAIL     R8 " not in text(results, [verdict(Profile.ACP, results)], 0.0, partial=False)
+
+
+def test_the_json_verdict_carries_the_verdict_and_its_reasons() -> None:
+    results = [
+        outcome("R1", Tier.MANDATORY, Status.PASS),
+        outcome("R54", Tier.MANDATORY, Status.NOT_TESTED, detail="no tool ran"),
+    ]
+    data = as_json(RunRecord(), results, [verdict(Profile.ACP, results)], ["agent"])
+    (v,) = data["verdicts"]
+    assert v["verdict"] == "NO VIOLATION FOUND" and v["conformant"] is False
+    assert v["notTested"] == ["R54"] and v["notTestedBecause"] == [{"reason": "no tool ran", "ids": ["R54"]}]
 
 
 def test_a_skipped_capability_is_conformant() -> None:
@@ -251,7 +320,7 @@ def test_outcomes_over_the_registry_follow_the_findings() -> None:
 def test_outcome_detail_and_label() -> None:
     o = Outcome(BY_ID["R8"], Status.PASS, [f("R8", Status.PASS, d) for d in ("a", "b", "a", "c", "d", "")])
     assert o.label == "INFO"  # an informational requirement is observed, not passed
-    assert o.detail == "a; b (+2 more)"
+    assert o.details == ["a", "b", "c", "d"] and o.detail == "a; b; c; d"  # each distinct detail once
     assert Outcome(BY_ID["R1"], Status.NOT_TESTED, []).label == "UNTESTED"
     assert Outcome(BY_ID["R1"], Status.SKIPPED, []).label == "SKIP"
 
@@ -291,7 +360,7 @@ def test_text_report_has_one_line_per_requirement_grouped_by_tier_and_names_fail
     assert list(rows) == [
         o.req.id for o in sorted(results, key=lambda o: (o.req.profile.value != "acp", list(Tier).index(o.req.tier)))
     ]
-    assert rows["R3"].startswith("FAIL") and "a line with a raw newline" in rows["R3"]
+    assert rows["R3"].startswith("FAIL") and "a line with a raw newline" in report
     assert rows["R8"].startswith("INFO")
     assert rows["R133"].startswith("SKIP") and "[used:terminal]" in rows["R133"]
 
@@ -304,7 +373,8 @@ def test_text_report_has_one_line_per_requirement_grouped_by_tier_and_names_fail
         for o in results
         if o.req.profile is Profile.ACP and o.req.tier.decides and o.status is Status.NOT_TESTED
     ]
-    assert untested and all(re.search(rf"\b{re.escape(r)}\b", acp_line.split("not tested ", 1)[1]) for r in untested)
+    # Every one went untested for the same reason (no check reached it): named once, the ids counted.
+    assert untested and f"not tested {untested[0]}, " in acp_line and f"({len(untested)} in all): no check" in acp_line
     assert any(line.startswith("usage profile") and "failed E1" in line for line in lines)
     assert lines[-1] == "finished in 12.3 s"
     assert "(a partial run" not in report
@@ -334,3 +404,59 @@ def test_a_sign_in_the_suite_cannot_give_is_untested_not_failed() -> None:
         raise SignInNeeded("session/new needs sign-in; authenticate 'x' answered -32000: run setup")
     assert [(f.rid, f.status) for f in c.findings] == [("R33", Status.NOT_TESTED)]
     assert "--auth-method" in c.findings[0].detail
+
+
+def test_the_text_report_shows_the_whole_requirement_text_wrapped_and_each_detail_once() -> None:
+    long_req = BY_ID["R7"]  # a text of several hundred characters
+    details = ["the same note", "the same note", "another " + "word " * 80]
+    o = Outcome(long_req, Status.FAIL, [f("R7", Status.FAIL, d, group=g) for d, g in zip(details, "abc", strict=True)])
+    report = text([o], [verdict(Profile.ACP, [o])], 0.0, partial=False)
+    lines = report.splitlines()
+    assert all(len(line) <= WIDTH for line in lines)
+    start = next(i for i, line in enumerate(lines) if line.startswith("FAIL     R7 "))
+    block = []
+    for line in lines[start:]:
+        if block and not line.startswith(" " * 17):
+            break
+        block.append(line)
+    words = " ".join(line[17:].strip() for line in block)
+    assert long_req.text in words  # the whole text, not cut
+    assert words.count("the same note") == 1 and "word word" in words
+
+
+def test_ids_blocked_behind_an_untested_requirement_share_its_reason() -> None:
+    """A group stopped at R33, when R33 itself could not be tested (a sign-in), is blocked for R33's reason: one
+    reason on the verdict line, not one per group."""
+    signin = "SignInNeeded: session/new needs sign-in (give --auth-method, or configure the agent)"
+    results = [
+        outcome("R33", Tier.MANDATORY, Status.NOT_TESTED, detail=signin),
+        outcome("R53", Tier.MANDATORY, Status.NOT_TESTED, detail="stopped at R33: SignInNeeded: needs sign-in"),
+        outcome("R110", Tier.MANDATORY, Status.NOT_TESTED, detail="stopped at R103: the turn could not run"),
+        outcome("R103", Tier.MANDATORY, Status.NOT_TESTED, detail="stopped at R33: another wording of it"),
+        outcome("R66", Tier.CAPABILITY, Status.NOT_TESTED, detail="stopped at R36: no answer"),
+        outcome("R36", Tier.MANDATORY, Status.FAIL, detail="no answer"),
+    ]
+    v = verdict(Profile.ACP, results)
+    assert v.causes == {signin: ["R33", "R53", "R110", "R103"], "stopped at R36: no answer": ["R66"]}
+    loop = [
+        outcome("R1", Tier.MANDATORY, Status.NOT_TESTED, detail="stopped at R2: a"),
+        outcome("R2", Tier.MANDATORY, Status.NOT_TESTED, detail="stopped at R1: b"),
+    ]
+    assert sorted(verdict(Profile.ACP, loop).untested) == ["R1", "R2"]  # a cycle ends, it does not recurse
+
+
+def test_a_partial_run_leaves_out_transcript_checks_with_nothing_to_judge() -> None:
+    """With -k, a transcript rule no selected group gave anything to judge is left out, not shown untested; one a
+    selected group owns (R131 of tools-unoffered) stays, with its reason."""
+    findings = [
+        f("R13", Status.NOT_TESTED, "the client sent this agent no notification", group="versions"),
+        f("R4", Status.PASS, group="versions"),
+        f("R37", Status.PASS, group="versions"),
+        f("R131", Status.NOT_TESTED, "no tool ran", group="tools-unoffered"),
+    ]
+    ran = {"R37", "R13", "R4", "R131", "R132"}
+    ids = [o.req.id for o in outcomes(RunRecord(findings=findings), (Profile.ACP,), ran)]
+    assert "R13" not in ids and "R132" not in ids
+    assert {"R4", "R37", "R131"} <= set(ids)
+    whole = [o.req.id for o in outcomes(RunRecord(findings=findings), (Profile.ACP,))]
+    assert "R13" in whole and "R132" in whole

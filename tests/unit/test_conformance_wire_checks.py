@@ -121,6 +121,7 @@ def test_a_clean_transcript_passes_every_rule_it_could_judge() -> None:
     }
     lines: list[Line] = [
         *opened(),
+        ("out", note("_acp_conformance/notice", {})),
         prompt(2),
         ("in", chunk()),
         ("in", tool_call("t1", locations=[{"path": "/work/a.txt"}])),
@@ -138,14 +139,61 @@ def test_a_clean_transcript_passes_every_rule_it_could_judge() -> None:
     ]
     _, findings = analyse(lines, stderr="a log line\n")
     assert [f for f in findings if f.status is not Status.PASS] == []
-    assert {f.rid for f in findings} == set(TRANSCRIPT_IDS)  # terminals, permissions and the exit all judged
+    # terminals, permissions and the exit all judged; R131/R132 are passed by the group that offers nothing
+    assert {f.rid for f in findings} == set(TRANSCRIPT_IDS) - {"R131", "R132"}
 
 
 def test_rules_with_nothing_to_judge_stay_silent() -> None:
     _, findings = analyse(opened(), ended_by=None)
     silent = set(TRANSCRIPT_IDS) - {f.rid for f in findings}
-    assert silent == {"R7", "R133", "R134", "R136"}
-    assert all(f.status is Status.PASS for f in findings)
+    assert silent == {"R7", "R131", "R132", "R133", "R134", "R136"}
+    untested = {f.rid: f.detail for f in findings if f.status is Status.NOT_TESTED}
+    assert untested == {"R13": "the client sent this agent no notification", "R105": "no prompt turn was answered"}
+    assert all(f.status is Status.PASS for f in findings if f.rid not in untested)
+
+
+@pytest.mark.parametrize(
+    ("lines", "vacuous"),
+    [
+        ([], {"R1", "R3", "R4", "R6", "R11", "R12", "R13", "R105"}),  # the agent wrote nothing at all
+        (
+            [("out", req(0, "initialize", {"protocolVersion": 1}))],
+            {"R1", "R3", "R4", "R6", "R11", "R12", "R13", "R105"},
+        ),
+        ([("out", note("session/cancel", {"sessionId": SID}))], {"R1", "R3", "R4", "R6", "R11", "R12", "R105"}),
+    ],
+)
+def test_rules_about_what_the_agent_wrote_are_untested_not_passed_when_it_wrote_nothing(
+    lines: list[Line], vacuous: set[str]
+) -> None:
+    """No vacuous PASS: an agent that wrote nothing, or answered nothing, or was sent no notification, has not
+    shown R1/R3/R4/R6, R11/R12 or R13 — the transcript leaves them NOT_TESTED, saying why."""
+    _, findings = analyse(lines, ended_by=None)
+    assert {f.rid for f in findings if f.status is Status.NOT_TESTED} == vacuous
+    assert not [f for f in findings if f.status is Status.PASS and f.rid in vacuous]
+
+
+def test_r131_r132_are_never_passed_by_the_transcript_only_failed() -> None:
+    """Whether a tool ran without the capability is the tools-unoffered group's to say; the transcript only
+    fails a call the client did not offer."""
+    ran = [
+        *opened(),
+        prompt(2),
+        ("in", tool_call("t1")),
+        ("in", tool_update("t1")),
+        ("in", res(2, {"stopReason": "end_turn"})),
+    ]
+    _, findings = analyse(ran, client=BARE)
+    assert not [f for f in findings if f.rid in ("R131", "R132")]
+    call = ("in", req(100, "fs/read_text_file", {"sessionId": SID, "path": "/work/a.txt"}))
+    assert "R131" in failing([*opened(), prompt(2), call], client=BARE)
+
+
+def test_a_repeated_problem_or_note_is_reported_once() -> None:
+    bad = ("in", req(100, "fs/read_text_file", {"sessionId": SID, "path": "rel.txt"}))
+    found = finding([*opened(), prompt(2), bad, bad, bad], "R30")
+    assert found is not None and found.status is Status.FAIL
+    assert found.detail.count("rel.txt") == 1 and "more" not in found.detail
 
 
 # --- framing and envelope: R1, R3, R4, R6 ---------------------------------------------------------------------

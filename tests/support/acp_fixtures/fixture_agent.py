@@ -107,6 +107,9 @@ MODELS: dict[str, tuple[str, int | None, float | None]] = {
     "nowindow": ("No window", None, None),
 }
 MODEL_ORDERS = ("options-first", "usage-first")
+AUTH_METHOD = "fixture-login"  # --auth: the one agent auth method
+# --persist: the update kinds of a turn that a load replays (the shapes of the live turn, ids included)
+REPLAYED = frozenset({"agent_message_chunk", "agent_thought_chunk", "tool_call", "tool_call_update", "plan"})
 TOKENS_PER_TURN = 20_000
 PERMISSION_OPTIONS = [
     {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
@@ -119,6 +122,7 @@ SLOW_LIMIT = 60.0  # a `slow` turn nobody cancels ends by itself after this long
 POLL = 0.05  # how often a wait for a client reply looks at the turn's cancel flag
 CANCEL_GRACE = 10.0  # how long a cancelled turn still waits for a reply it asked for before giving up on it
 CLOSE_WAIT = 30.0  # how long session/close waits for the turn it cancelled to answer
+CLOSE_FIRST_LEAD = 0.05  # --close-answers-first: how long after the close response the turn is cancelled
 EOF_WAIT = 5.0  # at stdin EOF, how long the cancelled turns get to finish
 MCP_TIMEOUT = 10.0  # one MCP handshake step or tool call
 OUTPUT_CAP = 64 * 1024  # characters of command output put into an update
@@ -440,6 +444,8 @@ class Turn:
     request_id: Any
     cancelled: threading.Event = field(default_factory=threading.Event)
     done: threading.Event = field(default_factory=threading.Event)
+    text: str = ""  # the prompt's text (kept with --persist)
+    closed: bool = False  # cancelled by session/close rather than session/cancel
 
 
 @dataclass
@@ -453,6 +459,9 @@ class Session:
     turn: Turn | None = None
     mcp: list[McpServer] = field(default_factory=list)
     _calls: Iterator[int] = field(default_factory=lambda: itertools.count(1))
+    # --persist: per finished turn, the user's text and the turn's updates (chunks, tool calls), replayed on load
+    history: list[dict[str, Any]] = field(default_factory=list)
+    said: list[dict[str, Any]] = field(default_factory=list)  # the updates of the running turn
 
     def new_call_id(self) -> str:
         return f"call-{next(self._calls)}"
@@ -567,6 +576,13 @@ class Agent:
         self.title: str | None = None  # --title TEXT: a session_info_update with it as each session opens
         self.huge_size = 65 * 1024 * 1024
         self.models = models  # None, or the order of a model change's updates (MODEL_ORDERS)
+        self.persist: str | None = None  # --persist DIR: sessions kept there, loadSession and resume advertised
+        self.load_usage = "after"  # --load-usage: the usage_update after the load/resume response, or "before" it
+        self.auth: str | None = None  # --auth ok|error: an agent auth method, and how authenticate answers
+        self.close_answers_first = False  # --close-answers-first
+        self.close_error = False  # --close-error
+        self.late_after_cancel: float | None = None  # --late-after-cancel SECONDS
+        self.prompt_error = False  # --prompt-error
         self.wire = Wire(stdout)
         self.client = Outbound(self.wire.send, "client")
         self.caps = ClientCaps()
@@ -581,6 +597,9 @@ class Agent:
             "session/set_mode": self.set_mode,
             "session/set_config_option": self.set_config_option,
             "session/close": self.session_close,
+            "session/load": self.session_load,
+            "session/resume": self.session_resume,
+            "authenticate": self.authenticate,
         }
 
     # --- writing ----------------------------------------------------------------------------------
@@ -592,6 +611,9 @@ class Agent:
         self.wire.send({"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}})
 
     def update(self, session_id: str, update: dict[str, Any]) -> None:
+        session = self.sessions.get(session_id)
+        if session is not None and session.turn is not None and update.get("sessionUpdate") in REPLAYED:
+            session.said.append(update)  # kept for a replay (--persist)
         self.wire.send(
             {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": session_id, "update": update}}
         )
@@ -741,12 +763,12 @@ class Agent:
         return {
             "protocolVersion": version if "echo-version" in self.breaks else PROTOCOL_VERSION,
             "agentCapabilities": {
-                "loadSession": False,
+                "loadSession": self.persist is not None,
                 "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
                 "mcpCapabilities": {"http": False, "sse": False},
-                "sessionCapabilities": {"close": {}},
+                "sessionCapabilities": {"close": {}, "resume": {}} if self.persist is not None else {"close": {}},
             },
-            "authMethods": [],
+            "authMethods": [{"id": AUTH_METHOD, "name": "Fixture sign-in"}] if self.auth is not None else [],
             "agentInfo": ESCAPES_INFO if self.escapes else AGENT_INFO,
         }
 
@@ -799,6 +821,8 @@ class Agent:
                 session.mcp.append(server)
         with self.lock:
             self.sessions[session.id] = session
+        if self.persist is not None:
+            self.save(session)
         result: dict[str, Any] = {
             "sessionId": session.id,
             "modes": mode_state(session.mode),
@@ -853,6 +877,8 @@ class Agent:
             self.stop_children(list(self.children))
             os._exit(3)
         session = self.session_for(params)
+        if self.prompt_error:  # --prompt-error: as an agent whose model cannot be reached
+            raise RpcError(INTERNAL_ERROR, "the model at http://127.0.0.1:9/v1 cannot be reached")
         text = prompt_text(params.get("prompt"))
         with self.lock:
             if self.sessions.get(session.id) is not session:  # closed since it was looked up
@@ -861,7 +887,8 @@ class Agent:
                 raise RpcError(
                     INVALID_PARAMS, "a prompt turn is already running in this session; cancel it or wait for its end"
                 )
-            turn = session.turn = Turn(rid)
+            turn = session.turn = Turn(rid, text=text)
+            session.said = []
         directive = parse_directive(text)
         self.spawn(lambda: self.run_turn(session, turn, directive), "turn")
 
@@ -913,6 +940,18 @@ class Agent:
         if session is None:
             raise RpcError(INVALID_PARAMS, f"unknown session {shown(sid)}")
         if turn is not None:
+            turn.closed = True
+            if self.close_answers_first:  # --close-answers-first: {} goes out first, the cancelled turn's answer after
+                self.respond(rid, {})
+
+                def later() -> None:
+                    time.sleep(CLOSE_FIRST_LEAD)
+                    turn.cancelled.set()
+                    turn.done.wait(CLOSE_WAIT)
+                    self.stop_children([s.proc for s in session.mcp])
+
+                self.spawn(later, "session-close")
+                return
             turn.cancelled.set()  # exactly as session/cancel would
 
         def finish() -> dict[str, Any]:
@@ -923,6 +962,80 @@ class Agent:
             return {}
 
         self.spawn(lambda: self.guarded(rid, finish), "session-close")
+
+    # --- --auth, --persist ---------------------------------------------------------------------------
+
+    def authenticate(self, rid: Any, params: dict[str, Any]) -> dict[str, Any]:
+        method = params.get("methodId")
+        if self.auth is None:  # no sign-in offered: the method is not there, as before --auth existed
+            raise RpcError(METHOD_NOT_FOUND, "Method not found: authenticate")
+        if method != AUTH_METHOD:
+            raise RpcError(INVALID_PARAMS, f"unknown auth method {shown(method)}")
+        if self.auth == "error":  # a sign-in that needs what no client of the suite has
+            raise RpcError(INTERNAL_ERROR, "Sign-in needs a browser: run `fixture login` first")
+        return {}
+
+    def _path(self, sid: str) -> str:
+        safe = "".join(ch for ch in sid if ch.isalnum() or ch == "-")
+        return os.path.join(self.persist or ".", f"session-{safe}.json")
+
+    def save(self, session: Session) -> None:
+        """--persist: the session as a JSON file, for a later process to load or resume."""
+        state: dict[str, Any] = {"id": session.id, "history": session.history, "model": session.model}
+        state.update(turns=session.turns, cost=session.cost)
+        os.makedirs(self.persist or ".", exist_ok=True)
+        with open(self._path(session.id), "w", encoding="utf-8") as fh:
+            json.dump(state, fh)
+
+    def restore(self, params: dict[str, Any]) -> tuple[Session, list[McpSpec]]:
+        if self.persist is None:
+            raise RpcError(METHOD_NOT_FOUND, "Method not found: sessions are not kept (no --persist)")
+        sid, cwd, servers = params.get("sessionId"), params.get("cwd"), params.get("mcpServers")
+        if not isinstance(cwd, str) or not os.path.isabs(cwd):
+            raise RpcError(INVALID_PARAMS, "cwd must be an absolute path")
+        if not isinstance(servers, list):
+            raise RpcError(INVALID_PARAMS, "mcpServers must be an array")
+        specs = [parse_mcp_server(s) for s in servers]
+        try:
+            with open(self._path(str(sid)), encoding="utf-8") as fh:
+                state = json.load(fh)
+        except (OSError, ValueError):
+            raise RpcError(INVALID_PARAMS, f"unknown session {shown(sid)}") from None
+        if not isinstance(sid, str) or state.get("id") != sid:
+            raise RpcError(INVALID_PARAMS, f"unknown session {shown(sid)}")
+        session = Session(sid, cwd, model=state.get("model"), turns=state.get("turns", 0), cost=state.get("cost"))
+        session.history = state.get("history", [])
+        return session, specs
+
+    def session_load(self, rid: Any, params: dict[str, Any]) -> None:
+        session, specs = self.restore(params)
+        self.spawn(lambda: self.guarded(rid, lambda: self._reopen(rid, session, specs, replay=True)), "session-load")
+
+    def session_resume(self, rid: Any, params: dict[str, Any]) -> None:
+        session, specs = self.restore(params)
+        self.spawn(lambda: self.guarded(rid, lambda: self._reopen(rid, session, specs, replay=False)), "session-resume")
+
+    def _reopen(self, rid: Any, session: Session, specs: list[McpSpec], *, replay: bool) -> None:
+        """Load (the history replayed first) or resume (nothing replayed); the usage after the response, or with
+        --load-usage before, between the replay and the response (as some agents do: the spec allows both)."""
+        for spec in specs:
+            server = self.start_mcp(spec, session.cwd)
+            if server is not None:
+                session.mcp.append(server)
+        with self.lock:
+            self.sessions[session.id] = session
+        for turn in session.history if replay else ():
+            content = {"type": "text", "text": turn["user"]}
+            self.update(session.id, {"sessionUpdate": "user_message_chunk", "content": content})
+            for update in turn["updates"]:
+                self.update(session.id, update)
+        result = {"modes": mode_state(session.mode), "configOptions": self.config_options(session.mode, session.model)}
+        if self.load_usage == "before":
+            self.report_usage(session)
+            self.respond(rid, result)
+        else:
+            self.respond(rid, result)
+            self.report_usage(session)
 
     # --- turns ------------------------------------------------------------------------------------
 
@@ -937,7 +1050,9 @@ class Agent:
             # Under the lock: session/close, which also takes it, sees the turn only until its response is out.
             if session.turn is turn:
                 session.turn = None
-            if turn.cancelled.is_set():
+            if turn.cancelled.is_set() and turn.closed and self.close_error:  # --close-error (breaks R88)
+                self.error(turn.request_id, INTERNAL_ERROR, "Internal error: the session was closed")
+            elif turn.cancelled.is_set():
                 self.respond(turn.request_id, {"stopReason": "cancelled"})  # never an error (R111)
             elif failure is not None:
                 self.error(turn.request_id, INTERNAL_ERROR, failure)
@@ -947,9 +1062,15 @@ class Agent:
                     self.respond(turn.request_id, {"stopReason": ESCAPES_STOP, "usage": {"\x1b]0;key\x07in": 5}})
                 else:
                     self.respond(turn.request_id, {"stopReason": "end_turn"})
+                if self.persist is not None:
+                    session.history.append({"user": turn.text, "updates": session.said})
+                    self.save(session)
         turn.done.set()
         if "late-chunk" in self.breaks:
             self.chunk(session.id, "One more thing.")
+        if turn.cancelled.is_set() and self.late_after_cancel is not None:  # --late-after-cancel (breaks R105)
+            time.sleep(self.late_after_cancel)
+            self.chunk(session.id, "One more thing, after the cancel.")
 
     def end_turn_usage(self, session: Session) -> None:
         """--models: the turn is counted (and billed, while every turn had a price), then the meter reported."""
@@ -1010,7 +1131,9 @@ class Agent:
         elif directive is not None and verb == "mcp":
             self.mcp(session, turn, directive.text)
         else:
-            text = (directive.text if directive is not None else "") or (ESCAPES_REPLY if self.escapes else DEFAULT_REPLY)
+            text = (directive.text if directive is not None else "") or (
+                ESCAPES_REPLY if self.escapes else DEFAULT_REPLY
+            )
             head, space, tail = text.partition(" ")
             if space and tail:  # two chunks, so a client has to join them
                 self.chunk(session.id, head + space)
@@ -1267,6 +1390,19 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--hostile", action="append", default=[], choices=sorted(HOSTILE), help="see HOSTILE")
     parser.add_argument("--outside", default=None, metavar="DIR", help="where the --hostile requests point")
     parser.add_argument("--title", default=None, help="send a session_info_update with this title as a session opens")
+    # Regression fixtures of the suite's verdicts (issue 26): each changes one thing the spec allows (the first
+    # four, and --prompt-error: a model out of reach) or breaks one rule (--close-error, --late-after-cancel).
+    parser.add_argument("--persist", metavar="DIR", help="keep sessions in DIR; advertise session/load and resume")
+    parser.add_argument(
+        "--load-usage", choices=("after", "before"), default="after", help="usage_update after or before the response"
+    )
+    parser.add_argument("--auth", choices=("ok", "error"), help="advertise an agent auth method; authenticate so")
+    parser.add_argument(
+        "--close-answers-first", action="store_true", help="session/close answers before the cancelled turn does"
+    )
+    parser.add_argument("--close-error", action="store_true", help="a turn cancelled by session/close answers -32603")
+    parser.add_argument("--late-after-cancel", type=float, metavar="S", help="a chunk S seconds after a cancelled turn")
+    parser.add_argument("--prompt-error", action="store_true", help="every session/prompt answers -32603 (no model)")
     parser.add_argument("--huge-size", type=int, default=65 * 1024 * 1024, help="bytes of the huge-line line")
     ns = parser.parse_args(argv)
     unknown = [b for b in ns.breaks if b not in BREAKS]
@@ -1286,6 +1422,13 @@ def main(argv: list[str] | None = None) -> None:
     agent.outside = ns.outside
     agent.huge_size = ns.huge_size
     agent.title = ns.title
+    agent.persist = ns.persist
+    agent.load_usage = ns.load_usage
+    agent.auth = ns.auth
+    agent.close_answers_first = ns.close_answers_first
+    agent.close_error = ns.close_error
+    agent.late_after_cancel = ns.late_after_cancel
+    agent.prompt_error = ns.prompt_error
     agent.serve(sys.stdin.buffer)
     if "ignore-eof" in breaks:
         log("stdin ended; staying up (--break ignore-eof)")

@@ -1,0 +1,62 @@
+"""Coverage of sign-in: no `auth_required` after a successful `authenticate` (R49), and `auth_required` again for
+new sessions after `logout`, when sessions need sign-in at all (R51)."""
+
+from __future__ import annotations
+
+from conformance.agent import AUTH_REQUIRED
+from conformance.groups.base import GroupContext, group
+
+
+def _said(err: object) -> str:
+    code = getattr(err, "code", None)
+    return "a session" if err is None else f"error {code}"
+
+
+@group("coverage-auth", ("R49", "R51"))
+async def coverage_auth(ctx: GroupContext) -> None:
+    c = ctx.checks
+    agent = await ctx.spawn()
+    with c.needs("R36"):
+        await agent.initialize()
+    params = {"cwd": str(ctx.config.workspace), "mcpServers": []}
+    methods = agent.agent_auth_methods()
+    logout = agent.advertised("auth.logout")
+    if not methods:
+        c.skip("R49", "no agent-type auth method advertised")
+        if not logout:
+            c.skip("R51", "auth.logout not advertised")
+            return
+    with c.needs("R33"):
+        # Whether this agent's sessions need sign-in at all (ACP lets them): what R51 expects after a logout.
+        before = await agent.error_of("session/new", params)
+    gated = before is not None and before.code == AUTH_REQUIRED
+    if methods:
+        method = ctx.config.auth_method or methods[0]
+        with c.at("R49"):
+            if method not in methods:
+                c.untested("R49", f"--auth-method {method!r} is not among the advertised {methods}")
+            else:
+                err = await agent.error_of("authenticate", {"methodId": method})
+                if err is not None:  # sign-in the suite cannot give: R48 reports it, nothing to judge here
+                    c.untested("R49", f"authenticate {method!r} answered error {err.code}: {err.message}")
+                else:
+                    after = await agent.error_of("session/new", params)
+                    c.check(
+                        "R49",
+                        after is None or after.code != AUTH_REQUIRED,
+                        f"before authenticate session/new got {_said(before)}; after it, {_said(after)}",
+                    )
+    if not logout:
+        c.skip("R51", "auth.logout not advertised")
+        return
+    with c.at("R51"):
+        await agent.call("logout", {})  # that it answers {} is R50's business; an error fails here
+        again = await agent.error_of("session/new", params)
+        if not gated:
+            c.skip("R51", f"this agent's sessions need no sign-in (session/new before any got {_said(before)})")
+        else:
+            c.check(
+                "R51",
+                again is not None and again.code == AUTH_REQUIRED,
+                f"after logout a new session got {_said(again)}",
+            )

@@ -1,0 +1,88 @@
+"""Coverage of config options beyond the `set_config_option` answer: session modes and a `mode` config option kept
+consistent (R98), and a `config_option_update` the agent sends carrying the complete config state (R128), like
+that answer (R94)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from conformance.agent import Agent
+from conformance.groups.base import GroupContext, group
+from conformance.groups.options import select_values
+from conformance.values import arr, obj
+
+
+def _ids(options: Any) -> list[str]:
+    return [str(o.get("id")) for o in arr(options) if isinstance(o, dict)]
+
+
+def _value(options: Any, option_id: Any) -> Any:
+    return next((o.get("currentValue") for o in arr(options) if isinstance(o, dict) and o.get("id") == option_id), None)
+
+
+async def _modes_agree(ctx: GroupContext, agent: Agent, sid: str, result: dict[str, Any], rid: str) -> None:
+    """With both `modes` and a `mode` config option, they name the same mode: at session/new, and after a
+    `set_mode` (read in the complete list a `set_config_option` of another option answers, its value unchanged)."""
+    c = ctx.checks
+    state, options = obj(result.get("modes")), arr(result.get("configOptions"))
+    mode_opt = next(
+        (o for o in options if isinstance(o, dict) and o.get("category") == "mode" and o.get("type") == "select"), None
+    )
+    if mode_opt is None or not state:
+        c.skip(rid, "session/new did not return both modes and a config option of category mode")
+        return
+    current = state.get("currentModeId")
+    available = [m.get("id") for m in arr(state.get("availableModes")) if isinstance(m, dict)]
+    other = next((o for o in options if isinstance(o, dict) and o is not mode_opt and o.get("type") == "select"), None)
+    target = next((m for m in available if m != current and m in select_values(mode_opt)), None)
+    problems = []
+    if mode_opt.get("currentValue") != current:
+        problems.append(f"session/new: modes say {current!r}, the mode option {mode_opt.get('currentValue')!r}")
+    with c.at(rid):
+        if target is not None and other is not None:
+            await agent.call("session/set_mode", {"sessionId": sid, "modeId": target})
+            params = {"sessionId": sid, "configId": other.get("id"), "value": other.get("currentValue")}
+            now = _value((await agent.call("session/set_config_option", params)).get("configOptions"), mode_opt["id"])
+            if now != target:
+                problems.append(f"after set_mode {target!r} the mode option says {now!r}")
+            await agent.call("session/set_mode", {"sessionId": sid, "modeId": current})
+        c.check(rid, not problems, "; ".join(problems) or f"modes and the {mode_opt.get('id')!r} option agree")
+
+
+@group("coverage-config", ("R98", "R128"))
+async def coverage_config(ctx: GroupContext) -> None:
+    """R98 first; then each select option is switched to another value, and every `config_option_update` that
+    a change brings must list every option the change's own answer lists (the complete state at that moment)."""
+    c = ctx.checks
+    agent, sid, result = await ctx.opened()
+    await _modes_agree(ctx, agent, sid, result, "R98")
+    options = result.get("configOptions")
+    if not isinstance(options, list) or not options:
+        c.skip("R128", "session/new returned no configOptions")
+        return
+    problems: list[str] = []
+    updates = 0
+    with c.at("R128"):
+        for option in [o for o in options if isinstance(o, dict) and o.get("type") == "select"]:
+            current = option.get("currentValue")
+            others = [v for v in select_values(option) if v != current]
+            for value in others[:1]:
+                mark = agent.mark()
+                answer = await agent.call(
+                    "session/set_config_option", {"sessionId": sid, "configId": option.get("id"), "value": value}
+                )
+                await agent.barrier()
+                complete = set(_ids(answer.get("configOptions")))
+                for update in agent.updates_since(mark, sid, frozenset({"config_option_update"})):
+                    updates += 1
+                    missing = sorted(complete - set(_ids(update.get("configOptions"))))
+                    if missing:
+                        problems.append(
+                            f"setting {option.get('id')}={value!r} sent a config_option_update without {missing}"
+                        )
+        if not updates:
+            c.skip("R128", "the agent sent no config_option_update")
+        else:
+            c.check(
+                "R128", not problems, "; ".join(problems[:3]) or f"{updates} config_option_update(s), each complete"
+            )

@@ -1,0 +1,44 @@
+"""ama starts the MCP servers a `session/load` or `session/resume` names (R69, R75.1): the suite drives its own
+stdio MCP server on both, against ama pointed at the suite's scripted model."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.harness import Ama, clean_env
+
+pytestmark = pytest.mark.slow  # two whole groups on fresh ama processes (about 15 s)
+
+ROOT = Path(__file__).resolve().parents[2]
+MODEL_ENV = [
+    "--model-env",
+    "OPENAI_BASE_URL={openai}",
+    "--model-env",
+    "OPENAI_API_KEY=sk-acp-conformance-0000",
+    "--model-env",
+    "AMA_MODEL=openai/gpt-4.1",
+]
+
+
+def test_ama_connects_the_mcp_servers_of_a_load_and_a_resume(tmp_path):
+    ama = Ama(tmp_path)
+    report = tmp_path / "report.json"
+    out = subprocess.run(
+        [sys.executable, "-m", "conformance", "-k", "mcp-reopen", *MODEL_ENV, "--report-json", str(report)]
+        + ["--", *ama.command()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=clean_env(tmp_path),
+        cwd=ROOT,
+    )
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    status = {r["id"]: r for r in json.loads(report.read_text(encoding="utf-8"))["requirements"]}
+    for rid in ("R69", "R75.1"):
+        assert status[rid]["status"] == "PASS", status[rid]
+        assert "'initialize'" in status[rid]["findings"][0]["detail"]  # the server's log: ama spoke MCP to it

@@ -1,0 +1,67 @@
+"""An agent that fails at start, for the conformance suite's fail-fast and clean-up tests (a stdlib script).
+
+    startup_agent.py [--env-dump PATH] [--grandchild MARKER] [--answer-once FLAG] (--silent | --die CODE | --refuse)
+
+--env-dump PATH   write the environment it was started with to PATH (JSON) first
+--grandchild M    start a child that sleeps for minutes with M on its command line, in the agent's own process
+                  group, with none of the agent's pipes: a process that would outlive the agent
+--answer-once F   the first process (the one that creates the file F) answers initialize; every later one
+                  behaves as the mode says: an agent that starts once and then no more
+--silent          read stdin and never answer; exit when stdin closes
+--refuse          answer every request with an error (-32603), initialize included
+--die CODE        write 30 lines to stderr (with terminal control sequences in them) and exit CODE at once
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--env-dump")
+parser.add_argument("--grandchild")
+parser.add_argument("--answer-once")
+mode = parser.add_mutually_exclusive_group(required=True)
+mode.add_argument("--silent", action="store_true")
+mode.add_argument("--die", type=int)
+mode.add_argument("--refuse", action="store_true")
+args = parser.parse_args()
+
+if args.env_dump:
+    with open(args.env_dump, "w", encoding="utf-8") as fh:
+        json.dump(dict(os.environ), fh)
+if args.grandchild:
+    subprocess.Popen(
+        [sys.executable, "-c", "import time, sys; time.sleep(300)", args.grandchild],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+if args.answer_once:
+    try:
+        open(args.answer_once, "x").close()
+    except FileExistsError:
+        pass
+    else:
+        for line in sys.stdin:
+            message = json.loads(line)
+            if message.get("method") == "initialize":
+                result = {"protocolVersion": 1, "agentCapabilities": {}}
+                sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}) + "\n")
+                sys.stdout.flush()
+        sys.exit(0)
+if args.die is not None:
+    for n in range(1, 31):
+        sys.stderr.write(f"startup-agent: line {n} \x1b[31mred\x1b[0m\x07\n")
+    sys.stderr.write("startup-agent: fatal: no config file (the last line)\n")
+    sys.stderr.flush()
+    sys.exit(args.die)
+for line in sys.stdin.buffer:
+    if args.refuse:
+        message = json.loads(line)
+        if "id" in message:
+            error = {"code": -32603, "message": "Internal error: not configured"}
+            sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": message["id"], "error": error}) + "\n")
+            sys.stdout.flush()
+    # --silent: reads everything, answers nothing
