@@ -45,15 +45,14 @@ from ama_acp.client.turn import (
     report_violations,
     settle_session_open,
 )
-from ama_acp.client.turn_status import TurnStatus
+from ama_acp.client.turn_status import APP, TurnStatus
 from ama_acp.errors import ConfigError
 from ama_acp.rpc.dispatch import JSONObject, JSONValue
 from ama_acp.rpc.errors import INVALID_PARAMS
 from ama_acp.textsafe import one_line, terminal_safe
 
 INIT_TIMEOUT = 30.0
-STATUS_TICK = 0.25
-STDERR_GRACE = 0.5  # seconds to wait, after the agent was closed, for the end of its stderr  # how often a program status held back by the throttle is looked at
+STDERR_GRACE = 0.5  # seconds to wait, after the agent was closed, for the end of its stderr
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -344,31 +343,25 @@ async def _main(args: argparse.Namespace, command: list[str], out: Writer, err: 
         decision = tty_input.resolve_mode(mode, stdin_tty=term is not None, stdout_tty=stdout_tty, tmux=tmux)
         emitter: Emitter | None = None
         if decision == "on":
-            emitter = Emitter(write, tmux=tmux)
+            emitter = Emitter(write, tmux=tmux, app=APP)
         elif decision == "detect" and term is not None and await term.detect_program_status():
-            emitter = Emitter(write)
+            emitter = Emitter(write, app=APP)
         client = _Client(args, out, err, term, stdin)
         client.use_status(emitter)
         code = EXIT_ERROR
         ended_by: list[int] = []
         async with anyio.create_task_group() as tg:
-            if emitter is not None:
-                tg.start_soon(_tick, client.status)
             tg.start_soon(_end_on_signals, tg.cancel_scope, ended_by)
             try:
                 code = await client.run(command)
             finally:
                 tg.cancel_scope.cancel()
+                if emitter is not None:
+                    emitter.dispose()  # a report still held by the throttle is not written after the end
         if ended_by:
             err.write(f"ama acp-client: ended by {signal.Signals(ended_by[0]).name}\n")
             return 128 + ended_by[0]
         return code
-
-
-async def _tick(status: TurnStatus) -> None:
-    while True:
-        await anyio.sleep(STATUS_TICK)
-        status.flush()
 
 
 async def _end_on_signals(scope: anyio.CancelScope, ended_by: list[int]) -> None:

@@ -9,8 +9,10 @@ tabs or tmux panes needs to see — which one works, which one waits for them, w
     error     the turn failed (the agent answered an error or exited)
     clear     on exit: the terminal forgets us
 
-`TurnStatus` only decides the report; `program_status.Emitter` decides whether it is sent (never the same one
-twice) and how it is encoded. With program status off there is no emitter and every method is a no-op.
+`TurnStatus` only decides the report; `program_status.Emitter` decides whether and when it is sent (never the
+same one twice; a new progress, title or msg in the same state waits out the 500 ms throttle, on the emitter's own
+timer) and how it is encoded, `app=ama` included (the emitter adds it to every report, the final `clear` too, as
+the seed's does). With program status off there is no emitter and every method is a no-op.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from collections.abc import Callable
 from ama_acp.client.meter import whole_percent
 from ama_acp.client.program_status import Emitter, Report
 
-APP = "ama"
+APP = "ama"  # the emitter's `app` (cli.py builds it with this)
 
 
 class TurnStatus:
@@ -53,7 +55,7 @@ class TurnStatus:
         if self._emitter is None:
             return
         progress = self._progress() if state in ("working", "blocked") else None
-        self._emitter.report(Report(state, kind=kind, progress=progress, app=APP, title=self._title, msg=msg))
+        self._emitter.report(Report(state, kind=kind, progress=progress, title=self._title, msg=msg))
 
     def titled(self, title: str | None) -> None:
         """The session's title (session_info_update): shown by terminals that show one."""
@@ -91,11 +93,6 @@ class TurnStatus:
 
     def failed(self, message: str) -> None:
         self._send("error", msg=message)
-
-    def flush(self) -> None:
-        """Send a report held back by the emitter's throttle, once its time has come."""
-        if self._emitter is not None:
-            self._emitter.flush()
 
     def clear(self) -> None:
         if self._emitter is not None and self.state != "clear":

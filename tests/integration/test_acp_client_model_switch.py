@@ -94,11 +94,16 @@ def test_ama_switching_to_a_model_without_window_or_price(tmp_path, llm):
 
 @pytest.mark.skipif(sys.platform == "win32" or not hasattr(os, "openpty"), reason="POSIX terminals")
 def test_the_program_status_drops_its_progress_after_a_switch_to_a_model_without_window(tmp_path, llm):
+    """A turn's progress is the context percent of the model in use; after a switch to a model without a window
+    no progress is invented. The figure of a turn's own usage_update arrives just before its `done`, inside the
+    seed's 500 ms throttle (OSC 7501: the newest report wins, so it may never be sent): the next turn's first
+    `working` report, a change of state that goes at once, is where the figure shows."""
     ama = Ama(tmp_path)
     ama.config.write_text(CONFIG.format(url=llm.openai_url), encoding="utf-8")
     llm.enqueue(
         {"text": "First answer.", "usage": {"input": 20_000, "output": 50}},
         {"text": "Second answer.", "usage": {"input": 21_000, "output": 40}},
+        {"text": "Third answer.", "usage": {"input": 22_000, "output": 30}},
     )
     env = clean_env(tmp_path, {"LOCAL_TEST_KEY": "test-key-abcdefgh", "TERM": "xterm-256color"})
     env.pop("TMUX", None)
@@ -106,14 +111,15 @@ def test_the_program_status_drops_its_progress_after_a_switch_to_a_model_without
     argv += ama.command("--log-level", "warning")
     with PtyTerminal(argv, env=env, cwd=ama.workspace) as term:
         term.wait_for("» ")
-        term.type("first\r")
-        term.wait_for("First answer.")
-        term.wait_for(lambda out: out.rstrip().endswith("»".encode()))
+        for prompt, answer in (("first", "First answer."), ("second", "Second answer.")):
+            term.type(f"{prompt}\r")
+            term.wait_for(answer)
+            term.wait_for(lambda out: out.rstrip().endswith("»".encode()))
         term.type("/model local/nowindow\r")
         term.wait_for("(local/nowindow)")
         term.wait_for(lambda out: out.rstrip().endswith("»".encode()))
-        term.type("second\r")
-        term.wait_for("Second answer.")
+        term.type("third\r")
+        term.wait_for("Third answer.")
         term.wait_for(lambda out: out.rstrip().endswith("»".encode()))
         term.type("\x04")
         assert term.wait_exit() == 0
@@ -123,9 +129,9 @@ def test_the_program_status_drops_its_progress_after_a_switch_to_a_model_without
         turns[-1].append(report)
         if report["state"] == "done":
             turns.append([])
-    first, second = ([r for r in turn if r["state"] == "working"] for turn in turns[:2])
-    assert "20" in [r.get("progress") for r in first]  # 20,050 of 100,000 on the first model
-    assert second and all("progress" not in r for r in second)  # the meter is unknown: no progress invented
+    _, second, third = ([r for r in turn if r["state"] == "working"] for turn in turns[:3])
+    assert second[0].get("progress") == "20"  # 20,050 of 100,000 on the first model, shown as the turn starts
+    assert third and all("progress" not in r for r in third)  # the meter is unknown: no progress invented
 
 
 def fixture(order: str) -> list[str]:

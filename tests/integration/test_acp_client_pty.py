@@ -111,12 +111,14 @@ def test_a_permission_turn_reports_working_blocked_working_done_and_clear(tmp_pa
     assert collapsed(states) == ["idle", "working", "blocked", "working", "done", "clear"]
     blocked = next(r for r in reports if r["state"] == "blocked")
     assert blocked["kind"] == "permission" and blocked["msg"] == "Permission: Write out.txt"
-    # Progress is the context percent the meter shows: 20,050 then 30,020 of 100,000 tokens.
+    # Progress is the context percent the meter shows: 20,050 then 30,020 of 100,000 tokens. A new progress in
+    # the same state waits out the 500 ms throttle (issue 29: the seed's rule), so 30 may never be sent: the turn
+    # can end (done, at once) before its time comes. 20 rides on the blocked report, which is never held.
     progress = [int(r["progress"]) for r in reports if r["state"] in ("working", "blocked") and "progress" in r]
-    assert 20 in progress and 30 in progress and progress == sorted(progress)
+    assert 20 in progress and max(progress) <= 30 and progress == sorted(progress)
     assert b"ctx 20% (20,050 / 100,000)" in output and b"ctx 30% (30,020 / 100,000)" in output
     assert all("progress" not in r for r in reports if r["state"] in ("idle", "done", "clear"))
-    assert all(r.get("app") == "ama" for r in reports if r["state"] != "clear")
+    assert all(r.get("app") == "ama" for r in reports)  # the final clear too (issue 29, as the seed does)
     assert (ama.workspace / "out.txt").read_text() == "new\n"
     no_reply_echoed(output)
     text = output.decode()
@@ -152,7 +154,7 @@ def test_on_inside_tmux_wraps_every_report_in_passthrough(tmp_path):
         output = term.output
     assert term.queries == 0  # `on` does not ask
     assert b"\x1bPtmux;\x1b\x1b]7501;state=idle:app=ama\x1b\x1b\\\x1b\\" in output
-    assert b"\x1bPtmux;\x1b\x1b]7501;state=clear\x1b\x1b\\\x1b\\" in output
+    assert b"\x1bPtmux;\x1b\x1b]7501;state=clear:app=ama\x1b\x1b\\\x1b\\" in output  # the seed's: app in clear too
     bare = output.replace(b"\x1bPtmux;\x1b\x1b]7501", b"")
     assert OSC_7501 not in bare  # nothing unwrapped
 
@@ -211,8 +213,6 @@ def test_ctrl_c_twice_during_a_turn_exits_cleanly(tmp_path):
     assert rc == 130, output
     assert b"interrupted" in output
     assert term.states()[-1] == "clear"
-
-
 
 
 def test_load_shows_the_replay_and_the_meter(tmp_path):

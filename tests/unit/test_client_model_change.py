@@ -15,10 +15,11 @@ from hypothesis import strategies as st
 
 from ama_acp.client.cli import _Client
 from ama_acp.client.meter import format_ctx
-from ama_acp.client.program_status import Emitter
+from ama_acp.client.program_status import THROTTLE_MS, Emitter
 from ama_acp.client.render import Renderer
 from ama_acp.client.repl import run_line
 from tests.support.hypothesis_profiles import examples
+from tests.support.program_status_seed import FakeClock
 
 SID = "sess-1"
 UNKNOWN = "ctx ? $?"
@@ -287,12 +288,17 @@ def test_slash_model_with_the_usage_first_shows_unknown_until_the_next_figure():
 
 def test_the_program_status_drops_its_progress_while_the_meter_is_unknown():
     written: list[str] = []
-    c, _ = client(Emitter(written.append))
+    clock = FakeClock()
+    c, _ = client(Emitter(written.append, clock=clock))
     c.status.working()
+    # Each new progress in the same state waits out the emitter's 500 ms throttle (issue 29: the seed's rule).
     c.on_update({"sessionId": SID, "update": usage(30_000)})
+    clock.advance(THROTTLE_MS)
     assert "progress=30" in written[-1]
     # The agent moves to another model during the turn: the progress goes, the state stays.
     c.on_update({"sessionId": SID, "update": options_update(model_option("nowindow"))})
+    clock.advance(THROTTLE_MS)
     assert "working" in written[-1] and "progress" not in written[-1]
     c.on_update({"sessionId": SID, "update": usage(45_000)})
+    clock.advance(THROTTLE_MS)
     assert "progress=45" in written[-1]

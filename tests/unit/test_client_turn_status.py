@@ -9,8 +9,9 @@ import re
 
 import pytest
 
-from ama_acp.client.program_status import THROTTLE_S, Emitter
+from ama_acp.client.program_status import THROTTLE_MS, Emitter
 from ama_acp.client.turn_status import APP, TurnStatus
+from tests.support.program_status_seed import FakeClock
 
 SEQ = re.compile(r"\x1b\]7501;(?P<body>[^\x1b]*)\x1b\\")
 
@@ -27,18 +28,19 @@ def decode(seq: str) -> dict[str, str]:
 
 
 class Rig:
-    """A TurnStatus with its emitter's output, a clock that moves only when told, and a settable percent."""
+    """A TurnStatus with its emitter's output (the emitter built as cli.py builds it, with app=ama), a clock
+    that moves only when told (firing the emitter's timers), and a settable percent."""
 
     def __init__(self, percent: float | None = None) -> None:
         self.out: list[str] = []
-        self.now = 100.0
+        self.clock = FakeClock(100_000.0)
         self.percent = percent
-        self.emitter = Emitter(self.out.append, now=lambda: self.now)
+        self.emitter = Emitter(self.out.append, app=APP, clock=self.clock)
         self.status = TurnStatus(self.emitter, lambda: self.percent)
 
     def later(self) -> Rig:
-        """Past the emitter's throttle, so a report differing only in text is not held back."""
-        self.now += THROTTLE_S + 0.5
+        """Past the emitter's throttle, so a report in the same state is not held back (a held one goes now)."""
+        self.clock.advance(THROTTLE_MS + 500)
         return self
 
     def written(self) -> list[dict[str, str]]:
@@ -178,10 +180,14 @@ def test_meter_changed_reports_only_a_new_rounded_percent() -> None:
     r.later().status.meter_changed()
     assert r.written() == []
     r.percent = 31.2
-    r.status.meter_changed()  # a change of progress is never held back
+    r.status.meter_changed()  # the last report went long enough ago: at once
     assert r.last() == {"state": "working", "progress": "31", "app": APP}
     r.percent = None
     r.status.meter_changed()
+    # Issue 29: a new progress in the same state waits out the throttle like a new text (the seed's rule; it
+    # used to go at once).
+    assert r.written() == []
+    r.clock.advance(THROTTLE_MS)
     assert r.last() == {"state": "working", "app": APP}
 
 
@@ -206,7 +212,7 @@ def test_meter_changed_while_blocked_moves_the_progress() -> None:
     r.status.permission_asked(None)
     r.written()
     r.percent = 45.0
-    r.status.meter_changed()
+    r.later().status.meter_changed()  # (sooner, it waits out the throttle: test_meter_changed_reports_only…)
     assert r.last() == {"state": "blocked", "kind": "permission", "progress": "45", "app": APP}
 
 
@@ -216,7 +222,7 @@ def test_meter_changed_while_blocked_with_the_same_percent_writes_nothing() -> N
     r.status.permission_asked("run: rm -rf build")
     r.written()
     r.later().status.meter_changed()
-    r.later().status.flush()
+    r.later()
     assert r.written() == []
 
 
@@ -226,7 +232,7 @@ def test_meter_changed_while_blocked_keeps_the_question() -> None:
     r.status.permission_asked("run: rm -rf build")
     r.written()
     r.percent = 45.0
-    r.status.meter_changed()
+    r.later().status.meter_changed()  # (sooner, it waits out the throttle: test_meter_changed_reports_only…)
     assert r.last().get("msg") == "run: rm -rf build"
 
 
@@ -253,9 +259,9 @@ def test_a_title_change_soon_after_is_held_then_flushed() -> None:
     r.status.working()
     r.status.titled("one")  # within the throttle of the working report: held back
     assert r.written() == [{"state": "working", "app": APP}]
-    r.status.flush()
+    r.clock.advance(THROTTLE_MS - 1)
     assert r.written() == []
-    r.later().status.flush()
+    r.clock.advance(1)  # the emitter's timer: no flush to call
     assert r.last() == {"state": "working", "app": APP, "title": "one"}
 
 
@@ -295,7 +301,7 @@ def test_clear_once() -> None:
     r.status.working()
     r.written()
     r.status.clear()
-    assert r.last() == {"state": "clear"}
+    assert r.last() == {"state": "clear", "app": APP}  # issue 29: the final clear carries app=ama too
     assert r.status.state == "clear"
     r.later().status.clear()
     assert r.written() == []
@@ -304,7 +310,7 @@ def test_clear_once() -> None:
 def test_clear_is_sent_even_before_any_report() -> None:
     r = rig(None)
     r.status.clear()
-    assert r.last() == {"state": "clear"}
+    assert r.last() == {"state": "clear", "app": APP}
 
 
 def test_no_title_after_clear() -> None:
@@ -313,7 +319,7 @@ def test_no_title_after_clear() -> None:
     r.status.clear()
     r.written()
     r.later().status.titled("late")
-    r.later().status.flush()
+    r.later()
     assert r.written() == [] and r.status.state == "clear"
 
 
@@ -325,13 +331,13 @@ def test_every_sequence_decodes() -> None:
     r.status.permission_asked(evil)
     r.status.permission_answered()
     r.status.failed(evil)
-    r.later().status.flush()
+    r.later()
     r.status.clear()
     for seq in r.out:
         assert seq.count("\x1b") == 2, repr(seq)  # only the frame's own ESC ] and ESC \
     reports = r.written()
     assert [w["state"] for w in reports] == ["idle", "working", "blocked", "working", "error", "clear"]
-    assert reports[2]["msg"] == "ok]7501;state=done\\ : = /"
+    assert reports[2]["msg"] == "ok ]7501;state=done \\ : = /"  # each control a space, as the seed does
 
 
 def test_without_an_emitter_nothing_is_written_and_nothing_raises() -> None:
@@ -348,7 +354,6 @@ def test_without_an_emitter_nothing_is_written_and_nothing_raises() -> None:
     status.turn_ended("end_turn")
     status.turn_ended("cancelled")
     status.failed("boom")
-    status.flush()
     status.clear()
     status.clear()
     status.titled("after")

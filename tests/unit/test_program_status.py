@@ -1,10 +1,13 @@
-"""OSC 7501 program status (issue 14, point 1): the encoding rules and limits, and the emitter's rules."""
+"""OSC 7501 program status (issue 14, point 1; issue 29: the seed's rules to the byte): the encoding rules and
+limits, and the emitter's rules. tests/unit/test_program_status_seed.py compares both with the seed's own code."""
 
 from __future__ import annotations
 
 import base64
 import re
 
+import anyio
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -21,6 +24,7 @@ from ama_acp.client.program_status import (
     wrap_for_tmux,
 )
 from tests.support.hypothesis_profiles import examples
+from tests.support.program_status_seed import FakeClock
 
 SEQ = re.compile(r"\x1b\]7501;(?P<body>[^\x1b]*)\x1b\\")
 
@@ -64,7 +68,14 @@ def test_invalid_fields_are_dropped_and_the_rest_sent() -> None:
 
 
 def test_title_and_msg_are_one_clean_line_cut_at_a_character_boundary() -> None:
-    assert clean_text("a\tb\nc\x1b[31md\x07", 100) == "a b c[31md"
+    # Issue 29: as the seed does, a control character becomes a space (it was deleted: "c[31md"), whitespace
+    # runs fold to one space and the ends are trimmed.
+    assert clean_text("a\tb\nc\x1b[31md\x07", 100) == "a b c [31md"
+    assert clean_text("bell\x07here", 100) == "bell here"
+    # Zero-width and format characters are kept (the seed keeps them); U+FEFF is whitespace to JavaScript.
+    assert clean_text("zero\u200bwidth\ufeffbom", 100) == "zero\u200bwidth bom"
+    # A cut keeps a space before the "…" (the seed does not trim it).
+    assert clean_text("a" * 188 + " " + "é" * 3, MAX_TITLE_BYTES) == "a" * 188 + " " + ELLIPSIS
     cut = clean_text("é" * 200, MAX_TITLE_BYTES)
     assert cut.endswith(ELLIPSIS) and len(cut.encode()) <= MAX_TITLE_BYTES
     cut.encode("utf-8").decode("utf-8")  # no split character
@@ -99,37 +110,105 @@ def test_tmux_passthrough_doubles_every_escape() -> None:
     assert wrapped.startswith("\x1bPtmux;\x1b\x1b]7501;") and wrapped.endswith("\x1b\x1b\\\x1b\\")
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.t = 100.0
+def test_clear_carries_no_title_or_msg() -> None:
+    assert parsed(encode(Report("clear", app="ama", title="t", msg="m", progress=5))) == {
+        "state": "clear",
+        "app": "ama",
+    }
 
-    def __call__(self) -> float:
-        return self.t
 
-
-def test_the_emitter_never_rewrites_the_same_report_and_throttles_text_only_changes() -> None:
+def emitter(*, app: str | None = None) -> tuple[Emitter, FakeClock, list[str]]:
     out: list[str] = []
-    clock = Clock()
-    e = Emitter(out.append, now=clock)
-    assert e.report(Report("working", id="a", msg="one"))
-    assert not e.report(Report("working", id="a", msg="one"))  # the same: nothing
-    clock.t += 0.1
-    assert not e.report(Report("working", id="a", msg="two"))  # only msg changed, within 500 ms: held
-    assert not e.flush()
-    clock.t += 0.5
-    assert e.flush() and b64(parsed(out[-1])["msg"]) == "two"
-    assert e.report(Report("done", id="a", msg="three"))  # a change of state goes at once
+    clock = FakeClock(100_000.0)
+    return Emitter(out.append, app=app, clock=clock), clock, out
+
+
+def test_the_emitter_never_rewrites_the_same_report_and_throttles_changes_in_one_state() -> None:
+    e, clock, out = emitter()
+    e.report(Report("working", id="a", msg="one"))
+    e.report(Report("working", id="a", msg="one"))  # the same: nothing
+    assert len(out) == 1
+    clock.advance(100)
+    e.report(Report("working", id="a", msg="two"))  # same state, within 500 ms: held
+    e.report(Report("working", id="a", msg="three", progress=7))  # a new progress too; the newest wins
+    clock.advance(399)
+    assert len(out) == 1
+    clock.advance(1)  # 500 ms after the first: the emitter's own timer sends the newest
+    assert len(out) == 2 and b64(parsed(out[-1])["msg"]) == "three" and parsed(out[-1])["progress"] == "7"
+    e.report(Report("done", id="a", msg="four"))  # a change of state goes at once
     assert len(out) == 3
 
 
+def test_a_held_report_taken_back_is_never_sent() -> None:
+    e, clock, out = emitter()
+    e.report(Report("working", msg="a"))
+    clock.advance(100)
+    e.report(Report("working", msg="b"))
+    e.report(Report("working", msg="a"))  # back to what the terminal shows
+    clock.advance(5_000)
+    assert len(out) == 1
+
+
+def test_every_report_carries_the_emitters_app_the_final_clear_too() -> None:
+    e, clock, out = emitter(app="ama")
+    e.report(Report("idle", app="other"))
+    clock.advance(100)
+    e.report(Report("working", title="t"))
+    e.report(Report("clear"))
+    assert [parsed(s).get("app") for s in out] == ["ama", "ama", "ama"]
+    assert parsed(out[-1]) == {"state": "clear", "app": "ama"}
+
+
+def test_a_clear_drops_a_held_report() -> None:
+    e, clock, out = emitter(app="ama")
+    e.report(Report("working", title="a"))
+    clock.advance(100)
+    e.report(Report("working", title="b"))
+    e.report(Report("clear"))
+    clock.advance(5_000)
+    assert [parsed(s)["state"] for s in out] == ["working", "clear"] and not clock.pending
+
+
 def test_clear_forgets_an_id_and_its_descendants() -> None:
-    out: list[str] = []
-    e = Emitter(out.append)
+    e, clock, out = emitter()
     e.report(Report("working", id="ama"))
     e.report(Report("working", id="ama/s1"))
     e.report(Report("working", id="amanda"))
-    assert e.report(Report("clear", id="ama"))
+    e.report(Report("clear", id="ama"))
     assert parsed(out[-1]) == {"state": "clear", "id": "ama"}
     # Forgotten: the same report is sent again; "amanda" (not a descendant) is remembered.
-    assert e.report(Report("working", id="ama/s1"))
-    assert not e.report(Report("working", id="amanda"))
+    e.report(Report("working", id="ama/s1"))
+    assert parsed(out[-1]) == {"state": "working", "id": "ama/s1"}
+    e.report(Report("working", id="amanda"))
+    assert len(out) == 5
+
+
+def test_dispose_cancels_the_held_reports() -> None:
+    e, clock, out = emitter()
+    e.report(Report("working", msg="a"))
+    clock.advance(10)
+    e.report(Report("working", msg="b"))
+    e.dispose()
+    clock.advance(5_000)
+    assert len(out) == 1
+
+
+@pytest.mark.anyio
+async def test_on_the_real_clock_the_loops_timer_sends_the_held_report() -> None:
+    # cli.py builds the emitter with the default clock: the running loop's timer sends what the throttle held,
+    # with no tick to call (a short throttle keeps the test fast).
+    out: list[str] = []
+    second = anyio.Event()
+
+    def write(seq: str) -> None:
+        out.append(seq)
+        if len(out) == 2:
+            second.set()
+
+    e = Emitter(write, app="ama", throttle_ms=30)
+    e.report(Report("working", progress=1))
+    e.report(Report("working", progress=2))
+    assert len(out) == 1
+    with anyio.fail_after(5):
+        await second.wait()
+    assert parsed(out[-1]) == {"state": "working", "progress": "2", "app": "ama"}
