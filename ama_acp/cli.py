@@ -226,6 +226,10 @@ def _subcommand(name: str, rest: list[str]) -> int:
 
         return run_demo(rest, model_configured=_model_configured())
     if name == "models":
+        if rest[:1] == ["cache-probe"]:
+            from ama_acp.catalog_cli import run_cache_probe
+
+            return run_cache_probe(rest[1:], load_config_or_exit)
         p = argparse.ArgumentParser(prog="ama models", description="the model catalog")
         p.add_argument("--json", action="store_true")
         p.add_argument("--config")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Annotated
 
 import msgspec
 
@@ -34,6 +35,20 @@ class ProviderConfig(msgspec.Struct, frozen=True, omit_defaults=True, forbid_unk
     max_retries: int = 4
 
 
+MAX_CACHE_TTL_SECONDS = 30 * 86_400  # no provider keeps a prompt cache longer; a bigger figure is a typo
+MAX_CACHE_MIN_TOKENS = 10_000_000
+
+
+class CacheSettings(msgspec.Struct, frozen=True, omit_defaults=True, forbid_unknown_fields=True):
+    """`[[models]] cache = {...}`: the model's prompt cache (docs/configuration.md "Models and providers").
+    A figure left out keeps the catalog's (or stays unknown); the bounds are checked when the file is read."""
+
+    # Seconds without a request after which the cached prefix is gone (the cache is cold).
+    ttl_seconds: Annotated[int, msgspec.Meta(ge=1, le=MAX_CACHE_TTL_SECONDS)] | None = None
+    # The shortest prompt prefix the provider caches at all.
+    min_tokens: Annotated[int, msgspec.Meta(ge=1, le=MAX_CACHE_MIN_TOKENS)] | None = None
+
+
 class ModelEntry(msgspec.Struct, frozen=True, omit_defaults=True, forbid_unknown_fields=True):
     id: str
     context_window: int | None = None
@@ -41,6 +56,7 @@ class ModelEntry(msgspec.Struct, frozen=True, omit_defaults=True, forbid_unknown
     price: Price | None = None
     reasoning: bool | None = None
     name: str | None = None  # display name
+    cache: CacheSettings | None = None  # prompt-cache facts that override the catalog's
 
 
 class CompactionConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -89,6 +105,105 @@ class ClientConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 PROGRAM_STATUS_MODES = ("auto", "on", "off")
 
 
+class WebConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """web_fetch (docs/configuration.md "Web pages")."""
+
+    # Hosts (`localhost`, `*.corp.example`), addresses (`127.0.0.1`) and networks (`10.0.0.0/8`) web_fetch may
+    # reach although they are loopback, private or link-local (docs/tools.md "web_fetch").
+    allow_hosts: list[str] = msgspec.field(default_factory=list)
+
+
+class InstructionsConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Project instructions (docs/configuration.md "Project instructions", agent/instructions.py)."""
+
+    enabled: bool = True
+    # The instruction files' names, first found wins at each level (the workspace, each directory under it, the
+    # person's config folder): `AGENTS.md` is the shared convention, `CLAUDE.md` Claude Code's.
+    files: list[str] = msgspec.field(default_factory=lambda: ["AGENTS.md", "CLAUDE.md"])
+
+
+MAX_INSTRUCTION_NAMES = 10
+
+
+class TasksConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The `task` tool's children (docs/configuration.md "Delegation", docs/tools.md "Delegation")."""
+
+    max_parallel: int = 3  # children of one session running at once; more wait for a free slot
+    timeout: float = 600.0  # seconds one child may run; past it its task call fails with the reason
+
+
+class AgentConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """`[agents.NAME]`: an agent the `task` tool can hand work to (docs/configuration.md "Delegation")."""
+
+    description: str = ""  # what it is for, shown to the model in the task tool's description
+    model: str | None = None  # None: the session's model when the task starts
+    tools: list[str] | None = None  # ama's own tools and MCP tools by name; None: the session's tools
+    instructions: str = ""  # added to the child's system prompt
+    # An external ACP agent (issue 28, point 2): reserved, refused until ama can run one.
+    command: str | None = None
+    args: list[str] | None = None
+    env: dict[str, str] | None = None
+
+
+BUILT_IN_AGENTS = ("general", "explore")
+_AGENT_NAME = r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}"
+
+
+def agents_problem(agents: dict[str, AgentConfig]) -> str | None:
+    """Why the `[agents]` tables cannot be used (a name, a reserved key, a tool list), or None."""
+    import re
+
+    for name, agent in agents.items():
+        if not re.fullmatch(_AGENT_NAME, name):
+            return f"agents.{name[:64]!r}: a name is 1–64 letters, digits, `_` or `-`, starting with a letter or digit"
+        if name in BUILT_IN_AGENTS:
+            return f"agents.{name}: `{name}` is a built-in agent and cannot be redefined; choose another name"
+        if agent.command is not None or agent.args is not None or agent.env is not None:
+            return (
+                f"agents.{name}: `command`, `args` and `env` (an external ACP agent) are not yet supported; "
+                "remove them to define an agent ama runs itself"
+            )
+        if agent.tools is not None:
+            for i, tool in enumerate(agent.tools):
+                if tool == "task":
+                    return f"agents.{name}.tools[{i}]: a child cannot start tasks of its own (`task` is refused)"
+                if not tool or len(tool) > 200 or not tool.isprintable():
+                    return f"agents.{name}.tools[{i}] must be a tool name"
+        if len(agent.description) > 1000 or len(agent.instructions) > 100_000:
+            return f"agents.{name}: description is at most 1,000 characters and instructions 100,000"
+    return None
+
+
+def instruction_name_problem(name: str) -> str | None:
+    """Why a `[instructions] files` entry is not a plain file name (no folder, nothing hidden in it)."""
+    if not name or len(name) > 255:
+        return "must be a file name of 1–255 characters"
+    if name in (".", "..") or any(c in name for c in "/\\\0") or not name.isprintable():
+        return "must be a plain file name (no folder, no control characters)"
+    return None
+
+
+MAX_ALLOW_HOSTS = 1000
+_HOST_NAME = r"(?:[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?\.)*[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?\.?"
+
+
+def allow_host_problem(entry: str) -> str | None:
+    """Why a `[web] allow_hosts` entry is not a host name, `*.` and a name, an IP address or a network."""
+    import ipaddress
+    import re
+
+    text = entry.strip().lower()
+    try:
+        ipaddress.ip_network(text[1:-1] if text.startswith("[") and text.endswith("]") else text, strict=False)
+        return None
+    except ValueError:
+        pass
+    name = text[2:] if text.startswith("*.") else text
+    if 0 < len(name) <= 253 and re.fullmatch(_HOST_NAME, name):
+        return None
+    return "is not a host name, `*.` and a host name, an IP address or a network (no scheme, port or path)"
+
+
 class Config(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     model: str | None = None
     mode: str = "manual"
@@ -102,6 +217,10 @@ class Config(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     mcp: McpConfig = McpConfig()
     client: ClientConfig = ClientConfig()
     stream: StreamConfig = StreamConfig()
+    web: WebConfig = WebConfig()
+    instructions: InstructionsConfig = InstructionsConfig()
+    tasks: TasksConfig = TasksConfig()
+    agents: dict[str, AgentConfig] = {}
     # Filled from the command line / environment, not from the file:
     data_dir: str = ""
     config_path: str = ""
@@ -115,6 +234,12 @@ def default_config_path(env: dict[str, str]) -> Path:
         return Path(env["AMA_CONFIG"])
     base = env.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
     return Path(base) / "ama" / "config.toml"
+
+
+def config_dir(env: dict[str, str] | os._Environ[str]) -> Path:
+    """ama's folder of the person's own files: `$XDG_CONFIG_HOME/ama` (`~/.config/ama`), where the default config
+    file, the credentials and the global AGENTS.md live (`$AMA_CONFIG` moves the config file only)."""
+    return Path(env.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")) / "ama"
 
 
 def default_data_dir(env: dict[str, str]) -> Path:
@@ -152,6 +277,22 @@ def parse_config(text: str, origin: str = "config") -> Config:
     st = cfg.stream
     if not (0 <= st.coalesce_window_ms <= 1000 and 1 <= st.coalesce_max_chars <= 10_000_000):
         raise ConfigError(f"{origin}: stream.coalesce_window_ms must be 0–1000 and stream.coalesce_max_chars 1–10,000,000")
+    hosts = cfg.web.allow_hosts
+    if len(hosts) > MAX_ALLOW_HOSTS:
+        raise ConfigError(f"{origin}: web.allow_hosts holds {len(hosts)} entries; at most {MAX_ALLOW_HOSTS}")
+    for i, entry in enumerate(hosts):
+        if (problem := allow_host_problem(entry)) is not None:
+            raise ConfigError(f"{origin}: web.allow_hosts[{i}] = {entry[:100]!r} {problem}")
+    names = cfg.instructions.files
+    if not 1 <= len(names) <= MAX_INSTRUCTION_NAMES:
+        raise ConfigError(f"{origin}: instructions.files must list 1–{MAX_INSTRUCTION_NAMES} file names")
+    for i, name in enumerate(names):
+        if (problem := instruction_name_problem(name)) is not None:
+            raise ConfigError(f"{origin}: instructions.files[{i}] = {name[:100]!r} {problem}")
+    if not (1 <= cfg.tasks.max_parallel <= 32 and 1 <= cfg.tasks.timeout <= 86400):
+        raise ConfigError(f"{origin}: tasks.max_parallel must be 1–32 and tasks.timeout 1–86,400 s")
+    if (problem := agents_problem(cfg.agents)) is not None:
+        raise ConfigError(f"{origin}: {problem}")
     caps = cfg.tiers.caps
     if len(caps) != 4 or list(caps) != sorted(caps):
         raise ConfigError(f"{origin}: tiers.caps must be four rising percentages")

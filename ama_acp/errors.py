@@ -43,6 +43,7 @@ person, with the table of JSON-RPC codes (their names are in `rpc/errors.py`).
     │   │   └── session.store_errors.NotASessionFile  a FIFO, link, device or directory under a session's name
     │   ├── session.store_errors.SessionWriteError  (also OSError)
     │   ├── session.files.NotRegularFile  (also OSError)
+    │   ├── session.checkpoint_store.Unreadable  a file whose before-state /rewind cannot copy (the write goes on)
     │   └── session.listing.InvalidCursor  (also ValueError) a session/list cursor this store did not issue
     └── ControlFlow               not errors: exceptions that unwind a stack on purpose
         ├── agent.loop.TurnEnd              the turn is over; carries the ACP stop reason

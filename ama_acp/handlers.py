@@ -124,6 +124,7 @@ class Handlers:
         d.add("_ama/session_stats", w.SessionIdRequest, self.session_stats)
         d.add("session/load", w.LoadSessionRequest, self.load)
         d.add("session/resume", w.ResumeSessionRequest, self.resume)
+        d.add("session/fork", w.ForkSessionRequest, self.fork)
         d.add("session/list", w.ListSessionsRequest, lambda req: self.lifecycle.list(req))
         d.add("session/close", w.SessionIdRequest, lambda req: self.lifecycle.close(req))
         d.add("session/delete", w.SessionIdRequest, lambda req: self.lifecycle.delete(req))
@@ -135,6 +136,10 @@ class Handlers:
     async def resume(self, req: w.ResumeSessionRequest) -> w.LoadSessionResponse:
         self.require_model()
         return await self.lifecycle.resume(req)
+
+    async def fork(self, req: w.ForkSessionRequest) -> w.NewSessionResponse:
+        self.require_model()
+        return await self.lifecycle.fork(req)
 
     def on_cancel_request(self, method: str, params: Any) -> bool:
         """`$/cancel_request` on a prompt cancels the turn, which then answers `cancelled` (R25)."""
@@ -160,7 +165,7 @@ class Handlers:
                 prompt_capabilities=w.PromptCapabilities(image=True, embedded_context=True),
                 mcp_capabilities=w.McpCapabilities(http=True, sse=True),  # stdio is required of every agent
                 session_capabilities=w.SessionCapabilities(
-                    list={}, delete={}, resume={}, close={}, additional_directories={}
+                    list={}, delete={}, resume={}, close={}, additional_directories={}, fork={}
                 ),
             ),
             agent_info=w.Implementation(name="ama", title="ama", version=__version__),
@@ -245,4 +250,7 @@ class Handlers:
         return w.SetSessionConfigOptionResponse(config_options=opts)
 
     async def session_stats(self, req: w.SessionIdRequest) -> dict[str, Any]:
-        return self.m.get(req.session_id).ctx.stats()
+        session = self.m.get(req.session_id)
+        stats: dict[str, Any] = session.ctx.stats()
+        stats["tasks"] = session.tasks.stats()  # each child of the `task` tool: its own meter and cost
+        return stats

@@ -14,6 +14,9 @@ Decision = Literal["allow", "ask", "deny"]
 
 WRITE_KINDS = frozenset({"edit", "delete", "move"})
 RISKY_KINDS = WRITE_KINDS | {"execute"}
+# Calls that reach out of the machine (web_fetch): they change nothing here, so Read only does not refuse them,
+# but the URL itself can carry what the model read to anyone, so every mode but Full access asks.
+OUTBOUND_KINDS = frozenset({"fetch"})
 
 
 def path_problem(path: str) -> str | None:
@@ -33,6 +36,8 @@ def decide(mode: str, kind: str, inside: bool) -> Decision:
         return "allow"
     if mode == "read_only" and kind in RISKY_KINDS:
         return "deny"
+    if kind in OUTBOUND_KINDS:
+        return "ask"
     if not inside:
         return "ask"  # outside the roots asks in every mode but full_access
     if kind not in RISKY_KINDS:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 
@@ -42,27 +42,51 @@ MARGIN_PERCENT = 20
 CHARS_PER_TOKEN = 4  # the heuristic estimator's ratio for ASCII (U1); budgets are characters, limits tokens
 MIN_ROOM_TOKENS = 256  # under this a handoff cannot carry the work: refuse rather than lose it
 INVENTORY_SHARE_PERCENT = 40  # of the room, at most, for the inventory's copy; the handoff gets the rest
-HANDOFF_CAP = 40_000  # characters of handoff in the context, whatever the window (~10k tokens)
-INVENTORY_CAP = 24_000  # characters of inventory in the context
+# Characters of handoff and of inventory in the context at most (seed 003 clips a restored block at 95,000):
+# below that the window's room decides (`budgets`), so an 8K window still compacts.
+HANDOFF_CAP = 95_000
+INVENTORY_CAP = 95_000
 REQUEST_INVENTORY_CAP = 400_000  # characters of inventory in the handoff request (a checklist, not the context)
 MAX_REREAD = 10  # files named to re-read in the context message
 
+# Seed 003's handoff: nine sections, the environment and "anything else" among them; a reason beside every file
+# to re-read; what a previous handoff said carried over; complete rather than brief. Section 8 stays the files to
+# re-read (`reread_files` reads it).
 HANDOFF_PROMPT = """The conversation so far is about to be replaced by a handoff you write now, so that work can
-continue without it. Write the handoff in Markdown with these sections:
+continue without it: whatever the handoff leaves out is lost to whoever continues. Write the handoff in Markdown
+with these nine sections:
 1. Goal and current state
 2. The user's instructions and preferences (verbatim where wording matters)
 3. Decisions made, and approaches rejected with the reasons
 4. Files: role and state of each file that matters
-5. Commands that work (build, test, run)
+5. Environment: commands that work (build, test, run), the MCP servers in use and what they are for, and where
+   credentials live (the names of environment variables and files, never their values)
 6. Work log and next steps
 7. Open questions and verbatim error messages still relevant
-8. The few files to re-read first (one path a line, in backticks)
+8. The files to re-read first: one a line, the path in backticks, then the reason to re-read it
+9. Anything else the work needs that fits no section above
 Write the handoff in the language of the conversation (the language the user writes in), even though this
 request is in English; keep paths, commands, code and quoted errors verbatim.
-Keep it under about {chars} characters: only that much goes back into the context (the full text is saved).
-Use the inventory below as a checklist so nothing is lost. Do not call tools.{extra}
+{length}
+Use the inventory below as a checklist so nothing is lost. Do not call tools.{previous}{extra}
+{environment}
 {git}
 {inventory}"""
+
+COMPLETE = (
+    "Be complete rather than brief: the whole handoff goes back into the context (and is saved beside the session)."
+)
+# Only where the window forces a budget does the request give one, and it says why.
+WINDOW_BOUND = (
+    "Be complete rather than brief, within one limit: this model's context window leaves room for about {chars} "
+    "characters of the handoff in the context (the full text is saved, but only that much goes back), so spend "
+    "them on what cannot be found again in the files."
+)
+PREVIOUS = (
+    "\nThis conversation was compacted before: the previous handoff opens it (its full text: {path}). Carry over "
+    "everything it says that still holds (instructions, decisions, environment, open questions) into the matching "
+    "sections: your handoff replaces it."
+)
 
 
 def keep_budget(keep_tokens: int, auto_compact_at: int | None) -> int:
@@ -195,8 +219,8 @@ _BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 
 
 def reread_files(handoff: str, inventory_full: str) -> list[str]:
-    """The files to re-read: the handoff's section 8 when it names some, else the inventory's most recently
-    touched files."""
+    """The files to re-read: the handoff's section 8 when it names some (the first path of each line: a reason
+    follows it), else the inventory's most recently touched files."""
     lines = handoff.splitlines()
     found: list[str] = []
     for i, line in enumerate(lines):
@@ -206,11 +230,13 @@ def reread_files(handoff: str, inventory_full: str) -> list[str]:
         for item in lines[i + 1 :]:
             if item.lstrip().startswith("#") or ((h := _HEADING.match(item)) is not None and h.group(1) == "9"):
                 break
-            ticked = _TICKED.findall(item)
+            # One file a line, then its reason: only the line's first path counts (the reason may quote code).
+            ticked = [t.strip() for t in _TICKED.findall(item) if t.strip() and ("/" in t or "." in t)][:1]
             if not ticked and (b := _BULLET.match(item)) is not None:
                 first = item[b.end() :].split()
                 ticked = [first[0].strip("*,;:")] if first else []
-            found += [t.strip() for t in ticked if t.strip() and ("/" in t or "." in t)]
+                ticked = [t for t in ticked if t and ("/" in t or "." in t)]
+            found += ticked
         break
     unique = list(dict.fromkeys(found))
     return unique[:MAX_REREAD] if unique else recent_files(inventory_full)
@@ -225,9 +251,11 @@ def context_message(
     inventory_path: str,
     handoff_chars: int | None,
     inventory_chars: int | None,
+    list_caps: Mapping[str, int] | None = None,
 ) -> UserMessage:
     """The synthetic first message of a compacted context, built from the saved full texts (a live compaction
-    and a load call this alike, so the reloaded context is the live one). None budgets: unclipped."""
+    and a load call this alike, so the reloaded context is the live one). None budgets: unclipped. `list_caps`:
+    the inventory's list caps the compaction used (LIST_CAPS when None)."""
     files = reread_files(handoff, inventory_full)
     reread = (
         "Re-read these files before you continue: " + ", ".join(f"`{f}`" for f in files) + "."
@@ -235,7 +263,9 @@ def context_message(
         else "No files were named to re-read."
     )
     shown_handoff = handoff if handoff_chars is None else clip(handoff, handoff_chars)
-    shown_inventory = inventory_full if inventory_chars is None else model_copy(inventory_full, inventory_chars)
+    shown_inventory = (
+        inventory_full if inventory_chars is None else model_copy(inventory_full, inventory_chars, list_caps)
+    )
     text = (
         f"This conversation was compacted (compaction {number}). The handoff below, written before compaction, and "
         "the mechanical inventory carry what came before.\n"
@@ -265,11 +295,34 @@ def wrapper_text(handoff_path: str, inventory_path: str) -> str:
 # --- the handoff request -----------------------------------------------------------------------------------
 
 
-def handoff_prompt(inventory: str, handoff_chars: int, instructions: str = "", git_state: str = "") -> str:
-    """`git_state`: the workspace's git state as text (tools/git_state.py), "" when there is none."""
+def handoff_prompt(
+    inventory: str,
+    handoff_chars: int,
+    instructions: str = "",
+    git_state: str = "",
+    *,
+    previous: str | None = None,
+    mcp_servers: Sequence[str] = (),
+) -> str:
+    """`git_state`: the workspace's git state as text (tools/git_state.py), "" when there is none. A budget of
+    HANDOFF_CAP or more is none the window forces: the request asks for completeness alone. `previous`: the
+    path of the previous compaction's handoff, when there was one. `mcp_servers`: the session's MCP servers."""
     extra = f"\nThe user asks you to focus on: {instructions}" if instructions else ""
     git = f"\n{git_state}\n" if git_state else ""
-    return HANDOFF_PROMPT.format(chars=f"{handoff_chars:,}", extra=extra, git=git, inventory=inventory)
+    length = COMPLETE if handoff_chars >= HANDOFF_CAP else WINDOW_BOUND.format(chars=f"{handoff_chars:,}")
+    if mcp_servers:
+        names = ", ".join(f"`{' '.join(name.split())}`" for name in mcp_servers)
+        environment = f"\nMCP servers connected to this session: {names}.\n"
+    else:
+        environment = "\nNo MCP servers are connected to this session.\n"
+    return HANDOFF_PROMPT.format(
+        length=length,
+        previous=PREVIOUS.format(path=previous) if previous else "",
+        extra=extra,
+        environment=environment,
+        git=git,
+        inventory=inventory,
+    )
 
 
 def handoff_request(
@@ -283,25 +336,39 @@ def handoff_request(
     estimate_text: Callable[[str], int],
     estimate: Callable[[Message], int],
     git_state: str = "",
+    previous: str | None = None,
+    carried: int = 0,
+    mcp_servers: Sequence[str] = (),
 ) -> pb.ModelRequest:
     """The session's next request with the handoff prompt appended and no tools, sized to fit `window`: the
-    context (its oldest messages left out of this one request if it must) + the prompt + the inventory clipped
-    to what fits + the expected handoff."""
+    context (its oldest messages left out of this one request if it must) + the prompt + the inventory (its
+    lists capped, `model_copy`) clipped to what fits + the expected handoff. The first `carried` messages (the
+    previous handoff) stay when the oldest must go, as long as they leave room: the prompt asks to carry them
+    over."""
     messages = list(base.messages)
-    inventory = clip(inventory_full, REQUEST_INVENTORY_CAP)
+    inventory = model_copy(inventory_full, REQUEST_INVENTORY_CAP)
+
+    def prompt_for(text: str) -> str:
+        return handoff_prompt(text, handoff_chars, instructions, git_state, previous=previous, mcp_servers=mcp_servers)
+
     if window is not None:
-        head = estimate_text(handoff_prompt("", handoff_chars, instructions, git_state))
+        head = estimate_text(prompt_for(""))
         avail = window - window // 20 - handoff_chars // CHARS_PER_TOKEN - head  # 5 %: estimates are not exact
         context = prefix_tokens + sum(estimate(m) for m in messages)
         if context > avail - MIN_ROOM_TOKENS:
-            messages = recent_messages(messages, max(avail - MIN_ROOM_TOKENS - prefix_tokens, 0), estimate)
+            room = max(avail - MIN_ROOM_TOKENS - prefix_tokens, 0)
+            kept = messages[:carried]
+            kept_tokens = sum(estimate(m) for m in kept)
+            if kept_tokens > room // 2:  # the previous handoff would crowd out the newest work: it goes too
+                kept, kept_tokens = [], 0
+            messages = kept + recent_messages(messages[len(kept) :], room - kept_tokens, estimate)
             context = prefix_tokens + sum(estimate(m) for m in messages)
-        inventory = clip(inventory, max(avail - context, MIN_ROOM_TOKENS) * CHARS_PER_TOKEN)
-    prompt = handoff_prompt(inventory, handoff_chars, instructions, git_state)
+        fits = max(avail - context, MIN_ROOM_TOKENS) * CHARS_PER_TOKEN
+        inventory = model_copy(inventory_full, min(REQUEST_INVENTORY_CAP, fits))
     return pb.ModelRequest(
         model=base.model,
         system=base.system,
-        messages=[*messages, UserMessage(content=[TextPart(prompt)])],
+        messages=[*messages, UserMessage(content=[TextPart(prompt_for(inventory))])],
         tools=[],
         max_output=base.max_output,
     )

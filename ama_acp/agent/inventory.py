@@ -9,7 +9,7 @@ the copy the live session put into its context from the saved file.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +26,6 @@ TITLE = "# Inventory (mechanical)"
 USER_MESSAGE_CLIP = 6_000  # characters of one user message; the rest is counted, never silently dropped
 ERROR_CLIP = 300  # characters of one tool error (the first part says what went wrong)
 SLASH_CLIP = 300  # characters of one slash command (`/compact` takes a free-text focus)
-LIST_KEEP = 30  # entries of each list (but the user's messages) in the model's copy; the file keeps all
 SEARCH_TOOLS = frozenset({"search", "find_files"})
 
 SESSION = "Session"
@@ -37,6 +36,15 @@ TOOLS = "Tools used"
 COMMANDS = "Commands run (✗ failed)"
 SEARCHES = "Searches"
 ERRORS = "Tool errors"
+
+# The newest entries of each list the model reads (its copy in the context and in the handoff request); the file
+# keeps them all. Seed 003's caps, each list on its own, 500 / 200 / 300 / 100 / 100 / 50, in the order the
+# product spec lists the inventory: the person's messages, files, commands, searches, errors; the last, 50, for
+# each of ama's two lists beyond those (the slash commands, the tools used). docs/context.md "Compaction".
+LIST_CAPS: dict[str, int] = {USERS: 500, FILES: 200, COMMANDS: 300, SEARCHES: 100, ERRORS: 100, SLASH: 50, TOOLS: 50}
+# What a compaction stored before the caps were (every list but the person's messages: its newest 30): a load
+# rebuilds such a compaction's copy with them, so its context message is the one the live session sent.
+LEGACY_LIST_CAPS: dict[str, int] = {FILES: 30, COMMANDS: 30, SEARCHES: 30, ERRORS: 30, SLASH: 30, TOOLS: 30}
 
 
 @dataclass(frozen=True)
@@ -144,16 +152,18 @@ def sections(text: str) -> list[tuple[str, list[str]]]:
     return out
 
 
-def model_copy(full: str, budget: int) -> str:
-    """The inventory as it goes back to the model: lists other than the user's messages keep their newest
-    LIST_KEEP entries (saying how many were left out), then the whole is clipped to `budget` characters —
-    the user's messages first, since the file keeps them all — with a visible `[+N chars]` marker."""
+def model_copy(full: str, budget: int, caps: Mapping[str, int] | None = None) -> str:
+    """The inventory as it goes back to the model: each list keeps its newest entries, up to its own cap
+    (`caps`, LIST_CAPS by default; saying how many were left out), then the whole is clipped to `budget`
+    characters — the user's messages first, since the file keeps them all — with a visible `[+N chars]` marker."""
+    caps = LIST_CAPS if caps is None else caps
     parts = sections(full)
     rendered: list[tuple[str, str]] = []
     for title, items in parts:
-        if title and title not in (SESSION, USERS) and len(items) > LIST_KEEP:
-            left = len(items) - LIST_KEEP
-            items = [f"- ({left} earlier entries left out; inventory.md has them all)", *items[-LIST_KEEP:]]
+        cap = caps.get(title)
+        if cap is not None and len(items) > cap:
+            left = len(items) - cap
+            items = [f"- ({left} earlier entries left out; inventory.md has them all)", *items[-cap:]]
         body = "\n".join(items)
         rendered.append((title, f"## {title}\n{body}" if title else body))
     text = "\n\n".join(r for _, r in rendered) + "\n"
@@ -167,6 +177,20 @@ def model_copy(full: str, budget: int) -> str:
             rendered[users] = (USERS, clip(rendered[users][1], room))
             text = "\n\n".join(r for _, r in rendered) + "\n"
     return clip(text, budget)
+
+
+def stored_caps(value: object) -> dict[str, int] | None:
+    """The list caps a compaction entry stored (None: an entry from before them, or a damaged one — the caller
+    decides). Only non-negative integer caps under known list titles are taken."""
+    if not isinstance(value, dict):
+        return None
+    known = set(LIST_CAPS)
+    caps = {
+        k: v
+        for k, v in value.items()
+        if k in known and isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 31
+    }
+    return caps if len(caps) == len(value) else None
 
 
 def recent_files(full: str, n: int = 5) -> list[str]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import uuid
 from contextlib import aclosing
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import anyio
 import msgspec
@@ -226,14 +226,41 @@ class _CallBatch:
         self.states = [_CallState(c) for c in calls]
 
     async def run(self) -> None:
-        for state in self.states:
-            try:
-                result = await _run_call(self.host, state)
-            except Exception as exc:  # describe/approve/emit broke: this call fails, the turn goes on
-                log.exception("tool call %r failed outside its tool", state.call.name)
-                result = ToolResult(f"{_name(state.call)} failed unexpectedly: {type(exc).__name__}: {exc}", True)
-                await self._finish_quietly(state, result)
+        i = 0
+        while i < len(self.states):
+            # A run of calls the host runs side by side (task calls: session/tasks.py) goes at once; their
+            # results still enter the conversation in call order, after the last of them is done.
+            j = i
+            while j < len(self.states) and _concurrent(self.host, self.states[j].call):
+                j += 1
+            group = self.states[i : max(j, i + 1)]
+            i += len(group)
+            if len(group) == 1:
+                await self._close(group[0], await self._result(group[0]))
+            else:
+                await self._run_side_by_side(group)
+
+    async def _run_side_by_side(self, group: list[_CallState]) -> None:
+        results: list[ToolResult | None] = [None] * len(group)
+
+        async def one(k: int, state: _CallState) -> None:
+            results[k] = await self._result(state)
+
+        async with anyio.create_task_group() as tg:
+            for k, state in enumerate(group):
+                tg.start_soon(one, k, state)
+        for state, result in zip(group, results, strict=True):  # in call order, as the provider wants them
+            assert result is not None
             await self._close(state, result)
+
+    async def _result(self, state: _CallState) -> ToolResult:
+        try:
+            return await _run_call(self.host, state)
+        except Exception as exc:  # describe/approve/emit broke: this call fails, the turn goes on
+            log.exception("tool call %r failed outside its tool", state.call.name)
+            result = ToolResult(f"{_name(state.call)} failed unexpectedly: {type(exc).__name__}: {exc}", True)
+            await self._finish_quietly(state, result)
+            return result
 
     async def _close(self, state: _CallState, result: ToolResult) -> None:
         call = state.call
@@ -270,6 +297,17 @@ class _CallBatch:
                 await self._close(state, ToolResult(model_text, is_error=True))
             except Exception:
                 log.exception("could not record the result of tool call %r", state.call.id)
+
+
+@runtime_checkable
+class ConcurrentCalls(Protocol):
+    """A host that runs some tools side by side (session/host.py: `task`); other hosts run every call in turn."""
+
+    def runs_concurrently(self, name: str) -> bool: ...
+
+
+def _concurrent(host: TurnHost, call: ToolCallPart) -> bool:
+    return isinstance(host, ConcurrentCalls) and isinstance(call.name, str) and host.runs_concurrently(call.name)
 
 
 def _name(call: ToolCallPart) -> str:

@@ -41,3 +41,17 @@ def apply_prune(context: list[Message], positions: list[int]) -> None:
     for p in positions:
         if 0 <= p < len(context) and isinstance(m := context[p], ToolResultMessage):
             context[p] = pruned(m)
+
+
+def early_prune_at(auto_compact_at: int) -> int:
+    """Where pruning starts when the prompt cache is known to be cold (rule C4): half of autoCompactAt, below
+    pruneAt's 70 %. Pruning rewrites the middle of the context, so the next request re-reads everything after
+    the first pruned result at the full input price; with a cold cache it pays that price anyway, so pruning
+    then costs no cache and saves the pruned tokens on every request after."""
+    return auto_compact_at // 2
+
+
+def prune_threshold(prune_at: int, auto_compact_at: int, cold: bool) -> int:
+    """The fill at which pruning runs: pruneAt, or earlier only when the cache is known to be cold (a warm or
+    unknown cache keeps pruneAt: pruning early would throw away a cached prefix that is paid for)."""
+    return min(prune_at, early_prune_at(auto_compact_at)) if cold else prune_at

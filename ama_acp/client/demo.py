@@ -73,6 +73,13 @@ if __name__ == "__main__":
     unittest.main()
 ''',
     "README.md": "# calc\n\nA tiny calculator with tests (`python -m pytest -q`).\n",
+    # The project's instructions for coding agents (docs/context.md "Project instructions"): ama puts them in the
+    # system prompt of every request. The bundled script cannot read them, so the demo shows that they were loaded.
+    "AGENTS.md": """# calc: notes for coding agents
+
+- Run the tests with `python -m pytest -q` after every change, and say whether they pass.
+- Keep each function small, with a one-line docstring.
+""",
 }
 
 
@@ -116,6 +123,26 @@ def _figure(value: object) -> str:
     return str(value)
 
 
+def cache_line(stats: object) -> str:
+    """One line on the prompt cache from the stats' `cache` section (docs/context.md "The prompt cache"): what
+    was read and written, the hit rate and what it saved — only the figures the agent knows."""
+    cache = stats.get("cache") if isinstance(stats, dict) else None
+    if not isinstance(cache, dict):
+        return "prompt cache: the agent reports no cache section"
+    parts: list[str] = []
+    if isinstance(cache.get("readTokens"), int):
+        parts.append(f"{cache['readTokens']:,} tokens read")
+    if isinstance(cache.get("writeTokens"), int):
+        parts.append(f"{cache['writeTokens']:,} written")
+    if isinstance(cache.get("cacheHitRate"), (int, float)):
+        parts.append(f"hit rate {cache['cacheHitRate'] * 100:.1f} %")
+    saved = cache.get("saved")
+    if isinstance(saved, dict) and isinstance(saved.get("amount"), (int, float)):
+        parts.append(f"saved ${saved['amount']:.4f}")
+    figures = ", ".join(parts) if parts else "the model reported no cache figures"
+    return f"prompt cache: {figures}; state {_figure(cache.get('state', 'unknown'))}"
+
+
 def stats_lines(stats: object, indent: int = 2) -> list[str]:
     """The stats object as aligned `name  value` lines, nested objects indented, cost as `$0.0451`."""
     if not isinstance(stats, dict):
@@ -131,11 +158,38 @@ def stats_lines(stats: object, indent: int = 2) -> list[str]:
         elif isinstance(value, dict):
             lines.append(f"{pad}{key}:")
             lines.extend(stats_lines(value, indent + 2))
+        elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            lines.append(f"{pad}{key}:")  # one line each: `path AGENTS.md · scope workspace · tokens 40`
+            lines.extend(f"{pad}  " + " · ".join(f"{k} {_figure(x)}" for k, x in v.items()) for v in value)
         elif isinstance(value, list):
             lines.append(f"{pad}{key:<{width}}  {', '.join(_figure(v) for v in value)}")
         else:
             lines.append(f"{pad}{key:<{width}}  {_figure(value)}")
     return lines
+
+
+_SCOPES = {"workspace": "this project's", "global": "yours, for every project", "nested": "a folder's"}
+
+
+async def instructions_line(conn: AgentProcess, session_id: str) -> str:
+    """Which project instructions (AGENTS.md, …) the agent loaded, as its stats say (`instructions`): the demo's
+    scripted model cannot read them, so the demo shows what every request carries. Only what the agent reports."""
+    try:
+        stats = await conn.request("_ama/session_stats", {"sessionId": session_id}, timeout=10)
+    except RpcError as exc:
+        if exc.code != METHOD_NOT_FOUND:
+            raise
+        return "project instructions: the agent does not offer _ama/session_stats"
+    files = stats.get("instructions") if isinstance(stats, dict) else None
+    if not isinstance(files, list) or not files:
+        return "project instructions: none reported by the agent"
+    shown = []
+    for f in files:
+        if isinstance(f, dict):
+            where = _SCOPES.get(str(f.get("scope")), one_line(str(f.get("scope"))))
+            tokens = f"≈ {f['tokens']:,} tokens" if isinstance(f.get("tokens"), int) else "size unknown"
+            shown.append(f"{one_line(str(f.get('path')))} ({where}, {tokens})")
+    return f"project instructions in the system prompt: {', '.join(shown)}"
 
 
 def changes_lines(root: Path) -> list[str]:
@@ -205,6 +259,7 @@ async def _demo(args: argparse.Namespace, root: Path, out: Writer, err: Writer, 
                 model = renderer.current_model(session_id)
             renderer.line(describe_model(model, chosen=args.model is not None))
             renderer.line("permissions: every request is approved (allow once), and shown below")
+            renderer.line(await instructions_line(conn, session_id))
             renderer.line("")
             renderer.release()
 
@@ -221,6 +276,7 @@ async def _demo(args: argparse.Namespace, root: Path, out: Writer, err: Writer, 
                 renderer.line(renderer.style(BOLD, "session stats (_ama/session_stats):"))
                 for line in stats_lines(stats):
                     renderer.line(line)
+                renderer.line(cache_line(stats))
             except RpcError as exc:
                 if exc.code != METHOD_NOT_FOUND:
                     raise

@@ -7,17 +7,23 @@ imports nothing from the protocol layer.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
 
 from ama_acp.context.meter import ContextFigures
+from ama_acp.context.tiers import caps_meta
 
 COST_DECIMALS = 6  # a millionth of a dollar: enough for any display, coarse enough that float noise can't defeat D1
 
 
-def usage_payload(figures: ContextFigures, cost: float | None) -> dict[str, Any] | None:
-    """The `usage_update` session update for these figures, or None when the window is unknown (D3)."""
+def usage_payload(
+    figures: ContextFigures, cost: float | None, caps: Sequence[float] | None = None
+) -> dict[str, Any] | None:
+    """The `usage_update` session update for these figures, or None when the window is unknown (D3). `caps`: the
+    tier caps in force, carried as `_meta.ama.tierCaps` so a client reads the tier's bounds beside the tier (they
+    change only with the configuration, so they never make an update of their own: D1 compares whole payloads)."""
     if figures.window is None:
         return None
     ama: dict[str, Any] = {"source": figures.source}
@@ -35,6 +41,8 @@ def usage_payload(figures: ContextFigures, cost: float | None) -> dict[str, Any]
     if figures.over_window:
         # U11/U12: `used` is above `size` and `percent` is capped at 100: the figure is a lower bound.
         ama["overWindow"] = True
+    if caps is not None:
+        ama["tierCaps"] = caps_meta(caps)
     payload: dict[str, Any] = {
         "sessionUpdate": "usage_update",
         "used": max(0, int(figures.used)),
@@ -49,11 +57,12 @@ def usage_payload(figures: ContextFigures, cost: float | None) -> dict[str, Any]
 class UsageReporter:
     """One per session and connection: remembers the last payload sent and suppresses identical ones (D1)."""
 
-    def __init__(self) -> None:
+    def __init__(self, caps: Sequence[float] | None = None) -> None:
         self._last: bytes | None = None  # the encoded payload: immune to callers mutating what they were given
+        self._caps = tuple(caps) if caps is not None else None  # the session's tier caps (config: fixed)
 
     def payload(self, figures: ContextFigures, cost: float | None) -> dict[str, Any] | None:
-        return usage_payload(figures, cost)
+        return usage_payload(figures, cost, self._caps)
 
     def offer(self, payload: dict[str, Any] | None, force: bool = False) -> dict[str, Any] | None:
         """The payload to send now, or None: unknown window (D3), or identical to the last sent (D1).

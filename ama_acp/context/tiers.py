@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 
@@ -106,18 +107,70 @@ def fill_text(used: int, window: int | None, percent: float | None, estimated: b
 
 
 def notice_text(
-    tier: str, used: int, window: int | None, percent: float | None, auto_compact_at: int | None, estimated: bool
+    tier: str,
+    used: int,
+    window: int | None,
+    percent: float | None,
+    auto_compact_at: int | None,
+    estimated: bool,
+    *,
+    caps: Sequence[float] | None = None,
+    boot: Sequence[PrefixPart] = (),
 ) -> str:
     """The words of a tier notice: the fill (with the counts; `≈` and "estimated" when the figure is ama's
-    estimate), what the person should do, and what ama will do."""
+    estimate), what the person should do, what ama will do, then the caps in force (`caps`) and, for the
+    session's first notice, the boot cost (`boot`: the prefix's parts, see `boot_text`)."""
     if auto_compact_at is not None:
         nxt = f"ama will compact the conversation at {auto_compact_at:,} tokens."
     else:
         nxt = "Automatic compaction is off; run /compact to make room."
     advice = _ADVICE.get(tier, "")
-    return " ".join(part for part in (f"{fill_text(used, window, percent, estimated)} used.", advice, nxt) if part)
+    tiers = f"Tiers: {caps_text(caps)}." if caps is not None else ""
+    cost = f"Boot cost: {_boot_figure(boot)}, carried by every request before any message." if boot else ""
+    parts = (f"{fill_text(used, window, percent, estimated)} used.", advice, nxt, tiers, cost)
+    return " ".join(part for part in parts if part)
 
 
 def caps_text(caps: Sequence[float]) -> str:
     """The caps for a person (/context): `mid 50 % · high 60 % · warning 70 % · danger 74 %`."""
     return " · ".join(f"{name} {cap:g} %" for name, cap in zip(TIERS[1:], caps, strict=True))
+
+
+def caps_meta(caps: Sequence[float]) -> dict[str, float | int]:
+    """The caps for a program (`_meta.ama.tierCaps`): `{"mid": 50, "high": 60, "warning": 70, "danger": 74}` —
+    a whole cap as an integer, as the person wrote it; a cap that is not finite is left out (JSON has no inf)."""
+    out: dict[str, float | int] = {}
+    for name, cap in zip(TIERS[1:], caps, strict=True):
+        value = float(cap)
+        if math.isfinite(value):
+            out[name] = int(value) if value.is_integer() and abs(value) < 2**53 else value
+    return out
+
+
+# --- the boot cost: what every request carries before the first message ------------------------------------
+
+
+@dataclass(frozen=True)
+class PrefixPart:
+    """One part of the prefix every request carries (the system prompt, ama's tool declarations, one MCP
+    server's declarations; project instructions when they join): its name for a person and its estimated
+    tokens. The boot cost is their sum, so a new part only has to join the list."""
+
+    name: str
+    tokens: int
+
+
+def boot_cost(parts: Sequence[PrefixPart]) -> int:
+    """The tokens every request pays before the conversation's first message (estimated, as the meter counts)."""
+    return sum(max(0, p.tokens) for p in parts)
+
+
+def boot_text(parts: Sequence[PrefixPart]) -> str:
+    """`boot cost ≈ 3,210 tokens (system prompt 1,200 · ama's tools 1,500 · MCP github 510)` (/context's
+    headline): an estimate, hence the `≈`; parts of 0 tokens are left out of the list."""
+    return f"boot cost {_boot_figure(parts)}"
+
+
+def _boot_figure(parts: Sequence[PrefixPart]) -> str:
+    shown = " · ".join(f"{p.name} {p.tokens:,}" for p in parts if p.tokens > 0)
+    return f"≈ {boot_cost(parts):,} tokens" + (f" ({shown})" if shown else "")

@@ -29,6 +29,7 @@ import msgspec
 
 from ama_acp.config import ModelEntry, Price
 from ama_acp.conversation.messages import Usage
+from ama_acp.providers.cache_facts import CacheFacts, builtin_cache_facts, with_overrides
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,7 @@ class ModelInfo(msgspec.Struct, frozen=True, omit_defaults=True):
     reasoning: bool = False
     extra_headers: dict[str, str] = {}
     source: str = ""  # where the figures come from, and when
+    cache: CacheFacts | None = None  # the prompt cache's lifetime and minimum (providers/cache_facts.py)
 
 
 def _m(
@@ -80,6 +82,7 @@ def _m(
         reasoning=reasoning,
         extra_headers=headers or {},
         source=source,
+        cache=builtin_cache_facts(mid),
     )
 
 
@@ -447,6 +450,8 @@ class Catalog:
             changes["reasoning"] = entry.reasoning
         if entry.name is not None:
             changes["name"] = entry.name
+        if entry.cache is not None:
+            changes["cache"] = with_overrides(base.cache, entry.cache.ttl_seconds, entry.cache.min_tokens)
         if changes and base.source != "config [[models]]":
             changes["source"] = f"{base.source} Overridden by config: {', '.join(sorted(changes))}."
         return msgspec.structs.replace(base, **changes)

@@ -15,16 +15,32 @@ from typing import Literal, Protocol
 
 import msgspec
 
+from ama_acp.agent.instruction_files import nested_section
+from ama_acp.agent.instructions import SessionInstructions
 from ama_acp.config import Config, Price
 from ama_acp.context.billing import BilledTotals, Billing, BillingState
 from ama_acp.context.estimate import Estimator, make_estimator
 from ama_acp.context.meter import ESTIMATE, PREFIX, USAGE, ContextFigures, ContextMeter, MeterState, reported
 from ama_acp.context.reporter import UsageReporter
 from ama_acp.context.request_size import tools_json
-from ama_acp.context.tiers import DANGER, HIGH, MID, WARNING, TierWatch, caps_text, notice_text, rank
+from ama_acp.context.tiers import (
+    DANGER,
+    HIGH,
+    MID,
+    WARNING,
+    PrefixPart,
+    TierWatch,
+    boot_cost,
+    boot_text,
+    caps_meta,
+    caps_text,
+    notice_text,
+    rank,
+)
 from ama_acp.conversation.messages import AssistantMessage, Message, Usage
 from ama_acp.conversation.tools import ToolSpec
 from ama_acp.session.conversation import StoredFigures
+from ama_acp.session.prompt_cache import SessionCache
 from ama_acp.session.reopen import PendingPrefix, mcp_digests, stored_digests
 from ama_acp.wire import types as w
 
@@ -79,6 +95,9 @@ class AccountedSession(Protocol):
     @property
     def tools(self) -> DeclaredTools: ...
 
+    @property
+    def instructions(self) -> SessionInstructions: ...
+
     def system_prompt(self) -> str: ...
 
 
@@ -89,6 +108,7 @@ class ContextNotice(msgspec.Struct, frozen=True):
     severity: Literal["info", "warning"]
     title: str
     text: str
+    meta: dict[str, object] | None = None  # the notice's `_meta` (`{"ama": {...}}`: the tier caps, for a program)
 
 
 _TIER_SEVERITY: dict[str, Literal["info", "warning"]] = {
@@ -158,7 +178,8 @@ class SessionContext:
             caps=cfg.tiers.caps,
         )
         self.billing = Billing()
-        self.reporter = UsageReporter()
+        self.cache = SessionCache(runtime, session)  # the prompt cache: saved cost, warm or cold (C1–C4)
+        self.reporter = UsageReporter(cfg.tiers.caps)  # the caps ride in every usage_update (`tierCaps`)
         self.tiers = TierWatch()
         self.last_cost: float | None = None
         self._tools_json: str | None = None
@@ -167,6 +188,7 @@ class SessionContext:
         self._pending_tier: str | None = None
         self._pending_over: ContextNotice | None = None
         self._told_over: set[tuple[str, int]] = set()  # (model, window): an over-window reading is told once
+        self._told_boot = False  # the boot cost goes with the session's first tier notice only
 
     # --- inputs -------------------------------------------------------------------------------------------
 
@@ -196,6 +218,40 @@ class SessionContext:
             for name, specs in self._session.tools.mcp_declarations().items()
         ]
 
+    def prefix_parts(self) -> list[PrefixPart]:
+        """The prefix every request carries, part by part; the boot cost is their sum (`tiers.boot_cost`). The
+        system prompt and the tool declarations as the meter counts them, the declarations split into each MCP
+        server's (estimated alone) and ama's own (the rest), so the parts add up to the meter's prefix. Each
+        project instruction file is a part of its own (its section of the system prompt, estimated alone; the
+        system prompt part is the rest)."""
+        self.refresh_prefix()
+        b = self.meter.breakdown()
+        servers = self.mcp_breakdown()
+        own = max(0, b.tool_declarations - sum(tokens for _, tokens, _ in servers))
+        files = self.instruction_breakdown()
+        prompt = max(0, b.system_prompt - sum(tokens for _, _, tokens in files))
+        parts = [PrefixPart("system prompt", prompt)]
+        parts += [PrefixPart(f"instructions {' '.join(shown.split())}", tokens) for shown, _, tokens in files]
+        parts.append(PrefixPart("ama's tools", own))
+        return parts + [PrefixPart(f"MCP {' '.join(name.split())}", tokens) for name, tokens, _ in servers]
+
+    def instruction_breakdown(self) -> list[tuple[str, str, int]]:
+        """(file as shown, scope, tokens) of each project instruction file in the system prompt (estimated alone)."""
+        est = self.meter.estimator
+        return [(f.shown, f.scope, est.text(text)) for f, text in self._session.instructions.sections()]
+
+    def instruction_stats(self) -> list[dict[str, object]]:
+        """S2 `instructions`: each file in the system prompt, then each nested one announced in the context."""
+        est = self.meter.estimator
+        out: list[dict[str, object]] = []
+        ins = self._session.instructions
+        for f, text in [*ins.sections(), *((f, nested_section(f, False)) for f in ins.announced.values())]:
+            entry: dict[str, object] = {"path": f.shown, "scope": f.scope, "tokens": est.text(text), "bytes": f.size}
+            if f.cut:
+                entry["cut"] = True
+            out.append(entry)
+        return out
+
     def append(self, message: Message, measured: bool = True) -> None:
         """`measured=False`: an assistant reply of another model than the current one (see ContextMeter.append)."""
         self.meter.append(message, measured)
@@ -203,7 +259,9 @@ class SessionContext:
     def bill(self, model_id: str, usage: Usage | None, enters_context: bool, interrupted: bool = False) -> float | None:
         """One billed request, priced as `model_id` — the model that served it, whatever is current now. The price
         depends on the usage: long-context tiers (e.g. [1m] models above 200K) price the whole request higher."""
-        self.last_cost = self.billing.add(usage, self._rt.price(model_id, usage), enters_context, interrupted)
+        price = self._rt.price(model_id, usage)
+        self.last_cost = self.billing.add(usage, price, enters_context, interrupted)
+        self.cache.record(model_id, usage, price, interrupted)
         return self.last_cost
 
     def model_changed(self, old: str, new: str) -> None:
@@ -212,6 +270,11 @@ class SessionContext:
             # U9: any other model, even of the same provider, may count with another tokenizer and shape the
             # request differently; the old usage under the new window would pass for a measurement.
             self.meter.invalidate()
+
+    def prune_threshold(self) -> int | None:
+        """The fill at which pruning runs now: pruneAt, or earlier while the prompt cache is known to be cold (C4);
+        None when pruning is off (no window, or automatic compaction disabled)."""
+        return self.cache.prune_threshold(self.meter.thresholds(), self.figures().used)
 
     def replace(self, messages: list[Message]) -> None:
         self.meter.replace(messages)
@@ -245,6 +308,8 @@ class SessionContext:
             self.meter.invalidate()
         if billing:
             self.billing = Billing(msgspec.convert(billing, BillingState))
+        # No billing stored: nothing was billed, so the ledger is complete; billing without it: an older ama.
+        self.cache.restore(billing.get("cache") if billing else {})
 
     def meter_state(self) -> dict[str, object]:
         self.refresh_prefix()  # the prefix of now, so the digests below are those of the key the anchor holds
@@ -262,6 +327,7 @@ class SessionContext:
 
     def billing_state(self) -> dict[str, object]:
         state: dict[str, object] = msgspec.to_builtins(self.billing.state())
+        state["cache"] = self.cache.state_for_storage()  # BillingState ignores it; restore() reads it
         return state
 
     # --- outputs ------------------------------------------------------------------------------------------
@@ -306,6 +372,7 @@ class SessionContext:
                         f"{f.window:,}-token window ama knows for {model}: the window in the catalog or the config "
                         "(context_window) is likely wrong. The meter shows the reading as a lower bound (100 %)."
                     ),
+                    meta={"ama": {"tierCaps": caps_meta(self._rt.config.tiers.caps)}},
                 )
         if not deliver:
             return []
@@ -314,20 +381,31 @@ class SessionContext:
             out.append(self._pending_over)
         tier = self._pending_tier
         if tier is not None and rank(f.tier) >= rank(tier):
-            out.append(
-                ContextNotice(
-                    severity=_TIER_SEVERITY.get(tier, "warning"),
-                    title=f"Context {tier}",
-                    text=notice_text(tier, f.used, f.window, f.percent, f.auto_compact_at, estimated(f)),
-                )
-            )
+            out.append(self._tier_notice(tier, f))
         self._pending_tier, self._pending_over = None, None
         return out
+
+    def _tier_notice(self, tier: str, f: ContextFigures) -> ContextNotice:
+        """A tier notice worded from the figures of now: with the caps in force, and in the session's first one
+        the boot cost — what every request carries before the person writes a word (seed 002's strain)."""
+        caps = self._rt.config.tiers.caps
+        meta: dict[str, object] = {"tier": tier, "tierCaps": caps_meta(caps)}
+        boot: list[PrefixPart] = []
+        if not self._told_boot:
+            self._told_boot = True
+            boot = self.prefix_parts()
+            meta["bootTokens"] = boot_cost(boot)
+        return ContextNotice(
+            severity=_TIER_SEVERITY.get(tier, "warning"),
+            title=f"Context {tier}",
+            text=notice_text(tier, f.used, f.window, f.percent, f.auto_compact_at, estimated(f), caps=caps, boot=boot),
+            meta={"ama": meta},
+        )
 
     def stats(self) -> dict[str, object]:
         """S2: the full stats object; unknown figures are left out (U15)."""
         f = self.figures()
-        context: dict[str, str | int | bool] = {
+        context: dict[str, object] = {
             "source": f.source,
             "tier": f.tier,
             "usageTokens": f.usage_tokens,
@@ -338,10 +416,12 @@ class SessionContext:
                 context[key] = value
         if f.over_window:
             context["overWindow"] = True
+        context["tierCaps"] = caps_meta(self._rt.config.tiers.caps)
         out: dict[str, object] = {
             "sessionId": self._session.id,
             "model": self._session.model_id,
             "billed": billed_stats(self.billing.totals()),
+            "cache": self.cache.stats(self.billing.totals()),
             "contextTokens": f.used,
             "context": context,
         }
@@ -354,17 +434,21 @@ class SessionContext:
         servers = self.mcp_breakdown()
         if servers:  # which server's declarations cost what (part of the prefix, estimated)
             out["mcpServers"] = [{"name": n, "tools": count, "tokens": tokens} for n, tokens, count in servers]
+        if files := self.instruction_stats():  # project instructions: which files the model reads, and their cost
+            out["instructions"] = files
         return out
 
     def describe(self) -> str:
         """S3: the figures for a person, and what fills the window."""
         f = self.figures()
-        lines = [*_figure_lines(f, self.meter.messages), f"Tiers: {caps_text(self._rt.config.tiers.caps)}."]
+        boot = boot_text(self.prefix_parts())
+        lines = [*_figure_lines(f, self.meter.messages, boot), f"Tiers: {caps_text(self._rt.config.tiers.caps)}."]
         if f.auto_compact_at is not None:
             lines.append(f"Automatic compaction at {f.auto_compact_at:,} tokens; pruning at {f.prune_at:,}.")
         elif f.window is None:
             lines.append("The model's context window is unknown, so no fill is reported (set context_window).")
         lines += _cost_lines(self.billing.cost, self.billing.totals())
+        lines += self.cache.lines(self.billing.totals(), self.meter.thresholds())
         b = self.meter.breakdown()
         lines += ["", "| what | tokens (estimate) |", "|---|---:|"]
         for label, value in (
@@ -382,21 +466,23 @@ class SessionContext:
             lines += ["", "MCP servers (their tool declarations are part of the tool declarations above):", ""]
             lines += ["| server | tools | tokens (estimate) |", "|---|---:|---:|"]
             lines += [f"| {_cell(name)} | {count} | {tokens:,} |" for name, tokens, count in servers]
+        lines += _instruction_lines(self._session.instructions, self.instruction_stats())
         return "\n".join(lines) + "\n"
 
 
-def _figure_lines(f: ContextFigures, messages: Sequence[Message]) -> list[str]:
-    """/context's figure, and what a person must know to read it (an estimate, a lower bound)."""
+def _figure_lines(f: ContextFigures, messages: Sequence[Message], boot: str) -> list[str]:
+    """/context's figure, and what a person must know to read it (an estimate, a lower bound). `boot`: the boot
+    cost (`tiers.boot_text`), which the headline quotes."""
     size = f"{f.window:,}" if f.window else "unknown"
     if estimated(f):  # every number that rests on an estimate says so (≈, "estimated"), and why
         pct = f" (≈ {f.percent:.1f} %, estimated)" if f.percent is not None else " (estimated)"
         lines = [
-            f"**Context:** ≈ {f.used:,} of {size} tokens{pct} · tier {f.tier} · source {f.source}",
+            f"**Context:** ≈ {f.used:,} of {size} tokens{pct} · tier {f.tier} · source {f.source} · {boot}",
             f"The figure is ama's estimate, not a provider's count: {estimate_reason(f, messages)}",
         ]
     else:
         pct = f" ({f.percent:.1f} %)" if f.percent is not None else ""
-        lines = [f"**Context:** {f.used:,} of {size} tokens{pct} · tier {f.tier} · source {f.source}"]
+        lines = [f"**Context:** {f.used:,} of {size} tokens{pct} · tier {f.tier} · source {f.source} · {boot}"]
     if f.source == USAGE:
         lines.append(f"(last reported usage {f.usage_tokens:,} + estimate of what came after {f.trailing_tokens:,})")
     if f.untrusted:
@@ -427,6 +513,21 @@ def _cost_lines(cost: float | None, totals: BilledTotals) -> list[str]:
     share = totals.cache_read_share()
     if share is not None:
         lines.append(f"**Prompt cache:** {share * 100:.1f} % of the billed input tokens were cache reads.")
+    return lines
+
+
+def _instruction_lines(ins: SessionInstructions, files: list[dict[str, object]]) -> list[str]:
+    """/context's project instructions: each file, where it counts, its tokens; or which names were looked for."""
+    if not ins.enabled:
+        return ["", "Project instructions: off (`[instructions] enabled = false`)."]
+    if not files:
+        return ["", f"Project instructions: none found ({', '.join(ins.names)})."]
+    where = {"global": "system prompt (yours)", "workspace": "system prompt", "nested": "note in the conversation"}
+    lines = ["", "Project instructions (counted in the system prompt above, notes in the user messages):", ""]
+    lines += ["| file | where | tokens (estimate) |", "|---|---|---:|"]
+    for f in files:
+        cut = " (cut)" if f.get("cut") else ""
+        lines.append(f"| {_cell(str(f['path']))}{cut} | {where.get(str(f['scope']), '')} | {f['tokens']:,} |")
     return lines
 
 

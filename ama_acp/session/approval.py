@@ -14,6 +14,7 @@ import os
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from typing import Protocol
+from urllib.parse import urlsplit
 
 import anyio
 
@@ -83,8 +84,7 @@ class Approver:
     async def approve(self, call: ev.ToolCallRequested, args: Args) -> Refusal | None:
         tool = self.s.tool(call.name)
         kind = tool.kind if tool else "other"
-        # "Always" for an MCP tool means this tool of this server, not every tool of its kind.
-        memory_kind = f"{kind}:{call.name}" if call.name.startswith("mcp__") else kind
+        memory_kind = _memory_kind(call.name, kind, args)
         cwd = args.get("cwd")
         for path in [loc.path for loc in call.locations] + ([cwd] if isinstance(cwd, str) else []):
             problem = path_problem(path)
@@ -132,7 +132,10 @@ class Approver:
         self, call: ev.ToolCallRequested, kind: str, outside: list[str], args: Args, memory_kind: str
     ) -> Refusal | None:
         where = f" (outside the project: {', '.join(_shown_path(p) for p in outside)})" if outside else ""
-        covers = always_scope(kind, outside, call.title if memory_kind != kind else None)
+        if memory_kind.startswith("fetch:"):
+            covers = f"fetches from {_short(memory_kind.removeprefix('fetch:') or 'this address')} in this session"
+        else:
+            covers = always_scope(kind, outside, call.title if memory_kind != kind else None)
         opts = [
             w.PermissionOption(option_id="allow_once", name="Allow once", kind="allow_once"),
             w.PermissionOption(option_id="allow_always", name=f"Always allow {covers}", kind="allow_always"),
@@ -259,6 +262,22 @@ _KIND_NOUNS = {
     "search": "searches",
     "fetch": "fetches",
 }
+
+
+def _memory_kind(name: str, kind: str, args: Args) -> str:
+    """What an "always" answer is remembered under: the tool's kind, except that for an MCP tool it is that one
+    tool of that server, and for a fetch the URL's host — one click must not open every address on the web to
+    the model (a URL can carry out whatever it has read)."""
+    if name.startswith("mcp__"):
+        return f"{kind}:{name}"
+    if kind == "fetch":
+        url = args.get("url")
+        try:
+            host = urlsplit(url).hostname if isinstance(url, str) else None
+        except ValueError:  # a malformed URL (the tool refuses it too): remembered under no host at all
+            host = None
+        return f"fetch:{(host or '').lower()}"
+    return kind
 
 
 def always_scope(kind: str, outside: list[str], mcp_title: str | None = None) -> str:

@@ -28,6 +28,18 @@ class Compacts(Protocol):
     async def compact(self, manual: bool, instructions: str = "") -> None: ...
 
 
+class Rewinds(Protocol):
+    """session/rewind.py `Rewinder`."""
+
+    async def rewind(self, argument: str) -> None: ...
+
+
+class ListsTasks(Protocol):
+    """session/tasks.py `TaskRunner`."""
+
+    def describe(self) -> str: ...
+
+
 class CommandSession(Protocol):
     """What the commands use of a session (session/session.py `Session`)."""
 
@@ -42,6 +54,12 @@ class CommandSession(Protocol):
 
     @property
     def compactor(self) -> Compacts: ...
+
+    @property
+    def rewinder(self) -> Rewinds: ...
+
+    @property
+    def tasks(self) -> ListsTasks: ...
 
     def persist(self, entry: Entry) -> None: ...
 
@@ -122,9 +140,27 @@ async def compact_command(session: CommandSession, arg: str) -> str:
     return "end_turn"
 
 
+async def rewind_command(session: CommandSession, arg: str) -> str:
+    await session.rewinder.rewind(arg)
+    return "end_turn"
+
+
+async def tasks_command(session: CommandSession, _arg: str) -> str:
+    """The children of the `task` tool: each one's state, tokens, context and cost."""
+    await say(session, session.tasks.describe())
+    return "end_turn"
+
+
 def default_commands() -> Commands:
     cmds = Commands()
     cmds.add("context", "Show what fills the context window", None, context_command)
     cmds.add("compact", "Summarise the conversation to free the context window", "optional focus", compact_command)
     cmds.add("model", "Show or switch the model", "model id", model_command)
+    cmds.add("tasks", "Show the helper agents' tasks: state, tokens, context and cost", None, tasks_command)
+    cmds.add(
+        "rewind",
+        "List the prompts and the files each changed; /rewind N restores files and conversation to before prompt N",
+        "prompt number",
+        rewind_command,
+    )
     return cmds

@@ -34,7 +34,7 @@ from ama_acp.agent.compaction import (
     wrapper_text,
     write_handoff,
 )
-from ama_acp.agent.inventory import Header, build_inventory
+from ama_acp.agent.inventory import LIST_CAPS, Header, build_inventory
 from ama_acp.agent.loop import TurnEnd
 from ama_acp.agent.pruning import PLACEHOLDER, candidates
 from ama_acp.config import Config
@@ -43,7 +43,7 @@ from ama_acp.conversation.messages import Message, Usage
 from ama_acp.errors import StoreError
 from ama_acp.providers import base as pb
 from ama_acp.session import entries as en
-from ama_acp.session.accounting import SessionContext
+from ama_acp.session.accounting import DeclaredTools, SessionContext
 from ama_acp.session.conversation import Conversation
 from ama_acp.tools.git_state import read_git_state
 from ama_acp.wire import types as w
@@ -115,6 +115,9 @@ class CompactedSession(Protocol):
     @property
     def journal(self) -> Saved: ...
 
+    @property
+    def tools(self) -> DeclaredTools: ...  # its MCP servers are named in the handoff request (the environment)
+
     def persist(self, entry: en.Entry) -> None: ...
 
     async def send(self, update: w.SessionUpdate) -> None: ...
@@ -169,7 +172,8 @@ class Compactor:
         """Prune when the fill reached pruneAt (also while compaction is held: pruning asks no model); True when
         the context changed."""
         s, c = self._s, self._s.conversation
-        auto, prune_at = s.ctx.meter.thresholds()
+        auto, _ = s.ctx.meter.thresholds()
+        prune_at = s.ctx.prune_threshold()  # pruneAt, or earlier while the prompt cache is known cold (C4)
         if prune_at is None or s.ctx.figures().used < prune_at:
             return False
         keep = keep_budget(self._rt.config.compaction.keep_tokens, auto)  # the same bound as compaction's tail
@@ -178,6 +182,7 @@ class Compactor:
         if not positions:
             return False
         c.prune(positions)
+        s.ctx.cache.pruned()  # /context tells whether it ran early, for a cold cache (C4)
         s.ctx.replace(c.messages)  # the meter estimates the context until new usage (U9)
         s.persist(
             en.ContextEditEntry(
@@ -274,7 +279,7 @@ class Compactor:
             await s.send(w.CompactionUpdate(compaction_id=attempt.cid, status="in_progress"))
         inventory = self._inventory(attempt, f)
         room = budgets(plan.room_tokens, inventory)
-        request = await self._request(inventory, room.handoff_chars, instructions, f.window, prefix)
+        request = await self._request(attempt, inventory, room.handoff_chars, instructions, f.window, prefix)
         handoff = await self._write_handoff(attempt, request, served_by)
         if handoff is None or not await self._save(attempt, handoff, inventory):
             return
@@ -332,9 +337,10 @@ class Compactor:
         return s.conversation.messages[s.conversation.context_synthetic :], list(s.journal.commands)
 
     async def _request(
-        self, inventory: str, handoff_chars: int, instructions: str, window: int | None, prefix: int
+        self, attempt: _Attempt, inventory: str, handoff_chars: int, instructions: str, window: int | None, prefix: int
     ) -> pb.ModelRequest:
         s = self._s
+        previous = attempt.previous
         est = s.ctx.meter.estimator
         # Locally, bounded, never raising; None outside a work tree. No git from inside the session's roots.
         git = await read_git_state(s.cwd, workspace_roots=s.additional_directories)
@@ -348,6 +354,10 @@ class Compactor:
             estimate_text=est.text,
             estimate=est.message,
             git_state=git.render() if git is not None else "",
+            # The previous handoff opens the context: the model carries it over, and it outlives a trim.
+            previous=str(previous / "handoff.md") if previous is not None else None,
+            carried=s.conversation.context_synthetic,
+            mcp_servers=list(s.tools.mcp_declarations()),
         )
 
     async def _write_handoff(self, attempt: _Attempt, request: pb.ModelRequest, served_by: str) -> str | None:
@@ -409,6 +419,7 @@ class Compactor:
                 meter=s.ctx.meter_state(),
                 handoff_chars=handoff_chars,
                 inventory_chars=inventory_chars,
+                list_caps=dict(LIST_CAPS),  # so a load rebuilds the same copy, whatever later caps say
             )
         )
 

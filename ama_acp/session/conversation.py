@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ama_acp.agent.compaction import context_message
+from ama_acp.agent.inventory import LEGACY_LIST_CAPS, stored_caps
 from ama_acp.agent.prompt import Setting
 from ama_acp.agent.pruning import apply_prune
 from ama_acp.context.billing import BillingState
@@ -183,6 +184,8 @@ class _Rebuild:
             inventory_path=str(self.handoff_dir / (entry.inventory_path or "")),
             handoff_chars=_budget(entry.handoff_chars),
             inventory_chars=_budget(entry.inventory_chars),
+            # A compaction from before the caps were stored kept 30 a list; a damaged entry gets today's caps.
+            list_caps=LEGACY_LIST_CAPS if entry.list_caps is None else stored_caps(entry.list_caps),
         )
 
     def result(self) -> RestoredConversation:

@@ -171,6 +171,9 @@ class CompactionEntry(_Entry, tag="compaction", frozen=True):
     # compactions before these fields were written), so a load rebuilds the very message the live context had.
     handoff_chars: int | None = None
     inventory_chars: int | None = None
+    # The inventory's list caps the copy was made with (agent/inventory.py LIST_CAPS; None: before they were
+    # stored, the newest 30 a list). Checked on load (`inventory.stored_caps`), hence not typed here.
+    list_caps: dict[str, object] | None = None
     at: str = msgspec.field(default_factory=utc_now)
 
 
@@ -222,6 +225,37 @@ class CommandOutputEntry(_Entry, tag="command_output", frozen=True):
     at: str = msgspec.field(default_factory=utc_now)
 
 
+class FileChangeEntry(_Entry, tag="file_change", frozen=True):
+    """ama is about to change a file (write_file, edit_file; through the editor's fs/write_text_file too): a
+    checkpoint record (session/checkpoints.py, docs/sessions.md "Checkpoints and /rewind"). Written before the
+    write; a second one follows when the bytes on disk after it are not those announced (`after`).
+
+    `path` is the file's real path. `first` marks the prompt's first change to it: `before` is then the sha256
+    of the saved copy of its bytes before the prompt (`<data dir>/checkpoints/<session id>/`), or None when it
+    did not exist; `unrecorded` says why no copy could be kept (too large, not a regular file), "" when one was.
+    `after` is the sha256 of the bytes ama wrote (None: no file after it)."""
+
+    prompt: int  # the prompt's number in the thread (1 = the first)
+    path: str
+    after: str | None = None
+    first: bool = False
+    before: str | None = None
+    unrecorded: str = ""
+    at: str = msgspec.field(default_factory=utc_now)
+
+
+class RewindEntry(_Entry, tag="rewind", frozen=True):
+    """`/rewind N`: prompts N… left the conversation (session/rewinds.py drops them when the file is read).
+    `message_index` is the MessageEntry index of prompt N's message, counted over the thread as read up to this
+    entry (earlier rewinds applied). `restored` and `kept` name the files put back and those left alone."""
+
+    prompt: int
+    message_index: int
+    restored: list[str] = []
+    kept: list[str] = []
+    at: str = msgspec.field(default_factory=utc_now)
+
+
 Entry = (
     MessageEntry
     | ToolCallEntry
@@ -240,6 +274,8 @@ Entry = (
     | TurnEntry
     | CommandEntry
     | CommandOutputEntry
+    | FileChangeEntry
+    | RewindEntry
 )
 
 ENTRY_TYPES: tuple[type[_Entry], ...] = typing.get_args(Entry)

@@ -12,11 +12,19 @@ from typing import Protocol
 import msgspec
 
 from ama_acp.agent import events as ev
+from ama_acp.agent.instructions import SessionInstructions
 from ama_acp.agent.loop import Refusal
 from ama_acp.agent.prompt import Setting, setting_reminder
 from ama_acp.agent.result_fit import fit_result, result_budget, tool_chars
 from ama_acp.config import Config
-from ama_acp.conversation.messages import AssistantMessage, Message, TextPart, Usage, UserMessage
+from ama_acp.conversation.messages import (
+    AssistantMessage,
+    Message,
+    TextPart,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
 from ama_acp.providers import base as pb
 from ama_acp.providers.catalog import ModelInfo
 from ama_acp.session import entries as en
@@ -28,9 +36,10 @@ from ama_acp.session.toolset import SessionTools
 from ama_acp.session.updates import cut_short_update, plan_update, to_update
 from ama_acp.session.wire_ids import WireIds
 from ama_acp.session.workspaces import current_tool_call
-from ama_acp.tools.base import ToolError, ToolResult
+from ama_acp.tools.base import Tool, ToolError, ToolResult
 from ama_acp.tools.context import ToolContext, result_chars
 from ama_acp.tools.registry import run_with_deadline
+from ama_acp.tools.task import NAME as TASK
 from ama_acp.tools.workspace import CutShort, cut_short
 from ama_acp.wire import types as w
 
@@ -50,6 +59,12 @@ class Approves(Protocol):
     """session/approval.py `Approver`."""
 
     async def approve(self, call: ev.ToolCallRequested, args: dict[str, object]) -> Refusal | None: ...
+
+
+class RunsTasks(Protocol):
+    """session/tasks.py `TaskRunner`."""
+
+    async def run(self, args: dict[str, object], wire_id: str) -> ToolResult: ...
 
 
 class Prepares(Protocol):
@@ -97,7 +112,17 @@ class HostedSession(Protocol):
     @property
     def outbox(self) -> Outbox: ...
 
+    @property
+    def instructions(self) -> SessionInstructions: ...
+
+    @property
+    def tasks(self) -> RunsTasks: ...
+
     def system_prompt(self) -> str: ...
+
+    def base_prompt(self) -> str:
+        """The system prompt without the project instructions (what the first request freezes)."""
+        ...
 
     def persist(self, entry: en.Entry) -> None: ...
 
@@ -125,6 +150,8 @@ class SessionHost:
         self._shown_id: str | None = None
         # wire id → what its command left if a cancel cut it short (filled by the workspace), until it finishes.
         self._cut: dict[str, CutShort] = {}
+        # Tokens of task results sized but not yet in the conversation (calls run side by side; see run_tool).
+        self._fitted = 0
 
     def new_turn(self) -> None:
         self.turn_error = None
@@ -141,7 +168,7 @@ class SessionHost:
     def build_request(self) -> pb.ModelRequest:
         s = self._s
         if s.conversation.frozen_prompt is None:  # the first request fixes it for the session and its reloads
-            system = s.system_prompt()
+            system = s.base_prompt()  # the instructions are read anew at each turn and load (agent/instructions.py)
             s.conversation.freeze(system, _setting(s))
             s.persist(
                 en.PromptEntry(mode_id=s.mode, additional_directories=list(s.additional_directories), system=system)
@@ -163,6 +190,9 @@ class SessionHost:
         if mcp is not None:
             await mcp.before_first_request()  # the first request waits (bounded) for servers still starting
         await self.tell_setting()  # a mode changed while the turn ran: the model hears of it before its next reply
+        note = self._s.instructions.take_note(self._s.conversation.messages)  # AGENTS.md of folders tools worked in
+        if note is not None:
+            await self.append(note)
         await self._s.compactor.before_request()
 
     async def tell_setting(self) -> bool:
@@ -181,6 +211,8 @@ class SessionHost:
 
     async def append(self, message: Message) -> None:
         s = self._s
+        if isinstance(message, ToolResultMessage):
+            self._fitted = 0  # the results of side-by-side calls now count as messages
         s.conversation.append(message)
         shown_id = None
         if isinstance(message, AssistantMessage):
@@ -240,10 +272,24 @@ class SessionHost:
     async def approve(self, call: ev.ToolCallRequested, args: dict[str, object]) -> Refusal | None:
         return await self._s.approver.approve(call, args)
 
+    def runs_concurrently(self, name: str) -> bool:
+        """Task calls of one response run side by side (agent/loop.py `ConcurrentCalls`, session/tasks.py)."""
+        return name == TASK
+
     async def run_tool(self, name: str, args: dict[str, object], wire_id: str) -> ToolResult:
         tool = self._s.tools.tool(name)
         if tool is None:
             raise ToolError(f"There is no tool named {name!r}.")
+        if name == TASK:  # a child conversation, run by the session (the tool is a declaration)
+            result = await self._s.tasks.run(args, wire_id)
+            # Sized when the child is done: its siblings' results that finished first count (they enter the
+            # conversation only after the last of them, agent/loop.py), so together they keep to the share.
+            budget, window = self._result_budget()
+            if window is not None:
+                result = fit_result(result, budget, self._s.ctx.meter.estimator.text, window)
+            self._fitted += self._s.ctx.meter.estimator.text(result.text)
+            return result
+        self._touched(tool, args)
         budget, window = self._result_budget()
         token = current_tool_call.set(wire_id)
         room = result_chars.set(tool_chars(budget))
@@ -259,6 +305,14 @@ class SessionHost:
             return result
         return fit_result(result, budget, self._s.ctx.meter.estimator.text, window)
 
+    def _touched(self, tool: Tool, args: dict[str, object]) -> None:
+        """The instruction files of the folders the call works in are announced before the next request."""
+        try:
+            paths = [loc.path for loc in tool.locations(args, self._s.cwd)]
+        except Exception:  # bad arguments: the tool says so when it runs
+            return
+        self._s.instructions.touched(paths, self._s.conversation.messages)
+
     def _result_budget(self) -> tuple[int | None, int | None]:
         """(tokens the next tool result may take, the window) — see agent/result_fit.py."""
         ctx = self._s.ctx
@@ -269,7 +323,7 @@ class SessionHost:
             if isinstance(message, AssistantMessage):
                 break
             unseen += ctx.meter.estimator.message(message)
-        return result_budget(f.window, auto, f.used, unseen), f.window
+        return result_budget(f.window, auto, f.used + self._fitted, unseen + self._fitted), f.window
 
     # --- billing and failures -----------------------------------------------------------------------------
 

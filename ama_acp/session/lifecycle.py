@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from ama_acp.rpc.dispatch import defer
 from ama_acp.rpc.errors import RESOURCE_NOT_FOUND, SESSION_BUSY, AcpError
-from ama_acp.session import options
+from ama_acp.session import fork, options
 from ama_acp.session import store as st
 from ama_acp.session.cwd import normal_cwd, same_cwd
 from ama_acp.session.entries import DirectoriesEntry
@@ -130,6 +130,31 @@ class Lifecycle:
         self._connect_mcp(session, req.mcp_servers)  # R75
         defer(functools.partial(_announce_resumed, session))  # no replay (R74): all after the response
         return w.LoadSessionResponse(modes=options.mode_state(session.mode), config_options=session.config_options())
+
+    async def fork(self, req: w.ForkSessionRequest) -> w.NewSessionResponse:
+        """session/fork (unstable): a new session from a copy of the original's file (session/fork.py), opened as
+        a resume opens one; the original, live or not, is only read."""
+        cwd = normal_cwd(req.cwd)
+        dirs = self.m.check_dirs(cwd, req.additional_directories)  # a relative or missing folder: -32602
+        live = self.m.live(req.session_id)  # one session/new answered but not built yet is built (its file made)
+        if live is not None:
+            fork.refuse_unsaved(req.session_id, live.journal.saving)
+        copy = fork.fork_copy(self.m.store, self._read(req.session_id), cwd, dirs, live.busy if live else None)
+        header = copy.loaded.header
+        setup = SessionSetup(
+            header.session_id, cwd, dirs, self.m.config.mode, self.m.default_model, created_at=header.created_at
+        )
+        restored = restore(copy.loaded, self.m.store.handoff_dir(header.session_id), setup, self.m.tool)
+        session = Session(self.m, restored.setup, restored)
+        fork.write_fork(self.m.store, session.journal, copy)
+        for entry in restored.repair:  # calls the original left open at the end of its file, ended as on a load
+            session.persist(entry)
+        self.m.register(session)
+        self._connect_mcp(session, req.mcp_servers or [])  # the request's servers, as session/new's
+        defer(functools.partial(_announce_resumed, session))  # the fork's title, then E4 (D2: the meter)
+        return w.NewSessionResponse(
+            session_id=session.id, modes=options.mode_state(session.mode), config_options=session.config_options()
+        )
 
     async def list(self, req: w.ListSessionsRequest) -> w.ListSessionsResponse:
         try:

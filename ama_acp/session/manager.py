@@ -131,9 +131,10 @@ class SessionManager:
 
     def _load_tools(self) -> dict[str, Tool]:
         if self._tools is None:
-            from ama_acp.tools.registry import by_name
+            from ama_acp.tools.registry import by_name, default_tools
 
-            self._tools = by_name()
+            agents = {name: a.description for name, a in self.config.agents.items()}
+            self._tools = by_name(default_tools(self.config.web, agents))
         return self._tools
 
     def tool(self, name: str) -> Tool | None:

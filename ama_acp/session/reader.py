@@ -17,6 +17,7 @@ from ama_acp.conversation.messages import Message
 from ama_acp.rpc.framing import MAX_LINE as WIRE_MAX_LINE
 from ama_acp.session.entries import FORMAT_VERSION, KNOWN_TAGS, Entry, Header, MessageEntry
 from ama_acp.session.files import NotRegularFile, open_regular
+from ama_acp.session.rewinds import apply_rewinds
 from ama_acp.session.store_errors import NotASessionFile, SessionFormatError, SessionNotFound
 
 log = logging.getLogger(__name__)
@@ -143,7 +144,9 @@ class _LineReader:
                 self.pending_len,
             )
         self.skipped.report()
-        return LoadedSession(header=self.header, entries=self.entries, torn_tail=torn, skipped_lines=self.skipped.count)
+        # Rewinds applied (session/rewinds.py): every reader of the file sees the thread the person kept.
+        entries = apply_rewinds(self.entries)
+        return LoadedSession(header=self.header, entries=entries, torn_tail=torn, skipped_lines=self.skipped.count)
 
     def _no_line_end(self, chunk: bytes) -> None:
         """A chunk inside one line: kept for when the line ends, or dropped once the line is too long."""

@@ -25,6 +25,7 @@ from ama_acp.conversation.messages import (
 )
 from ama_acp.session import entries as en
 from ama_acp.session import options
+from ama_acp.session.checkpoints import CheckpointLog
 from ama_acp.session.conversation import Conversation, StoredFigures
 from ama_acp.session.options import SessionSetup
 from ama_acp.session.repair import INTERRUPTED, PairResult
@@ -53,6 +54,8 @@ class Restored(NamedTuple):
     # tool-call record for replay) for each call left without one at the end of the file. The caller appends
     # them once it holds the writer, and adds them to `loaded.entries` so replay shows them.
     repair: list[en.Entry]
+    # The prompts and the files each changed, for /rewind (session/checkpoints.py).
+    checkpoints: CheckpointLog | None = None
 
 
 def restore(
@@ -73,7 +76,8 @@ def restore(
             # The live session allocated its id after every recorded one: the next free id is the one it had.
             repair.append(_interrupted_record(call, settings.wire_ids.allocate(call.id), tool, setup.cwd))
         repair.append(en.MessageEntry(message=result))
-    return Restored(settings.result(), rebuilt.conversation, rebuilt.figures, settings.wire_ids, repair)
+    checkpoints = CheckpointLog.from_entries(loaded.entries)
+    return Restored(settings.result(), rebuilt.conversation, rebuilt.figures, settings.wire_ids, repair, checkpoints)
 
 
 class _Settings:

@@ -15,14 +15,17 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 
 import anyio
 import msgspec
 
+from ama_acp.agent.instructions import SessionInstructions
 from ama_acp.agent.loop import run_turn
 from ama_acp.agent.prompt import system_prompt
+from ama_acp.config import config_dir
 from ama_acp.conversation.messages import ImagePart, TextPart, UserMessage
 from ama_acp.rpc.dispatch import defer
 from ama_acp.rpc.errors import UNEXPECTED, AcpError
@@ -30,6 +33,7 @@ from ama_acp.session import entries as en
 from ama_acp.session import options
 from ama_acp.session.accounting import SessionContext
 from ama_acp.session.approval import Approver
+from ama_acp.session.checkpoints import CheckpointLog, Checkpoints, RecordingWorkspace
 from ama_acp.session.compacting import Compactor
 from ama_acp.session.conversation import Conversation
 from ama_acp.session.host import SessionHost
@@ -37,7 +41,9 @@ from ama_acp.session.journal import Journal
 from ama_acp.session.options import SessionSetup
 from ama_acp.session.outbox import Outbox
 from ama_acp.session.restore import Restored
+from ama_acp.session.rewind import Rewinder, checkpoints_folder
 from ama_acp.session.runtime import Runtime
+from ama_acp.session.tasks import TaskRunner
 from ama_acp.session.toolset import SessionTools
 from ama_acp.session.updates import is_stop_reason
 from ama_acp.session.workspaces import tool_context
@@ -62,13 +68,23 @@ class Session:
         self._sent_title = setup.title  # a loaded session's title: the client already has it
         self.conversation = restored.conversation if restored is not None else Conversation()
         self.journal = Journal(self.id)
+        # Copies of the files ama changes, per prompt, for /rewind (session/checkpoints.py, rewind.py).
+        log_ = restored.checkpoints if restored is not None and restored.checkpoints is not None else None
+        self.checkpoints = Checkpoints(
+            log_ or CheckpointLog(), lambda: checkpoints_folder(runtime.store, self.id), self.persist
+        )
         self.outbox = Outbox(self.id, runtime, self.journal)
-        self.tools = SessionTools(runtime)
+        self.tools = SessionTools(runtime, lambda: runtime.context_window(self.model_id))  # the set follows the window
+        # AGENTS.md and the like: in the system prompt, or announced when a tool works in their folder.
+        self.instructions = SessionInstructions(runtime.config.instructions, self.cwd, str(config_dir(os.environ)))
         self.ctx = SessionContext(runtime, self)  # meter, billing, reporter and their ACP reports
         self.host = SessionHost(runtime, self, restored.wire_ids if restored is not None else None)
         self.compactor = Compactor(runtime, self, self.host)
         self.approver = Approver(self)
+        self.tasks = TaskRunner(runtime, self)  # the `task` tool's children (session/tasks.py)
         self.tool_ctx = tool_context(runtime, self)
+        self.tool_ctx.workspace = RecordingWorkspace(self.tool_ctx.workspace, self.checkpoints)
+        self.rewinder = Rewinder(self)
         self._turn_scope: anyio.CancelScope | None = None
         # Client calls that must not be abandoned at once on cancel (permission, terminal/create): each is
         # shielded, and a cancel shortens its deadline to its grace period (see `graceful`).
@@ -87,6 +103,7 @@ class Session:
 
     def persist(self, entry: en.Entry) -> None:
         """Every entry of the session file goes through here (session/journal.py)."""
+        self.checkpoints.log.observe(entry)  # the prompts and the files they changed, also when unsaved
         self.journal.append(entry)
 
     @contextmanager
@@ -108,6 +125,11 @@ class Session:
         return self._turn_scope is not None
 
     def system_prompt(self) -> str:
+        """ama's own prompt (frozen by the first request), then the project instructions of now."""
+        return self.base_prompt() + self.instructions.block()
+
+    def base_prompt(self) -> str:
+        """ama's own prompt: what the first request freezes (the instructions are read anew, agent/instructions.py)."""
         if self.conversation.frozen_prompt is not None:
             return self.conversation.frozen_prompt
         return system_prompt(self.cwd, self.additional_directories, self.mode)
@@ -129,7 +151,7 @@ class Session:
         as_notice = caps is not None and caps.notices is not None
         for n in self.ctx.context_notices(deliver=as_notice or message_end or self._turn_scope is None):
             if as_notice:
-                await self.send(w.Notice(severity=n.severity, title=n.title, description=n.text))
+                await self.send(w.Notice(severity=n.severity, title=n.title, description=n.text, meta=n.meta))
             else:
                 mark = "⚠" if n.severity == "warning" else "ℹ"
                 text = f"\n\n{mark} {n.title}: {n.text}\n\n"
@@ -144,6 +166,7 @@ class Session:
         command = self.rt.commands.match(user)
         self.cancelled = False
         self.host.new_turn()
+        self.instructions.refresh()  # a file changed since the last turn: the system prompt follows it
         self.compactor.new_turn()
         idle = self._idle = anyio.Event()
         billed_before = self.ctx.billing.totals()

@@ -25,13 +25,15 @@ import secrets
 import shutil
 import stat
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from ama_acp.credentials import fsync_directory
 from ama_acp.errors import StoreError
 from ama_acp.redact import Redactor
 from ama_acp.secrets import names_generation
-from ama_acp.session.entries import Header
+from ama_acp.session.checkpoint_store import remove_checkpoints
+from ama_acp.session.entries import Entry, Header
 from ama_acp.session.files import NotRegularFile, first_line, open_regular
 from ama_acp.session.listing import InvalidCursor, SessionLister, SessionSummary
 from ama_acp.session.locks import busy_error, in_use, lock_for_writing, lock_holder
@@ -143,11 +145,12 @@ class SessionStore:
     def exists(self, session_id: str) -> bool:
         return is_valid_session_id(session_id) and self.path(session_id).is_file()
 
-    def create(self, header: Header) -> SessionWriter:
-        """A new session file holding `header`. Every way this can fail but a name already taken
-        (`SessionExists`) or locked (`SessionBusy`) is a SessionWriteError saying why: the sessions path is not
-        a directory, a full disk, a size limit, a read-only directory, a failed fsync. Nothing is left behind
-        by a failure: the half-made file is removed again."""
+    def create(self, header: Header, entries: Sequence[Entry] = ()) -> SessionWriter:
+        """A new session file holding `header`, then `entries` (a fork's copy of its original: all of them or,
+        after a failure, none). Every way this can fail but a name already taken (`SessionExists`) or locked
+        (`SessionBusy`) is a SessionWriteError saying why: the sessions path is not a directory, a full disk, a
+        size limit, a read-only directory, a failed fsync. Nothing is left behind by a failure: the half-made
+        file is removed again."""
         path = self.path(header.session_id)
         self._private_dir(path)
         # Conversations are private: the directory and files are for this user only.
@@ -166,6 +169,8 @@ class SessionStore:
         writer = SessionWriter(path, fd, 0, self.redactor, self._fsync)
         try:
             writer.write_header(header)
+            for entry in entries:
+                writer.append(entry, sync=False)  # one fsync below for the whole copy
             if self._fsync != "never":
                 os.fsync(fd)
                 fsync_directory(self.sessions_dir)  # so the new name survives a power cut too
@@ -303,6 +308,7 @@ class SessionStore:
                 shutil.rmtree(folder)
             elif stat.S_ISLNK(info.st_mode):  # a link in its place: the link goes, never what it points to
                 folder.unlink()
+        remove_checkpoints(self.sessions_dir.parent, session_id)  # its /rewind copies go with it
         if not existed:
             raise SessionNotFound(f"no session {session_id}")
 

@@ -1,10 +1,15 @@
 """The tools one session offers the model: ama's own (shared by every session of the runtime) and the
 session's MCP servers' (`mcp__server__tool`, session/mcp.py), as one set that changes when a server comes up,
-fails or changes its tools."""
+fails or changes its tools.
+
+On a small window (under SMALL_WINDOW tokens) the heaviest of ama's own tools are not declared: `web_fetch` and
+`task` cost about 540 tokens of every request between them, and what they bring back (a web page, a helper's
+whole answer) could hardly fit; on an 8K window that room is what a compaction's handoff needs. The set follows
+the current model, so a switch to a bigger window declares them again (a changed set, like an MCP server's)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from ama_acp.agent import events as ev
@@ -23,9 +28,14 @@ class OwnTools(Protocol):
     def tool_specs(self) -> Sequence[ToolSpec]: ...
 
 
+SMALL_WINDOW = 16_384
+HEAVY_TOOLS = frozenset({"web_fetch", "task"})  # left out of the declarations on a small window
+
+
 class SessionTools:
-    def __init__(self, runtime: OwnTools) -> None:
+    def __init__(self, runtime: OwnTools, window: Callable[[], int | None] = lambda: None) -> None:
         self._rt = runtime
+        self._window = window  # the current model's window (None: unknown, every tool is declared)
         self.mcp: SessionMcp | None = None  # the editor's MCP servers for this session, once connected
 
     def connect(self, mcp: SessionMcp) -> None:
@@ -42,13 +52,21 @@ class SessionTools:
     def tool_specs(self) -> list[ToolSpec]:
         """Every tool the next request declares."""
         specs = list(self._rt.tool_specs())
+        if self._small_window():
+            specs = [s for s in specs if s.name not in HEAVY_TOOLS]
         if self.mcp is not None:
             specs += self.mcp.tool_specs()
         return specs
 
     def tools_version(self) -> int:
-        """Changes whenever `tool_specs()` does (an MCP server became ready, failed, or changed its tools)."""
-        return self.mcp.version if self.mcp is not None else 0
+        """Changes whenever `tool_specs()` does (an MCP server became ready, failed, or changed its tools; a
+        switch between a small and a bigger window)."""
+        servers = self.mcp.version if self.mcp is not None else 0
+        return servers * 2 + self._small_window()
+
+    def _small_window(self) -> bool:
+        window = self._window()
+        return window is not None and window < SMALL_WINDOW
 
     def mcp_declarations(self) -> dict[str, list[ToolSpec]]:
         """The MCP servers' declarations, by server (empty without servers)."""

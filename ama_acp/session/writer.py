@@ -95,9 +95,10 @@ class SessionWriter:
     def closed(self) -> bool:
         return self._fd < 0
 
-    def append(self, entry: Entry) -> None:
+    def append(self, entry: Entry, *, sync: bool = True) -> None:
         """Write one entry as one line. Raises SessionWriteError when the file cannot take it (the file stays
-        consistent: whatever part of the line reached the disk is cut off again)."""
+        consistent: whatever part of the line reached the disk is cut off again). `sync=False`: no fsync for
+        this line whatever the policy (a fork's copied entries: the store syncs the whole file once)."""
         if self._fd < 0:
             raise ValueError(f"session writer for {self.path} is closed")
         if self._until_check <= 0:
@@ -112,6 +113,8 @@ class SessionWriter:
         self._write_line(line)
         if type(entry) is TurnEntry:
             self._until_check = 0  # the next turn's first entry checks again
+        if not sync:
+            return
         if self._fsync == "always" or (self._fsync == "turn" and type(entry) in (TurnEntry, CompactionEntry)):
             self._sync()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -15,12 +16,20 @@ from ama_acp.tools.grep import GrepTool
 from ama_acp.tools.ls import ListTool
 from ama_acp.tools.read import ReadTool
 from ama_acp.tools.shell import ShellTool
+from ama_acp.tools.task import TaskTool
 from ama_acp.tools.todo import TodoTool
+from ama_acp.tools.web_fetch import WebFetchTool
 from ama_acp.tools.write import WriteTool
 
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
-def default_tools() -> list[Tool]:
-    """Fresh instances of every built-in tool, in the order the model sees them."""
+    from ama_acp.config import WebConfig
+
+
+def default_tools(web: WebConfig | None = None, agents: Mapping[str, str] | None = None) -> list[Tool]:
+    """Fresh instances of every built-in tool, in the order the model sees them; `web` is the config's `[web]`,
+    `agents` the configured agents the task tool offers (name → description)."""
     return [
         ReadTool(),
         WriteTool(),
@@ -30,6 +39,8 @@ def default_tools() -> list[Tool]:
         GrepTool(),
         ShellTool(),
         TodoTool(),
+        WebFetchTool(web.allow_hosts if web is not None else None),
+        TaskTool(agents),
     ]
 
 

@@ -125,6 +125,7 @@ class SessionCapabilities(_Out, frozen=True):
     resume: dict[str, Any] | None = None
     close: dict[str, Any] | None = None
     additional_directories: dict[str, Any] | None = None
+    fork: dict[str, Any] | None = None  # unstable `session/fork` (session/fork.py)
 
 
 class AgentCapabilities(_Out, frozen=True):
@@ -178,6 +179,15 @@ class ResumeSessionRequest(_In, frozen=True):
     session_id: str
     cwd: str
     mcp_servers: list[dict[str, Any]] = []
+    additional_directories: list[str] | None = None
+
+
+class ForkSessionRequest(_In, frozen=True):
+    """Unstable `session/fork`; its response has session/new's shape (`NewSessionResponse`)."""
+
+    session_id: str
+    cwd: str
+    mcp_servers: list[dict[str, Any]] | None = None  # the schema: omitted or null is []
     additional_directories: list[str] | None = None
 
 
@@ -354,6 +364,7 @@ class ToolCallUpdate(_Update, tag="tool_call_update", frozen=True):
     kind: str | None = None
     content: list[ToolCallContent] | None = None
     locations: list[ToolCallLocation] | None = None
+    meta: Meta | None = field(default=None, name="_meta")  # a task call's child figures (`ama.task`)
 
 
 PlanPriority = Literal["high", "medium", "low"]
@@ -414,6 +425,7 @@ class Notice(_Update, tag="notice", frozen=True):
     severity: Literal["info", "warning", "error"]
     title: str
     description: str | None = None
+    meta: Meta | None = field(default=None, name="_meta")
 
 
 class CompactionUpdate(_Update, tag="compaction_update", frozen=True):

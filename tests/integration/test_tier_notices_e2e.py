@@ -83,7 +83,17 @@ async def test_mid_at_the_exact_token_told_once_with_the_counts_and_estimated_af
             assert (mid["severity"], mid["title"]) == ("info", "Context mid")
             assert mid["description"].startswith("50.0 % (5,000 of 10,000 tokens) used.")
             assert "Finish the current piece of work soon; start new work in a fresh session." in mid["description"]
-            assert "≈" not in mid["description"] and "estimated" not in mid["description"]
+            # The fill is measured: no ≈. The boot cost that follows (the session's first notice) is ama's own
+            # estimate of the prefix, and says so (issue 29: the expectation moved from the whole text to the fill).
+            fill, boot = mid["description"].split(" Boot cost: ")
+            assert "≈" not in fill and "estimated" not in fill
+            assert boot.startswith("≈ ") and "system prompt" in boot, mid
+            assert meta(mid) == {
+                "tier": "mid",
+                "tierCaps": {"mid": 50, "high": 60, "warning": 70, "danger": 74},
+                "bootTokens": prefix,
+            }, mid  # the figure at session/new: the prefix alone
+            assert "Tiers: mid 50 % · high 60 % · warning 70 % · danger 74 %." in fill
 
             # A fall to 1,000 measured tokens, with a long prompt that the next model's estimate will count:
             # padded so that the whole context, estimated, is about 55 % of the wide window.
@@ -104,6 +114,8 @@ async def test_mid_at_the_exact_token_told_once_with_the_counts_and_estimated_af
             assert meta(switched)["tier"] == "mid", switched
             again = conn.updates_for(sid, "notice")[1]
             assert (again["severity"], again["title"]) == ("info", "Context mid")
+            assert "Boot cost" not in again["description"] and "bootTokens" not in meta(again)  # the first only
+            assert meta(again)["tierCaps"] == meta(mid)["tierCaps"] == meta(switched)["tierCaps"]
             pct = meta(switched)["percent"]
             assert again["description"].startswith(
                 f"≈ {pct:.1f} % (≈ {switched['used']:,} of {LARGE:,} tokens, estimated) used."

@@ -18,7 +18,9 @@ Each POST takes the next reply from the queue and renders it in the dialect of t
     tool_calls: [{"id", "name", "arguments": dict | str}]   arguments streamed in fragments
     interleave: bool           OpenAI: interleave the fragments of parallel tool calls
     usage: {"input", "output", "cache_read", "cache_write", "reasoning"} | None   (None: send no usage;
-                               missing keys default to input 10, output 5, the rest 0)
+                               missing keys default to input 10, output 5, the rest 0) | "cache": the
+                               figures `server.prompt_cache` computes from the request, billed like the real
+                               APIs with prefix caching (tests/support/prompt_cache.py)
     stop: "end_turn" | "tool_use" | "max_tokens" | "refusal"   (default: tool_use when tool_calls, else end_turn)
     finish_reason, stop_reason: str   send this raw OpenAI finish_reason / Anthropic stop_reason instead
     chunk_size: int            characters per text/argument delta (default 5)
@@ -86,6 +88,7 @@ from conformance.model_dialects import (
     sse_event,
 )
 from conformance.model_server import BackgroundServer, OwnedHTTPServer
+from tests.support.prompt_cache import PromptCache
 
 __all__ = [
     "LLMServer",
@@ -168,6 +171,11 @@ class _Handler(ModelHandler):
             self._error(dialect, reply)
             return
         model = (body or {}).get("model", "test-model") if isinstance(body, dict) else "test-model"
+        if reply.get("usage") == "cache":  # billed by the prompt cache (tests/support/prompt_cache.py)
+            if owner.prompt_cache is None:
+                self.send_json(500, {"error": {"message": "llm_server: usage 'cache' without server.prompt_cache"}})
+                return
+            reply = {**reply, "usage": owner.prompt_cache.usage(dialect, body, reply)}
         if dialect == "openai":
             include_usage = bool(((body or {}).get("stream_options") or {}).get("include_usage"))
             events = render_openai(reply, model, include_usage)
@@ -280,6 +288,7 @@ class LLMServer(BackgroundServer):
         self._lock = threading.Lock()
         self.requests: list[RecordedRequest] = []
         self.models: list[dict[str, Any]] | None = None  # the GET /v1/models list; None: GET is not served
+        self.prompt_cache: PromptCache | None = None  # bills replies with usage "cache" (prompt_cache.py)
 
     # --- scripting
 

@@ -18,7 +18,7 @@ from ama_acp.agent.inventory import (
     COMMANDS,
     ERRORS,
     FILES,
-    LIST_KEEP,
+    LIST_CAPS,
     SEARCHES,
     TOOLS,
     USER_MESSAGE_CLIP,
@@ -147,22 +147,24 @@ def test_an_empty_conversation_has_every_section_saying_none():
 
 
 def test_every_user_message_is_kept_each_clipped_with_a_note_and_the_file_keeps_every_list_entry():
+    # Issue 29: each list has its own cap (seed 003), no longer the newest 30 of every list.
+    cap = LIST_CAPS[COMMANDS]
     long = "x" * (USER_MESSAGE_CLIP + 500)
     messages: list[Message] = [user(long)]
-    for i in range(LIST_KEEP + 5):
+    for i in range(cap + 5):
         messages += [user(f"request {i}"), asks((f"c{i}", "run_command", {"command": f"cmd {i}"}))]
         messages.append(result(f"c{i}", "run_command"))
     inventory = build_inventory(messages)
     requests = section(inventory, USERS)
     assert requests[0] == "- " + "x" * USER_MESSAGE_CLIP + " […500 characters left out]"
-    assert len(requests) == LIST_KEEP + 6  # no "last 30" limit on the person's messages
-    assert section(inventory, COMMANDS) == [f"- ✓ `cmd {i}`" for i in range(LIST_KEEP + 5)]
-    # the model's copy keeps the newest entries of the other lists and says how many it left out
-    copy = model_copy(inventory, 10**6)
+    assert len(requests) == cap + 6  # the file keeps every entry
+    assert section(inventory, COMMANDS) == [f"- ✓ `cmd {i}`" for i in range(cap + 5)]
+    # the model's copy keeps the newest entries of each list, up to its cap, and says how many it left out
+    copy = model_copy(inventory, 10**7)
     commands = section(copy, COMMANDS)
     assert commands[0] == "- (5 earlier entries left out; inventory.md has them all)"
-    assert commands[1:] == [f"- ✓ `cmd {i}`" for i in range(5, LIST_KEEP + 5)]
-    assert len(section(copy, USERS)) == LIST_KEEP + 6
+    assert commands[1:] == [f"- ✓ `cmd {i}`" for i in range(5, cap + 5)]
+    assert len(section(copy, USERS)) == cap + 6  # under the person's messages' own cap (500): all of them
 
 
 def test_a_multi_line_user_message_stays_one_entry():
@@ -419,14 +421,14 @@ def test_the_inventory_lists_the_slash_commands_one_line_each_clipped():
     assert section(build_inventory([]), SLASH) == ["- (none)"]
 
 
-def test_the_models_copy_keeps_the_newest_30_slash_commands_and_says_how_many_were_left_out():
+def test_the_models_copy_keeps_the_newest_50_slash_commands_and_says_how_many_were_left_out():
     from ama_acp.agent.inventory import SLASH
 
-    full = build_inventory([], slash_commands=[f"/model m{i}" for i in range(35)])
-    assert len(section(full, SLASH)) == 35  # the file keeps them all
+    full = build_inventory([], slash_commands=[f"/model m{i}" for i in range(55)])
+    assert len(section(full, SLASH)) == 55  # the file keeps them all
     copy = section(model_copy(full, 100_000), SLASH)
     assert copy[0] == "- (5 earlier entries left out; inventory.md has them all)"
-    assert copy[1:] == [f"- `/model m{i}`" for i in range(5, 35)] and len(copy) == LIST_KEEP + 1
+    assert copy[1:] == [f"- `/model m{i}`" for i in range(5, 55)] and len(copy) == LIST_CAPS[SLASH] + 1
 
 
 def test_the_handoff_prompt_asks_for_the_conversations_language_and_carries_the_git_state():

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from ama_acp.config import CompactionConfig, Config, Price
+from ama_acp.agent.instructions import SessionInstructions
+from ama_acp.config import CompactionConfig, Config, InstructionsConfig, Price
 from ama_acp.conversation.messages import AssistantMessage, TextPart, Usage, UserMessage
 from ama_acp.conversation.tools import ToolSpec
 from ama_acp.session.accounting import ContextNotice, SessionContext
@@ -54,6 +55,10 @@ class Session:
     def tools(self) -> Session:  # the declared tools (session/toolset.py's part, in a session)
         return self
 
+    @property
+    def instructions(self) -> SessionInstructions:  # no project instructions (agent/instructions.py)
+        return SessionInstructions(InstructionsConfig(enabled=False), "/", None)
+
 
 def context(compaction: bool = False) -> tuple[SessionContext, Session]:
     session = Session()
@@ -81,7 +86,11 @@ def test_4999_of_10000_is_healthy_and_says_nothing_5000_is_mid_with_one_info_not
     assert (notice.severity, notice.title) == ("info", "Context mid")
     assert notice.text.startswith("50.0 % (5,000 of 10,000 tokens) used.")
     assert "Finish the current piece of work soon; start new work in a fresh session." in notice.text
-    assert "≈" not in notice.text and "estimated" not in notice.text
+    # The measured fill carries no ≈; the boot cost after it (the first notice) is ama's estimate and says so
+    # (issue 29 moved this expectation from the whole text to the fill).
+    fill, boot = notice.text.split(" Boot cost: ")
+    assert "≈" not in fill and "estimated" not in fill
+    assert boot == "≈ 101 tokens (system prompt 100 · ama's tools 1), carried by every request before any message."
     assert turn(ctx, 5_500) == []  # staying in mid says nothing more
 
 
@@ -137,7 +146,11 @@ def test_context_of_a_measured_figure_keeps_its_wording() -> None:
     ctx, _ = context()
     turn(ctx, 4_999)
     head = first_lines(ctx)
-    assert head[0] == "**Context:** 4,999 of 10,000 tokens (50.0 %) · tier healthy · source usage"
+    # Issue 29 added the boot cost (ama's estimate of the prefix, hence its ≈) to the headline.
+    assert head[0] == (
+        "**Context:** 4,999 of 10,000 tokens (50.0 %) · tier healthy · source usage"
+        " · boot cost ≈ 101 tokens (system prompt 100 · ama's tools 1)"
+    )
     assert "estimate" not in head[1].split("+")[0]  # the usage line, not an estimate note
 
 
@@ -170,3 +183,42 @@ def test_context_of_an_estimate_says_so_and_why(how: str, why: str) -> None:
     window = f"{f.window:,}"
     assert head[0].startswith(f"**Context:** ≈ {f.used:,} of {window} tokens (≈ {f.percent:.1f} %, estimated) · ")
     assert head[1].startswith("The figure is ama's estimate, not a provider's count: ") and why in head[1]
+
+
+# -- the boot cost (issue 29: seed 002's strain) ----------------------------------------------------------------
+
+
+class McpSession(Session):
+    """A session with ama's one tool and two MCP servers' declarations."""
+
+    OWN = [ToolSpec("read_file", "Read a file " + "r" * 400, {"type": "object"})]
+    MCP = {
+        "github": [ToolSpec(f"mcp__github__t{i}", "d" * 800, {"type": "object"}) for i in range(3)],
+        "my\nfs": [ToolSpec("mcp__fs__read", "f" * 200, {"type": "object"})],
+    }
+
+    def tool_specs(self) -> Sequence[ToolSpec]:
+        return [*self.OWN, *(s for specs in self.MCP.values() for s in specs)]
+
+    def mcp_declarations(self) -> dict[str, list[ToolSpec]]:
+        return self.MCP
+
+
+def test_the_boot_cost_adds_up_to_the_prefix_and_names_each_mcp_server() -> None:
+    session = McpSession()
+    ctx = SessionContext(Runtime(Config(compaction=CompactionConfig(enabled=False))), session)
+    parts = ctx.prefix_parts()
+    assert [p.name for p in parts] == ["system prompt", "ama's tools", "MCP github", "MCP my fs"]
+    b = ctx.meter.breakdown()
+    assert sum(p.tokens for p in parts) == b.system_prompt + b.tool_declarations == ctx.figures().used
+    assert dict((p.name, p.tokens) for p in parts)["MCP github"] > 600  # three declarations of 800 characters
+    ctx.append(UserMessage(content=[TextPart("go")]))
+    ctx.append(reply(6_000))
+    (notice,) = ctx.context_notices(deliver=True)
+    boot = sum(p.tokens for p in parts)
+    assert f"Boot cost: ≈ {boot:,} tokens (system prompt 100 · ama's tools " in notice.text
+    assert " · MCP github " in notice.text and " · MCP my fs " in notice.text
+    assert notice.meta == {
+        "ama": {"tier": "high", "tierCaps": {"mid": 50, "high": 60, "warning": 70, "danger": 74}, "bootTokens": boot}
+    }
+    assert " · boot cost ≈ " in first_lines(ctx)[0] and " · MCP github " in first_lines(ctx)[0]

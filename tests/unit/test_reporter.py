@@ -202,3 +202,20 @@ def test_worked_example_section5_end_to_end() -> None:
     # 5. The turn ends with nothing appended: E2 would send 2,810 again; D1 suppresses it.
     assert emit() is None
     assert [s["used"] for s in sent] == [2500, 2548, 2810]
+
+
+def test_the_tier_caps_ride_in_every_payload_and_never_cause_an_update_of_their_own() -> None:
+    """Issue 29 (seed 002's strain): `_meta.ama.tierCaps` in every usage_update; D1 still compares whole payloads."""
+    r = UsageReporter(caps=[50.0, 60.0, 70.5, 74.0])
+    first = r.update(figures(), None)
+    assert first is not None
+    assert first["_meta"]["ama"]["tierCaps"] == {"mid": 50, "high": 60, "warning": 70.5, "danger": 74}
+    assert r.update(figures(), None) is None  # the same figures: the caps add nothing new (D1)
+    moved = r.update(figures(used=53_121, trailing_tokens=321), None)
+    assert moved is not None and moved["_meta"]["ama"]["tierCaps"] == first["_meta"]["ama"]["tierCaps"]
+    assert "tierCaps" not in usage_payload(figures(), None)["_meta"]["ama"]  # without caps: the payload as before
+    assert UsageReporter(caps=[50.0, 60.0, 70.0, float("inf")]).update(figures(), None)["_meta"]["ama"]["tierCaps"] == {
+        "mid": 50,
+        "high": 60,
+        "warning": 70,
+    }  # JSON has no infinity: that cap is left out

@@ -168,3 +168,20 @@ def test_an_estimated_fill_says_so_in_every_number() -> None:
 def test_caps_text_names_each_tier_cap() -> None:
     assert caps_text([50.0, 60.0, 70.0, 74.0]) == "mid 50 % · high 60 % · warning 70 % · danger 74 %"
     assert caps_text([40, 55.5, 65, 80]) == "mid 40 % · high 55.5 % · warning 65 % · danger 80 %"
+
+
+def test_the_boot_cost_is_the_sum_of_the_prefix_parts_and_a_new_part_joins_the_list() -> None:
+    """Issue 29 (seed 002): the prefix as a list of parts, so project instructions can join it."""
+    from ama_acp.context.tiers import PrefixPart, boot_cost, boot_text
+
+    parts = [PrefixPart("system prompt", 1_200), PrefixPart("ama's tools", 1_500), PrefixPart("MCP github", 0)]
+    assert boot_cost(parts) == 2_700
+    assert boot_text(parts) == "boot cost ≈ 2,700 tokens (system prompt 1,200 · ama's tools 1,500)"  # 0: not listed
+    parts.append(PrefixPart("instructions", 300))
+    assert boot_cost(parts) == 3_000 and boot_text(parts).endswith("· instructions 300)")
+    text = notice_text("mid", 5_000, 10_000, 50.0, None, estimated=False, caps=[50, 60, 70, 74], boot=parts)
+    assert text.endswith(
+        "Tiers: mid 50 % · high 60 % · warning 70 % · danger 74 %. Boot cost: ≈ 3,000 tokens (system prompt 1,200 · "
+        "ama's tools 1,500 · instructions 300), carried by every request before any message."
+    )
+    assert "Boot cost" not in notice_text("mid", 5_000, 10_000, 50.0, None, estimated=False, caps=[50, 60, 70, 74])

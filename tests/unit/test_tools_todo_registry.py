@@ -53,6 +53,8 @@ def test_registry():
         "search",
         "run_command",
         "todo_write",
+        "web_fetch",
+        "task",
     ]
     assert set(by_name()) == set(names)
     kinds = {t.name: t.kind for t in tools}

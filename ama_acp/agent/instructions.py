@@ -1,0 +1,198 @@
+"""A session's project instructions (docs/context.md "Project instructions"): which files the model reads, and when.
+
+- The workspace's file (the first of `[instructions] files` found at the session's working directory) and the
+  person's global one (`$XDG_CONFIG_HOME/ama/`, same names) are part of the system prompt, read when the
+  session opens (new, load, resume: always anew) and again at the start of each turn. A file changed between
+  turns changes the system prompt at that turn: the provider's cached prefix is paid for once, and the meter
+  measures anew. Additional directories are not searched: they are often other projects or libraries.
+- A file in a folder under the workspace is announced when a tool first reads, writes or lists something
+  there (the folders between that path and the workspace, each file once): as a note of ama's appended to the
+  conversation before the next request, never by rewriting the system prompt, so the cached prefix stays
+  valid. A file announced and since changed is announced again (at the next turn's start). After a compaction
+  the notes may be gone from the context, so each file is announced again when a tool next works there. A
+  loaded session reads which files its context announced from the notes themselves.
+
+Protocol-free; the session calls `refresh` at each turn's start, `touched` for each tool call's paths and
+`take_note` before each request (session/host.py), and reads `files`/`announced` for the meter and /context.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+
+from ama_acp.agent.instruction_files import (
+    NESTED_CHARS,
+    PER_FILE_CHARS,
+    PROMPT_CHARS,
+    REMINDER_HEADER,
+    InstructionFile,
+    announced_in,
+    find,
+    inside,
+    nested_section,
+    prompt_block,
+    prompt_section,
+    signature_of,
+    skipped_section,
+)
+from ama_acp.config import InstructionsConfig
+from ama_acp.conversation.messages import Message, TextPart, UserMessage
+
+log = logging.getLogger(__name__)
+
+
+class SessionInstructions:
+    def __init__(self, settings: InstructionsConfig, cwd: str, global_dir: str | None) -> None:
+        self.enabled = settings.enabled
+        self.names = list(settings.files)
+        self.root = os.path.normpath(cwd)
+        self.root_real = os.path.realpath(cwd)
+        self.global_dir = global_dir
+        self.files: list[InstructionFile] = []  # in the system prompt: global first, then the workspace's
+        self._block = ""
+        self._seen: tuple[object, ...] = ()  # what the prompt files' places held when last read
+        # Nested files announced in the current context, by shown path; and those waiting for the next request.
+        self.announced: dict[str, InstructionFile] = {}
+        self._known: dict[str, str] = {}  # shown path → digest of each note in the context (see `_sync`)
+        self._scan = (0, 0, 0)  # (id of the first message, messages read, id of the last read)
+        self._pending: dict[str, tuple[InstructionFile, bool]] = {}  # shown → (file, changed since announced)
+        self._checked: set[str] = set()  # folders already looked at this turn
+        if self.enabled:
+            self.refresh()
+
+    # --- the system prompt's files ----------------------------------------------------------------------
+
+    def _places(self) -> tuple[object, ...]:
+        """The signatures of every name at both places: a file appearing, vanishing or changing alters it."""
+        dirs = [self.root] + ([self.global_dir] if self.global_dir else [])
+        return tuple(signature_of(os.path.join(d, n)) for d in dirs for n in self.names)
+
+    def refresh(self) -> bool:
+        """Read the prompt's files again if anything changed at their places (a stat each, when nothing did);
+        True when the system prompt's instructions changed. Nested files announced and changed since are queued
+        to be announced again. At the session's open and each turn's start."""
+        if not self.enabled:
+            return False
+        self._checked.clear()
+        for f in list(self.announced.values()):
+            now = signature_of(f.path)
+            if now != f.signature:
+                self._queue_nested(os.path.dirname(f.path), changed=True)
+        seen = self._places()
+        if seen == self._seen:
+            return False
+        self._seen = seen
+        ws = find(self.root, self.names, "workspace", "", self.root_real, PER_FILE_CHARS)
+        room = PROMPT_CHARS - (len(ws.text) if ws else 0)
+        mine = None
+        if self.global_dir and room > 0:
+            mine = find(self.global_dir, self.names, "global", "", None, min(PER_FILE_CHARS, room))
+            if mine is not None:
+                mine = replace(mine, shown=mine.path)
+        files = [f for f in (mine, ws) if f is not None]
+        block = prompt_block(files)
+        changed = block != self._block
+        self.files, self._block = files, block
+        if changed:
+            log.info("project instructions: %s", ", ".join(f.shown for f in files) or "none")
+        return changed
+
+    def block(self) -> str:
+        """What the system prompt carries after ama's own text ('' without files)."""
+        return self._block
+
+    def sections(self) -> list[tuple[InstructionFile, str]]:
+        """Each prompt file with its text as the system prompt carries it (the meter estimates each)."""
+        return [(f, prompt_section(f)) for f in self.files]
+
+    # --- files under the workspace ----------------------------------------------------------------------
+
+    def touched(self, paths: Iterable[str], messages: Sequence[Message]) -> None:
+        """A tool is about to work on `paths` (absolute): queue the instruction files of the folders between
+        each one and the workspace (the workspace's own file is in the system prompt already). `messages`: the
+        context, whose notes say what was announced (see `_sync`)."""
+        if not self.enabled:
+            return
+        self._sync(messages)
+        for path in paths:
+            try:
+                self._look_above(path)
+            except (OSError, ValueError) as exc:  # a path the model made up: its tool call says what is wrong
+                log.warning("project instructions: cannot look above %r: %s", path[:200], exc)
+
+    def _look_above(self, path: str) -> None:
+        norm = os.path.normpath(path)
+        if not norm.startswith(self.root.rstrip(os.sep) + os.sep):
+            return  # the workspace itself, or outside it
+        folder = norm if os.path.isdir(norm) else os.path.dirname(norm)
+        while folder != self.root and inside(folder, self.root) and folder not in self._checked:
+            self._checked.add(folder)
+            self._queue_nested(folder, changed=False)
+            folder = os.path.dirname(folder)
+
+    def _queue_nested(self, folder: str, changed: bool) -> None:
+        rel = os.path.relpath(folder, self.root).replace(os.sep, "/")
+        f = find(folder, self.names, "nested", rel, self.root_real, PER_FILE_CHARS)
+        if f is None:
+            return
+        digest = self._known.get(f.shown)
+        if digest == f.digest:
+            self.announced[f.shown] = f  # the same text as announced: remember its signature, say nothing
+            return
+        self._pending[f.shown] = (f, changed or digest is not None)
+
+    def take_note(self, messages: Sequence[Message]) -> UserMessage | None:
+        """The note announcing the files queued since the last request (None: nothing to say)."""
+        if not self.enabled:
+            return None
+        self._sync(messages)
+        if not self._pending:
+            return None
+        parts: list[str] = []
+        spent = sum(len(f.text) for f in self.announced.values())
+        for shown, (f, changed) in sorted(self._pending.items()):
+            if self._known.get(shown) == f.digest:
+                continue  # announced meanwhile
+            if spent + len(f.text) > NESTED_CHARS:
+                parts.append(skipped_section(shown, f.size))
+                continue
+            spent += len(f.text)
+            self.announced[shown] = f
+            self._known[shown] = f.digest
+            parts.append(nested_section(f, changed))
+        self._pending.clear()
+        if not parts:
+            return None
+        return UserMessage(content=[TextPart("\n\n".join([REMINDER_HEADER, *parts]))], origin="ama")
+
+    def _sync(self, messages: Sequence[Message]) -> None:
+        """What the context's notes announced (shown path → digest), read from the notes themselves: a
+        compaction or a rewind may have removed some, and a loaded session starts from what its file holds. A
+        file whose note is gone is announced again when a tool next works in its folder. Incremental while the
+        context only grows; read whole when its start or its end changed."""
+        n = len(messages)
+        first = id(messages[0]) if messages else 0
+        grew = (
+            first == self._scan[0]
+            and n >= self._scan[1]
+            and (n == 0 or self._scan[1] == 0 or id(messages[self._scan[1] - 1]) == self._scan[2])
+        )
+        start = self._scan[1] if grew else 0
+        if grew and start == n:
+            return
+        known = dict(self._known) if grew else {}
+        for m in messages[start:]:
+            if isinstance(m, UserMessage) and m.origin == "ama":
+                for part in m.content:
+                    if isinstance(part, TextPart):
+                        known.update(announced_in(part.text))
+        self._scan = (first, n, id(messages[-1]) if messages else 0)
+        if not grew:
+            kept = {k: f for k, f in self.announced.items() if known.get(k) == f.digest}
+            if len(kept) < len(self.announced):
+                self._checked.clear()  # look at those folders again
+            self.announced = kept
+        self._known = known

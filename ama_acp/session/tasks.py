@@ -1,0 +1,180 @@
+"""The `task` tool's runner for one session: which agent, on which model, with which tools; how many children
+run at once (`[tasks] max_parallel`) and for how long (`[tasks] timeout`); the records `_ama/session_stats`
+and `/tasks` show.
+
+A child runs inside its task call, so it lives and dies with the parent's turn: a cancel, a session/close or
+the end of the connection cancels the turn's scope and every child in it (their open calls get their results
+and final lines, the loop's invariant). External ACP agents (`[agents.NAME] command = …`) are refused at the
+config boundary until a later version (docs/tools.md "Delegation").
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import anyio
+
+from ama_acp.agent.instructions import SessionInstructions
+from ama_acp.agent.loop import run_turn
+from ama_acp.agent.prompt import system_prompt
+from ama_acp.config import AgentConfig
+from ama_acp.context.meter import ContextMeter
+from ama_acp.conversation.messages import AssistantMessage, TextPart, UserMessage
+from ama_acp.session.accounting import shared_estimator
+from ama_acp.session.child import ChildHost, ChildParent, ChildRuntime, TaskRecord, answer_text
+from ama_acp.tools.base import ToolError, ToolResult
+
+# The built-in read-only agent's tools: it reads and searches the project, and nothing leaves the machine.
+EXPLORE_TOOLS = ("read_file", "list_dir", "find_files", "search")
+
+CHILD_NOTE = """
+# Your task
+You are a helper agent: another agent handed you one task, written below as the user's message. You cannot see
+its conversation, and it sees only your final message, which is returned to it as your answer — make that
+message complete and self-contained (what you found, with `path:line` references, or what you did and its
+result). You cannot start tasks of your own.
+"""
+
+
+class TaskSession(ChildParent, Protocol):
+    """What the runner needs of its session (session/session.py `Session`)."""
+
+    @property
+    def cwd(self) -> str: ...
+
+    @property
+    def additional_directories(self) -> list[str]: ...
+
+    @property
+    def mode(self) -> str: ...
+
+    @property
+    def model_id(self) -> str: ...
+
+    @property
+    def instructions(self) -> SessionInstructions: ...
+
+
+class TaskRunner:
+    def __init__(self, runtime: ChildRuntime, session: TaskSession) -> None:
+        self._rt = runtime
+        self._s = session
+        self.records: list[TaskRecord] = []
+        self._limiter: anyio.CapacityLimiter | None = None  # made in the event loop, at the first task
+
+    async def run(self, args: dict[str, object], wire_id: str) -> ToolResult:
+        """Run one task call to its end: the child's final answer, or a ToolError saying why there is none."""
+        prompt, description, agent = _arguments(args)
+        spec = self._agent(agent)
+        cfg = self._rt.config
+        model = spec.model or self._s.model_id  # the session's model now: a later switch does not move the child
+        tools = EXPLORE_TOOLS if agent == "explore" else spec.tools
+        if tools is not None:
+            known = {s.name for s in self._s.tools.tool_specs()}
+            missing = [t for t in tools if t not in known]
+            if missing:
+                raise ToolError(f"Agent {agent!r} names tools this session does not have: {', '.join(missing)}.")
+        record = TaskRecord(
+            id=wire_id,
+            agent=agent,
+            description=description,
+            model=model,
+            meter=ContextMeter(
+                shared_estimator(cfg.context.estimator),
+                window=self._rt.context_window(model),
+                reserve_tokens=cfg.compaction.reserve_tokens,
+                compaction_enabled=cfg.compaction.enabled,
+                caps=cfg.tiers.caps,
+            ),
+        )
+        self.records.append(record)
+        child = ChildHost(self._rt, self._s, record, self._system(spec), tools)
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(cfg.tasks.max_parallel)
+        timeout = cfg.tasks.timeout
+        stop = "end_turn"
+        try:
+            async with self._limiter:
+                record.status = "running"
+                await child.view.show()
+                with anyio.move_on_after(timeout) as scope:
+                    stop = await run_turn(child, UserMessage(content=[TextPart(prompt)]))
+        except anyio.get_cancelled_exc_class():  # the parent's turn was cancelled (or closed): so is the child
+            record.status = "cancelled"
+            raise
+        except Exception as exc:
+            raise _failed(record, f"The task could not run: {type(exc).__name__}: {exc}") from exc
+        if scope.cancelled_caught:
+            raise _failed(record, f"The task did not finish within {timeout:g} s ([tasks] timeout) and was stopped.")
+        if child.failure is not None:
+            raise _failed(record, f"The helper agent stopped: {child.failure}")
+        last = next((m for m in reversed(child.messages) if isinstance(m, AssistantMessage)), None)
+        answer = answer_text(last) if last is not None else ""
+        if not answer:
+            why = "" if stop == "end_turn" else f" (it stopped: {stop})"
+            raise _failed(record, f"The helper agent ended without an answer{why}.")
+        record.status = "completed"
+        if stop != "end_turn":  # max_tokens, refusal, max_turn_requests: the model should know the answer is short
+            answer += f"\n\n[ama: the helper agent stopped early ({stop}); this answer may be incomplete.]"
+        return ToolResult(text=answer)
+
+    def _agent(self, name: str) -> AgentConfig:
+        if name in ("general", "explore"):
+            return AgentConfig()
+        spec = self._rt.config.agents.get(name)
+        if spec is None:
+            names = ", ".join(["general", "explore", *self._rt.config.agents])
+            raise ToolError(f"There is no agent named {name[:64]!r}; the agents are: {names}.")
+        return spec
+
+    def _system(self, spec: AgentConfig) -> str:
+        s = self._s
+        text = system_prompt(s.cwd, list(s.additional_directories), s.mode) + CHILD_NOTE
+        if spec.instructions.strip():
+            text += "\n# Your agent's instructions\n" + spec.instructions.strip() + "\n"
+        return text + s.instructions.block()
+
+    def stats(self) -> list[dict[str, object]]:
+        return [r.figures() for r in self.records]
+
+    def describe(self) -> str:
+        """`/tasks`: each task of the session, its state, tokens, context and cost."""
+        if not self.records:
+            return "No tasks in this session yet. The model starts one with the `task` tool."
+        lines = ["**Tasks of this session**", ""]
+        for r in self.records:
+            f = r.figures()
+            context = f"{f['contextTokens']:,} tokens"
+            if "contextWindow" in f:
+                context += f" of {f['contextWindow']:,}"
+            cost = f"${r.billing.cost:.4f}" if r.billing.cost is not None else "cost unknown"
+            title = r.description or "(no description)"
+            lines.append(
+                f"- `{r.agent}` — {title}: {r.status}; {f['requests']} requests, {f['tokens']:,} tokens billed; "
+                f"context {context}; {cost} ({r.model})"
+            )
+            if r.error:
+                lines.append(f"  {r.error}")
+        return "\n".join(lines)
+
+
+def _failed(record: TaskRecord, reason: str) -> ToolError:
+    record.status = "failed"
+    record.error = reason
+    return ToolError(reason)
+
+
+def _arguments(args: dict[str, object]) -> tuple[str, str, str]:
+    prompt = args.get("prompt")
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise ToolError("`prompt` is required: the whole task, as text.")
+    description = args.get("description", "")
+    agent = args.get("agent", "general")
+    if not isinstance(description, str):
+        raise ToolError("`description` must be a string (a short title).")
+    if not isinstance(agent, str) or not agent:
+        raise ToolError("`agent` must be an agent's name.")
+    extra = sorted(set(args) - {"prompt", "description", "agent"})
+    if extra:
+        raise ToolError(f"Unknown argument(s): {', '.join(extra)[:200]}.")
+    return prompt, " ".join(description.split())[:200], agent

@@ -1,0 +1,144 @@
+"""web_fetch through real pipes: the person is asked in Manual mode (kind `fetch`, the whole URL in the title),
+the model gets the page with its title and final URL, `[web] allow_hosts` is read from the config, and a
+cancel during a slow fetch ends the call and the turn (features together: cancel)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import anyio
+import pytest
+
+from ama_acp.client.connection import ClientOptions
+from tests.integration.test_cancel_e2e import KEY, dangling, open_calls, prompt, start
+from tests.support.harness import Ama, local_config, run_ama
+from tests.support.llm_server import LLMServer
+from tests.support.web_server import WebServer
+
+pytestmark = pytest.mark.anyio
+
+PAGE = b"""<!doctype html><html><head><title>Release notes</title><script>var LEAK = 1;</script></head>
+<body><nav>NAV-LINKS</nav><main><h1>Version 2</h1><p>Faster <b>builds</b>.</p></main></body></html>"""
+
+
+def configure(ama: Ama, llm_url: str, allow: list[str]) -> None:
+    hosts = ", ".join(f'"{h}"' for h in allow)
+    ama.config.write_text(local_config(llm_url, tail=f"[web]\nallow_hosts = [{hosts}]\n"))
+
+
+def fetch_call(url: str, cid: str = "f1") -> dict[str, Any]:
+    return {"tool_calls": [{"id": cid, "name": "web_fetch", "arguments": {"url": url}}]}
+
+
+def tool_message(body: dict[str, Any], call_id: str) -> str:
+    return next(m["content"] for m in body["messages"] if m.get("role") == "tool" and m["tool_call_id"] == call_id)
+
+
+@pytest.mark.parametrize(("mode", "asks"), [("manual", True), ("read_only", True), ("full_access", False)])
+async def test_a_fetch_asks_in_manual_mode_and_the_model_gets_the_page(tmp_path, mode, asks):
+    ama = Ama(tmp_path)
+    with LLMServer() as llm, WebServer() as web:
+        web.route("/notes", body=PAGE)
+        url = web.url("/notes?from=ama")
+        configure(ama, llm.openai_url, ["127.0.0.1"])
+        llm.enqueue(fetch_call(url), {"text": "read it"})
+        async with run_ama(ama, env=KEY) as conn:
+            sid = await start(conn, ama, mode)
+            result = await conn.prompt(sid, "read the release notes", timeout=20)
+            assert result["stopReason"] == "end_turn"
+            asked = [p for p, _ in conn.permission_log]
+            if asks:
+                assert len(asked) == 1
+                call = asked[0]["toolCall"]
+                assert call["kind"] == "fetch" and call["title"] == f"Fetch {url}"
+                assert "fetches" in " ".join(o["name"] for o in asked[0]["options"])
+            else:
+                assert asked == []
+            shown = [u for u in conn.updates_for(sid, "tool_call") if u["toolCallId"]]
+            assert shown and shown[0]["kind"] == "fetch"
+            sent = tool_message(llm.requests[-1].body, "f1")
+            assert sent.startswith(f"URL: {url}\nTitle: Release notes\n")
+            assert "# Version 2" in sent and "**builds**" in sent
+            assert "LEAK" not in sent and "NAV-LINKS" not in sent
+            assert web.hits == ["/notes?from=ama"]
+
+
+async def test_without_allow_hosts_loopback_is_refused_after_the_person_allowed_it(tmp_path):
+    ama = Ama(tmp_path)
+    with LLMServer() as llm, WebServer() as web:
+        web.route("/", body=PAGE)
+        configure(ama, llm.openai_url, [])
+        llm.enqueue(fetch_call(web.url("/")), {"text": "ok"})
+        async with run_ama(ama, env=KEY) as conn:
+            sid = await start(conn, ama)
+            assert (await conn.prompt(sid, "go", timeout=20))["stopReason"] == "end_turn"
+            final = [u for u in conn.updates_for(sid, "tool_call_update") if u.get("status") == "failed"]
+            assert len(final) == 1
+            sent = tool_message(llm.requests[-1].body, "f1")
+            assert "127.0.0.1 is loopback" in sent and "allow_hosts" in sent
+            assert web.hits == []
+
+
+async def test_a_rejected_fetch_sends_nothing(tmp_path):
+    ama = Ama(tmp_path)
+    with LLMServer() as llm, WebServer() as web:
+        web.route("/", body=PAGE)
+        configure(ama, llm.openai_url, ["127.0.0.1"])
+        llm.enqueue(fetch_call(web.url("/?secret=42")), {"text": "ok"})
+        async with run_ama(ama, env=KEY, options=ClientOptions(permission="reject_once")) as conn:
+            sid = await start(conn, ama)
+            assert (await conn.prompt(sid, "go", timeout=20))["stopReason"] == "end_turn"
+            assert web.hits == []
+            assert "rejected" in tool_message(llm.requests[-1].body, "f1")
+
+
+async def test_cancel_during_a_slow_fetch_ends_the_call_and_the_turn(tmp_path):
+    ama = Ama(tmp_path)
+    hold = threading.Event()
+    with LLMServer() as llm, WebServer() as web:
+        web.route("/slow", hold=hold, body=PAGE)
+        configure(ama, llm.openai_url, ["127.0.0.1"])
+        llm.enqueue(fetch_call(web.url("/slow")))
+        try:
+            async with run_ama(ama, env=KEY) as conn:
+                sid = await start(conn, ama)
+                pending = await prompt(conn, sid)
+                await conn.wait_for(lambda: bool(web.hits), timeout=15)
+                started = anyio.current_time()
+                await conn.cancel(sid)
+                result = await pending.wait(timeout=10)
+                assert result["stopReason"] == "cancelled"
+                assert anyio.current_time() - started < 5  # not the fetch's own 30 s
+                assert open_calls(conn, sid) == []
+                final = [u for u in conn.updates_for(sid, "tool_call_update") if u.get("status") == "failed"]
+                assert final and final[-1]["toolCallId"]
+                # The session goes on, with every tool call answered in the next request.
+                llm.enqueue({"text": "next turn works"})
+                again = await conn.prompt(sid, "again", timeout=15)
+                assert again["stopReason"] == "end_turn"
+                assert dangling(llm.requests[-1].body) == []
+        finally:
+            hold.set()
+
+
+async def test_always_allow_for_a_fetch_covers_its_host_only(tmp_path):
+    """An "always allow" on a fetch is remembered for that host: a fetch of another host asks again, one of the same
+    host does not (a single click must not open every address to a model that may be carrying out what it read)."""
+    ama = Ama(tmp_path)
+    with LLMServer() as llm, WebServer() as web:
+        web.route("/a", body=PAGE)
+        configure(ama, llm.openai_url, ["127.0.0.1", "localhost"])
+        first, other, again = web.url("/a?1"), web.url("/a?2", host="localhost"), web.url("/a?3")
+        llm.enqueue(fetch_call(first, "f1"), fetch_call(other, "f2"), fetch_call(again, "f3"), {"text": "ok"})
+        async with run_ama(ama, env=KEY, options=ClientOptions(permission="allow_always")) as conn:
+            sid = await start(conn, ama, "manual")
+            assert (await conn.prompt(sid, "go", timeout=30))["stopReason"] == "end_turn"
+            asked = [p["toolCall"]["toolCallId"] for p, _ in conn.permission_log]
+            assert asked == ["f1", "f2"], asked  # f3: the same host as f1, already always allowed
+            names = [o["name"] for p, _ in conn.permission_log for o in p["options"] if o["optionId"] == "allow_always"]
+            assert names == [
+                "Always allow fetches from 127.0.0.1 in this session",
+                "Always allow fetches from localhost in this session",
+            ]
+            assert web.hits == ["/a?1", "/a?2", "/a?3"]

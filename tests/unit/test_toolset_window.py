@@ -1,0 +1,34 @@
+"""The tools a session declares follow its model's window (session/toolset.py): on a small window the heavy ones
+(web_fetch, task) are left out, on a bigger or unknown one every tool is declared, and a switch between the two
+is a changed tool set (the version moves, so the meter's prefix is counted again)."""
+
+from __future__ import annotations
+
+from ama_acp.session.toolset import HEAVY_TOOLS, SMALL_WINDOW, SessionTools
+from ama_acp.tools.registry import default_tools, tool_specs
+
+
+class Own:
+    def __init__(self) -> None:
+        self.tools = {t.name: t for t in default_tools()}
+
+    def tool(self, name: str):  # noqa: ANN201 - the Protocol's shape
+        return self.tools.get(name)
+
+    def tool_specs(self):  # noqa: ANN201
+        return tool_specs(list(self.tools.values()))
+
+
+def test_a_small_window_leaves_the_heavy_tools_out_and_a_switch_changes_the_version() -> None:
+    window: list[int | None] = [8_192]
+    tools = SessionTools(Own(), lambda: window[0])
+    small = {s.name for s in tools.tool_specs()}
+    assert HEAVY_TOOLS <= {t.name for t in default_tools()}  # they exist: only not declared
+    assert not small & HEAVY_TOOLS and {"read_file", "edit_file", "run_command"} <= small
+    assert tools.tool("web_fetch") is not None  # a call from before a switch still finds its tool
+    version_small = tools.tools_version()
+    window[0] = SMALL_WINDOW  # the bound itself is not small
+    assert HEAVY_TOOLS <= {s.name for s in tools.tool_specs()}
+    assert tools.tools_version() != version_small
+    window[0] = None  # an unknown window: every tool
+    assert HEAVY_TOOLS <= {s.name for s in tools.tool_specs()}
