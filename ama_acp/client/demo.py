@@ -162,7 +162,8 @@ def stats_lines(stats: object, indent: int = 2) -> list[str]:
             lines.append(f"{pad}{key}:")  # one line each: `path AGENTS.md · scope workspace · tokens 40`
             lines.extend(f"{pad}  " + " · ".join(f"{k} {_figure(x)}" for k, x in v.items()) for v in value)
         elif isinstance(value, list):
-            lines.append(f"{pad}{key:<{width}}  {', '.join(_figure(v) for v in value)}")
+            shown = ", ".join(_figure(v) for v in value) if value else "none"  # an empty list: a word, not a blank
+            lines.append(f"{pad}{key:<{width}}  {shown}")
         else:
             lines.append(f"{pad}{key:<{width}}  {_figure(value)}")
     return lines
