@@ -224,7 +224,8 @@ class Approver:
 async def _preview_file_change(name: str, args: Args, ctx: ToolContext) -> list[FileDiff] | None:
     """edit_file and write_file computed in memory the way they will run (until the tools offer `preview`).
     None when there is nothing to show: bad arguments, a missing or binary file (the tool will say so)."""
-    from ama_acp.tools.edit import apply_edits
+    from ama_acp.tools.common import validate
+    from ama_acp.tools.edit import EditArgs, EditTool, apply_edits
     from ama_acp.tools.workspace import BinaryFileError
 
     path_arg = args.get("path")
@@ -241,12 +242,14 @@ async def _preview_file_change(name: str, args: Args, ctx: ToolContext) -> list[
     if name == "write_file":
         content = args.get("content")
         return [FileDiff(path, old, content)] if isinstance(content, str) else None
-    edits = args.get("edits")
-    if old is None or not isinstance(edits, list) or not all(isinstance(e, dict) for e in edits):
+    if old is None:
         return None
     try:
-        new, _ = apply_edits(old, edits, path)
-    except (ToolError, KeyError, TypeError, AttributeError):
+        # The arguments checked as the tool will check them: the preview shows the edit that will run (a
+        # `replace_all` of "false" is false here too, not a truthy string).
+        checked = validate(EditTool.parameters, args, EditArgs)
+        new, _ = apply_edits(old, checked["edits"], path)
+    except ToolError:
         return None
     return [FileDiff(path, old, new)]
 

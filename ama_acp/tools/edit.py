@@ -34,7 +34,7 @@ _HINT_MAX_LINES = 20_000
 class Edit(TypedDict):
     old_text: str
     new_text: str
-    replace_all: NotRequired[bool]  # filled in (False) by the check; absent in an approval's preview
+    replace_all: NotRequired[bool]  # filled in (False) by the check
 
 
 class EditArgs(TypedDict):
@@ -124,8 +124,7 @@ class EditTool:
 
 def apply_edits(original: str, edits: Sequence[Edit], shown: str) -> tuple[str, int]:
     """Apply the edits in memory; returns the new text and the number of replacements, or raises ToolError
-    and nothing is written. (An approval's preview passes the model's edits unchecked, and takes a KeyError or
-    TypeError as "no preview".)"""
+    and nothing is written. `edits` are checked ones (`validate`), in the tool and in an approval's preview."""
     # A CRLF file meets model text written with "\n": match on "\n" and put the CRLFs back afterwards.
     # Only when the file is consistently CRLF, so a mixed file keeps its bytes.
     crlf = "\r\n" in original and original.count("\r\n") == original.count("\n")

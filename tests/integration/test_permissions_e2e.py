@@ -199,3 +199,27 @@ async def test_an_editor_error_reaches_the_person_with_its_message(tmp_path):
             assert "The file is locked by another editor window" in text
             assert "ClientError" not in text and "Internal error" not in text
             assert dangling(llm.requests[-1].body) == []
+
+
+async def test_an_edit_preview_reads_the_arguments_as_the_tool_will(tmp_path):
+    """The approval's diff is the edit that will run: `replace_all` given as the string "false" is false for the
+    tool (which then refuses a text found twice), so the preview shows no diff; "true" shows every occurrence."""
+    ama = Ama(tmp_path)
+    (ama.workspace / "app.py").write_text("a = 1\na = 1\n")
+
+    def edit(cid: str, flag: str) -> dict[str, Any]:
+        args = {"path": "app.py", "edits": [{"old_text": "a = 1", "new_text": "a = 2", "replace_all": flag}]}
+        return {"id": cid, "name": "edit_file", "arguments": args}
+
+    with LLMServer() as llm:
+        configure(ama, llm.openai_url)
+        llm.enqueue({"tool_calls": [edit("f1", "false"), edit("t1", "true")]}, {"text": "ok"})
+        async with run_ama(ama, env=KEY, options=ClientOptions(permission="reject_once")) as conn:
+            sid = await start(conn, ama)
+            await conn.prompt(sid, "go", timeout=15)
+            diffs = {
+                p["toolCall"]["toolCallId"]: [c for c in p["toolCall"].get("content") or [] if c["type"] == "diff"]
+                for p, _ in conn.permission_log
+            }
+            assert diffs["f1"] == []  # the tool would refuse it: nothing to preview
+            assert [d["newText"] for d in diffs["t1"]] == ["a = 2\na = 2\n"]
