@@ -29,7 +29,8 @@ class ToolCallRequested(msgspec.Struct, frozen=True):
     title: str
     kind: str
     locations: list[Location]
-    raw_input: object  # the arguments as the model wrote them (a JSON object when they parsed), shown as is
+    raw_input: object  # the arguments as the model wrote them (a JSON object when they parsed); an MCP call's go to
+    # the editor scrubbed (mcp/shown.py `shown_input`)
 
 
 class ToolCallStarted(msgspec.Struct, frozen=True):

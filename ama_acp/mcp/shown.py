@@ -16,7 +16,7 @@ from ama_acp.mcp.scrub import REDACTED, looks_like_key
 from ama_acp.redact import redact
 from ama_acp.secrets import is_secret_name
 
-__all__ = ["MAX_SHOWN", "shown_arguments"]
+__all__ = ["MAX_SHOWN", "shown_arguments", "shown_input"]
 
 # A dialog, not a file viewer: enough to judge the call by; the rest is counted.
 MAX_SHOWN = 4000
@@ -28,6 +28,25 @@ def shown_arguments(args: Mapping[str, object], limit: int = MAX_SHOWN) -> str:
     if len(text) <= limit:
         return text
     return f"{text[:limit]}\n… [{len(text) - limit} more characters not shown]"
+
+
+def shown_input(name: str, args: object) -> object:
+    """A tool call's `rawInput` as it goes to the editor: an MCP tool's arguments scrubbed the same way as in the
+    dialog (every string through the redactor too), ama's own tools' as they are (their arguments are paths,
+    commands and edits the person is shown anyway)."""
+    if not name.startswith("mcp__") or not isinstance(args, Mapping):
+        return args
+    return _redacted(_scrubbed(dict(args)))
+
+
+def _redacted(value: object) -> object:
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {k: _redacted(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redacted(v) for v in value]
+    return value
 
 
 def _scrubbed(value: object, depth: int = 0) -> object:

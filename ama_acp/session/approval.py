@@ -20,6 +20,7 @@ import anyio
 
 from ama_acp.agent import events as ev
 from ama_acp.agent.loop import CANCELLED_FOR_MODEL, CANCELLED_FOR_PERSON, Refusal
+from ama_acp.mcp.shown import shown_input
 from ama_acp.permissions import Approvals, decide, deny_reason, path_problem
 from ama_acp.rpc.errors import ClientError
 from ama_acp.session.editor import ClientRequests, EditorClient, MalformedAnswer, PeerEditor, clip
@@ -151,7 +152,7 @@ class Approver:
                 status="pending",
                 content=await self._content(call, kind, args) or None,
                 locations=locations(call.locations),
-                raw_input=call.raw_input,
+                raw_input=shown_input(call.name, call.raw_input),
             ),
             options=opts,
         )

@@ -23,6 +23,7 @@ from ama_acp.conversation.messages import (
     ToolCallPart,
     UserMessage,
 )
+from ama_acp.mcp.shown import shown_input
 from ama_acp.session import entries as en
 from ama_acp.session import options
 from ama_acp.session.checkpoints import CheckpointLog
@@ -237,7 +238,7 @@ def _tool_call_updates(entry: en.ToolCallEntry) -> list[w.SessionUpdate]:
         kind=entry.kind if entry.kind in _KINDS else "other",
         status="pending",
         locations=locs,
-        raw_input=entry.raw_input,
+        raw_input=shown_input(entry.name, entry.raw_input),  # replayed as it went live: an MCP call's scrubbed
     )
     content: list[w.ToolCallContent] = []
     if entry.content_text:

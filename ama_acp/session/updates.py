@@ -7,6 +7,7 @@ import typing
 from typing import TypeGuard
 
 from ama_acp.agent import events as ev
+from ama_acp.mcp.shown import shown_input
 from ama_acp.tools.base import Location, ToolResult
 from ama_acp.tools.common import diff_too_big
 from ama_acp.wire import types as w
@@ -101,7 +102,7 @@ def to_update(event: ev.AgentEvent) -> w.SessionUpdate | None:
             kind=event.kind,
             status="pending",
             locations=locations(event.locations),
-            raw_input=event.raw_input,
+            raw_input=shown_input(event.name, event.raw_input),  # an MCP call's: without secrets (mcp/shown.py)
         )
     if isinstance(event, ev.ToolCallStarted):
         return w.ToolCallUpdate(tool_call_id=event.wire_id, status="in_progress")

@@ -64,6 +64,13 @@ async def test_mcp_requests_show_their_arguments_and_always_options_name_their_s
             await wait_ready(conn, sid, "notes")
             assert await prompt(conn, sid) == "end_turn"
             asked = _asked(conn)
+            raw_inputs = {u["toolCallId"]: u.get("rawInput") for u in conn.updates_for(sid, "tool_call")}
+
+    # rawInput, in the tool_call and in the permission request, is scrubbed like the dialog's text (MCP tools).
+    for raw in (raw_inputs["n1"], asked["n1"]["toolCall"]["rawInput"]):
+        assert raw == {"name": "plan.md", "text": "use [redacted]", "api_token": "[redacted]"}, raw
+    assert KEY_SHAPED not in json.dumps(raw_inputs["n3"]) and KEY_SHAPED not in json.dumps(asked["n3"]["toolCall"])
+    assert raw_inputs["c1"] == {"command": "echo hi"}  # ama's own tools: as the model wrote them
 
     assert set(asked) == {"n1", "n2", "n3", "c1", "e1", "o1"}, sorted(asked)
     # The MCP call's arguments, pretty, without the session's secret or the key-shaped value.
