@@ -10,13 +10,16 @@ never passed.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
-from typing import Any
 
 from conformance.agent import Agent
 from conformance.groups.base import GroupContext, group
-from conformance.groups.mcp_sessions import MCP_AFTER_PROMPT_WAIT, start_wait  # bounded waits (mcp_sessions.py)
+from conformance.groups.mcp_sessions import (  # the suite's MCP server and its bounded waits (mcp_sessions.py)
+    MCP_AFTER_PROMPT_WAIT,
+    methods,
+    server_spec,
+    start_wait,
+)
 
 MCP_SERVER = Path(__file__).resolve().parents[1] / "mcp_stdio_server.py"
 
@@ -108,45 +111,24 @@ async def tools_unoffered(ctx: GroupContext) -> None:
             c.untested(rid, "no tool ran: the agent's model called none (run with --model-env)")
 
 
-def _mcp_server(ctx: GroupContext, name: str) -> tuple[dict[str, Any], Path]:
-    log = ctx.config.scratch / f"mcp-{name}.log"
-    log.unlink(missing_ok=True)
-    server = {"name": name, "command": sys.executable, "args": [str(MCP_SERVER), "--log", str(log)], "env": []}
-    return server, log
-
-
-def _methods(log: Path) -> list[str]:
-    if not log.exists():
-        return []
-    out = []
-    for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(entry, dict) and isinstance(entry.get("method"), str):
-            out.append(entry["method"])
-    return out
-
-
 @group("mcp", ("R60", "R62", "R61"))
 async def mcp(ctx: GroupContext) -> None:
     c = ctx.checks
     agent = await ctx.spawn()
     with c.needs("R36"):
         await agent.initialize()
-    one, log_one = _mcp_server(ctx, "conformance-one")
-    two, log_two = _mcp_server(ctx, "conformance-two")
+    one, log_one = server_spec(ctx, "conformance-one")
+    two, log_two = server_spec(ctx, "conformance-two")
     with c.at("R60"):
         sid, _ = await agent.new_session(mcp=[one, two])
-        connected = await agent.wait_for(lambda: "initialize" in _methods(log_one), start_wait(ctx))
+        connected = await agent.wait_for(lambda: "initialize" in methods(log_one), start_wait(ctx))
         if not connected:  # some agents start servers lazily, at the first prompt
             with c.needs("R103"):  # a turn that never ends is R103's, not the MCP servers'
                 await agent.prompt(sid, ctx.ask("reply", "hello"))
-            connected = await agent.wait_for(lambda: "initialize" in _methods(log_one), MCP_AFTER_PROMPT_WAIT)
-        c.check("R60", connected, f"the stdio MCP server got {_methods(log_one)[:4] or 'nothing'}")
-    both = await agent.wait_for(lambda: "initialize" in _methods(log_two), 2.0)
-    c.check("R62", both, f"the second server got {_methods(log_two)[:4] or 'nothing'}")
+            connected = await agent.wait_for(lambda: "initialize" in methods(log_one), MCP_AFTER_PROMPT_WAIT)
+        c.check("R60", connected, f"the stdio MCP server got {methods(log_one)[:4] or 'nothing'}")
+    both = await agent.wait_for(lambda: "initialize" in methods(log_two), 2.0)
+    c.check("R62", both, f"the second server got {methods(log_two)[:4] or 'nothing'}")
     missing = [t for t in ("http", "sse") if not agent.advertised(f"mcpCapabilities.{t}")]
     if not missing:
         c.skip("R61", "http and sse MCP servers are both advertised")
