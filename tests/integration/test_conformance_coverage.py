@@ -6,6 +6,7 @@ gives a chance to judge."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -14,13 +15,13 @@ from pathlib import Path
 import pytest
 
 from conformance.coverage_requirements import COVERAGE
+from tests.support.acp_fixtures import launch_command
 from tests.support.acp_fixtures.coverage_agent import BREAKS
 from tests.support.harness import Ama, clean_env
 
 pytestmark = pytest.mark.slow  # fifteen suite runs (of coverage groups only): left out by `-m "not slow"`
 
 ROOT = Path(__file__).resolve().parents[2]
-AGENT = ROOT / "tests" / "support" / "acp_fixtures" / "coverage_agent.py"
 # The coverage groups' own ids, plus R11 (its string ids are judged by the coverage-wire group).
 OWN = {row[0] for row in COVERAGE} | {"R11"}
 RULE = {
@@ -73,7 +74,7 @@ def _fixture(name: str, tmp: Path) -> tuple[int, dict]:
     breaks = [] if name == "conforming" else [f"--break={name}"]
     # A break runs the group that decides its rule (`-k R64` selects it), and the transcript checks.
     return _suite(
-        tmp, [sys.executable, str(AGENT), "--store", str(tmp / "store"), *breaks], select=RULE.get(name, "coverage")
+        tmp, launch_command("coverage_agent", "--store", str(tmp / "store"), *breaks), select=RULE.get(name, "coverage")
     )
 
 
@@ -89,7 +90,9 @@ def _details(report: dict, rid: str) -> list[str]:
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, dict]]:
     names = ["conforming", *RULE]
     base = tmp_path_factory.mktemp("coverage-runs")
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    # As many at once as the fixture matrix (test_conformance_fixtures.py RUNS_AT_ONCE says why): three alone, two
+    # under xdist. Serially, on the shared 2-core machine (noisy): 9.5-13.9 s two at a time, 6.5-11.7 s three.
+    with ThreadPoolExecutor(max_workers=2 if os.environ.get("PYTEST_XDIST_WORKER") else 3) as pool:
         return dict(zip(names, pool.map(lambda n: _fixture(n, base / n), names), strict=True))
 
 

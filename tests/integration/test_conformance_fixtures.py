@@ -1,11 +1,16 @@
 """The suite tells a conforming agent from broken ones: the conforming fixture agent is conformant, and each
-fixture that breaks one rule is not conformant, failing exactly that requirement and no other."""
+fixture that breaks one rule is not conformant, failing exactly that requirement and no other. Also here, for its
+time: a silent agent ends a run with default options within a minute (it waits out one request timeout, in the
+background while the matrix runs)."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -13,6 +18,7 @@ import pytest
 
 from tests.support.acp_fixtures import BREAKS, agent_command
 from tests.support.harness import clean_env
+from tests.support.leaks import leftover_processes
 
 # The slowest part of the suite (fifteen whole suite runs of fresh agent processes): `-m "not slow"` leaves it out
 # of a quick local run; the default run and CI include it. Under xdist the file stays on one worker (the suite
@@ -20,6 +26,12 @@ from tests.support.harness import clean_env
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
+STARTUP_AGENT = ROOT / "tests" / "support" / "acp_fixtures" / "startup_agent.py"
+SILENT_TEST = "test_a_silent_agent_ends_the_run_within_a_minute_with_default_options"
+# Suite runs at once. A run waits part of its time (its agents' exits, the settles after a cancel): alone on this
+# 2-core machine (`-n 0`) three keep both cores busy (36 s two at a time, 31 s three, 30 s four); under xdist the
+# other worker uses the second core, and a third run would only slow its tests (ama's run must end within 60 s).
+RUNS_AT_ONCE = 2 if os.environ.get("PYTEST_XDIST_WORKER") else 3
 # The rule each break breaks: the only requirement its run may FAIL.
 RULE = {
     "fs-unoffered": "R131",
@@ -46,8 +58,9 @@ def _run(name: str, tmp: Path) -> tuple[int, str, dict]:
     tmp.mkdir(parents=True, exist_ok=True)
     report = tmp / "report.json"
     # The fixture that ignores EOF is terminated when the exit grace runs out, at each of its ~22 processes: a
-    # test-sized grace (the suite's own option; R7 fails at any grace, as the fixture never exits on its own).
-    extra = ["--exit-timeout", "0.2"] if name == "ignore-eof" else []
+    # test-sized grace (the suite's own option; R7 fails at any grace, as the fixture never exits on its own, and
+    # after EOF it does nothing a grace could change).
+    extra = ["--exit-timeout", "0.05"] if name == "ignore-eof" else []
     breaks = () if name == "conforming" else (name,)
     out = subprocess.run(
         [sys.executable, "-m", "conformance", *extra, "--report-json", str(report), "--", *agent_command(*breaks)],
@@ -60,12 +73,69 @@ def _run(name: str, tmp: Path) -> tuple[int, str, dict]:
     return out.returncode, out.stdout, json.loads(report.read_text(encoding="utf-8")) if report.exists() else {}
 
 
+class BackgroundRun:
+    """A suite run started now and read later. `wall` is its time from start to exit, taken by a thread that waits
+    for the process, so however late the test reads it the figure is the run's own."""
+
+    def __init__(self, tmp: Path, agent: list[str]) -> None:
+        tmp.mkdir(parents=True, exist_ok=True)
+        self.tmp, self.report = tmp, tmp / "report.json"
+        self.out: subprocess.CompletedProcess[str] | None = None
+        self.wall = float("nan")
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "conformance", "--report-json", str(self.report), "--", *agent],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=clean_env(tmp),
+            cwd=ROOT,
+        )
+        self.waiter = threading.Thread(target=self._wait, name="silent-suite-run", daemon=True)
+        self.waiter.start()
+
+    def _wait(self) -> None:
+        stdout, stderr = self.proc.communicate()
+        self.wall = time.monotonic() - self.started
+        self.out = subprocess.CompletedProcess(self.proc.args, self.proc.returncode, stdout, stderr)
+
+    def result(self, timeout: float) -> tuple[subprocess.CompletedProcess[str], dict, float]:
+        self.waiter.join(max(0.0, self.started + timeout - time.monotonic()))
+        if self.out is None:
+            self.stop()
+            raise AssertionError(f"the suite run did not end within {timeout:g} s")
+        data = json.loads(self.report.read_text(encoding="utf-8")) if self.report.exists() else {}
+        return self.out, data, self.wall
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.waiter.join(10)
+
+
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    """Every fixture run once, two at a time (each is a whole suite run of fresh agent processes)."""
-    names = ["conforming", *RULE]
+def silent_run(request, tmp_path_factory):
+    """The suite against an agent that never answers, with default options, started before the matrix: it waits
+    out one default request timeout (30 s) by design, which costs nothing while the matrix's runs keep the cores
+    busy. None when its test is not selected (no 30 s run for nobody)."""
+    if not any(item.name == SILENT_TEST and item.path == request.path for item in request.session.items):
+        yield None
+        return
+    run = BackgroundRun(tmp_path_factory.mktemp("silent-run"), [sys.executable, str(STARTUP_AGENT), "--silent"])
+    try:
+        yield run
+    finally:
+        run.stop()
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, silent_run):
+    """Every fixture run once, RUNS_AT_ONCE at a time (each is a whole suite run of fresh agent processes). The silent
+    agent's run (`silent_run`) is started first and goes on meanwhile."""
+    # The longest run first (its exit graces), so it does not end the matrix alone.
+    names = ["ignore-eof", "conforming", *(name for name in RULE if name != "ignore-eof")]
     base = tmp_path_factory.mktemp("fixture-runs")
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    with ThreadPoolExecutor(max_workers=RUNS_AT_ONCE) as pool:
         results = pool.map(lambda n: _run(n, base / n), names)
         return dict(zip(names, results, strict=True))
 
@@ -103,3 +173,27 @@ def test_each_broken_fixture_fails_exactly_its_rule(runs, name):
     }
     groups = [g for g in report["groups"] if g["name"] in failing]
     assert groups and all("transcript" in a and "stderr" in a for g in groups for a in g["agents"])
+
+
+def _statuses(report: dict) -> dict[str, dict]:
+    return {r["id"]: r for r in report["requirements"]}
+
+
+def test_a_silent_agent_ends_the_run_within_a_minute_with_default_options(silent_run):
+    """(conformance/runner.py startup_probe) An agent that never answers is found in one request timeout, not once
+    per group. Last in this file: its run went on in the background while the matrix ran."""
+    out, report, wall = silent_run.result(timeout=120)
+    assert wall < 60, f"a silent agent took {wall:.0f} s"
+    assert out.returncode == 1, out.stdout[-3000:] + out.stderr
+    status = _statuses(report)
+    assert status["R36"]["status"] == "FAIL"
+    reason = "the agent did not answer initialize within 30 s"
+    assert reason in status["R36"]["findings"][0]["detail"]
+    # Every other requirement of the run is untested for that one reason; none waited for it again.
+    blocked = {r["id"] for r in report["requirements"] if any(f["detail"] == reason for f in r["findings"])}
+    assert {"R33", "R37", "R44", "R60", "R103", "R110", "R7"} <= blocked
+    assert not [rid for rid, r in status.items() if rid != "R36" and r["status"] in ("PASS", "FAIL")]
+    assert [g["name"] for g in report["groups"]] == ["start-up"]
+    assert f"The agent could not be initialized: {reason}." in out.stdout
+    # Nothing of the run is left (what conftest checks of a test's own tmp_path).
+    assert leftover_processes(silent_run.tmp) == []

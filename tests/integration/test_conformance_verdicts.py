@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.acp_fixtures import AGENT_SCRIPT
+from tests.support.acp_fixtures import launch_command
 from tests.support.harness import clean_env
 
 pytestmark = pytest.mark.slow  # whole suite runs (of a few groups each)
@@ -41,9 +41,7 @@ def run(tmp: Path, select: str, *switches: str, options: tuple[str, ...] = ()) -
             "--report-json",
             str(report),
             "--",
-            sys.executable,
-            str(AGENT_SCRIPT),
-            *switches,
+            *launch_command("fixture_agent", *switches),
         ],
         capture_output=True,
         text=True,
