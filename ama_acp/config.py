@@ -139,7 +139,8 @@ class AgentConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     model: str | None = None  # None: the session's model when the task starts
     tools: list[str] | None = None  # ama's own tools and MCP tools by name; None: the session's tools
     instructions: str = ""  # added to the child's system prompt
-    # An external ACP agent (issue 28, point 2): reserved, refused until ama can run one.
+    # An external ACP agent (session/external_task.py): the program, its arguments, variables added to ama's
+    # environment (which has every credential removed: pass the agent's own key here).
     command: str | None = None
     args: list[str] | None = None
     env: dict[str, str] | None = None
@@ -158,11 +159,8 @@ def agents_problem(agents: dict[str, AgentConfig]) -> str | None:
             return f"agents.{name[:64]!r}: a name is 1–64 letters, digits, `_` or `-`, starting with a letter or digit"
         if name in BUILT_IN_AGENTS:
             return f"agents.{name}: `{name}` is a built-in agent and cannot be redefined; choose another name"
-        if agent.command is not None or agent.args is not None or agent.env is not None:
-            return (
-                f"agents.{name}: `command`, `args` and `env` (an external ACP agent) are not yet supported; "
-                "remove them to define an agent ama runs itself"
-            )
+        if (problem := external_agent_problem(agent)) is not None:
+            return f"agents.{name}{problem}"
         if agent.tools is not None:
             for i, tool in enumerate(agent.tools):
                 if tool == "task":
@@ -171,6 +169,37 @@ def agents_problem(agents: dict[str, AgentConfig]) -> str | None:
                     return f"agents.{name}.tools[{i}] must be a tool name"
         if len(agent.description) > 1000 or len(agent.instructions) > 100_000:
             return f"agents.{name}: description is at most 1,000 characters and instructions 100,000"
+    return None
+
+
+MAX_AGENT_ARGS = 256
+_ENV_NAME = r"[A-Za-z_][A-Za-z0-9_]{0,255}"
+
+
+def external_agent_problem(agent: AgentConfig) -> str | None:
+    """Why an external agent's `command`, `args` and `env` cannot start a program (the text after `agents.NAME`),
+    or None. Values are never quoted back: an `env` value may be a key."""
+    import re
+
+    if agent.command is None:
+        if agent.args is not None or agent.env is not None:
+            return ": `args` and `env` belong to an external agent; add its `command`"
+        return None
+    if agent.model is not None or agent.tools is not None or agent.instructions:
+        return ": an external agent (`command`) has its own model, tools and instructions; remove `model`, `tools` and `instructions`"
+    if not agent.command.strip() or len(agent.command) > 4096 or "\0" in agent.command:
+        return ".command must be a program's name or path (1–4,096 characters, no NUL)"
+    args = agent.args or []
+    if len(args) > MAX_AGENT_ARGS:
+        return f".args holds {len(args)} entries; at most {MAX_AGENT_ARGS}"
+    for i, arg in enumerate(args):
+        if len(arg) > 100_000 or "\0" in arg:
+            return f".args[{i}] must be text without NUL, at most 100,000 characters"
+    for key, value in (agent.env or {}).items():
+        if not re.fullmatch(_ENV_NAME, key):
+            return f".env: {key[:64]!r} is not an environment variable name (letters, digits, `_`)"
+        if len(value) > 100_000 or "\0" in value:
+            return f".env.{key}: a value is text without NUL, at most 100,000 characters"
     return None
 
 

@@ -19,9 +19,9 @@ from ama_acp.client.confine import Access, within
 from ama_acp.client.connection import CAPTURE, AgentProcess, ClientOptions, PendingRequest
 from ama_acp.client.errors import AgentExited
 from ama_acp.client.handlers import RpcError, choose_option
+from ama_acp.client.process_group import end_group
 from conformance.config import RunConfig
 from conformance.outcome import SignInNeeded
-from conformance.process_group import end_group
 
 Policy = Literal["allow", "reject", "hold"]
 TURN_KINDS = frozenset(

@@ -10,6 +10,7 @@ A prompt the suite sends may hold one directive line::
     acp-conformance: mcp conformance_echo
     acp-conformance: think Some reasoning to show
     acp-conformance: plan One step of a plan
+    acp-conformance: delegate Text the sub-agent is to reply with
 
 The suite's scripted model (`conformance/model_server.py`) reads the directive from the latest user message
 and answers with the tool call (to whichever of the agent's declared tools fits) or the text it names; the
@@ -22,14 +23,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 PREFIX = "acp-conformance:"
-VERBS = frozenset({"reply", "slow", "read", "write", "run", "mcp", "think", "plan"})
+VERBS = frozenset({"reply", "slow", "read", "write", "run", "mcp", "think", "plan", "delegate"})
 
 
 @dataclass(frozen=True)
 class Directive:
     verb: str  # one of VERBS
     path: str = ""  # read, write
-    text: str = ""  # reply text, write content, run command, mcp tool name, thinking text, plan step
+    text: str = ""  # reply text, write content, run command, mcp tool name, thinking text, plan step, delegated reply
 
 
 def directive_line(verb: str, *args: str) -> str:
@@ -60,6 +61,12 @@ def parse_directive(text: str) -> Directive | None:
         elif verb == "write" and rest:
             path, _, content = rest.partition(" ")
             found = Directive("write", path=path, text=content)
-        elif verb in ("run", "mcp") and rest:
+        elif verb in ("run", "mcp", "delegate") and rest:
             found = Directive(verb, text=rest)
     return found
+
+
+def delegated_prompt(text: str) -> str:
+    """The prompt a `delegate` directive hands the sub-agent: a reply directive (never another delegation, so a
+    child that could delegate again does not), which the child's model answers with `text`."""
+    return f"Reply with exactly this text: {text}\n{directive_line('reply', text)}"

@@ -29,7 +29,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import PurePosixPath
 from typing import Any, Self
 
-from conformance.directives import Directive, parse_directive
+from conformance.directives import Directive, delegated_prompt, parse_directive
 from conformance.model_dialects import (
     ModelHandler,
     RecordedRequest,
@@ -61,7 +61,11 @@ NAME_WORDS = {
     "write": ("write", "create", "save", "edit"),
     "run": ("bash", "shell", "exec", "run", "command", "terminal"),
     "plan": ("todo", "plan", "task"),
+    "delegate": ("task", "delegate", "subagent", "agent"),  # ama's, Claude Code's and opencode's are `task`/`Task`
 }
+# The delegation tool's property for what the sub-agent is asked, and for its short title.
+PROMPT_KEYS = ("prompt", "task", "instructions", "message", "query")
+TITLE_KEYS = ("description", "title", "name")
 # The property of a plan item that holds its words (the rest get their enum's first value or a neutral one).
 ITEM_TEXT_KEYS = ("content", "text", "title", "description", "task", "step", "name")
 _NEUTRAL: dict[str, Any] = {"string": "", "integer": 0, "number": 0, "boolean": False, "array": [], "object": {}}
@@ -150,6 +154,8 @@ def choose_call(directive: Directive, tools: list[tuple[str, dict[str, Any]]]) -
         return ToolCall(name, _fill(schema, {"text": "conformance"}))
     if verb == "plan":
         return _plan_call(directive.text or "Conformance step", tools)
+    if verb == "delegate":
+        return _delegate_call(directive.text, tools)
     if verb not in NAME_WORDS:
         return None
     for name, schema in _by_name(tools, NAME_WORDS[verb]):
@@ -171,6 +177,21 @@ def choose_call(directive: Directive, tools: list[tuple[str, dict[str, Any]]]) -
             if content_key is None:
                 continue
             given[content_key] = directive.text
+        return ToolCall(name, _fill(schema, given))
+    return None
+
+
+def _delegate_call(text: str, tools: list[tuple[str, dict[str, Any]]]) -> ToolCall | None:
+    """A call to a delegation (task) tool whose sub-agent is asked to reply `text` (directives.delegated_prompt)."""
+    for name, schema in _by_name(tools, NAME_WORDS["delegate"]):
+        props = _properties(schema)
+        key = _first_key(props, PROMPT_KEYS)
+        if key is None or "string" not in _types(props[key]):
+            continue
+        given = {key: delegated_prompt(text)}
+        title = _first_key({k: v for k, v in props.items() if k != key}, TITLE_KEYS)
+        if title is not None:
+            given[title] = "Conformance delegation"
         return ToolCall(name, _fill(schema, given))
     return None
 

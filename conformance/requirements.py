@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from conformance.coverage_requirements import COVERAGE  # the coverage groups' ids (plain rows)
 from conformance.mcp_requirements import MCP_REOPEN  # the mcp-reopen group's ids (plain rows)
+from conformance.subagent_requirements import SUBAGENTS  # the subagents group's ids (plain rows)
 
 
 class Tier(enum.Enum):
@@ -53,8 +54,7 @@ class Requirement:
     profile: Profile = Profile.ACP
 
 
-M, C, A, INFO = Tier.MANDATORY, Tier.CAPABILITY, Tier.ADVISORY, Tier.INFORMATIONAL
-U = Profile.USAGE
+M, C, A, INFO, U = Tier.MANDATORY, Tier.CAPABILITY, Tier.ADVISORY, Tier.INFORMATIONAL, Profile.USAGE
 
 
 def _r(
@@ -583,7 +583,7 @@ REGISTRY: tuple[Requirement, ...] = (
         "A new session's first `usage_update` is not 0: it estimates what the first request will carry.",
         profile=U,
     ),
-) + tuple(_r(rid, Tier(tier), section, text, gate) for rid, tier, section, text, gate in (*COVERAGE, *MCP_REOPEN))
+) + tuple(_r(rid, Tier(t), where, text, g) for rid, t, where, text, g in (*COVERAGE, *MCP_REOPEN, *SUBAGENTS))
 
 BY_ID: dict[str, Requirement] = {r.id: r for r in REGISTRY}
 

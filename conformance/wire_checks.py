@@ -121,6 +121,12 @@ class TranscriptAnalyzer:
         self.prompts_answered = 0
         self.stable_kinds = update_kinds(stable.schema)
         self.unstable_kinds = update_kinds(unstable.schema)
+        # Sub-agents (unstable `clientCapabilities.subagents`): a child announced by a `subagent_update` on a known
+        # session is known too. An update for an id announced only later is the subagents group's (R115.1) to
+        # judge, so R115 waits for the end of the transcript before blaming an unknown id on a client that opted in.
+        self.subagents = False
+        self.children: set[str] = set()
+        self.unannounced: list[tuple[str, str]] = []  # (sessionId, kind) of updates for ids unknown when they came
 
     def problem(self, rid: str, text: str) -> None:
         self.problems.setdefault(rid, []).append(text)
@@ -160,6 +166,8 @@ class TranscriptAnalyzer:
             self.null_errors_expected += 1
         key = _key(msg["id"])
         self.our_pending[key] = (method, params)
+        if method == "initialize":
+            self.subagents = isinstance(obj(params.get("clientCapabilities")).get("subagents"), dict)
         self.our_methods[key] = method
         sid = params.get("sessionId")
         if method == "session/prompt" and isinstance(sid, str):
@@ -325,12 +333,21 @@ class TranscriptAnalyzer:
         if not isinstance(sid, str) or not isinstance(update, dict):
             return
         kind = update.get("sessionUpdate")
+        child = update.get("sessionId") if kind == "subagent_update" and self.subagents else None
+        if isinstance(child, str) and sid in self.known:
+            self.known.add(child)
+            self.children.add(child)
         if sid not in self.known:
-            self.problem("R115", f"a {kind} update for session {sid!r}, which no response has named yet")
+            if self.subagents:
+                self.unannounced.append((sid, str(kind)))
+            else:
+                self.problem("R115", f"a {kind} update for session {sid!r}, which no response has named yet")
         self._root_fields("SessionUpdate", update, f"the {kind} update")
         needed = _OPTIONAL_KINDS.get(str(kind))
         if needed is not None and self.client.session_caps.get(needed) is None:
             self.problem("R116", f"a {kind} update although the client did not advertise session.{needed}")
+        elif kind == "subagent_update" and self.subagents:
+            pass  # the client opted in to it (R116.1 is the subagents group's)
         elif isinstance(kind, str) and kind not in self.stable_kinds and kind in self.unstable_kinds:
             self.problem("R116", f"a {kind} update, a kind only the unstable schema defines")
         if kind in TURN_KINDS and sid in self.ended and sid not in self.replaying:
@@ -413,6 +430,12 @@ class TranscriptAnalyzer:
         unreleased = sorted(set(self.terminals) - self.released)
         if unreleased:
             self.problem("R133", f"terminals never released: {unreleased}")
+        for sid, kind in self.unannounced:
+            if sid not in self.children:  # never announced at all: no sub-agent reading excuses it
+                self.problem(
+                    "R115",
+                    f"a {kind} update for session {sid!r}, which neither a response nor a child announcement named",
+                )
         self._report(ended_by, stderr)
 
     def _vacuous(self, rid: str) -> str | None:

@@ -1,4 +1,6 @@
-"""Ending everything an agent left running: its whole process group, TERM, a grace, then KILL.
+"""Ending everything an agent left running: its whole process group, TERM, a grace, then KILL. Used where ama
+runs other people's agents: the conformance suite (conformance/agent.py) and an external agent run as a `task`
+child (session/external_task.py).
 
 Each agent is started as the leader of a process group of its own (`start_new_session`), so the MCP servers,
 shells and relaunched children it starts belong to that group unless they left it on purpose (setsid). Closing
@@ -69,10 +71,10 @@ async def _gone(pgid: int, seconds: float) -> bool:
     return True
 
 
-async def end_group(pgid: int, grace: float = TERM_GRACE) -> str | None:
+async def end_group(pgid: int | None, grace: float = TERM_GRACE) -> str | None:
     """End every process left in group `pgid` (TERM, `grace` seconds, KILL). Returns what it took — None when
-    nothing was left, "terminated" or "killed" — for the record."""
-    if os.name != "posix" or pgid <= 1 or pgid == os.getpgrp() or not alive(pgid):
+    nothing was left (or no group is known), "terminated" or "killed" — for the record."""
+    if pgid is None or os.name != "posix" or pgid <= 1 or pgid == os.getpgrp() or not alive(pgid):
         return None  # never signal our own group (an agent started without a session of its own)
     if not _signal(pgid, signal.SIGTERM):
         return None  # it ended between the look and the signal

@@ -178,6 +178,15 @@ class Billing:
             self._cost += cost
         return cost
 
+    def add_child_cost(self, cost: float | None) -> None:
+        """The cost an external agent reported for a task of this session (session/external_task.py): it joins
+        this cost, and an agent that reported none makes it unknown, as an unpriced request does. Its tokens are
+        not this session's billed figures (the agent reports them its own way, if at all)."""
+        if cost is None:
+            self._unpriced("a helper agent reported no cost")
+        elif self._cost is not None:
+            self._cost += cost
+
     def _unpriced(self, why: str) -> None:
         if self._cost is not None:
             log.info("session cost is now unknown: a billed request could not be priced (%s)", why)

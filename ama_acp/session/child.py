@@ -4,16 +4,18 @@ The child has a fresh context (its task, the project instructions, the tools its
 and its own billing; it works through its parent session's workspace and approval, so the mode and the
 person's answers apply to its calls exactly as to the parent's. Nothing of its conversation enters the
 parent's: the parent sees the task call and its result. What the person sees of it goes out as the task call's
-content (its tool calls as lines, its latest text) with its figures in the call's `_meta.ama.task` — the path
-for a client without `clientCapabilities.subagents`; `ChildView` is the seam where a client with it would get
-the child as a session of its own (`subagent_update`, issue 28 point 3).
+content (its tool calls as lines, its latest text) with its figures in the call's `_meta.ama.task` (`ChildView`,
+for a client without `clientCapabilities.subagents`), or as a session of its own announced with
+`subagent_update` (session/subagents.py `SubagentView`, for a client with it). The host does not know which:
+it tells its view (`ShowsChild`) what happens and asks it for the approver of the child's calls.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ama_acp.agent import events as ev
 from ama_acp.agent.loop import Refusal
@@ -34,6 +36,9 @@ from ama_acp.tools.context import ToolContext, result_chars
 from ama_acp.tools.registry import run_with_deadline
 from ama_acp.wire import types as w
 
+if TYPE_CHECKING:
+    from ama_acp.session.store import SessionStore
+
 LINES_SHOWN = 20  # the child's latest tool calls shown in the task call
 TEXT_SHOWN = 1500  # characters of its latest reply shown there
 
@@ -44,6 +49,16 @@ class ChildRuntime(HostRuntime, Protocol):
     def price(self, model_id: str, usage: Usage | None) -> Price | None: ...
 
     def context_window(self, model_id: str) -> int | None: ...
+
+    @property
+    def client_caps(self) -> w.ClientCapabilities: ...
+
+    @property
+    def store(self) -> SessionStore:
+        """Where the session's children are kept (session/task_journal.py, beside the session files)."""
+        ...
+
+    async def send_update(self, session_id: str, update: w.SessionUpdate) -> None: ...
 
 
 class ParentBilling(Protocol):
@@ -96,6 +111,7 @@ class TaskRecord:
     error: str | None = None
     lines: list[str] = field(default_factory=list)  # its tool calls, as the person sees them
     text: str = ""  # its latest reply's text
+    session_id: str | None = None  # the child's own session id, when the editor sees it as one (subagents.py)
 
     def figures(self) -> dict[str, object]:
         """The child's own meter and cost; unknown figures left out (never 0)."""
@@ -119,17 +135,64 @@ class TaskRecord:
             out["cost"] = {"amount": round(self.billing.cost, 6), "currency": "USD"}
         if self.error is not None:
             out["error"] = self.error
+        if self.session_id is not None:
+            out["sessionId"] = self.session_id
         return out
 
 
+class ShowsChild(Protocol):
+    """What the person sees of one child, told by its host (`ChildHost`) and its runner (session/tasks.py)."""
+
+    @property
+    def approver(self) -> Approves:
+        """Who approves the child's calls (the parent's approval, asked in the child's name or the parent's)."""
+        ...
+
+    async def started(self) -> None:
+        """The child got its slot and starts (`record.status` is "running")."""
+
+    def live(self) -> AbstractAsyncContextManager[None]:
+        """The child's turn runs inside this (a view may merge streamed text meanwhile)."""
+        ...
+
+    async def event(self, event: ev.AgentEvent) -> None:
+        """One event of the child's loop, after the host recorded it in the task record."""
+
+    async def replied(self) -> None:
+        """A reply of the child was billed and measured."""
+
+    async def ended(self, stop: str) -> None:
+        """The child is done: `record.status` is final (completed, failed, cancelled); `stop` its turn's stop
+        reason. Called shielded, also on cancel."""
+
+
 class ChildView:
-    """What the person sees of a running child. Without `clientCapabilities.subagents` (the only path now): the
-    task call's content and `_meta`. A `subagent_update` view would send the child's own updates under its own
-    session id instead; it replaces this class, the child's host stays as it is."""
+    """What the person sees of a running child without `clientCapabilities.subagents`: the task call's content
+    (its tool calls as lines, its latest text) and its figures in the call's `_meta.ama.task`."""
 
     def __init__(self, parent: ChildParent, record: TaskRecord) -> None:
         self._parent = parent
         self._record = record
+
+    @property
+    def approver(self) -> Approves:
+        return self._parent.approver  # the request names the parent's session and `<task call id>.<n>`
+
+    async def started(self) -> None:
+        await self.show()
+
+    def live(self) -> AbstractAsyncContextManager[None]:
+        return nullcontext()
+
+    async def event(self, event: ev.AgentEvent) -> None:
+        if isinstance(event, ev.ToolCallRequested | ev.ToolCallFinished):
+            await self.show()
+
+    async def replied(self) -> None:
+        await self.show()
+
+    async def ended(self, stop: str) -> None:
+        return None  # the task call's own final update (the answer, or why there is none) says it
 
     async def show(self) -> None:
         r = self._record
@@ -156,6 +219,7 @@ class ChildHost:
         record: TaskRecord,
         system: str,
         tool_names: Sequence[str] | None,
+        view: ShowsChild | None = None,
     ) -> None:
         self._rt = runtime
         self._p = parent
@@ -165,7 +229,7 @@ class ChildHost:
         self.max_turn_requests = runtime.config.max_turn_requests
         self.messages: list[Message] = []
         self.failure: str | None = None  # why the child's turn stopped short, if it did
-        self.view = ChildView(parent, record)
+        self.view: ShowsChild = view if view is not None else ChildView(parent, record)
         self._provider: pb.Provider | None = None
         self._calls = 0
         self._titles: dict[str, int] = {}  # child wire id → its line
@@ -214,13 +278,12 @@ class ChildHost:
             r.text = ""  # the reply before a call is shown with it; the next reply starts afresh
             self._titles[event.wire_id] = len(r.lines)
             r.lines.append(f"→ {_line(event.title)}")
-            await self.view.show()
         elif isinstance(event, ev.ToolCallFinished):
             at = self._titles.pop(event.wire_id, None)
             if at is not None:
                 mark = "✗" if event.result.is_error else "✓"
                 r.lines[at] = mark + r.lines[at][1:]
-            await self.view.show()
+        await self.view.event(event)
 
     def wire_id(self, provider_id: str) -> str:
         # Unique across the session: the task call's id and the child's count (shown in permission requests).
@@ -238,7 +301,7 @@ class ChildHost:
         return describe_call(self._p.tools.tool(name), name, args, self._p.tool_ctx.cwd)
 
     async def approve(self, call: ev.ToolCallRequested, args: dict[str, object]) -> Refusal | None:
-        return await self._p.approver.approve(call, args)  # the parent's mode, memory and editor
+        return await self.view.approver.approve(call, args)  # the parent's mode, memory and editor
 
     async def run_tool(self, name: str, args: dict[str, object], wire_id: str) -> ToolResult:
         tool = self._p.tools.tool(name) if self._allowed(name) else None
@@ -274,7 +337,7 @@ class ChildHost:
     async def after_assistant_message(self, message: AssistantMessage) -> None:
         self._bill(message.usage, interrupted=False)
         self.record.text = answer_text(message) or self.record.text
-        await self.view.show()
+        await self.view.replied()
 
     async def request_lost(self) -> None:
         self._bill(None, interrupted=True)

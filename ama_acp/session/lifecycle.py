@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from ama_acp.rpc.dispatch import defer
 from ama_acp.rpc.errors import RESOURCE_NOT_FOUND, SESSION_BUSY, AcpError
-from ama_acp.session import fork, options
+from ama_acp.session import child_sessions, fork, options
 from ama_acp.session import store as st
 from ama_acp.session.cwd import normal_cwd, same_cwd
 from ama_acp.session.entries import DirectoriesEntry
@@ -117,6 +117,8 @@ class Lifecycle:
             session.ctx.reopen.servers_known(session.tools.mcp)
 
     async def load(self, req: w.LoadSessionRequest) -> w.LoadSessionResponse:
+        if (child := child_sessions.child_id(req.session_id)) is not None:  # a task's child: read, not opened
+            return await self._open_child(child, req.cwd, replay=True)
         session, loaded = await self._open(req.session_id, req.cwd, req.additional_directories)
         self._connect_mcp(session, req.mcp_servers)  # the editor's list of this load wins (R69)
         for update in replay_updates(loaded):  # all history before the response (R67)
@@ -126,6 +128,8 @@ class Lifecycle:
         return w.LoadSessionResponse(modes=options.mode_state(session.mode), config_options=session.config_options())
 
     async def resume(self, req: w.ResumeSessionRequest) -> w.LoadSessionResponse:
+        if (child := child_sessions.child_id(req.session_id)) is not None:
+            return await self._open_child(child, req.cwd, replay=False)
         session, _ = await self._open(req.session_id, req.cwd, req.additional_directories)
         self._connect_mcp(session, req.mcp_servers)  # R75
         defer(functools.partial(_announce_resumed, session))  # no replay (R74): all after the response
@@ -178,7 +182,21 @@ class Lifecycle:
             next_cursor=cursor,
         )
 
+    async def _open_child(self, child: child_sessions.ChildId, cwd: str, *, replay: bool) -> w.LoadSessionResponse:
+        m = self.m
+        return await child_sessions.open_child(
+            child,
+            cwd,
+            replay=replay,
+            read_parent=self._read,
+            data_dir=m.store.sessions_dir.parent,
+            tool=m.tool,
+            send=m.send_update,
+        )
+
     async def close(self, req: w.SessionIdRequest) -> w.Empty:
+        if child_sessions.child_id(req.session_id) is not None:
+            return w.Empty()  # a loaded child was never made live (session/child_sessions.py): nothing to close
         if self.m.live(req.session_id) is None:
             raise AcpError.session_not_found(req.session_id)
         await self.m.close(req.session_id)

@@ -196,7 +196,9 @@ class SessionManager:
     def get(self, session_id: str) -> Session:
         session = self.live(session_id)
         if session is None:
-            raise AcpError.session_not_found(session_id)
+            from ama_acp.session.child_sessions import refuse
+
+            raise refuse(session_id) or AcpError.session_not_found(session_id)  # a task's child is restricted
         return session
 
     def live(self, session_id: str) -> Session | None:

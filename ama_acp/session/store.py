@@ -48,6 +48,7 @@ from ama_acp.session.store_errors import (
     SessionWriteError,
     in_words,
 )
+from ama_acp.session.task_journal import remove_task_journal
 from ama_acp.session.writer import FsyncPolicy, SessionWriter
 
 __all__ = [
@@ -309,6 +310,7 @@ class SessionStore:
             elif stat.S_ISLNK(info.st_mode):  # a link in its place: the link goes, never what it points to
                 folder.unlink()
         remove_checkpoints(self.sessions_dir.parent, session_id)  # its /rewind copies go with it
+        remove_task_journal(self.sessions_dir.parent, session_id)  # and its task children (session/task_journal.py)
         if not existed:
             raise SessionNotFound(f"no session {session_id}")
 

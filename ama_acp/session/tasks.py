@@ -4,8 +4,8 @@ and `/tasks` show.
 
 A child runs inside its task call, so it lives and dies with the parent's turn: a cancel, a session/close or
 the end of the connection cancels the turn's scope and every child in it (their open calls get their results
-and final lines, the loop's invariant). External ACP agents (`[agents.NAME] command = …`) are refused at the
-config boundary until a later version (docs/tools.md "Delegation").
+and final lines, the loop's invariant). An agent with a `command` is another ACP agent, run by
+session/external_task.py in the same slots and under the same timeout (docs/tools.md "External ACP agents").
 """
 
 from __future__ import annotations
@@ -19,9 +19,13 @@ from ama_acp.agent.loop import run_turn
 from ama_acp.agent.prompt import system_prompt
 from ama_acp.config import AgentConfig
 from ama_acp.context.meter import ContextMeter
-from ama_acp.conversation.messages import AssistantMessage, TextPart, UserMessage
+from ama_acp.conversation.messages import AssistantMessage, Message, TextPart, UserMessage
 from ama_acp.session.accounting import shared_estimator
-from ama_acp.session.child import ChildHost, ChildParent, ChildRuntime, TaskRecord, answer_text
+from ama_acp.session.child import ChildHost, ChildRuntime, TaskRecord, answer_text
+from ama_acp.session.external_task import ExternalTask, ExternalTaskRecord, shown_command
+from ama_acp.session.external_view import ExternalSubagentView
+from ama_acp.session.subagents import SubagentParent, child_view
+from ama_acp.session.task_journal import TaskJournal, journal_path
 from ama_acp.tools.base import ToolError, ToolResult
 
 # The built-in read-only agent's tools: it reads and searches the project, and nothing leaves the machine.
@@ -36,7 +40,7 @@ result). You cannot start tasks of your own.
 """
 
 
-class TaskSession(ChildParent, Protocol):
+class TaskSession(SubagentParent, Protocol):
     """What the runner needs of its session (session/session.py `Session`)."""
 
     @property
@@ -60,6 +64,12 @@ class TaskRunner:
         self._rt = runtime
         self._s = session
         self.records: list[TaskRecord] = []
+        # The children of earlier connections, and each child here once it ends (session/task_journal.py).
+        self.journal = TaskJournal(
+            lambda: journal_path(runtime.store.sessions_dir.parent, session.id),
+            lambda: session.journal.saving,
+            lambda line: runtime.store.redactor().redact_line(line),
+        )
         self._limiter: anyio.CapacityLimiter | None = None  # made in the event loop, at the first task
 
     async def run(self, args: dict[str, object], wire_id: str) -> ToolResult:
@@ -67,6 +77,8 @@ class TaskRunner:
         prompt, description, agent = _arguments(args)
         spec = self._agent(agent)
         cfg = self._rt.config
+        if spec.command is not None:  # another ACP agent, started for this task (session/external_task.py)
+            return await self._external(spec, wire_id, prompt, description, agent)
         model = spec.model or self._s.model_id  # the session's model now: a later switch does not move the child
         tools = EXPLORE_TOOLS if agent == "explore" else spec.tools
         if tools is not None:
@@ -88,35 +100,65 @@ class TaskRunner:
             ),
         )
         self.records.append(record)
-        child = ChildHost(self._rt, self._s, record, self._system(spec), tools)
+        number = len(self.journal.previous()) + len(self.records)  # unique across loads: `<session>.task-<n>`
+        view = child_view(self._rt, self._s, record, prompt, number)  # its own session, or the call's lines
+        child = ChildHost(self._rt, self._s, record, self._system(spec), tools, view)
         if self._limiter is None:
             self._limiter = anyio.CapacityLimiter(cfg.tasks.max_parallel)
         timeout = cfg.tasks.timeout
         stop = "end_turn"
         try:
-            async with self._limiter:
-                record.status = "running"
-                await child.view.show()
-                with anyio.move_on_after(timeout) as scope:
-                    stop = await run_turn(child, UserMessage(content=[TextPart(prompt)]))
-        except anyio.get_cancelled_exc_class():  # the parent's turn was cancelled (or closed): so is the child
-            record.status = "cancelled"
-            raise
-        except Exception as exc:
-            raise _failed(record, f"The task could not run: {type(exc).__name__}: {exc}") from exc
-        if scope.cancelled_caught:
-            raise _failed(record, f"The task did not finish within {timeout:g} s ([tasks] timeout) and was stopped.")
-        if child.failure is not None:
-            raise _failed(record, f"The helper agent stopped: {child.failure}")
-        last = next((m for m in reversed(child.messages) if isinstance(m, AssistantMessage)), None)
-        answer = answer_text(last) if last is not None else ""
-        if not answer:
-            why = "" if stop == "end_turn" else f" (it stopped: {stop})"
-            raise _failed(record, f"The helper agent ended without an answer{why}.")
-        record.status = "completed"
-        if stop != "end_turn":  # max_tokens, refusal, max_turn_requests: the model should know the answer is short
-            answer += f"\n\n[ama: the helper agent stopped early ({stop}); this answer may be incomplete.]"
-        return ToolResult(text=answer)
+            try:
+                async with self._limiter:
+                    record.status = "running"
+                    await child.view.started()
+                    with anyio.move_on_after(timeout) as scope:
+                        async with view.live():
+                            stop = await run_turn(child, UserMessage(content=[TextPart(prompt)]))
+            except anyio.get_cancelled_exc_class():  # the parent's turn was cancelled (or closed): so is the child
+                record.status = "cancelled"
+                raise
+            except Exception as exc:
+                raise _failed(record, f"The task could not run: {type(exc).__name__}: {exc}") from exc
+            if scope.cancelled_caught:
+                raise _failed(
+                    record, f"The task did not finish within {timeout:g} s ([tasks] timeout) and was stopped."
+                )
+            if child.failure is not None:
+                raise _failed(record, f"The helper agent stopped: {child.failure}")
+            last = next((m for m in reversed(child.messages) if isinstance(m, AssistantMessage)), None)
+            answer = answer_text(last) if last is not None else ""
+            if not answer:
+                why = "" if stop == "end_turn" else f" (it stopped: {stop})"
+                raise _failed(record, f"The helper agent ended without an answer{why}.")
+            record.status = "completed"
+            if stop != "end_turn":  # max_tokens, refusal, max_turn_requests: the model should know the answer is short
+                answer += f"\n\n[ama: the helper agent stopped early ({stop}); this answer may be incomplete.]"
+            return ToolResult(text=answer)
+        finally:  # the child's last state, however it ended (shielded: a cancel must not swallow it)
+            with anyio.CancelScope(shield=True):
+                await view.ended(stop)
+            self.journal.append(record.figures(), child.messages)
+
+    async def _external(self, spec: AgentConfig, wire_id: str, prompt: str, description: str, agent: str) -> ToolResult:
+        cfg = self._rt.config
+        meter = ContextMeter(shared_estimator(cfg.context.estimator))  # unused: the agent reports its own figures
+        record = ExternalTaskRecord(wire_id, agent, description, shown_command(spec), meter)
+        self.records.append(record)
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(cfg.tasks.max_parallel)
+        view = None  # the task call's content; a session of its own for an editor with `subagents`
+        if isinstance(self._rt.client_caps.subagents, dict):
+            number = len(self.journal.previous()) + len(self.records)
+            view = ExternalSubagentView(self._rt, self._s, record, prompt, f"{self._s.id}.task-{number}")
+        task = ExternalTask(cfg, self._s, record, spec, view, terminals=self._rt.client_caps.terminal)
+        try:
+            return await task.run(prompt, self._limiter)
+        finally:  # kept like ama's own children; its conversation is its agent's: ama keeps what it saw of it
+            seen: list[Message] = [UserMessage(content=[TextPart(prompt)])]
+            if task.answer:
+                seen.append(AssistantMessage(content=[TextPart(task.answer)], model=record.model))
+            self.journal.append(record.figures(), seen)
 
     def _agent(self, name: str) -> AgentConfig:
         if name in ("general", "explore"):
@@ -135,14 +177,19 @@ class TaskRunner:
         return text + s.instructions.block()
 
     def stats(self) -> list[dict[str, object]]:
-        return [r.figures() for r in self.records]
+        return [*(t.figures() for t in self.journal.previous()), *(r.figures() for r in self.records)]
 
     def describe(self) -> str:
         """`/tasks`: each task of the session, its state, tokens, context and cost."""
-        if not self.records:
+        if not self.records and not self.journal.previous():
             return "No tasks in this session yet. The model starts one with the `task` tool."
         lines = ["**Tasks of this session**", ""]
+        for t in self.journal.previous():  # kept from earlier connections (session/task_journal.py)
+            lines += t.lines()
         for r in self.records:
+            if isinstance(r, ExternalTaskRecord):
+                lines += [r.line(), *([f"  {r.error}"] if r.error else [])]
+                continue
             f = r.figures()
             context = f"{f['contextTokens']:,} tokens"
             if "contextWindow" in f:

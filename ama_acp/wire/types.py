@@ -17,6 +17,8 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import UNSET, UnsetType, field
 
+from ama_acp.wire.subagents import SubagentUpdate
+
 Meta = dict[str, Any]
 
 
@@ -91,6 +93,10 @@ class ClientCapabilities(_In, frozen=True):
     terminal: bool = False
     session: ClientSessionCapabilities | None = None
     auth: AuthCapabilities = AuthCapabilities()
+    # UNSTABLE `subagents` (SubagentCapabilities, `{}`): the editor shows each child of a `task` call as a session
+    # of its own (session/subagents.py). Any: the schema reads a malformed value as "not advertised" (it defaults
+    # on error), so it is checked where it is read (session/subagents.py), never a refused initialize.
+    subagents: Any = None
     # The older terminal sign-in convention (Zed, the ACP registry's validator): `{"terminal-auth": true}`.
     # Any: a malformed `_meta` is ignored (read with a type check), never a refused initialize.
     meta: Any = field(default=None, name="_meta")
@@ -449,6 +455,7 @@ SessionUpdate = (
     | UsageUpdate
     | Notice
     | CompactionUpdate
+    | SubagentUpdate
 )
 
 

@@ -1,5 +1,5 @@
 """`[tasks]` and `[agents.NAME]` in the config file (docs/configuration.md "Delegation"): the defaults, the values
-read, and every value ama cannot use — external agents included, until they are supported — a ConfigError
+read, and every value ama cannot use (external agents' `command`, `args` and `env` included) a ConfigError
 naming the setting."""
 
 from __future__ import annotations
@@ -37,10 +37,56 @@ def test_an_agent_is_read() -> None:
     )
 
 
-@pytest.mark.parametrize("key", ['command = "other-agent"', 'args = ["--acp"]', 'env = { A = "1" }'])
-def test_an_external_agent_is_refused_until_supported(key: str) -> None:
-    with pytest.raises(ConfigError, match=r"agents\.ext: `command`, `args` and `env` .* not yet supported"):
-        parse_config(f"[agents.ext]\n{key}\n")
+def test_an_external_agent_is_read() -> None:
+    cfg = parse_config('[agents.ext]\ncommand = "other-agent"\nargs = ["--acp"]\nenv = { OTHER_API_KEY = "k" }\n')
+    agent = cfg.agents["ext"]
+    assert (agent.command, agent.args, agent.env) == ("other-agent", ["--acp"], {"OTHER_API_KEY": "k"})
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ('args = ["--acp"]', r"agents\.ext: `args` and `env` belong to an external agent"),
+        ('env = { A = "1" }', r"agents\.ext: `args` and `env` belong to an external agent"),
+        ('command = "x"\nmodel = "a/b"', r"agents\.ext: an external agent .* remove `model`"),
+        ('command = "x"\ntools = ["read_file"]', r"agents\.ext: an external agent"),
+        ('command = " "', r"agents\.ext\.command must be"),
+        ('command = "a\\u0000b"', r"agents\.ext\.command must be"),
+        ('command = "x"\nargs = ["a\\u0000"]', r"agents\.ext\.args\[0\]"),
+        ('command = "x"\nenv = { "A B" = "1" }', r"agents\.ext\.env: 'A B' is not"),
+        ('command = "x"\nenv = { K = "s\\u0000cret" }', r"agents\.ext\.env\.K: a value"),
+    ],
+)
+def test_a_bad_external_agent_is_refused_naming_the_key(text: str, named: str) -> None:
+    with pytest.raises(ConfigError, match=named) as caught:
+        parse_config(f"[agents.ext]\n{text}\n")
+    assert "cret" not in str(caught.value)  # an env value (a key, maybe) is never quoted back
+
+
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,255}")
+
+
+def toml_string(text: str) -> str:
+    """A TOML basic string holding `text` exactly (control characters and DEL escaped)."""
+    body = "".join(f"\\u{ord(c):04x}" if ord(c) < 0x20 or c == "\x7f" else "\\" + c if c in '"\\' else c for c in text)
+    return f'"{body}"'
+
+
+@settings(max_examples=examples(200))
+@given(st.dictionaries(st.text(max_size=20), st.text(max_size=20), max_size=4), st.lists(st.text(max_size=20)))
+def test_any_external_env_and_args_are_read_or_refused_by_name(env: dict[str, str], args: list[str]) -> None:
+    """Whatever `env` and `args` hold, the file is read (every name a variable name, no NUL anywhere) or refused
+    with a ConfigError naming the key — never another error."""
+    table = ", ".join(f"{toml_string(k)} = {toml_string(v)}" for k, v in env.items())
+    listed = ", ".join(toml_string(a) for a in args)
+    text = f'[agents.ext]\ncommand = "agent"\nargs = [{listed}]\nenv = {{ {table} }}\n'
+    ok = all(ENV_NAME.fullmatch(k) and "\0" not in v for k, v in env.items()) and all("\0" not in a for a in args)
+    try:
+        cfg = parse_config(text)
+    except ConfigError as exc:
+        assert not ok and "agents.ext" in str(exc)
+    else:
+        assert ok and cfg.agents["ext"].env == env and cfg.agents["ext"].args == args
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,6 @@
-"""`conformance/process_group.py`: what an agent leaves in its process group is ended (TERM, then KILL for what
-ignores TERM); a group with nothing left, or our own group, is never signalled."""
+"""`ama_acp/client/process_group.py` (shared by the conformance suite and external task agents): what an agent
+leaves in its process group is ended (TERM, then KILL for what ignores TERM); a group with nothing left, or our
+own group, is never signalled."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import sys
 
 import pytest
 
-from conformance.process_group import alive, end_group
+from ama_acp.client.process_group import alive, end_group
 from tests.support.leaks import processes_mentioning
 
 pytestmark = [pytest.mark.anyio, pytest.mark.skipif(os.name != "posix", reason="process groups are POSIX")]

@@ -34,7 +34,7 @@ R138 R139 R140 R141 R142 R147""".split()
 # advertised auth method, or an observed behaviour (requirements.py's docstring lists them).
 GATE = re.compile(
     r"(sessionCapabilities|promptCapabilities|mcpCapabilities)\.[A-Za-z]+"
-    r"|loadSession|modes|configOptions|authMethods\.agent|auth\.logout|used:(terminal|permission|lines|messageId|cancel_request)"
+    r"|loadSession|modes|configOptions|authMethods\.agent|auth\.logout|used:(terminal|permission|lines|messageId|cancel_request|delegation)"
 )
 # The calls through which a group reports a finding; `needs` names another group's requirement and reports none.
 REPORTING = frozenset({"check", "passed", "failed", "skip", "untested", "at"})

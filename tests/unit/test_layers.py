@@ -44,7 +44,8 @@ ALLOWED: dict[str, set[str]] = {
     # the editor's MCP servers: connections and their tools, below the sessions that use them
     "mcp": {"conversation", "config", "errors", "secrets", "redact", "tools"},
     # the ACP side: sessions map the agent to the protocol; the server dispatches to them
-    "session": {"__init__", "conversation", "wire", "errors", "textsafe", "rpc", *SUPPORT, *AGENT_SIDE},
+    # (and the ACP client: an external agent as a `task` child is driven through it, session/external_task.py)
+    "session": {"__init__", "conversation", "wire", "errors", "textsafe", "rpc", "client", *SUPPORT, *AGENT_SIDE},
     "handlers": {"__init__", "wire", "errors", "rpc", "config", "session"},
     "server": {"config", "errors", "rpc", "handlers", "logs"},
     # beside the agent: the ACP client (`ama acp-client`, `ama demo`) speaks the protocol, knows no agent; it

@@ -1,0 +1,233 @@
+"""A tiny external ACP agent for the `task` tool's tests (stdlib only): each line of a prompt is one directive.
+
+    say TEXT                  an agent_message_chunk
+    usage USED SIZE [COST]    a usage_update (COST in USD; left out: no cost)
+    tokens N                  the prompt response's `usage.totalTokens`
+    permission KIND TITLE     session/request_permission (allow/reject options); says `permission: <outcome>`
+    read PATH                 fs/read_text_file; says `read: <content>` or `read error: <message>`
+    write PATH TEXT           fs/write_text_file; says `write: ok` or `write error: <message>`
+    env NAME                  says `env NAME=<value>` or `env NAME unset`
+    tool TITLE                a tool_call and its completed tool_call_update
+    ask KIND TITLE            a tool_call `a<n>`, then session/request_permission about that call; says as `permission`
+    raw JSON                  a session/update whose `update` is JSON as written (hostile or malformed on purpose)
+    term CWD CMD [ARGS…]      terminal/create (CWD `-`: none given), wait_for_exit, output, release; says
+                              `term <id>: <output> exit <code>` or `term error: <message>`
+    termopen CMD [ARGS…]      terminal/create in the session's folder, left running and unreleased; says `termopen <id>`
+    termout ID                terminal/output of a terminal id it names; says `termout: …` or `termout error: …`
+    caps                      says `terminal: <its clientCapabilities.terminal>`
+    spawn                     starts a grandchild (`sleep`) in its process group; its pid goes to $TASK_AGENT_PIDS
+    die CODE                  writes to stderr and exits with CODE
+    wait                      waits for session/cancel (the turn then ends `cancelled`) or the end of its stdin
+    hang                      never answers, ignores session/cancel and the end of its stdin
+
+`$TASK_AGENT_PIDS` (a file): the agent appends its own pid at start; `$TASK_AGENT_EVENTS` (a file): `session/cancel`
+when `wait` got one. A session/cancel during a turn ends the turn
+`cancelled` at the next directive.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+_queue: list[dict] = []
+_next_id = 0
+_cancelled = False
+_caps: dict = {}
+
+
+def send(message: dict) -> None:
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+def read() -> dict | None:
+    if _queue:
+        return _queue.pop(0)
+    line = sys.stdin.readline()
+    if not line:
+        return None
+    return json.loads(line)
+
+
+def request(method: str, params: dict) -> dict:
+    """Send a request and read until its answer; other messages wait in the queue (a cancel is noted)."""
+    global _next_id, _cancelled
+    _next_id += 1
+    send({"jsonrpc": "2.0", "id": _next_id, "method": method, "params": params})
+    held = []
+    try:
+        while True:
+            line = sys.stdin.readline()
+            if not line:
+                sys.exit(0)
+            message = json.loads(line)
+            if message.get("id") == _next_id and "method" not in message:
+                return message
+            if message.get("method") == "session/cancel":
+                _cancelled = True
+            else:
+                held.append(message)
+    finally:
+        _queue.extend(held)
+
+
+def update(sid: str, body: dict) -> None:
+    send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": body}})
+
+
+def say(sid: str, text: str) -> None:
+    update(sid, {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}})
+
+
+def turn(sid: str, text: str) -> dict:
+    global _cancelled
+    _cancelled = False
+    result: dict = {"stopReason": "end_turn"}
+    for n, line in enumerate(text.splitlines()):
+        if _cancelled:
+            return {"stopReason": "cancelled"}
+        word, _, rest = line.strip().partition(" ")
+        if word == "say":
+            say(sid, rest)
+        elif word == "usage":
+            parts = rest.split()
+            body: dict = {"sessionUpdate": "usage_update", "used": int(parts[0]), "size": int(parts[1])}
+            if len(parts) > 2:
+                body["cost"] = {"amount": float(parts[2]), "currency": "USD"}
+            update(sid, body)
+        elif word == "tokens":
+            result["usage"] = {"totalTokens": int(rest), "inputTokens": int(rest), "outputTokens": 0}
+        elif word in ("permission", "ask"):
+            kind, _, title = rest.partition(" ")
+            call_id = f"p{n}"
+            if word == "ask":
+                call_id = f"a{n}"
+                update(sid, {"sessionUpdate": "tool_call", "toolCallId": call_id, "title": title, "kind": kind})
+            answer = request(
+                "session/request_permission",
+                {
+                    "sessionId": sid,
+                    "toolCall": {"toolCallId": call_id, "title": title, "kind": kind, "status": "pending"},
+                    "options": [
+                        {"optionId": "yes", "name": "Yes", "kind": "allow_once"},
+                        {"optionId": "no", "name": "No", "kind": "reject_once"},
+                    ],
+                },
+            )
+            outcome = (answer.get("result") or {}).get("outcome") or {}
+            say(sid, f"permission: {outcome.get('optionId') or outcome.get('outcome') or answer.get('error')}\n")
+        elif word == "read":
+            answer = request("fs/read_text_file", {"sessionId": sid, "path": rest})
+            if "result" in answer:
+                say(sid, f"read: {answer['result']['content']}\n")
+            else:
+                say(sid, f"read error: {answer['error']['message']}\n")
+        elif word == "write":
+            path, _, content = rest.partition(" ")
+            answer = request("fs/write_text_file", {"sessionId": sid, "path": path, "content": content})
+            say(sid, "write: ok\n" if "result" in answer else f"write error: {answer['error']['message']}\n")
+        elif word == "term":
+            cwd, *command = rest.split()
+            params = {"sessionId": sid, "command": command[0], "args": command[1:]}
+            if cwd != "-":
+                params["cwd"] = cwd
+            made = request("terminal/create", params)
+            if "error" in made:
+                say(sid, f"term error: {made['error']['message']}\n")
+                continue
+            tid = made["result"]["terminalId"]
+            request("terminal/wait_for_exit", {"sessionId": sid, "terminalId": tid})
+            out = request("terminal/output", {"sessionId": sid, "terminalId": tid})["result"]
+            request("terminal/release", {"sessionId": sid, "terminalId": tid})
+            code = (out.get("exitStatus") or {}).get("exitCode")
+            say(sid, f"term {tid}: {out['output'].strip()} exit {code}\n")
+        elif word == "termopen":
+            command = rest.split()
+            made = request("terminal/create", {"sessionId": sid, "command": command[0], "args": command[1:]})
+            say(sid, f"termopen {made.get('result', {}).get('terminalId')}\n")
+        elif word == "termout":
+            out = request("terminal/output", {"sessionId": sid, "terminalId": rest})
+            if "error" in out:
+                say(sid, f"termout error: {out['error']['message']}\n")
+            else:
+                say(sid, f"termout: {out['result']['output'].strip()}\n")
+        elif word == "caps":
+            say(sid, f"terminal: {_caps.get('terminal')}\n")
+        elif word == "raw":
+            update(sid, json.loads(rest))
+        elif word == "env":
+            value = os.environ.get(rest)
+            say(sid, f"env {rest}={value}\n" if value is not None else f"env {rest} unset\n")
+        elif word == "tool":
+            update(sid, {"sessionUpdate": "tool_call", "toolCallId": f"t{n}", "title": rest, "status": "pending"})
+            update(sid, {"sessionUpdate": "tool_call_update", "toolCallId": f"t{n}", "status": "completed"})
+        elif word == "spawn":
+            child = subprocess.Popen(
+                [sys.executable, "-c", "import time; time.sleep(60)"],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+            )
+            note_pid(child.pid)
+        elif word == "die":
+            sys.stderr.write("task_agent: dying on purpose\n")
+            sys.stderr.flush()
+            os._exit(int(rest or "1"))
+        elif word == "wait":
+            while True:
+                line = sys.stdin.readline()
+                if not line:
+                    sys.exit(0)
+                message = json.loads(line)
+                if message.get("method") == "session/cancel":
+                    note("session/cancel")
+                    return {"stopReason": "cancelled"}
+                _queue.append(message)
+        elif word == "hang":
+            while True:
+                time.sleep(3600)
+    return result
+
+
+def note(event: str) -> None:
+    path = os.environ.get("TASK_AGENT_EVENTS")
+    if path:
+        with open(path, "a") as f:
+            f.write(f"{event}\n")
+
+
+def note_pid(pid: int) -> None:
+    path = os.environ.get("TASK_AGENT_PIDS")
+    if path:
+        with open(path, "a") as f:
+            f.write(f"{pid}\n")
+
+
+def main() -> None:
+    note_pid(os.getpid())
+    while True:
+        message = read()
+        if message is None:
+            return
+        method, mid, params = message.get("method"), message.get("id"), message.get("params") or {}
+        if method == "initialize":
+            _caps.update(params.get("clientCapabilities") or {})
+            result: dict = {"protocolVersion": 1, "agentCapabilities": {}, "authMethods": []}
+        elif method == "session/new":
+            result = {"sessionId": "task-session-1"}
+        elif method == "session/prompt":
+            text = "\n".join(b.get("text", "") for b in params.get("prompt", []) if b.get("type") == "text")
+            result = turn(params["sessionId"], text)
+        elif method is not None and mid is None:
+            continue  # a notification (a cancel outside a turn)
+        else:
+            send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": f"Method not found: {method}"}})
+            continue
+        send({"jsonrpc": "2.0", "id": mid, "result": result})
+
+
+if __name__ == "__main__":
+    main()
