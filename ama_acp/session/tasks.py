@@ -101,6 +101,9 @@ class TaskRunner:
         )
         self.records.append(record)
         number = len(self.journal.previous()) + len(self.records)  # unique across loads: `<session>.task-<n>`
+        # Every child has its id, shown by /tasks and the stats and loadable later (child_sessions.py), whether or
+        # not the editor sees it as a session now.
+        record.session_id = f"{self._s.id}.task-{number}"
         view = child_view(self._rt, self._s, record, prompt, number)  # its own session, or the call's lines
         child = ChildHost(self._rt, self._s, record, self._system(spec), tools, view)
         if self._limiter is None:
@@ -148,9 +151,10 @@ class TaskRunner:
         if self._limiter is None:
             self._limiter = anyio.CapacityLimiter(cfg.tasks.max_parallel)
         view = None  # the task call's content; a session of its own for an editor with `subagents`
+        number = len(self.journal.previous()) + len(self.records)
+        record.session_id = f"{self._s.id}.task-{number}"  # as for ama's own children: /tasks shows it, load opens it
         if isinstance(self._rt.client_caps.subagents, dict):
-            number = len(self.journal.previous()) + len(self.records)
-            view = ExternalSubagentView(self._rt, self._s, record, prompt, f"{self._s.id}.task-{number}")
+            view = ExternalSubagentView(self._rt, self._s, record, prompt, record.session_id)
         task = ExternalTask(cfg, self._s, record, spec, view, terminals=self._rt.client_caps.terminal)
         try:
             return await task.run(prompt, self._limiter)

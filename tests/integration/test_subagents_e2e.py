@@ -256,7 +256,12 @@ async def test_without_the_capability_the_child_stays_inside_the_task_call(tmp_p
             tid = task_id(conn, sid)
             lines = [text_of(u) for u in conn.updates_for(sid, "tool_call_update") if u["toolCallId"] == tid]
             assert any("List" in t for t in lines)
-            assert "sessionId" not in (await stats(conn, sid))["tasks"][0]
+            # The child still has its id (shown by /tasks and the stats), and a load opens its history later.
+            child = f"{sid}.task-1"
+            assert (await stats(conn, sid))["tasks"][0]["sessionId"] == child
+            await conn.request("session/load", {"sessionId": child, "cwd": str(ama.workspace), "mcpServers": []})
+            told = [u["content"]["text"] for u in conn.updates_for(child, "user_message_chunk")]
+            assert told == ["List the folder."]
 
 
 async def test_closing_the_session_mid_task_ends_the_announced_child_and_the_session_still_loads(tmp_path):
