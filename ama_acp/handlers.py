@@ -255,5 +255,5 @@ class Handlers:
         stats["tasks"] = session.tasks.stats()  # each child of the `task` tool: its own meter and cost
         from ama_acp.session.external_task import by_agent
 
-        stats["external"] = {"byAgent": by_agent(session.tasks.records)}  # per external agent: what it reported
+        stats["external"] = {"byAgent": by_agent(stats["tasks"])}  # per external agent, earlier connections too
         return stats

@@ -103,32 +103,37 @@ class ExternalTaskRecord(TaskRecord):
         return f"- `{self.agent}` (external) — {title}: {self.status}; {tokens}; {context}; {cost} ({self.model})"
 
 
-def by_agent(records: list[TaskRecord]) -> dict[str, dict[str, object]]:
-    """`_ama/session_stats` `external.byAgent`: per external agent, its tasks, the prompts sent, and the tokens and
-    cost it reported — a sum left out when any of its tasks did not report that figure."""
+def by_agent(tasks: list[dict[str, object]]) -> dict[str, dict[str, object]]:
+    """`_ama/session_stats` `external.byAgent` from the stats' `tasks` (those kept from earlier connections
+    included): per external agent, its tasks, the prompts sent, and the tokens and cost it reported — a sum left
+    out when any of its tasks did not report that figure (unknown, never a partial sum)."""
     out: dict[str, dict[str, object]] = {}
-    unknown: dict[str, set[str]] = {}
-    for r in records:
-        if not isinstance(r, ExternalTaskRecord):
+    sums: dict[str, tuple[int | None, float | None]] = {}
+    for t in tasks:
+        agent = t.get("agent")
+        if t.get("external") is not True or not isinstance(agent, str):
             continue
-        entry = out.setdefault(r.agent, {"tasks": 0, "requests": 0, "tokens": 0, "cost": 0.0})
-        missing = unknown.setdefault(r.agent, set())
-        entry["tasks"] = int(str(entry["tasks"])) + 1
-        entry["requests"] = int(str(entry["requests"])) + r.prompts
-        if r.tokens is None:
-            missing.add("tokens")
-        else:
-            entry["tokens"] = int(str(entry["tokens"])) + r.tokens
-        if r.cost_usd is None:
-            missing.add("cost")
-        else:
-            entry["cost"] = float(str(entry["cost"])) + r.cost_usd
-    for name, entry in out.items():
-        for key in unknown[name]:
-            entry.pop(key)
-        if "cost" in entry:
-            entry["cost"] = {"amount": round(float(str(entry["cost"])), 6), "currency": "USD"}
+        requests = t.get("requests")
+        entry = out.setdefault(agent, {"tasks": 0, "requests": 0})
+        entry["tasks"] = _int(entry["tasks"]) + 1
+        entry["requests"] = _int(entry["requests"]) + (requests if isinstance(requests, int) else 0)
+        tokens, cost = sums.get(agent, (0, 0.0))
+        reported = t.get("tokens")
+        tokens = tokens + reported if tokens is not None and isinstance(reported, int) else None
+        money = t.get("cost")
+        amount = money.get("amount") if isinstance(money, dict) else None
+        cost = cost + amount if cost is not None and isinstance(amount, int | float) else None
+        sums[agent] = (tokens, cost)
+    for agent, (tokens, cost) in sums.items():
+        if tokens is not None:
+            out[agent]["tokens"] = tokens
+        if cost is not None:
+            out[agent]["cost"] = {"amount": round(cost, 6), "currency": "USD"}
     return out
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) else 0
 
 
 class ExternalTask:

@@ -500,7 +500,8 @@ async def test_a_load_lists_external_children_with_their_figures_and_unknowns_st
         )
         async with run_ama(ama, env=KEY) as conn:
             sid, _ = await run_task(conn, ama, "")
-            before = (await stats(conn, sid))["tasks"]
+            first = await stats(conn, sid)
+            before = first["tasks"]
         lines = [json.loads(line) for line in (ama.data / "tasks" / f"{sid}.jsonl").read_bytes().splitlines()]
         # What ama saw of each conversation: the task it sent and the answer's text (the rest is the agent's).
         by_id = {line["id"]: line for line in lines}
@@ -511,8 +512,12 @@ async def test_a_load_lists_external_children_with_their_figures_and_unknowns_st
         async with run_ama(ama, env=KEY) as conn:
             await conn.initialize()
             await conn.request("session/load", {"sessionId": sid, "cwd": str(ama.workspace), "mcpServers": []})
-            after = {t["id"]: t for t in (await stats(conn, sid))["tasks"]}
+            loaded = await stats(conn, sid)
+            after = {t["id"]: t for t in loaded["tasks"]}
             assert after == {t["id"]: t for t in before}
+            # external.byAgent counts the tasks of earlier connections too: the same as before the load (t2 reported
+            # no tokens or cost, so the agent's sums are unknown, never a partial sum).
+            assert loaded["external"]["byAgent"] == first["external"]["byAgent"] == {"ext": {"tasks": 2, "requests": 2}}
             assert after["t1"]["external"] is True and after["t1"]["tokens"] == 1500
             assert after["t1"]["cost"] == {"amount": 0.05, "currency": "USD"}
             # The figures it never reported are still absent after the load (unknown, never 0).
