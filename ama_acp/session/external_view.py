@@ -16,13 +16,18 @@ import logging
 from typing import Protocol
 
 import anyio
-import msgspec
 
 from ama_acp.agent import events as ev
-from ama_acp.session.approval import Approver
 from ama_acp.session.child import ChildRuntime, ChildView, TaskRecord
 from ama_acp.session.host import Approves
-from ama_acp.session.subagents import FAILED_CODE, FIGURES, FINAL_SEND_S, ChildApproval, SubagentParent
+from ama_acp.session.subagents import (
+    FAILED_CODE,
+    FIGURES,
+    FINAL_SEND_S,
+    SubagentParent,
+    announcement,
+    child_approver,
+)
 from ama_acp.wire import subagents as sw
 from ama_acp.wire import types as w
 
@@ -102,26 +107,14 @@ class ExternalSubagentView:
         self._dropped = 0
         self._lock = anyio.Lock()
         self._announced = False
-        approver = Approver(ChildApproval(parent, child_id))  # asks in the child's name, the parent's memory
-        approver.memory = parent.approver.memory
-        self._approver = approver
+        self._approver = child_approver(parent, child_id)  # asks in the child's name, the parent's memory
 
     @property
     def approver(self) -> Approves:
         return self._approver
 
     async def started(self) -> None:
-        r = self._record
-        first = next((line.strip() for line in self._prompt.splitlines() if line.strip()), "")
-        await self._p.send(
-            sw.SubagentUpdate(
-                session_id=self.session_id,
-                title=r.description or f"Task ({r.agent})",
-                description=first[:200] if first else msgspec.UNSET,
-                state=sw.SubagentState(state="running"),
-                cwd=self._p.cwd,
-            )
-        )
+        await self._p.send(announcement(self._record, self._prompt, self.session_id, self._p.cwd))
         self._announced = True
         await self._figures()
         await self._rt.send_update(self.session_id, w.UserMessageChunk(content=w.TextContent(text=self._prompt)))

@@ -115,6 +115,25 @@ class ChildApproval:
         return self._p.graceful(timeout, grace)
 
 
+def child_approver(parent: SubagentParent, child_id: str) -> Approver:
+    """The parent's "always" answers cover the child's calls too: one memory, asked in the child's name."""
+    approver = Approver(ChildApproval(parent, child_id))
+    approver.memory = parent.approver.memory
+    return approver
+
+
+def announcement(record: TaskRecord, prompt: str, child_id: str, cwd: str) -> sw.SubagentUpdate:
+    """The `subagent_update` that announces a child on its parent: the task's title, the prompt's first line."""
+    first = next((line.strip() for line in prompt.splitlines() if line.strip()), "")
+    return sw.SubagentUpdate(
+        session_id=child_id,
+        title=record.description or f"Task ({record.agent})",
+        description=first[:200] if first else msgspec.UNSET,
+        state=sw.SubagentState(state="running"),
+        cwd=cwd,
+    )
+
+
 class SubagentView:
     def __init__(
         self, rt: ChildRuntime, parent: SubagentParent, record: TaskRecord, prompt: str, child_id: str
@@ -131,10 +150,7 @@ class SubagentView:
         self._reporter = UsageReporter(rt.config.tiers.caps)  # the child's own D1: its meter is not the parent's
         self._hidden: set[str] = set()  # calls shown as the plan (todo_write), as on the parent
         self._announced = False
-        # The parent's "always" answers cover the child's calls too: one memory, asked in the child's name.
-        approver = Approver(ChildApproval(parent, child_id))
-        approver.memory = parent.approver.memory
-        self._approver = approver
+        self._approver = child_approver(parent, child_id)
 
     @property
     def approver(self) -> Approver:
@@ -144,17 +160,8 @@ class SubagentView:
         await self._rt.send_update(self.session_id, update)
 
     async def started(self) -> None:
-        r = self._record
-        first = next((line.strip() for line in self._prompt.splitlines() if line.strip()), "")
-        announce = sw.SubagentUpdate(
-            session_id=self.session_id,
-            title=r.description or f"Task ({r.agent})",
-            description=first[:200] if first else msgspec.UNSET,
-            state=sw.SubagentState(state="running"),
-            cwd=self._p.cwd,
-        )
         # Through the parent's outbox (after what the parent streamed), and awaited before any update of the child.
-        await self._p.send(announce)
+        await self._p.send(announcement(self._record, self._prompt, self.session_id, self._p.cwd))
         self._announced = True
         await self._figures()
         await self._send(w.UserMessageChunk(content=w.TextContent(text=self._prompt)))  # the task, as its prompt
