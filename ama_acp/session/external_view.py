@@ -21,12 +21,12 @@ from ama_acp.agent import events as ev
 from ama_acp.session.child import ChildRuntime, ChildView, TaskRecord
 from ama_acp.session.host import Approves
 from ama_acp.session.subagents import (
-    FAILED_CODE,
-    FIGURES,
     FINAL_SEND_S,
     SubagentParent,
     announcement,
     child_approver,
+    end_state,
+    figures_update,
 )
 from ama_acp.wire import subagents as sw
 from ama_acp.wire import types as w
@@ -189,16 +189,10 @@ class ExternalSubagentView:
     async def ended(self, stop: str) -> None:
         if not self._announced:  # cancelled while it waited for a slot: the editor never heard of it
             return
-        r = self._record
-        if r.status == "completed":
-            state = sw.SubagentState(state="idle", stop_reason=stop if stop in STOP_REASONS else "end_turn")
-        elif r.status == "cancelled":
-            state = sw.SubagentState(state="idle", stop_reason="cancelled")
-        else:
-            reason = r.error or "The external agent failed."
-            state = sw.SubagentState(
-                state="idle", stop_reason="error", error=sw.SubagentError(code=FAILED_CODE, message=reason)
-            )
+        reason = stop if stop in STOP_REASONS else "end_turn"
+        state = end_state(
+            self._record, "The external agent failed.", lambda: sw.SubagentState(state="idle", stop_reason=reason)
+        )
         try:
             with anyio.move_on_after(FINAL_SEND_S):
                 await self._flush()  # what it said last, before its end
@@ -210,6 +204,4 @@ class ExternalSubagentView:
             log.info("the last state of %s was not sent: %s", self.session_id, exc)
 
     async def _figures(self) -> None:
-        f = self._record.figures()
-        figures = {k: f[k] for k in FIGURES if k in f}
-        await self._p.send(w.ToolCallUpdate(tool_call_id=self._record.id, meta={"ama": {"task": figures}}))
+        await self._p.send(figures_update(self._record))

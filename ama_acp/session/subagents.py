@@ -14,6 +14,7 @@ editor has seen as a `tool_call` of that session.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import Protocol
 
@@ -134,6 +135,23 @@ def announcement(record: TaskRecord, prompt: str, child_id: str, cwd: str) -> sw
     )
 
 
+def end_state(record: TaskRecord, failure: str, completed: Callable[[], sw.SubagentState]) -> sw.SubagentState:
+    """A child's last state from its record: `completed()` when it answered, else cancelled, else the error (its
+    reason, or `failure` when none was recorded)."""
+    if record.status == "completed":
+        return completed()
+    if record.status == "cancelled":
+        return sw.SubagentState(state="idle", stop_reason="cancelled")
+    error = sw.SubagentError(code=FAILED_CODE, message=record.error or failure)
+    return sw.SubagentState(state="idle", stop_reason="error", error=error)
+
+
+def figures_update(record: TaskRecord) -> w.ToolCallUpdate:
+    """The child's figures and session id on the parent's task call (`_meta.ama.task`; no lines)."""
+    f = record.figures()
+    return w.ToolCallUpdate(tool_call_id=record.id, meta={"ama": {"task": {k: f[k] for k in FIGURES if k in f}}})
+
+
 class SubagentView:
     def __init__(
         self, rt: ChildRuntime, parent: SubagentParent, record: TaskRecord, prompt: str, child_id: str
@@ -201,20 +219,15 @@ class SubagentView:
     async def ended(self, stop: str) -> None:
         if not self._announced:  # cancelled while it waited for a slot: the editor never heard of it
             return
-        r = self._record
-        if r.status == "completed":
-            totals = r.billing.totals()
+
+        def completed() -> sw.SubagentState:
+            totals = self._record.billing.totals()
             usage = None
             if totals.requests and not totals.unreported:  # a figure not reported is unknown, not 0
                 usage = msgspec.convert(totals.prompt_usage(), sw.SubagentUsage)
-            state = sw.SubagentState(state="idle", stop_reason=stop, usage=usage)
-        elif r.status == "cancelled":
-            state = sw.SubagentState(state="idle", stop_reason="cancelled")
-        else:
-            reason = r.error or "The helper agent failed."
-            state = sw.SubagentState(
-                state="idle", stop_reason="error", error=sw.SubagentError(code=FAILED_CODE, message=reason)
-            )
+            return sw.SubagentState(state="idle", stop_reason=stop, usage=usage)
+
+        state = end_state(self._record, "The helper agent failed.", completed)
         try:
             with anyio.move_on_after(FINAL_SEND_S):
                 await self._p.send(sw.SubagentUpdate(session_id=self.session_id, state=state))
@@ -222,7 +235,4 @@ class SubagentView:
             log.info("the last state of %s was not sent: %s", self.session_id, exc)
 
     async def _figures(self) -> None:
-        """The child's figures and session id on the parent's task call (as without the capability, no lines)."""
-        f = self._record.figures()
-        figures = {k: f[k] for k in FIGURES if k in f}
-        await self._p.send(w.ToolCallUpdate(tool_call_id=self._record.id, meta={"ama": {"task": figures}}))
+        await self._p.send(figures_update(self._record))
