@@ -31,16 +31,16 @@ def lenient(cls: type[S], value: object) -> S:
         return cls()
     try:
         return msgspec.convert(value, cls)
-    except msgspec.ValidationError:
+    except (msgspec.ValidationError, UnicodeError):  # UnicodeError: a lone surrogate (`"\ud800"` in the JSON)
         pass
-    # Some member has the wrong type: keep those that have the right one (each checked on its own).
+    # Some member has the wrong type (or text no UTF-8 can hold): keep those that are right, each checked alone.
     kept = {}
     for info in msgspec.structs.fields(cls):
         name = info.encode_name
         if name in value:
             try:
                 msgspec.convert({name: value[name]}, cls)
-            except msgspec.ValidationError:
+            except (msgspec.ValidationError, UnicodeError):
                 continue
             kept[name] = value[name]
     return msgspec.convert(kept, cls)

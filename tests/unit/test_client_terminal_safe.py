@@ -389,5 +389,7 @@ def test_is_estimated_on_junk_is_a_boolean(usage: dict[str, Any]) -> None:
 @settings(max_examples=examples(300), deadline=None)
 @given(usages(json_like))
 @example({"_meta": {"ama": {"source": []}}})
+@example({"_meta": {"ama": {"\ud800": None}}})  # a lone surrogate, as JSON's "\ud800" decodes: no UTF-8 holds it
+@example({"_meta": {"ama": {"source": "\udfff"}}, "used": "\ud800"})
 def test_is_estimated_on_any_junk_is_a_boolean(usage: dict[str, Any]) -> None:
     assert isinstance(is_estimated(usage), bool)
