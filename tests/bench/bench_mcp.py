@@ -42,7 +42,7 @@ def stdio_server(name: str) -> dict[str, Any]:
     return {
         "name": name,
         "command": sys.executable,
-        "args": ["-m", "tests.support.mcp_servers.stdio_server"],
+        "args": ["-m", "tests.support.mcp_servers.stdio_server", "--sdk"],  # the SDK server, as docs/performance.md measured
         "env": [{"name": "PYTHONPATH", "value": str(ROOT)}],
     }
 
@@ -66,7 +66,7 @@ async def direct_calls() -> tuple[float, list[float]]:
 
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "tests.support.mcp_servers.stdio_server"],
+        args=["-m", "tests.support.mcp_servers.stdio_server", "--sdk"],
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     durations = []

@@ -79,7 +79,7 @@ async def test_stdio_and_http_servers_from_session_new_through_a_turn_to_close(t
                 conn.new_session(
                     cwd=str(ama.workspace.resolve()),
                     mcp_servers=[
-                        stdio_server("files", notes, pid_file),
+                        stdio_server("files", notes, pid_file, "--sdk"),  # a real SDK server: interop
                         HttpMcpServer(type="http", name="web", url=web.url, headers=[]),
                     ],
                 ),

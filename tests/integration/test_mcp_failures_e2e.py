@@ -4,8 +4,8 @@ crashes mid-call, a cancel during a slow call, permissions by mode and "always",
 server left after exit (EOF, SIGTERM, session/delete), load and resume with another list of servers,
 secrets kept out of the session file and the log, images and resources.
 
-Real MCP servers (tests/support/mcp_servers, the SDK's server side) over stdio and streamable HTTP, ama's own
-client, the tests' model server on 127.0.0.1.
+Real MCP servers (tests/support/mcp_servers: the light one over stdio, which answers as the SDK's does, and the
+SDK's server side over streamable HTTP), ama's own client, the tests' model server on 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def stdio(
     return {
         "name": name,
         "command": sys.executable,
-        "args": ["-m", "tests.support.mcp_servers.stdio_server", *flags],
+        "args": ["-S", "-m", "tests.support.mcp_servers.stdio_server", *flags],  # -S: the light server needs no site
         "env": [{"name": k, "value": v} for k, v in variables.items()],
     }
 

@@ -1,5 +1,6 @@
-"""McpHub against real MCP servers (the SDK's server side, tests/support/mcp_servers/): stdio subprocesses,
-streamable HTTP and SSE on 127.0.0.1. Every wait polls a condition with a deadline."""
+"""McpHub against real MCP servers (tests/support/mcp_servers/): stdio subprocesses (the light server, which answers
+as the SDK's does), the SDK's server over streamable HTTP and SSE on 127.0.0.1. Every wait polls a condition with
+a deadline."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ def stdio(name: str, *flags: str, env: dict[str, str] | None = None) -> dict[str
     return {
         "name": name,
         "command": sys.executable,
-        "args": ["-m", "tests.support.mcp_servers.stdio_server", *flags],
+        "args": ["-S", "-m", "tests.support.mcp_servers.stdio_server", *flags],  # -S: the light server needs no site
         "env": [{"name": k, "value": v} for k, v in (env or {}).items()],
     }
 

@@ -24,12 +24,10 @@ pytestmark = pytest.mark.anyio
 
 # The test server with one tool more: the same name, another tool list.
 WITH_EXTRA_TOOL = """
-from tests.support.mcp_servers.toolset import build_server
-server = build_server()
-def extra(text: str) -> str:
-    return text
-server.add_tool(extra, name="extra", description="a tool the first run did not have", structured_output=False)
-server.run("stdio")
+from tests.support.mcp_servers.light_server import LightServer
+server = LightServer()
+server.add_echo_tool("extra", "a tool the first run did not have")
+server.serve()
 """
 
 
