@@ -8,6 +8,7 @@ naming the file, line and rule. The picture in docs/architecture.md is this tabl
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -88,13 +89,25 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+@functools.cache
+def _import_nodes(path: Path, stamp: tuple[int, int]) -> tuple[ast.Import | ast.ImportFrom, ...]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    return tuple(node for node in ast.walk(tree) if isinstance(node, ast.Import | ast.ImportFrom))
+
+
+def import_nodes(path: Path) -> tuple[ast.Import | ast.ImportFrom, ...]:
+    """Every import statement of the file, at any depth: parsed and walked once for all the checks here (each
+    reads every module of the package); a file changed since (a test's planted import) is read again."""
+    stat = path.stat()
+    return _import_nodes(path, (stat.st_mtime_ns, stat.st_size))
+
+
 def imports_of(path: Path) -> list[tuple[int, str]]:
     """(line, imported module) for every ama_acp import in the file, at any depth."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     this = module_name(path)
     package = this if path.name == "__init__.py" else this.rpartition(".")[0]
     found: list[tuple[int, str]] = []
-    for node in ast.walk(tree):
+    for node in import_nodes(path):
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -112,8 +125,13 @@ def imports_of(path: Path) -> list[tuple[int, str]]:
 
 
 def _is_module(name: str) -> bool:
+    return _is_module_under(ROOT, name)
+
+
+@functools.cache
+def _is_module_under(root: Path, name: str) -> bool:
     rel = Path(*name.split("."))
-    return (ROOT / rel).is_dir() or (ROOT / rel).with_suffix(".py").is_file()
+    return (root / rel).is_dir() or (root / rel).with_suffix(".py").is_file()
 
 
 def violations() -> list[str]:
@@ -218,7 +236,7 @@ def modules_imported(path: Path) -> list[tuple[int, str]]:
         found.append((line, name if _is_module(name) else name.rpartition(".")[0]))
     this = module_name(path)
     package = this if path.name == "__init__.py" else this.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+    for node in import_nodes(path):
         if isinstance(node, ast.ImportFrom):
             base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
             target = ".".join(base + ([node.module] if node.module else []))
@@ -301,8 +319,7 @@ def test_the_conformance_suite_stands_beside_ama() -> None:
             }:
                 problems.append(f"{path.relative_to(ROOT)}:{line}: {name}")
     for path in sorted(PACKAGE.rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        for node in ast.walk(tree):
+        for node in import_nodes(path):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
             if isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 names = [node.module]
