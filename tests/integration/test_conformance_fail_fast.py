@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from conformance.requirements import BY_ID
+from tests.support.conformance_runs import run_forked
 from tests.support.harness import clean_env
 from tests.support.leaks import processes_mentioning
 from tests.support.waiting import holds_within
@@ -26,13 +26,9 @@ STARTUP_AGENT = ROOT / "tests" / "support" / "acp_fixtures" / "startup_agent.py"
 def run_suite(tmp: Path, agent: list[str], *args: str, env: dict[str, str] | None = None, timeout: float = 120):
     report = tmp / "report.json"
     started = time.monotonic()
-    out = subprocess.run(
-        [sys.executable, "-m", "conformance", *args, "--report-json", str(report), "--", *agent],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env or clean_env(tmp),
-        cwd=ROOT,
+    # `python -m conformance`, forked from a server that has imported the suite (tests/support/conformance_runs.py).
+    out = run_forked(
+        [*args, "--report-json", str(report), "--", *agent], timeout=timeout, env=env or clean_env(tmp), cwd=ROOT
     )
     data = json.loads(report.read_text(encoding="utf-8")) if report.exists() else {}
     return out, data, time.monotonic() - started

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.acp_fixtures import BREAKS, agent_command
+from tests.support.conformance_runs import run_forked
 from tests.support.harness import clean_env
 from tests.support.leaks import leftover_processes
 
@@ -62,13 +63,8 @@ def _run(name: str, tmp: Path) -> tuple[int, str, dict]:
     # after EOF it does nothing a grace could change).
     extra = ["--exit-timeout", "0.05"] if name == "ignore-eof" else []
     breaks = () if name == "conforming" else (name,)
-    out = subprocess.run(
-        [sys.executable, "-m", "conformance", *extra, "--report-json", str(report), "--", *agent_command(*breaks)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=clean_env(tmp),
-        cwd=ROOT,
+    out = run_forked(
+        [*extra, "--report-json", str(report), "--", *agent_command(*breaks)], timeout=300, env=clean_env(tmp), cwd=ROOT
     )
     return out.returncode, out.stdout, json.loads(report.read_text(encoding="utf-8")) if report.exists() else {}
 

@@ -13,13 +13,12 @@ every run (R105).
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.support.acp_fixtures import launch_command
+from tests.support.conformance_runs import run_forked
 from tests.support.harness import clean_env
 
 pytestmark = pytest.mark.slow  # whole suite runs (of a few groups each)
@@ -30,21 +29,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def run(tmp: Path, select: str, *switches: str, options: tuple[str, ...] = ()) -> tuple[int, str, dict]:
     report = tmp / "report.json"
     report.unlink(missing_ok=True)
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "conformance",
-            *options,
-            "-k",
-            select,
-            "--report-json",
-            str(report),
-            "--",
-            *launch_command("fixture_agent", *switches),
-        ],
-        capture_output=True,
-        text=True,
+    out = run_forked(
+        [*options, "-k", select, "--report-json", str(report), "--", *launch_command("fixture_agent", *switches)],
         timeout=300,
         env=clean_env(tmp),
         cwd=ROOT,

@@ -641,6 +641,70 @@ def test_break_with_an_unknown_name_is_a_usage_error() -> None:
     assert b"usage:" in done.stderr and b"no-such-break" in done.stderr
 
 
+# The command line is read the quick way (tests/support/acp_fixtures/quick_args.py) where it is plain, else by
+# argparse: the two must read every plain line alike, and leave every other line to argparse.
+PLAIN_LINES = [
+    [],
+    ["--break=fs-unoffered", "--break", "reused-id", "--escapes", "--escapes"],
+    ["--models", "usage-first", "--models=options-first", "--hostile", "flood", "--hostile=nested", "--outside", "/o"],
+    ["--title", "A title = with spaces", "--title=t=2", "--persist", "/p", "--load-usage", "before", "--auth=ok"],
+    ["--close-answers-first", "--close-error", "--prompt-error", "--late-after-cancel", "0.25", "--huge-size", "1_000"],
+    ["--late-after-cancel=1e-3", "--huge-size= 12 ", "--auth", "error", "--load-usage=after", "--title", "é"],
+]
+ARGPARSE_LINES = [
+    ["--break", "no-such-break"],
+    ["--brea", "fs-unoffered"],
+    ["-h"],
+    ["--help"],
+    ["--", "--escapes"],
+    ["positional"],
+    ["--title"],
+    ["--title", "-x"],
+    ["--title", ""],
+    ["--title="],
+    ["--late-after-cancel", "-1"],
+    ["--huge-size", "12.5"],
+    ["--models", "sideways"],
+    ["--hostile", "no-such"],
+    ["--escapes=yes"],
+    ["--esc"],
+]
+
+
+def test_the_quick_command_line_reads_as_argparse_and_leaves_the_rest_to_it() -> None:
+    import argparse
+
+    from tests.support.acp_fixtures import fixture_agent
+    from tests.support.acp_fixtures.quick_args import FLAG, MANY, ONE, quick
+
+    parser = fixture_agent.build_parser()
+    actions = {a.option_strings[0]: a for a in parser._actions if a.option_strings and a.dest != "help"}
+    assert set(actions) == set(fixture_agent.OPTIONS)
+    kinds = {argparse._StoreTrueAction: FLAG, argparse._AppendAction: MANY, argparse._StoreAction: ONE}
+    for option, (dest, kind, convert, choices) in fixture_agent.OPTIONS.items():
+        action = actions[option]
+        assert (dest, kind, convert) == (action.dest, kinds[type(action)], action.type), option
+        assert fixture_agent.DEFAULTS[dest] == action.default, option
+        assert choices is None or set(choices) == set(action.choices or fixture_agent.BREAKS), option
+    assert set(fixture_agent.DEFAULTS) == {a.dest for a in actions.values()}
+    for argv in PLAIN_LINES:
+        values = quick(argv, fixture_agent.OPTIONS, fixture_agent.DEFAULTS)
+        assert values == vars(fixture_agent.parse_args_fully(argv)), argv
+    for argv in ARGPARSE_LINES:
+        assert quick(argv, fixture_agent.OPTIONS, fixture_agent.DEFAULTS) is None, argv
+    assert fixture_agent.DEFAULTS["breaks"] == [] and fixture_agent.DEFAULTS["hostile"] == []  # not appended to
+
+
+def test_the_agents_uuids_are_the_uuid_modules() -> None:
+    from tests.support.acp_fixtures.coverage_agent import uuid5_url
+    from tests.support.acp_fixtures.fixture_agent import new_uuid4
+
+    ids = {new_uuid4() for _ in range(200)}
+    assert len(ids) == 200 and all(str(uuid.UUID(i)) == i and uuid.UUID(i).version == 4 for i in ids)
+    for name in ["", "s1", "1b4e28ba-2fa1-11d2-883f-0016d3cca427", "é ü", "x" * 300]:
+        assert uuid5_url(name) == str(uuid.uuid5(uuid.NAMESPACE_URL, name))
+
+
 async def read_in_a_session(conn: AgentProcess, tmp_path: Path) -> tuple[str, Path]:
     target = tmp_path / "in.txt"
     target.write_text("content\n", encoding="utf-8")

@@ -15,25 +15,47 @@ breaks exactly one coverage rule. Stdlib only, like the fixture agent.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 import threading
-import uuid
-from typing import Any
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
-from conformance.directives import Directive  # noqa: E402
-from tests.support.acp_fixtures.fixture_agent import (  # noqa: E402
-    INVALID_PARAMS,
-    Agent,
-    RpcError,
-    Session,
-    Turn,
-    log,
-    prompt_text,
-)
+# As cheap to start as the fixture agent (its module says how): no argparse, uuid or typing at start.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from conformance.directives import Directive
+
+if __package__:  # imported from the checkout (tests.support.acp_fixtures)
+    from .fixture_agent import (
+        INVALID_PARAMS,
+        MANY,
+        ONE,
+        Agent,
+        RpcError,
+        Session,
+        Turn,
+        log,
+        new_uuid4,
+        prompt_text,
+        quick,
+    )
+else:  # started by launch.py, or as a script: this directory comes first on sys.path (not the tests package,
+    # whose __init__ imports pathlib)
+    from fixture_agent import (
+        INVALID_PARAMS,
+        MANY,
+        ONE,
+        Agent,
+        RpcError,
+        Session,
+        Turn,
+        log,
+        new_uuid4,
+        prompt_text,
+        quick,
+    )
 
 BREAKS: dict[str, str] = {
     "stringly-id": "answers a request whose id is a digit-only string under the integer (R11)",
@@ -227,7 +249,7 @@ class CoverageAgent(Agent):
     def session_prompt(self, rid: Any, params: dict[str, Any]) -> None:
         sid = params.get("sessionId")
         if isinstance(sid, str) and sid in self.sessions:
-            self.message_ids[sid] = "m-1" if "reused-message-id" in self.cover else f"m-{uuid.uuid4()}"
+            self.message_ids[sid] = "m-1" if "reused-message-id" in self.cover else f"m-{new_uuid4()}"
             try:
                 text = prompt_text(params.get("prompt"))
             except RpcError:
@@ -237,7 +259,7 @@ class CoverageAgent(Agent):
         super().session_prompt(rid, params)
 
     def _path(self, sid: str) -> str:
-        return os.path.join(self.store, f"{uuid.uuid5(uuid.NAMESPACE_URL, sid)}.jsonl")
+        return os.path.join(self.store, f"{uuid5_url(sid)}.jsonl")
 
     def _store(self, sid: str, update: dict[str, Any]) -> None:
         with self.store_lock, open(self._path(sid), "a", encoding="utf-8") as f:
@@ -288,11 +310,38 @@ class CoverageAgent(Agent):
         return {}
 
 
-def main() -> None:
+def uuid5_url(name: str) -> str:
+    """`str(uuid.uuid5(uuid.NAMESPACE_URL, name))`, without importing uuid (which imports platform)."""
+    import hashlib
+
+    b = bytearray(hashlib.sha1(NAMESPACE_URL + name.encode("utf-8")).digest()[:16])
+    b[6] = b[6] & 0x0F | 0x50
+    b[8] = b[8] & 0x3F | 0x80
+    h = b.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+NAMESPACE_URL = bytes.fromhex("6ba7b8119dad11d180b400c04fd430c8")  # uuid.NAMESPACE_URL.bytes
+OPTIONS = {"--break": ("breaks", MANY, None, BREAKS), "--store": ("store", ONE, None, None)}
+
+
+def parse_args(argv: list[str]) -> Any:
+    """The options, read the quick way (fixture_agent.py's `quick`) where the line is plain and has --store."""
+    values = quick(argv, OPTIONS, {"breaks": [], "store": None})
+    if values is not None and values["store"] is not None:
+        import types
+
+        return types.SimpleNamespace(**values)
+    import argparse
+
     parser = argparse.ArgumentParser(prog="coverage_agent.py", description=__doc__.splitlines()[0])
     parser.add_argument("--break", dest="breaks", action="append", default=[], choices=sorted(BREAKS))
     parser.add_argument("--store", required=True, help="the directory that keeps sessions for session/load")
-    ns = parser.parse_args()
+    return parser.parse_args(argv)
+
+
+def main() -> None:
+    ns = parse_args(sys.argv[1:])
     os.makedirs(ns.store, exist_ok=True)
     stdout = sys.stdout
     agent = CoverageAgent(frozenset(ns.breaks), ns.store)

@@ -16,38 +16,43 @@ turn and after a model change. At a model change the `config_option_update` and 
 order named, both before the answer to session/set_config_option (ama's order is options first, rule E3; an
 agent may well send them the other way round). Without `--models` nothing of this is offered or sent.
 
-Stdlib only (plus that one small module), on purpose: it may be run with any Python, and it starts in
-milliseconds. Threads: the main one
-reads stdin and dispatches; each prompt turn, each session/new (its MCP handshakes) and each session/close
-(waiting for the turn it cancels) runs in its own, so cancel, set_mode, set_config_option and close are
-served while a turn runs. Requests to the client wait for their responses matched by id; an error reply or a
+Stdlib only (plus that one small module, and quick_args.py beside it), on purpose: it may be run with any Python,
+and it starts in milliseconds. Threads: the main one reads stdin and dispatches; each prompt turn, each session/new
+(its MCP handshakes) and each session/close (waiting for the turn it cancels) runs in its own, so cancel,
+set_mode, set_config_option and close are served while a turn runs. Requests to the client wait for their responses matched by id; an error reply or a
 malformed one is reported in the turn, never raised.
 """
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import os
-import signal
 import sys
 import threading
 import time
-import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from typing import IO, TYPE_CHECKING, Any
 
-# subprocess and traceback are imported where they are used (an MCP server, a command, an internal error): at
-# module level they were ~15 ms of CPU at each of the ~330 starts of a test run, for nothing in most of them.
+# What a start needs and no more (one suite run starts ~22 agents, the test run ~330): the rest is imported where
+# it is used — subprocess (an MCP server, a command), signal (stopping them), traceback (an internal error), the
+# directive parser (a prompt; it brings dataclasses and inspect), argparse (a command line the quick reading in
+# quick_args.py leaves to it) —, and typing, dataclasses and uuid not at all (plain classes, `new_uuid4`).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import argparse
     import subprocess
+    from collections.abc import Callable, Iterator
+    from typing import IO, Any
+
+    from conformance.directives import Directive
+
+if __package__:  # imported from the checkout (tests.support.acp_fixtures)
+    from .quick_args import FLAG, MANY, ONE, quick
+else:  # started by launch.py, or as a script: this directory comes first on sys.path
+    from quick_args import FLAG, MANY, ONE, quick
 
 # The directive format has one parser, the suite's own (stdlib only, like this script): found through the
 # checkout this file lives in, so the script still runs as a plain path with any interpreter.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
-from conformance.directives import Directive, parse_directive  # noqa: E402
 
 BREAKS: dict[str, str] = {
     "fs-unoffered": "read calls fs/read_text_file although the client did not offer it (falls back on an error)",
@@ -163,6 +168,15 @@ def is_request_id(value: object) -> bool:
     return isinstance(value, str) or is_int(value)
 
 
+def new_uuid4() -> str:
+    """`str(uuid.uuid4())`, without importing uuid (which imports platform): 16 random bytes, version 4."""
+    b = bytearray(os.urandom(16))
+    b[6] = b[6] & 0x0F | 0x40
+    b[8] = b[8] & 0x3F | 0x80
+    h = b.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
 def shown(value: object) -> str:
     """A client's value quoted in an error message: repr, cut short (a message is one short sentence, R14)."""
     text = repr(value)
@@ -203,12 +217,14 @@ class Wire:
             self._closed = True
 
 
-@dataclass
 class Reply:
     """A client's answer to one of our requests: its result, or a one-line description of its error."""
 
-    result: Any = None
-    error: str | None = None
+    __slots__ = ("result", "error")
+
+    def __init__(self, result: Any = None, error: str | None = None) -> None:
+        self.result = result
+        self.error = error
 
     def object(self) -> dict[str, Any] | None:
         return self.result if self.error is None and isinstance(self.result, dict) else None
@@ -311,12 +327,14 @@ def wait_reply(
 # --------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
 class McpSpec:
-    name: str
-    command: str
-    args: list[str]
-    env: dict[str, str]
+    __slots__ = ("name", "command", "args", "env")
+
+    def __init__(self, name: str, command: str, args: list[str], env: dict[str, str]) -> None:
+        self.name = name
+        self.command = command
+        self.args = args
+        self.env = env
 
 
 def parse_mcp_server(server: object) -> McpSpec:
@@ -442,29 +460,35 @@ class McpServer:
 # --------------------------------------------------------------------------------------------------
 
 
-@dataclass
 class Turn:
-    request_id: Any
-    cancelled: threading.Event = field(default_factory=threading.Event)
-    done: threading.Event = field(default_factory=threading.Event)
-    text: str = ""  # the prompt's text (kept with --persist)
-    closed: bool = False  # cancelled by session/close rather than session/cancel
+    __slots__ = ("request_id", "cancelled", "done", "text", "closed")
+
+    def __init__(self, request_id: Any, text: str = "") -> None:
+        self.request_id = request_id
+        self.cancelled = threading.Event()
+        self.done = threading.Event()
+        self.text = text  # the prompt's text (kept with --persist)
+        self.closed = False  # cancelled by session/close rather than session/cancel
 
 
-@dataclass
 class Session:
-    id: str
-    cwd: str
-    mode: str = "ask"
-    model: str | None = None  # with --models: one of MODELS
-    turns: int = 0  # turns that ended (with --models, the usage grows with them)
-    cost: float | None = 0.0  # with --models: what the turns cost; None once a turn had no price (unknown)
-    turn: Turn | None = None
-    mcp: list[McpServer] = field(default_factory=list)
-    _calls: Iterator[int] = field(default_factory=lambda: itertools.count(1))
-    # --persist: per finished turn, the user's text and the turn's updates (chunks, tool calls), replayed on load
-    history: list[dict[str, Any]] = field(default_factory=list)
-    said: list[dict[str, Any]] = field(default_factory=list)  # the updates of the running turn
+    __slots__ = ("id", "cwd", "mode", "model", "turns", "cost", "turn", "mcp", "_calls", "history", "said")
+
+    def __init__(
+        self, id: str, cwd: str, mode: str = "ask", model: str | None = None, turns: int = 0, cost: float | None = 0.0
+    ) -> None:
+        self.id = id
+        self.cwd = cwd
+        self.mode = mode
+        self.model = model  # with --models: one of MODELS
+        self.turns = turns  # turns that ended (with --models, the usage grows with them)
+        self.cost = cost  # with --models: what the turns cost; None once a turn had no price (unknown)
+        self.turn: Turn | None = None
+        self.mcp: list[McpServer] = []
+        self._calls: Iterator[int] = itertools.count(1)
+        # --persist: per finished turn, the user's text and the turn's updates (chunks, tool calls), replayed on load
+        self.history: list[dict[str, Any]] = []
+        self.said: list[dict[str, Any]] = []  # the updates of the running turn
 
     def new_call_id(self) -> str:
         return f"call-{next(self._calls)}"
@@ -565,11 +589,13 @@ FAKE_TRACEBACK = (
 # --------------------------------------------------------------------------------------------------
 
 
-@dataclass
 class ClientCaps:
-    read: bool = False
-    write: bool = False
-    terminal: bool = False
+    __slots__ = ("read", "write", "terminal")
+
+    def __init__(self, read: bool = False, write: bool = False, terminal: bool = False) -> None:
+        self.read = read
+        self.write = write
+        self.terminal = terminal
 
 
 if TYPE_CHECKING:  # only for the checker: evaluated, this line would need Python 3.10
@@ -789,7 +815,7 @@ class Agent:
         if not isinstance(servers, list):
             raise RpcError(INVALID_PARAMS, "mcpServers must be an array")
         specs = [parse_mcp_server(s) for s in servers]  # all checked before anything is started
-        session = Session(str(uuid.uuid4()), cwd, model="big" if self.models else None)
+        session = Session(new_uuid4(), cwd, model="big" if self.models else None)
         # The MCP handshakes wait on other processes: not on the thread that reads stdin.
         self.spawn(lambda: self.guarded(rid, lambda: self._open_session(rid, session, specs)), "session-new")
 
@@ -900,6 +926,8 @@ class Agent:
                 )
             turn = session.turn = Turn(rid, text=text)
             session.said = []
+        from conformance.directives import parse_directive
+
         directive = parse_directive(text)
         self.spawn(lambda: self.run_turn(session, turn, directive), "turn")
 
@@ -1314,6 +1342,8 @@ class Agent:
                 break
             except subprocess.TimeoutExpired:
                 if turn.cancelled.is_set() and not killed:
+                    import signal
+
                     kill_group(proc, signal.SIGKILL)
                     killed = True
         with self.lock:
@@ -1351,6 +1381,7 @@ class Agent:
         """Close their stdin, then SIGTERM their process groups, then SIGKILL what is left after a second."""
         if not procs:
             return
+        import signal
         import subprocess
 
         for proc in procs:
@@ -1390,7 +1421,63 @@ class Agent:
         self.wire.close()
 
 
+# The command line read the quick way (quick_args.py): option -> (dest, kind, type, choices), as parse_args's parser.
+OPTIONS = {
+    "--break": ("breaks", MANY, None, BREAKS),
+    "--models": ("models", ONE, None, MODEL_ORDERS),
+    "--escapes": ("escapes", FLAG, None, None),
+    "--hostile": ("hostile", MANY, None, HOSTILE),
+    "--outside": ("outside", ONE, None, None),
+    "--title": ("title", ONE, None, None),
+    "--persist": ("persist", ONE, None, None),
+    "--load-usage": ("load_usage", ONE, None, ("after", "before")),
+    "--auth": ("auth", ONE, None, ("ok", "error")),
+    "--close-answers-first": ("close_answers_first", FLAG, None, None),
+    "--close-error": ("close_error", FLAG, None, None),
+    "--late-after-cancel": ("late_after_cancel", ONE, float, None),
+    "--prompt-error": ("prompt_error", FLAG, None, None),
+    "--huge-size": ("huge_size", ONE, int, None),
+}
+DEFAULTS: dict[str, object] = {
+    "breaks": [],
+    "models": None,
+    "escapes": False,
+    "hostile": [],
+    "outside": None,
+    "title": None,
+    "persist": None,
+    "load_usage": "after",
+    "auth": None,
+    "close_answers_first": False,
+    "close_error": False,
+    "late_after_cancel": None,
+    "prompt_error": False,
+    "huge_size": 65 * 1024 * 1024,
+}
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
+    """The options, read the quick way where the line is plain (an unknown break is not: argparse's error)."""
+    values = quick(argv, OPTIONS, DEFAULTS)
+    if values is not None:
+        import types
+
+        return types.SimpleNamespace(**values)  # type: ignore[return-value]
+    return parse_args_fully(argv)
+
+
+def parse_args_fully(argv: list[str]) -> argparse.Namespace:
+    parser = build_parser()
+    ns = parser.parse_args(argv)
+    unknown = [b for b in ns.breaks if b not in BREAKS]
+    if unknown:
+        parser.error(f"unknown break {unknown[0]!r} (known: {', '.join(BREAKS)})")  # exits 2
+    return ns
+
+
+def build_parser() -> argparse.ArgumentParser:
+    import argparse
+
     parser = argparse.ArgumentParser(
         prog="fixture_agent.py",
         description="A small ACP v1 agent for testing the conformance suite.",
@@ -1421,11 +1508,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--late-after-cancel", type=float, metavar="S", help="a chunk S seconds after a cancelled turn")
     parser.add_argument("--prompt-error", action="store_true", help="every session/prompt answers -32603 (no model)")
     parser.add_argument("--huge-size", type=int, default=65 * 1024 * 1024, help="bytes of the huge-line line")
-    ns = parser.parse_args(argv)
-    unknown = [b for b in ns.breaks if b not in BREAKS]
-    if unknown:
-        parser.error(f"unknown break {unknown[0]!r} (known: {', '.join(BREAKS)})")  # exits 2
-    return ns
+    return parser
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -12,26 +12,52 @@
 --die CODE        write 30 lines to stderr (with terminal control sequences in them) and exit CODE at once
 """
 
-import argparse
 import json
 import os
-import subprocess
 import sys
 
-parser = argparse.ArgumentParser()
-parser.add_argument("--env-dump")
-parser.add_argument("--grandchild")
-parser.add_argument("--answer-once")
-mode = parser.add_mutually_exclusive_group(required=True)
-mode.add_argument("--silent", action="store_true")
-mode.add_argument("--die", type=int)
-mode.add_argument("--refuse", action="store_true")
-args = parser.parse_args()
+from quick_args import FLAG, ONE, quick  # this directory is first on sys.path: the agent runs as a script
+
+# Read the quick way where the line is plain and names one mode; anything else is argparse's (its errors).
+OPTIONS = {
+    "--env-dump": ("env_dump", ONE, None, None),
+    "--grandchild": ("grandchild", ONE, None, None),
+    "--answer-once": ("answer_once", ONE, None, None),
+    "--silent": ("silent", FLAG, None, None),
+    "--die": ("die", ONE, int, None),
+    "--refuse": ("refuse", FLAG, None, None),
+}
+DEFAULTS: dict[str, object] = dict.fromkeys(["env_dump", "grandchild", "answer_once", "die"]) | {
+    "silent": False,
+    "refuse": False,
+}
+values = quick(sys.argv[1:], OPTIONS, DEFAULTS)
+if values is not None and [values["silent"], values["die"] is not None, values["refuse"]].count(True) == 1:
+
+    class Args:
+        pass
+
+    args = Args()
+    vars(args).update(values)
+else:
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--env-dump")
+    parser.add_argument("--grandchild")
+    parser.add_argument("--answer-once")
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--silent", action="store_true")
+    mode.add_argument("--die", type=int)
+    mode.add_argument("--refuse", action="store_true")
+    args = parser.parse_args()  # type: ignore[assignment]
 
 if args.env_dump:
     with open(args.env_dump, "w", encoding="utf-8") as fh:
         json.dump(dict(os.environ), fh)
 if args.grandchild:
+    import subprocess
+
     subprocess.Popen(
         [sys.executable, "-c", "import time, sys; time.sleep(300)", args.grandchild],
         stdin=subprocess.DEVNULL,

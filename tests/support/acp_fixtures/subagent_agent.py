@@ -18,7 +18,10 @@ from __future__ import annotations
 import itertools
 import json
 import sys
-from typing import Any
+
+TYPE_CHECKING = False  # typing is not imported at run time (a start stays cheap)
+if TYPE_CHECKING:
+    from typing import Any
 
 BREAKS = {"early-child": "R115.1", "stuck-running": "R123.1", "unasked-child": "R116.1"}
 DIRECTIVE = "acp-conformance: delegate "

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 
@@ -166,6 +165,8 @@ def turn(sid: str, text: str) -> dict:
             update(sid, {"sessionUpdate": "tool_call", "toolCallId": f"t{n}", "title": rest, "status": "pending"})
             update(sid, {"sessionUpdate": "tool_call_update", "toolCallId": f"t{n}", "status": "completed"})
         elif word == "spawn":
+            import subprocess  # here, not at the top: most starts never spawn (a cheaper start)
+
             child = subprocess.Popen(
                 [sys.executable, "-c", "import time; time.sleep(60)"],
                 stdin=subprocess.DEVNULL,
