@@ -8,7 +8,9 @@ cancel answers every held request `cancelled`, as a client must).
 
 from __future__ import annotations
 
+import functools
 import itertools
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -71,6 +73,10 @@ class Agent:
             cwd=str(config.cwd),
             env=env,
             stderr=CAPTURE,
+            # The embedding seam (conformance/config.py Launcher): the launcher starts the agent instead.
+            launch=functools.partial(config.launch, list(config.command), dict(env), config.cwd)
+            if config.launch is not None
+            else None,
         )
 
     # --- lifecycle -----------------------------------------------------------------------------------------
@@ -79,7 +85,21 @@ class Agent:
         await self.conn.start()
         # The agent leads a process group of its own (AgentProcess starts it with start_new_session): whatever it
         # starts (MCP servers, a relaunched child, a shell) is in that group unless it left it on purpose.
-        self._group = self.conn.pid
+        self._group = self._process_group()
+
+    def _process_group(self) -> int | None:
+        """The process group close() ends: the spawned agent's own; a launched agent's only when it leads one (an
+        agent run inside the suite's own process has no pid and no group: ending one would end the suite)."""
+        try:
+            pid = self.conn.pid
+        except RuntimeError:  # a launched agent without a process of its own
+            return None
+        if pid is None or self.config.launch is None:
+            return pid
+        try:
+            return pid if os.getpgid(pid) == pid and pid != os.getpgid(0) else None
+        except OSError:
+            return None
 
     async def close(self) -> None:
         """Close stdin and wait (the exit grace, then terminate, then kill); then end whatever the agent left

@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from conformance.config import RunConfig, Timeouts, clean_env
+from conformance.config import Launcher, RunConfig, Timeouts, clean_env
 from conformance.requirements import REGISTRY, Profile
 
 USAGE_ERROR = 2
@@ -108,7 +108,9 @@ def list_registry() -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, launch: Launcher | None = None) -> int:
+    """The command. `launch` is a seam for embedding the suite, not an option: it starts the agent instead of
+    spawning AGENT CMD (conformance/config.py Launcher); everything else is the command's own."""
     args_in = list(sys.argv[1:] if argv is None else argv)
     command: list[str] = []
     if "--" in args_in:
@@ -177,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
                 model_port=args.model_port,
                 # --cwd is the person's own directory: only what the suite made is the agent's to touch.
                 created=(workspace, scratch) if args.cwd else (root,),
+                launch=launch,
             )
             from conformance.session_run import execute
 

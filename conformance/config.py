@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import anyio.abc
+
 from conformance.requirements import Profile
+
+# A seam for embedding the suite (not on the command line): starts the agent under test instead of spawning
+# `RunConfig.command`, given (command, environment, working directory), and returns it as an anyio process (its
+# stdin, stdout and, when it has one, stderr stream; its exit status). ama's tests launch ama's server inside
+# the test's own process this way (tests/support/conformance_inprocess.py). A launched agent's process group is
+# ended after it only when it leads one (conformance/agent.py).
+Launcher = Callable[[list[str], dict[str, str], Path], Awaitable[anyio.abc.Process]]
 
 # What `--env-clean` keeps of the suite's environment: what a program needs to find executables (PATH), its
 # home (HOME, where agents keep their config), and the locale and terminal type, which decide how it encodes
@@ -76,6 +85,7 @@ class RunConfig:
     # the workspace and the scratch directory.
     created: tuple[Path, ...] = ()
     startup: StartupWatch = field(default_factory=StartupWatch)
+    launch: Launcher | None = None  # None: spawn `command` (the seam above; never set from the command line)
 
     @property
     def run_dirs(self) -> tuple[Path, ...]:

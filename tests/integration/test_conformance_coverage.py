@@ -17,6 +17,8 @@ import pytest
 from conformance.coverage_requirements import COVERAGE
 from tests.support.acp_fixtures import launch_command
 from tests.support.acp_fixtures.coverage_agent import BREAKS
+from tests.support.conformance_inprocess import run_conformance
+from tests.support.conformance_runs import run_forked
 from tests.support.harness import Ama, clean_env
 
 pytestmark = pytest.mark.slow  # fifteen suite runs (of coverage groups only): left out by `-m "not slow"`
@@ -72,10 +74,18 @@ def _suite(tmp: Path, command: list[str], *options: str, select: str = "coverage
 def _fixture(name: str, tmp: Path) -> tuple[int, dict]:
     tmp.mkdir(parents=True, exist_ok=True)
     breaks = [] if name == "conforming" else [f"--break={name}"]
-    # A break runs the group that decides its rule (`-k R64` selects it), and the transcript checks.
-    return _suite(
-        tmp, launch_command("coverage_agent", "--store", str(tmp / "store"), *breaks), select=RULE.get(name, "coverage")
+    # A break runs the group that decides its rule (`-k R64` selects it), and the transcript checks. The run is
+    # `python -m conformance` forked from a server that has imported the suite (tests/support/conformance_runs.py).
+    command = launch_command("coverage_agent", "--store", str(tmp / "store"), *breaks)
+    report = tmp / "report.json"
+    out = run_forked(
+        ["-k", RULE.get(name, "coverage"), "--report-json", str(report), "--", *command],
+        timeout=300,
+        env=clean_env(tmp),
+        cwd=ROOT,
     )
+    assert report.exists(), out.stdout[-3000:] + out.stderr[-3000:]
+    return out.returncode, json.loads(report.read_text(encoding="utf-8"))
 
 
 def _status(report: dict) -> dict[str, str]:
@@ -117,9 +127,18 @@ def test_each_coverage_break_fails_exactly_its_rule(runs: dict[str, tuple[int, d
     assert blocked <= MAY_BLOCK.get(name, set())
 
 
+def _suite_in_process(tmp: Path, command: list[str], *options: str, select: str = "coverage") -> tuple[int, dict]:
+    """`_suite` run in this process, ama launched in-process (tests/support/conformance_inprocess.py)."""
+    report = tmp / "report.json"
+    argv = ["-k", select, *options, "--report-json", str(report), "--", *command]
+    run = run_conformance(argv, clean_env(tmp), tmp / "agents")
+    assert report.exists(), run.stdout[-3000:] + run.stderr[-3000:]
+    return run.returncode, run.report
+
+
 def test_ama_passes_the_coverage_checks_it_gives_a_chance(tmp_path: Path) -> None:
     ama = Ama(tmp_path)
-    code, report = _suite(tmp_path, ama.command(), *MODEL_ENV)
+    code, report = _suite_in_process(tmp_path, ama.command(), *MODEL_ENV)
     status = _status(report)
     assert code == 0, {rid: _details(report, rid) for rid, s in status.items() if s in ("FAIL", "NOT_TESTED")}
     # What ama does, each judged: string ids, line numbers, a failed client read, sign-in, separate histories,

@@ -4,17 +4,14 @@ stdio MCP server on both, against ama pointed at the suite's scripted model."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
+from tests.support.conformance_inprocess import run_conformance
 from tests.support.harness import Ama, clean_env
 
-pytestmark = pytest.mark.slow  # two whole groups on fresh ama processes (about 15 s)
+pytestmark = pytest.mark.slow  # two whole groups on fresh in-process amas
 
-ROOT = Path(__file__).resolve().parents[2]
 MODEL_ENV = [
     "--model-env",
     "OPENAI_BASE_URL={openai}",
@@ -28,14 +25,12 @@ MODEL_ENV = [
 def test_ama_connects_the_mcp_servers_of_a_load_and_a_resume(tmp_path):
     ama = Ama(tmp_path)
     report = tmp_path / "report.json"
-    out = subprocess.run(
-        [sys.executable, "-m", "conformance", "-k", "mcp-reopen", *MODEL_ENV, "--report-json", str(report)]
-        + ["--", *ama.command()],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=clean_env(tmp_path),
-        cwd=ROOT,
+    # In this process, ama launched in-process (tests/support/conformance_inprocess.py); the MCP server is the
+    # suite's own stdio server, a real process that ama starts.
+    out = run_conformance(
+        ["-k", "mcp-reopen", *MODEL_ENV, "--report-json", str(report)] + ["--", *ama.command()],
+        clean_env(tmp_path),
+        tmp_path / "agents",
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     status = {r["id"]: r for r in json.loads(report.read_text(encoding="utf-8"))["requirements"]}

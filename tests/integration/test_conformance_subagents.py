@@ -7,8 +7,6 @@ of the group when the suite's scripted model makes it delegate."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,12 +21,14 @@ from conformance.outcome import Checks, Status
 from conformance.runner import validators
 from conformance.subagent_requirements import SUBAGENTS
 from conformance.wire_checks import TRANSCRIPT_IDS, ClientView, TranscriptAnalyzer
+from tests.support.acp_fixtures import launch_command
 from tests.support.acp_fixtures.subagent_agent import BREAKS
+from tests.support.conformance_inprocess import run_conformance
+from tests.support.conformance_runs import run_forked
 from tests.support.harness import Ama, clean_env
 from tests.support.hypothesis_profiles import examples
 
 ROOT = Path(__file__).resolve().parents[2]
-FIXTURE = ROOT / "tests" / "support" / "acp_fixtures" / "subagent_agent.py"
 OWN = {row[0] for row in SUBAGENTS}
 TASK_TOOL = (
     "task",
@@ -151,34 +151,17 @@ def test_without_the_capability_a_child_is_an_unknown_session_and_its_announceme
 # --- the group, on the delegating fixture and on ama ----------------------------------------------------------
 
 
-def _suite(tmp: Path, command: list[str], *options: str) -> tuple[int, dict[str, dict[str, Any]]]:
+def _fixture(tmp: Path, *breaks: str) -> tuple[int, dict[str, dict[str, Any]]]:
+    """The group's run on the fixture: the agent started from its compiled module (launch.py), the run forked from a server
+    that has imported the suite (tests/support/conformance_runs.py), as `python -m conformance` in every other way."""
     tmp.mkdir(parents=True, exist_ok=True)
     report = tmp / "report.json"
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "conformance",
-            "-k",
-            "subagents",
-            *options,
-            "--report-json",
-            str(report),
-            "--",
-            *command,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=clean_env(tmp),
-        cwd=ROOT,
+    command = launch_command("subagent_agent", *(f"--break={b}" for b in breaks))
+    out = run_forked(
+        ["-k", "subagents", "--report-json", str(report), "--", *command], timeout=120, env=clean_env(tmp), cwd=ROOT
     )
     assert report.exists(), out.stdout[-3000:] + out.stderr[-3000:]
     return out.returncode, {r["id"]: r for r in json.loads(report.read_text(encoding="utf-8"))["requirements"]}
-
-
-def _fixture(tmp: Path, *breaks: str) -> tuple[int, dict[str, dict[str, Any]]]:
-    return _suite(tmp, [sys.executable, "-S", str(FIXTURE), *(f"--break={b}" for b in breaks)])
 
 
 def _failures(status: dict[str, dict[str, Any]]) -> set[str]:
@@ -206,10 +189,19 @@ def test_each_break_of_the_fixture_is_caught_by_exactly_its_rule(tmp_path: Path,
     assert code == (0 if name == "stuck-running" else 1)  # R123.1 is ADVISORY: reported, it decides nothing
 
 
+def _suite_in_process(tmp: Path, command: list[str], *options: str) -> tuple[int, dict[str, dict[str, Any]]]:
+    """The group's run on ama, in this process, ama launched in-process (tests/support/conformance_inprocess.py)."""
+    report = tmp / "report.json"
+    argv = ["-k", "subagents", *options, "--report-json", str(report), "--", *command]
+    run = run_conformance(argv, clean_env(tmp), tmp / "agents")
+    assert report.exists(), run.stdout[-3000:] + run.stderr[-3000:]
+    return run.returncode, {r["id"]: r for r in run.report["requirements"]}
+
+
 @pytest.mark.slow  # ama with the scripted model (~5 s)
 def test_ama_passes_every_subagent_check(tmp_path: Path) -> None:
     ama = Ama(tmp_path)
-    code, status = _suite(tmp_path, ama.command(), *MODEL_ENV)
+    code, status = _suite_in_process(tmp_path, ama.command(), *MODEL_ENV)
     assert code == 0
     assert {rid: status[rid]["status"] for rid in sorted(OWN)} == dict.fromkeys(sorted(OWN), "PASS"), {
         rid: status[rid]["findings"] for rid in OWN
