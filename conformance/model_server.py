@@ -25,10 +25,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import PurePosixPath
-from typing import Any, Self
+from typing import Any
 
+from conformance.background_server import BackgroundServer, OwnedHTTPServer
 from conformance.directives import Directive, delegated_prompt, parse_directive
 from conformance.model_dialects import (
     ModelHandler,
@@ -293,71 +293,6 @@ def models_list() -> dict[str, Any]:
         for m in MODELS
     ]
     return {"object": "list", "data": data, "has_more": False, "first_id": MODELS[0], "last_id": MODELS[-1]}
-
-
-# --- the HTTP server -----------------------------------------------------------------------------------------
-
-
-class OwnedHTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False  # a handler still streaming must not hold up close()
-    owner: Any
-
-
-class BackgroundServer:
-    """A `ThreadingHTTPServer` on host and port (0: any free one), serving in a daemon thread: it runs beside any
-    event loop.
-    Subclasses name their `handler_class`; handlers reach this object as `self.server.owner`."""
-
-    handler_class: type[BaseHTTPRequestHandler]
-    thread_name = "model-server"
-
-    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
-        self._host = host
-        self._port = port
-        self._closing = threading.Event()  # set by close(): wakes handlers that wait or stream
-        self._httpd: OwnedHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-
-    @property
-    def url(self) -> str:
-        assert self._httpd is not None, "server not started"
-        return f"http://{self._host}:{self._httpd.server_address[1]}"
-
-    @property
-    def openai_url(self) -> str:
-        """Base URL for an OpenAI client (what OPENAI_BASE_URL expects)."""
-        return self.url + "/v1"
-
-    @property
-    def anthropic_url(self) -> str:
-        """Base URL for an Anthropic client (what ANTHROPIC_BASE_URL expects; it appends /v1/messages)."""
-        return self.url
-
-    def start(self) -> Self:
-        self._httpd = OwnedHTTPServer((self._host, self._port), self.handler_class)
-        self._httpd.owner = self
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, args=(0.05,), name=self.thread_name, daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def close(self) -> None:
-        self._closing.set()
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 class _BadBody(Exception):

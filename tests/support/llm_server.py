@@ -75,6 +75,7 @@ from typing import Any
 
 # The dialects (rendering, error bodies, the pairing checks) and the HTTP plumbing are the conformance suite's
 # scripted model's too: one copy, so both servers speak the same wire.
+from conformance.background_server import BackgroundServer, OwnedHTTPServer
 from conformance.model_dialects import (
     ModelHandler,
     RecordedRequest,
@@ -87,7 +88,6 @@ from conformance.model_dialects import (
     render_openai,
     sse_event,
 )
-from conformance.model_server import BackgroundServer, OwnedHTTPServer
 from tests.support.prompt_cache import PromptCache
 
 __all__ = [

@@ -32,6 +32,10 @@ from tests.support.waiting import poll_until
 DIALECTS = ["openai", "anthropic"]
 MODES = [(d, s) for d in DIALECTS for s in (False, True)]
 JSON = {"content-type": "application/json"}  # bodies are sent as json.dumps() writes them, to know their size
+# One client for the file, without keep-alive: each request on a connection of its own, closed after its answer,
+# as httpx.post() does. httpx.post() builds a client for each request, and with it an SSL context that loads the
+# CA bundle: ~40 ms of CPU a request, for plain HTTP to 127.0.0.1.
+HTTP = httpx.Client(limits=httpx.Limits(max_keepalive_connections=0))
 
 
 @pytest.fixture(name="model")
@@ -181,10 +185,10 @@ def ask(
     body = body_for(dialect, messages, tools or [], stream)
     url = endpoint(model, dialect)
     if not stream:
-        response = httpx.post(url, content=json.dumps(body), headers=JSON, timeout=10)
+        response = HTTP.post(url, content=json.dumps(body), headers=JSON, timeout=10)
         assert response.status_code == 200, response.text
         return parse_whole(dialect, response.json())
-    with httpx.stream("POST", url, content=json.dumps(body), headers=JSON, timeout=10) as response:
+    with HTTP.stream("POST", url, content=json.dumps(body), headers=JSON, timeout=10) as response:
         assert response.status_code == 200
         assert response.headers["content-type"] == "text/event-stream"
         events = sse_events(response.iter_lines())
@@ -297,7 +301,7 @@ def test_slow_stops_when_the_client_hangs_up(model: ScriptedModel, dialect: str)
     body = body_for(dialect, prompt("slow"), [], True)
     started = time.monotonic()
     ticks = 0
-    with httpx.stream("POST", endpoint(model, dialect), json=body, timeout=10) as response:
+    with HTTP.stream("POST", endpoint(model, dialect), json=body, timeout=10) as response:
         for line in response.iter_lines():
             ticks += '"tick "' in line
             if ticks == 3:
@@ -320,7 +324,7 @@ def test_slow_finishes_normally_after_slow_seconds(dialect: str, stream: bool) -
 
 def test_slow_without_streaming_stops_when_the_client_hangs_up(model: ScriptedModel) -> None:
     with pytest.raises(httpx.ReadTimeout):
-        httpx.post(endpoint(model, "openai"), json=body_for("openai", prompt("slow"), [], False), timeout=0.3)
+        HTTP.post(endpoint(model, "openai"), json=body_for("openai", prompt("slow"), [], False), timeout=0.3)
     poll_until(lambda: model.active == 0, 5, "the waiting slow answer to notice the hang-up")
 
 
@@ -328,7 +332,7 @@ def test_slow_without_streaming_stops_when_the_client_hangs_up(model: ScriptedMo
 
 
 def post_raw(model: ScriptedModel, dialect: str, content: bytes) -> httpx.Response:
-    return httpx.post(endpoint(model, dialect), content=content, headers={"content-type": "application/json"})
+    return HTTP.post(endpoint(model, dialect), content=content, headers={"content-type": "application/json"})
 
 
 def assert_dialect_error(dialect: str, response: httpx.Response, status: int = 400) -> str:
@@ -346,7 +350,7 @@ def assert_dialect_error(dialect: str, response: httpx.Response, status: int = 4
 def test_a_call_without_its_result_or_a_result_without_its_call_is_400(model: ScriptedModel, dialect: str) -> None:
     call, result = call_and_result(dialect, "call_9", "r")
     for messages in ([user("q"), call], [user("q"), call, user("next")], [user("q"), result]):
-        response = httpx.post(endpoint(model, dialect), json=body_for(dialect, messages, [], False))
+        response = HTTP.post(endpoint(model, dialect), json=body_for(dialect, messages, [], False))
         assert "call_9" in assert_dialect_error(dialect, response)
 
 
@@ -400,12 +404,12 @@ def test_hostile_framing_gets_an_answer_and_the_server_carries_on(model: Scripte
 
 def test_models_unknown_paths_and_the_record(model: ScriptedModel) -> None:
     for path in ("/v1/models", "/models"):
-        listed = httpx.get(model.url + path).json()
+        listed = HTTP.get(model.url + path).json()
         assert listed["object"] == "list" and listed["has_more"] is False
         assert all(m["id"] and m["type"] == "model" and m["object"] == "model" for m in listed["data"])
-    assert httpx.post(model.url + "/v1/embeddings", json={}).status_code == 404
-    assert httpx.post(model.url + "/messages", json=body_for("anthropic", [user("x")], [], False)).status_code == 200
-    assert httpx.post(model.url + "/chat/completions", json=body_for("openai", [user("x")], [], False)).is_success
+    assert HTTP.post(model.url + "/v1/embeddings", json={}).status_code == 404
+    assert HTTP.post(model.url + "/messages", json=body_for("anthropic", [user("x")], [], False)).status_code == 200
+    assert HTTP.post(model.url + "/chat/completions", json=body_for("openai", [user("x")], [], False)).is_success
     paths = [r.path for r in model.requests]
     assert paths == ["/v1/models", "/models", "/v1/embeddings", "/messages", "/chat/completions"]
     assert model.requests[-1].body["model"] == "any-model-name" and "host" in model.requests[-1].headers

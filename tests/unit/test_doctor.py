@@ -13,7 +13,8 @@ import pytest
 
 from ama_acp import doctor
 from ama_acp.config import ProviderConfig
-from conformance.model_server import BackgroundServer, ScriptedModel
+from conformance.background_server import BackgroundServer
+from conformance.model_server import ScriptedModel
 
 KEY = "sk-doctor-unit-0123456789abcdef"
 
