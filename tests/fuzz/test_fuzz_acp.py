@@ -19,6 +19,7 @@ Hypothesis prints the failing example and how to reproduce it.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import os
@@ -60,22 +61,23 @@ UNKNOWN_SESSION = st.sampled_from(["ses_nope", "", "ses_" + "x" * 40]) | st.text
 text_block = st.fixed_dictionaries({"type": st.just("text"), "text": st.text(max_size=20)})
 
 
+@st.composite
+def _mutated(draw: st.DrawFn, valid: st.SearchStrategy[dict[str, Any]]) -> Any:
+    params = dict(draw(valid))
+    how = draw(st.sampled_from(["keep", "delete", "retype", "add"]))
+    if how == "delete" and params:
+        params.pop(draw(st.sampled_from(sorted(params))))
+    elif how == "retype" and params:
+        params[draw(st.sampled_from(sorted(params)))] = draw(json_values)
+    elif how == "add":
+        params[draw(st.text(max_size=10))] = draw(json_values)
+    return params
+
+
 def near_valid(valid: st.SearchStrategy[dict[str, Any]]) -> st.SearchStrategy[Any]:
-    """Valid params, or the same with one field deleted, retyped or added."""
-
-    @st.composite
-    def mutate(draw: st.DrawFn) -> Any:
-        params = dict(draw(valid))
-        how = draw(st.sampled_from(["keep", "delete", "retype", "add"]))
-        if how == "delete" and params:
-            params.pop(draw(st.sampled_from(sorted(params))))
-        elif how == "retype" and params:
-            params[draw(st.sampled_from(sorted(params)))] = draw(json_values)
-        elif how == "add":
-            params[draw(st.text(max_size=10))] = draw(json_values)
-        return params
-
-    return mutate()
+    """Valid params, or the same with one field deleted, retyped or added. (The composite is defined once, at
+    import: hypothesis reads a composite function's source each time one is defined.)"""
+    return _mutated(valid)
 
 
 def cwds(workspace: str) -> st.SearchStrategy[str]:
@@ -117,17 +119,29 @@ def method_params(workspace: str, real_sid: str) -> dict[str, st.SearchStrategy[
     }
 
 
+@functools.lru_cache(maxsize=8)
+def method_strategies(workspace: str, real_sid: str) -> tuple[st.SearchStrategy[str], dict[str, Any]]:
+    """The method strategy and each known method's params strategy, built once per test (its workspace and
+    session) rather than once per example: the same strategies, so the same examples."""
+    table = method_params(workspace, real_sid)
+    params = {method: near_valid(shape) | json_values for method, shape in table.items()}
+    return st.sampled_from(sorted(table)) | st.text(max_size=10), params
+
+
 # --- what each line is owed ------------------------------------------------------------------------------------
 
 
-def depth(value: Any) -> int:
-    deepest, stack = 0, [(value, 1)]
+def deeper_than(value: Any, limit: int) -> bool:
+    """Whether a decoded value nests more than `limit` levels of arrays and objects (the walk stops at the first
+    container past the limit: the deep lines nest up to 200,000)."""
+    stack = [(value, 1)]
     while stack:
         item, d = stack.pop()
         if isinstance(item, (dict, list)):
-            deepest = max(deepest, d)
+            if d > limit:
+                return True
             stack.extend((c, d + 1) for c in (item.values() if isinstance(item, dict) else item))
-    return deepest
+    return False
 
 
 def is_id(value: Any) -> bool:
@@ -157,7 +171,7 @@ def owed_line(line: bytes) -> Any:
         return NULL
     except RecursionError:
         return UNSURE
-    return UNSURE if depth(value) > MAX_DEPTH else owed(value)
+    return UNSURE if deeper_than(value, MAX_DEPTH) else owed(value)
 
 
 NULL = "null"
@@ -259,12 +273,11 @@ def encode(value: Any) -> bytes:
 @given(data=st.data())
 def test_fuzz_method_params(wire, data):
     w, ama, sid = wire
-    table = method_params(str(ama.workspace), sid)
+    methods, table = method_strategies(str(ama.workspace), sid)
     lines = []
     for _ in range(data.draw(st.integers(1, 6), label="batch")):
-        method = data.draw(st.sampled_from(sorted(table)) | st.text(max_size=10), label="method")
-        shape = table.get(method, json_values)
-        params = data.draw(near_valid(shape) | json_values if method in table else json_values, label="params")
+        method = data.draw(methods, label="method")
+        params = data.draw(table.get(method, json_values), label="params")
         msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": params}
         if data.draw(st.booleans(), label="has params") is False:
             del msg["params"]

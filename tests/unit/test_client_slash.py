@@ -545,15 +545,23 @@ def test_plan_on_hostile_state_refuses_or_sends_json(command: Command, st_: Stat
     check_plan(command, st_)
 
 
+# The strategies the test below draws from that do not depend on earlier draws, built once (a strategy built
+# for each draw is validated and labelled again each time).
+_values = st.lists(words, min_size=1, max_size=5, unique=True)
+_names = words | junk
+_junk_choices = st.lists(junk | choice, max_size=3)
+_categories = st.sampled_from(["model", "mode", "other"])
+
+
 @settings(max_examples=examples(300), deadline=None)
 @given(st.data())
 def test_a_reported_choice_is_planned_as_that_choice(data: st.DataObject) -> None:
     # Junk beside well-formed choices: naming a reported choice by its id picks exactly it.
-    values = data.draw(st.lists(words, min_size=1, max_size=5, unique=True), label="values")
-    members: list[Any] = [{"value": v, "name": data.draw(words | junk)} for v in values]
-    members += data.draw(st.lists(junk | choice, max_size=3), label="junk choices")
+    values = data.draw(_values, label="values")
+    members: list[Any] = [{"value": v, "name": data.draw(_names)} for v in values]
+    members += data.draw(_junk_choices, label="junk choices")
     members = data.draw(st.permutations(members))
-    category = data.draw(st.sampled_from(["model", "mode", "other"]))
+    category = data.draw(_categories)
     option = {"id": "opt", "category": category, "type": "select", "options": members}
     st_ = State(config={SID: {"opt": option}})
     wanted = data.draw(st.sampled_from(values))

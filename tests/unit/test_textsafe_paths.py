@@ -192,11 +192,14 @@ def test_a_slash_command_refused_by_the_agent(message: str) -> None:
     assert text.count("\n") == 2 and text.endswith("\nctx ? $?\n")  # the refusal on one line, then the meter
 
 
+CLIENT_PARSER = client_cli._parser()  # built once; each example parses its own fresh arguments
+
+
 @FAST
 @given(hostile, hostile, hostile)
 def test_the_agents_name_and_version(title: str, name: str, version: str) -> None:
     out = io.StringIO()
-    client = client_cli._Client(client_cli._parser().parse_args([]), out, io.StringIO(), None, None)
+    client = client_cli._Client(CLIENT_PARSER.parse_args([]), out, io.StringIO(), None, None)
     client.renderer.colour = False
     client._show_agent({"protocolVersion": 1, "agentInfo": {"title": title, "name": name, "version": version}})
     one(out.getvalue())
