@@ -22,9 +22,12 @@ ones (for long runs).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -103,9 +106,31 @@ def stdio_mcp(notes: Path) -> dict[str, Any]:
     }
 
 
+def rig_dir(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path | None]:
+    """The rig's directory (ama's data, workspace, config), on a RAM file system where there is one, and the
+    test's temporary directory it is copied to at the end (None when the rig works there directly). ama
+    fsyncs the session file at each turn's end and at each open and close, ~1,300 fsyncs a CI run: ~3.5 ms each
+    on the test machine's disk (~4.5 s of waiting), ~0 on tmpfs. The calls, and everything the fuzzer reads
+    back, are the same."""
+    keep = tmp_path_factory.mktemp("seams")
+    shm = Path("/dev/shm")
+    if sys.platform.startswith("linux") and shm.is_dir() and os.access(shm, os.W_OK):
+        return Path(tempfile.mkdtemp(prefix="ama-seams-", dir=shm)), keep
+    return keep, None
+
+
 @pytest.fixture(scope="module")
 def rig(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    tmp = tmp_path_factory.mktemp("seams")
+    tmp, keep = rig_dir(tmp_path_factory)
+    try:
+        yield from _rig(tmp)
+    finally:
+        if keep is not None:  # the session files and logs end up in the test's temporary directory, as before
+            shutil.copytree(tmp, keep, dirs_exist_ok=True, symlinks=True)
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _rig(tmp: Path) -> Any:
     r = Rig(tmp, config_text, KEY)
     r.start()
     assert r.ama is not None
@@ -222,6 +247,17 @@ class SeamMachine(RuleBasedStateMachine):
     def session_served(self) -> list[Served]:
         return list(self.llm.served)
 
+    def _await_served(self, pending: PendingRequest, before: int) -> None:
+        """Wait until the model server has taken a reply since `before` (or the turn has ended). The server tells
+        the client nothing, so this is polled, every 2 ms: `rig.wait_for` re-checks a condition outside the
+        connection only every 50 ms, as long as `switch_mid_reply`'s whole handoff streams."""
+        poll_until(
+            lambda: pending.done or len(self.llm.served) > before,
+            10,
+            "the model server to take a reply",
+            interval=0.002,
+        )
+
     def chunks_since(self, start: int) -> int:
         return sum(1 for t in self.updates[start:] if t.update["sessionUpdate"] == "agent_message_chunk")
 
@@ -336,7 +372,7 @@ class SeamMachine(RuleBasedStateMachine):
                 rig.wait_for(lambda: pending.done or self.chunks_since(start) > 0, timeout=10)
                 seen["streaming"] = not pending.done
             elif point == "compaction":
-                rig.wait_for(lambda: pending.done or len(self.llm.served) > before, timeout=10)
+                self._await_served(pending, before)
             elif point in ("tool", "permission"):
 
                 def running() -> bool:
@@ -384,12 +420,16 @@ class SeamMachine(RuleBasedStateMachine):
             model = MODELS[(MODELS.index(model) + 1) % len(MODELS)]
         what = "handoff" if handoff else "answer"
         self.log.append(f"switch_mid_reply({what}, {self.model} -> {model}, {n}, {out})")
-        reply = self.slow_reply("streaming ", self.usage(n, out), 0.01, 10)
+        # Ten chunks 5 ms apart: the switch goes out as soon as the first is seen (or the handoff's request is
+        # taken) and is answered within a few ms, well inside the stream's ~50 ms (measured at CI's counts: 81
+        # switches of 81 landed between the answer's first and last chunk even at 4 ms apart). 10 ms apart
+        # waited out ~8 s more a run.
+        reply = self.slow_reply("streaming ", self.usage(n, out), 0.005, 10)
         before = len(self.llm.served)
 
         def during(pending: PendingRequest, start: int) -> None:
             if handoff:  # a handoff is not shown while it streams: wait for its request instead
-                self.rig.wait_for(lambda: pending.done or len(self.llm.served) > before, timeout=10)
+                self._await_served(pending, before)
             else:
                 self.rig.wait_for(lambda: pending.done or self.chunks_since(start) > 0, timeout=10)
             self._switch(model)
@@ -467,7 +507,14 @@ class SeamMachine(RuleBasedStateMachine):
             stats = self.rig.request("_ama/session_stats", {"sessionId": self.sid})
             return any(s.get("tools", 0) > 0 for s in stats.get("mcpServers") or [])
 
-        poll_until(ready, 20, "the MCP server's tools to be counted", interval=0.05)
+        # Asked again at each update of the session (ama sends one when the server's tools change the figure),
+        # at the latest every 50 ms, instead of waiting out a fixed 50 ms after each ask.
+        deadline = time.monotonic() + 20
+        while not ready():
+            assert time.monotonic() < deadline, "timed out after 20 s waiting for the MCP server's tools to be counted"
+            seen = len(self.updates)
+            with contextlib.suppress(TimeoutError):
+                self.rig.wait_for(lambda n=seen: len(self.updates) > n, timeout=0.05)
         stats = self.rig.request("_ama/session_stats", {"sessionId": self.sid})
         used = stats.get("contextTokens")
         self.rig.wait_for(lambda: (self.usage_updates() or [{}])[-1].get("used") == used, timeout=10)
