@@ -1,16 +1,22 @@
-"""`ama acp-client` as issue 25 (point 8) asks, over real pipes (the client as a subprocess, the agent as its
-child): one model line per /model, the agent's errors as sentences (never a Python dict), and the session's
-title — sent by the agent as a session_info_update while the session opens (ama on load/resume, the fixture
-agent with `--title`) — shown on open and carried by every program-status report."""
+"""`ama acp-client` as issue 25 (point 8) asks: one model line per /model, the agent's errors as sentences (never a
+Python dict), and the session's title — sent by the agent as a session_info_update while the session opens (ama on
+load/resume, the fixture agent with `--title`) — shown on open and carried by every program-status report.
+
+The client runs in the test's process (`acp_client_in_process`: `run_acp_client` with piped stand-ins, not a
+terminal, in the environment a subprocess would have been given), and so does ama as its agent; the fixture agent
+is its child process. What is tested is what the client prints, not its process (test_acp_client_pty.py and
+test_acp_client_sessions.py's piped test run it as one)."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
+from ama_acp.client import cli, turn
 from tests.integration.test_acp_client_model_switch import CONFIG
-from tests.support.harness import Ama, clean_env, write_script
+from tests.support.harness import Ama, acp_client_in_process, clean_env, write_script
 from tests.support.llm_server import LLMServer
 from tests.support.pty_terminal import reports
 
@@ -18,15 +24,11 @@ FIXTURE = Path(__file__).resolve().parents[1] / "support" / "acp_fixtures" / "fi
 
 
 def acp_client(
-    cwd: Path, agent: list[str], env: dict[str, str], *options: str, lines: tuple[str, ...] = ()
+    cwd: Path, agent: list[str], env: dict[str, str], *options: str, lines: tuple[str, ...] = (), ama: Ama | None = None
 ) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [sys.executable, "-m", "ama_acp", "acp-client", *options, "--cwd", str(cwd), "--", *agent],
-        input="".join(line + "\n" for line in lines).encode(),
-        capture_output=True,
-        env=env,
-        timeout=60,
-    )
+    """`ama acp-client OPTIONS --cwd CWD -- AGENT` with `lines` piped in; ama's `agent` in-process too (`ama`)."""
+    stdin = "".join(line + "\n" for line in lines)
+    return acp_client_in_process([*options, "--cwd", str(cwd), "--", *agent], env, stdin=stdin, agents_of=ama)
 
 
 def titles(stdout: bytes) -> list[str | None]:
@@ -41,7 +43,7 @@ def test_one_model_line_per_model_change(tmp_path):
         llm.enqueue({"text": "First answer.", "usage": {"input": 20_000, "output": 50}})
         env = clean_env(tmp_path, {"LOCAL_TEST_KEY": "test-key-abcdefgh"})
         lines = ("first", "/model local/nowindow", "/model local/big", "/model local/big")
-        done = acp_client(ama.workspace, ama.command(), env, lines=lines)
+        done = acp_client(ama.workspace, ama.command(), env, lines=lines, ama=ama)
     assert done.returncode == 0, done.stderr
     shown = [line for line in done.stdout.decode().splitlines() if line.startswith("⚙ Model")]
     assert shown == ["⚙ Model: nowindow (local/nowindow)", "⚙ Model: big (local/big)", "⚙ Model: big (local/big)"]
@@ -50,7 +52,7 @@ def test_one_model_line_per_model_change(tmp_path):
 def test_an_auth_error_is_printed_as_sentences(tmp_path):
     ama = Ama(tmp_path)
     ama.config.write_text("", encoding="utf-8")  # no model, no key: ama answers session/new with auth_required
-    done = acp_client(ama.workspace, ama.command(), clean_env(tmp_path), "--prompt", "hi")
+    done = acp_client(ama.workspace, ama.command(), clean_env(tmp_path), "--prompt", "hi", ama=ama)
     assert done.returncode == 1
     message = [line for line in done.stderr.decode().splitlines() if line.startswith("ama acp-client:")]
     assert len(message) == 1, done.stderr
@@ -71,16 +73,21 @@ def test_a_title_sent_as_the_session_opens_is_in_every_report(tmp_path):
     assert shown and shown == ["Fix the parser"] * len(shown), shown
 
 
-def test_a_resumed_or_loaded_session_of_ama_has_its_title(tmp_path):
+def test_a_resumed_or_loaded_session_of_ama_has_its_title(tmp_path, monkeypatch):
+    # A test-sized settle: after an open the client waits up to 1 s for a first meter, which ama's scripted model
+    # never sends (three opens, three whole seconds); in-process, the open's updates are there at once.
+    monkeypatch.setattr(cli, "settle_session_open", partial(turn.settle_session_open, timeout=0.2))
     ama = Ama(tmp_path)
     script = write_script(tmp_path / "echo.json", [{"text": "first answer"}, {"text": "second answer"}])
     env = clean_env(tmp_path, {"AMA_SCRIPT": str(script)})
     agent = ama.command("--model", "scripted/echo")
-    done = acp_client(ama.workspace, agent, env, "--prompt", "remember this")
+    done = acp_client(ama.workspace, agent, env, "--prompt", "remember this", ama=ama)
     assert done.returncode == 0, done.stderr
     session_id = next(line.split()[1] for line in done.stdout.decode().splitlines() if line.startswith("session "))
     for how in ("--resume", "--load"):
-        done = acp_client(ama.workspace, agent, env, "--program-status", "on", how, session_id, lines=("and now?",))
+        done = acp_client(
+            ama.workspace, agent, env, "--program-status", "on", how, session_id, lines=("and now?",), ama=ama
+        )
         assert done.returncode == 0, done.stderr
         assert "title: remember this" in done.stdout.decode()
         shown = titles(done.stdout)

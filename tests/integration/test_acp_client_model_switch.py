@@ -1,18 +1,18 @@
-"""`ama acp-client` forgets its meter when the model changes (issue 22, point 7), over real pipes: the client as a
-subprocess, prompts and /model piped in, against real `ama --mode acp` (two models: one with a window and a price,
-one with neither; the local HTTP model server behind them) and against the stdlib fixture agent (`--models`, in
-either order of a model change's updates). The program status's progress, under a real pseudo-terminal."""
+"""`ama acp-client` forgets its meter when the model changes (issue 22, point 7), prompts and /model piped in (the
+client in the test's process, `acp_client_in_process`: what it prints is the subject, not its process), against ama
+(in-process too; two models: one with a window and a price, one with neither; the local HTTP model server behind
+them) and against the stdlib fixture agent (its child process; `--models`, in either order of a model change's
+updates). The program status's progress, under a real pseudo-terminal: the client and ama as real processes."""
 
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support.harness import Ama, clean_env
+from tests.support.harness import Ama, acp_client_in_process, clean_env
 from tests.support.llm_server import LLMServer
 from tests.support.pty_terminal import PtyTerminal
 
@@ -36,18 +36,13 @@ id = "local/nowindow"
 """
 
 
-def acp_client(cwd: Path, agent: list[str], lines: list[str], env: dict[str, str]) -> list[str]:
-    """Run the client with `lines` piped in (one prompt or /command each); its stdout, line by line."""
-    done = subprocess.run(
-        [sys.executable, "-m", "ama_acp", "acp-client", "--cwd", str(cwd), "--", *agent],
-        input="".join(line + "\n" for line in lines),
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.splitlines()
+def acp_client(cwd: Path, agent: list[str], lines: list[str], env: dict[str, str], ama: Ama | None = None) -> list[str]:
+    """Run the client with `lines` piped in (one prompt or /command each); its stdout, line by line. ama's `agent`
+    runs in-process too (`ama`)."""
+    stdin = "".join(line + "\n" for line in lines)
+    done = acp_client_in_process(["--cwd", str(cwd), "--", *agent], env, stdin=stdin, agents_of=ama)
+    assert done.returncode == 0, done.stderr.decode()
+    return done.stdout.decode().splitlines()
 
 
 def meters_after(lines: list[str], marker: str, until: str | None = None) -> list[str]:
@@ -78,6 +73,7 @@ def test_ama_switching_to_a_model_without_window_or_price(tmp_path, llm):
         agent,
         ["first", "/model local/nowindow", "second", "/model local/big", "third"],
         env,
+        ama,
     )
     # On the first model the meter has a figure and a cost.
     (before,) = meters_after(lines, "» first", "» /model local/nowindow")[-1:]

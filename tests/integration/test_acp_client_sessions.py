@@ -1,5 +1,7 @@
 """`ama acp-client --list / --load / --resume` against ama (which offers them) and the fixture agent (which offers
-none of them), over plain pipes."""
+none of them), over plain pipes. Where the client runs in the test's process (`run_acp_client`), ama does too
+(`agents_in_process`: the subject is the client's options, not ama's process); the piped test runs the client as a
+process, ama as its child."""
 
 from __future__ import annotations
 
@@ -7,12 +9,27 @@ import io
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
+import pytest
+
+from ama_acp.client import cli, turn
 from ama_acp.client.cli import run_acp_client
-from tests.support.harness import Ama, write_script
+from tests.support.harness import Ama, client_agents_in_process, write_script
 
 FIXTURE = Path(__file__).resolve().parents[1] / "support" / "acp_fixtures" / "fixture_agent.py"
+
+
+@pytest.fixture
+def agents_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """`ama.command(...)` of the test's `Ama(tmp_path)` run in-process by the in-process client. And a test-sized
+    settle: after a session opens the client waits up to 1 s for a first meter, which ama's scripted model
+    never sends (each open waited the whole second); in-process, the open's updates are there at once."""
+    monkeypatch.setattr(cli, "settle_session_open", partial(turn.settle_session_open, timeout=0.2))
+    with client_agents_in_process(Ama(tmp_path)):
+        yield
 
 
 def run(*argv: str) -> tuple[int, str, str]:
@@ -21,7 +38,7 @@ def run(*argv: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-def test_list_then_resume_a_session_of_ama(tmp_path, monkeypatch):
+def test_list_then_resume_a_session_of_ama(tmp_path, monkeypatch, agents_in_process):
     ama = Ama(tmp_path)
     script = write_script(tmp_path / "echo.json", [{"text": "first answer"}, {"text": "second answer"}])
     monkeypatch.setenv("AMA_SCRIPT", str(script))
@@ -52,7 +69,7 @@ def test_list_then_resume_a_session_of_ama(tmp_path, monkeypatch):
     assert "» remember this" in out and "first answer" in out and "second answer" in out  # the replay
 
 
-def test_list_elsewhere_shows_no_sessions(tmp_path):
+def test_list_elsewhere_shows_no_sessions(tmp_path, agents_in_process):
     ama = Ama(tmp_path)
     other = tmp_path / "other"
     other.mkdir()
@@ -70,7 +87,7 @@ def test_what_the_agent_does_not_offer_is_refused_without_asking(tmp_path):
         assert f"the agent does not offer session/{method}, so {flag[0]} cannot work with it" in err
 
 
-def test_load_of_an_unknown_session_is_the_agents_error(tmp_path):
+def test_load_of_an_unknown_session_is_the_agents_error(tmp_path, agents_in_process):
     ama = Ama(tmp_path)
     code, out, err = run("--load", "ses_does_not_exist", "--cwd", str(ama.workspace), "--", *ama.command())
     assert code == 1

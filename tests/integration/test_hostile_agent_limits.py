@@ -9,12 +9,13 @@ import io
 import json
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import anyio
 import pytest
 
-from ama_acp.client import options, reader, violations
+from ama_acp.client import cli, options, reader, turn, violations
 from ama_acp.client.access_prompt import access_policy, question
 from ama_acp.client.cli import run_acp_client
 from ama_acp.client.confine import Access
@@ -47,6 +48,13 @@ def dirs(tmp_path: Path) -> tuple[Path, Path]:
     return work, outside
 
 
+@pytest.fixture
+def quick_settle(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test-sized settle: after a session opens, the client waits up to 1 s for a first meter, which the fixture
+    agent never sends; what these tests check happens in the prompt after it."""
+    monkeypatch.setattr(cli, "settle_session_open", partial(turn.settle_session_open, timeout=0.2))
+
+
 def nothing_escaped(tmp_path: Path, outside: Path) -> None:
     assert sorted(p.name for p in outside.iterdir()) == []
     assert not (tmp_path / "dotdot-escaped.txt").exists()
@@ -55,7 +63,9 @@ def nothing_escaped(tmp_path: Path, outside: Path) -> None:
 # --- acp-client ---------------------------------------------------------------------------------------------------
 
 
-def test_acp_client_piped_refuses_files_outside_and_every_command(tmp_path: Path, dirs: tuple[Path, Path]) -> None:
+def test_acp_client_piped_refuses_files_outside_and_every_command(
+    tmp_path: Path, dirs: tuple[Path, Path], quick_settle: None
+) -> None:
     work, outside = dirs
     out, err = io.StringIO(), io.StringIO()
     agent = fixture(*EVERY_FS, "terminal-touch", outside=outside)
@@ -72,7 +82,7 @@ def test_acp_client_piped_refuses_files_outside_and_every_command(tmp_path: Path
     assert "refused the agent's request to run touch MARKER in" in said
 
 
-def test_acp_client_asks_even_inside_the_project_unless_allowed(dirs: tuple[Path, Path]) -> None:
+def test_acp_client_asks_even_inside_the_project_unless_allowed(dirs: tuple[Path, Path], quick_settle: None) -> None:
     work, _ = dirs
     argv = ["--prompt", "hi", "--cwd", str(work), "--auto-approve"]
     err = io.StringIO()

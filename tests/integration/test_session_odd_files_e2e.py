@@ -3,8 +3,9 @@ folder"): a FIFO, a link to /dev/zero, a symlink loop and a directory under sess
 and delete at once; a session open in one ama process cannot be deleted by another (the error names the
 holder's pid); a session whose file another program deletes says so, once.
 
-ama runs under RLIMIT_DATA here, so a regression that reads /dev/zero ends in MemoryError instead of taking
-the machine's memory, and each request has a short deadline, so one that blocks on a FIFO fails the test.
+Where ama meets the odd entries it runs under RLIMIT_DATA (a real process), so a regression that reads /dev/zero
+ends in MemoryError instead of taking the machine's memory, and each request has a short deadline, so one that
+blocks on a FIFO fails the test. The deleted-file test runs ama in-process (`run_ama`).
 """
 
 from __future__ import annotations
@@ -139,8 +140,8 @@ def unsaved_warnings(conn: AgentProcess, sid: str) -> list[str]:
 @pytest.mark.parametrize("notices", [False, True], ids=["agent-message", "notice"])
 async def test_a_session_whose_file_is_deleted_under_it_says_so_once(tmp_path: Path, notices: bool) -> None:
     ama = Ama(tmp_path)
-    conn = bounded_ama(ama, notices=notices)
-    async with conn:
+    # In-process: the subject is the file deleted under ama, not its process or its memory limit.
+    async with run_ama(ama, "--model", "scripted/demo", options=ClientOptions(notices=notices)) as conn:
         await conn.initialize()
         sid = (await conn.new_session(str(ama.workspace)))["sessionId"]
         await conn.prompt(sid, "hello", timeout=DEADLINE)

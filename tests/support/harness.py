@@ -10,11 +10,13 @@ the in-process harness's).
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import subprocess
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager, nullcontext
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -161,3 +163,68 @@ def local_config(
 def agent_text(conn: AgentProcess, session_id: str) -> str:
     """Everything the agent said in a session, as one string."""
     return "".join(u["content"]["text"] for u in conn.updates_for(session_id, "agent_message_chunk"))
+
+
+@contextmanager
+def client_agents_in_process(ama: Ama) -> Iterator[None]:
+    """While open, ama's terminal client called in this process (`ama_acp.client.cli.run_acp_client`) runs an agent
+    command of `ama.command(...)` in this process too (`start_in_process`, as `run_ama` does) instead of starting
+    `ama --mode acp`: for the tests of the client whose subject is not ama's process. The agent's stderr goes to
+    `ama.stderr` instead of the client's stderr pipe; its environment is this process's when it starts. Other
+    commands (the fixture agent) still start a process, and so does every agent with AMA_TEST_PROCESSES=1."""
+    from ama_acp.client import cli
+
+    if os.environ.get("AMA_TEST_PROCESSES") == "1":
+        yield
+        return
+    prefix = ama.command()[:3]  # the interpreter, -m, ama_acp
+
+    def agent_process(command: Sequence[str], *args: Any, **kwargs: Any) -> AgentProcess:
+        if list(command[:3]) == prefix and kwargs.get("launch") is None:
+
+            async def launch() -> Any:
+                return await start_in_process(list(command[3:]), dict(os.environ), ama.stderr)
+
+            kwargs["launch"] = launch
+        return AgentProcess(command, *args, **kwargs)
+
+    original = cli.AgentProcess
+    cli.AgentProcess = agent_process  # type: ignore[misc,assignment]
+    try:
+        yield
+    finally:
+        cli.AgentProcess = original  # type: ignore[misc]
+
+
+@contextmanager
+def environment(env: Mapping[str, str]) -> Iterator[None]:
+    """`os.environ` is `env` while open (as for a process started with `env=`); the test's own comes back after."""
+    saved = dict(os.environ)
+
+    def replace(new: Mapping[str, str]) -> None:
+        for name in [n for n in os.environ if n not in new]:
+            del os.environ[name]
+        os.environ.update(new)
+
+    replace(env)
+    try:
+        yield
+    finally:
+        replace(saved)
+
+
+def acp_client_in_process(
+    args: Sequence[str], env: Mapping[str, str], *, stdin: str = "", agents_of: Ama | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    """`ama acp-client ARGS` with `stdin` piped in, run in this process (`run_acp_client`, the command's own entry,
+    given a pipe's stand-ins: not a terminal) in the environment `env`, as `subprocess.run(..., capture_output=True,
+    env=env)` would give it: the exit code, stdout and stderr (bytes, UTF-8). With `agents_of`, an agent command of
+    `agents_of.command(...)` runs in-process too (`client_agents_in_process`)."""
+    from ama_acp.client.cli import run_acp_client
+
+    out, err = io.StringIO(), io.StringIO()
+    with environment(env), client_agents_in_process(agents_of) if agents_of is not None else nullcontext():
+        code = run_acp_client(list(args), out, err, io.StringIO(stdin))
+    return subprocess.CompletedProcess(
+        ["ama", "acp-client", *args], code, out.getvalue().encode(), err.getvalue().encode()
+    )
