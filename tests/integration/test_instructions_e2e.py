@@ -70,19 +70,19 @@ async def context_text(conn: Any, sid: str) -> str:
 
 async def test_workspace_and_global_files_in_the_prompt_the_meter_context_and_stats(tmp_path: Path) -> None:
     ama = Ama(tmp_path)
-    (ama.workspace / "AGENTS.md").write_text("# Rules\nRun `make check` before you finish.\n", encoding="utf-8")
     mine = tmp_path / "xdg-config" / "ama"
     mine.mkdir(parents=True)
     (mine / "AGENTS.md").write_text("Answer in short sentences.\n", encoding="utf-8")
-    bare = tmp_path / "bare"
-    bare.mkdir()
     with LLMServer() as llm:
         configure(ama, llm)
         llm.enqueue({"text": "ok"})
         async with run_ama(ama, env=ENV) as conn:
             await conn.initialize()
+            # The same workspace before its file exists: the global file only. (Another directory would differ by
+            # its path's tokens in the prompt too: "bare" against "ws" took a token off the difference.)
+            other = await open_session(conn, ama.workspace)
+            (ama.workspace / "AGENTS.md").write_text("# Rules\nRun `make check` before you finish.\n", encoding="utf-8")
             sid = await open_session(conn, ama.workspace)
-            other = await open_session(conn, bare)  # the global file only
             opened, opened_bare = usage_updates(conn, sid)[0]["used"], usage_updates(conn, other)[0]["used"]
             stats = await stats_of(conn, sid)
             files = stats["instructions"]
