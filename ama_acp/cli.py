@@ -39,7 +39,17 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cwd", help="working directory for -p (default: the current directory)")
 
 
+def skip_httpx_cli() -> None:
+    """httpx's package imports its command-line tool (httpx._main: click, pygments, rich) whenever click is
+    installed (the mcp SDK's uvicorn brings it), only to define `httpx.main`, which ama never calls: ~15-40 ms of
+    CPU in every ama process that talks HTTP. A None entry in sys.modules makes that one import fail as it does
+    where click is missing, and httpx defines its stand-in `main` instead; the rest of httpx is the same. Done
+    in ama's own process only (a module already imported is left as it is)."""
+    sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
+
+
 def main(argv: list[str] | None = None) -> int:
+    skip_httpx_cli()
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in SUBCOMMANDS:
         return _subcommand(argv[0], argv[1:])

@@ -43,11 +43,30 @@ MAX_RESPONSE_BYTES = 256 * 1024 * 1024  # one streamed reply; ~8x the largest re
 
 @functools.cache
 def ssl_context() -> ssl.SSLContext:
-    """The verified TLS context every request's client is built with: made once per process (it loads the CA
-    bundle, tens of ms); the session manager makes it ahead of the first prompt."""
+    """The verified TLS context the client of every request to an https URL is built with: made once per process
+    (it loads the CA bundle, tens of ms); the session manager makes it ahead of the first prompt."""
     import httpx
 
     return httpx.create_ssl_context()
+
+
+def plain_http(url: str) -> bool:
+    """Whether `url` is plain http (a local model server: ollama, llama.cpp, a test's), whose requests need no
+    TLS: their client is built with `untrusting_context` instead of loading the CA bundle."""
+    return url[:7].lower() == "http://"
+
+
+def untrusting_context() -> ssl.SSLContext:
+    """The TLS context of a client that talks plain http only: one that verifies and trusts nothing (no CA
+    loaded; certificates required, host names checked), made in well under a millisecond.
+
+    Such a client never does TLS: httpx follows no redirect here (`follow_redirects` is off, a 3xx is an error
+    status), and were a request ever sent to an https URL with it (a redirect followed, a URL rewritten), the
+    handshake would fail closed on the certificate, never go on unverified. A proxy's own TLS is not this
+    context's (httpx gives a proxy its own, verified one)."""
+    import ssl
+
+    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # verify_mode CERT_REQUIRED, check_hostname on, no CA
 
 
 class _DeadlineExceeded(ProviderError):
@@ -283,13 +302,15 @@ class HttpStream:
 
     def _client(self) -> httpx.AsyncClient:
         # A client per request: it binds to the running event loop, and a connection kept for the next
-        # model call minutes later saves little. The expensive part, the TLS context, is shared.
+        # model call minutes later saves little. The expensive part, the verified TLS context, is shared; a plain
+        # http URL's client never loads it (untrusting_context).
         import httpx
 
         timeout = httpx.Timeout(self.timeout, connect=min(self.timeout, 30.0))
         if self.transport is not None:
             return httpx.AsyncClient(timeout=timeout, transport=self.transport)
-        return httpx.AsyncClient(timeout=timeout, verify=ssl_context())
+        tls = untrusting_context() if plain_http(self.url) else ssl_context()
+        return httpx.AsyncClient(timeout=timeout, verify=tls)
 
     def _scrub(self, text: str) -> str:
         return scrub(text, self._secret)

@@ -52,8 +52,9 @@ def prepare_first_prompt(config: Config, model_id: str | None) -> None:
     """What the first prompt of `model_id` does once per process, done ahead (server.py's preload thread calls
     it, through Handlers.prepare_first_prompt): its provider built (the provider's modules imported) and, when
     that provider talks HTTP, httpx and httpcore imported (~0.2 s; httpx imports httpcore only when its first
-    client is built) and the verified TLS context made (the CA bundle: ~60 ms). Nothing is kept but the
-    modules and that process-wide context: each session builds its own provider."""
+    client is built) and, for an https URL, the verified TLS context made (the CA bundle: ~60 ms; a plain http
+    URL's requests never load it). Nothing is kept but the modules and that process-wide context: each session
+    builds its own provider."""
     if not model_id:  # no usable model yet: sign-in first, and which provider it will be is not known
         return
     from ama_acp.context.request_size import estimate_request
@@ -61,7 +62,8 @@ def prepare_first_prompt(config: Config, model_id: str | None) -> None:
 
     # As the session's provider_for does (the catalog entry only adds headers). A configuration problem, a
     # missing key: a provider that fails with a message, and no HTTP to prepare.
-    if isinstance(provider_for_model(config, model_id, None, estimate_request), FailingProvider):
+    provider = provider_for_model(config, model_id, None, estimate_request)
+    if isinstance(provider, FailingProvider):
         return
     pcfg = provider_config(config, split_model_id(model_id)[0])  # a valid id: provider_for_model checked it
     if pcfg is None or pcfg.kind == "scripted":
@@ -71,7 +73,8 @@ def prepare_first_prompt(config: Config, model_id: str | None) -> None:
 
     from ama_acp.providers import stream
 
-    stream.ssl_context()  # cached for the process (functools.cache): what each request's client is built with
+    if not stream.plain_http(str(getattr(provider, "base_url", ""))):
+        stream.ssl_context()  # cached for the process (functools.cache): what each request's client is built with
 
 
 class _Opening(NamedTuple):

@@ -1,5 +1,7 @@
 """Startup: spawn → `initialize` response (median of 7) against a baseline measured in the same run,
-`python -c "import anyio, msgspec"`; then session/new latency and the idle RSS.
+`python -c "import anyio, msgspec"`; then session/new latency, the idle RSS, and the CPU one process costs from
+start to exit (what each of the tests that start a real ama pays): `initialize` then EOF, and `initialize` +
+session/new with an OpenAI-compatible provider at a plain http:// URL (a local model server) then EOF.
 
     python tests/bench/bench_startup.py
 
@@ -11,6 +13,8 @@ baseline is anyio + msgspec alone and the ratio is reported for comparison betwe
 from __future__ import annotations
 
 import json
+import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -79,6 +83,41 @@ def session_new_and_rss(cmd: list[str], cwd: str, data_dir: str) -> tuple[float,
     return statistics.median(times), rss_kb / 1024
 
 
+def cpu_of_one(cmd: list[str], cwd: str, env: dict[str, str], new_session: bool) -> float:
+    """User + system CPU of one ama, spawn to exit: `initialize` (and session/new), then stdin EOF."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    p = subprocess.Popen(
+        cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=cwd, env=env
+    )
+    assert p.stdin and p.stdout
+    p.stdin.write(b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}\n')
+    if new_session:
+        new = {"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": cwd, "mcpServers": []}}
+        p.stdin.write(json.dumps(new).encode() + b"\n")
+    p.stdin.flush()
+    while json.loads(p.stdout.readline()).get("id") != (2 if new_session else 1):
+        pass
+    p.stdin.close()
+    p.stdout.read()
+    p.wait()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def cpu_per_process(tmp: str) -> tuple[float, float]:
+    """Median CPU of `initialize` + EOF (the demo model) and of `initialize` + session/new + EOF with an
+    OpenAI-compatible provider at http://127.0.0.1:9/v1 (nothing listens: no request is made)."""
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and not k.startswith("AMA_")}
+    env |= {"HOME": tmp, "XDG_CONFIG_HOME": f"{tmp}/xdg-config", "XDG_DATA_HOME": f"{tmp}/xdg-data"}
+    http = env | {"OPENAI_API_KEY": "sk-x", "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}
+    base = [sys.executable, "-m", "ama_acp", "--mode", "acp", "--data-dir", f"{tmp}/cpu-data"]
+    demo = [*base, "--model", "scripted/demo"]
+    openai = [*base, "--model", "openai/gpt-4.1"]
+    init = statistics.median(cpu_of_one(demo, tmp, env, False) for _ in range(RUNS))
+    opened = statistics.median(cpu_of_one(openai, tmp, http, True) for _ in range(RUNS))
+    return init, opened
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [
@@ -96,11 +135,14 @@ def main() -> None:
         base = statistics.median(baseline() for _ in range(RUNS))
         ama = statistics.median(spawn_to_initialize(cmd, tmp) for _ in range(RUNS))
         new, rss = session_new_and_rss(cmd, tmp, f"{tmp}/data")
+        cpu_init, cpu_new = cpu_per_process(tmp)
     print(f"baseline  python -c 'import anyio, msgspec': {base * 1000:7.1f} ms")
     print(f"ama       spawn → initialize response (median of {RUNS}):   {ama * 1000:7.1f} ms")
     print(f"ratio     {ama / base:.2f}  (to anyio + msgspec alone; goal: under 250 ms)")
     print(f"session/new (median of {RUNS}): {new * 1000:.2f} ms  (goal < 10 ms)")
     print(f"idle RSS after {RUNS} sessions: {rss:.1f} MB  (goal < 60 MB)")
+    print(f"CPU of one process, initialize + EOF (median of {RUNS}): {cpu_init * 1000:.0f} ms")
+    print(f"CPU of one process, initialize + session/new (openai at http://127.0.0.1) + EOF: {cpu_new * 1000:.0f} ms")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,138 @@
+"""Which TLS context a provider's requests are built with (providers/stream.py): an https base URL's the verified
+one, made once per process; a plain http base URL's (a local model server) one that trusts nothing, made without
+loading the CA bundle — and a request that ever reached TLS with it fails closed."""
+
+from __future__ import annotations
+
+import datetime
+import ssl
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+
+from ama_acp.config import Config, ProviderConfig
+from ama_acp.providers import stream
+from ama_acp.providers.settings import ProviderSettings
+from ama_acp.providers.stream import HttpStream, plain_http, untrusting_context
+from ama_acp.session.manager import prepare_first_prompt
+from tests.support.web_server import WebServer
+
+
+@pytest.mark.parametrize(
+    ("url", "plain"),
+    [
+        ("http://127.0.0.1:11434/v1", True),
+        ("HTTP://localhost:8080", True),
+        ("https://api.openai.com/v1", False),
+        ("HTTPS://example.test", False),
+        ("", False),  # not known to be plain http: the verified context
+        ("httpx://odd", False),
+    ],
+)
+def test_only_a_plain_http_url_goes_without_the_verified_context(url: str, plain: bool) -> None:
+    assert plain_http(url) is plain
+
+
+def test_the_untrusting_context_requires_a_certificate_and_trusts_none() -> None:
+    ctx = untrusting_context()
+    assert ctx.verify_mode == ssl.CERT_REQUIRED
+    assert ctx.check_hostname
+    assert ctx.get_ca_certs() == []
+    assert ctx.cert_store_stats()["x509_ca"] == 0
+
+
+def _client_context(url: str) -> ssl.SSLContext:
+    http = HttpStream(ProviderSettings(name="p", base_url=url), url=url + "/chat/completions", headers={}, key=None)  # type: ignore[arg-type]
+    client = http._client()
+    try:
+        return client._transport._pool._ssl_context  # type: ignore[attr-defined]
+    finally:
+        anyio.run(client.aclose)
+
+
+def test_an_http_url_s_client_never_loads_the_ca_bundle_an_https_one_shares_the_verified_context(monkeypatch) -> None:
+    made: list[str] = []
+    verified = stream.ssl_context()
+
+    def counted() -> ssl.SSLContext:
+        made.append("verified")
+        return verified
+
+    monkeypatch.setattr(stream, "ssl_context", counted)
+    plain = _client_context("http://127.0.0.1:9/v1")
+    assert made == [] and plain is not verified
+    assert plain.verify_mode == ssl.CERT_REQUIRED and plain.get_ca_certs() == []
+    assert _client_context("https://api.example.test/v1") is verified
+    assert made == ["verified"]
+
+
+@pytest.mark.parametrize(("base_url", "made"), [("http://127.0.0.1:9/v1", []), ("https://llm.example.test/v1", [1])])
+def test_preparing_the_first_prompt_makes_the_verified_context_for_https_only(monkeypatch, base_url, made) -> None:
+    calls: list[int] = []
+    monkeypatch.setattr(stream, "ssl_context", lambda: calls.append(1))
+    config = Config(providers={"local": ProviderConfig(kind="openai", base_url=base_url)})
+    prepare_first_prompt(config, "local/some-model")
+    assert calls == made
+
+
+def _tls_server(tmp_path: Path, name: str) -> tuple[ssl.SSLContext, str]:
+    """A server context with a certificate for `name` signed by a test CA, and that CA (PEM)."""
+    pytest.importorskip("cryptography")
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.UTC)
+
+    def cert(subject: str, key, signer, ca: bool) -> x509.Certificate:
+        b = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
+            .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test CA")]))
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(hours=1))
+            .not_valid_after(now + datetime.timedelta(hours=1))
+            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        )
+        if not ca:
+            b = b.add_extension(x509.SubjectAlternativeName([x509.DNSName(subject)]), critical=False)
+        return b.sign(signer, hashes.SHA256())
+
+    ca_key, leaf_key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca = cert("test CA", ca_key, ca_key, True)
+    leaf = cert(name, leaf_key, ca_key, False)
+    pem = serialization.Encoding.PEM
+    (tmp_path / "leaf.pem").write_bytes(
+        leaf.public_bytes(pem)
+        + leaf_key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server.load_cert_chain(tmp_path / "leaf.pem")
+    return server, ca.public_bytes(pem).decode()
+
+
+async def _get(verify: ssl.SSLContext, url: str) -> httpx.Response:
+    async with httpx.AsyncClient(verify=verify, follow_redirects=True, trust_env=False, timeout=10) as client:
+        return await client.get(url)
+
+
+def test_a_redirect_from_http_to_https_with_the_untrusting_context_fails_closed(tmp_path) -> None:
+    """Even a client that followed redirects (the providers' do not) could not reach an https server with the
+    plain-http context: the handshake fails on the certificate, though the same server is trusted by a client
+    that knows its CA."""
+    server_tls, ca = _tls_server(tmp_path, "localhost")
+    with WebServer(tls=server_tls) as secure, WebServer() as plain:
+        secure.route("/v1/models", body=b"{}", content_type="application/json")
+        target = secure.url("/v1/models", "localhost", scheme="https")
+        plain.route("/v1/models", status=302, headers={"Location": target})
+        trusting = ssl.create_default_context(cadata=ca)
+        assert anyio.run(_get, trusting, target).status_code == 200  # the server is sound
+        assert len(secure.requests) == 1
+        with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+            anyio.run(_get, untrusting_context(), plain.url("/v1/models", "localhost"))
+        assert plain.hits == ["/v1/models"]
+        assert len(secure.requests) == 1  # the redirected request never reached the https server
