@@ -12,22 +12,27 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from acp import text_block
-from acp.schema import EnvVariable, HttpMcpServer, McpServerStdio
 
 from tests.integration.test_official_sdk import open_session, poll, sdk_ama, step, write_config
 from tests.support.harness import Ama
 from tests.support.llm_server import LLMServer
 from tests.support.mcp_servers.http_server import running_http_server
 
+# The official ACP SDK is imported where it is used: its models cost ~1 s of CPU to import, in every pytest
+# process that collects this file (test_official_sdk.py does the same).
+if TYPE_CHECKING:
+    from acp.schema import McpServerStdio
+
 pytestmark = pytest.mark.anyio
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def stdio_server(name: str, test_dir: Path, pid_file: Path, *flags: str) -> McpServerStdio:
+    from acp.schema import EnvVariable, McpServerStdio
+
     env = {"PYTHONPATH": str(ROOT), "MCP_TEST_DIR": str(test_dir), "MCP_TEST_PID_FILE": str(pid_file)}
     return McpServerStdio(
         name=name,
@@ -54,6 +59,9 @@ def tool_names(body: dict[str, Any]) -> list[str]:
 
 
 async def test_stdio_and_http_servers_from_session_new_through_a_turn_to_close(tmp_path: Path) -> None:
+    from acp import text_block
+    from acp.schema import HttpMcpServer
+
     ama = Ama(tmp_path)
     notes = tmp_path / "notes"
     notes.mkdir()
@@ -134,6 +142,9 @@ async def test_stdio_and_http_servers_from_session_new_through_a_turn_to_close(t
 
 
 async def test_a_server_that_crashes_mid_call_fails_that_call_only_under_the_official_client(tmp_path: Path) -> None:
+    from acp import text_block
+    from acp.schema import HttpMcpServer
+
     ama = Ama(tmp_path)
     notes = tmp_path / "notes"
     notes.mkdir()

@@ -229,15 +229,12 @@ async def test_a_server_that_dies_at_start_is_told_once_with_its_stderr_in_the_l
     with LLMServer() as llm:
         configure(ama, llm)
         llm.enqueue({"text": "still working"})
-        # A process: the test waits for the log blocking its own thread (poll_until), while ama writes it.
-        async with run_ama(ama, env=KEY, process=True) as conn:  # no notices: the person is told in an agent message
+        async with run_ama(ama, env=KEY) as conn:  # no notices: the person is told in an agent message
             sid = await open_session(conn, ama, [stdio("dead", notes, "--die-at-start", "--stderr-lines", "3")])
             await conn.wait_for(lambda: "'dead'" in agent_text(conn, sid), timeout=30)
-            log = poll_until(
-                lambda: (t := ama.log_text()) and "die-at-start: cannot open the database" in t and t,
-                10,
-                "the server's stderr in ama's log",
-            )
+            # The server's stderr in ama's log (waited for on the event loop ama runs on).
+            await conn.wait_for(lambda: "die-at-start: cannot open the database" in ama.log_text(), timeout=10)
+            log = ama.log_text()
             assert "stderr line 2" in log
             assert await prompt(conn, sid) == "end_turn"
             assert not [n for n in tool_names(llm.requests[0].body) if n.startswith("mcp__dead__")]

@@ -12,9 +12,11 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from ama_acp.client.connection import ClientOptions
@@ -67,6 +69,17 @@ def notices(conn: Any, sid: str) -> list[str]:
     return [json.dumps(n) for n in conn.updates_for(sid, "notice")]
 
 
+async def comes_true_within(condition: Callable[[], object], seconds: float, interval: float = 0.01) -> bool:
+    """`holds_within` (tests/support/waiting.py) for a test whose ama runs on its event loop: whether
+    `condition()` became true within `seconds` (checked once more at the deadline)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        await anyio.sleep(interval)  # polling a condition over a window, as holds_within does
+    return bool(condition())
+
+
 async def test_a_20_mb_line_without_a_newline_fails_its_server_fast_with_a_clear_reason(tmp_path: Path) -> None:
     ama = Ama(tmp_path)
     with LLMServer() as llm:
@@ -114,13 +127,13 @@ async def test_a_list_changed_storm_makes_a_handful_of_relists(tmp_path: Path) -
     count = folder / "tools_list.count"
     with LLMServer() as llm:
         configure(ama, llm)
-        # A process: the test waits blocking its own thread (poll_until, holds_within) while ama works.
-        async with run_ama(ama, env=KEY, process=True) as conn:
+        # In-process: the waits below yield to the event loop ama runs on.
+        async with run_ama(ama, env=KEY) as conn:
             sid = await open_session(conn, ama, [hostile("storm", folder, "list-changed", "--count", "2000")])
             await wait_ready(conn, sid, "storm")
-            poll_until(lambda: (folder / "storm.done").exists(), 30, "the storm to end")
+            await conn.wait_for(lambda: (folder / "storm.done").exists(), timeout=30)  # the storm ends
             # 2000 notifications over about 2 s: at most one re-list a second, and one after the storm.
-            relisted = holds_within(lambda: count.exists() and int(count.read_text() or 0) > 6, 1.5)
+            relisted = await comes_true_within(lambda: count.exists() and int(count.read_text() or 0) > 6, 1.5)
             assert not relisted, f"{count.read_text()} tools/list requests for one storm"
             assert int(count.read_text()) >= 2  # the change was heard: at least one re-list after the first
 

@@ -1,7 +1,11 @@
 """The tools every test server offers, on one `MCPServer`.
 
-`MCP_TEST_DIR` (environment) is where `write_note` writes and where `slow` leaves its markers, so a test can
-see what the server did (a note written, a call that started, a call that was cancelled).
+`MCP_TEST_DIR` (environment; `build_server(test_dir=...)` for a server in the test's own process) is where
+`write_note` writes and where `slow` leaves its markers, so a test can see what the server did (a note written,
+a call that started, a call that was cancelled).
+
+The SDK is imported by `build_server`, not by this module: `PIXEL_PNG` is read by test modules that every pytest
+worker collects, where importing `mcp` would cost about a second of CPU each.
 """
 
 from __future__ import annotations
@@ -11,10 +15,11 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import anyio
-from mcp.server.mcpserver import Context, MCPServer
-from mcp_types import CallToolResult, EmbeddedResource, ImageContent, TextContent, TextResourceContents, ToolAnnotations
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import Context, MCPServer
+    from mcp_types import CallToolResult
 
 # A 1x1 transparent PNG: a real image, small enough to compare whole.
 PIXEL_PNG = base64.b64encode(
@@ -25,12 +30,29 @@ PIXEL_PNG = base64.b64encode(
 ).decode()
 
 
-def _test_dir() -> Path:
+def _env_test_dir() -> Path:
     # Without one, the system's temp directory: never the working directory (the repository, in tests).
     return Path(os.environ.get("MCP_TEST_DIR") or tempfile.gettempdir())
 
 
-def build_server(name: str = "testserver") -> MCPServer:
+def build_server(name: str = "testserver", *, test_dir: Path | None = None, in_process: bool = False) -> MCPServer:
+    """The server. `test_dir` overrides `MCP_TEST_DIR`; `in_process` (a server in a thread of the test's
+    process) makes `crash` fail its call instead of ending the process, which is the test runner's."""
+    global Context, CallToolResult  # the tools' annotations are resolved in this module's namespace
+    import anyio
+    from mcp.server.mcpserver import Context, MCPServer
+    from mcp_types import (
+        CallToolResult,
+        EmbeddedResource,
+        ImageContent,
+        TextContent,
+        TextResourceContents,
+        ToolAnnotations,
+    )
+
+    def _test_dir() -> Path:
+        return test_dir if test_dir is not None else _env_test_dir()
+
     server = MCPServer(name, log_level="WARNING")
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True), structured_output=False)
@@ -74,6 +96,8 @@ def build_server(name: str = "testserver") -> MCPServer:
     @server.tool(structured_output=False)
     def crash() -> str:
         """The process exits in the middle of the call."""
+        if in_process:
+            raise RuntimeError("crash: a server in the test's process does not end it")
         sys.stderr.write("crash: exiting mid-call\n")
         sys.stderr.flush()
         os._exit(7)
