@@ -16,6 +16,33 @@ if _REPO_ROOT not in sys.path:
     sys.path.insert(0, _REPO_ROOT)
 
 
+def _keep_rewritten_test_modules() -> None:
+    """pytest rewrites the asserts of every test module when it imports it, and of its plugins' packages (xdist,
+    anyio, hypothesis: ~110 modules), and keeps the result in __pycache__, unless bytecode writing is off
+    (PYTHONDONTWRITEBYTECODE): then every run, and every xdist worker, rewrote them all again (about 12 s of CPU
+    of the 16 s a collection took, and then ~1.3 s for the plugins). Writing is turned back on for this process
+    only (the ama subprocesses keep the variable; the files are git-ignored), first thing, before hypothesis is
+    imported below; and the modules pytest rewrote before this file ran (the plugins it loads at start, this
+    file) are written once now, so that the next process, a worker or the next run, reads them."""
+    if not sys.dont_write_bytecode:
+        return
+    sys.dont_write_bytecode = False
+    try:  # pytest's own cache of rewritten modules, through its internals: skipped if they change
+        from _pytest.assertion import rewrite
+
+        hook = next(f for f in sys.meta_path if isinstance(f, rewrite.AssertionRewritingHook))
+        for path in list(hook._rewritten_names.values()):
+            pyc = rewrite.get_cache_dir(path) / (path.name[:-3] + rewrite.PYC_TAIL)
+            if not pyc.exists() and rewrite.try_makedirs(pyc.parent):
+                source_hash, code = rewrite._rewrite_test(path, hook.config)
+                rewrite._write_pyc(hook.config.stash[rewrite.assertstate_key], code, source_hash, pyc)
+    except Exception as exc:  # noqa: BLE001 - an optimisation only: said, and the run goes on without it
+        sys.stderr.write(f"conftest: the plugins' rewritten modules were not cached ({exc!r}); each run rewrites them\n")
+
+
+_keep_rewritten_test_modules()
+
+
 def _put_scripts_dir_first_on_path() -> None:
     """The test dependency `ripgrep` installs its `rg` binary into this interpreter's scripts directory
     (`.venv/bin`), which is not on PATH when the suite runs as `.venv/bin/python -m pytest` without an
@@ -57,17 +84,6 @@ def _compile_ama_once() -> None:
 
 
 _compile_ama_once()
-
-
-def _keep_rewritten_test_modules() -> None:
-    """pytest rewrites the asserts of every test module when it imports it and keeps the result in __pycache__,
-    unless bytecode writing is off (PYTHONDONTWRITEBYTECODE): then every run, and every xdist worker, rewrote
-    all the test modules again: about 12 s of CPU of the 16 s a collection took. Writing is turned back on
-    for this process only (the ama subprocesses keep the variable; the files are git-ignored)."""
-    sys.dont_write_bytecode = False
-
-
-_keep_rewritten_test_modules()
 
 
 # Workers for a run of the whole suite (pytest-xdist). Most tests wait on ama processes, model servers and pipes,

@@ -14,8 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from acp import PROTOCOL_VERSION, RequestError, spawn_agent_process
-from acp.schema import ClientCapabilities
 
 from ama_acp.client.options import ClientOptions
 from tests.support.harness import Ama, clean_env, run_ama
@@ -59,6 +57,9 @@ def _check_refusal(code: int, message: str, data: Any, methods: set[str]) -> Non
 async def test_official_sdk_client_gets_details_and_the_methods_its_capabilities_ask_for(
     tmp_path: Path, shape: str
 ) -> None:
+    from acp import PROTOCOL_VERSION, RequestError, spawn_agent_process
+    from acp.schema import ClientCapabilities
+
     caps, expected = SHAPES[shape]
     workspace = tmp_path / "ws"
     workspace.mkdir()

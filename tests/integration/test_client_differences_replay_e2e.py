@@ -13,8 +13,6 @@ from typing import Any
 
 import anyio
 import pytest
-from acp import PROTOCOL_VERSION
-from acp.schema import ClientCapabilities
 
 from ama_acp.client.connection import AgentProcess, ClientOptions
 from tests.integration.test_official_sdk import (
@@ -45,6 +43,9 @@ def _ids(updates: list[dict[str, Any]], kinds: tuple[str, ...]) -> list[str]:
 
 
 async def test_replayed_messages_keep_their_live_ids(tmp_path: Path) -> None:
+    from acp import PROTOCOL_VERSION
+    from acp.schema import ClientCapabilities
+
     ama = Ama(tmp_path)
     notes = ama.workspace / "notes.txt"
     notes.write_text(FILE_BODY, encoding="utf-8")

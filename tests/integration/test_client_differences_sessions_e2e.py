@@ -19,8 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from acp import PROTOCOL_VERSION, text_block
-from acp.schema import ClientCapabilities, FileSystemCapabilities, Implementation
 
 from ama_acp.client.connection import AgentProcess
 from ama_acp.client.handlers import RpcError
@@ -116,6 +114,9 @@ async def test_a_session_stored_before_with_a_trailing_slash_still_works(tmp_pat
 
 
 async def test_cwd_spelling_under_the_official_sdk(tmp_path: Path) -> None:
+    from acp import PROTOCOL_VERSION, text_block
+    from acp.schema import ClientCapabilities, FileSystemCapabilities, Implementation
+
     ama = Ama(tmp_path)
     plain, slashed = str(ama.workspace.resolve()), _slash(ama.workspace.resolve())
     old = "ses_0000000000000000000000b2"

@@ -8,8 +8,6 @@ import json
 from pathlib import Path
 
 import pytest
-from acp import PROTOCOL_VERSION, text_block
-from acp.schema import ClientCapabilities, Implementation
 
 from tests.integration.test_official_sdk import sdk_ama, step, write_config
 from tests.support.harness import Ama
@@ -19,6 +17,9 @@ pytestmark = pytest.mark.anyio
 
 
 async def test_fork_through_official_sdk(tmp_path: Path) -> None:
+    from acp import PROTOCOL_VERSION, text_block
+    from acp.schema import ClientCapabilities, Implementation
+
     ama = Ama(tmp_path)
     cwd = str(ama.workspace.resolve())
     with LLMServer() as server:

@@ -22,27 +22,19 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-
-# The official SDK is a pinned test dependency (pyproject `test` extra: agent-client-protocol==0.12.1);
-# it is imported plainly so that a missing SDK fails loudly instead of skipping these tests.
-from acp import PROTOCOL_VERSION, spawn_agent_process, text_block
-from acp.connection import StreamDirection, StreamEvent
-from acp.schema import (
-    AllowedOutcome,
-    ClientCapabilities,
-    DeniedOutcome,
-    FileSystemCapabilities,
-    Implementation,
-    ReadTextFileResponse,
-    RequestPermissionResponse,
-)
 
 from conformance.schema import WireRecorder, load_validator
 from tests.support.harness import Ama, clean_env
 from tests.support.llm_server import LLMServer
+
+# The official SDK is a pinned test dependency (pyproject `test` extra: agent-client-protocol==0.12.1). It is
+# imported where it is used (its pydantic models cost ~1 s of CPU to import, in every process that collects
+# the suite), plainly, so that a missing SDK fails these tests loudly instead of skipping them.
+if TYPE_CHECKING:
+    from acp.schema import ReadTextFileResponse, RequestPermissionResponse
 
 pytestmark = pytest.mark.anyio
 
@@ -97,6 +89,8 @@ class RecordingClient:
     async def request_permission(
         self, session_id: str, tool_call: Any, options: list[Any], **kwargs: Any
     ) -> RequestPermissionResponse:
+        from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse
+
         self.permission_requests.append({"toolCall": tool_call.model_dump(mode="json", by_alias=True)})
         for option in options:
             if option.kind == "allow_once":
@@ -106,6 +100,8 @@ class RecordingClient:
     async def read_text_file(
         self, session_id: str, path: str, line: int | None = None, limit: int | None = None, **kwargs: Any
     ) -> ReadTextFileResponse:
+        from acp.schema import ReadTextFileResponse
+
         self.reads.append(path)
         text = await asyncio.to_thread(Path(path).read_text, encoding="utf-8")
         if line is not None or limit is not None:
@@ -203,6 +199,9 @@ reasoning = true
 @asynccontextmanager
 async def sdk_ama(ama: Ama, name: str) -> AsyncIterator[tuple[Any, RecordingClient, Wire, Any]]:
     """ama under the SDK's `spawn_agent_process`, behind the tee; checks the whole wire when it closes."""
+    from acp import spawn_agent_process
+    from acp.connection import StreamDirection, StreamEvent
+
     tee = ama.tmp / "tee.py"
     tee.write_text(_TEE, encoding="utf-8")
     wire = Wire(ama.tmp / f"{name}.stdout.jsonl")
@@ -255,6 +254,9 @@ async def poll(predicate: Callable[[], Any], what: str, timeout: float = STEP_TI
 
 
 async def open_session(conn: Any, client: RecordingClient, ama: Ama) -> str:
+    from acp import PROTOCOL_VERSION
+    from acp.schema import ClientCapabilities, FileSystemCapabilities, Implementation
+
     init = await step(
         conn.initialize(
             protocol_version=PROTOCOL_VERSION,
@@ -337,6 +339,8 @@ def tool_text(update: dict[str, Any]) -> str:
 
 
 async def run_read_turn(conn: Any, client: RecordingClient, sid: str, server: LLMServer) -> Any:
+    from acp import text_block
+
     result = await step(
         conn.prompt(session_id=sid, prompt=[text_block("What do the notes say?")]), "session/prompt", timeout=15
     )
@@ -463,6 +467,8 @@ async def test_prompt_with_tool_call_through_official_sdk(tmp_path: Path, kind: 
 
 @pytest.mark.parametrize("kind", PROVIDERS)
 async def test_cancel_through_official_sdk(tmp_path: Path, kind: str) -> None:
+    from acp import text_block
+
     ama = Ama(tmp_path)
     with LLMServer() as server:
         write_config(ama, server, kind)
@@ -483,6 +489,9 @@ async def test_cancel_through_official_sdk(tmp_path: Path, kind: str) -> None:
 
 @pytest.mark.parametrize("kind", PROVIDERS)
 async def test_load_session_through_official_sdk(tmp_path: Path, kind: str) -> None:
+    from acp import PROTOCOL_VERSION
+    from acp.schema import ClientCapabilities
+
     ama = Ama(tmp_path)
     notes = ama.workspace / "notes.txt"
     notes.write_text(FILE_BODY, encoding="utf-8")

@@ -16,8 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from acp import PROTOCOL_VERSION, RequestError, spawn_agent_process, text_block
-from acp.schema import ClientCapabilities
 
 from conformance.model_server import ScriptedModel
 from tests.support.harness import clean_env
@@ -75,6 +73,9 @@ def _run_setup(openai_url: str, env: dict[str, str], tmp: Path) -> None:
 
 @pytest.mark.skipif(shutil.which("ama-acp", path=str(BIN)) is None, reason="ama-acp is not installed in this venv")
 async def test_no_key_to_auth_required_to_setup_to_authenticate_to_a_turn(tmp_path: Path) -> None:
+    from acp import PROTOCOL_VERSION, RequestError, spawn_agent_process, text_block
+    from acp.schema import ClientCapabilities
+
     env = _env(tmp_path)
     workspace = tmp_path / "ws"
     workspace.mkdir()

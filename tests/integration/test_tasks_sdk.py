@@ -15,8 +15,6 @@ import importlib.metadata
 from typing import Any
 
 import pytest
-from acp import PROTOCOL_VERSION, text_block
-from acp.schema import ClientCapabilities, FileSystemCapabilities, Implementation
 
 from tests.integration.test_official_sdk import open_session, sdk_ama, step, write_config
 from tests.integration.test_tasks_e2e import task_call
@@ -42,6 +40,8 @@ def _text(update: dict[str, Any]) -> str:
 
 
 async def test_without_subagents_the_sdk_sees_the_child_as_the_task_calls_content(tmp_path):
+    from acp import text_block
+
     ama = Ama(tmp_path)
     (ama.workspace / "notes.txt").write_text("heron\n")
     with LLMServer() as llm:
@@ -69,6 +69,9 @@ async def test_without_subagents_the_sdk_sees_the_child_as_the_task_calls_conten
 
 async def test_the_sdk_cannot_advertise_subagents_nor_receive_a_subagent_update(tmp_path):
     """The limit of agent-client-protocol 0.12.1, shown step by step."""
+    from acp import PROTOCOL_VERSION, text_block
+    from acp.schema import ClientCapabilities, FileSystemCapabilities, Implementation
+
     if SDK != "0.12.1":
         pytest.fail(f"the SDK is {SDK}: check whether it handles `subagents` now, and update this test and docs")
     ama = Ama(tmp_path)

@@ -32,10 +32,24 @@ from tests.support.waiting import poll_until
 DIALECTS = ["openai", "anthropic"]
 MODES = [(d, s) for d in DIALECTS for s in (False, True)]
 JSON = {"content-type": "application/json"}  # bodies are sent as json.dumps() writes them, to know their size
-# One client for the file, without keep-alive: each request on a connection of its own, closed after its answer,
-# as httpx.post() does. httpx.post() builds a client for each request, and with it an SSL context that loads the
-# CA bundle: ~40 ms of CPU a request, for plain HTTP to 127.0.0.1.
-HTTP = httpx.Client(limits=httpx.Limits(max_keepalive_connections=0))
+
+
+class _Client:
+    """One client for the file, without keep-alive: each request on a connection of its own, closed after its
+    answer, as httpx.post() does. httpx.post() builds a client for each request, and with it an SSL context that
+    loads the CA bundle: ~40 ms of CPU a request, for plain HTTP to 127.0.0.1. Built at its first use, not at
+    import: every process that collects the suite imports this file, and most never run it."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):  # pytest looks for its markers on every name of the module when it collects it
+            raise AttributeError(name)
+        client = self.__dict__.get("client")
+        if client is None:
+            client = self.__dict__["client"] = httpx.Client(limits=httpx.Limits(max_keepalive_connections=0))
+        return getattr(client, name)
+
+
+HTTP = _Client()
 
 
 @pytest.fixture(name="model")
