@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance.method_tables import derive_method_tables
+from conformance.schema_fast import Check, FastChecker, jsonschema_fast_checker
 from conformance.schema_files import SCHEMA_DIR as SCHEMA_DIR
 from conformance.schema_files import SchemaUnavailable as SchemaUnavailable
 from conformance.schema_files import schema_path as schema_path
@@ -103,6 +104,24 @@ def _is_id(value: object) -> bool:
     return value is None or isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
+def _no_constants(name: str) -> None:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for k, _ in pairs:
+            if k in seen:
+                raise ValueError(f"duplicate key {k!r}")
+            seen.add(k)
+    return obj
+
+
+# One decoder for every line (json.loads would build one per call): NaN/Infinity and duplicate keys rejected.
+_STRICT_JSON = json.JSONDecoder(parse_constant=_no_constants, object_pairs_hook=_no_duplicates)
+
 _REQUEST_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
 _RESPONSE_KEYS = frozenset({"jsonrpc", "id", "result", "error"})
 
@@ -110,9 +129,11 @@ _RESPONSE_KEYS = frozenset({"jsonrpc", "id", "result", "error"})
 class WireValidator:
     """Validates messages an agent writes, each against the schema definition of its method."""
 
-    def __init__(self, schema: Mapping[str, Any], *, optimize: bool = True) -> None:
+    def __init__(self, schema: Mapping[str, Any], *, optimize: bool = True, fast: bool = True) -> None:
         """``optimize`` validates against an equivalent rewrite of the schema (``optimize_tagged_unions``)
-        that is several times faster; ``optimize=False`` uses the schema exactly as published."""
+        that is several times faster; ``optimize=False`` uses the schema exactly as published. ``fast`` asks a
+        compiled validity check (``schema_fast.FastChecker``) first and runs jsonschema only on a message it finds
+        invalid (same verdicts, same messages: they are jsonschema's); ``fast=False`` runs jsonschema always."""
         from jsonschema import Draft202012Validator
         from referencing import Registry, Resource
         from referencing.jsonschema import DRAFT202012
@@ -133,6 +154,9 @@ class WireValidator:
             self._validator_cls = extend(Draft202012Validator, {TAGGED_UNION_KEYWORD: tagged_union_keyword})
         self._compiled: dict[str, Any] = {}
         self._lock = threading.Lock()
+        self._compiled_schema = compiled_schema
+        self._fast: FastChecker | None = None
+        self._fast_checks: dict[str, Check] | None = {} if fast else None
 
     # -- definitions --------------------------------------------------------------------------------
 
@@ -153,6 +177,32 @@ class WireValidator:
                     self._compiled[name] = v
         return v
 
+    def _fast_checker(self) -> FastChecker:
+        """The compiled checks of this schema (built on first use; the caller holds the lock)."""
+        if self._fast is None:
+            self._fast = jsonschema_fast_checker(
+                self._compiled_schema, _SCHEMA_URI, self._validator_cls, self._registry, self._format_checker
+            )
+        return self._fast
+
+    def is_valid_fast(self, name: str, instance: object) -> bool:
+        """Whether ``instance`` is valid against ``$defs/<name>`` by the compiled check alone (False when there is
+        none: ``fast=False``, or the check failed to build or run); True means jsonschema finds no error."""
+        checks = self._fast_checks
+        if checks is None:
+            return False
+        check = checks.get(name)
+        try:
+            if check is None:
+                if name not in self.schema["$defs"]:
+                    return False
+                with self._lock:
+                    check = checks.get(name) or self._fast_checker().definition(name)
+                    checks[name] = check
+            return check(instance)
+        except Exception:  # noqa: BLE001 - jsonschema decides (and raises what it raises)
+            return False
+
     def definition_errors(self, name: str, instance: object, where: str = "$") -> list[str]:
         """Human-readable errors of ``instance`` against ``$defs/<name>`` ([] when valid).
 
@@ -163,6 +213,8 @@ class WireValidator:
         def path(err) -> str:
             return where + err.json_path[1:]
 
+        if self.is_valid_fast(name, instance):
+            return []
         validator = self.definition_validator(name)
         errors = list(validator.iter_errors(instance))
         if not errors:
@@ -297,19 +349,10 @@ class WireValidator:
         if not body.strip():
             raise AssertionError("ACP violation: empty line on the wire")
 
-        def no_constants(name: str) -> None:
-            raise ValueError(f"{name} is not valid JSON")
-
-        def no_duplicates(pairs: list[tuple[str, Any]]) -> dict:
-            obj: dict = {}
-            for k, v in pairs:
-                if k in obj:
-                    raise ValueError(f"duplicate key {k!r}")
-                obj[k] = v
-            return obj
-
         try:
-            msg = json.loads(body, parse_constant=no_constants, object_pairs_hook=no_duplicates)
+            if body.startswith("\ufeff"):  # what json.loads says of a str with a byte order mark
+                raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", body, 0)
+            msg = _STRICT_JSON.decode(body)
         except ValueError as exc:
             raise AssertionError(f"ACP violation: line is not valid JSON ({exc}): {body[:_MAX_SHOWN]!r}") from exc
         if not isinstance(msg, dict):
