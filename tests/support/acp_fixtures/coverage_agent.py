@@ -27,35 +27,15 @@ if TYPE_CHECKING:
 
     from conformance.directives import Directive
 
-if __package__:  # imported from the checkout (tests.support.acp_fixtures)
-    from .fixture_agent import (
-        INVALID_PARAMS,
-        MANY,
-        ONE,
-        Agent,
-        RpcError,
-        Session,
-        Turn,
-        log,
-        new_uuid4,
-        prompt_text,
-        quick,
-    )
-else:  # started by launch.py, or as a script: this directory comes first on sys.path (not the tests package,
-    # whose __init__ imports pathlib)
-    from fixture_agent import (
-        INVALID_PARAMS,
-        MANY,
-        ONE,
-        Agent,
-        RpcError,
-        Session,
-        Turn,
-        log,
-        new_uuid4,
-        prompt_text,
-        quick,
-    )
+# Imported from the checkout (tests.support.acp_fixtures), or started by launch.py or as a script, where this
+# directory comes first on sys.path (not the tests package, whose __init__ imports pathlib).
+if __package__:
+    from . import fixture_agent as base
+else:
+    import fixture_agent as base
+INVALID_PARAMS, MANY, ONE, log, quick = base.INVALID_PARAMS, base.MANY, base.ONE, base.log, base.quick
+Agent, RpcError, Session, Turn = base.Agent, base.RpcError, base.Session, base.Turn
+new_uuid4, prompt_text = base.new_uuid4, base.prompt_text
 
 BREAKS: dict[str, str] = {
     "stringly-id": "answers a request whose id is a digit-only string under the integer (R11)",

@@ -46,8 +46,10 @@ if TYPE_CHECKING:
     from conformance.directives import Directive
 
 if __package__:  # imported from the checkout (tests.support.acp_fixtures)
+    from .fixture_ids import new_uuid4
     from .quick_args import FLAG, MANY, ONE, quick
 else:  # started by launch.py, or as a script: this directory comes first on sys.path
+    from fixture_ids import new_uuid4
     from quick_args import FLAG, MANY, ONE, quick
 
 # The directive format has one parser, the suite's own (stdlib only, like this script): found through the
@@ -166,15 +168,6 @@ def is_int(value: object) -> bool:
 def is_request_id(value: object) -> bool:
     # JSON-RPC ids are strings or integers here; null ids and fractions are refused as invalid requests.
     return isinstance(value, str) or is_int(value)
-
-
-def new_uuid4() -> str:
-    """`str(uuid.uuid4())`, without importing uuid (which imports platform): 16 random bytes, version 4."""
-    b = bytearray(os.urandom(16))
-    b[6] = b[6] & 0x0F | 0x40
-    b[8] = b[8] & 0x3F | 0x80
-    h = b.hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def shown(value: object) -> str:

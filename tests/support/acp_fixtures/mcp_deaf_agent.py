@@ -3,22 +3,14 @@
 chunk. For the conformance suite's R69 / R75.1 checks and their bounded waits."""
 
 import json
-import os
 import sys
+
+from fixture_ids import new_uuid4  # this directory is first on sys.path: the agent runs as a script
 
 
 def send(message: dict) -> None:
     sys.stdout.write(json.dumps(message) + "\n")
     sys.stdout.flush()
-
-
-def new_uuid4() -> str:
-    """`str(uuid.uuid4())`, without importing uuid (which imports platform): 16 random bytes, version 4."""
-    b = bytearray(os.urandom(16))
-    b[6] = b[6] & 0x0F | 0x40
-    b[8] = b[8] & 0x3F | 0x80
-    h = b.hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def result(rid: object, value: dict) -> None:
