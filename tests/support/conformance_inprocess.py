@@ -38,7 +38,7 @@ import anyio
 import anyio.abc
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
-from tests.support.inprocess_agent import InProcessAgent, OneAtATime, _replace_environ, start_in_process
+from tests.support.inprocess_agent import InProcessAgent, OneAtATime, environment, start_in_process
 
 AMA = [sys.executable, "-m", "ama_acp"]
 
@@ -178,15 +178,10 @@ def run_conformance(argv: list[str], env: dict[str, str], scratch: Path) -> Suit
     scratch.mkdir(parents=True, exist_ok=True)
     launcher = Launcher(scratch)
     out, err = io.StringIO(), io.StringIO()
-    saved = dict(os.environ)
     from conformance.cli import main
 
-    _replace_environ(env)
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = main(list(argv), launch=launcher)
-    finally:
-        _replace_environ(saved)
+    with environment(env), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(argv), launch=launcher)
     report: dict[str, Any] = {}
     if "--report-json" in argv:
         path = Path(argv[argv.index("--report-json") + 1])

@@ -24,7 +24,7 @@ from typing import Any
 from ama_acp.client.connection import AgentProcess, ClientOptions
 from ama_acp.client.demo import DEMO_MODEL
 from conformance.schema import WireRecorder, load_validator
-from tests.support.inprocess_agent import start_in_process
+from tests.support.inprocess_agent import environment, start_in_process
 
 SECRET_ENV = (
     "OPENAI_API_KEY",
@@ -194,23 +194,6 @@ def client_agents_in_process(ama: Ama) -> Iterator[None]:
         yield
     finally:
         cli.AgentProcess = original  # type: ignore[misc]
-
-
-@contextmanager
-def environment(env: Mapping[str, str]) -> Iterator[None]:
-    """`os.environ` is `env` while open (as for a process started with `env=`); the test's own comes back after."""
-    saved = dict(os.environ)
-
-    def replace(new: Mapping[str, str]) -> None:
-        for name in [n for n in os.environ if n not in new]:
-            del os.environ[name]
-        os.environ.update(new)
-
-    replace(env)
-    try:
-        yield
-    finally:
-        replace(saved)
 
 
 def acp_client_in_process(

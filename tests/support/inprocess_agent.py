@@ -34,7 +34,7 @@ import logging
 import os
 import signal
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
@@ -127,6 +127,17 @@ def _replace_environ(env: Mapping[str, str]) -> None:
     for name, value in env.items():
         if os.environ.get(name) != value:
             os.environ[name] = value
+
+
+@contextlib.contextmanager
+def environment(env: Mapping[str, str]) -> Iterator[None]:
+    """`os.environ` is `env` while open (as for a process started with `env=`); the test's own comes back after."""
+    saved = dict(os.environ)
+    _replace_environ(env)
+    try:
+        yield
+    finally:
+        _replace_environ(saved)
 
 
 class _PipeWriter(ByteSendStream):
