@@ -4,9 +4,7 @@ loading the CA bundle — and a request that ever reached TLS with it fails clos
 
 from __future__ import annotations
 
-import datetime
 import ssl
-from pathlib import Path
 
 import anyio
 import httpx
@@ -17,6 +15,7 @@ from ama_acp.providers import stream
 from ama_acp.providers.settings import ProviderSettings
 from ama_acp.providers.stream import HttpStream, plain_http, untrusting_context
 from ama_acp.session.manager import prepare_first_prompt
+from tests.support.tls_certs import tls_server
 from tests.support.web_server import WebServer
 
 
@@ -77,44 +76,6 @@ def test_preparing_the_first_prompt_makes_the_verified_context_for_https_only(mo
     assert calls == made
 
 
-def _tls_server(tmp_path: Path, name: str) -> tuple[ssl.SSLContext, str]:
-    """A server context with a certificate for `name` signed by a test CA, and that CA (PEM)."""
-    pytest.importorskip("cryptography")
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    now = datetime.datetime.now(datetime.UTC)
-
-    def cert(subject: str, key, signer, ca: bool) -> x509.Certificate:
-        b = (
-            x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
-            .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test CA")]))
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(hours=1))
-            .not_valid_after(now + datetime.timedelta(hours=1))
-            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
-        )
-        if not ca:
-            b = b.add_extension(x509.SubjectAlternativeName([x509.DNSName(subject)]), critical=False)
-        return b.sign(signer, hashes.SHA256())
-
-    ca_key, leaf_key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
-    ca = cert("test CA", ca_key, ca_key, True)
-    leaf = cert(name, leaf_key, ca_key, False)
-    pem = serialization.Encoding.PEM
-    (tmp_path / "leaf.pem").write_bytes(
-        leaf.public_bytes(pem)
-        + leaf_key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    server.load_cert_chain(tmp_path / "leaf.pem")
-    return server, ca.public_bytes(pem).decode()
-
-
 async def _get(verify: ssl.SSLContext, url: str) -> httpx.Response:
     async with httpx.AsyncClient(verify=verify, follow_redirects=True, trust_env=False, timeout=10) as client:
         return await client.get(url)
@@ -124,7 +85,7 @@ def test_a_redirect_from_http_to_https_with_the_untrusting_context_fails_closed(
     """Even a client that followed redirects (the providers' do not) could not reach an https server with the
     plain-http context: the handshake fails on the certificate, though the same server is trusted by a client
     that knows its CA."""
-    server_tls, ca = _tls_server(tmp_path, "localhost")
+    server_tls, ca = tls_server(tmp_path, "localhost")
     with WebServer(tls=server_tls) as secure, WebServer() as plain:
         secure.route("/v1/models", body=b"{}", content_type="application/json")
         target = secure.url("/v1/models", "localhost", scheme="https")

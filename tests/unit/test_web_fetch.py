@@ -25,6 +25,7 @@ from ama_acp.tools.paths import PathPolicy
 from ama_acp.tools.registry import default_tools
 from ama_acp.tools.web_fetch import WebFetchTool
 from ama_acp.tools.workspace import LocalWorkspace
+from tests.support.tls_certs import tls_server
 from tests.support.web_server import WebServer
 
 DATA = Path(__file__).parent.parent / "data" / "web"
@@ -467,43 +468,8 @@ def test_no_url_reaches_a_non_public_address(url, answer):
 
 def _tls_pair(tmp_path: Path, name: str) -> tuple[ssl.SSLContext, ssl.SSLContext]:
     """A server context with a certificate for `name`, signed by a test CA, and a client context trusting it."""
-    pytest.importorskip("cryptography")
-    import datetime
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    now = datetime.datetime.now(datetime.UTC)
-
-    def cert(subject: str, key, issuer: str, signer, ca: bool, san: str | None) -> x509.Certificate:
-        b = (
-            x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
-            .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer)]))
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(hours=1))
-            .not_valid_after(now + datetime.timedelta(hours=1))
-            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
-        )
-        if san:
-            b = b.add_extension(x509.SubjectAlternativeName([x509.DNSName(san)]), critical=False)
-        return b.sign(signer, hashes.SHA256())
-
-    ca_key, leaf_key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
-    ca = cert("test CA", ca_key, "test CA", ca_key, True, None)
-    leaf = cert(name, leaf_key, "test CA", ca_key, False, name)
-    pem = serialization.Encoding.PEM
-    (tmp_path / "leaf.pem").write_bytes(
-        leaf.public_bytes(pem)
-        + leaf_key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    server.load_cert_chain(tmp_path / "leaf.pem")
-    client = ssl.create_default_context(cadata=ca.public_bytes(pem).decode())
-    return server, client
+    server, ca = tls_server(tmp_path, name)
+    return server, ssl.create_default_context(cadata=ca)
 
 
 @pytest.mark.parametrize(("cert_name", "ok"), [("docs.test", True), ("other.test", False)])
