@@ -24,7 +24,11 @@ def main(argv: list[str]) -> int:
         os.tcsetpgrp(tty, os.getpgrp())
         signal.signal(signal.SIGTTOU, signal.SIG_DFL)  # exec keeps an ignored signal ignored
         os.execvp(argv[0], argv)
-    os.setpgid(pid, pid)  # also here: whichever of the two runs first
+    try:
+        os.setpgid(pid, pid)  # also here: whichever of the two runs first
+    except PermissionError:  # EACCES: the child has exec'd already, so its own setpgid ran first, as shells find
+        if os.getpgid(pid) != pid:
+            raise
     os.tcsetpgrp(tty, pid)
     while True:
         _, status = os.waitpid(pid, os.WUNTRACED)
