@@ -22,11 +22,9 @@ from ama_acp.session.child import ChildRuntime, ChildView, TaskRecord
 from ama_acp.session.host import Approves
 from ama_acp.session.subagents import (
     FINAL_SEND_S,
+    AnnouncedChild,
     SubagentParent,
-    announcement,
-    child_approver,
     end_state,
-    figures_update,
 )
 from ama_acp.wire import subagents as sw
 from ama_acp.wire import types as w
@@ -89,15 +87,11 @@ class CallView:
         return None
 
 
-class ExternalSubagentView:
+class ExternalSubagentView(AnnouncedChild):
     def __init__(
         self, rt: ChildRuntime, parent: SubagentParent, record: TaskRecord, prompt: str, child_id: str
     ) -> None:
-        self._rt = rt
-        self._p = parent
-        self._record = record
-        self._prompt = prompt
-        self.session_id = record.session_id = child_id
+        super().__init__(rt, parent, record, prompt, child_id)  # asks in the child's name, the parent's memory
         self.child: ChildSession | None = self
         self._queue: list[w.SessionUpdate] = []
         self._ids: set[str] = set()  # the agent's tool calls taken (queued or sent)
@@ -106,18 +100,6 @@ class ExternalSubagentView:
         self._usage: w.UsageUpdate | None = None  # the last one forwarded (deduplication)
         self._dropped = 0
         self._lock = anyio.Lock()
-        self._announced = False
-        self._approver = child_approver(parent, child_id)  # asks in the child's name, the parent's memory
-
-    @property
-    def approver(self) -> Approves:
-        return self._approver
-
-    async def started(self) -> None:
-        await self._p.send(announcement(self._record, self._prompt, self.session_id, self._p.cwd))
-        self._announced = True
-        await self._figures()
-        await self._rt.send_update(self.session_id, w.UserMessageChunk(content=w.TextContent(text=self._prompt)))
 
     def take(self, update: w.SessionUpdate) -> None:
         """One decoded update of the agent, queued for the pump (called from the connection's reader)."""
@@ -202,6 +184,3 @@ class ExternalSubagentView:
                 await self._p.send(sw.SubagentUpdate(session_id=self.session_id, state=state))
         except Exception as exc:  # the connection is gone (a close, the end of input): the child's end still stands
             log.info("the last state of %s was not sent: %s", self.session_id, exc)
-
-    async def _figures(self) -> None:
-        await self._p.send(figures_update(self._record))

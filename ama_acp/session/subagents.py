@@ -152,7 +152,12 @@ def figures_update(record: TaskRecord) -> w.ToolCallUpdate:
     return w.ToolCallUpdate(tool_call_id=record.id, meta={"ama": {"task": {k: f[k] for k in FIGURES if k in f}}})
 
 
-class SubagentView:
+class AnnouncedChild:
+    """What the views of ama's own and of an external agent's child session share: the child's id on its record,
+    the approver that asks in the child's name, and its start: announced on the parent (through the parent's
+    outbox, after what the parent streamed, and awaited before any update of the child), its figures on the task
+    call, then the task as its user message."""
+
     def __init__(
         self, rt: ChildRuntime, parent: SubagentParent, record: TaskRecord, prompt: str, child_id: str
     ) -> None:
@@ -161,12 +166,6 @@ class SubagentView:
         self._record = record
         self._prompt = prompt
         self.session_id = record.session_id = child_id
-        stream = rt.config.stream
-        self._chunks = ChunkCoalescer(
-            self._send, window=stream.coalesce_window_ms / 1000, max_chars=stream.coalesce_max_chars
-        )
-        self._reporter = UsageReporter(rt.config.tiers.caps)  # the child's own D1: its meter is not the parent's
-        self._hidden: set[str] = set()  # calls shown as the plan (todo_write), as on the parent
         self._announced = False
         self._approver = child_approver(parent, child_id)
 
@@ -174,15 +173,30 @@ class SubagentView:
     def approver(self) -> Approver:
         return self._approver
 
-    async def _send(self, update: w.SessionUpdate) -> None:
-        await self._rt.send_update(self.session_id, update)
-
     async def started(self) -> None:
-        # Through the parent's outbox (after what the parent streamed), and awaited before any update of the child.
         await self._p.send(announcement(self._record, self._prompt, self.session_id, self._p.cwd))
         self._announced = True
         await self._figures()
-        await self._send(w.UserMessageChunk(content=w.TextContent(text=self._prompt)))  # the task, as its prompt
+        await self._rt.send_update(self.session_id, w.UserMessageChunk(content=w.TextContent(text=self._prompt)))
+
+    async def _figures(self) -> None:
+        await self._p.send(figures_update(self._record))
+
+
+class SubagentView(AnnouncedChild):
+    def __init__(
+        self, rt: ChildRuntime, parent: SubagentParent, record: TaskRecord, prompt: str, child_id: str
+    ) -> None:
+        super().__init__(rt, parent, record, prompt, child_id)
+        stream = rt.config.stream
+        self._chunks = ChunkCoalescer(
+            self._send, window=stream.coalesce_window_ms / 1000, max_chars=stream.coalesce_max_chars
+        )
+        self._reporter = UsageReporter(rt.config.tiers.caps)  # the child's own D1: its meter is not the parent's
+        self._hidden: set[str] = set()  # calls shown as the plan (todo_write), as on the parent
+
+    async def _send(self, update: w.SessionUpdate) -> None:
+        await self._rt.send_update(self.session_id, update)
 
     def live(self) -> AbstractAsyncContextManager[None]:
         return self._chunks.turn()  # its text merged at the editor's pace, flushed when its turn ends
@@ -233,6 +247,3 @@ class SubagentView:
                 await self._p.send(sw.SubagentUpdate(session_id=self.session_id, state=state))
         except Exception as exc:  # the connection is gone (a close, the end of input): the child's end still stands
             log.info("the last state of %s was not sent: %s", self.session_id, exc)
-
-    async def _figures(self) -> None:
-        await self._p.send(figures_update(self._record))
