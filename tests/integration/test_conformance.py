@@ -17,20 +17,12 @@ from pathlib import Path
 import pytest
 
 from conformance.requirements import REGISTRY, Tier
-from tests.support.conformance_inprocess import SuiteRun, run_conformance
+from tests.support.conformance_inprocess import MODEL_ENV, SuiteRun, run_conformance
 from tests.support.harness import Ama, clean_env
 
 pytestmark = pytest.mark.slow  # whole suite runs: `-m "not slow"` leaves them out of a quick local run, CI runs them
 
 ROOT = Path(__file__).resolve().parents[2]
-MODEL_ENV = [
-    "--model-env",
-    "OPENAI_BASE_URL={openai}",
-    "--model-env",
-    "OPENAI_API_KEY=sk-acp-conformance-0000",
-    "--model-env",
-    "AMA_MODEL=openai/gpt-4.1",
-]
 # Requirements whose gate ama advertises or whose behaviour the scripted model makes ama show: each must PASS,
 # so a group that silently stopped checking would fail this test.
 MUST_PASS = (

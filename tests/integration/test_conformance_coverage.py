@@ -17,7 +17,7 @@ import pytest
 from conformance.coverage_requirements import COVERAGE
 from tests.support.acp_fixtures import launch_command
 from tests.support.acp_fixtures.coverage_agent import BREAKS
-from tests.support.conformance_inprocess import run_conformance
+from tests.support.conformance_inprocess import MODEL_ENV, run_conformance
 from tests.support.conformance_runs import run_forked
 from tests.support.harness import Ama, clean_env
 
@@ -47,14 +47,6 @@ RULE = {
 }
 # A connection that never signs in leaves every other coverage check blocked (untested), as it should.
 MAY_BLOCK = {"auth-sticks": OWN}
-MODEL_ENV = [
-    "--model-env",
-    "OPENAI_BASE_URL={openai}",
-    "--model-env",
-    "OPENAI_API_KEY=sk-acp-conformance-0000",
-    "--model-env",
-    "AMA_MODEL=openai/gpt-4.1",
-]
 
 
 def _suite(tmp: Path, command: list[str], *options: str, select: str = "coverage") -> tuple[int, dict]:

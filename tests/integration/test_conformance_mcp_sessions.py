@@ -7,19 +7,10 @@ import json
 
 import pytest
 
-from tests.support.conformance_inprocess import run_conformance
+from tests.support.conformance_inprocess import MODEL_ENV, run_conformance
 from tests.support.harness import Ama, clean_env
 
 pytestmark = pytest.mark.slow  # two whole groups on fresh in-process amas
-
-MODEL_ENV = [
-    "--model-env",
-    "OPENAI_BASE_URL={openai}",
-    "--model-env",
-    "OPENAI_API_KEY=sk-acp-conformance-0000",
-    "--model-env",
-    "AMA_MODEL=openai/gpt-4.1",
-]
 
 
 def test_ama_connects_the_mcp_servers_of_a_load_and_a_resume(tmp_path):

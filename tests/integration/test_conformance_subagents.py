@@ -23,7 +23,7 @@ from conformance.subagent_requirements import SUBAGENTS
 from conformance.wire_checks import TRANSCRIPT_IDS, ClientView, TranscriptAnalyzer
 from tests.support.acp_fixtures import launch_command
 from tests.support.acp_fixtures.subagent_agent import BREAKS
-from tests.support.conformance_inprocess import run_conformance
+from tests.support.conformance_inprocess import MODEL_ENV, run_conformance
 from tests.support.conformance_runs import run_forked
 from tests.support.harness import Ama, clean_env
 from tests.support.hypothesis_profiles import examples
@@ -38,14 +38,6 @@ TASK_TOOL = (
         "required": ["prompt"],
     },
 )
-MODEL_ENV = [
-    "--model-env",
-    "OPENAI_BASE_URL={openai}",
-    "--model-env",
-    "OPENAI_API_KEY=sk-acp-conformance-0000",
-    "--model-env",
-    "AMA_MODEL=openai/gpt-4.1",
-]
 
 
 # --- the directive and the scripted model ---------------------------------------------------------------------

@@ -41,6 +41,16 @@ from anyio.abc import ByteReceiveStream, ByteSendStream
 from tests.support.inprocess_agent import InProcessAgent, OneAtATime, environment, start_in_process
 
 AMA = [sys.executable, "-m", "ama_acp"]
+# The suite's options that point ama at the suite's own scripted model (OpenAI dialect), so its tool, permission,
+# fs, terminal and MCP groups really drive tools.
+MODEL_ENV = [
+    "--model-env",
+    "OPENAI_BASE_URL={openai}",
+    "--model-env",
+    "OPENAI_API_KEY=sk-acp-conformance-0000",
+    "--model-env",
+    "AMA_MODEL=openai/gpt-4.1",
+]
 
 
 class _StderrAtExit(ByteReceiveStream):
