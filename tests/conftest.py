@@ -17,27 +17,12 @@ if _REPO_ROOT not in sys.path:
 
 
 def _keep_rewritten_test_modules() -> None:
-    """pytest rewrites the asserts of every test module when it imports it, and of its plugins' packages (xdist,
-    anyio, hypothesis: ~110 modules), and keeps the result in __pycache__, unless bytecode writing is off
-    (PYTHONDONTWRITEBYTECODE): then every run, and every xdist worker, rewrote them all again (about 12 s of CPU
-    of the 16 s a collection took, and then ~1.3 s for the plugins). Writing is turned back on for this process
-    only (the ama subprocesses keep the variable; the files are git-ignored), first thing, before hypothesis is
-    imported below; and the modules pytest rewrote before this file ran (the plugins it loads at start, this
-    file) are written once now, so that the next process, a worker or the next run, reads them."""
-    if not sys.dont_write_bytecode:
-        return
-    sys.dont_write_bytecode = False
-    try:  # pytest's own cache of rewritten modules, through its internals: skipped if they change
-        from _pytest.assertion import rewrite
+    """pytest's rewritten modules are kept in __pycache__ even where PYTHONDONTWRITEBYTECODE is set (without it every
+    run and every xdist worker rewrote them all again: ~12 s of CPU of a 16 s collection). First thing, before
+    hypothesis is imported below (tests/support/rewrite_cache.py)."""
+    from tests.support import rewrite_cache
 
-        hook = next(f for f in sys.meta_path if isinstance(f, rewrite.AssertionRewritingHook))
-        for path in list(hook._rewritten_names.values()):
-            pyc = rewrite.get_cache_dir(path) / (path.name[:-3] + rewrite.PYC_TAIL)
-            if not pyc.exists() and rewrite.try_makedirs(pyc.parent):
-                source_hash, code = rewrite._rewrite_test(path, hook.config)
-                rewrite._write_pyc(hook.config.stash[rewrite.assertstate_key], code, source_hash, pyc)
-    except Exception as exc:  # noqa: BLE001 - an optimisation only: said, and the run goes on without it
-        sys.stderr.write(f"conftest: the plugins' rewritten modules were not cached ({exc!r}); each run rewrites them\n")
+    rewrite_cache.keep_rewritten_modules()
 
 
 _keep_rewritten_test_modules()
@@ -86,9 +71,19 @@ def _compile_ama_once() -> None:
 _compile_ama_once()
 
 
-# Workers for a run of the whole suite (pytest-xdist). Most tests wait on ama processes, model servers and pipes,
-# so two workers keep both cores of a 2-core machine busy (docs/performance.md has the figures).
-WORKERS = 2
+# Workers for a run of the whole suite (pytest-xdist): one more than the cores this process may use. Many tests
+# spend part of their time waiting (on ama processes, model servers, pipes, a timeout under test), and a third
+# worker on a 2-core machine runs while the others wait: at CI's counts 191 s on two workers, 153 s on three, 147 s
+# on four, the same tests passing (docs/performance.md).
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # no sched_getaffinity (macOS)
+        return os.cpu_count() or 1
+
+
+CORES = _cores()
+WORKERS = max(2, CORES + 1)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -103,6 +98,11 @@ def pytest_cmdline_main(config):
         whole_suite = config.args_source == pytest.Config.ArgsSource.TESTPATHS
         if config.option.numprocesses is None and whole_suite and not config.getoption("usepdb"):
             config.option.numprocesses = WORKERS
+        if config.option.numprocesses and config.getoption("assertmode") == "rewrite":
+            # The workers collect side by side; the test modules they would each rewrite are rewritten here once.
+            from tests.support import rewrite_cache
+
+            rewrite_cache.rewrite_test_modules_ahead(config, Path(_REPO_ROOT) / "tests", CORES)
         if config.option.numprocesses and config.option.dist == "no":
             config.option.dist = "loadfile"
             # Hand files out in collection order (longest first, pytest_collection_modifyitems below), not

@@ -1,0 +1,54 @@
+"""tests/support/rewrite_cache.py: the test modules rewritten ahead, in forked processes, are what pytest reads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from _pytest.assertion import rewrite
+
+from tests.support import rewrite_cache
+
+FAILING = "def test_it():\n    left = 1\n    assert left == 2\n"
+
+
+def _pyc(path: Path) -> Path:
+    return rewrite.get_cache_dir(path) / (path.name[:-3] + rewrite.PYC_TAIL)
+
+
+@pytest.mark.parametrize("cores", [1, 2, 3])
+def test_every_test_module_is_rewritten_ahead_and_nothing_else(tmp_path: Path, pytestconfig, cores: int) -> None:
+    if pytestconfig.getoption("assertmode") != "rewrite":
+        pytest.skip("the run does not rewrite asserts (--assert=plain)")
+    (tmp_path / "pkg").mkdir()
+    tests = [tmp_path / f"test_m{i}.py" for i in range(4)] + [tmp_path / "pkg" / "test_deep.py"]
+    for path in tests:
+        path.write_text(FAILING)
+    (tmp_path / "conftest.py").write_text("X = 1\n")
+    (tmp_path / "helper.py").write_text("def f():\n    assert False\n")
+    (tmp_path / "test_broken.py").write_text("def (:\n")
+
+    rewrite_cache.rewrite_test_modules_ahead(pytestconfig, tmp_path, cores)
+
+    for path in [*tests, tmp_path / "conftest.py"]:
+        code = rewrite._read_pyc(path, _pyc(path))
+        assert code is not None, path
+    assert not _pyc(tmp_path / "helper.py").exists()  # not a test module: pytest imports it plainly
+    assert not _pyc(tmp_path / "test_broken.py").exists()  # left to the collection, which reports it
+
+    # What was written is pytest's rewrite: the failing assert explains itself.
+    namespace: dict[str, object] = {}
+    exec(rewrite._read_pyc(tests[0], _pyc(tests[0])), namespace)  # noqa: S102 - the module the test wrote
+    with pytest.raises(AssertionError) as failed:
+        namespace["test_it"]()  # type: ignore[operator]
+    assert "1 == 2" in str(failed.value)
+
+
+def test_a_module_changed_after_it_was_written_is_read_as_stale(tmp_path: Path, pytestconfig) -> None:
+    if pytestconfig.getoption("assertmode") != "rewrite":
+        pytest.skip("the run does not rewrite asserts (--assert=plain)")
+    path = tmp_path / "test_m.py"
+    path.write_text(FAILING)
+    rewrite_cache.rewrite_test_modules_ahead(pytestconfig, tmp_path, 1)
+    path.write_text(FAILING.replace("== 2", "== 3"))
+    assert rewrite._read_pyc(path, _pyc(path)) is None  # pytest rewrites it again
