@@ -38,7 +38,7 @@ def test_every_test_module_is_rewritten_ahead_and_nothing_else(tmp_path: Path, p
 
     # What was written is pytest's rewrite: the failing assert explains itself.
     namespace: dict[str, object] = {}
-    exec(rewrite._read_pyc(tests[0], _pyc(tests[0])), namespace)  # noqa: S102 - the module the test wrote
+    exec(rewrite._read_pyc(tests[0], _pyc(tests[0])), namespace)  # the module just written
     with pytest.raises(AssertionError) as failed:
         namespace["test_it"]()  # type: ignore[operator]
     assert "1 == 2" in str(failed.value)
