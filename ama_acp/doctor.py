@@ -28,6 +28,7 @@ from ama_acp.errors import ControlFlow
 from ama_acp.providers.endpoints import BUILTIN_ENDPOINTS, DIALECT_HOME
 from ama_acp.providers.model_list import model_list_items, models_request
 from ama_acp.providers.resolve import ModelError, api_key_env, provider_config, split_model_id, usable_model
+from ama_acp.providers.tls import tls_for
 from ama_acp.redact import MIN_SECRET_LENGTH, REDACTED
 from ama_acp.secrets import register_config, register_secret_values
 from ama_acp.textsafe import one_line
@@ -283,7 +284,8 @@ def _get(url: str, headers: dict[str, str], timeout: float) -> tuple[int, bytes]
 
     deadline = time.monotonic() + timeout
     try:
-        with httpx.Client(timeout=timeout, follow_redirects=False) as client:
+        # No redirect is followed, so the TLS context is the URL's own (providers/tls.py: none loaded for http).
+        with httpx.Client(timeout=timeout, follow_redirects=False, verify=tls_for(url)) as client:
             with client.stream("GET", url, headers=headers) as response:
                 status, body = response.status_code, bytearray()
                 try:

@@ -12,7 +12,6 @@ httpx is imported inside functions only: importing a provider module must stay c
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
@@ -27,10 +26,9 @@ from ama_acp.providers.dialect import Parser
 from ama_acp.providers.failures import KeyHint, Outcome, StreamError, error_detail, give_up, safe_url, scrub
 from ama_acp.providers.retry import classify_status
 from ama_acp.providers.sse import MAX_EVENT_BYTES, SSEEvent, SSEParser
+from ama_acp.providers.tls import tls_for
 
 if TYPE_CHECKING:
-    import ssl
-
     import httpx
 
     from ama_acp.providers.settings import ProviderSettings
@@ -39,34 +37,6 @@ log = logging.getLogger(__name__)
 
 MAX_ERROR_BODY = 64 * 1024  # bytes of an error body we read; the rest is never downloaded
 MAX_RESPONSE_BYTES = 256 * 1024 * 1024  # one streamed reply; ~8x the largest real one (128k tokens of deltas)
-
-
-@functools.cache
-def ssl_context() -> ssl.SSLContext:
-    """The verified TLS context the client of every request to an https URL is built with: made once per process
-    (it loads the CA bundle, tens of ms); the session manager makes it ahead of the first prompt."""
-    import httpx
-
-    return httpx.create_ssl_context()
-
-
-def plain_http(url: str) -> bool:
-    """Whether `url` is plain http (a local model server: ollama, llama.cpp, a test's), whose requests need no
-    TLS: their client is built with `untrusting_context` instead of loading the CA bundle."""
-    return url[:7].lower() == "http://"
-
-
-def untrusting_context() -> ssl.SSLContext:
-    """The TLS context of a client that talks plain http only: one that verifies and trusts nothing (no CA
-    loaded; certificates required, host names checked), made in well under a millisecond.
-
-    Such a client never does TLS: httpx follows no redirect here (`follow_redirects` is off, a 3xx is an error
-    status), and were a request ever sent to an https URL with it (a redirect followed, a URL rewritten), the
-    handshake would fail closed on the certificate, never go on unverified. A proxy's own TLS is not this
-    context's (httpx gives a proxy its own, verified one)."""
-    import ssl
-
-    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # verify_mode CERT_REQUIRED, check_hostname on, no CA
 
 
 class _DeadlineExceeded(ProviderError):
@@ -309,8 +279,7 @@ class HttpStream:
         timeout = httpx.Timeout(self.timeout, connect=min(self.timeout, 30.0))
         if self.transport is not None:
             return httpx.AsyncClient(timeout=timeout, transport=self.transport)
-        tls = untrusting_context() if plain_http(self.url) else ssl_context()
-        return httpx.AsyncClient(timeout=timeout, verify=tls)
+        return httpx.AsyncClient(timeout=timeout, verify=tls_for(self.url))
 
     def _scrub(self, text: str) -> str:
         return scrub(text, self._secret)

@@ -71,10 +71,10 @@ def prepare_first_prompt(config: Config, model_id: str | None) -> None:
     import httpcore  # noqa: F401
     import httpx  # noqa: F401
 
-    from ama_acp.providers import stream
+    from ama_acp.providers import tls
 
-    if not stream.plain_http(str(getattr(provider, "base_url", ""))):
-        stream.ssl_context()  # cached for the process (functools.cache): what each request's client is built with
+    if not tls.plain_http(str(getattr(provider, "base_url", ""))):
+        tls.ssl_context()  # cached for the process (functools.cache): what each request's client is built with
 
 
 class _Opening(NamedTuple):

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from ama_acp.providers.model_list import context_length, model_list_items, models_request
+from ama_acp.providers.tls import tls_for
 from ama_acp.setup.choices import ProviderOption, SetupError, check_model_name
 
 if TYPE_CHECKING:
@@ -55,7 +56,8 @@ def verify(
     url = models_url(option)
     host = urlsplit(url).netloc or url
     try:
-        with httpx.Client(timeout=timeout, follow_redirects=False, transport=transport) as client:
+        # No redirect is followed, so the TLS context is the URL's own (providers/tls.py: none loaded for http).
+        with httpx.Client(timeout=timeout, follow_redirects=False, transport=transport, verify=tls_for(url)) as client:
             with client.stream("GET", url, headers=request_headers(option, key)) as response:
                 body = _read_capped(response)
                 status = response.status_code

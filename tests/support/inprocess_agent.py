@@ -68,7 +68,7 @@ CLEARED: tuple[tuple[str, str], ...] = (("ama_acp.tools.programs", "_lookup"),)
 # Module state kept across runs on purpose: pure caches whose values do not depend on the environment of a
 # run and that log nothing (the TLS context, tiktoken encodings, estimators, compiled globs, exact caps).
 KEPT: tuple[tuple[str, str], ...] = (
-    ("ama_acp.providers.stream", "ssl_context"),
+    ("ama_acp.providers.tls", "ssl_context"),
     ("ama_acp.context.estimate", "_ENCODINGS"),
     ("ama_acp.session.accounting", "shared_estimator"),
     ("ama_acp.tools.globs", "glob_regex"),

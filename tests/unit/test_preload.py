@@ -118,8 +118,8 @@ def test_preparing_an_http_model_imports_its_dialect_and_httpx(tmp_path, model, 
         "from ama_acp.config import Config\n"
         "from ama_acp.session.manager import prepare_first_prompt\n"
         f"prepare_first_prompt(Config(), {model!r})\n"
-        "from ama_acp.providers import stream\n"
-        "print(json.dumps([sorted(m for m in sys.modules if m in WANTED), stream.ssl_context.cache_info().hits]))\n"
+        "from ama_acp.providers import tls\n"
+        "print(json.dumps([sorted(m for m in sys.modules if m in WANTED), tls.ssl_context.cache_info().hits]))\n"
     ).replace("WANTED", repr(("httpx", "httpcore", f"ama_acp.providers.{dialect}")))
     environment = clean_env(tmp_path, {env: "test-key-abcdefgh"})
     out = subprocess.run(

@@ -1,6 +1,7 @@
-"""Which TLS context a provider's requests are built with (providers/stream.py): an https base URL's the verified
-one, made once per process; a plain http base URL's (a local model server) one that trusts nothing, made without
-loading the CA bundle — and a request that ever reached TLS with it fails closed."""
+"""Which TLS context ama's HTTP clients are built with (providers/tls.py: a provider's stream, `ama setup`'s key
+check, `ama doctor`'s provider check): an https URL's the verified one, made once per process; a plain http URL's
+(a local model server) one that trusts nothing, made without loading the CA bundle — and a request that ever reached
+TLS with it fails closed."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ import httpx
 import pytest
 
 from ama_acp.config import Config, ProviderConfig
-from ama_acp.providers import stream
+from ama_acp.providers import tls
 from ama_acp.providers.settings import ProviderSettings
-from ama_acp.providers.stream import HttpStream, plain_http, untrusting_context
+from ama_acp.providers.stream import HttpStream
+from ama_acp.providers.tls import plain_http, untrusting_context
 from ama_acp.session.manager import prepare_first_prompt
 from tests.support.tls_certs import tls_server
 from tests.support.web_server import WebServer
@@ -53,13 +55,13 @@ def _client_context(url: str) -> ssl.SSLContext:
 
 def test_an_http_url_s_client_never_loads_the_ca_bundle_an_https_one_shares_the_verified_context(monkeypatch) -> None:
     made: list[str] = []
-    verified = stream.ssl_context()
+    verified = tls.ssl_context()
 
     def counted() -> ssl.SSLContext:
         made.append("verified")
         return verified
 
-    monkeypatch.setattr(stream, "ssl_context", counted)
+    monkeypatch.setattr(tls, "ssl_context", counted)
     plain = _client_context("http://127.0.0.1:9/v1")
     assert made == [] and plain is not verified
     assert plain.verify_mode == ssl.CERT_REQUIRED and plain.get_ca_certs() == []
@@ -70,7 +72,7 @@ def test_an_http_url_s_client_never_loads_the_ca_bundle_an_https_one_shares_the_
 @pytest.mark.parametrize(("base_url", "made"), [("http://127.0.0.1:9/v1", []), ("https://llm.example.test/v1", [1])])
 def test_preparing_the_first_prompt_makes_the_verified_context_for_https_only(monkeypatch, base_url, made) -> None:
     calls: list[int] = []
-    monkeypatch.setattr(stream, "ssl_context", lambda: calls.append(1))
+    monkeypatch.setattr(tls, "ssl_context", lambda: calls.append(1))
     config = Config(providers={"local": ProviderConfig(kind="openai", base_url=base_url)})
     prepare_first_prompt(config, "local/some-model")
     assert calls == made
@@ -97,3 +99,43 @@ def test_a_redirect_from_http_to_https_with_the_untrusting_context_fails_closed(
             anyio.run(_get, untrusting_context(), plain.url("/v1/models", "localhost"))
         assert plain.hits == ["/v1/models"]
         assert len(secure.requests) == 1  # the redirected request never reached the https server
+
+
+def _counting_verified(monkeypatch) -> list[str]:
+    made: list[str] = []
+    verified = tls.ssl_context()
+
+    def counted() -> ssl.SSLContext:
+        made.append("verified")
+        return verified
+
+    monkeypatch.setattr(tls, "ssl_context", counted)
+    return made
+
+
+def test_setup_s_key_check_loads_the_ca_bundle_only_for_an_https_server(monkeypatch) -> None:
+    from ama_acp.setup.choices import ProviderOption
+    from ama_acp.setup.verify import verify
+
+    made = _counting_verified(monkeypatch)
+    with WebServer() as plain:
+        plain.route("/v1/models", body=b'{"data": [{"id": "m"}]}', content_type="application/json")
+        option = ProviderOption("local", "Local", "openai", plain.url("/v1"), None, builtin=False)
+        assert verify(option, None).ok
+        assert plain.hits == ["/v1/models"] and made == []
+    closed = ProviderOption("far", "Far", "openai", "https://127.0.0.1:9/v1", None, builtin=False)
+    assert not verify(closed, None, timeout=2).ok  # nothing listens there: the check says so
+    assert made == ["verified"]
+
+
+def test_doctor_s_provider_check_loads_the_ca_bundle_only_for_an_https_server(monkeypatch) -> None:
+    from ama_acp import doctor
+
+    made = _counting_verified(monkeypatch)
+    with WebServer() as plain:
+        plain.route("/v1/models", body=b'{"data": [{"id": "m"}]}', content_type="application/json")
+        fact = doctor.check_provider("local", ProviderConfig(kind="openai", base_url=plain.url("/v1")), {})
+        assert fact.result == "ok" and plain.hits == ["/v1/models"] and made == []
+    far = doctor.check_provider("far", ProviderConfig(kind="openai", base_url="https://127.0.0.1:9/v1"), {}, timeout=2)
+    assert far.result != "ok"
+    assert made == ["verified"]

@@ -1,0 +1,45 @@
+"""The TLS context of each HTTP client ama builds: the providers' streams, `ama setup`'s key check and
+`ama doctor`'s provider check. httpx builds a verified context for every client by default, and that loads the CA
+bundle (tens of ms of CPU each time); here the verified one is made once per process, and a plain-http URL's client
+gets one that never loads it. No httpx or ssl import at module level: importing this stays cheap."""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import ssl
+
+
+@functools.cache
+def ssl_context() -> ssl.SSLContext:
+    """The verified TLS context the client of every request to an https URL is built with: made once per process
+    (it loads the CA bundle, tens of ms); the session manager makes it ahead of the first prompt."""
+    import httpx
+
+    return httpx.create_ssl_context()
+
+
+def plain_http(url: str) -> bool:
+    """Whether `url` is plain http (a local model server: ollama, llama.cpp, a test's), whose requests need no
+    TLS: their client is built with `untrusting_context` instead of loading the CA bundle."""
+    return url[:7].lower() == "http://"
+
+
+def untrusting_context() -> ssl.SSLContext:
+    """The TLS context of a client that talks plain http only: one that verifies and trusts nothing (no CA
+    loaded; certificates required, host names checked), made in well under a millisecond.
+
+    Such a client never does TLS: its callers follow no redirect (`follow_redirects` is off, a 3xx is an answer or
+    an error status), and were a request ever sent to an https URL with it (a redirect followed, a URL rewritten),
+    the handshake would fail closed on the certificate, never go on unverified. A proxy's own TLS is not this
+    context's (httpx gives a proxy its own, verified one)."""
+    import ssl
+
+    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # verify_mode CERT_REQUIRED, check_hostname on, no CA
+
+
+def tls_for(url: str) -> ssl.SSLContext:
+    """The context for a client (that follows no redirect) whose requests go to `url`."""
+    return untrusting_context() if plain_http(url) else ssl_context()
