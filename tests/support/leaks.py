@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -22,6 +23,7 @@ TRACEBACK = "Traceback (most recent call last)"
 # Logs ama writes in tests: its log file, and the stderr the harnesses capture.
 LOG_NAMES = ("ama.log",)
 LOG_SUFFIXES = (".log", ".err", ".stderr")
+CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 def _read(path: str) -> bytes:
@@ -32,12 +34,16 @@ def _read(path: str) -> bytes:
         return b""
 
 
-def processes_mentioning(needle: str, *, exclude: Iterable[int] = ()) -> list[tuple[int, str]]:
+def processes_mentioning(
+    needle: str, *, exclude: Iterable[int] = (), born_after: int | None = None
+) -> list[tuple[int, str]]:
     """Live processes whose command line, working directory or environment names `needle` (a test's
-    tmp_path): whatever the test started, including children that left its process group (setsid)."""
+    tmp_path): whatever the test started, including children that left its process group (setsid).
+    `born_after` (clock ticks since boot, as `boot_ticks` gives): the processes started before it are not looked
+    at — one that existed before `needle` did cannot have been started naming it."""
     skip = {os.getpid(), *exclude}
     found: list[tuple[int, str]] = []
-    for pid, cmdline in _live_processes():
+    for pid, cmdline in _live_processes(born_after):
         if pid in skip:
             continue
         try:
@@ -54,13 +60,24 @@ def processes_with_cmdline(text: str) -> list[str]:
     return [cmd for _, cmd in _live_processes() if text in cmd]
 
 
-def _live_processes() -> list[tuple[int, str]]:
+def boot_ticks(wall: float) -> int:
+    """A wall-clock time (time.time()) in the unit of a process's start time in /proc/<pid>/stat: clock ticks
+    since the machine booted."""
+    with open("/proc/uptime", "rb") as fh:
+        up = float(fh.read().split()[0])
+    return int((wall - (time.time() - up)) * CLK_TCK)
+
+
+def _live_processes(born_after: int | None = None) -> list[tuple[int, str]]:
     found: list[tuple[int, str]] = []
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
         stat = _read(f"/proc/{name}/stat")
-        if not stat or stat.rsplit(b")", 1)[-1].split()[:1] == [b"Z"]:
+        fields = stat.rsplit(b")", 1)[-1].split()  # from the state on: the name before it may hold anything
+        if not fields or fields[0] == b"Z":
+            continue
+        if born_after is not None and len(fields) > 19 and int(fields[19]) < born_after:  # field 22: starttime
             continue
         found.append((int(name), _read(f"/proc/{name}/cmdline").replace(b"\0", b" ").decode(errors="replace")))
     return found
@@ -69,10 +86,14 @@ def _live_processes() -> list[tuple[int, str]]:
 def leftover_processes(tmp_path: Path, seconds: float = 5.0) -> list[tuple[int, str]]:
     """The processes still naming `tmp_path` after `seconds`; they are killed so the run can go on."""
     needle = str(tmp_path)
+    try:  # the folder's birth, a second early for the clocks' rounding: nothing older can name it
+        born_after: int | None = boot_ticks(tmp_path.stat().st_ctime - 1.0)
+    except OSError:
+        born_after = None
     left: list[tuple[int, str]] = []
 
     def gone() -> bool:
-        left[:] = processes_mentioning(needle)
+        left[:] = processes_mentioning(needle, born_after=born_after)
         return not left
 
     if holds_within(gone, seconds, interval=0.05):
