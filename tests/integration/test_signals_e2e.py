@@ -256,8 +256,21 @@ def test_a_stop_signal_stops_the_mcp_servers_and_their_helpers(tmp_path, procs, 
 
 def test_a_second_sigterm_during_the_clean_up_never_skips_killing_the_command(tmp_path, procs):
     """The command ignores SIGTERM, so its kill waits the grace period before SIGKILL: the second SIGTERM lands
-    inside the clean-up. It is logged; the command is still killed and ama still exits 0."""
-    ama = Ama(tmp_path)
+    inside the clean-up. It is logged; the command is still killed and ama still exits 0.
+
+    The window for the second signal is that grace, 0.5 s. A test process the machine holds back longer (more
+    workers than cores, under load) finds the command already killed: that try never reached the case (its exit is
+    still checked), and another is made, three in all."""
+    for attempt in range(3):
+        if _second_sigterm_in_the_clean_up(tmp_path / f"try{attempt}", procs):
+            return
+    pytest.fail("in three tries the command was already killed when the test looked: the case was never reached")
+
+
+def _second_sigterm_in_the_clean_up(folder: Path, procs: list[subprocess.Popen[bytes]]) -> bool:
+    """One try of the test above: False if the command was gone before the second SIGTERM could be sent."""
+    folder.mkdir()
+    ama = Ama(folder)
     mark = marker()
     command = f"trap '' TERM; sleep {mark}"  # the ignored SIGTERM is inherited by sleep
     raw, sid = start_acp(ama, [run_command("c1", command), {"text": "done"}], procs, mode="full_access")
@@ -266,7 +279,12 @@ def test_a_second_sigterm_during_the_clean_up_never_skips_killing_the_command(tm
     start = time.monotonic()
     os.kill(raw.proc.pid, signal.SIGTERM)
     poll_until(lambda: "SIGTERM received" in ama.stderr.read_text(), 5, "ama to log the first SIGTERM")
-    assert raw.proc.poll() is None and not gone(mark)  # still cleaning up: the command outlived its SIGTERM
+    if raw.proc.poll() is not None or gone(mark):  # the grace had passed before this process looked
+        poll_until(lambda: raw.proc.poll() is not None, 10, "ama to exit")
+        assert raw.proc.returncode == 0, ama.stderr.read_text()
+        assert gone(mark)
+        return False
+    # Still cleaning up: the command outlived its SIGTERM.
     os.kill(raw.proc.pid, signal.SIGTERM)
     poll_until(lambda: raw.proc.poll() is not None, 10, "ama to exit")
     assert time.monotonic() - start < EXIT_WITHIN_STUBBORN
@@ -274,6 +292,7 @@ def test_a_second_sigterm_during_the_clean_up_never_skips_killing_the_command(tm
     assert gone(mark)
     assert "SIGTERM received again" in ama.stderr.read_text()
     assert_saved_with_the_cancelled_call(ama, sid, "c1")
+    return True
 
 
 # --- ama -p ------------------------------------------------------------------------------------------------
