@@ -54,14 +54,8 @@ def _client_context(url: str) -> ssl.SSLContext:
 
 
 def test_an_http_url_s_client_never_loads_the_ca_bundle_an_https_one_shares_the_verified_context(monkeypatch) -> None:
-    made: list[str] = []
     verified = tls.ssl_context()
-
-    def counted() -> ssl.SSLContext:
-        made.append("verified")
-        return verified
-
-    monkeypatch.setattr(tls, "ssl_context", counted)
+    made = _counting_verified(monkeypatch)
     plain = _client_context("http://127.0.0.1:9/v1")
     assert made == [] and plain is not verified
     assert plain.verify_mode == ssl.CERT_REQUIRED and plain.get_ca_certs() == []
