@@ -6,6 +6,7 @@ import logging
 import os
 import sys
 import sysconfig
+import time
 from pathlib import Path
 
 import pytest
@@ -197,10 +198,11 @@ def _leaves_nothing_behind(request):
         return
     from tests.support import leaks
 
+    since = time.time()  # before the folder exists: no process started earlier can name it
     tmp_path = request.getfixturevalue("tmp_path")  # taken now, so it is torn down after this check
     yield
     problems: list[str] = []
-    left = leaks.leftover_processes(tmp_path)
+    left = leaks.leftover_processes(tmp_path, since=since)
     if left:
         problems.append("processes left running (killed now): " + "; ".join(f"{pid} {cmd}" for pid, cmd in left))
     if request.node.get_closest_marker("allow_traceback") is None:

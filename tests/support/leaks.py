@@ -83,13 +83,12 @@ def _live_processes(born_after: int | None = None) -> list[tuple[int, str]]:
     return found
 
 
-def leftover_processes(tmp_path: Path, seconds: float = 5.0) -> list[tuple[int, str]]:
-    """The processes still naming `tmp_path` after `seconds`; they are killed so the run can go on."""
+def leftover_processes(tmp_path: Path, seconds: float = 5.0, *, since: float | None = None) -> list[tuple[int, str]]:
+    """The processes still naming `tmp_path` after `seconds`; they are killed so the run can go on. `since`: a
+    wall-clock time from before `tmp_path` existed (the test's start; not the folder's ctime, which every file made
+    in it moves on): only processes started after it, less a second for the clocks' rounding, are looked at."""
     needle = str(tmp_path)
-    try:  # the folder's birth, a second early for the clocks' rounding: nothing older can name it
-        born_after: int | None = boot_ticks(tmp_path.stat().st_ctime - 1.0)
-    except OSError:
-        born_after = None
+    born_after = None if since is None else boot_ticks(since - 1.0)
     left: list[tuple[int, str]] = []
 
     def gone() -> bool:

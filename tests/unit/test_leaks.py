@@ -27,9 +27,10 @@ def test_a_process_naming_the_folder_is_found_and_killed(tmp_path: Path, how: st
         kwargs["env"] = {**os.environ, "SOME_DIR": str(tmp_path)}
     else:
         argv.append(str(tmp_path))
+    since = time.time()
     proc = subprocess.Popen(argv, **kwargs)
     try:
-        found = leaks.leftover_processes(tmp_path, seconds=0.2)
+        found = leaks.leftover_processes(tmp_path, seconds=0.2, since=since)
         assert [pid for pid, _ in found] == [proc.pid]
         assert proc.wait(timeout=10) == -9  # killed, so the run goes on
     finally:
@@ -49,6 +50,18 @@ def test_a_process_started_before_the_folder_existed_is_not_looked_at(tmp_path: 
     finally:
         before.kill()
         before.wait()
+
+
+def test_the_check_after_a_test_leaves_a_process_older_than_the_test_alone(tmp_path: Path) -> None:
+    older = subprocess.Popen(SLEEPER, cwd=tmp_path)
+    try:
+        since = _started(older.pid) + 2.0  # as if the test had begun two seconds after it
+        assert leaks.leftover_processes(tmp_path, seconds=0.2, since=since) == []
+        assert older.poll() is None  # not looked at, so not killed
+        assert [pid for pid, _ in leaks.leftover_processes(tmp_path, seconds=0.2)] == [older.pid]
+    finally:
+        older.kill()
+        older.wait()
 
 
 def test_a_process_that_ends_within_the_grace_is_not_a_leak(tmp_path: Path) -> None:
