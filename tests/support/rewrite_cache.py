@@ -61,6 +61,8 @@ def rewrite_test_modules_ahead(config: Any, root: Path, cores: int) -> None:
     except Exception as exc:  # noqa: BLE001 - an optimisation only, as above
         sys.stderr.write(f"conftest: test modules not rewritten ahead ({exc!r}); each worker rewrites them\n")
         return
+    if not hasattr(os, "fork"):  # no fork (Windows): this process rewrites them all
+        cores = 1
     shares = [todo[i::cores] for i in range(max(1, min(cores, len(todo))))]
     children = []
     for share in shares[1:]:
