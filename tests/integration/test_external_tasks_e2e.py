@@ -17,6 +17,7 @@ from ama_acp.session import external_task
 from tests.integration.test_cancel_e2e import open_calls, start
 from tests.integration.test_subagents_e2e import SUBAGENTS, announced_first, subagent_updates, written
 from tests.integration.test_tasks_e2e import KEY, configure, finals, stats, task_call, task_id, text_of, tool_messages
+from tests.support import leaks
 from tests.support.harness import Ama, run_ama
 from tests.support.llm_server import LLMServer
 from tests.support.waiting import holds_within
@@ -54,11 +55,8 @@ def events_of(pids: Path) -> list[str]:
 
 
 def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
-    except OSError:
-        return False
+    fields = leaks.stat_fields(pid)
+    return bool(fields) and fields[0] != b"Z"
 
 
 def all_gone(path: Path) -> bool:

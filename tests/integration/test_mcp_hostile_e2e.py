@@ -9,7 +9,6 @@ not and count what they receive) and the SDK-based HTTP test server.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -32,6 +31,7 @@ from tests.integration.test_mcp_failures_e2e import (
     tool_names,
     wait_ready,
 )
+from tests.support import leaks
 from tests.support.harness import Ama, run_ama
 from tests.support.llm_server import LLMServer
 from tests.support.mcp_servers.http_server import running_http_server
@@ -40,7 +40,6 @@ from tests.support.waiting import holds_within, poll_until
 pytestmark = pytest.mark.anyio
 
 ROOT = Path(__file__).resolve().parents[2]
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 def hostile(name: str, folder: Path, mode: str, *flags: str) -> dict[str, Any]:
@@ -54,8 +53,8 @@ def hostile(name: str, folder: Path, mode: str, *flags: str) -> dict[str, Any]:
 
 
 def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime (fields 14 and 15 of the whole line)
+    fields = leaks.stat_fields(pid)
+    return (int(fields[leaks.UTIME]) + int(fields[leaks.STIME])) / leaks.CLK_TCK
 
 
 def peak_rss_mib(pid: int) -> float:

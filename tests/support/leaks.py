@@ -60,6 +60,16 @@ def processes_with_cmdline(text: str) -> list[str]:
     return [cmd for _, cmd in _live_processes() if text in cmd]
 
 
+def stat_fields(pid: int | str) -> list[bytes]:
+    """The fields of /proc/<pid>/stat after the command name (which may hold anything, parentheses and spaces
+    included): [state, ppid, pgrp, …]; index i is field i + 3 of proc(5). Empty for a process that is gone."""
+    return _read(f"/proc/{pid}/stat").rsplit(b")", 1)[-1].split()
+
+
+STARTTIME = 19  # in stat_fields: field 22, the start in clock ticks since boot
+UTIME, STIME = 11, 12  # fields 14 and 15: CPU time in user and kernel mode, in clock ticks
+
+
 def boot_ticks(wall: float) -> int:
     """A wall-clock time (time.time()) in the unit of a process's start time in /proc/<pid>/stat: clock ticks
     since the machine booted."""
@@ -73,11 +83,10 @@ def _live_processes(born_after: int | None = None) -> list[tuple[int, str]]:
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
-        stat = _read(f"/proc/{name}/stat")
-        fields = stat.rsplit(b")", 1)[-1].split()  # from the state on: the name before it may hold anything
+        fields = stat_fields(name)
         if not fields or fields[0] == b"Z":
             continue
-        if born_after is not None and len(fields) > 19 and int(fields[19]) < born_after:  # field 22: starttime
+        if born_after is not None and len(fields) > STARTTIME and int(fields[STARTTIME]) < born_after:
             continue
         found.append((int(name), _read(f"/proc/{name}/cmdline").replace(b"\0", b" ").decode(errors="replace")))
     return found

@@ -56,7 +56,7 @@ def rewrite_test_modules_ahead(config: Any, root: Path, cores: int) -> None:
             for path in sorted(root.rglob("*.py"))
             if "__pycache__" not in path.parts
             and any(fnmatch.fnmatch(path.name, pattern) for pattern in patterns)
-            and not _pyc_of(path, rewrite).exists()
+            and not pyc_of(path).exists()
         ]
     except Exception as exc:  # noqa: BLE001 - an optimisation only, as above
         sys.stderr.write(f"conftest: test modules not rewritten ahead ({exc!r}); each worker rewrites them\n")
@@ -78,7 +78,7 @@ def rewrite_test_modules_ahead(config: Any, root: Path, cores: int) -> None:
                 os._exit(code)
         children.append(pid)
     try:
-        for path in shares[0] if shares else ():
+        for path in shares[0]:
             _write_rewritten(path, config, rewrite)
     except Exception as exc:  # noqa: BLE001 - an optimisation only, as above
         sys.stderr.write(f"conftest: test modules not rewritten ahead ({exc!r}); each worker rewrites them\n")
@@ -87,7 +87,10 @@ def rewrite_test_modules_ahead(config: Any, root: Path, cores: int) -> None:
             os.waitpid(pid, 0)
 
 
-def _pyc_of(path: Path, rewrite: Any) -> Path:
+def pyc_of(path: Path) -> Path:
+    """Where pytest keeps the rewritten `path` (and reads it from)."""
+    from _pytest.assertion import rewrite
+
     return rewrite.get_cache_dir(path) / (path.name[:-3] + rewrite.PYC_TAIL)
 
 
@@ -95,7 +98,7 @@ def _write_rewritten(path: Path, config: Any, rewrite: Any) -> None:
     """Rewrite one module and write its pyc where pytest looks for it (atomically, as pytest does: a concurrent
     worker reads either nothing or the whole file). A module that does not parse is left to pytest, which reports
     it where it belongs, in the collection."""
-    pyc = _pyc_of(path, rewrite)
+    pyc = pyc_of(path)
     if pyc.exists() or not rewrite.try_makedirs(pyc.parent):
         return
     try:

@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -17,51 +19,50 @@ from tests.support import leaks
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
 
 
-@pytest.mark.parametrize("how", ["cwd", "env", "argv"])
-def test_a_process_naming_the_folder_is_found_and_killed(tmp_path: Path, how: str) -> None:
-    kwargs: dict = {}
-    argv = list(SLEEPER)
-    if how == "cwd":
-        kwargs["cwd"] = tmp_path
-    elif how == "env":
-        kwargs["env"] = {**os.environ, "SOME_DIR": str(tmp_path)}
-    else:
-        argv.append(str(tmp_path))
-    since = time.time()
-    proc = subprocess.Popen(argv, **kwargs)
+@contextmanager
+def sleeping(*extra: str, **kwargs) -> Iterator[subprocess.Popen[bytes]]:
+    """A process that sleeps a minute, killed at the end whatever the test found."""
+    proc = subprocess.Popen([*SLEEPER, *extra], **kwargs)
     try:
-        found = leaks.leftover_processes(tmp_path, seconds=0.2, since=since)
-        assert [pid for pid, _ in found] == [proc.pid]
-        assert proc.wait(timeout=10) == -9  # killed, so the run goes on
+        yield proc
     finally:
         proc.kill()
         proc.wait()
 
 
+@pytest.mark.parametrize("how", ["cwd", "env", "argv"])
+def test_a_process_naming_the_folder_is_found_and_killed(tmp_path: Path, how: str) -> None:
+    kwargs: dict = {}
+    extra: list[str] = []
+    if how == "cwd":
+        kwargs["cwd"] = tmp_path
+    elif how == "env":
+        kwargs["env"] = {**os.environ, "SOME_DIR": str(tmp_path)}
+    else:
+        extra.append(str(tmp_path))
+    since = time.time()
+    with sleeping(*extra, **kwargs) as proc:
+        found = leaks.leftover_processes(tmp_path, seconds=0.2, since=since)
+        assert [pid for pid, _ in found] == [proc.pid]
+        assert proc.wait(timeout=10) == -9  # killed, so the run goes on
+
+
 def test_a_process_started_before_the_folder_existed_is_not_looked_at(tmp_path: Path) -> None:
-    before = subprocess.Popen(SLEEPER, cwd=tmp_path)
-    try:
+    with sleeping(cwd=tmp_path) as before:
         started = _started(before.pid)
         assert abs(leaks.boot_ticks(started) - _start_ticks(before.pid)) <= 1  # the same clock, in ticks
         mentioning = [pid for pid, _ in leaks.processes_mentioning(str(tmp_path), born_after=_start_ticks(before.pid))]
         assert before.pid in mentioning  # born at that tick: looked at
         later = leaks.boot_ticks(started + 2.0)  # a folder born two seconds after the process
         assert before.pid not in [pid for pid, _ in leaks.processes_mentioning(str(tmp_path), born_after=later)]
-    finally:
-        before.kill()
-        before.wait()
 
 
 def test_the_check_after_a_test_leaves_a_process_older_than_the_test_alone(tmp_path: Path) -> None:
-    older = subprocess.Popen(SLEEPER, cwd=tmp_path)
-    try:
+    with sleeping(cwd=tmp_path) as older:
         since = _started(older.pid) + 2.0  # as if the test had begun two seconds after it
         assert leaks.leftover_processes(tmp_path, seconds=0.2, since=since) == []
         assert older.poll() is None  # not looked at, so not killed
         assert [pid for pid, _ in leaks.leftover_processes(tmp_path, seconds=0.2)] == [older.pid]
-    finally:
-        older.kill()
-        older.wait()
 
 
 def test_a_process_that_ends_within_the_grace_is_not_a_leak(tmp_path: Path) -> None:
@@ -73,7 +74,7 @@ def test_a_process_that_ends_within_the_grace_is_not_a_leak(tmp_path: Path) -> N
 
 
 def _start_ticks(pid: int) -> int:
-    return int(Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[-1].split()[19])  # field 22: starttime
+    return int(leaks.stat_fields(pid)[leaks.STARTTIME])
 
 
 def _started(pid: int) -> float:

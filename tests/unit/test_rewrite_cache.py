@@ -8,12 +8,9 @@ import pytest
 from _pytest.assertion import rewrite
 
 from tests.support import rewrite_cache
+from tests.support.rewrite_cache import pyc_of as _pyc
 
 FAILING = "def test_it():\n    left = 1\n    assert left == 2\n"
-
-
-def _pyc(path: Path) -> Path:
-    return rewrite.get_cache_dir(path) / (path.name[:-3] + rewrite.PYC_TAIL)
 
 
 @pytest.mark.parametrize("cores", [1, 2, 3])
