@@ -17,6 +17,17 @@ if _REPO_ROOT not in sys.path:
     sys.path.insert(0, _REPO_ROOT)
 
 
+def _start_watching_the_temp_dir():
+    """A temp dir of this process's own, for everything the tests put in "the temp dir", watched around each test
+    (tests/support/temp_leftovers.py). First thing, before anything makes a temporary file."""
+    from tests.support.temp_leftovers import TempWatch
+
+    return TempWatch.start()
+
+
+_temp_watch = _start_watching_the_temp_dir()
+
+
 def _keep_rewritten_test_modules() -> None:
     """pytest's rewritten modules are kept in __pycache__ even where PYTHONDONTWRITEBYTECODE is set (without it every
     run and every xdist worker rewrote them all again: ~12 s of CPU of a 16 s collection). First thing, before
@@ -225,28 +236,46 @@ def _in_process_raw_amas_end_with_their_test():
         raw.close_leftovers(before)
 
 
-_threads_left_on_workers: list[str] = []
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Which test made what appeared in the temp dir: its setup, call and teardown (module and session fixtures
+    torn down after the last test of their scope count as that test's)."""
+    _temp_watch.before_test()
+    try:
+        return (yield)
+    finally:
+        _temp_watch.after_test(item.nodeid)
+
+
+_left_on_workers: dict[str, list[str]] = {"threads": [], "temp": []}
 
 
 def pytest_sessionfinish(session, exitstatus):
-    """No test may leave a thread running: fail the run if one outlives it (after a grace period). Under
-    pytest-xdist each worker checks its own process and hands what it found to the controller, which fails the
-    run (a worker's exit status does not become the run's)."""
+    """No test may leave a thread running (after a grace period) or anything in the temp dir: fail the run if one
+    does. Under pytest-xdist each worker checks its own process and hands what it found to the controller, which
+    fails the run (a worker's exit status does not become the run's)."""
     from tests.support import leaks
 
-    names = [f"{t.name} (daemon={t.daemon})" for t in leaks.leftover_threads()]
+    left = {
+        "threads": [f"{t.name} (daemon={t.daemon})" for t in leaks.leftover_threads()],
+        "temp": _temp_watch.leftovers(),
+    }
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None:  # an xdist worker
-        workeroutput["ama_threads_left"] = names
+        workeroutput["ama_left"] = left
         return
-    names += _threads_left_on_workers
-    if names:
-        session.config.get_terminal_writer().line(f"threads left running after the tests: {', '.join(names)}", red=True)
-        session.exitstatus = 1
+    for kind, what in (("threads left running", "threads"), ("left in the temp dir", "temp")):
+        names = left[what] + _left_on_workers[what]
+        if names:
+            writer = session.config.get_terminal_writer()
+            writer.line()  # off the progress line
+            writer.line(f"{kind} after the tests: {', '.join(names)}", red=True)
+            session.exitstatus = 1
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node, error):
-    """pytest-xdist, in the controller: a worker finished; keep what it found left running."""
-    left = getattr(node, "workeroutput", {}).get("ama_threads_left", ())
-    _threads_left_on_workers.extend(f"{name} on worker {node.gateway.id}" for name in left)
+    """pytest-xdist, in the controller: a worker finished; keep what it found left behind."""
+    left = getattr(node, "workeroutput", {}).get("ama_left", {})
+    for what, names in left.items():
+        _left_on_workers[what].extend(f"{name} on worker {node.gateway.id}" for name in names)

@@ -156,20 +156,29 @@ def mutated(draw: st.DrawFn, files: list[bytes]) -> bytes:
     return data
 
 
-_work = Path(tempfile.mkdtemp(prefix="ama-fuzz-"))
-_manager = SessionManager(Config(data_dir=str(_work / "data")), Peer(), default_model="scripted/demo")
 _encoder = msgspec.json.Encoder()
 
 
-def test_the_base_files_load_cleanly(real_files):
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, SessionManager]:
+    """The folder the mutated files are written to and the manager their sessions are restored with, made once
+    for the module: hypothesis' examples run inside one test call, without a function fixture of their own."""
+    work = tmp_path_factory.mktemp("fuzz-sessions")
+    return work, SessionManager(Config(data_dir=str(work / "data")), Peer(), default_model="scripted/demo")
+
+
+def test_the_base_files_load_cleanly(real_files, world):
+    work, _ = world
     for data in real_files:
-        path = _work / "base.jsonl"
+        path = work / "base.jsonl"
         path.write_bytes(data)
         loaded = read_session(path)
         assert loaded.skipped_lines == 0 and not loaded.torn_tail
 
 
-def test_mutated_session_files_always_load_and_pair_every_call(real_files):
+def test_mutated_session_files_always_load_and_pair_every_call(real_files, world):
+    work, manager = world
+
     @settings(
         max_examples=EXAMPLES,
         deadline=None,
@@ -178,16 +187,16 @@ def test_mutated_session_files_always_load_and_pair_every_call(real_files):
     )
     @given(mutated(real_files))
     def check(data: bytes) -> None:
-        path = _work / "sessions" / "ses_fuzz.jsonl"
+        path = work / "sessions" / "ses_fuzz.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
         try:
             loaded = read_session(path)
         except SessionFormatError:
             return  # an unreadable or newer header: the one clean refusal
-        setup = SessionSetup("ses_fuzz", str(_work), [], "manual", "scripted/demo")
-        restored = restore(loaded, _work / "sessions" / "ses_fuzz", setup, _manager.tool)
-        session = Session(_manager, restored.setup, restored)
+        setup = SessionSetup("ses_fuzz", str(work), [], "manual", "scripted/demo")
+        restored = restore(loaded, work / "sessions" / "ses_fuzz", setup, manager.tool)
+        session = Session(manager, restored.setup, restored)
         loaded.entries.extend(restored.repair)
         assert paired_everywhere(session.conversation.messages)
         figures = session.ctx.figures()

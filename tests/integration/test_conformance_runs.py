@@ -67,7 +67,10 @@ def test_a_forked_run_has_its_own_environment_and_working_directory(tmp_path: Pa
 
 def test_a_forked_run_past_its_timeout_is_killed(tmp_path: Path) -> None:
     agent = [sys.executable, str(STARTUP_AGENT), "--silent"]  # never answers: the suite waits out --timeout 30
+    # A killed run cannot remove its temporary folder: it goes to this test's folder, not the temp dir (where the
+    # run's end would find it left: tests/support/temp_leftovers.py).
+    env = clean_env(tmp_path, {"TMPDIR": str(tmp_path)})
     started = time.monotonic()
     with pytest.raises(subprocess.TimeoutExpired):
-        run_forked(["--", *agent], env=clean_env(tmp_path), cwd=ROOT, timeout=1.0)
+        run_forked(["--", *agent], env=env, cwd=ROOT, timeout=1.0)
     assert time.monotonic() - started < 10
