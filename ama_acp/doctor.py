@@ -28,7 +28,7 @@ from ama_acp.errors import ControlFlow
 from ama_acp.providers.endpoints import BUILTIN_ENDPOINTS, DIALECT_HOME
 from ama_acp.providers.model_list import model_list_items, models_request
 from ama_acp.providers.resolve import ModelError, api_key_env, provider_config, split_model_id, usable_model
-from ama_acp.providers.tls import tls_for
+from ama_acp.providers.tls import CERTIFICATE_ADVICE, certificate_failure, tls_for
 from ama_acp.redact import MIN_SECRET_LENGTH, REDACTED
 from ama_acp.secrets import register_config, register_secret_values
 from ama_acp.textsafe import one_line
@@ -36,7 +36,7 @@ from ama_acp.textsafe import one_line
 TIMEOUT = 5.0  # seconds for one provider's check, connect to last byte
 MAX_BODY = 256 * 1024  # a model list is a few KiB; a server that sends more is cut off here
 
-Result = Literal["ok", "refused", "unreachable", "status", "not-sent", "no-key", "skipped", "local"]
+Result = Literal["ok", "refused", "unreachable", "untrusted", "status", "not-sent", "no-key", "skipped", "local"]
 
 
 @dataclass(frozen=True)
@@ -254,6 +254,8 @@ def check_provider(
         status, body = _get(url, headers, timeout)
     except _Unreachable as exc:
         return _with(fact, "unreachable", detail=_scrub(str(exc), secrets))
+    except _Untrusted as exc:
+        return _with(fact, "untrusted", detail=_scrub(str(exc), secrets))
     except _NotSent as exc:
         return _with(fact, "not-sent", detail=_scrub(str(exc), secrets))
     from ama_acp.providers.failures import error_detail
@@ -272,6 +274,10 @@ def _with(fact: ProviderFact, result: Result, status: int | None = None, detail:
 
 class _Unreachable(ControlFlow):
     """The provider check got no answer: it becomes that provider's line of the report."""
+
+
+class _Untrusted(ControlFlow):
+    """The provider's TLS certificate failed verification (why, in the ssl module's words): a line of the report."""
 
 
 class _NotSent(ControlFlow):
@@ -304,6 +310,8 @@ def _get(url: str, headers: dict[str, str], timeout: float) -> tuple[int, bytes]
     except httpx.LocalProtocolError as exc:  # e.g. a key with a line break: h11 quotes the header, scrubbed later
         raise _NotSent(f"the request could not be sent: {exc}") from None
     except httpx.HTTPError as exc:
+        if (why := certificate_failure(exc)) is not None:
+            raise _Untrusted(why) from None
         raise _Unreachable(str(exc) or type(exc).__name__) from None
     except (ValueError, OSError) as exc:  # a header that is not ASCII, a socket error outside httpx's own
         raise _NotSent(f"the request could not be sent: {type(exc).__name__}: {exc}") from None
@@ -410,6 +418,8 @@ def _provider_text(p: ProviderFact) -> str:
         return f"refused (HTTP {p.status}) {p.detail}{hint}".rstrip()
     if p.result == "unreachable":
         return f"cannot reach it: {p.detail}"
+    if p.result == "untrusted":
+        return f"its TLS certificate failed verification ({p.detail}). {CERTIFICATE_ADVICE}"
     if p.result == "status":
         return f"answered HTTP {p.status}: {p.detail}"
     if p.result == "not-sent":

@@ -50,6 +50,7 @@ person, with the table of JSON-RPC codes (their names are in `rpc/errors.py`).
         ├── client.turn.Interrupted         (ama's own client) Ctrl-C twice
         ├── client.tty_input.LineInterrupted  (ama's own client) Ctrl-C while a line is read
         ├── doctor._Unreachable             `ama doctor`: a provider that did not answer (a line of the report)
+        ├── doctor._Untrusted               `ama doctor`: a provider whose TLS certificate failed verification
         └── doctor._NotSent                 `ama doctor`: a check that could not be sent (a line of the report)
 
 Who raises, who catches:

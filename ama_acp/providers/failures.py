@@ -14,6 +14,7 @@ import msgspec
 
 from ama_acp.errors import ProviderError
 from ama_acp.providers.base import Failure, FailureKind
+from ama_acp.providers.tls import CERTIFICATE_ADVICE
 
 MAX_DETAIL = 500  # characters of a provider's error text we pass on
 
@@ -55,6 +56,7 @@ class Outcome:
     status: int | None = None
     retry_after: float | None = None
     connect: bool = False
+    certificate: bool = False  # the server's TLS certificate failed verification: a retry would fail the same
     protocol: bool = False  # the server broke the dialect (a chunk of the wrong shape, bytes that are not UTF-8)
 
     def short(self) -> str:
@@ -138,6 +140,8 @@ def give_up(out: Outcome, *, who: str, key: KeyHint, attempt: int, secret: str |
             msg = f"{who} sent a reply ama cannot read ({out.detail})."
         case "stream":
             msg = f"The reply from {who} broke off ({out.detail}).{tail}"
+        case _ if out.certificate:
+            msg = f"Cannot trust {who}: {out.detail}. Check the host name in the base URL. {CERTIFICATE_ADVICE}."
         case _ if out.connect:
             msg = f"Cannot reach {who} ({out.detail}). Check the base URL and the network.{tail}"
         case _:

@@ -26,7 +26,7 @@ from ama_acp.providers.dialect import Parser
 from ama_acp.providers.failures import KeyHint, Outcome, StreamError, error_detail, give_up, safe_url, scrub
 from ama_acp.providers.retry import classify_status
 from ama_acp.providers.sse import MAX_EVENT_BYTES, SSEEvent, SSEParser
-from ama_acp.providers.tls import tls_for
+from ama_acp.providers.tls import certificate_failure, tls_for
 
 if TYPE_CHECKING:
     import httpx
@@ -249,6 +249,9 @@ class HttpStream:
             case httpx.TimeoutException():
                 what = "connecting" if isinstance(exc, httpx.ConnectTimeout) else "waiting for the server"
                 return Outcome("timeout", f"timed out after {self.timeout:g}s {what}", True)
+            case httpx.ConnectError() if (why := certificate_failure(exc)) is not None:
+                detail = f"its TLS certificate failed verification ({self._scrub(why)})"
+                return Outcome("server", detail, False, connect=True, certificate=True)
             case httpx.ConnectError():
                 return Outcome("server", f"could not connect: {self._scrub(str(exc)) or 'refused'}", True, connect=True)
             case httpx.TransportError() | httpx.DecodingError():

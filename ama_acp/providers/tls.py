@@ -1,7 +1,11 @@
 """The TLS context of each HTTP client ama builds: the providers' streams, `ama setup`'s key check and
 `ama doctor`'s provider check. httpx builds a verified context for every client by default, and that loads the CA
 bundle (tens of ms of CPU each time); here the verified one is made once per process, and a plain-http URL's client
-gets one that never loads it. No httpx or ssl import at module level: importing this stays cheap."""
+gets one that never loads it. No httpx or ssl import at module level: importing this stays cheap.
+
+A server whose certificate fails verification is named as such by all three (`certificate_failure`), with what a
+person can do about it, not as a network failure: a private CA is trusted through SSL_CERT_FILE, which httpx's
+verified context reads."""
 
 from __future__ import annotations
 
@@ -43,3 +47,27 @@ def untrusting_context() -> ssl.SSLContext:
 def tls_for(url: str) -> ssl.SSLContext:
     """The context for a client (that follows no redirect) whose requests go to `url`."""
     return untrusting_context() if plain_http(url) else ssl_context()
+
+
+# What a person can do about a certificate that failed verification: the verified context is httpx's, which reads
+# the CA bundle SSL_CERT_FILE names instead of its own.
+CERTIFICATE_ADVICE = (
+    "If the server's certificate comes from your own CA, set SSL_CERT_FILE to that CA's PEM file in the "
+    "environment ama starts with"
+)
+
+
+def certificate_failure(exc: BaseException) -> str | None:
+    """Why the server's certificate failed verification (a CA not trusted, a host name it is not for, expired),
+    when that is what ended the request `exc` reports (httpx and httpcore wrap the ssl error); None for any other
+    failure."""
+    import ssl
+
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:  # a chain that loops back ends here too
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            return cause.verify_message or cause.reason or str(cause)
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return None

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from ama_acp.providers.model_list import context_length, model_list_items, models_request
-from ama_acp.providers.tls import tls_for
+from ama_acp.providers.tls import CERTIFICATE_ADVICE, certificate_failure, tls_for
 from ama_acp.setup.choices import ProviderOption, SetupError, check_model_name
 
 if TYPE_CHECKING:
@@ -64,6 +64,9 @@ def verify(
     except httpx.TimeoutException:
         return Verdict(False, f"cannot reach {host}: no answer within {timeout:g} s")
     except (httpx.HTTPError, OSError, ValueError) as exc:
+        if (why := certificate_failure(exc)) is not None:
+            failed = f"its TLS certificate failed verification ({_clean(why, key)})"
+            return Verdict(False, f"cannot trust {host}: {failed}. {CERTIFICATE_ADVICE}")
         return Verdict(False, f"cannot reach {host}: {_clean(_reason(exc), key)}")
     if status in (401, 403):
         where = f"create a new one at {option.key_page}" if option.key_page else f"ask for the key {host} expects"

@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import json
 import socket
+import ssl
 import threading
 import time
 from collections import deque
@@ -319,6 +320,27 @@ class LLMServer(BackgroundServer):
     def _reject(self, req: RecordedRequest, problem: str) -> None:
         with self._lock:
             self.rejections.append((req, problem))
+
+
+class TlsLLMServer(LLMServer):
+    """The scripted server over https, as `name` (a certificate for it: tests/support/tls_certs.py). It listens on
+    127.0.0.1; `url` names the host, which a client resolves there."""
+
+    def __init__(self, tls: ssl.SSLContext, name: str = "localhost", *, check_pairing: bool = True) -> None:
+        super().__init__(check_pairing=check_pairing)
+        self._tls = tls
+        self._name = name
+
+    @property
+    def url(self) -> str:
+        return super().url.replace("http://127.0.0.1:", f"https://{self._name}:", 1)
+
+    def _serve(self, httpd: OwnedHTTPServer) -> None:
+        # The listening socket already takes connections (a client's first one waits in its backlog); from here
+        # each is accepted through the handshake. One that fails it (a client that does not trust the CA, the
+        # plain wake of close()) is an OSError the server drops before any request is read.
+        httpd.socket = self._tls.wrap_socket(httpd.socket, server_side=True)
+        super()._serve(httpd)
 
 
 def llm_server_fixture() -> Iterator[LLMServer]:

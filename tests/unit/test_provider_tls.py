@@ -133,3 +133,84 @@ def test_doctor_s_provider_check_loads_the_ca_bundle_only_for_an_https_server(mo
     far = doctor.check_provider("far", ProviderConfig(kind="openai", base_url="https://127.0.0.1:9/v1"), {}, timeout=2)
     assert far.result != "ok"
     assert made == ["verified"]
+
+
+# --- a certificate that fails verification ---------------------------------------------------------------------
+# Named as such, with what a person can do about it (SSL_CERT_FILE for a private CA), by the provider's stream, the
+# setup's key check and the doctor alike; never retried (it would fail the same) and never mistaken for a network
+# failure. The servers below are sound: a client that trusts their test CA gets its answer.
+
+
+@pytest.fixture(name="untrusted")
+def _untrusted(tmp_path) -> tuple[ssl.SSLContext, str]:
+    return tls_server(tmp_path, "localhost")
+
+
+def _refusal(url: str) -> httpx.ConnectError:
+    """The error the verified context's client raises for `url`, as httpx reports it."""
+    with pytest.raises(httpx.ConnectError) as caught:
+        anyio.run(_get, tls.ssl_context(), url)
+    return caught.value
+
+
+def test_why_a_certificate_failed_is_found_under_httpx_s_wrapping(untrusted) -> None:
+    server_tls, ca = untrusted
+    with WebServer(tls=server_tls) as secure:
+        secure.route("/v1/models", body=b"{}", content_type="application/json")
+        url = secure.url("/v1/models", "localhost", scheme="https")
+        assert anyio.run(_get, ssl.create_default_context(cadata=ca), url).status_code == 200  # a sound server
+        unknown_ca = _refusal(url)
+        assert tls.certificate_failure(unknown_ca) == "unable to get local issuer certificate"
+        trusting = ssl.create_default_context(cadata=ca)
+        with pytest.raises(httpx.ConnectError) as other_name:  # the CA is trusted, the name is not the cert's
+            anyio.run(_get, trusting, secure.url("/v1/models", "127.0.0.1", scheme="https"))
+        assert "mismatch" in (tls.certificate_failure(other_name.value) or "").lower()
+    refused = httpx.ConnectError("[Errno 111] Connection refused")
+    refused.__cause__ = ConnectionRefusedError(111, "Connection refused")
+    assert tls.certificate_failure(refused) is None
+    looped = httpx.ConnectError("a chain that loops")
+    looped.__context__ = RuntimeError("back")
+    looped.__context__.__context__ = looped
+    assert tls.certificate_failure(looped) is None
+
+
+def test_a_provider_whose_certificate_fails_says_so_and_is_not_retried(untrusted) -> None:
+    from ama_acp.conversation.messages import TextPart, UserMessage
+    from ama_acp.providers.base import Failure, ModelRequest, Retrying
+    from ama_acp.providers.registry import build_http_provider
+    from ama_acp.providers.retry import RetryPolicy
+    from tests.support.llm_server import TlsLLMServer, collect
+
+    server_tls, _ = untrusted
+    with TlsLLMServer(server_tls) as llm:
+        llm.enqueue({"text": "never read"})
+        retry = RetryPolicy(max_retries=3, backoff_base=0.01)
+        settings = ProviderSettings(name="secure", base_url=llm.openai_url, api_key="sk-test-0123456789", retry=retry)
+        provider = build_http_provider("openai", settings)
+        request = ModelRequest(model="m", system="", messages=[UserMessage([TextPart("hi")])])
+        events = collect(lambda: provider.stream(request))
+        assert not [e for e in events if isinstance(e, Retrying)] and len(events) == 1
+        failure = events[0]
+        assert isinstance(failure, Failure) and failure.kind == "server"
+        assert failure.message.startswith(f"Cannot trust secure ({llm.openai_url}/chat/completions): its TLS")
+        assert "unable to get local issuer certificate" in failure.message and "SSL_CERT_FILE" in failure.message
+        assert "network" not in failure.message
+        assert llm.requests == [] and llm.pending == 1  # the handshake failed: no request was read
+
+
+def test_setup_s_key_check_and_the_doctor_name_a_certificate_that_fails(untrusted) -> None:
+    from ama_acp import doctor
+    from ama_acp.setup.choices import ProviderOption
+    from ama_acp.setup.verify import verify
+
+    server_tls, _ = untrusted
+    with WebServer(tls=server_tls) as secure:
+        secure.route("/v1/models", body=b'{"data": [{"id": "m"}]}', content_type="application/json")
+        base = secure.url("/v1", "localhost", scheme="https")
+        verdict = verify(ProviderOption("own", "Own", "openai", base, None, builtin=False), None)
+        assert not verdict.ok and verdict.message.startswith("cannot trust localhost:")
+        assert "unable to get local issuer certificate" in verdict.message and "SSL_CERT_FILE" in verdict.message
+        fact = doctor.check_provider("own", ProviderConfig(kind="openai", base_url=base), {})
+        assert fact.result == "untrusted" and fact.detail == "unable to get local issuer certificate"
+        assert "SSL_CERT_FILE" in doctor._provider_text(fact)
+        assert secure.hits == []
