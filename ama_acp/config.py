@@ -305,7 +305,9 @@ def parse_config(text: str, origin: str = "config") -> Config:
         raise ConfigError(f"{origin}: client.program_status must be auto, on or off, not {cfg.client.program_status!r}")
     st = cfg.stream
     if not (0 <= st.coalesce_window_ms <= 1000 and 1 <= st.coalesce_max_chars <= 10_000_000):
-        raise ConfigError(f"{origin}: stream.coalesce_window_ms must be 0–1000 and stream.coalesce_max_chars 1–10,000,000")
+        raise ConfigError(
+            f"{origin}: stream.coalesce_window_ms must be 0–1000 and stream.coalesce_max_chars 1–10,000,000"
+        )
     hosts = cfg.web.allow_hosts
     if len(hosts) > MAX_ALLOW_HOSTS:
         raise ConfigError(f"{origin}: web.allow_hosts holds {len(hosts)} entries; at most {MAX_ALLOW_HOSTS}")

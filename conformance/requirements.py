@@ -587,6 +587,7 @@ REGISTRY: tuple[Requirement, ...] = (
 
 BY_ID: dict[str, Requirement] = {r.id: r for r in REGISTRY}
 
+
 def for_profile(profile: Profile) -> tuple[Requirement, ...]:
     return tuple(r for r in REGISTRY if r.profile is profile)
 

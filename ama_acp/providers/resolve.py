@@ -115,7 +115,9 @@ def _checked(cfg: Config, model_id: str, source: str, keys: KeySource) -> ModelC
     pcfg = provider_config(cfg, provider)
     if pcfg is None:
         return ModelChoice(
-            None, f"{model_id} (from {source}) names an unknown provider {provider!r}: add [providers.{provider}]", source
+            None,
+            f"{model_id} (from {source}) names an unknown provider {provider!r}: add [providers.{provider}]",
+            source,
         )
     variable = api_key_env(provider, pcfg) if pcfg.kind != "scripted" else None
     if variable is None:  # the scripted provider, or a configured endpoint without a key

@@ -42,7 +42,8 @@ def stdio_server(name: str) -> dict[str, Any]:
     return {
         "name": name,
         "command": sys.executable,
-        "args": ["-m", "tests.support.mcp_servers.stdio_server", "--sdk"],  # the SDK server, as docs/performance.md measured
+        # The SDK's server, as docs/performance.md measured.
+        "args": ["-m", "tests.support.mcp_servers.stdio_server", "--sdk"],
         "env": [{"name": "PYTHONPATH", "value": str(ROOT)}],
     }
 

@@ -189,7 +189,10 @@ def test_a_stream_that_stalls_is_ended_by_the_timeout_after_its_last_byte():
 
 SSE_LINES = st.lists(
     st.one_of(
-        st.builds(lambda t: f"data: {t}\n\n", st.text(alphabet=st.characters(blacklist_characters="\r\n", blacklist_categories=("Cs",)), max_size=8)),
+        st.builds(
+            lambda t: f"data: {t}\n\n",
+            st.text(alphabet=st.characters(blacklist_characters="\r\n", blacklist_categories=("Cs",)), max_size=8),
+        ),
         st.builds(lambda t: f"event: {t}\n", st.sampled_from(["a", "b", "message_start"])),
         st.just(": keepalive\n\n"),
         st.builds(lambda t: f"data: {t}\r\n\r\n", st.text(alphabet="xyz", max_size=4)),

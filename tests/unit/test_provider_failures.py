@@ -28,6 +28,7 @@ server = pytest.fixture(name="server")(llm_server_fixture)
 def _llm() -> MockLLM:
     return MockLLM()
 
+
 KEY = "sk-secret-key-0123456789"
 REQUEST = ModelRequest(model="m", system="", messages=[UserMessage([TextPart("hi")])])
 KINDS = ["openai", "anthropic"]

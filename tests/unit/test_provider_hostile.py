@@ -74,7 +74,9 @@ def mock(
         return httpx.Response(status, headers={"content-type": ctype}, content=content)
 
     transport = httpx.MockTransport(handler)
-    return cls(ProviderSettings(base_url="http://mock.test/v1", api_key="sk-mock-key", retry=retry, transport=transport, **kw))
+    return cls(
+        ProviderSettings(base_url="http://mock.test/v1", api_key="sk-mock-key", retry=retry, transport=transport, **kw)
+    )
 
 
 def run(provider: OpenAIProvider | AnthropicProvider) -> list[ProviderEvent]:
@@ -253,7 +255,9 @@ def test_keepalive_comments_forever_time_out(server, kind):
     server.enqueue({"keepalive": 0.05}, {"keepalive": 0.05})
     cls = OpenAIProvider if kind == "openai" else AnthropicProvider
     url = server.openai_url if kind == "openai" else server.anthropic_url
-    p = cls(ProviderSettings(base_url=url, api_key="sk-x", timeout=0.6, retry=RetryPolicy(max_retries=1, backoff_base=0.01)))
+    p = cls(
+        ProviderSettings(base_url=url, api_key="sk-x", timeout=0.6, retry=RetryPolicy(max_retries=1, backoff_base=0.01))
+    )
     start = time.monotonic()
     events = collect(lambda: p.stream(REQUEST))
     took = time.monotonic() - start
@@ -265,7 +269,9 @@ def test_keepalive_comments_forever_time_out(server, kind):
 
 def test_keepalive_after_some_text_times_out_then_a_retry_succeeds(server):
     server.enqueue({"text": "partial answer", "keepalive": 0.05, "break_after": 3}, {"text": "whole"})
-    p = OpenAIProvider(ProviderSettings(base_url=server.openai_url, api_key="sk-x", timeout=0.5, retry=RetryPolicy(1, 0.01)))
+    p = OpenAIProvider(
+        ProviderSettings(base_url=server.openai_url, api_key="sk-x", timeout=0.5, retry=RetryPolicy(1, 0.01))
+    )
     events = collect(lambda: p.stream(REQUEST))
     retry = next(i for i, e in enumerate(events) if isinstance(e, Retrying))
     assert any(isinstance(e, TextDelta) for e in events[:retry])  # it was streaming when the deadline hit

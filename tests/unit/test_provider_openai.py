@@ -207,7 +207,9 @@ def test_official_openai_never_gets_reasoning_back_and_tool_call_only_message_ha
             "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}],
         }
     ]
-    body = OpenAIProvider(ProviderSettings(base_url="https://api.openai.com/v1")).build_body(ModelRequest("m", "", msgs))
+    body = OpenAIProvider(ProviderSettings(base_url="https://api.openai.com/v1")).build_body(
+        ModelRequest("m", "", msgs)
+    )
     assert "reasoning_content" not in body["messages"][0]
 
 

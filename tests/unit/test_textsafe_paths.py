@@ -310,7 +310,9 @@ def test_sessions_list(title: str, cwd: str, when: str, monkeypatch: pytest.Monk
     class Store:
         def __init__(self, data_dir: Any) -> None: ...
 
-        def list(self, cwd: Any, cursor: Any, limit: int, spoken_only: bool = False) -> tuple[list[SessionSummary], None]:
+        def list(
+            self, cwd: Any, cursor: Any, limit: int, spoken_only: bool = False
+        ) -> tuple[list[SessionSummary], None]:
             return [summary, summary], None
 
     from ama_acp.session import store
