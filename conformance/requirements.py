@@ -588,10 +588,6 @@ REGISTRY: tuple[Requirement, ...] = (
 BY_ID: dict[str, Requirement] = {r.id: r for r in REGISTRY}
 
 
-def for_profile(profile: Profile) -> tuple[Requirement, ...]:
-    return tuple(r for r in REGISTRY if r.profile is profile)
-
-
 def markdown_table() -> str:
     """The registry as the Markdown table docs/conformance.md carries (a test keeps the two equal)."""
     rows = ["| id | tier | profile | gate | requirement | from |", "|---|---|---|---|---|---|"]
