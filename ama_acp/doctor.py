@@ -403,6 +403,8 @@ def _problem(report: Report, chosen_provider: str | None) -> str | None:
     fact = next((p for p in report.providers if p.name == chosen_provider), None)
     if fact is None or fact.result in ("ok", "local", "skipped"):
         return None
+    if fact.result == "untrusted":  # the provider's line above says what to do; this one need not say it again
+        return f"ama does not trust the TLS certificate of its provider {fact.name!r} ({fact.detail})"
     return f"its provider {fact.name!r} did not answer as it should ({_provider_text(fact)})"
 
 

@@ -198,7 +198,7 @@ def test_a_provider_whose_certificate_fails_says_so_and_is_not_retried(untrusted
         assert llm.requests == [] and llm.pending == 1  # the handshake failed: no request was read
 
 
-def test_setup_s_key_check_and_the_doctor_name_a_certificate_that_fails(untrusted) -> None:
+def test_setup_s_key_check_and_the_doctor_name_a_certificate_that_fails(untrusted, tmp_path, capsys) -> None:
     from ama_acp import doctor
     from ama_acp.setup.choices import ProviderOption
     from ama_acp.setup.verify import verify
@@ -213,4 +213,11 @@ def test_setup_s_key_check_and_the_doctor_name_a_certificate_that_fails(untruste
         fact = doctor.check_provider("own", ProviderConfig(kind="openai", base_url=base), {})
         assert fact.result == "untrusted" and fact.detail == "unable to get local issuer certificate"
         assert "SSL_CERT_FILE" in doctor._provider_text(fact)
+        config = tmp_path / "config.toml"
+        config.write_text(f'model = "own/m"\n[providers.own]\nkind = "openai"\nbase_url = "{base}"\n')
+        env = {"XDG_CONFIG_HOME": str(tmp_path / "config"), "XDG_DATA_HOME": str(tmp_path / "data")}
+        assert doctor.run_doctor(["--config", str(config)], env) == 1
+        out = capsys.readouterr().out
+        assert len([line for line in out.splitlines() if "SSL_CERT_FILE" in line]) == 1  # said on the provider's line
+        assert "a prompt would not work: ama does not trust the TLS certificate of its provider 'own'" in out
         assert secure.hits == []
