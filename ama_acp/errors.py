@@ -4,7 +4,8 @@ It imports nothing of ama (it is the ground floor), so any module may import it.
 family roots; each layer defines its own members next to the code that raises them (the names stay where
 callers import them from), and `tests/unit/test_error_families.py` checks that every exception class in
 `ama_acp/` derives from exactly one root. `docs/errors.md` says what each becomes on the wire or for the
-person, with the table of JSON-RPC codes (their names are in `rpc/errors.py`).
+person, with the table of JSON-RPC codes (their names are in `rpc/errors.py`). `causes`, at the end, walks down
+what an exception wraps, for the callers that look for the error a library wrapped.
 
     AmaError
     ├── ProtocolError             transport and protocol: JSON-RPC 2.0 / ACP over stdio
@@ -75,6 +76,8 @@ Who raises, who catches:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 __all__ = ["AmaError", "ConfigError", "ControlFlow", "ProtocolError", "ProviderError", "StoreError", "ToolError"]
 
 
@@ -104,3 +107,15 @@ class StoreError(AmaError):
 
 class ControlFlow(AmaError):
     """Not an error: raised to unwind to a known handler (the end of a turn, an interrupt), never reported."""
+
+
+def causes(exc: BaseException) -> Iterator[BaseException]:
+    """`exc`, then what it wraps (`raise ... from`, else the exception being handled when it was raised), each
+    once: a chain that loops back ends. Libraries wrap the error a person can act on (httpx wraps the socket's and
+    the TLS handshake's), and the callers look for it here."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        yield cause
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__

@@ -12,6 +12,8 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING
 
+from ama_acp.errors import causes
+
 if TYPE_CHECKING:
     import ssl
 
@@ -63,11 +65,7 @@ def certificate_failure(exc: BaseException) -> str | None:
     failure."""
     import ssl
 
-    seen: set[int] = set()
-    cause: BaseException | None = exc
-    while cause is not None and id(cause) not in seen:  # a chain that loops back ends here too
+    for cause in causes(exc):
         if isinstance(cause, ssl.SSLCertVerificationError):
             return cause.verify_message or cause.reason or str(cause)
-        seen.add(id(cause))
-        cause = cause.__cause__ or cause.__context__
     return None

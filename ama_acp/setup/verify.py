@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from ama_acp.errors import causes
 from ama_acp.providers.model_list import context_length, model_list_items, models_request
 from ama_acp.providers.tls import CERTIFICATE_ADVICE, certificate_failure, tls_for
 from ama_acp.setup.choices import ProviderOption, SetupError, check_model_name
@@ -94,11 +95,9 @@ def _read_capped(response: httpx.Response) -> bytes:
 
 def _reason(exc: BaseException) -> str:
     """The innermost useful words: httpx wraps the socket's error, whose strerror is the part a person reads."""
-    cause: BaseException | None = exc
-    while cause is not None:
+    for cause in causes(exc):
         if isinstance(cause, OSError) and cause.strerror:
             return cause.strerror
-        cause = cause.__cause__ or cause.__context__
     return str(exc) or type(exc).__name__
 
 

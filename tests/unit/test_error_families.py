@@ -167,3 +167,28 @@ def test_every_code_has_one_name() -> None:
     codes = {k: v for k, v in vars(rpc_errors).items() if k.isupper() and type(v) is int and v < 0}
     assert len(set(codes.values())) == len(codes), codes
     assert {-32700, -32600, -32601, -32602, -32603, -32800, -32000, -32002, -32010} == set(codes.values())
+
+
+def test_causes_walks_what_an_exception_wraps_each_once() -> None:
+    inner = OSError(111, "Connection refused")
+    handled = ValueError("being handled")
+    outer = RuntimeError("wrapped")
+    outer.__cause__, outer.__context__ = inner, handled  # `raise … from inner` while handling another
+    assert list(errors.causes(outer)) == [outer, inner]  # the explicit cause, not the context
+    plain = KeyError("k")
+    plain.__context__ = handled
+    assert list(errors.causes(plain)) == [plain, handled]
+    handled.__context__ = plain  # a chain that loops back
+    assert list(errors.causes(plain)) == [plain, handled]
+
+
+def test_setup_s_reason_finds_the_socket_s_words_and_ends_on_a_looping_chain() -> None:
+    from ama_acp.setup.verify import _reason
+
+    outer = RuntimeError("connect failed")
+    outer.__cause__ = OSError(111, "Connection refused")
+    assert _reason(outer) == "Connection refused"
+    looped = RuntimeError("no socket error in it")
+    looped.__context__ = ValueError("back")
+    looped.__context__.__context__ = looped
+    assert _reason(looped) == "no socket error in it"  # it used to go round for ever
