@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.harness import Ama, agent_text, kinds, run_ama, usage_updates
+from tests.support.harness import Ama, agent_text, kinds, local_config, run_ama, usage_updates
 from tests.support.llm_server import LLMServer, TlsLLMServer
 from tests.support.tls_certs import tls_server
 
@@ -19,14 +19,12 @@ KEY = {"LOCAL_TEST_KEY": "test-key-abcdefgh"}
 
 
 def _configure(ama: Ama, plain: LLMServer, secure: TlsLLMServer) -> None:
-    ama.config.write_text(f"""
-model = "local/a"
-[providers.local]
-kind = "openai"
-base_url = "{plain.openai_url}"
-api_key_env = "LOCAL_TEST_KEY"
-max_retries = 0
-
+    """`local/m` on the plain-http server (window 100,000, no retry), `secure/b` on the https one (50,000, two
+    retries: a certificate failure must still not be retried)."""
+    ama.config.write_text(
+        local_config(
+            plain.openai_url,
+            tail=f"""
 [providers.secure]
 kind = "openai"
 base_url = "{secure.openai_url}"
@@ -34,13 +32,11 @@ api_key_env = "LOCAL_TEST_KEY"
 max_retries = 2
 
 [[models]]
-id = "local/a"
-context_window = 100000
-
-[[models]]
 id = "secure/b"
 context_window = 50000
-""")
+""",
+        )
+    )
 
 
 async def _open(conn, ama: Ama) -> str:
@@ -78,10 +74,10 @@ async def test_a_switch_to_an_https_model_trusts_the_ca_ssl_cert_file_names_and_
             assert (await conn.prompt(sid, "second", timeout=20))["stopReason"] == "end_turn"
             assert _said(conn, sid, said) == "from https"
             assert usage_updates(conn, sid)[-1]["size"] == 50_000
-            await _switch(conn, sid, "local/a")
+            await _switch(conn, sid, "local/m")
             assert (await conn.prompt(sid, "third", timeout=20))["stopReason"] == "end_turn"
             assert agent_text(conn, sid).endswith("http again")
-    assert [r.body["model"] for r in plain.requests] == ["a", "a"]
+    assert [r.body["model"] for r in plain.requests] == ["m", "m"]
     assert [r.body["model"] for r in secure.requests] == ["b"]
     carried = str(secure.requests[0].body["messages"])
     assert "first" in carried and "from http" in carried  # the conversation went over to the https provider
@@ -105,7 +101,7 @@ async def test_a_switch_to_an_https_model_whose_ca_is_not_trusted_fails_closed_a
             assert (await conn.prompt(sid, "second", timeout=20))["stopReason"] == "end_turn"
             told = _said(conn, sid, said)
             assert "Cannot trust secure" in told and "SSL_CERT_FILE" in told and "Retrying" not in told
-            await _switch(conn, sid, "local/a")
+            await _switch(conn, sid, "local/m")
             assert (await conn.prompt(sid, "third", timeout=20))["stopReason"] == "end_turn"
             assert agent_text(conn, sid).endswith("still here")
     assert secure.requests == [] and secure.pending == 1  # no request crossed the failed handshake
