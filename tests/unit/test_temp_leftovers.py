@@ -1,6 +1,7 @@
 """tests/support/temp_leftovers.py: the test process's own temp dir, and what a test leaves in it. A name that
 appears during a test and is still there at the end is reported with that test; one removed by then, or owned by
-a process that removes it at exit, or a library's cache, is not; this process's temp dir is the watched one."""
+a process that removes it at exit, or a library's cache, is not; this process's temp dir is the watched one; and a
+run whose test leaves a folder fails, naming the test, serially and under pytest-xdist."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+import pytest
 
 from tests.support.temp_leftovers import TempWatch
 
@@ -79,3 +82,28 @@ def test_the_folder_goes_away_with_its_process(tmp_path: Path) -> None:
     folder, left_reported = out.stdout.split()
     assert Path(folder).parent == tmp_path and left_reported == "True"  # the file made was a leftover, named
     assert not Path(folder).exists() and list(tmp_path.iterdir()) == []  # removed at exit, leftovers and all
+
+
+PLANTED_IN = (
+    "tests/unit/test_temp_leftovers.py::test_what_its_owner_removes_at_exit_and_a_librarys_cache_are_not_leftovers"
+)
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_a_run_whose_test_leaves_a_folder_fails_and_names_the_test(workers: str) -> None:
+    """The whole check, in a run of its own: serially, and under pytest-xdist, where the worker hands what it found
+    to the controller. The run passes its test and still fails."""
+    root = Path(__file__).resolve().parents[2]
+    plugins = ["-p", "tests.support.temp_plant", "-p", "no:cacheprovider"]
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-n", workers, *plugins, PLANTED_IN],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        timeout=120,
+    )
+    assert run.returncode == 1, run.stdout[-2000:] + run.stderr[-2000:]
+    assert "1 passed" in run.stdout
+    report = next(line for line in run.stdout.splitlines() if line.startswith("left in the temp dir after the tests:"))
+    assert "/planted-" in report and f"(from {PLANTED_IN})" in report
+    assert ("on worker gw0" in report) == (workers == "2")
