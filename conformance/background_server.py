@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
@@ -20,6 +21,13 @@ class OwnedHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False  # a handler still streaming must not hold up close()
     owner: Any
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that hung up mid-request (a reset, a broken pipe: an agent cancelling, a test's hostile client)
+        # is how connections end here, not an error: the default prints its traceback into the run's stderr.
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
 
 class BackgroundServer:

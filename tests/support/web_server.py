@@ -16,8 +16,10 @@ import ssl
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from conformance.background_server import OwnedHTTPServer
 
 
 @dataclass
@@ -87,7 +89,7 @@ class WebServer:
                         self.wfile.flush()
                 self.wfile.write(b"0\r\n\r\n")
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = OwnedHTTPServer(("127.0.0.1", 0), Handler)  # quiet about a client that hung up
         self.httpd.daemon_threads = True
         if tls is not None:
             tls.sni_callback = lambda sock, name, ctx: self.sni.append(name)  # type: ignore[assignment, misc]

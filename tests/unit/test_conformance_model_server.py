@@ -8,6 +8,7 @@ import json
 import socket
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import httpx
@@ -586,3 +587,31 @@ def test_deciding_never_raises_on_any_body(body: Any) -> None:
         prompt_and_results(dialect, body)
         answer, call_id = decide(dialect, body, lambda: "call_1")
         assert (answer.call is None) == (call_id == "")
+
+
+@pytest.mark.parametrize(
+    ("error", "printed"),
+    [
+        (ConnectionResetError(104, "Connection reset by peer"), False),
+        (BrokenPipeError(32, "Broken pipe"), False),
+        (ValueError("a bug in a handler"), True),
+    ],
+)
+def test_the_servers_are_quiet_about_a_client_that_hung_up_and_only_about_that(error, printed, capsys) -> None:
+    """background_server.OwnedHTTPServer (the scripted model's, the tests' model and web servers'): a client gone
+    mid-request is how connections end, not a traceback in the run's stderr; any other error in a handler still is."""
+    from conformance.background_server import OwnedHTTPServer
+
+    server = OwnedHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
+    try:
+        try:
+            raise error
+        except (
+            ConnectionError,
+            ValueError,
+        ):  # handle_error reads the exception being handled, as socketserver calls it
+            server.handle_error(None, ("127.0.0.1", 1))
+    finally:
+        server.server_close()
+    err = capsys.readouterr().err
+    assert (type(error).__name__ in err and "Traceback" in err) == printed, err
