@@ -106,4 +106,4 @@ def test_a_run_whose_test_leaves_a_folder_fails_and_names_the_test(workers: str)
     assert "1 passed" in run.stdout
     report = next(line for line in run.stdout.splitlines() if line.startswith("left in the temp dir after the tests:"))
     assert "/planted-" in report and f"(from {PLANTED_IN})" in report
-    assert ("on worker gw0" in report) == (workers == "2")
+    assert (" on worker gw" in report) == (workers == "2")  # whichever worker ran it
