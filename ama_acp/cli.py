@@ -223,12 +223,12 @@ def _model_configured() -> bool:
 
 def _subcommand(name: str, rest: list[str]) -> int:
     if name == "conformance":
-        # The suite ships beside ama (the `conformance` package of this distribution); imported only here.
-        from conformance.cli import main as run_conformance
+        # The suite ships beside ama (conformance/, installed as `ama_conformance`); imported only here.
+        from ama_conformance.cli import main as run_conformance
 
         return run_conformance(rest)
     if name == "acp-client":
-        from ama_acp.client.cli import run_acp_client
+        from ama_acp.client.terminal.cli import run_acp_client
 
         return run_acp_client(rest)
     if name == "demo":
@@ -257,7 +257,7 @@ def _subcommand(name: str, rest: list[str]) -> int:
 
         return run_setup(rest)
     if name == "sessions":
-        from ama_acp.session.cli import run_sessions
+        from ama_acp.session.store.cli import run_sessions
 
         return run_sessions(rest, load_config_or_exit)
     return 2

@@ -139,7 +139,7 @@ class AgentConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     model: str | None = None  # None: the session's model when the task starts
     tools: list[str] | None = None  # ama's own tools and MCP tools by name; None: the session's tools
     instructions: str = ""  # added to the child's system prompt
-    # An external ACP agent (session/external_task.py): the program, its arguments, variables added to ama's
+    # An external ACP agent (session/tasks/external/agent.py): the program, its arguments, variables added to ama's
     # environment (which has every credential removed: pass the agent's own key here).
     command: str | None = None
     args: list[str] | None = None

@@ -16,12 +16,12 @@ what an exception wraps, for the callers that look for the error a library wrapp
     │   ├── rpc.framing.LineTooLong        an incoming line longer than the limit (the connection closes)
     │   ├── mcp.lines.LineTooLong          an MCP server's stdio line longer than the limit (the server fails)
     │   ├── rpc.peer.PeerClosed            the connection ended before the client answered
-    │   ├── session.editor.MalformedAnswer  the client answered one of ama's requests with a shape its schema
+    │   ├── session.editor.client.MalformedAnswer  the client answered one of ama's requests with a shape its schema
     │   │                                  does not allow (a tool call fails, a permission is refused)
     │   ├── client.errors.AgentExited      (ama's own client) the agent's stdout ended
     │   ├── client.errors.AgentStartError  (ama's own client) the agent could not be started
-    │   ├── client.sessions.NotOffered     (ama's own client) --load/--resume/--list the agent did not offer
-    │   └── client.slash.CommandError      (ama's own client) a /mode, /model or /option it cannot carry out
+    │   ├── client.terminal.sessions.NotOffered     (ama's own client) --load/--resume/--list the agent did not offer
+    │   └── client.terminal.slash.CommandError      (ama's own client) a /mode, /model or /option it cannot carry out
     ├── ConfigError               configuration: the TOML file, the environment, the command line
     │   ├── providers.resolve.ModelError   a model id that is not provider/model
     │   ├── providers.scripted.ScriptError a script file for the scripted provider that cannot be used
@@ -32,24 +32,24 @@ what an exception wraps, for the callers that look for the error a library wrapp
     │   ├── providers.stream._DeadlineExceeded  the whole-request deadline passed
     │   └── agent.compaction.CompactionFailed  the model could not write the handoff
     ├── ToolError                 a tool failed in a way the model should hear about (tools.base.ToolError)
-    │   ├── tools.globs.GlobError          (also ValueError) an unusable glob
+    │   ├── tools.search.globs.GlobError          (also ValueError) an unusable glob
     │   ├── tools.workspace.BinaryFileError  (also ValueError) a file that is not UTF-8 text
     │   └── tools.regular.NotRegularFileError  (also OSError) a FIFO, a device, a file under /proc ...
-    ├── StoreError                the session files (session.store.StoreError)
-    │   ├── session.store_errors.SessionNotFound  (session.store re-exports these)
-    │   │   └── session.store_errors.InvalidSessionId  (also ValueError)
-    │   ├── session.store_errors.SessionExists
-    │   ├── session.store_errors.SessionBusy
-    │   ├── session.store_errors.SessionFormatError
-    │   │   └── session.store_errors.NotASessionFile  a FIFO, link, device or directory under a session's name
-    │   ├── session.store_errors.SessionWriteError  (also OSError)
-    │   ├── session.files.NotRegularFile  (also OSError)
-    │   ├── session.checkpoint_store.Unreadable  a file whose before-state /rewind cannot copy (the write goes on)
-    │   └── session.listing.InvalidCursor  (also ValueError) a session/list cursor this store did not issue
+    ├── StoreError                the session files (session.store.session_store.StoreError)
+    │   ├── session.store.errors.SessionNotFound  (session.store.session_store re-exports these)
+    │   │   └── session.store.errors.InvalidSessionId  (also ValueError)
+    │   ├── session.store.errors.SessionExists
+    │   ├── session.store.errors.SessionBusy
+    │   ├── session.store.errors.SessionFormatError
+    │   │   └── session.store.errors.NotASessionFile  a FIFO, link, device or directory under a session's name
+    │   ├── session.store.errors.SessionWriteError  (also OSError)
+    │   ├── session.store.files.NotRegularFile  (also OSError)
+    │   ├── session.store.checkpoint_files.Unreadable  a file whose before-state /rewind cannot copy (the write goes on)
+    │   └── session.store.listing.InvalidCursor  (also ValueError) a session/list cursor this store did not issue
     └── ControlFlow               not errors: exceptions that unwind a stack on purpose
         ├── agent.loop.TurnEnd              the turn is over; carries the ACP stop reason
-        ├── client.turn.Interrupted         (ama's own client) Ctrl-C twice
-        ├── client.tty_input.LineInterrupted  (ama's own client) Ctrl-C while a line is read
+        ├── client.terminal.turn.Interrupted         (ama's own client) Ctrl-C twice
+        ├── client.terminal.tty_input.LineInterrupted  (ama's own client) Ctrl-C while a line is read
         ├── doctor._Unreachable             `ama doctor`: a provider that did not answer (a line of the report)
         ├── doctor._Untrusted               `ama doctor`: a provider whose TLS certificate failed verification
         └── doctor._NotSent                 `ama doctor`: a check that could not be sent (a line of the report)
@@ -58,18 +58,18 @@ Who raises, who catches:
 - ProtocolError: `rpc/` and the handlers raise `AcpError`; `rpc/dispatch.py` answers it as a JSON-RPC error
   (any other exception out of a handler is a bug: logged under `UNEXPECTED` and answered -32603).
   `ClientError` is raised by `rpc/peer.py` to the code that sent the request (a tool, the permission prompt),
-  which shows the client's own words; `MalformedAnswer` by `session/editor.py` to the same code, which fails
+  which shows the client's own words; `MalformedAnswer` by `session/editor/client.py` to the same code, which fails
   the tool call or refuses the permission with the reason.
 - ConfigError: `config.py` raises it while loading; `cli.py` prints it and exits 2. `ModelError` and
   `ScriptError` are caught by `providers/resolve.py` and become a provider that fails with kind "config".
 - ProviderError: providers do not raise for a failed request. Every failure reaches the agent loop as a
   `providers.base.Failure` event (retries first announced as `Retrying`), so the loop has one place that
   decides what the person sees. `StreamError` and `_DeadlineExceeded` are raised inside the providers and
-  caught in `providers/stream.py` to become that event; `CompactionFailed` is caught by `session/compacting.py`.
+  caught in `providers/stream.py` to become that event; `CompactionFailed` is caught by `session/turn/compacting.py`.
 - ToolError: tools raise it; the agent loop catches it and the tool call ends failed with its message, which
   the model reads as the tool's result. Any other exception out of a tool is logged as a bug and reported as
   "<tool> failed unexpectedly".
-- StoreError: the store (`session/store.py`, `reader.py`, `writer.py`, `locks.py`, `listing.py`) raises it; the session layer turns it into an
+- StoreError: the store (`session/store/session_store.py`, `reader.py`, `writer.py`, `locks.py`, `listing.py`) raises it; the session layer turns it into an
   `AcpError` (not found, invalid params) or, for `SessionWriteError`, a notice that the session is not saved.
 - ControlFlow: caught by the code that raised it (the loop, the client's main), never reported.
 """

@@ -24,7 +24,7 @@ from ama_acp.conversation.messages import valid_unicode
 from ama_acp.textsafe import json_safe, one_line, visible
 
 if TYPE_CHECKING:
-    from ama_acp.session.session import Session
+    from ama_acp.session.live import Session
 
 log = logging.getLogger(__name__)
 

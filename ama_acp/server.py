@@ -27,19 +27,19 @@ log = logging.getLogger(__name__)
 # within a millisecond of `initialize`'s answer, long before the rest is imported), then what the Session is
 # built from after that answer, and what its first prompt and a session/load use. After them,
 # Handlers.prepare_first_prompt: the configured model's provider, and for an HTTP one httpx and the TLS context.
-# The heavier parts of ama_acp.session.session come as steps of their own before it: the same modules end up
+# The heavier parts of ama_acp.session.live come as steps of their own before it: the same modules end up
 # imported, but a process whose input ends right after `initialize` (a test's, an editor probing the agent) stops
 # after the smaller step it is in instead of importing the whole session machinery (~0.1 s of CPU).
 PRELOAD = (
     "ama_acp.session.manager",
     "ama_acp.agent.instructions",
-    "ama_acp.session.approval",
-    "ama_acp.session.checkpoints",
-    "ama_acp.session.compacting",
-    "ama_acp.session.host",
-    "ama_acp.session.tasks",
-    "ama_acp.session.session",
-    "ama_acp.session.store",
+    "ama_acp.session.editor.approval",
+    "ama_acp.session.history.checkpoints",
+    "ama_acp.session.turn.compacting",
+    "ama_acp.session.turn.host",
+    "ama_acp.session.tasks.runner",
+    "ama_acp.session.live",
+    "ama_acp.session.store.session_store",
     "ama_acp.session.commands",
     "ama_acp.session.mcp",
     "ama_acp.tools.registry",

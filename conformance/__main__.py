@@ -1,5 +1,5 @@
-"""`python -m conformance [options] -- AGENT CMD…`: the suite run from a checkout (same as `ama conformance`)."""
+"""`python -m ama_conformance [options] -- AGENT CMD…`: the suite run from a checkout (same as `ama conformance`)."""
 
-from conformance.cli import main
+from ama_conformance.cli import main
 
 raise SystemExit(main())

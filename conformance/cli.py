@@ -1,4 +1,4 @@
-"""`ama conformance [options] -- AGENT CMD…` (also `python -m conformance` from the repository).
+"""`ama conformance [options] -- AGENT CMD…` (also `python -m ama_conformance` from the repository).
 
 Exit status: 0 when no profile run found a violation (CONFORMANT, or NO VIOLATION FOUND: some MANDATORY
 requirement could not be tested, which `--strict` turns into 1), 1 when one did, 2 for a usage error (bad
@@ -15,8 +15,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from conformance.config import Launcher, RunConfig, Timeouts, clean_env
-from conformance.requirements import REGISTRY, Profile
+from ama_conformance.core.config import Launcher, RunConfig, Timeouts, clean_env
+from ama_conformance.requirements.registry import REGISTRY, Profile
 
 USAGE_ERROR = 2
 
@@ -110,7 +110,7 @@ def list_registry() -> str:
 
 def main(argv: list[str] | None = None, *, launch: Launcher | None = None) -> int:
     """The command. `launch` is a seam for embedding the suite, not an option: it starts the agent instead of
-    spawning AGENT CMD (conformance/config.py Launcher); everything else is the command's own."""
+    spawning AGENT CMD (conformance/core/config.py Launcher); everything else is the command's own."""
     args_in = list(sys.argv[1:] if argv is None else argv)
     command: list[str] = []
     if "--" in args_in:
@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None, *, launch: Launcher | None = None) -> in
                 created=(workspace, scratch) if args.cwd else (root,),
                 launch=launch,
             )
-            from conformance.session_run import execute
+            from ama_conformance.core.session_run import execute
 
             return execute(config, args.report_json, strict=args.strict)
         finally:

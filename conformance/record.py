@@ -1,15 +1,15 @@
-"""`python -m conformance.record`: rerun the suite against the public ACP agents installed here and write the
+"""`python -m ama_conformance.record`: rerun the suite against the public ACP agents installed here and write the
 published record, the table between the markers in docs/conformance.md.
 
 Each agent of `PUBLIC_AGENTS` is looked up on PATH by its command; one that is not installed is skipped with a
 note, and its row (from an earlier run) is kept as it was. Each installed agent gets one whole suite run (a
-subprocess: `python -m conformance --env-clean --report-json … -- COMMAND`) and its row is replaced by what the
+subprocess: `python -m ama_conformance --env-clean --report-json … -- COMMAND`) and its row is replaced by what the
 run found: the version the agent names in `agentInfo`, the date, the verdict, and the failures by id (the
 deciding ones, then the advisory ones apart). The source column says which run a row comes from.
 
-    python -m conformance.record                  # every installed agent; rewrites the table
-    python -m conformance.record --only opencode  # one agent
-    python -m conformance.record --dry-run        # print the rows, write nothing
+    python -m ama_conformance.record                  # every installed agent; rewrites the table
+    python -m ama_conformance.record --only opencode  # one agent
+    python -m ama_conformance.record --dry-run        # print the rows, write nothing
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "conformance.md"
-BEGIN = "<!-- conformance-record:begin (python -m conformance.record rewrites this table) -->"
+BEGIN = "<!-- conformance-record:begin (python -m ama_conformance.record rewrites this table) -->"
 END = "<!-- conformance-record:end -->"
 HEADER = (
     "| agent | version | date | verdict | failures (MANDATORY, CAPABILITY) | advisory findings | source |",
@@ -116,7 +116,7 @@ def _ids(report: dict[str, Any], tiers: set[str]) -> list[str]:
 
 def row_of(agent: PublicAgent, code: int, report: dict[str, Any], today: str) -> Row:
     """The table row of one run."""
-    source = f"`python -m conformance.record`, {today}"
+    source = f"`python -m ama_conformance.record`, {today}"
     if not report:
         why = "timed out" if code == -1 else f"exit {code}, no report"
         return Row(agent.name, "unknown", today, f"not run ({why})", "—", "—", source)
@@ -192,7 +192,7 @@ def record(
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m conformance.record", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m ama_conformance.record", description=__doc__.split("\n\n")[0])
     p.add_argument("--only", action="append", metavar="NAME", help="only this agent of the table (repeatable)")
     p.add_argument(
         "--doc", type=Path, default=DOC, help="the page whose table to rewrite (default docs/conformance.md)"

@@ -145,7 +145,7 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def acp_validator():
     """A WireValidator over the pinned official ACP schema (fails the test, saying how to get the schema)."""
-    from conformance.schema import SchemaUnavailable, load_validator
+    from ama_conformance.schema.validate import SchemaUnavailable, load_validator
 
     try:
         return load_validator()

@@ -1,6 +1,6 @@
 """Compaction that keeps the work, the protocol-free half: the budgets that make a compaction always shrink the
 context, the kept tail, the handoff request (sized to fit the window), and the message that replaces the older
-context. The inventory itself is `agent/inventory.py`. The session side (`session/compacting.py`) decides when,
+context. The inventory itself is `agent/inventory.py`. The session side (`session/turn/compacting.py`) decides when,
 stores the result and tells the person over ACP; failure or refusal there replaces nothing and holds automatic
 compaction.
 

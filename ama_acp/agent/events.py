@@ -1,4 +1,4 @@
-"""What the agent loop reports. One module (session/updates.py) maps these to ACP `session/update`s. The
+"""What the agent loop reports. One module (session/editor/updates.py) maps these to ACP `session/update`s. The
 context meter and its reporter are not fed from this stream: the loop calls its host (`TurnHost`) for the
 accounting, and the session reports the meter's figures. The loop never imports the protocol.
 """

@@ -13,7 +13,7 @@
   loaded session reads which files its context announced from the notes themselves.
 
 Protocol-free; the session calls `refresh` at each turn's start, `touched` for each tool call's paths and
-`take_note` before each request (session/host.py), and reads `files`/`announced` for the meter and /context.
+`take_note` before each request (session/turn/host.py), and reads `files`/`announced` for the meter and /context.
 """
 
 from __future__ import annotations

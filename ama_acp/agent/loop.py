@@ -228,7 +228,7 @@ class _CallBatch:
     async def run(self) -> None:
         i = 0
         while i < len(self.states):
-            # A run of calls the host runs side by side (task calls: session/tasks.py) goes at once; their
+            # A run of calls the host runs side by side (task calls: session/tasks/runner.py) goes at once; their
             # results still enter the conversation in call order, after the last of them is done.
             j = i
             while j < len(self.states) and _concurrent(self.host, self.states[j].call):
@@ -301,7 +301,7 @@ class _CallBatch:
 
 @runtime_checkable
 class ConcurrentCalls(Protocol):
-    """A host that runs some tools side by side (session/host.py: `task`); other hosts run every call in turn."""
+    """A host that runs some tools side by side (session/turn/host.py: `task`); other hosts run every call in turn."""
 
     def runs_concurrently(self, name: str) -> bool: ...
 

@@ -1,6 +1,6 @@
 """Pruning, the first tier of a long session: at `pruneAt`, the bodies of old tool results are replaced by
 a short placeholder, before any summarising is needed. This is the protocol-free half (which results, and
-the placeholder); the session side (`session/compacting.py`) applies it, records a ContextEditEntry (the
+the placeholder); the session side (`session/turn/compacting.py`) applies it, records a ContextEditEntry (the
 stored messages stay whole, so a loaded session rebuilds the same context) and reports the new figure.
 """
 

@@ -1,7 +1,7 @@
 """ama's own ACP client: drives any ACP agent over stdio (`ama acp-client`, `ama demo`, the tests).
 
 The names below are imported on first use (PEP 562): ama's sessions import `ama_acp.client.process_group` at
-every start (session/external_task.py), and importing this package must not build the whole client with it
+every start (session/tasks/external/agent.py), and importing this package must not build the whole client with it
 (~10 ms of every ama process).
 """
 

@@ -19,12 +19,12 @@ from pathlib import Path
 import anyio
 
 import ama_acp
-from ama_acp.client.ansi import BOLD
 from ama_acp.client.connection import AgentProcess, ClientOptions
-from ama_acp.client.content import compact_diff
+from ama_acp.client.display.ansi import BOLD
+from ama_acp.client.display.content import compact_diff
+from ama_acp.client.display.render import Renderer, Writer
 from ama_acp.client.handlers import METHOD_NOT_FOUND, RpcError
-from ama_acp.client.render import Renderer, Writer
-from ama_acp.client.turn import (
+from ama_acp.client.terminal.turn import (
     EXIT_ERROR,
     EXIT_INTERRUPTED,
     EXIT_OK,

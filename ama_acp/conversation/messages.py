@@ -58,7 +58,7 @@ class ThinkingPart(msgspec.Struct, tag="thinking", frozen=True, omit_defaults=Tr
 
 
 class ToolCallPart(msgspec.Struct, tag="tool_call", frozen=True):
-    id: str  # the provider's id (the wire id may differ: session/toolcalls.py `ToolCallRecords.wire_id`)
+    id: str  # the provider's id (the wire id may differ: session/turn/toolcalls.py `ToolCallRecords.wire_id`)
     name: str
     arguments: str  # JSON text exactly as the model produced it
 

@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from ama_acp.conversation.messages import TextPart, UserMessage
-from ama_acp.session.entries import CommandEntry, CommandOutputEntry, Entry
+from ama_acp.session.store.entries import CommandEntry, CommandOutputEntry, Entry
 from ama_acp.wire import types as w
 
 
@@ -17,31 +17,31 @@ class Models(Protocol):
 
 
 class Describes(Protocol):
-    """session/accounting.py `SessionContext`."""
+    """session/accounting/session_context.py `SessionContext`."""
 
     def describe(self) -> str: ...
 
 
 class Compacts(Protocol):
-    """session/compacting.py `Compactor`."""
+    """session/turn/compacting.py `Compactor`."""
 
     async def compact(self, manual: bool, instructions: str = "") -> None: ...
 
 
 class Rewinds(Protocol):
-    """session/rewind.py `Rewinder`."""
+    """session/history/rewind.py `Rewinder`."""
 
     async def rewind(self, argument: str) -> None: ...
 
 
 class ListsTasks(Protocol):
-    """session/tasks.py `TaskRunner`."""
+    """session/tasks/runner.py `TaskRunner`."""
 
     def describe(self) -> str: ...
 
 
 class CommandSession(Protocol):
-    """What the commands use of a session (session/session.py `Session`)."""
+    """What the commands use of a session (session/live.py `Session`)."""
 
     @property
     def model_id(self) -> str: ...

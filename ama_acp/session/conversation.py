@@ -24,8 +24,8 @@ from ama_acp.agent.pruning import apply_prune
 from ama_acp.context.billing import BillingState
 from ama_acp.context.meter import MeterState
 from ama_acp.conversation.messages import Message
-from ama_acp.session import entries as en
-from ama_acp.session.repair import PairResult, StoredState, pair_tool_calls, read_contained, stored_state
+from ama_acp.session.store import entries as en
+from ama_acp.session.store.repair import PairResult, StoredState, pair_tool_calls, read_contained, stored_state
 
 log = logging.getLogger(__name__)
 

@@ -8,14 +8,16 @@ from typing import TYPE_CHECKING
 
 from ama_acp.rpc.dispatch import defer
 from ama_acp.rpc.errors import RESOURCE_NOT_FOUND, SESSION_BUSY, AcpError
-from ama_acp.session import child_sessions, fork, options
-from ama_acp.session import store as st
-from ama_acp.session.cwd import normal_cwd, same_cwd
-from ama_acp.session.entries import DirectoriesEntry
-from ama_acp.session.listing import InvalidCursor
+from ama_acp.session import options
+from ama_acp.session.history import fork
+from ama_acp.session.live import Session
 from ama_acp.session.options import SessionSetup
 from ama_acp.session.restore import replay_updates, restore
-from ama_acp.session.session import Session
+from ama_acp.session.store import session_store as st
+from ama_acp.session.store.cwd import normal_cwd, same_cwd
+from ama_acp.session.store.entries import DirectoriesEntry
+from ama_acp.session.store.listing import InvalidCursor
+from ama_acp.session.tasks import stored as child_sessions
 from ama_acp.wire import types as w
 
 if TYPE_CHECKING:
@@ -136,7 +138,7 @@ class Lifecycle:
         return w.LoadSessionResponse(modes=options.mode_state(session.mode), config_options=session.config_options())
 
     async def fork(self, req: w.ForkSessionRequest) -> w.NewSessionResponse:
-        """session/fork (unstable): a new session from a copy of the original's file (session/fork.py), opened as
+        """session/fork (unstable): a new session from a copy of the original's file (session/history/fork.py), opened as
         a resume opens one; the original, live or not, is only read."""
         cwd = normal_cwd(req.cwd)
         dirs = self.m.check_dirs(cwd, req.additional_directories)  # a relative or missing folder: -32602
@@ -196,7 +198,7 @@ class Lifecycle:
 
     async def close(self, req: w.SessionIdRequest) -> w.Empty:
         if child_sessions.child_id(req.session_id) is not None:
-            return w.Empty()  # a loaded child was never made live (session/child_sessions.py): nothing to close
+            return w.Empty()  # a loaded child was never made live (session/tasks/stored.py): nothing to close
         if self.m.live(req.session_id) is None:
             raise AcpError.session_not_found(req.session_id)
         await self.m.close(req.session_id)

@@ -18,8 +18,8 @@ from ama_acp.conversation.messages import Usage
 from ama_acp.rpc.dispatch import defer
 from ama_acp.rpc.errors import AcpError
 from ama_acp.session import options
-from ama_acp.session.cwd import normal_cwd
 from ama_acp.session.options import SessionSetup
+from ama_acp.session.store.cwd import normal_cwd
 from ama_acp.wire import types as w
 
 if TYPE_CHECKING:  # imported lazily at run time (startup and session/new time), so for annotations only
@@ -29,10 +29,10 @@ if TYPE_CHECKING:  # imported lazily at run time (startup and session/new time),
     from ama_acp.rpc.dispatch import JSONValue
     from ama_acp.rpc.peer import Params
     from ama_acp.session.commands import Commands
-    from ama_acp.session.entries import Header
+    from ama_acp.session.live import Session
     from ama_acp.session.runtime import Spawn
-    from ama_acp.session.session import Session
-    from ama_acp.session.store import SessionStore
+    from ama_acp.session.store.entries import Header
+    from ama_acp.session.store.session_store import SessionStore
     from ama_acp.tools.base import Tool
 
 log = logging.getLogger(__name__)
@@ -127,7 +127,7 @@ class SessionManager:
     @property
     def store(self) -> SessionStore:
         if self._store is None:
-            from ama_acp.session.store import SessionStore
+            from ama_acp.session.store.session_store import SessionStore
 
             self._store = SessionStore(self.config.data_dir)
         return self._store
@@ -199,7 +199,7 @@ class SessionManager:
     def get(self, session_id: str) -> Session:
         session = self.live(session_id)
         if session is None:
-            from ama_acp.session.child_sessions import refuse
+            from ama_acp.session.tasks.stored import refuse
 
             raise refuse(session_id) or AcpError.session_not_found(session_id)  # a task's child is restricted
         return session
@@ -273,8 +273,8 @@ class SessionManager:
         return _Opening(cwd, dirs, mcp_servers, self.config.mode, self.default_model)
 
     def _build(self, session_id: str, opening: _Opening) -> Session:
-        from ama_acp.session.entries import Header
-        from ama_acp.session.session import Session
+        from ama_acp.session.live import Session
+        from ama_acp.session.store.entries import Header
 
         cwd, dirs = opening.cwd, opening.dirs
         session = Session(self, SessionSetup(session_id, cwd, dirs, opening.mode, opening.model_id))
@@ -292,8 +292,8 @@ class SessionManager:
         why once, without a traceback, and the person is told at the next update (docs/sessions.md "Unsaved
         sessions")."""
         from ama_acp.errors import StoreError
-        from ama_acp.session.entries import ModelEntry
-        from ama_acp.session.store import SessionWriteError
+        from ama_acp.session.store.entries import ModelEntry
+        from ama_acp.session.store.session_store import SessionWriteError
 
         store = self.store
         try:
@@ -308,8 +308,8 @@ class SessionManager:
     def connect_mcp(self, session: Session, servers: list[dict[str, object]]) -> None:
         """Start the session's MCP servers in the background, once the opening response is out (so nothing
         about them reaches the client before the session id does): the open never waits for them."""
-        from ama_acp.session.entries import McpServersEntry
         from ama_acp.session.mcp import start
+        from ama_acp.session.store.entries import McpServersEntry
 
         self.prune_handoffs_soon(session.id)  # every open (new, load, resume) comes through here
 

@@ -46,7 +46,7 @@ class McpRuntime(Protocol):
 
 
 class McpSession(Protocol):
-    """What the servers of a session read of it, and how they speak to the person (session/session.py)."""
+    """What the servers of a session read of it, and how they speak to the person (session/live.py)."""
 
     @property
     def id(self) -> str: ...
@@ -144,7 +144,7 @@ class SessionMcp:
         return [ToolSpec(a.name, a.description, a.parameters) for a in self._adapters.values()]
 
     def server_names(self) -> list[str]:
-        """Every server of this open, ready or not (session/reopen.py `ServerStatus`)."""
+        """Every server of this open, ready or not (session/accounting/held_figure.py `ServerStatus`)."""
         return [spec.name for spec in self.specs]
 
     def starting(self) -> list[str]:

@@ -1,7 +1,7 @@
 """Rebuild a session from its file, and replay it to the client (session/load).
 
 The conversation (messages, the meter's and billing's stored state, compaction and prune bookkeeping) is rebuilt
-by `Conversation.restore` (session/conversation.py) and repaired there (session/repair.py); this module adds
+by `Conversation.restore` (session/conversation.py) and repaired there (session/store/repair.py); this module adds
 what the person chose (mode, model, thought level), the title and time, the wire ids the file used, and the
 entries that make the file agree with the repaired context. `replay_updates` turns the file back into the
 updates a live turn produced.
@@ -24,20 +24,20 @@ from ama_acp.conversation.messages import (
     UserMessage,
 )
 from ama_acp.mcp.shown import shown_input
-from ama_acp.session import entries as en
 from ama_acp.session import options
-from ama_acp.session.checkpoints import CheckpointLog
 from ama_acp.session.conversation import Conversation, StoredFigures
+from ama_acp.session.editor.updates import is_plan_priority, is_plan_status, is_tool_status, plan_update, wire_line
+from ama_acp.session.history.checkpoints import CheckpointLog
 from ama_acp.session.options import SessionSetup
-from ama_acp.session.repair import INTERRUPTED, PairResult
-from ama_acp.session.toolset import describe_call
-from ama_acp.session.updates import is_plan_priority, is_plan_status, is_tool_status, plan_update, wire_line
-from ama_acp.session.wire_ids import WireIds
+from ama_acp.session.store import entries as en
+from ama_acp.session.store.repair import INTERRUPTED, PairResult
+from ama_acp.session.turn.toolset import describe_call
+from ama_acp.session.turn.wire_ids import WireIds
 from ama_acp.tools.base import Tool
 from ama_acp.wire import types as w
 
 if TYPE_CHECKING:
-    from ama_acp.session.store import LoadedSession
+    from ama_acp.session.store.session_store import LoadedSession
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ _KINDS = frozenset({"read", "edit", "delete", "move", "search", "execute", "thin
 
 
 class Restored(NamedTuple):
-    """A session as its file left it, ready to be built (session/session.py `Session`)."""
+    """A session as its file left it, ready to be built (session/live.py `Session`)."""
 
     setup: SessionSetup  # the opening's, with the file's last mode, model, thought level, title and time
     conversation: Conversation
@@ -55,7 +55,7 @@ class Restored(NamedTuple):
     # tool-call record for replay) for each call left without one at the end of the file. The caller appends
     # them once it holds the writer, and adds them to `loaded.entries` so replay shows them.
     repair: list[en.Entry]
-    # The prompts and the files each changed, for /rewind (session/checkpoints.py).
+    # The prompts and the files each changed, for /rewind (session/history/checkpoints.py).
     checkpoints: CheckpointLog | None = None
 
 

@@ -22,7 +22,7 @@ from ama_acp.wire import types as w
 
 if TYPE_CHECKING:  # only for annotations: imported lazily by the manager (startup)
     from ama_acp.session.commands import Commands
-    from ama_acp.session.store import SessionStore
+    from ama_acp.session.store.session_store import SessionStore
 
 
 # Starts a task in a long-lived task group (the connection's): what a session's MCP servers run in.

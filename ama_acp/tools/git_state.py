@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from ama_acp.tools.filewalk import git_argv, helper_env, helper_program
+from ama_acp.tools.search.filewalk import git_argv, helper_env, helper_program
 
 log = logging.getLogger(__name__)
 

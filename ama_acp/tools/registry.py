@@ -11,14 +11,14 @@ from ama_acp.conversation.tools import ToolSpec
 from ama_acp.tools.base import DEFAULT_DEADLINE_SECONDS, HasDeadline, Tool, ToolArgs, ToolError, ToolResult
 from ama_acp.tools.context import ToolContext
 from ama_acp.tools.edit import EditTool
-from ama_acp.tools.glob import GlobTool
-from ama_acp.tools.grep import GrepTool
 from ama_acp.tools.ls import ListTool
 from ama_acp.tools.read import ReadTool
+from ama_acp.tools.search.glob import GlobTool
+from ama_acp.tools.search.grep import GrepTool
 from ama_acp.tools.shell import ShellTool
 from ama_acp.tools.task import TaskTool
 from ama_acp.tools.todo import TodoTool
-from ama_acp.tools.web_fetch import WebFetchTool
+from ama_acp.tools.web.fetch import WebFetchTool
 from ama_acp.tools.write import WriteTool
 
 if TYPE_CHECKING:

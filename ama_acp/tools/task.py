@@ -1,7 +1,7 @@
 """task: hand a piece of work to a child agent with a fresh context of its own.
 
 This module is the declaration only (what the model sees, how a call is shown). The child runs where the
-session is: session/host.py hands a `task` call to the session's task runner (session/tasks.py), which has the
+session is: session/turn/host.py hands a `task` call to the session's task runner (session/tasks/runner.py), which has the
 model, the tools, the approval and the meter a child needs; a tool cannot reach them (tools/ sits below
 session/ in docs/architecture.md).
 """

@@ -37,7 +37,7 @@ from ama_acp.tools.regular import describe_mode, open_regular
 
 @dataclass
 class CutShort:
-    """What a command cancelled while it ran leaves for the person's view of its call (session/host.py puts it
+    """What a command cancelled while it ran leaves for the person's view of its call (session/turn/host.py puts it
     in the call's final update and its record): its output so far and, when it ran in the editor's terminal,
     that terminal, kept until the final update has shown it and then `release`d."""
 
@@ -46,7 +46,7 @@ class CutShort:
     release: Callable[[], Awaitable[None]] | None = None
 
 
-# Set by whoever runs a tool (session/host.py) to a fresh CutShort for the call; a command cancelled mid-run
+# Set by whoever runs a tool (session/turn/host.py) to a fresh CutShort for the call; a command cancelled mid-run
 # fills it (a cancel is an exception: the output would otherwise go with it).
 cut_short: ContextVar[CutShort | None] = ContextVar("cut_short", default=None)
 

@@ -3,7 +3,7 @@
 An answer is the client's input, so hostile until decoded: each decoder takes whatever JSON value arrived and
 returns the typed answer of wire/types.py, or raises `msgspec.ValidationError` naming what is wrong
 ("Object missing required field `terminalId`", "Expected `str`, got `int` - at `$.content`"). It raises
-nothing else, whatever the value. The session layer turns that error into its own (session/editor.py).
+nothing else, whatever the value. The session layer turns that error into its own (session/editor/client.py).
 
 Lenient where the schema is, strict elsewhere:
 - unknown fields and `_meta` are ignored;

@@ -94,8 +94,8 @@ class ClientCapabilities(_In, frozen=True):
     session: ClientSessionCapabilities | None = None
     auth: AuthCapabilities = AuthCapabilities()
     # UNSTABLE `subagents` (SubagentCapabilities, `{}`): the editor shows each child of a `task` call as a session
-    # of its own (session/subagents.py). Any: the schema reads a malformed value as "not advertised" (it defaults
-    # on error), so it is checked where it is read (session/subagents.py), never a refused initialize.
+    # of its own (session/tasks/subagent_view.py). Any: the schema reads a malformed value as "not advertised" (it defaults
+    # on error), so it is checked where it is read (session/tasks/subagent_view.py), never a refused initialize.
     subagents: Any = None
     # The older terminal sign-in convention (Zed, the ACP registry's validator): `{"terminal-auth": true}`.
     # Any: a malformed `_meta` is ignored (read with a type check), never a refused initialize.
@@ -131,7 +131,7 @@ class SessionCapabilities(_Out, frozen=True):
     resume: dict[str, Any] | None = None
     close: dict[str, Any] | None = None
     additional_directories: dict[str, Any] | None = None
-    fork: dict[str, Any] | None = None  # unstable `session/fork` (session/fork.py)
+    fork: dict[str, Any] | None = None  # unstable `session/fork` (session/history/fork.py)
 
 
 class AgentCapabilities(_Out, frozen=True):

@@ -1,6 +1,6 @@
 """The test groups. Importing this package registers every one of them in `base.GROUPS`, in run order."""
 
-from conformance.groups import (
+from ama_conformance.groups import (
     coverage_auth,
     coverage_config,
     coverage_history,

@@ -3,7 +3,7 @@
 Each group gets its own agent process (or several, each fresh: a group about `session/load` starts a second one
 to load what the first stored). Nothing a group does can reach another group's agent, so one crash cannot
 cascade. A group reports findings only for the ids it declares; the transcript checks
-(`conformance/wire_checks.py`) run over every agent a group started.
+(`conformance/core/wire_checks.py`) run over every agent a group started.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conformance.agent import Agent, Policy
-from conformance.config import RunConfig
-from conformance.directives import directive_line
-from conformance.outcome import Checks
-from conformance.requirements import Profile
+from ama_conformance.core.agent import Agent, Policy
+from ama_conformance.core.config import RunConfig
+from ama_conformance.core.directives import directive_line
+from ama_conformance.core.outcome import Checks
+from ama_conformance.requirements.registry import Profile
 
 
 class ModelView:

@@ -3,8 +3,8 @@ new sessions after `logout`, when sessions need sign-in at all (R51)."""
 
 from __future__ import annotations
 
-from conformance.agent import AUTH_REQUIRED
-from conformance.groups.base import GroupContext, group
+from ama_conformance.core.agent import AUTH_REQUIRED
+from ama_conformance.groups.base import GroupContext, group
 
 
 def _said(err: object) -> str:

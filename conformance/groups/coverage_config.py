@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from conformance.agent import Agent
-from conformance.groups.base import GroupContext, group
-from conformance.groups.options import select_values
-from conformance.values import arr, obj
+from ama_conformance.core.agent import Agent
+from ama_conformance.core.values import arr, obj
+from ama_conformance.groups.base import GroupContext, group
+from ama_conformance.groups.options import select_values
 
 
 def _ids(options: Any) -> list[str]:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from conformance.agent import TURN_KINDS, Agent
-from conformance.groups.base import GroupContext, group
+from ama_conformance.core.agent import TURN_KINDS, Agent
+from ama_conformance.groups.base import GroupContext, group
 
 MARK_ONE = "history-marker-one-4e1f"
 MARK_TWO = "history-marker-two-8c3a"

@@ -15,10 +15,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from conformance.agent import Agent
-from conformance.groups.base import GroupContext, group
+from ama_conformance.core.agent import Agent
+from ama_conformance.groups.base import GroupContext, group
 
-MCP_SERVER = Path(__file__).resolve().parents[1] / "mcp_stdio_server.py"
+MCP_SERVER = Path(__file__).resolve().parents[1] / "servers" / "mcp_stdio.py"
 MCP_START_WAIT = 10.0  # seconds after session/new, load or resume (never more than --timeout)
 MCP_AFTER_PROMPT_WAIT = 2.0  # seconds after a prompt's response, for an agent that starts servers lazily
 

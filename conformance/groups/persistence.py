@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import time
 
-from conformance.agent import TURN_KINDS, Agent
-from conformance.groups.base import GroupContext, group
-from conformance.groups.turns import raced, running_turn, settle
-from conformance.values import arr
+from ama_conformance.core.agent import TURN_KINDS, Agent
+from ama_conformance.core.values import arr
+from ama_conformance.groups.base import GroupContext, group
+from ama_conformance.groups.turns import raced, running_turn, settle
 
 
 async def _stored_session(ctx: GroupContext, gate: str, marker: str) -> tuple[Agent, str] | None:

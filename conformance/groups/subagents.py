@@ -18,11 +18,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from conformance.agent import Agent
-from conformance.directives import Directive, directive_line, parse_directive
-from conformance.groups.base import GroupContext, group
-from conformance.model_dialects import prompt_and_results
-from conformance.values import obj
+from ama_conformance.core.agent import Agent
+from ama_conformance.core.directives import Directive, directive_line, parse_directive
+from ama_conformance.core.values import obj
+from ama_conformance.groups.base import GroupContext, group
+from ama_conformance.servers.model_dialects import prompt_and_results
 
 PLAIN_MARK = "conformance-child-plain"  # the child's reply when the client did not opt in
 OPTED_MARK = "conformance-child-opted"  # the child's reply when it did

@@ -12,16 +12,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conformance.agent import Agent
-from conformance.groups.base import GroupContext, group
-from conformance.groups.mcp_sessions import (  # the suite's MCP server and its bounded waits (mcp_sessions.py)
+from ama_conformance.core.agent import Agent
+from ama_conformance.groups.base import GroupContext, group
+from ama_conformance.groups.mcp_sessions import (  # the suite's MCP server and its bounded waits (mcp_sessions.py)
     MCP_AFTER_PROMPT_WAIT,
     methods,
     server_spec,
     start_wait,
 )
 
-MCP_SERVER = Path(__file__).resolve().parents[1] / "mcp_stdio_server.py"
+MCP_SERVER = Path(__file__).resolve().parents[1] / "servers" / "mcp_stdio.py"
 
 
 def _agent_text(agent: Agent, sid: str) -> str:

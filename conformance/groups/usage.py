@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from conformance.agent import Agent
-from conformance.groups.base import GroupContext, group
-from conformance.groups.options import switchable
-from conformance.requirements import Profile
-from conformance.values import obj
+from ama_conformance.core.agent import Agent
+from ama_conformance.core.values import obj
+from ama_conformance.groups.base import GroupContext, group
+from ama_conformance.groups.options import switchable
+from ama_conformance.requirements.registry import Profile
 
 
 def _usage_before_response(agent: Agent, request_id: int, sid: str) -> list[dict[str, Any]]:
@@ -61,7 +61,7 @@ def _repeats(updates: list[dict[str, Any]]) -> int:
 
 @group("usage", ("E1", "E3", "E4", "D1", "P1", "P3", "U10"), profile=Profile.USAGE)
 async def usage(ctx: GroupContext) -> None:
-    from conformance.runner import schema_problems  # the transcript checks' R4, for P3
+    from ama_conformance.core.runner import schema_problems  # the transcript checks' R4, for P3
 
     c = ctx.checks
     agent = await ctx.spawn()

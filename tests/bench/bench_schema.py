@@ -1,7 +1,7 @@
 """Schema validation throughput (a script, not a test): python tests/bench/bench_schema.py
 
 Every line ama writes in the tests, and every line of the agent under `ama conformance`, goes through
-`conformance.schema.WireValidator.validate_line`. This measures lines per second on realistic lines (streamed
+`ama_conformance.schema.validate.WireValidator.validate_line`. This measures lines per second on realistic lines (streamed
 chunks, tool calls and their updates, usage updates, prompt / initialize / session/new results, fs and permission
 requests), per kind and for the whole mix, with plain jsonschema (`fast=False`, as before) and with the compiled
 check in front of it (`fast=True`, the default), in the same run; and checks both give the same outcome, the
@@ -20,7 +20,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from conformance.schema import WireValidator, load_validator  # noqa: E402
+from ama_conformance.schema.validate import WireValidator, load_validator  # noqa: E402
 
 ROUNDS = 5
 SID = "ses_01a235b1135ea5389ac2ac14"

@@ -29,7 +29,7 @@ from ama_acp.conversation.messages import (  # noqa: E402
     UserMessage,
 )
 from ama_acp.redact import Redactor  # noqa: E402
-from ama_acp.session.entries import (  # noqa: E402
+from ama_acp.session.store.entries import (  # noqa: E402
     Header,
     MessageEntry,
     TitleEntry,
@@ -38,7 +38,7 @@ from ama_acp.session.entries import (  # noqa: E402
     UsageEntry,
     clip_replay_text,
 )
-from ama_acp.session.store import SessionStore, new_session_id  # noqa: E402
+from ama_acp.session.store.session_store import SessionStore, new_session_id  # noqa: E402
 
 MESSAGES = 10_000
 TOOL_OUTPUT_TOTAL = 1_000_000

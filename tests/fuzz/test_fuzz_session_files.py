@@ -30,13 +30,13 @@ from ama_acp.conversation.messages import (
     UserMessage,
 )
 from ama_acp.redact import Redactor
-from ama_acp.session import entries as en
 from ama_acp.session import options
+from ama_acp.session.live import Session
 from ama_acp.session.manager import SessionManager
 from ama_acp.session.options import SessionSetup
 from ama_acp.session.restore import replay_updates, restore
-from ama_acp.session.session import Session
-from ama_acp.session.store import SessionFormatError, SessionStore, read_session
+from ama_acp.session.store import entries as en
+from ama_acp.session.store.session_store import SessionFormatError, SessionStore, read_session
 from ama_acp.wire import types as w
 from tests.support.conversation import paired_everywhere
 from tests.support.hypothesis_profiles import examples

@@ -39,7 +39,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
 from ama_acp.client.connection import PendingRequest
-from ama_acp.session.store import read_session
+from ama_acp.session.store.session_store import read_session
 from tests.support import leaks
 from tests.support.hypothesis_profiles import examples
 from tests.support.seam_rig import Rig, Served, Timed

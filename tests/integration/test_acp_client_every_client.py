@@ -14,7 +14,7 @@ import sys
 from functools import partial
 from pathlib import Path
 
-from ama_acp.client import cli, turn
+from ama_acp.client.terminal import cli, turn
 from tests.integration.test_acp_client_model_switch import CONFIG
 from tests.support.harness import Ama, acp_client_in_process, clean_env, write_script
 from tests.support.llm_server import LLMServer

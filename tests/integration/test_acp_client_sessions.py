@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from ama_acp.client import cli, turn
-from ama_acp.client.cli import run_acp_client
+from ama_acp.client.terminal import cli, turn
+from ama_acp.client.terminal.cli import run_acp_client
 from tests.support.harness import Ama, client_agents_in_process, write_script
 
 FIXTURE = Path(__file__).resolve().parents[1] / "support" / "acp_fixtures" / "fixture_agent.py"

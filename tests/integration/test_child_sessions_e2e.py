@@ -1,4 +1,4 @@
-"""A finished child of a `task` call loaded by its id, `<parent id>.task-<n>` (session/child_sessions.py, issue 28
+"""A finished child of a `task` call loaded by its id, `<parent id>.task-<n>` (session/tasks/stored.py, issue 28
 point 6), through real pipes: ama as the parent on the local model server, ama's client as the editor. The load
 replays the child's own conversation and reports its meter; a prompt on it is refused (a child is restricted);
 a bad id is an unknown session; the parent's delete takes the child along."""

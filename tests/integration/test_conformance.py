@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from ama_conformance.requirements.registry import REGISTRY, Tier
 
-from conformance.requirements import REGISTRY, Tier
 from tests.support.conformance_inprocess import MODEL_ENV, SuiteRun, run_conformance
 from tests.support.harness import Ama, clean_env
 
@@ -32,7 +32,7 @@ MUST_PASS = (
 
 
 def run_suite(tmp_path: Path, *args: str) -> tuple[SuiteRun, dict]:
-    """`python -m conformance ARGS --report-json … -- ama --mode acp …`, run in this process with ama launched
+    """`python -m ama_conformance ARGS --report-json … -- ama --mode acp …`, run in this process with ama launched
     in-process (tests/support/conformance_inprocess.py); the shipped command's process run is the test below."""
     ama = Ama(tmp_path)
     report = tmp_path / "report.json"

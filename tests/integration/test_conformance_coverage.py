@@ -13,8 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from ama_conformance.requirements.coverage import COVERAGE
 
-from conformance.coverage_requirements import COVERAGE
 from tests.support.acp_fixtures import launch_command
 from tests.support.acp_fixtures.coverage_agent import BREAKS
 from tests.support.conformance_inprocess import MODEL_ENV, run_conformance
@@ -67,7 +67,7 @@ def _fixture(name: str, tmp: Path) -> tuple[int, dict]:
     tmp.mkdir(parents=True, exist_ok=True)
     breaks = [] if name == "conforming" else [f"--break={name}"]
     # A break runs the group that decides its rule (`-k R64` selects it), and the transcript checks. The run is
-    # `python -m conformance` forked from a server that has imported the suite (tests/support/conformance_runs.py).
+    # `python -m ama_conformance` forked from a server that has imported the suite (tests/support/conformance_runs.py).
     command = launch_command("coverage_agent", "--store", str(tmp / "store"), *breaks)
     report = tmp / "report.json"
     out = run_forked(

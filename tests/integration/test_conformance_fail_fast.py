@@ -1,5 +1,5 @@
 """The suite on agents that cannot be driven: it ends fast, says why, leaves nothing running, and starts the agent
-in a clean environment when asked (`conformance/runner.py` startup_probe, `conformance/process_group.py`,
+in a clean environment when asked (`conformance/core/runner.py` startup_probe, `conformance/process_group.py`,
 `--env-clean`). The silent agent with default options (a 30 s wait by design) is tested in
 test_conformance_fixtures.py, where its run goes on in the background while the fixture matrix runs."""
 
@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
+from ama_conformance.requirements.registry import BY_ID
 
-from conformance.requirements import BY_ID
 from tests.support.conformance_runs import run_forked
 from tests.support.harness import clean_env
 from tests.support.leaks import processes_mentioning
@@ -26,7 +26,7 @@ STARTUP_AGENT = ROOT / "tests" / "support" / "acp_fixtures" / "startup_agent.py"
 def run_suite(tmp: Path, agent: list[str], *args: str, env: dict[str, str] | None = None, timeout: float = 120):
     report = tmp / "report.json"
     started = time.monotonic()
-    # `python -m conformance`, forked from a server that has imported the suite (tests/support/conformance_runs.py).
+    # `python -m ama_conformance`, forked from a server that has imported the suite (tests/support/conformance_runs.py).
     out = run_forked(
         [*args, "--report-json", str(report), "--", *agent], timeout=timeout, env=env or clean_env(tmp), cwd=ROOT
     )

@@ -176,7 +176,7 @@ def _statuses(report: dict) -> dict[str, dict]:
 
 
 def test_a_silent_agent_ends_the_run_within_a_minute_with_default_options(silent_run):
-    """(conformance/runner.py startup_probe) An agent that never answers is found in one request timeout, not once
+    """(conformance/core/runner.py startup_probe) An agent that never answers is found in one request timeout, not once
     per group. Last in this file: its run went on in the background while the matrix ran."""
     out, report, wall = silent_run.result(timeout=120)
     assert wall < 60, f"a silent agent took {wall:.0f} s"

@@ -1,4 +1,4 @@
-"""The conformance suite's embedding seam (`conformance.config.Launcher`) and the in-process run of the suite
+"""The conformance suite's embedding seam (`ama_conformance.core.config.Launcher`) and the in-process run of the suite
 against ama (tests/support/conformance_inprocess.py) that ama's own conformance tests use.
 
 That a process run and an in-process run of the same selection give the same statuses is checked beside the
@@ -10,12 +10,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import ama_conformance.core.agent
 import anyio
 import pytest
+from ama_conformance.core.agent import Agent
+from ama_conformance.core.config import RunConfig, Timeouts
 
-import conformance.agent
-from conformance.agent import Agent
-from conformance.config import RunConfig, Timeouts
 from tests.support.conformance_inprocess import Launcher, run_conformance
 from tests.support.harness import Ama, clean_env
 
@@ -34,7 +34,7 @@ def test_every_agent_is_launched_in_process_none_spawned_and_no_group_ended(
         ended.append(pgid)
 
     monkeypatch.setattr(anyio, "open_process", no_process)
-    monkeypatch.setattr(conformance.agent, "end_group", end_group)
+    monkeypatch.setattr(ama_conformance.core.agent, "end_group", end_group)
     ama = Ama(tmp_path)
     report = tmp_path / "report.json"
     run = run_conformance(

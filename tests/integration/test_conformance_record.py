@@ -1,4 +1,4 @@
-"""`python -m conformance.record` with a small table of stand-ins for the public agents (none is installed here):
+"""`python -m ama_conformance.record` with a small table of stand-ins for the public agents (none is installed here):
 ama, the conforming fixture agent, one that dies at start and one that is not installed. Each installed one is run
 and its row rewritten; the one not installed is skipped with a note and its row from an earlier run is kept."""
 
@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from ama_conformance import record
+from ama_conformance.record import BEGIN, END, PublicAgent
 
-from conformance import record
-from conformance.record import BEGIN, END, PublicAgent
 from tests.support.acp_fixtures import agent_command
 from tests.support.harness import Ama
 
@@ -48,7 +48,9 @@ def test_the_record_reruns_installed_agents_and_keeps_the_rows_of_absent_ones(tm
     assert KEPT in table and OLD_FIXTURE not in table  # the absent agent's row kept, the rerun one replaced
     assert [record._name(line) for line in table] == ["ghost-agent", "fixture", "ama", "dies"]
     fixture_row = next(line for line in table if line.startswith("| fixture |"))
-    assert "| 2026-12-02 | CONFORMANT |" in fixture_row and "`python -m conformance.record`, 2026-12-02" in fixture_row
+    assert (
+        "| 2026-12-02 | CONFORMANT |" in fixture_row and "`python -m ama_conformance.record`, 2026-12-02" in fixture_row
+    )
 
 
 def test_the_published_table_is_there_with_its_markers_and_every_public_agent():

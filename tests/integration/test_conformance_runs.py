@@ -1,4 +1,4 @@
-"""tests/support/conformance_runs.py's `run_forked` is `python -m conformance`: the same exit status, stdout, stderr
+"""tests/support/conformance_runs.py's `run_forked` is `python -m ama_conformance`: the same exit status, stdout, stderr
 and report as the command run as a subprocess, the run's own environment and working directory, and a run that
 outlives its timeout killed with `subprocess.TimeoutExpired`."""
 

@@ -11,16 +11,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ama_conformance.core.directives import Directive, delegated_prompt, directive_line, parse_directive
+from ama_conformance.core.outcome import Checks, Status
+from ama_conformance.core.runner import validators
+from ama_conformance.core.wire_checks import TRANSCRIPT_IDS, ClientView, TranscriptAnalyzer
+from ama_conformance.requirements.subagents import SUBAGENTS
+from ama_conformance.servers.model import ToolCall, choose_call, decide
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ama_acp.client.connection import TranscriptEntry
-from conformance.directives import Directive, delegated_prompt, directive_line, parse_directive
-from conformance.model_server import ToolCall, choose_call, decide
-from conformance.outcome import Checks, Status
-from conformance.runner import validators
-from conformance.subagent_requirements import SUBAGENTS
-from conformance.wire_checks import TRANSCRIPT_IDS, ClientView, TranscriptAnalyzer
 from tests.support.acp_fixtures import launch_command
 from tests.support.acp_fixtures.subagent_agent import BREAKS
 from tests.support.conformance_inprocess import MODEL_ENV, run_conformance
@@ -145,7 +145,7 @@ def test_without_the_capability_a_child_is_an_unknown_session_and_its_announceme
 
 def _fixture(tmp: Path, *breaks: str) -> tuple[int, dict[str, dict[str, Any]]]:
     """The group's run on the fixture: the agent started from its compiled module (launch.py), the run forked from a server
-    that has imported the suite (tests/support/conformance_runs.py), as `python -m conformance` in every other way."""
+    that has imported the suite (tests/support/conformance_runs.py), as `python -m ama_conformance` in every other way."""
     tmp.mkdir(parents=True, exist_ok=True)
     report = tmp / "report.json"
     command = launch_command("subagent_agent", *(f"--break={b}" for b in breaks))

@@ -1,4 +1,4 @@
-"""The editor's answers to ama's fs/terminal requests are decoded where they arrive (session/editor.py), over
+"""The editor's answers to ama's fs/terminal requests are decoded where they arrive (session/editor/client.py), over
 real pipes: an answer of the wrong shape fails that one tool call with a sentence naming what was wrong, the
 terminal is still released, and the session goes on. An exit status of the wrong type is read as absent,
 as the schema says, rather than breaking the command's result.

@@ -13,7 +13,7 @@ import anyio
 import pytest
 
 from ama_acp.client.connection import AgentProcess, ClientOptions
-from ama_acp.session import external_task
+from ama_acp.session.tasks.external import agent as external_task
 from tests.integration.test_cancel_e2e import open_calls, start
 from tests.integration.test_subagents_e2e import SUBAGENTS, announced_first, subagent_updates, written
 from tests.integration.test_tasks_e2e import KEY, configure, finals, stats, task_call, task_id, text_of, tool_messages

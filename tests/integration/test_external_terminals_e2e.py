@@ -1,4 +1,4 @@
-"""An external agent's terminals, forwarded to the editor through ama (session/external_terminals.py): offered
+"""An external agent's terminals, forwarded to the editor through ama (session/tasks/external/terminals.py): offered
 only when the editor offers them, judged as ama's own `run_command` under the parent's mode, the cwd inside the
 workspace, and the terminal ids mapped so the agent cannot reach a terminal that is not its own."""
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from ama_acp.client.connection import ClientOptions
-from ama_acp.session.compacting import MAX_AUTO_PER_TURN
+from ama_acp.session.turn.compacting import MAX_AUTO_PER_TURN
 from tests.support.harness import Ama, agent_text, kinds, run_ama, usage_updates
 from tests.support.llm_server import LLMServer
 

@@ -128,7 +128,7 @@ async def test_the_demo_model_never_imports_httpx(tmp_path) -> None:
     modules = imported(read(ama.stderr))
     # (The modules the preload names are imported with importlib.import_module, which -X importtime does not
     # report; what they import, it does.)
-    assert "ama_acp.session.accounting" in modules and "ama_acp.providers.scripted" in modules
+    assert "ama_acp.session.accounting.session_context" in modules and "ama_acp.providers.scripted" in modules
     assert not [m for m in modules if m.split(".")[0] in {"httpx", "httpcore", "h11"}]
     check_transcript(conn)
 

@@ -23,10 +23,10 @@ from typing import Any
 
 import anyio
 import pytest
+from ama_conformance.schema.validate import WireRecorder, load_validator, stable_schema_path
 
 from ama_acp.client.connection import AgentExited, AgentProcess, ClientOptions, PendingRequest
 from ama_acp.client.handlers import RpcError
-from conformance.schema import WireRecorder, load_validator, stable_schema_path
 from tests.support.acp_fixtures import BREAKS, agent_command
 from tests.support.leaks import processes_with_cmdline
 from tests.support.waiting import poll_until
@@ -34,7 +34,7 @@ from tests.support.waiting import poll_until
 pytestmark = pytest.mark.anyio
 
 # The suite's own stdio MCP server (stdlib only, one tool: conformance_echo).
-SUITE_MCP_SERVER = Path(__file__).resolve().parents[2] / "conformance" / "mcp_stdio_server.py"
+SUITE_MCP_SERVER = Path(__file__).resolve().parents[2] / "conformance" / "servers" / "mcp_stdio.py"
 
 DIRECTIVE = "acp-conformance:"
 EXPECTED_CAPABILITIES = {

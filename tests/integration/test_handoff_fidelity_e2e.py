@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from ama_acp.client.connection import ClientOptions
-from ama_acp.session.entries import Header
-from ama_acp.session.store import SessionStore, new_session_id
+from ama_acp.session.store.entries import Header
+from ama_acp.session.store.session_store import SessionStore, new_session_id
 from tests.support.harness import Ama, kinds, run_ama
 from tests.support.llm_server import LLMServer
 

@@ -14,16 +14,17 @@ from pathlib import Path
 
 import anyio
 import pytest
+from ama_conformance.core.runner import RECORD_LINE, clip
 
-from ama_acp.client import cli, options, reader, turn, violations
-from ama_acp.client.access_prompt import access_policy, question
-from ama_acp.client.cli import run_acp_client
+from ama_acp.client import options, reader, violations
 from ama_acp.client.confine import Access
 from ama_acp.client.connection import AgentProcess, ClientOptions
-from ama_acp.client.render import Renderer
-from ama_acp.client.tty_input import LineInterrupted
-from ama_acp.client.turn_status import TurnStatus
-from conformance.runner import RECORD_LINE, clip
+from ama_acp.client.display.render import Renderer
+from ama_acp.client.terminal import cli, turn
+from ama_acp.client.terminal.access_prompt import access_policy, question
+from ama_acp.client.terminal.cli import run_acp_client
+from ama_acp.client.terminal.tty_input import LineInterrupted
+from ama_acp.client.terminal.turn_status import TurnStatus
 from tests.support.acp_fixtures import AGENT_SCRIPT
 from tests.support.harness import clean_env
 

@@ -195,7 +195,7 @@ async def test_a_crash_mid_call_fails_that_call_only(tmp_path: Path) -> None:
 # A test-sized start bound. The good server must be ready well inside it, so it is the conformance suite's stdlib
 # MCP server (up in ~0.05 s of CPU; the SDK-based test server takes ~1 s and needed a bound of 8 s under load).
 START_BOUND = 3.0
-QUICK_SERVER = Path(__file__).resolve().parents[2] / "conformance" / "mcp_stdio_server.py"
+QUICK_SERVER = Path(__file__).resolve().parents[2] / "conformance" / "servers" / "mcp_stdio.py"
 
 
 async def test_a_server_that_never_starts_is_waited_for_up_to_the_bound_then_failed(tmp_path: Path) -> None:

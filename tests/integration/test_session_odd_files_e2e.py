@@ -20,8 +20,8 @@ import pytest
 from ama_acp.client.connection import AgentProcess, ClientOptions
 from ama_acp.client.handlers import RpcError
 from ama_acp.rpc.errors import INVALID_PARAMS, SESSION_BUSY
-from ama_acp.session.entries import CommandEntry, Header
-from ama_acp.session.store import SessionStore
+from ama_acp.session.store.entries import CommandEntry, Header
+from ama_acp.session.store.session_store import SessionStore
 from tests.support.harness import Ama, check_transcript, clean_env, run_ama
 
 pytestmark = pytest.mark.anyio

@@ -1,4 +1,4 @@
-"""The children of `task` calls kept beside their session (session/task_journal.py, issue 28 point 6): after a
+"""The children of `task` calls kept beside their session (session/store/task_journal.py, issue 28 point 6): after a
 load, `/tasks` and `_ama/session_stats` still list them with their figures; `session/delete` removes them."""
 
 from __future__ import annotations

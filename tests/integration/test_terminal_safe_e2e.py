@@ -15,7 +15,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from ama_acp.session import entries as en
+from ama_acp.session.store import entries as en
 from tests.support.harness import Ama, clean_env, local_config
 from tests.support.llm_server import LLMServer
 

@@ -18,7 +18,7 @@ import pytest
 from ama_acp.client.connection import AgentProcess, ClientOptions
 from ama_acp.client.handlers import RpcError
 from ama_acp.rpc.errors import RESOURCE_NOT_FOUND, UNEXPECTED
-from ama_acp.session.store import read_session
+from ama_acp.session.store.session_store import read_session
 from tests.support.harness import Ama, check_transcript, clean_env, run_ama
 
 pytestmark = pytest.mark.anyio

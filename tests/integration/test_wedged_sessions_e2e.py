@@ -17,7 +17,7 @@ import anyio
 import pytest
 
 from ama_acp.client.connection import ClientOptions
-from ama_acp.session import workspaces
+from ama_acp.session.editor import workspaces
 from tests.support.harness import Ama, local_config, run_ama
 from tests.support.llm_server import LLMServer
 

@@ -1,9 +1,9 @@
 """The conformance suite run in the test's own process, with ama under test run in-process too.
 
-`python -m conformance … -- python -m ama_acp --mode acp …` costs an interpreter and ama's imports for each of
+`python -m ama_conformance … -- python -m ama_acp --mode acp …` costs an interpreter and ama's imports for each of
 the ~36 agents a full run starts (~0.7 s of CPU each) plus the suite's own. `run_conformance(argv, env)` runs
-the same command line (`conformance.cli.main`, same options, same report text on stdout, same JSON report)
-inside the test's process and hands the suite a launcher (`conformance.config.Launcher`, the embedding seam)
+the same command line (`ama_conformance.cli.main`, same options, same report text on stdout, same JSON report)
+inside the test's process and hands the suite a launcher (`ama_conformance.core.config.Launcher`, the embedding seam)
 that starts each agent with `tests.support.inprocess_agent.start_in_process`: ama's real `serve()` as a task of
 the suite's event loop, from the same argv.
 
@@ -14,7 +14,7 @@ What differs from the subprocess run, and how it is made the same:
 - stderr: an in-process ama writes its stderr to a file (one per agent); the launched process offers it as its
   stderr stream once the agent has exited, and its stdout ends only after that stream was read, so the suite's
   R5 and start-up reports see what the command would have written;
-- process groups: an in-process agent has no pid; the suite ends no group for it (conformance/agent.py);
+- process groups: an in-process agent has no pid; the suite ends no group for it (conformance/core/agent.py);
 - two agents alive at once (a group that keeps one while it starts another): only one ama runs in-process at a
   time, so the second is a real `ama --mode acp` process (`SuiteRun.spawned` counts them).
 
@@ -182,13 +182,13 @@ class SuiteRun:
 
 
 def run_conformance(argv: list[str], env: dict[str, str], scratch: Path) -> SuiteRun:
-    """`python -m conformance ARGV` run in this process with `env` as its environment, the agent (`python -m
+    """`python -m ama_conformance ARGV` run in this process with `env` as its environment, the agent (`python -m
     ama_acp …` after `--`) launched in-process. `--report-json PATH` in `argv` is read back into `report`;
     `scratch` takes the agents' stderr files."""
     scratch.mkdir(parents=True, exist_ok=True)
     launcher = Launcher(scratch)
     out, err = io.StringIO(), io.StringIO()
-    from conformance.cli import main
+    from ama_conformance.cli import main
 
     with environment(env), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(list(argv), launch=launcher)

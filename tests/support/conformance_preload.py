@@ -1,8 +1,8 @@
 """Imported once, in the server of tests/support/conformance_runs.py (its forkserver preload), never elsewhere: what
-each `python -m conformance` run would otherwise do first — import the suite and build its schema validators."""
+each `python -m ama_conformance` run would otherwise do first — import the suite and build its schema validators."""
 
-import conformance.cli  # noqa: F401
-import conformance.session_run  # noqa: F401
-from conformance.runner import validators
+import ama_conformance.cli  # noqa: F401
+import ama_conformance.core.session_run  # noqa: F401
+from ama_conformance.core.runner import validators
 
 validators()

@@ -1,4 +1,4 @@
-"""`python -m conformance ARGS` for the tests, without a fresh interpreter's start at each run.
+"""`python -m ama_conformance ARGS` for the tests, without a fresh interpreter's start at each run.
 
 A conformance run costs ~0.65 s of CPU, of which ~0.4 s is the start: importing the suite (~0.25 s) and building
 its schema validators (~0.15 s). The tests of the suite run it ~60 times against fixture agents. Here each run is
@@ -6,7 +6,7 @@ still a process of its own — its own environment, working directory, stdout, s
 `subprocess.run([sys.executable, "-m", "conformance", *args], ...)` gives — but forked from a server process that
 has imported the suite and built its validators once (multiprocessing's forkserver, started at the first run; the
 server forks from a single thread, so a run starts as clean as a new interpreter, with the same modules in it).
-The run itself is `conformance.cli.main`, the command's own entry point (conformance/__main__.py), unchanged.
+The run itself is `ama_conformance.cli.main`, the command's own entry point (conformance/__main__.py), unchanged.
 
 `run_forked(args, env=, cwd=, timeout=)` returns a `subprocess.CompletedProcess` with text stdout and stderr,
 as `subprocess.run(..., capture_output=True, text=True)` does, and raises `subprocess.TimeoutExpired` (the run
@@ -28,7 +28,7 @@ from multiprocessing.connection import wait
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-MAIN = str(ROOT / "conformance" / "__main__.py")  # sys.argv[0] of `python -m conformance`
+MAIN = str(ROOT / "conformance" / "__main__.py")  # sys.argv[0] of `python -m ama_conformance`
 
 _context: multiprocessing.context.ForkServerContext | None = None
 # multiprocessing's Process objects are not made to be started and joined from several threads at once (a start
@@ -49,7 +49,7 @@ def _server() -> multiprocessing.context.ForkServerContext:
 
 def _stop_server() -> None:
     """At the test process's exit: end the server and wait for it (so its runs' CPU counts as this process's
-    children's, as the CPU of `python -m conformance` runs did)."""
+    children's, as the CPU of `python -m ama_conformance` runs did)."""
     from multiprocessing import forkserver
 
     try:
@@ -59,7 +59,7 @@ def _stop_server() -> None:
 
 
 def _run(args: list[str], env: dict[str, str], cwd: str, out: str, err: str) -> None:
-    """The run, in the forked process: as `python -m conformance ARGS` with this env, cwd, stdout and stderr."""
+    """The run, in the forked process: as `python -m ama_conformance ARGS` with this env, cwd, stdout and stderr."""
     for fd, path in ((1, out), (2, err)):
         target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.dup2(target, fd)
@@ -69,7 +69,7 @@ def _run(args: list[str], env: dict[str, str], cwd: str, out: str, err: str) -> 
     os.environ.update(env)
     tempfile.tempdir = None  # found again from this environment (TMPDIR), as a new interpreter would
     sys.argv = [MAIN, *args]
-    from conformance.cli import main
+    from ama_conformance.cli import main
 
     try:
         code = main(args)

@@ -21,9 +21,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from ama_conformance.schema.validate import WireRecorder, load_validator
+
 from ama_acp.client.connection import AgentProcess, ClientOptions
 from ama_acp.client.demo import DEMO_MODEL
-from conformance.schema import WireRecorder, load_validator
 from tests.support.inprocess_agent import environment, start_in_process
 
 SECRET_ENV = (
@@ -167,12 +168,12 @@ def agent_text(conn: AgentProcess, session_id: str) -> str:
 
 @contextmanager
 def client_agents_in_process(ama: Ama) -> Iterator[None]:
-    """While open, ama's terminal client called in this process (`ama_acp.client.cli.run_acp_client`) runs an agent
+    """While open, ama's terminal client called in this process (`ama_acp.client.terminal.cli.run_acp_client`) runs an agent
     command of `ama.command(...)` in this process too (`start_in_process`, as `run_ama` does) instead of starting
     `ama --mode acp`: for the tests of the client whose subject is not ama's process. The agent's stderr goes to
     `ama.stderr` instead of the client's stderr pipe; its environment is this process's when it starts. Other
     commands (the fixture agent) still start a process, and so does every agent with AMA_TEST_PROCESSES=1."""
-    from ama_acp.client import cli
+    from ama_acp.client.terminal import cli
 
     if os.environ.get("AMA_TEST_PROCESSES") == "1":
         yield
@@ -203,7 +204,7 @@ def acp_client_in_process(
     given a pipe's stand-ins: not a terminal) in the environment `env`, as `subprocess.run(..., capture_output=True,
     env=env)` would give it: the exit code, stdout and stderr (bytes, UTF-8). With `agents_of`, an agent command of
     `agents_of.command(...)` runs in-process too (`client_agents_in_process`)."""
-    from ama_acp.client.cli import run_acp_client
+    from ama_acp.client.terminal.cli import run_acp_client
 
     out, err = io.StringIO(), io.StringIO()
     with environment(env), client_agents_in_process(agents_of) if agents_of is not None else nullcontext():

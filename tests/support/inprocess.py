@@ -20,8 +20,8 @@ import msgspec
 from ama_acp.config import CompactionConfig, Config, ModelEntry
 from ama_acp.rpc.dispatch import after_response
 from ama_acp.session.lifecycle import Lifecycle
+from ama_acp.session.live import Session
 from ama_acp.session.manager import SessionManager
-from ama_acp.session.session import Session
 from ama_acp.wire import types as w
 
 Answer = Callable[[str, Any], Awaitable[Any]]

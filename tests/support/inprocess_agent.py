@@ -70,8 +70,8 @@ CLEARED: tuple[tuple[str, str], ...] = (("ama_acp.tools.programs", "_lookup"),)
 KEPT: tuple[tuple[str, str], ...] = (
     ("ama_acp.providers.tls", "ssl_context"),
     ("ama_acp.context.estimate", "_ENCODINGS"),
-    ("ama_acp.session.accounting", "shared_estimator"),
-    ("ama_acp.tools.globs", "glob_regex"),
+    ("ama_acp.session.accounting.session_context", "shared_estimator"),
+    ("ama_acp.tools.search.globs", "glob_regex"),
     ("ama_acp.context.tiers", "_exact_caps"),
 )
 

@@ -76,8 +76,8 @@ from typing import Any
 
 # The dialects (rendering, error bodies, the pairing checks) and the HTTP plumbing are the conformance suite's
 # scripted model's too: one copy, so both servers speak the same wire.
-from conformance.background_server import BackgroundServer, OwnedHTTPServer
-from conformance.model_dialects import (
+from ama_conformance.servers.background import BackgroundServer, OwnedHTTPServer
+from ama_conformance.servers.model_dialects import (
     ModelHandler,
     RecordedRequest,
     anthropic_error,
@@ -89,6 +89,7 @@ from conformance.model_dialects import (
     render_openai,
     sse_event,
 )
+
 from tests.support.prompt_cache import PromptCache
 
 __all__ = [

@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 
 # The dialects are LLMServer's (and the conformance suite's scripted model's): one copy of the wire.
-from conformance.model_dialects import (
+from ama_conformance.servers.model_dialects import (
     RecordedRequest,
     anthropic_error,
     anthropic_pairing_error,

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ama_acp.client.program_status import Emitter, Report, encode
+from ama_acp.client.terminal.program_status import Emitter, Report, encode
 
 SEED_ENV = "AMA_SEED_PROGRAM_STATUS"
 SEED_DEFAULT = "/work/shared/seeds/program-status.mjs"
@@ -97,7 +97,7 @@ def run_ama(case: dict[str, Any]) -> dict[str, Any]:
     if "encode" in case:
         return {"seq": encode(report_of(case["encode"])) or None}
     if "probe" in case:
-        from ama_acp.client.tty_input import PROBE
+        from ama_acp.client.terminal.tty_input import PROBE
 
         return {"seq": PROBE}
     options = case["emit"]

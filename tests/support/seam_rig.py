@@ -28,12 +28,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
+from ama_conformance.schema.validate import WireRecorder, load_validator
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from ama_acp.client.connection import AgentProcess, ClientOptions, PendingRequest
 from ama_acp.client.handlers import choose_option
 from ama_acp.rpc.errors import UNEXPECTED
-from conformance.schema import WireRecorder, load_validator
 from tests.support.harness import Ama, run_ama
 from tests.support.leaks import TRACEBACK
 from tests.support.llm_server import LLMServer, RecordedRequest
@@ -159,7 +159,7 @@ class Rig:
     _validated: int = 0
     _client_violations: int = 0
     _log_offset: int = 0
-    # Notification lines already found valid. A notification's schema check (conformance.schema) is a function of
+    # Notification lines already found valid. A notification's schema check (ama_conformance.schema.validate) is a function of
     # its bytes alone (no request id, nothing earlier), so a line byte for byte the same has the same verdict:
     # streamed replies repeat their chunk lines (about one line in six of a run), and the check is most of the
     # fuzzer's own CPU.

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from conformance.background_server import OwnedHTTPServer
+from ama_conformance.servers.background import OwnedHTTPServer
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""The ACP wire validator (conformance/schema.py) is strict and validates each message per method."""
+"""The ACP wire validator (conformance/schema/validate.py) is strict and validates each message per method."""
 
 from __future__ import annotations
 
@@ -8,10 +8,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-from conformance import schema as acp_schema
-from conformance.method_tables import REQUIRED_AGENT_NOTIFICATIONS, REQUIRED_AGENT_REQUESTS, REQUIRED_RESULTS
-from conformance.schema import (
+from ama_conformance.schema import validate as acp_schema
+from ama_conformance.schema.method_tables import REQUIRED_AGENT_NOTIFICATIONS, REQUIRED_AGENT_REQUESTS, REQUIRED_RESULTS
+from ama_conformance.schema.validate import (
     SCHEMA_DIR,
     SchemaUnavailable,
     WireRecorder,

@@ -8,7 +8,7 @@ import pytest
 from ama_acp.config import Price
 from ama_acp.context.billing import Billing, BillingState, request_cost
 from ama_acp.conversation.messages import Usage
-from ama_acp.session.accounting import billed_stats
+from ama_acp.session.accounting.session_context import billed_stats
 
 SONNET = Price(input=3.0, output=15.0, cache_read=0.30, cache_write=3.75)
 NO_CACHE_RATES = Price(input=1.0, output=2.0)

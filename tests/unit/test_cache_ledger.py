@@ -123,7 +123,7 @@ def test_a_stored_ledger_is_restored_or_unknown_never_an_exception_or_a_non_fini
     finite figures or an unknown one (saved unknown, not complete)."""
     import math
 
-    from ama_acp.session.prompt_cache import SessionCache
+    from ama_acp.session.accounting.prompt_cache import SessionCache
 
     cache = SessionCache(object(), _Session())
     cache.restore(stored)

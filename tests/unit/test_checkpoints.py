@@ -1,4 +1,4 @@
-"""Checkpoints' parts (session/checkpoint_store.py, checkpoints.py, rewind.py): the copies, the recording around a
+"""Checkpoints' parts (session/store/checkpoint_files.py, checkpoints.py, rewind.py): the copies, the recording around a
 write, the putting back with its refusals, and a deleted session's copies going with it."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import anyio.lowlevel
 import pytest
 
 from ama_acp.conversation.messages import TextPart, UserMessage
-from ama_acp.session import entries as en
-from ama_acp.session.checkpoint_store import BlobStore, Unreadable, checkpoints_dir, digest, read_file
-from ama_acp.session.checkpoints import CheckpointLog, Checkpoints, RecordingWorkspace
-from ama_acp.session.rewind import restore_files
-from ama_acp.session.store import SessionStore
+from ama_acp.session.history.checkpoints import CheckpointLog, Checkpoints, RecordingWorkspace
+from ama_acp.session.history.rewind import restore_files
+from ama_acp.session.store import entries as en
+from ama_acp.session.store.checkpoint_files import BlobStore, Unreadable, checkpoints_dir, digest, read_file
+from ama_acp.session.store.session_store import SessionStore
 from ama_acp.tools.paths import PathPolicy
 from ama_acp.tools.workspace import LocalWorkspace
 

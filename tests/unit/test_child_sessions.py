@@ -1,4 +1,4 @@
-"""session/child_sessions.py: a child's id parsed strictly, its journal line found safely, its history rebuilt."""
+"""session/tasks/stored.py: a child's id parsed strictly, its journal line found safely, its history rebuilt."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ama_acp.conversation.messages import AssistantMessage, TextPart, ToolCallPart, ToolResultMessage, UserMessage
-from ama_acp.session import entries as en
-from ama_acp.session.child_sessions import ChildId, child_id, find_child, history, meter, refuse
-from ama_acp.session.store import is_valid_session_id
-from ama_acp.session.task_journal import StoredTask
+from ama_acp.session.store import entries as en
+from ama_acp.session.store.session_store import is_valid_session_id
+from ama_acp.session.store.task_journal import StoredTask
+from ama_acp.session.tasks.stored import ChildId, child_id, find_child, history, meter, refuse
 from tests.support.hypothesis_profiles import examples
 
 PARENT = "ses_01a2286878d46e614eadbd86"

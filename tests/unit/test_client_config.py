@@ -1,5 +1,5 @@
 """`[client] program_status` in the config (ama_acp/config.py) and how `ama acp-client` picks its program status mode
-(`program_status_mode` in ama_acp/client/cli.py): the flag, else the config, else auto."""
+(`program_status_mode` in ama_acp/client/terminal/cli.py): the flag, else the config, else auto."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ama_acp.client.cli import program_status_mode
+from ama_acp.client.terminal.cli import program_status_mode
 from ama_acp.config import ConfigError, parse_config
 
 

@@ -16,7 +16,6 @@ import anyio
 import pytest
 
 from ama_acp.client import AgentExited, AgentProcess, AgentStartError, ClientOptions, RpcError
-from ama_acp.client.cli import run_acp_client
 from ama_acp.client.demo import PROMPT, run_demo
 from ama_acp.client.handlers import (
     INVALID_PARAMS,
@@ -27,6 +26,7 @@ from ama_acp.client.handlers import (
     read_text_file,
     write_text_file,
 )
+from ama_acp.client.terminal.cli import run_acp_client
 
 BIG = 10 * 1024 * 1024
 

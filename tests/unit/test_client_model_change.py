@@ -13,11 +13,11 @@ import anyio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ama_acp.client.cli import _Client
-from ama_acp.client.meter import format_ctx
-from ama_acp.client.program_status import THROTTLE_MS, Emitter
-from ama_acp.client.render import Renderer
-from ama_acp.client.repl import run_line
+from ama_acp.client.display.meter import format_ctx
+from ama_acp.client.display.render import Renderer
+from ama_acp.client.terminal.cli import _Client
+from ama_acp.client.terminal.program_status import THROTTLE_MS, Emitter
+from ama_acp.client.terminal.repl import run_line
 from tests.support.hypothesis_profiles import examples
 from tests.support.program_status_seed import FakeClock
 

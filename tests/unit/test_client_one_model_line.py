@@ -10,7 +10,7 @@ from typing import Any
 
 import anyio
 
-from ama_acp.client.repl import run_line
+from ama_acp.client.terminal.repl import run_line
 from tests.unit.test_client_model_change import SID, client, model_option, options_update, thought_option
 
 

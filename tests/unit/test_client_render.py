@@ -1,4 +1,4 @@
-"""The editor view of session/update notifications (ama_acp.client.render)."""
+"""The editor view of session/update notifications (ama_acp.client.display.render)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import io
 
 import pytest
 
-from ama_acp.client.ansi import RED
-from ama_acp.client.content import compact_diff, permission_details
-from ama_acp.client.meter import format_ctx, format_percent, meter_bar
-from ama_acp.client.render import Renderer
+from ama_acp.client.display.ansi import RED
+from ama_acp.client.display.content import compact_diff, permission_details
+from ama_acp.client.display.meter import format_ctx, format_percent, meter_bar
+from ama_acp.client.display.render import Renderer
 
 SID = "sess-1"
 

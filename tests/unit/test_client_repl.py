@@ -1,4 +1,4 @@
-"""The person's side of acp-client (ama_acp/client/repl.py): permission questions one at a time, and lines."""
+"""The person's side of acp-client (ama_acp/client/terminal/repl.py): permission questions one at a time, and lines."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import io
 
 import anyio
 
-from ama_acp.client.render import Renderer
-from ama_acp.client.repl import terminal_permission
-from ama_acp.client.turn_status import TurnStatus
+from ama_acp.client.display.render import Renderer
+from ama_acp.client.terminal.repl import terminal_permission
+from ama_acp.client.terminal.turn_status import TurnStatus
 
 OPTIONS = [
     {"optionId": "yes", "name": "Allow", "kind": "allow_once"},

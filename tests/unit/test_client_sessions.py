@@ -1,4 +1,4 @@
-"""Which session the acp-client works in (ama_acp/client/sessions.py): what the agent advertised, new/load/resume
+"""Which session the acp-client works in (ama_acp/client/terminal/sessions.py): what the agent advertised, new/load/resume
 sent as asked (and not sent when not offered), --list across pages, and the listing lines."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from ama_acp.client.sessions import (
+from ama_acp.client.terminal.sessions import (
     MAX_LIST_PAGES,
     NotOffered,
     Opened,

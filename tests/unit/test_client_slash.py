@@ -1,4 +1,4 @@
-"""The acp-client's own commands (ama_acp/client/slash.py): what is ours and what is a prompt, and the request each
+"""The acp-client's own commands (ama_acp/client/terminal/slash.py): what is ours and what is a prompt, and the request each
 command turns into from what the agent reported — with the agent's reports treated as hostile."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from ama_acp.client.slash import Call, Command, CommandError, parse, plan, run
+from ama_acp.client.terminal.slash import Call, Command, CommandError, parse, plan, run
 from tests.support.hypothesis_profiles import examples
 
 SID = "s1"

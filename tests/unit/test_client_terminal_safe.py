@@ -13,9 +13,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from ama_acp.client import ansi, meter
-from ama_acp.client.meter import context_percent, is_estimated
-from ama_acp.client.render import Renderer
+from ama_acp.client.display import ansi, meter
+from ama_acp.client.display.meter import context_percent, is_estimated
+from ama_acp.client.display.render import Renderer
 from ama_acp.textsafe import terminal_safe
 from tests.support.hypothesis_profiles import examples
 

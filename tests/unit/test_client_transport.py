@@ -1,15 +1,15 @@
 """The pieces of ama's client transport on their own: the line splitter it shares with the server
 (rpc/framing.py), the pending-request table it shares with the server (rpc/pending.py), its own classification
 (client/classify.py), the stdout reader (client/reader.py), the violations' bounds, the error family and the
-lenient structs of what it shows (client/agent_types.py)."""
+lenient structs of what it shows (client/display/agent_types.py)."""
 
 from __future__ import annotations
 
 import anyio
 import pytest
 
-from ama_acp.client.agent_types import UNSET, ListedSession, SessionInfo, ToolCall, Usage, lenient
 from ama_acp.client.classify import AgentNotification, AgentRequest, AgentResponse, classify, well_formed_error
+from ama_acp.client.display.agent_types import UNSET, ListedSession, SessionInfo, ToolCall, Usage, lenient
 from ama_acp.client.errors import RpcError
 from ama_acp.client.reader import NOISE_KEPT, StdoutReader, TranscriptEntry
 from ama_acp.client.violations import RAW_KEPT, VIOLATIONS_KEPT, Violations

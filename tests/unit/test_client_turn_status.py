@@ -1,4 +1,4 @@
-"""The acp-client's program status as a turn goes (ama_acp/client/turn_status.py), through a real
+"""The acp-client's program status as a turn goes (ama_acp/client/terminal/turn_status.py), through a real
 `program_status.Emitter` writing into a list, decoded back into fields."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import re
 
 import pytest
 
-from ama_acp.client.program_status import THROTTLE_MS, Emitter
-from ama_acp.client.turn_status import APP, TurnStatus
+from ama_acp.client.terminal.program_status import THROTTLE_MS, Emitter
+from ama_acp.client.terminal.turn_status import APP, TurnStatus
 from tests.support.program_status_seed import FakeClock
 
 SEQ = re.compile(r"\x1b\]7501;(?P<body>[^\x1b]*)\x1b\\")

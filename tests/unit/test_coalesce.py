@@ -1,4 +1,4 @@
-"""Text deltas merged at the editor's pace (ama_acp/session/coalesce.py): never reordered, never dropped, never
+"""Text deltas merged at the editor's pace (ama_acp/session/editor/coalesce.py): never reordered, never dropped, never
 held past the window."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ama_acp.session.coalesce import ChunkCoalescer
+from ama_acp.session.editor.coalesce import ChunkCoalescer
 from ama_acp.wire import types as w
 from tests.support.hypothesis_profiles import examples
 

@@ -34,8 +34,8 @@ from ama_acp.conversation.messages import (
     ToolResultMessage,
     UserMessage,
 )
-from ama_acp.session import entries as en
-from ama_acp.session.store import read_session
+from ama_acp.session.store import entries as en
+from ama_acp.session.store.session_store import read_session
 from tests.support.conversation import paired_everywhere
 from tests.support.hypothesis_profiles import examples
 from tests.support.inprocess import make_manager, prompt, reload, workspace

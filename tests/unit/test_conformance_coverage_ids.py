@@ -1,5 +1,5 @@
 """Every id of the ACP v1 requirements digest (R1-R148) is judged by a check or explained in
-`conformance/unobservable.py`: the set left over is computed from the registry and the registered groups, and must
+`conformance/requirements/unobservable.py`: the set left over is computed from the registry and the registered groups, and must
 stay empty, so a gap cannot grow silently."""
 
 from __future__ import annotations
@@ -8,13 +8,12 @@ import os
 import re
 from pathlib import Path
 
+import ama_conformance.groups  # noqa: F401  (registers every group)
 import pytest
-
-import conformance.groups  # noqa: F401  (registers every group)
-from conformance.groups import base
-from conformance.requirements import BY_ID
-from conformance.unobservable import UNOBSERVABLE, markdown_table
-from conformance.wire_checks import TRANSCRIPT_IDS
+from ama_conformance.core.wire_checks import TRANSCRIPT_IDS
+from ama_conformance.groups import base
+from ama_conformance.requirements.registry import BY_ID
+from ama_conformance.requirements.unobservable import UNOBSERVABLE, markdown_table
 
 # The digest numbers its items R1 to R148 without a gap (it is not part of the repository: AMA_ACP_DIGEST names
 # it to cross-check this range).
@@ -34,7 +33,7 @@ def uncovered() -> list[str]:
 
 
 def test_every_digest_id_is_checked_or_explained() -> None:
-    assert uncovered() == [], "digest ids neither checked nor explained in conformance/unobservable.py"
+    assert uncovered() == [], "digest ids neither checked nor explained in conformance/requirements/unobservable.py"
 
 
 def test_no_id_is_both_checked_and_explained() -> None:

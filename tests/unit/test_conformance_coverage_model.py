@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ama_conformance.core.directives import Directive, directive_line, parse_directive
+from ama_conformance.servers.model import choose_call, decide, render_openai
+
 from ama_acp.tools.todo import TodoTool
-from conformance.directives import Directive, directive_line, parse_directive
-from conformance.model_server import choose_call, decide, render_openai
 
 TODO: dict[str, Any] = TodoTool.parameters
 

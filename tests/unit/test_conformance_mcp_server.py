@@ -1,4 +1,4 @@
-"""The conformance suite's stdio MCP server (conformance/mcp_stdio_server.py): run by file path in isolated
+"""The conformance suite's stdio MCP server (conformance/servers/mcp_stdio.py): run by file path in isolated
 mode as the agent under test would, over pipes, and its message handling against hostile lines."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ama_conformance.servers import mcp_stdio as mcp_stdio_server
+from ama_conformance.servers.mcp_stdio import handle
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conformance import mcp_stdio_server
-from conformance.mcp_stdio_server import handle
 from tests.support.hypothesis_profiles import examples
 
 SERVER = Path(mcp_stdio_server.__file__).resolve()

@@ -1,4 +1,4 @@
-"""The conformance suite's scripted model (conformance/model_server.py), over real HTTP with httpx in both
+"""The conformance suite's scripted model (conformance/servers/model.py), over real HTTP with httpx in both
 dialects, streaming and not: each directive, the choice of tool among hostile declarations, the answer once
 the tool result is back, slow answers that stop when the client hangs up, and the 400s the real APIs give."""
 
@@ -13,12 +13,8 @@ from typing import Any
 
 import httpx
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-from conformance.directives import Directive, directive_line
-from conformance.model_dialects import declared_tools, prompt_and_results
-from conformance.model_server import (
+from ama_conformance.core.directives import Directive, directive_line
+from ama_conformance.servers.model import (
     DEFAULT_REPLY,
     ScriptedModel,
     ToolCall,
@@ -27,6 +23,10 @@ from conformance.model_server import (
     neutral_value,
     request_problem,
 )
+from ama_conformance.servers.model_dialects import declared_tools, prompt_and_results
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from tests.support.hypothesis_profiles import examples
 from tests.support.waiting import poll_until
 
@@ -600,7 +600,7 @@ def test_deciding_never_raises_on_any_body(body: Any) -> None:
 def test_the_servers_are_quiet_about_a_client_that_hung_up_and_only_about_that(error, printed, capsys) -> None:
     """background_server.OwnedHTTPServer (the scripted model's, the tests' model and web servers'): a client gone
     mid-request is how connections end, not a traceback in the run's stderr; any other error in a handler still is."""
-    from conformance.background_server import OwnedHTTPServer
+    from ama_conformance.servers.background import OwnedHTTPServer
 
     server = OwnedHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
     try:

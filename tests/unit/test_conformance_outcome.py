@@ -1,4 +1,4 @@
-"""Findings and verdicts of the conformance suite (conformance/outcome.py, conformance/report.py): how a check's
+"""Findings and verdicts of the conformance suite (conformance/core/outcome.py, conformance/core/report.py): how a check's
 exception becomes a finding of exactly one requirement, how a requirement's status follows from its findings,
 which statuses decide a profile's verdict, and the text report built from them."""
 
@@ -7,13 +7,13 @@ from __future__ import annotations
 import re
 
 import pytest
+from ama_conformance.core.outcome import Blocked, Checks, Finding, Status, UnboundCheck, describe, overall
+from ama_conformance.core.report import WIDTH, Kind, Outcome, as_json, outcomes, text, verdict
+from ama_conformance.core.runner import RunRecord
+from ama_conformance.requirements.registry import BY_ID, REGISTRY, Profile, Requirement, Tier
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conformance.outcome import Blocked, Checks, Finding, Status, UnboundCheck, describe, overall
-from conformance.report import WIDTH, Kind, Outcome, as_json, outcomes, text, verdict
-from conformance.requirements import BY_ID, REGISTRY, Profile, Requirement, Tier
-from conformance.runner import RunRecord
 from tests.support.hypothesis_profiles import examples
 
 
@@ -397,7 +397,7 @@ def test_an_unbound_report_inside_at_is_not_blamed_on_the_agent() -> None:
 
 
 def test_a_sign_in_the_suite_cannot_give_is_untested_not_failed() -> None:
-    from conformance.outcome import SignInNeeded
+    from ama_conformance.core.outcome import SignInNeeded
 
     c = Checks("g", ("R33",))
     with pytest.raises(Blocked), c.at("R33"):

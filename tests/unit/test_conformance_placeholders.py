@@ -1,4 +1,4 @@
-"""`--model-env` values (conformance/placeholders.py): the four placeholders are replaced, everything else is the
+"""`--model-env` values (conformance/core/placeholders.py): the four placeholders are replaced, everything else is the
 value as given — a JSON value needs no escaping — and a mistyped placeholder is an error, never passed on."""
 
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from ama_conformance.core.placeholders import PlaceholderError, expand
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conformance.placeholders import PlaceholderError, expand
 from tests.support.hypothesis_profiles import examples
 
 VALUES = {

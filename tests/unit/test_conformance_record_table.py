@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conformance import record
-from conformance.record import BEGIN, END, PublicAgent, row_of
+from ama_conformance import record
+from ama_conformance.record import BEGIN, END, PublicAgent, row_of
 
 AGENT = PublicAgent("some-agent", ("some-agent", "--acp"))
 

@@ -9,14 +9,13 @@ import os
 import re
 from pathlib import Path
 
+import ama_conformance.groups  # noqa: F401  (registers every group in base.GROUPS)
 import pytest
-
-import conformance.groups  # noqa: F401  (registers every group in base.GROUPS)
-from conformance import requirements
-from conformance.groups import base
-from conformance.requirements import BY_ID, REGISTRY, Profile, Tier
-from conformance.unobservable import UNOBSERVABLE
-from conformance.wire_checks import TRANSCRIPT_IDS
+from ama_conformance.core.wire_checks import TRANSCRIPT_IDS
+from ama_conformance.groups import base
+from ama_conformance.requirements import registry as requirements
+from ama_conformance.requirements.registry import BY_ID, REGISTRY, Profile, Tier
+from ama_conformance.requirements.unobservable import UNOBSERVABLE
 
 REPO = Path(__file__).resolve().parents[2]
 GROUP_DIR = Path(base.__file__).resolve().parent

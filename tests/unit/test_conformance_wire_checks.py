@@ -1,4 +1,4 @@
-"""The transcript checks of the conformance suite (conformance/wire_checks.py) over synthetic transcripts: for each
+"""The transcript checks of the conformance suite (conformance/core/wire_checks.py) over synthetic transcripts: for each
 rule a minimal transcript that breaks it and one that does not, and hypothesis: no sequence of lines, in either
 direction, makes the analyzer raise (it runs on a hostile agent's output, after every group), nor makes
 `shapes.unknown_fields` raise on any definition of the stable schema."""
@@ -10,14 +10,14 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import pytest
+from ama_conformance.core.outcome import Checks, Finding, Status
+from ama_conformance.core.runner import validators
+from ama_conformance.core.wire_checks import TRANSCRIPT_IDS, ClientView, TranscriptAnalyzer
+from ama_conformance.schema.shapes import unknown_fields
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from ama_acp.client.connection import TranscriptEntry, Violation
-from conformance.outcome import Checks, Finding, Status
-from conformance.runner import validators
-from conformance.shapes import unknown_fields
-from conformance.wire_checks import TRANSCRIPT_IDS, ClientView, TranscriptAnalyzer
 from tests.support.hypothesis_profiles import examples
 
 Line = tuple[str, Any]  # ("in" | "out", a message to encode, or a raw line as str)

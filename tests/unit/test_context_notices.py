@@ -1,4 +1,4 @@
-"""The context notices and /context wording of a session (session/accounting.py; docs/context.md "Notices"):
+"""The context notices and /context wording of a session (session/accounting/session_context.py; docs/context.md "Notices"):
 the mid notice, the exact tier at the boundary, and figures that rest on an estimate saying so."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from ama_acp.agent.instructions import SessionInstructions
 from ama_acp.config import CompactionConfig, Config, InstructionsConfig, Price
 from ama_acp.conversation.messages import AssistantMessage, TextPart, Usage, UserMessage
 from ama_acp.conversation.tools import ToolSpec
-from ama_acp.session.accounting import ContextNotice, SessionContext
+from ama_acp.session.accounting.session_context import ContextNotice, SessionContext
 
 WINDOWS = {"local/big": 10_000, "local/small": 4_000}
 
@@ -52,7 +52,7 @@ class Session:
         return {}
 
     @property
-    def tools(self) -> Session:  # the declared tools (session/toolset.py's part, in a session)
+    def tools(self) -> Session:  # the declared tools (session/turn/toolset.py's part, in a session)
         return self
 
     @property

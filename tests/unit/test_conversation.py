@@ -17,9 +17,9 @@ from ama_acp.conversation.messages import (
     Usage,
     UserMessage,
 )
-from ama_acp.session import entries as en
 from ama_acp.session.conversation import Conversation
-from ama_acp.session.repair import INTERRUPTED
+from ama_acp.session.store import entries as en
+from ama_acp.session.store.repair import INTERRUPTED
 
 METER = {"source": "usage", "usage_tokens": 105, "trailing_tokens": 0, "message_count": 2}
 BILLING = {"cost": 0.5}

@@ -1,5 +1,5 @@
-"""The editor's answers, decoded where they arrive (wire/answers.py, session/editor.py) and used by the editor's
-workspace (session/workspaces.py).
+"""The editor's answers, decoded where they arrive (wire/answers.py, session/editor/client.py) and used by the editor's
+workspace (session/editor/workspaces.py).
 
 The promise: whatever JSON value the client answers, each call gives its typed answer or one error —
 `msgspec.ValidationError` from the decoder, `MalformedAnswer` from the `EditorClient`, a `ToolError` from the
@@ -20,8 +20,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ama_acp.rpc.peer import Params
-from ama_acp.session.editor import MalformedAnswer, PeerEditor
-from ama_acp.session.workspaces import EditorWorkspace
+from ama_acp.session.editor.client import MalformedAnswer, PeerEditor
+from ama_acp.session.editor.workspaces import EditorWorkspace
 from ama_acp.tools.base import ToolError
 from ama_acp.tools.workspace import CommandResult
 from ama_acp.wire import answers

@@ -119,7 +119,7 @@ def test_the_ground_floor_imports_nothing_of_ama() -> None:
     [
         ("ama_acp.config", "ConfigError", errors.ConfigError),
         ("ama_acp.tools.base", "ToolError", errors.ToolError),
-        ("ama_acp.session.store", "StoreError", errors.StoreError),
+        ("ama_acp.session.store.session_store", "StoreError", errors.StoreError),
     ],
 )
 def test_the_old_import_paths_name_the_family_itself(module: str, name: str, family: type[Exception]) -> None:
@@ -127,9 +127,9 @@ def test_the_old_import_paths_name_the_family_itself(module: str, name: str, fam
 
 
 def test_members_keep_the_builtin_bases_callers_catch() -> None:
-    from ama_acp.session.store import SessionWriteError
-    from ama_acp.tools.globs import GlobError
+    from ama_acp.session.store.session_store import SessionWriteError
     from ama_acp.tools.regular import NotRegularFileError
+    from ama_acp.tools.search.globs import GlobError
     from ama_acp.tools.workspace import BinaryFileError
 
     assert issubclass(GlobError, ValueError) and issubclass(BinaryFileError, ValueError)

@@ -1,4 +1,4 @@
-"""An external agent's requests to ama (session/external_requests.py) are hostile input: whatever their params,
+"""An external agent's requests to ama (session/tasks/external/requests.py) are hostile input: whatever their params,
 the answer is a result or an error for that request (an `AcpError`), never another exception; and what the mode
 decides without the person is decided without asking."""
 
@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from ama_acp.agent import events as ev
 from ama_acp.agent.loop import Refusal
 from ama_acp.rpc.errors import AcpError
-from ama_acp.session.external_requests import ChildRequests
+from ama_acp.session.tasks.external.requests import ChildRequests
 from ama_acp.tools.context import ToolContext
 from ama_acp.tools.paths import PathPolicy
 from ama_acp.tools.workspace import LocalWorkspace

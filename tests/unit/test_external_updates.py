@@ -1,4 +1,4 @@
-"""session/external_updates.py: an external agent's session/update, hostile input, re-built from typed values."""
+"""session/tasks/external/updates.py: an external agent's session/update, hostile input, re-built from typed values."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ama_acp.session.external_updates import decode_update
+from ama_acp.session.tasks.external.updates import decode_update
 from ama_acp.wire import types as w
 from tests.support.hypothesis_profiles import examples
 

@@ -1,4 +1,4 @@
-"""session/fork's pure parts (ama_acp/session/fork.py): where a running turn begins in a session file, the fork's
+"""session/fork's pure parts (ama_acp/session/history/fork.py): where a running turn begins in a session file, the fork's
 title, and which handoff folder a stored (untrusted) path names."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from ama_acp.conversation.messages import AssistantMessage, TextPart, UserMessage
 from ama_acp.rpc.errors import AcpError
-from ama_acp.session import entries as en
-from ama_acp.session.fork import FORK_MARK, _top_folder, completed_turns, fork_copy, fork_title
-from ama_acp.session.store import SessionStore
+from ama_acp.session.history.fork import FORK_MARK, _top_folder, completed_turns, fork_copy, fork_title
+from ama_acp.session.store import entries as en
+from ama_acp.session.store.session_store import SessionStore
 
 
 def person(text: str) -> en.MessageEntry:

@@ -255,8 +255,8 @@ def test_property_the_copy_keeps_the_newest_entries_of_each_list_up_to_its_cap(c
 
 def test_a_load_rebuilds_the_copy_with_the_stored_caps_and_an_older_entry_with_30_a_list(tmp_path) -> None:
     from ama_acp.agent.inventory import LEGACY_LIST_CAPS, stored_caps
-    from ama_acp.session import entries as en
     from ama_acp.session.conversation import Conversation
+    from ama_acp.session.store import entries as en
 
     full = build_inventory([], slash_commands=[f"/model m{i}" for i in range(45)])
     folder = tmp_path / "compaction-1"

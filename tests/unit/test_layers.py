@@ -45,7 +45,7 @@ ALLOWED: dict[str, set[str]] = {
     # the editor's MCP servers: connections and their tools, below the sessions that use them
     "mcp": {"conversation", "config", "errors", "secrets", "redact", "tools"},
     # the ACP side: sessions map the agent to the protocol; the server dispatches to them
-    # (and the ACP client: an external agent as a `task` child is driven through it, session/external_task.py)
+    # (and the ACP client: an external agent as a `task` child is driven through it, session/tasks/external/agent.py)
     "session": {"__init__", "conversation", "wire", "errors", "textsafe", "rpc", "client", *SUPPORT, *AGENT_SIDE},
     "handlers": {"__init__", "wire", "errors", "rpc", "config", "session"},
     "server": {"config", "errors", "rpc", "handlers", "logs"},
@@ -76,7 +76,7 @@ ALLOWED: dict[str, set[str]] = {
 
 
 def part_of(module: str) -> str:
-    """`ama_acp.session.store` → `session`; `ama_acp.cli` → `cli`; `ama_acp` → `__init__`."""
+    """`ama_acp.session.store.session_store` → `session`; `ama_acp.cli` → `cli`; `ama_acp` → `__init__`."""
     pieces = module.split(".")
     return pieces[1] if len(pieces) > 1 else "__init__"
 
@@ -196,7 +196,7 @@ def test_no_cycle_between_parts() -> None:
         ("ama_acp/agent/x.py", "from ama_acp.wire import types as w", "agent may not import wire"),
         ("ama_acp/context/x.py", "def f():\n    from ama_acp.providers.catalog import price_for", "context may not"),
         ("ama_acp/conversation/x.py", "from ama_acp import config", "conversation may not import config"),
-        ("ama_acp/tools/x.py", "if TYPE_CHECKING:\n    from ama_acp.session.session import Session", "tools may"),
+        ("ama_acp/tools/x.py", "if TYPE_CHECKING:\n    from ama_acp.session.live import Session", "tools may"),
     ],
 )
 def test_the_checker_catches_a_forbidden_edge(tmp_path, monkeypatch, source, line, expected) -> None:
@@ -222,7 +222,7 @@ def test_the_checker_catches_a_forbidden_edge(tmp_path, monkeypatch, source, lin
 # `HostedSession`, compacting.py `CompactedSession`, …). A module whose name is a key here may be imported only
 # by the modules listed for it (and itself).
 IMPORTED_ONLY_BY: dict[str, set[str]] = {
-    "ama_acp.session.session": {"ama_acp.session.manager", "ama_acp.session.lifecycle", "ama_acp.oneshot"},
+    "ama_acp.session.live": {"ama_acp.session.manager", "ama_acp.session.lifecycle", "ama_acp.oneshot"},
     "ama_acp.session.manager": {"ama_acp.session.lifecycle", "ama_acp.handlers", "ama_acp.oneshot"},
     "ama_acp.session.lifecycle": {"ama_acp.handlers"},
 }
@@ -263,9 +263,9 @@ def test_only_the_manager_the_lifecycle_and_oneshot_import_the_session_class() -
 @pytest.mark.parametrize(
     "line",
     [
-        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ama_acp.session.session import Session",
-        "def f():\n    from ama_acp.session import session",
-        "from . import session",
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ama_acp.session.live import Session",
+        "def f():\n    from ama_acp.session import live",
+        "from . import live",
     ],
 )
 def test_the_narrow_import_check_can_fail(tmp_path, monkeypatch, line) -> None:
@@ -274,7 +274,7 @@ def test_the_narrow_import_check_can_fail(tmp_path, monkeypatch, line) -> None:
     fake_root = tmp_path / "repo"
     session = fake_root / "ama_acp" / "session"
     session.mkdir(parents=True)
-    for init in (fake_root / "ama_acp" / "__init__.py", session / "__init__.py", session / "session.py"):
+    for init in (fake_root / "ama_acp" / "__init__.py", session / "__init__.py", session / "live.py"):
         init.write_text("")
     (session / "compacting.py").write_text(line + "\n")
     (session / "manager.py").write_text(line + "\n")
@@ -323,6 +323,6 @@ def test_the_conformance_suite_stands_beside_ama() -> None:
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
             if isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 names = [node.module]
-            if any(n == "conformance" or n.startswith("conformance.") for n in names) and path.name != "cli.py":
+            if any(n == "ama_conformance" or n.startswith("ama_conformance.") for n in names) and path.name != "cli.py":
                 problems.append(f"{path.relative_to(ROOT)}:{node.lineno}: imports the conformance suite")
     assert not problems, "\n".join(problems)

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ama_acp.client.line_editor import LineEditor, backspaces, end_of
+from ama_acp.client.terminal.line_editor import LineEditor, backspaces, end_of
 from tests.support.vt_screen import Screen
 
 

@@ -8,8 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ama_acp.conversation.messages import TextPart, UserMessage
-from ama_acp.session.entries import CommandEntry, MessageEntry, ModelEntry, TitleEntry
-from ama_acp.session.listing import scan_chunks
+from ama_acp.session.store.entries import CommandEntry, MessageEntry, ModelEntry, TitleEntry
+from ama_acp.session.store.listing import scan_chunks
 from tests.support.hypothesis_profiles import examples
 
 CAP = 200
@@ -65,7 +65,7 @@ def test_additional_directories_take_the_same_spelling_as_the_cwd(tmp_path) -> N
 
 def test_a_session_opened_without_session_new_takes_the_normal_spelling_too(tmp_path) -> None:
     """`ama -p` builds its session with `SessionManager.new_session`: `/x/proj/` is stored, and lives, as `/x/proj`."""
-    from ama_acp.session.store import SessionStore
+    from ama_acp.session.store.session_store import SessionStore
     from tests.support.inprocess import make_manager
 
     (tmp_path / "proj").mkdir()

@@ -1,14 +1,14 @@
-"""An MCP tool call's rawInput reaches the editor scrubbed (mcp/shown.py `shown_input`): live (session/updates.py),
-in a permission request (session/approval.py) and in a load's replay (session/restore.py) alike; ama's own tools'
+"""An MCP tool call's rawInput reaches the editor scrubbed (mcp/shown.py `shown_input`): live (session/editor/updates.py),
+in a permission request (session/editor/approval.py) and in a load's replay (session/restore.py) alike; ama's own tools'
 arguments go as the model wrote them."""
 
 from __future__ import annotations
 
 from ama_acp.agent import events as ev
 from ama_acp.mcp.shown import shown_input
-from ama_acp.session import entries as en
+from ama_acp.session.editor.updates import to_update
 from ama_acp.session.restore import _tool_call_updates
-from ama_acp.session.updates import to_update
+from ama_acp.session.store import entries as en
 
 KEYISH = "sk-abcdefghijklmnop1234"
 ARGS = {"name": "plan.md", "api_token": "short", "nested": [{"text": KEYISH}]}

@@ -7,7 +7,7 @@ from ama_acp.mcp.config import parse_servers
 from ama_acp.redact import Redactor
 from ama_acp.secrets import secret_values as process_secrets
 from ama_acp.session.mcp import secret_values
-from ama_acp.session.store import SessionStore
+from ama_acp.session.store.session_store import SessionStore
 
 TOKEN = "sk-mcp-abcdefghijklmnop"
 BEARER = "eyJhbGciOiJIUzI1NiJ9.payload.sig"
@@ -43,7 +43,7 @@ def test_only_credentials_are_secret_values() -> None:
 def test_registered_values_reach_the_process_redactor_and_the_session_file(tmp_path) -> None:
     from ama_acp.conversation.messages import TextPart, UserMessage
     from ama_acp.secrets import register_secret_values
-    from ama_acp.session import entries as en
+    from ama_acp.session.store import entries as en
 
     store = SessionStore(tmp_path)  # no redactor given: the process's, which learns registered values
     writer = store.create(en.Header(session_id="ses_mcpsecrets1", cwd=str(tmp_path)))

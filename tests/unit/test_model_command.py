@@ -11,10 +11,10 @@ import anyio
 import pytest
 
 from ama_acp.config import ModelEntry
-from ama_acp.session import entries as en
+from ama_acp.session.live import Session
 from ama_acp.session.manager import SessionManager
-from ama_acp.session.session import Session
-from ama_acp.session.store import read_session
+from ama_acp.session.store import entries as en
+from ama_acp.session.store.session_store import read_session
 from tests.support.inprocess import ScriptedPeer, make_manager, prompt, reload, workspace
 
 MODELS = [

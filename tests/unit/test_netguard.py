@@ -1,4 +1,4 @@
-"""Which addresses web_fetch may reach (tools/netguard.py), and `[web] allow_hosts` read at the config boundary:
+"""Which addresses web_fetch may reach (tools/web/netguard.py), and `[web] allow_hosts` read at the config boundary:
 properties over generated IPv4/IPv6 addresses and the spellings resolvers accept."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ama_acp.config import ConfigError, parse_config
-from ama_acp.tools.netguard import AllowList, check_addresses, embedded_v4, literal_address, refusal
-from ama_acp.tools.web_http import url_problem
+from ama_acp.tools.web.netguard import AllowList, check_addresses, embedded_v4, literal_address, refusal
+from ama_acp.tools.web.request import url_problem
 
 ip = ipaddress.ip_address
 v4s = st.integers(0, 2**32 - 1).map(ipaddress.IPv4Address)

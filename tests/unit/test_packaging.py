@@ -1,33 +1,79 @@
-"""The wheel carries every package: pyproject lists them by name (so the vendored schema/ can be mapped in as
-`conformance._schema`), and a package left off that list is missing only from installs, never from a checkout —
-this test notices first."""
+"""The wheel carries every package, found by setup.py rather than listed by hand, with the conformance suite
+installed under a name of ama's own (`ama_conformance`, from the repository's conformance/ folder) and typed; the
+vendored schema/ rides along as `ama_conformance._schema`. The test builds the wheel from a copy of the sources
+(setuptools' own backend, no network) and reads what it holds."""
 
 from __future__ import annotations
 
-import tomllib
+import ast
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
+SOURCES = ("ama_acp", "conformance", "schema", "setup.py", "pyproject.toml", "README.md")
 
 
-def test_every_package_of_the_repository_is_in_the_wheel() -> None:
-    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
-    listed = set(config["packages"])
-    found = {
-        ".".join(init.parent.relative_to(ROOT).parts)
-        for top in ("ama_acp", "conformance")
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
+    work = tmp_path_factory.mktemp("wheel")
+    src = work / "src"
+    for name in SOURCES:
+        origin = ROOT / name
+        if origin.is_dir():
+            shutil.copytree(origin, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            src.mkdir(exist_ok=True)
+            shutil.copy2(origin, src / name)
+    out = work / "dist"
+    build = "import sys\nfrom setuptools import build_meta\nprint(build_meta.build_wheel(sys.argv[1]))\n"
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", build, str(out)], cwd=src, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    with zipfile.ZipFile(out / done.stdout.strip().splitlines()[-1]) as zf:
+        return set(zf.namelist())
+
+
+def _packages(top: str) -> set[str]:
+    return {
+        "/".join(init.parent.relative_to(ROOT).parts)
         for init in (ROOT / top).rglob("__init__.py")
         if "__pycache__" not in init.parts
     }
-    assert found - listed == set(), "packages missing from [tool.setuptools] packages"
-    # The others are data directories: the demo scripts, and the schema mapped in from schema/.
-    mapped = config["package-dir"]
-    assert mapped == {"conformance._schema": "schema"}
-    for name in listed - found:
-        where = ROOT / mapped.get(name, name.replace(".", "/"))
-        parent = name.rpartition(".")[0]
-        declared = name in config["package-data"] or any(
-            pattern.startswith(name.rpartition(".")[2] + "/") for pattern in config["package-data"].get(parent, [])
-        )
-        assert where.is_dir() and declared, f"{name}: a data directory whose files no package-data entry names"
-    assert (ROOT / "schema" / "pin.json").is_file()
+
+
+def test_every_package_of_the_repository_is_in_the_wheel(wheel: set[str]) -> None:
+    dirs = {name.rpartition("/")[0] for name in wheel}
+    missing = {p for p in _packages("ama_acp") if p not in dirs}
+    missing |= {p for p in _packages("conformance") if "ama_" + p not in dirs}
+    assert not missing, f"packages missing from the wheel: {sorted(missing)}"
+
+
+def test_the_suite_installs_as_ama_conformance_typed(wheel: set[str]) -> None:
+    assert not any(name.startswith("conformance/") for name in wheel), "a top-level `conformance` package"
+    assert {"ama_acp/py.typed", "ama_conformance/py.typed"} <= wheel
+    assert "ama_conformance/_schema/pin.json" in wheel
+    assert any(name.startswith("ama_conformance/_schema/v1/") and name.endswith(".json") for name in wheel)
+    assert any(name.startswith("ama_acp/scripts/") and name.endswith(".toml") for name in wheel)
+
+
+def test_nothing_imports_the_suite_by_its_folder_name() -> None:
+    """The folder is conformance/, the import name ama_conformance: an import of `conformance` would work from a
+    checkout (the repository's root is on sys.path) and load a second copy of every module, then fail installed."""
+    found = []
+    for top in ("ama_acp", "conformance", "tests"):
+        for path in sorted((ROOT / top).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+                if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                    names = [node.module]
+                if any(n == "conformance" or n.startswith("conformance.") for n in names):
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not found, found

@@ -1,4 +1,4 @@
-"""The permission-cancelled path (session/approval.py, docs/protocol.md "Cancellation", R113) on a real
+"""The permission-cancelled path (session/editor/approval.py, docs/protocol.md "Cancellation", R113) on a real
 in-process session whose client peer answers `session/request_permission` as each test scripts it.
 
 The promise: a call the person did not allow never runs and still gets its result; a `cancelled` answer, or
@@ -19,9 +19,9 @@ import pytest
 from ama_acp.agent.loop import CANCELLED_FOR_MODEL, CANCELLED_FOR_PERSON
 from ama_acp.conversation.messages import AssistantMessage, Message, ToolResultMessage
 from ama_acp.rpc.errors import ClientError
-from ama_acp.session import approval
-from ama_acp.session.approval import REJECTED_FOR_MODEL, REJECTED_FOR_PERSON
-from ama_acp.session.session import Session
+from ama_acp.session.editor import approval
+from ama_acp.session.editor.approval import REJECTED_FOR_MODEL, REJECTED_FOR_PERSON
+from ama_acp.session.live import Session
 from tests.support.conversation import paired_everywhere
 from tests.support.inprocess import CANCELLED, SELECTED_ALLOW_ONCE, ScriptedPeer, make_manager, prompt, workspace
 

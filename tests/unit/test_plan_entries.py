@@ -3,8 +3,8 @@ become the safe ones instead of a schema-invalid `plan` update."""
 
 from __future__ import annotations
 
+from ama_acp.session.editor.updates import plan_update
 from ama_acp.session.restore import _plan  # the session-file side of the same rule
-from ama_acp.session.updates import plan_update
 
 
 def test_a_plan_entry_outside_the_enumerations_is_sent_as_pending_and_medium() -> None:

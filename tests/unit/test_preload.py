@@ -151,11 +151,11 @@ def test_an_http_model_without_its_key_prepares_nothing_to_send(tmp_path) -> Non
 # imports before it answers `initialize`.
 STARTUP = ("ama_acp.cli", "ama_acp.server", "ama_acp.logs", "ama_acp.rpc.stdio", "ama_acp.providers.resolve")
 HEAVY = (
-    "ama_acp.session.session",
-    "ama_acp.session.store",
+    "ama_acp.session.live",
+    "ama_acp.session.store.session_store",
     "ama_acp.session.lifecycle",
     "ama_acp.session.commands",
-    "ama_acp.session.entries",
+    "ama_acp.session.store.entries",
     "ama_acp.tools.registry",
     "ama_acp.agent.loop",
     "ama_acp.providers.stream",

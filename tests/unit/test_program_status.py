@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ama_acp.client.program_status import (
+from ama_acp.client.terminal.program_status import (
     ELLIPSIS,
     MAX_MSG_BYTES,
     MAX_SEQUENCE_BYTES,

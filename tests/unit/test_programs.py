@@ -19,9 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ama_acp.tools import programs
-from ama_acp.tools.filewalk import helper_env
 from ama_acp.tools.git_state import read_git_state
 from ama_acp.tools.programs import find_program, resolve_program, safe_path
+from ama_acp.tools.search.filewalk import helper_env
 from tests.support.hypothesis_profiles import examples
 
 HAS_GIT = shutil.which("git") is not None

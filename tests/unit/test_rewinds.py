@@ -1,4 +1,4 @@
-"""The `rewind` entry as every reader of a session file applies it (session/rewinds.py), and its decoding from
+"""The `rewind` entry as every reader of a session file applies it (session/store/rewound_thread.py), and its decoding from
 hostile lines: whatever a line holds, a read never raises and never cuts the thread anywhere but at a prompt."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 from ama_acp.conversation.messages import AssistantMessage, TextPart, UserMessage
-from ama_acp.session import entries as en
-from ama_acp.session.checkpoints import CheckpointLog
-from ama_acp.session.reader import decode_session
-from ama_acp.session.rewinds import apply_rewinds
+from ama_acp.session.history.checkpoints import CheckpointLog
+from ama_acp.session.store import entries as en
+from ama_acp.session.store.reader import decode_session
+from ama_acp.session.store.rewound_thread import apply_rewinds
 
 HEADER = en.Header(session_id="ses_x", cwd="/w")
 

@@ -15,7 +15,7 @@ import sys
 import tarfile
 from pathlib import Path
 
-from conformance.schema import SCHEMA_DIR
+from ama_conformance.schema.validate import SCHEMA_DIR
 
 SCRIPT = SCHEMA_DIR / "refresh.py"
 VENDORED = ("pin.json", "LICENSE", "v1/schema.json", "v1/schema.unstable.json")

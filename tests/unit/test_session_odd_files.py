@@ -36,14 +36,14 @@ from hypothesis import strategies as st
 from ama_acp.conversation.messages import TextPart, UserMessage
 from ama_acp.redact import Redactor
 from ama_acp.rpc.framing import MAX_LINE as WIRE_MAX_LINE
-from ama_acp.session import listing
-from ama_acp.session import reader as reader_mod
-from ama_acp.session import writer as writer_mod
-from ama_acp.session.entries import DirectoriesEntry, Header, MessageEntry, TitleEntry, TurnEntry
-from ama_acp.session.files import first_line
-from ama_acp.session.listing import scan_chunks
-from ama_acp.session.reader import decode_session
-from ama_acp.session.store import (
+from ama_acp.session.store import listing
+from ama_acp.session.store import reader as reader_mod
+from ama_acp.session.store import writer as writer_mod
+from ama_acp.session.store.entries import DirectoriesEntry, Header, MessageEntry, TitleEntry, TurnEntry
+from ama_acp.session.store.files import first_line
+from ama_acp.session.store.listing import scan_chunks
+from ama_acp.session.store.reader import decode_session
+from ama_acp.session.store.session_store import (
     MAX_LINE_BYTES,
     NotASessionFile,
     SessionBusy,
@@ -236,7 +236,7 @@ def test_list_skips_it_and_logs_it_once(
     store: SessionStore, odd: tuple[str, Path, str], caplog: pytest.LogCaptureFixture
 ) -> None:
     sid, path, words = odd
-    caplog.set_level(logging.WARNING, logger="ama_acp.session.listing")
+    caplog.set_level(logging.WARNING, logger="ama_acp.session.store.listing")
     for _ in range(3):
         page, cursor = in_thread(lambda: store.list())  # type: ignore[misc]
         assert sorted(s.cwd for s in page) == ["/a", "/b"] and cursor is None
@@ -312,7 +312,7 @@ def test_a_line_past_the_cap_is_skipped_as_damaged_and_never_held(
     after = msgspec.json.encode(_user("after"))
     data = _session_bytes(before, huge, after)
     chunk = 1 << 20
-    caplog.set_level(logging.WARNING, logger="ama_acp.session.reader")
+    caplog.set_level(logging.WARNING, logger="ama_acp.session.store.reader")
     tracemalloc.start()
     try:
         loaded = decode_session((data[i : i + chunk] for i in range(0, len(data), chunk)), tmp_path / "f", cap)
@@ -484,8 +484,8 @@ HOLDER = textwrap.dedent(
     """
     import sys
     from ama_acp.redact import Redactor
-    from ama_acp.session.entries import Header
-    from ama_acp.session.store import SessionStore
+    from ama_acp.session.store.entries import Header
+    from ama_acp.session.store.session_store import SessionStore
     store = SessionStore(sys.argv[1], redactor=Redactor(), fsync="never")
     writer = store.create(Header(session_id=sys.argv[2], cwd="/p"))
     print("ready", flush=True)

@@ -21,9 +21,9 @@ from ama_acp.rpc.dispatch import after_response
 from ama_acp.rpc.errors import RESOURCE_NOT_FOUND, AcpError
 from ama_acp.session import manager as manager_module
 from ama_acp.session import options
-from ama_acp.session import store as st
 from ama_acp.session.lifecycle import Lifecycle
 from ama_acp.session.manager import SessionManager, new_session_id
+from ama_acp.session.store import session_store as st
 from ama_acp.wire import types as w
 from tests.support.inprocess import ScriptedPeer
 

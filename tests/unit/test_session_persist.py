@@ -64,8 +64,8 @@ from hypothesis import strategies as st  # noqa: E402
 from ama_acp.config import Price  # noqa: E402
 from ama_acp.conversation.messages import AssistantMessage, Message, TextPart, Usage, UserMessage  # noqa: E402
 from ama_acp.conversation.tools import ToolSpec  # noqa: E402
-from ama_acp.session.accounting import SessionContext  # noqa: E402
-from ama_acp.session.reopen import stored_digests  # noqa: E402
+from ama_acp.session.accounting.held_figure import stored_digests  # noqa: E402
+from ama_acp.session.accounting.session_context import SessionContext  # noqa: E402
 from tests.support.hypothesis_profiles import examples  # noqa: E402
 
 OWN = [ToolSpec("read_file", "Read a file.", {"type": "object"})]
@@ -120,7 +120,7 @@ class Accounted:
         return {n: self.servers.ready.get(n, []) for n in self.servers.configured}
 
     @property
-    def tools(self) -> Accounted:  # the declared tools (session/toolset.py's part, in a session)
+    def tools(self) -> Accounted:  # the declared tools (session/turn/toolset.py's part, in a session)
         return self
 
 

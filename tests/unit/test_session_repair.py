@@ -31,13 +31,13 @@ from ama_acp.conversation.messages import (
 )
 from ama_acp.redact import Redactor
 from ama_acp.rpc.dispatch import after_response
-from ama_acp.session import entries as en
-from ama_acp.session import store as store_mod
 from ama_acp.session.lifecycle import Lifecycle
 from ama_acp.session.manager import SessionManager
-from ama_acp.session.repair import INTERRUPTED, pair_tool_calls, read_contained
 from ama_acp.session.restore import replay_updates
-from ama_acp.session.store import SessionStore, SessionWriteError, read_session
+from ama_acp.session.store import entries as en
+from ama_acp.session.store import session_store as store_mod
+from ama_acp.session.store.repair import INTERRUPTED, pair_tool_calls, read_contained
+from ama_acp.session.store.session_store import SessionStore, SessionWriteError, read_session
 from ama_acp.wire import types as w
 from tests.support.conversation import paired_everywhere
 from tests.support.hypothesis_profiles import examples
@@ -353,9 +353,9 @@ def test_a_file_size_limit_is_efbig_not_a_killed_process(tmp_path):
         f"""
         import resource, sys
         from ama_acp.cli import _ignore_file_size_signal
-        from ama_acp.session import entries as en
+        from ama_acp.session.store import entries as en
         from ama_acp.redact import Redactor
-        from ama_acp.session.store import SessionStore, SessionWriteError
+        from ama_acp.session.store.session_store import SessionStore, SessionWriteError
         _ignore_file_size_signal()
         store = SessionStore({str(tmp_path)!r}, redactor=Redactor(), fsync="never")
         writer = store.create(en.Header(session_id="ses_big", cwd="/tmp"))
@@ -400,9 +400,9 @@ def test_read_only_directory_and_file_raise_session_write_error(tmp_path):
     os.chmod(sessions, 0o500)
     code = textwrap.dedent(
         f"""
-        from ama_acp.session import entries as en
+        from ama_acp.session.store import entries as en
         from ama_acp.redact import Redactor
-        from ama_acp.session.store import SessionStore, SessionWriteError
+        from ama_acp.session.store.session_store import SessionStore, SessionWriteError
         store = SessionStore({str(data)!r}, redactor=Redactor(), fsync="never")
         for what, act in (
             ("create", lambda: store.create(en.Header(session_id="ses_new", cwd="/tmp"))),

@@ -26,6 +26,6 @@ def test_a_stop_reason_outside_acps_is_answered_end_turn_and_logged(tmp_path, ca
         await manager.close(session.id)
         return stops
 
-    with caplog.at_level(logging.ERROR, logger="ama_acp.session.session"):
+    with caplog.at_level(logging.ERROR, logger="ama_acp.session.live"):
         assert anyio.run(main) == ("end_turn", "end_turn")
     assert any("finished-ish" in r.getMessage() for r in caplog.records)

@@ -26,7 +26,7 @@ from ama_acp.conversation.messages import (
     UserMessage,
 )
 from ama_acp.redact import Redactor
-from ama_acp.session.entries import (
+from ama_acp.session.store.entries import (
     FORMAT_VERSION,
     REPLAY_TEXT_LIMIT,
     CompactionEntry,
@@ -44,7 +44,7 @@ from ama_acp.session.entries import (
     TurnEntry,
     UsageEntry,
 )
-from ama_acp.session.store import (
+from ama_acp.session.store.session_store import (
     InvalidCursor,
     InvalidSessionId,
     SessionBusy,
@@ -194,7 +194,7 @@ def test_torn_last_line(store: SessionStore, caplog: pytest.LogCaptureFixture) -
 
 
 def test_failed_partial_write_is_cut_back(store: SessionStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    import ama_acp.session.store as store_module
+    import ama_acp.session.store.session_store as store_module
 
     header = _header()
     real_write = os.write
@@ -237,7 +237,7 @@ def test_corrupt_middle_line_is_skipped(store: SessionStore, caplog: pytest.LogC
 
 
 def test_lines_across_read_chunks(store: SessionStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    import ama_acp.session.reader as reader_module
+    import ama_acp.session.store.reader as reader_module
 
     header = _header()
     entries = every_entry_type()
@@ -444,9 +444,9 @@ _CHILD = textwrap.dedent(
     """
     import sys
     from ama_acp.conversation.messages import TextPart, UserMessage
-    from ama_acp.session.entries import Header, MessageEntry
+    from ama_acp.session.store.entries import Header, MessageEntry
     from ama_acp.redact import Redactor
-    from ama_acp.session.store import SessionStore
+    from ama_acp.session.store.session_store import SessionStore
 
     data_dir, session_id, count, biggest = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     store = SessionStore(data_dir, redactor=Redactor(), fsync="never")
@@ -526,8 +526,8 @@ _CUT_CHILD = textwrap.dedent(
     import os
     import sys
     from ama_acp.conversation.messages import TextPart, UserMessage
-    from ama_acp.session.entries import Header, MessageEntry
-    from ama_acp.session.store import SessionStore
+    from ama_acp.session.store.entries import Header, MessageEntry
+    from ama_acp.session.store.session_store import SessionStore
 
     data_dir, session_id, keep = sys.argv[1], sys.argv[2], sys.argv[3]
     w = SessionStore(data_dir, fsync="never").create(Header(session_id=session_id, cwd="/work"))
@@ -641,9 +641,9 @@ def test_prune_handoffs_removes_old_and_orphaned_folders(tmp_path):
     import os as _os
     import time as _time
 
-    from ama_acp.session.entries import Header as _Header
-    from ama_acp.session.store import SessionStore as _Store
-    from ama_acp.session.store import new_session_id as _new_id
+    from ama_acp.session.store.entries import Header as _Header
+    from ama_acp.session.store.session_store import SessionStore as _Store
+    from ama_acp.session.store.session_store import new_session_id as _new_id
 
     store = _Store(tmp_path)
     ids = [_new_id() for _ in range(4)]
@@ -665,7 +665,7 @@ def test_prune_handoffs_removes_old_and_orphaned_folders(tmp_path):
 
 
 def test_create_where_the_sessions_path_is_a_file_says_so(tmp_path: Path) -> None:
-    from ama_acp.session.store import SessionWriteError
+    from ama_acp.session.store.session_store import SessionWriteError
 
     (tmp_path / "sessions").write_text("a file\n", encoding="utf-8")
     store = SessionStore(tmp_path, redactor=Redactor())
@@ -688,8 +688,8 @@ def test_create_whose_header_cannot_be_written_leaves_no_file(
 ) -> None:
     import errno
 
-    import ama_acp.session.store as store_module
-    from ama_acp.session.store import SessionWriteError
+    import ama_acp.session.store.session_store as store_module
+    from ama_acp.session.store.session_store import SessionWriteError
 
     real_write = os.write
 
@@ -713,8 +713,8 @@ def test_create_whose_fsync_fails_is_a_write_error_and_leaves_no_file(
 ) -> None:
     import errno
 
-    import ama_acp.session.store as store_module
-    from ama_acp.session.store import SessionWriteError
+    import ama_acp.session.store.session_store as store_module
+    from ama_acp.session.store.session_store import SessionWriteError
 
     def failing(fd: int) -> None:
         raise OSError(errno.EIO, "Input/output error")
@@ -733,8 +733,8 @@ def test_create_on_a_file_system_that_cannot_lock_is_a_write_error(
 ) -> None:
     import errno
 
-    import ama_acp.session.store as store_module
-    from ama_acp.session.store import SessionWriteError
+    import ama_acp.session.store.session_store as store_module
+    from ama_acp.session.store.session_store import SessionWriteError
 
     def no_locks(fd: int, op: int) -> None:
         raise OSError(errno.ENOLCK, "No locks available")
@@ -750,7 +750,7 @@ def test_create_on_a_file_system_that_cannot_lock_is_a_write_error(
 def test_a_writer_closed_after_a_failed_partial_write_cuts_the_partial_line(
     store: SessionStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import ama_acp.session.store as store_module
+    import ama_acp.session.store.session_store as store_module
 
     header = _header()
     real_write, real_truncate = os.write, os.ftruncate
@@ -783,9 +783,9 @@ def _aged_sessions(tmp_path, days: dict[str, float]):
     import os as _os
     import time as _time
 
-    from ama_acp.session.entries import Header as _Header
-    from ama_acp.session.store import SessionStore as _Store
-    from ama_acp.session.store import new_session_id as _new_id
+    from ama_acp.session.store.entries import Header as _Header
+    from ama_acp.session.store.session_store import SessionStore as _Store
+    from ama_acp.session.store.session_store import new_session_id as _new_id
 
     store = _Store(tmp_path)
     ids = {}
@@ -845,7 +845,7 @@ def test_retention_leaves_symlinks_files_and_other_names_alone(tmp_path):
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "precious").write_text("keep")
-    from ama_acp.session.store import new_session_id as _new_id
+    from ama_acp.session.store.session_store import new_session_id as _new_id
 
     link = store.sessions_dir / _new_id()
     _os.symlink(outside, link)  # a valid session id naming a link: never followed, never removed
@@ -855,7 +855,7 @@ def test_retention_leaves_symlinks_files_and_other_names_alone(tmp_path):
 
 
 def test_retention_without_a_sessions_folder_removes_nothing(tmp_path):
-    from ama_acp.session.store import SessionStore as _Store
+    from ama_acp.session.store.session_store import SessionStore as _Store
 
     assert _Store(tmp_path / "none").prune_handoffs(0) == 0
 

@@ -1,4 +1,4 @@
-"""session/task_journal.py: the kept children of a session's `task` calls, read as hostile input."""
+"""session/store/task_journal.py: the kept children of a session's `task` calls, read as hostile input."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ama_acp.conversation.messages import AssistantMessage, TextPart, UserMessage
-from ama_acp.session.task_journal import TaskFigures, TaskJournal, decode_lines, journal_path, remove_task_journal
+from ama_acp.session.store.task_journal import TaskFigures, TaskJournal, decode_lines, journal_path, remove_task_journal
 from tests.support.hypothesis_profiles import examples
 
 FIGURES: dict[str, object] = {

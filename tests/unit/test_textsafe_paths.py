@@ -20,26 +20,26 @@ from typing import Any
 import anyio
 import msgspec
 import pytest
+from ama_conformance.core import report
+from ama_conformance.core.outcome import Finding, Status
+from ama_conformance.requirements.registry import REGISTRY
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ama_acp import doctor, logs, oneshot
-from ama_acp.client import cli as client_cli
-from ama_acp.client import repl, sessions, turn
-from ama_acp.client.agent_stderr import MAX_LINE, AgentStderr
 from ama_acp.client.connection import Violation
+from ama_acp.client.display.render import Renderer
 from ama_acp.client.handlers import RpcError
-from ama_acp.client.render import Renderer
-from ama_acp.client.turn_status import TurnStatus
+from ama_acp.client.terminal import cli as client_cli
+from ama_acp.client.terminal import repl, sessions, turn
+from ama_acp.client.terminal.agent_stderr import MAX_LINE, AgentStderr
+from ama_acp.client.terminal.turn_status import TurnStatus
 from ama_acp.conversation.messages import AssistantMessage, TextPart, UserMessage
-from ama_acp.session import cli as sessions_cli
-from ama_acp.session import entries as en
-from ama_acp.session.listing import SessionSummary
-from ama_acp.session.store import LoadedSession
+from ama_acp.session.store import cli as sessions_cli
+from ama_acp.session.store import entries as en
+from ama_acp.session.store.listing import SessionSummary
+from ama_acp.session.store.session_store import LoadedSession
 from ama_acp.textsafe import json_safe, one_line, visible
-from conformance import report
-from conformance.outcome import Finding, Status
-from conformance.requirements import REGISTRY
 from tests.support.hypothesis_profiles import examples
 
 # What a terminal acts on: C0 (tab and newline are checked apart), DEL, C1, bidi controls, LS/PS, surrogates.
@@ -315,7 +315,7 @@ def test_sessions_list(title: str, cwd: str, when: str, monkeypatch: pytest.Monk
         ) -> tuple[list[SessionSummary], None]:
             return [summary, summary], None
 
-    from ama_acp.session import store
+    from ama_acp.session.store import session_store as store
 
     monkeypatch.setattr(store, "SessionStore", Store)
     out = io.StringIO()

@@ -22,18 +22,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ama_acp.tools import grep as grep_mod
 from ama_acp.tools.base import ToolError, ToolResult
 from ama_acp.tools.context import ToolContext
 from ama_acp.tools.edit import EditTool
-from ama_acp.tools.filewalk import GIT_HARDENING, parse_gitignore, walk_files
-from ama_acp.tools.glob import GlobTool
-from ama_acp.tools.globs import GlobError, glob_match, glob_regex
-from ama_acp.tools.grep import GrepTool, compile_pattern
 from ama_acp.tools.ls import ListTool
 from ama_acp.tools.paths import PathPolicy
 from ama_acp.tools.read import ReadTool
 from ama_acp.tools.registry import deadline_for, default_tools, run_with_deadline
+from ama_acp.tools.search import grep as grep_mod
+from ama_acp.tools.search.filewalk import GIT_HARDENING, parse_gitignore, walk_files
+from ama_acp.tools.search.glob import GlobTool
+from ama_acp.tools.search.globs import GlobError, glob_match, glob_regex
+from ama_acp.tools.search.grep import GrepTool, compile_pattern
 from ama_acp.tools.shell import ShellTool
 from ama_acp.tools.workspace import LocalWorkspace
 from ama_acp.tools.write import WriteTool

@@ -5,14 +5,14 @@ import subprocess
 import anyio
 import pytest
 
-from ama_acp.tools import grep as grep_mod
 from ama_acp.tools.base import ToolError
 from ama_acp.tools.context import ToolContext
-from ama_acp.tools.filewalk import glob_match, glob_regex, parse_gitignore, walk_files
-from ama_acp.tools.glob import GlobTool
-from ama_acp.tools.grep import GrepTool
 from ama_acp.tools.ls import ListTool
 from ama_acp.tools.paths import PathPolicy
+from ama_acp.tools.search import grep as grep_mod
+from ama_acp.tools.search.filewalk import glob_match, glob_regex, parse_gitignore, walk_files
+from ama_acp.tools.search.glob import GlobTool
+from ama_acp.tools.search.grep import GrepTool
 from ama_acp.tools.workspace import LocalWorkspace
 
 HAS_RG = shutil.which("rg") is not None
@@ -139,7 +139,7 @@ def test_find_files_falls_back_to_any_depth(tmp_path, ctx):
 
 
 def test_find_files_cap_and_none(tmp_path, ctx, monkeypatch):
-    from ama_acp.tools import glob
+    from ama_acp.tools.search import glob
 
     monkeypatch.setattr(glob, "MAX_RESULTS", 3)
     for i in range(5):

@@ -1,10 +1,10 @@
-"""The tools a session declares follow its model's window (session/toolset.py): on a small window the heavy ones
+"""The tools a session declares follow its model's window (session/turn/toolset.py): on a small window the heavy ones
 (web_fetch, task) are left out, on a bigger or unknown one every tool is declared, and a switch between the two
 is a changed tool set (the version moves, so the meter's prefix is counted again)."""
 
 from __future__ import annotations
 
-from ama_acp.session.toolset import HEAVY_TOOLS, SMALL_WINDOW, SessionTools
+from ama_acp.session.turn.toolset import HEAVY_TOOLS, SMALL_WINDOW, SessionTools
 from ama_acp.tools.registry import default_tools, tool_specs
 
 

@@ -17,8 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ama_acp.client.tty_input import PROBE, LineInterrupted, TerminalInput, in_tmux, resolve_mode
-from ama_acp.client.tty_parser import (
+from ama_acp.client.terminal.tty_input import PROBE, LineInterrupted, TerminalInput, in_tmux, resolve_mode
+from ama_acp.client.terminal.tty_parser import (
     MAX_SEQUENCE_BYTES,
     MAX_STRING_BYTES,
     DeviceAttributesReply,
@@ -590,7 +590,7 @@ def test_the_attributes_come_back_at_exit_without_unwinding() -> None:
     child = textwrap.dedent(
         """
         import sys
-        from ama_acp.client.tty_input import TerminalInput
+        from ama_acp.client.terminal.tty_input import TerminalInput
         TerminalInput(0, sys.stdout.write).__enter__()
         """
     )

@@ -20,10 +20,10 @@ from hypothesis import strategies as st
 
 from ama_acp.tools.base import ToolError, ToolResult
 from ama_acp.tools.context import ToolContext
-from ama_acp.tools.netguard import IPAddress
 from ama_acp.tools.paths import PathPolicy
 from ama_acp.tools.registry import default_tools
-from ama_acp.tools.web_fetch import WebFetchTool
+from ama_acp.tools.web.fetch import WebFetchTool
+from ama_acp.tools.web.netguard import IPAddress
 from ama_acp.tools.workspace import LocalWorkspace
 from tests.support.tls_certs import tls_server
 from tests.support.web_server import WebServer

@@ -1,4 +1,4 @@
-"""WireIds (session/wire_ids.py): a session never hands out a toolCallId twice, whatever ids the provider
+"""WireIds (session/turn/wire_ids.py): a session never hands out a toolCallId twice, whatever ids the provider
 sends and whatever the session file already used."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ama_acp.session.wire_ids import WireIds
+from ama_acp.session.turn.wire_ids import WireIds
 
 # Provider ids from a small alphabet, so repeats and ids shaped like renames (`a#2`, `a#2#2`) are frequent.
 IDS = st.text(alphabet="ab#2", min_size=1, max_size=5)

@@ -25,7 +25,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from conformance.directives import Directive
+    from ama_conformance.core.directives import Directive
 
 # Imported from the checkout (tests.support.acp_fixtures), or started by launch.py or as a script, where this
 # directory comes first on sys.path (not the tests package, whose __init__ imports pathlib).

@@ -4,7 +4,7 @@
 
 It speaks ACP v1 over stdio (one compact JSON object a stdout line, logs on stderr) and does what the
 conformance directives in a prompt ask (`acp-conformance: reply|slow|read|write|run|mcp ...`, the format of
-`conformance/directives.py`, imported from the checkout it lives in): no model, so the suite can be checked against an
+`conformance/core/directives.py`, imported from the checkout it lives in): no model, so the suite can be checked against an
 agent whose behaviour is known exactly. Each `--break NAME` (see `BREAKS`) breaks exactly one rule and leaves
 everything else conforming, so a test can show the suite tells them apart.
 
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from typing import IO, Any
 
-    from conformance.directives import Directive
+    from ama_conformance.core.directives import Directive
 
 if __package__:  # imported from the checkout (tests.support.acp_fixtures)
     from .fixture_ids import new_uuid4
@@ -52,9 +52,13 @@ else:  # started by launch.py, or as a script: this directory comes first on sys
     from fixture_ids import new_uuid4
     from quick_args import FLAG, MANY, ONE, quick
 
-# The directive format has one parser, the suite's own (stdlib only, like this script): found through the
-# checkout this file lives in, so the script still runs as a plain path with any interpreter.
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+# The directive format has one parser, the suite's own (stdlib only, like this script): found as a module of its own
+# in the checkout this file lives in (conformance/core/, which installs as ama_conformance.core), so the script
+# still runs as a plain path with any interpreter and without the package's other modules.
+# Imported in a test process, it is the installed package's module instead.
+if not __package__:
+    _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    sys.path.insert(0, os.path.join(_ROOT, "conformance", "core"))
 
 BREAKS: dict[str, str] = {
     "fs-unoffered": "read calls fs/read_text_file although the client did not offer it (falls back on an error)",
@@ -919,7 +923,10 @@ class Agent:
                 )
             turn = session.turn = Turn(rid, text=text)
             session.said = []
-        from conformance.directives import parse_directive
+        if __package__:
+            from ama_conformance.core.directives import parse_directive
+        else:
+            from directives import parse_directive
 
         directive = parse_directive(text)
         self.spawn(lambda: self.run_turn(session, turn, directive), "turn")

@@ -1,0 +1,1 @@
+"""The editor seam: the editor as a typed client, permission questions, where tools work, updates out."""

@@ -1,0 +1,87 @@
+"""Who holds a session file: the writer's exclusive `flock`, and the process that holds it (Linux's
+/proc/locks), so a busy session names its holder and a folder in use is never cleaned away.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import stat
+from pathlib import Path
+
+from ama_acp.session.store.errors import SessionBusy, SessionWriteError, in_words
+
+
+def lock_for_writing(fd: int, path: Path) -> None:
+    """The writer's exclusive lock, or the descriptor closed and SessionBusy (held elsewhere) or
+    SessionWriteError (the file system cannot lock: ENOLCK on some network file systems)."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        try:
+            holder = lock_holder(os.fstat(fd))
+        except OSError:
+            holder = None
+        finally:
+            os.close(fd)
+        raise busy_error(path.stem, holder) from None
+    except OSError as exc:
+        os.close(fd)
+        raise SessionWriteError(path, f"it cannot be locked: {in_words(exc)}", exc) from exc
+
+
+def busy_error(session_id: str, pid: int | None) -> SessionBusy:
+    """The SessionBusy for a session whose file `pid` (None: a process the system does not name) holds."""
+    if pid is None:
+        where = "another ama process (its file is locked)"
+    elif pid == os.getpid():
+        where = "this process"
+    else:
+        where = f"another ama process (pid {pid})"
+    return SessionBusy(f"session {session_id} is open in {where}", pid)
+
+
+_PROC_LOCKS = Path("/proc/locks")
+
+
+def lock_holder(info: os.stat_result) -> int | None:
+    """The pid holding a flock on the file `info` describes, from /proc/locks (Linux); None where the system
+    does not say. A line reads `1: FLOCK  ADVISORY  WRITE 4242 08:01:1234567 0 EOF` (device major and minor in
+    hex, then the inode); waiting requests (`1: -> FLOCK …`) are not holders."""
+    want = (os.major(info.st_dev), os.minor(info.st_dev), info.st_ino)
+    try:
+        with open(_PROC_LOCKS, "rb") as f:
+            text = f.read(1 << 20)  # bounded: thousands of locks fit
+    except OSError:
+        return None
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) < 6 or fields[1] != b"FLOCK":
+            continue
+        try:
+            major, minor, inode = fields[5].split(b":")
+            if (int(major, 16), int(minor, 16), int(inode)) == want:
+                return int(fields[4])
+        except ValueError:
+            continue
+    return None
+
+
+def in_use(path: Path) -> bool:
+    """Whether an ama process holds the session file open for writing (its writer's flock), or it cannot be told."""
+    try:
+        # O_NONBLOCK: a FIFO named like a session file must not block the retention thread for good.
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return True
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # not a session file ama writes: nobody holds it
+            return False
+        # Shared and released at once: a writer opening this very moment could see it as busy, so only a
+        # folder that would otherwise be removed is checked.
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:  # BlockingIOError: held; another error: the file system cannot say, so keep the folder
+        return True
+    finally:
+        os.close(fd)  # releases the shared lock
+    return False

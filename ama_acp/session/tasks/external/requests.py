@@ -1,0 +1,275 @@
+"""What an external ACP agent (a `task` child, session/tasks/external/agent.py) asks of its client, answered by ama as
+its parent session would answer its own tools: the same workspace, the same mode, the same person.
+
+- `fs/read_text_file` and `fs/write_text_file`: a path outside the session's workspace is refused outright (the
+  workspace boundary); inside it the parent's approver judges the call as ama's own `read_file` / `write_file`
+  (Read only refuses a write, Manual asks the editor with the diff, Accept edits writes), and the file is read or
+  written through the parent's workspace (the editor's buffers when it serves fs/*).
+- `session/request_permission`: judged under the parent's mode as a call of the agent's stated kind (a kind ama
+  does not know, or `other`, counts as `execute`: the agent asks because it is about to act); what the mode
+  leaves to the person is forwarded to the editor with the parent's session id, the agent's own options and a
+  tool call id under the task call's, and the person's choice goes back.
+- `terminal/*`: forwarded to the editor when it offers terminals (session/tasks/external/terminals.py, which uses
+  `approve_call` here); otherwise not advertised to the child.
+
+With `clientCapabilities.subagents` the agent is a child session of its own (session/tasks/external/view.py): what is
+asked of the editor names that session and a tool call announced in it (`child`), and a file request's call is
+settled (completed or failed) when it is answered.
+
+Every request is hostile input: decoded here, a malformed one answered with an error for that request only.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import TYPE_CHECKING, Protocol
+
+import anyio
+import msgspec
+
+from ama_acp.agent import events as ev
+from ama_acp.permissions import decide, path_problem
+from ama_acp.rpc.dispatch import JSONObject
+from ama_acp.rpc.errors import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND, AcpError
+from ama_acp.session.editor.client import ClientRequests, PeerEditor
+from ama_acp.session.turn.host import Approves
+from ama_acp.tools.base import Location
+from ama_acp.tools.context import ToolContext
+from ama_acp.wire import types as w
+
+if TYPE_CHECKING:
+    from ama_acp.session.tasks.external.view import ChildSession
+
+log = logging.getLogger(__name__)
+
+_KINDS = frozenset({"read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode"})
+_TITLE_CHARS = 300
+MAX_OPTIONS = 16
+
+
+class ExternalParent(Protocol):
+    """What the answers need of the parent session (session/live.py `Session`)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def mode(self) -> str: ...
+
+    @property
+    def tool_ctx(self) -> ToolContext: ...
+
+    @property
+    def approver(self) -> Approves: ...
+
+    @property
+    def rt(self) -> ClientRequests: ...
+
+
+class _Location(msgspec.Struct, frozen=True):
+    path: str
+    line: int | None = None
+
+
+class _ToolCall(msgspec.Struct, frozen=True, rename="camel"):
+    """The parts of the agent's `toolCall` ama shows the person (the rest of it is the agent's own)."""
+
+    tool_call_id: str = ""
+    title: str | None = None
+    kind: str | None = None
+    locations: list[_Location] | None = None
+    raw_input: object = None  # any JSON: shown to the person as the agent sent it
+
+
+class _PermissionParams(msgspec.Struct, frozen=True, rename="camel"):
+    session_id: str
+    tool_call: _ToolCall
+    options: list[w.PermissionOption]
+
+
+def _error(code: int, message: str) -> AcpError:
+    return AcpError(code, message)
+
+
+class ChildRequests:
+    """The handlers for one external child's requests (set on its `AgentProcess`)."""
+
+    def __init__(self, parent: ExternalParent, task_id: str, agent: str) -> None:
+        self._p = parent
+        self._task = task_id
+        self._agent = agent
+        self._calls = 0
+        self.session_id: str | None = None  # the child's session, once session/new answered
+        self.forwarded = 0  # permission requests that reached the editor
+        self.child: ChildSession | None = None  # its own session at the editor (subagents), else the parent's
+
+    def _wire_id(self) -> str:
+        self._calls += 1
+        return f"{self._task}.x{self._calls}"
+
+    def _session(self, params: JSONObject) -> None:
+        if self.session_id is None or params.get("sessionId") != self.session_id:
+            raise _error(INVALID_PARAMS, "`sessionId` is not the session ama opened for this agent")
+
+    def _path(self, params: JSONObject) -> str:
+        value = params.get("path")
+        if not isinstance(value, str) or not value or not os.path.isabs(value):
+            raise _error(INVALID_PARAMS, "`path` is required and must be an absolute path")
+        if (problem := path_problem(value)) is not None:
+            raise _error(INVALID_PARAMS, f"`path` {problem}")
+        resolved = self._p.tool_ctx.resolve(value)
+        if not resolved.inside:
+            raise _error(INVALID_PARAMS, f"Refused: {value} is outside this session's workspace")
+        return resolved.path or resolved.abs_path
+
+    def next_wire_id(self) -> str:
+        return self._wire_id()
+
+    def check_session(self, params: JSONObject) -> None:
+        self._session(params)
+
+    async def settle(self, call_id: str | None, ok: bool) -> None:
+        await self._settle(call_id, ok)
+
+    async def _approve(self, name: str, kind: str, path: str, args: dict[str, object]) -> str | None:
+        title = f"{self._agent}: {'Read' if kind == 'read' else 'Write'} {path}"
+        call = ev.ToolCallRequested(self._wire_id(), name, title, kind, [Location(path)], args)
+        return await self.approve_call(call, args)
+
+    async def approve_call(self, call: ev.ToolCallRequested, args: dict[str, object]) -> str | None:
+        """Judged as ama's own call; the id of the call announced in the child's session (to settle), if any.
+        A refusal is this request's error."""
+        child = self.child
+        if child is None:
+            refusal = await self._p.approver.approve(call, args)
+        else:
+            await child.call_for(call)
+            refusal = await child.approver.approve(call, args)
+        if refusal is not None:
+            if child is not None:
+                await child.settle(call.wire_id, False)
+            raise _error(INVALID_PARAMS, f"Refused: {refusal.for_person}")
+        return call.wire_id if child is not None else None
+
+    async def _settle(self, call_id: str | None, ok: bool) -> None:
+        if self.child is not None and call_id is not None:
+            await self.child.settle(call_id, ok)
+
+    async def read_text_file(self, params: JSONObject) -> dict[str, object]:
+        self._session(params)
+        path = self._path(params)
+        line, limit = _uint(params, "line"), _uint(params, "limit")
+        shown = await self._approve("read_file", "read", path, {"path": path})
+        try:
+            text = await self._p.tool_ctx.workspace.read_text(path, line, limit)
+        except FileNotFoundError:
+            await self._settle(shown, False)
+            raise _error(RESOURCE_NOT_FOUND, f"File not found: {path}") from None
+        except (OSError, ValueError) as exc:  # a folder, a binary file, a file that went away
+            await self._settle(shown, False)
+            raise _error(INTERNAL_ERROR, f"Cannot read {path}: {exc}") from None
+        await self._settle(shown, True)
+        return {"content": text}
+
+    async def write_text_file(self, params: JSONObject) -> dict[str, object]:
+        self._session(params)
+        path = self._path(params)
+        content = params.get("content")
+        if not isinstance(content, str):
+            raise _error(INVALID_PARAMS, "`content` is required and must be a string")
+        shown = await self._approve("write_file", "edit", path, {"path": path, "content": content})
+        try:
+            await self._p.tool_ctx.workspace.write_text(path, content)
+        except (OSError, ValueError) as exc:
+            await self._settle(shown, False)
+            raise _error(INTERNAL_ERROR, f"Cannot write {path}: {exc}") from None
+        await self._settle(shown, True)
+        return {}
+
+    async def request_permission(self, params: JSONObject) -> dict[str, object]:
+        try:
+            req = msgspec.convert(params, _PermissionParams)
+        except msgspec.ValidationError as exc:
+            raise _error(INVALID_PARAMS, f"Invalid session/request_permission params: {exc}") from None
+        self._session(params)
+        if not 1 <= len(req.options) <= MAX_OPTIONS:
+            raise _error(INVALID_PARAMS, f"`options` must hold 1–{MAX_OPTIONS} options")
+        call = req.tool_call
+        kind = call.kind if call.kind in _KINDS else "execute"
+        paths = [loc.path for loc in call.locations or [] if os.path.isabs(loc.path) and not path_problem(loc.path)]
+        inside = all(self._p.tool_ctx.resolve(p).inside for p in paths)
+        decision = decide(self._p.mode, kind, inside)
+        if decision != "ask":
+            return _outcome(_choose(req.options, "allow" if decision == "allow" else "reject"))
+        answer = await self._forward(req, kind, paths)
+        if answer is None:
+            return _outcome(None)
+        chosen = next((o for o in req.options if o.option_id == answer), None)
+        if chosen is None:
+            log.warning("the editor chose an option the external agent never offered")
+            return _outcome(_choose(req.options, "reject"))
+        if chosen.kind.startswith("allow") and decide(self._p.mode, kind, inside) == "deny":
+            return _outcome(_choose(req.options, "reject"))  # switched to Read only while the person was asked
+        return _outcome(chosen.option_id)
+
+    async def _forward(self, req: _PermissionParams, kind: str, paths: list[str]) -> str | None:
+        """The person's choice (an optionId), or None when the dialog was cancelled or could not be shown."""
+        call = req.tool_call
+        title = " ".join((call.title or "A request of the helper agent").split())[:_TITLE_CHARS]
+        title = "".join(c if c.isprintable() else "\N{REPLACEMENT CHARACTER}" for c in title)
+        call_id, session_id = self._wire_id(), self._p.id
+        child = self.child
+        if child is not None:  # its own session: the agent's call when the editor saw it, else one announced now
+            shown = ev.ToolCallRequested(call_id, "permission", f"{self._agent}: {title}", kind, [], {})
+            call_id, session_id = await child.call_for(shown, call.tool_call_id or None), child.session_id
+        request = w.RequestPermissionRequest(
+            session_id=session_id,
+            tool_call=w.ToolCallFields(
+                tool_call_id=call_id,
+                status="pending",
+                title=f"{self._agent}: {title}",
+                kind=kind,
+                locations=[w.ToolCallLocation(path=p) for p in paths] or None,
+                raw_input=call.raw_input,
+            ),
+            options=req.options,
+        )
+        self.forwarded += 1
+        try:
+            answer = await PeerEditor(self._p.rt.client_request).request_permission(request)
+        except Exception as exc:  # an editor that cannot ask: the agent is told `cancelled`, nothing runs
+            log.info("forwarding an external agent's permission request failed: %s", type(exc).__name__)
+            if child is not None:
+                with anyio.CancelScope(shield=True), anyio.move_on_after(1.0):
+                    await child.settle(call_id, False)
+            return None
+        outcome = answer.outcome
+        chosen = outcome.option_id if isinstance(outcome, w.SelectedPermissionOutcome) else None
+        if child is not None:  # a call ama announced for the question ends with the answer
+            allowed = any(o.option_id == chosen and o.kind.startswith("allow") for o in req.options)
+            await child.settle(call_id, allowed)
+        return chosen
+
+
+def _choose(options: list[w.PermissionOption], meaning: str) -> str | None:
+    for kind in (f"{meaning}_once", f"{meaning}_always"):
+        for option in options:
+            if option.kind == kind:
+                return option.option_id
+    return None
+
+
+def _outcome(option_id: str | None) -> dict[str, object]:
+    if option_id is None:
+        return {"outcome": {"outcome": "cancelled"}}
+    return {"outcome": {"outcome": "selected", "optionId": option_id}}
+
+
+def _uint(params: JSONObject, name: str) -> int | None:
+    value = params.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise _error(INVALID_PARAMS, f"`{name}` must be a non-negative integer")
+    return value

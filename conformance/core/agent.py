@@ -1,0 +1,302 @@
+"""`Agent`: one fresh process of the agent under test, driven by ama's ACP client (`ama_acp/client/`).
+
+The client advertises exactly what a group asks for and serves nothing else: a call to a method it did not
+advertise is answered -32601 and recorded (the transcript checks turn it into a failure of R131/R132/R138).
+Permission requests are answered by the group's policy: allow, reject, or hold until the group lets go (a
+cancel answers every held request `cancelled`, as a client must).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+from ama_conformance.core.config import RunConfig
+from ama_conformance.core.outcome import SignInNeeded
+
+from ama_acp.client.confine import Access, within
+from ama_acp.client.connection import CAPTURE, AgentProcess, ClientOptions, PendingRequest
+from ama_acp.client.errors import AgentExited
+from ama_acp.client.handlers import RpcError, choose_option
+from ama_acp.client.process_group import end_group
+
+Policy = Literal["allow", "reject", "hold"]
+TURN_KINDS = frozenset(
+    {"user_message_chunk", "agent_message_chunk", "agent_thought_chunk", "tool_call", "tool_call_update", "plan"}
+)
+
+_barrier_ids = itertools.count(1)
+
+
+class AgentFailure(Exception):
+    """The agent answered something the step at hand cannot go on with (an error, a wrong type)."""
+
+
+AUTH_REQUIRED = -32000
+# The violation a request outside the run's directories is recorded as (wire_checks turns it into H1's FAIL).
+OUTSIDE_RUN = "outside_run"
+
+
+class Agent:
+    def __init__(
+        self,
+        config: RunConfig,
+        env: dict[str, str],
+        *,
+        fs: bool = True,
+        terminal: bool = True,
+        capabilities: bool = True,
+        permission: Policy = "allow",
+    ) -> None:
+        self.config = config
+        self.permission: Policy = permission
+        self.capabilities_sent = capabilities
+        self._release = anyio.Event()
+        self.held: list[dict[str, Any]] = []  # permission requests received while holding
+        self.permission_requests: list[dict[str, Any]] = []
+        self.init: dict[str, Any] = {}
+        self._group: int | None = None  # the agent's process group, until close() has ended it
+        self.conn = AgentProcess(
+            config.command,
+            ClientOptions(
+                fs=fs and capabilities,
+                terminal=terminal and capabilities,
+                permission=self._decide,
+                file_gate=self._confined,
+                terminal_gate=self._confined,
+            ),
+            cwd=str(config.cwd),
+            env=env,
+            stderr=CAPTURE,
+            # The embedding seam (conformance/core/config.py Launcher): the launcher starts the agent instead.
+            launch=functools.partial(config.launch, list(config.command), dict(env), config.cwd)
+            if config.launch is not None
+            else None,
+        )
+
+    # --- lifecycle -----------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self.conn.start()
+        # The agent leads a process group of its own (AgentProcess starts it with start_new_session): whatever it
+        # starts (MCP servers, a relaunched child, a shell) is in that group unless it left it on purpose.
+        self._group = self._process_group()
+
+    def _process_group(self) -> int | None:
+        """The process group close() ends: the spawned agent's own; a launched agent's only when it leads one (an
+        agent run inside the suite's own process has no pid and no group: ending one would end the suite)."""
+        try:
+            pid = self.conn.pid
+        except RuntimeError:  # a launched agent without a process of its own
+            return None
+        if pid is None or self.config.launch is None:
+            return pid
+        try:
+            return pid if os.getpgid(pid) == pid and pid != os.getpgid(0) else None
+        except OSError:
+            return None
+
+    async def close(self) -> None:
+        """Close stdin and wait (the exit grace, then terminate, then kill); then end whatever the agent left
+        running in its process group (TERM, a grace, KILL). The transcript stays readable."""
+        try:
+            await self.conn.close(timeout=self.config.timeouts.exit)
+        finally:
+            group, self._group = self._group, None
+            if group is not None:
+                with anyio.CancelScope(shield=True):
+                    await end_group(group)
+
+    async def shutdown(self) -> None:
+        """close(), then stop the connection's reader tasks."""
+        try:
+            await self.close()
+        finally:
+            await self.conn.aclose()
+
+    @property
+    def stderr(self) -> str:
+        return bytes(self.conn.stderr_tail).decode("utf-8", errors="replace")
+
+    # --- requests ------------------------------------------------------------------------------------------
+
+    async def request(self, method: str, params: dict[str, Any] | None = None, timeout: float | None = None) -> Any:  # noqa: ASYNC109
+        return await self.conn.request(method, params, timeout=timeout or self.config.timeouts.request)
+
+    async def call(
+        self, method: str, params: dict[str, Any] | None = None, timeout: float | None = None
+    ) -> dict[str, Any]:  # noqa: ASYNC109
+        """A request whose result must be an object; an error response or another type is an AgentFailure."""
+        try:
+            result = await self.request(method, params, timeout)
+        except RpcError as exc:
+            raise AgentFailure(f"{method} answered error {exc.code}: {exc.message}") from exc
+        if not isinstance(result, dict):
+            raise AgentFailure(f"{method} answered {type(result).__name__}, not an object")
+        return result
+
+    async def error_of(self, method: str, params: Any, timeout: float | None = None) -> RpcError | None:  # noqa: ASYNC109
+        """The error the agent answers `method` with, or None when it answers with a result."""
+        try:
+            await self.conn.request(method, params, timeout=timeout or self.config.timeouts.request)
+        except RpcError as exc:
+            return exc
+        return None
+
+    async def initialize(self, version: Any = 1) -> dict[str, Any]:
+        params: dict[str, Any] = {"protocolVersion": version, "clientInfo": self.conn.options.client_info}
+        if self.capabilities_sent:
+            params["clientCapabilities"] = self.conn.options.capabilities()
+        try:
+            self.init = await self.call("initialize", params)
+        except (TimeoutError, AgentExited) as exc:
+            if version == 1:  # other versions are R37's business: an agent may rightly choke on 65535
+                self._startup_failed(exc)
+            raise
+        return self.init
+
+    def _startup_failed(self, exc: TimeoutError | AgentExited) -> None:
+        """Tell the run that this agent cannot be initialized (silent, or dead before answering): the runner
+        then starts no further group (conformance/core/config.py StartupWatch)."""
+        if isinstance(exc, TimeoutError):
+            reason = f"the agent did not answer initialize within {self.config.timeouts.request:g} s"
+        else:
+            code = self.conn.returncode if self.conn.returncode is not None else exc.returncode
+            reason = "the agent exited before answering initialize" + (
+                f" (exit code {code})" if code is not None else ""
+            )
+        self.config.startup.record(
+            reason, exited=isinstance(exc, AgentExited), details=lambda: (self.conn.returncode, self.stderr)
+        )
+
+    def advertised(self, path: str) -> bool:
+        """Whether the initialize result advertises the capability at `path` (e.g. `sessionCapabilities.resume`,
+        `promptCapabilities.image`, `loadSession`, `authMethods.agent`). Absent, null and false mean no."""
+        if path == "authMethods.agent":
+            return bool(self.agent_auth_methods())
+        node: Any = self.init.get("agentCapabilities")
+        for part in path.split("."):
+            if not isinstance(node, dict):
+                return False
+            node = node.get(part)
+        return node is not None and node is not False
+
+    def agent_auth_methods(self) -> list[str]:
+        methods = self.init.get("authMethods")
+        if not isinstance(methods, list):
+            return []
+        return [m["id"] for m in methods if isinstance(m, dict) and "type" not in m and isinstance(m.get("id"), str)]
+
+    async def new_session(
+        self, cwd: Path | None = None, mcp: list[dict[str, Any]] | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        params = {"cwd": str(cwd or self.config.workspace), "mcpServers": mcp or []}
+        try:
+            result = await self.call("session/new", params)
+        except AgentFailure as exc:
+            if not isinstance(exc.__cause__, RpcError) or exc.__cause__.code != AUTH_REQUIRED:
+                raise
+            # The agent asks to sign in first (ACP allows it): sign in once, as an editor would, and retry.
+            method = self.config.auth_method or next(iter(self.agent_auth_methods()), None)
+            if method is None:
+                raise SignInNeeded(f"session/new needs sign-in and no agent auth method is advertised: {exc}") from exc
+            err = await self.error_of("authenticate", {"methodId": method})
+            if err is not None:
+                raise SignInNeeded(
+                    f"session/new needs sign-in; authenticate {method!r} answered {err.code}: {err.message}"
+                ) from exc
+            result = await self.call("session/new", params)
+        sid = result.get("sessionId")
+        if not isinstance(sid, str) or not sid:
+            raise AgentFailure(f"session/new answered no session id: {result!r:.300}")
+        self.conn.session_cwds[sid] = str(cwd or self.config.workspace)
+        return sid, result
+
+    async def start_prompt(self, sid: str, prompt: str | list[dict[str, Any]]) -> PendingRequest:
+        blocks = [{"type": "text", "text": prompt}] if isinstance(prompt, str) else prompt
+        return await self.conn.start_request("session/prompt", {"sessionId": sid, "prompt": blocks})
+
+    async def finish(self, pending: PendingRequest, timeout: float | None = None) -> dict[str, Any]:  # noqa: ASYNC109
+        try:
+            result = await pending.wait(timeout or self.config.timeouts.prompt)
+        except RpcError as exc:
+            raise AgentFailure(f"session/prompt answered error {exc.code}: {exc.message}") from exc
+        if not isinstance(result, dict):
+            raise AgentFailure(f"session/prompt answered {type(result).__name__}, not an object")
+        return result
+
+    async def prompt(self, sid: str, prompt: str | list[dict[str, Any]]) -> dict[str, Any]:
+        return await self.finish(await self.start_prompt(sid, prompt))
+
+    async def barrier(self) -> None:
+        """A sync point: an extension request the agent must answer (with -32601, most likely). Whatever the
+        agent sent in reply to earlier messages it read before this one has been received when it returns."""
+        try:
+            await self.conn.request(
+                f"_conformance/barrier{next(_barrier_ids)}", {}, timeout=self.config.timeouts.request
+            )
+        except RpcError:
+            pass  # any answer is a sync point; what it says is R15's business
+
+    # --- waiting -------------------------------------------------------------------------------------------
+
+    async def wait_for(self, condition: Callable[[], bool], timeout: float | None = None) -> bool:  # noqa: ASYNC109
+        """Whether `condition` comes to hold within `timeout` (re-checked as messages arrive)."""
+        try:
+            await self.conn.wait_for(condition, timeout or self.config.timeouts.request)
+        except TimeoutError:
+            return False
+        return True
+
+    def mark(self) -> int:
+        """A position in the updates, for `updates_since`."""
+        return len(self.conn.updates)
+
+    def updates_since(self, mark: int, sid: str, kinds: frozenset[str] | None = None) -> list[dict[str, Any]]:
+        out = []
+        for params in self.conn.updates[mark:]:
+            update = params.get("update")
+            if params.get("sessionId") == sid and isinstance(update, dict):
+                if kinds is None or update.get("sessionUpdate") in kinds:
+                    out.append(update)
+        return out
+
+    async def turn_started(self, sid: str, mark: int) -> bool:
+        """Whether the turn shows that it runs (an update of the turn, or a permission request) in time."""
+        return await self.wait_for(
+            lambda: bool(self.updates_since(mark, sid, TURN_KINDS)) or bool(self.held),
+            self.config.timeouts.turn_start,
+        )
+
+    # --- confinement ---------------------------------------------------------------------------------------
+
+    async def _confined(self, access: Access) -> bool:
+        """fs/* and terminals are served inside the directories the suite created for the run; anything else is
+        refused (the agent gets an error) and recorded, to be reported as a finding."""
+        if within(access.path, [str(d) for d in self.config.run_dirs]):
+            return True
+        what = (
+            f"terminal/create {access.command} in {access.path}" if access.command else f"{access.method} {access.path}"
+        )
+        self.conn.record_violation(OUTSIDE_RUN, f"{what[:500]}: outside the run's directories, refused")
+        return False
+
+    # --- permission ----------------------------------------------------------------------------------------
+
+    async def _decide(self, params: dict[str, Any]) -> str | None:
+        self.permission_requests.append(params)
+        options = params.get("options")
+        options = options if isinstance(options, list) else []
+        if self.permission == "hold":
+            self.held.append(params)
+            await self._release.wait()  # a cancel of the session cancels this wait: the answer is `cancelled`
+            return None
+        return choose_option(options, "allow" if self.permission == "allow" else "reject")
+
+    def release_held(self) -> None:
+        self._release.set()

@@ -1,0 +1,100 @@
+"""One run from start to report: the scripted model (when asked for), the groups, the verdicts, the output."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+from ama_conformance.core.config import RunConfig
+from ama_conformance.core.placeholders import PlaceholderError, expand
+from ama_conformance.core.report import as_json, outcomes, text, verdict
+from ama_conformance.core.wire_checks import TRANSCRIPT_IDS
+from ama_conformance.groups.base import GROUPS, ModelView
+from ama_conformance.schema.validate import SchemaUnavailable
+
+from ama_acp.textsafe import one_line
+
+USAGE_ERROR = 2
+
+
+@contextlib.contextmanager
+def _model(config: RunConfig) -> Iterator[tuple[dict[str, str], ModelView | None]]:
+    """The agent's environment, and the scripted model it is pointed at (when --model-env names one)."""
+    if not config.uses_model:
+        yield dict(config.env), None
+        return
+    from ama_conformance.servers.model import ScriptedModel
+
+    try:
+        server = ScriptedModel(port=config.model_port or 0).start()
+    except OSError as exc:
+        raise ValueError(f"cannot serve the scripted model on port {config.model_port}: {exc.strerror or exc}") from exc
+    with contextlib.closing(server) as model:
+        values = model.placeholders()
+        env = dict(config.env)
+        for name, template in config.model_env.items():
+            try:
+                env[name] = expand(template, values)
+            except PlaceholderError as exc:
+                raise ValueError(f"--model-env {name}={template!r}: {exc} (known: {sorted(values)})") from exc
+        yield env, ModelView(lambda: list(model.requests))
+
+
+def execute(config: RunConfig, report_json: str | None, strict: bool = False) -> int:
+    from ama_conformance.core import runner
+
+    try:
+        chosen = runner.selected(GROUPS, config.select)
+        with _model(config) as (env, model):
+            record = anyio.run(runner.run, config, env, model)
+    except (ValueError, SchemaUnavailable) as exc:
+        sys.stderr.write(f"ama conformance: {one_line(str(exc))}\n")
+        return USAGE_ERROR
+    ran = {rid for g in chosen for rid in g.ids} | set(TRANSCRIPT_IDS) if config.select else None
+    results = outcomes(record, config.profiles, ran)
+    verdicts = [verdict(p, results) for p in config.profiles]
+    sys.stdout.write(text(results, verdicts, record.seconds, partial=bool(config.select)))
+    if record.startup is not None:
+        sys.stdout.write(startup_text(config))
+    if report_json:
+        data = as_json(record, results, verdicts, config.command)
+        Path(report_json).write_text(json.dumps(data, indent=1, ensure_ascii=False), encoding="utf-8")
+    errors = [g.suite_error for g in record.groups if g.suite_error]
+    if errors:  # the verdict cannot be trusted: say so, and exit as for any other failure to run the suite
+        sys.stderr.write(
+            "ama conformance: the suite itself failed (a bug, not the agent's):\n  "
+            + "\n  ".join(one_line(e) for e in errors)
+            + "\n"
+        )
+        return USAGE_ERROR
+    if config.startup.exited:  # the command could not run: like a command that is not found, not a verdict
+        return USAGE_ERROR
+    return max(v.exit_code(strict) for v in verdicts)  # NO VIOLATION FOUND exits 0 unless --strict
+
+
+STDERR_LINES = 20  # the lines of the agent's stderr a start-up failure shows
+
+
+def startup_text(config: RunConfig) -> str:
+    """Why no group ran: the reason, the agent's exit code and the last lines of its stderr (each made one safe
+    line: the agent wrote them, with whatever controls it liked). The JSON report keeps the whole tail."""
+    watch = config.startup
+    code = watch.returncode
+    lines = [
+        "",
+        f"The agent could not be initialized: {watch.failure}.",
+        "No further group ran: their requirements are NOT_TESTED for this one reason.",
+        f"exit code: {code if code is not None else 'unknown'}"
+        + ("" if watch.exited or code is None else " (it was still running when the suite closed it)"),
+    ]
+    tail = watch.stderr.splitlines()[-STDERR_LINES:]
+    if tail:
+        lines.append(f"its stderr (last {len(tail)} line{'s' if len(tail) != 1 else ''}):")
+        lines += ["  | " + one_line(line)[:500] for line in tail]
+    else:
+        lines.append("its stderr: empty")
+    return "\n".join(one_line(line) for line in lines) + "\n"
