@@ -54,7 +54,7 @@ class PendingRequest(Pending):
 
     __slots__ = ()
 
-    async def wait(self, timeout: float | None = None) -> JSONValue:  # noqa: ASYNC109 - a per-call deadline is the API
+    async def wait(self, timeout: float | None = None) -> JSONValue:  # a per-call deadline is the API
         """The result; raises RpcError for an error response, TimeoutError, or AgentExited."""
         with anyio.fail_after(timeout):
             await self.event.wait()
@@ -192,7 +192,7 @@ class AgentProcess:
         if self._stderr_spec == CAPTURE:
             self._tg.start_soon(self._stderr_loop)
 
-    async def close(self, timeout: float = 5.0) -> int | None:  # noqa: ASYNC109 - a grace period, not a deadline
+    async def close(self, timeout: float = 5.0) -> int | None:  # a grace period, not a deadline
         """Close the agent's stdin (the ACP way to end), wait for it to exit, and return its exit code.
         A process still running after `timeout` is terminated, then killed."""
         proc = self._process
@@ -314,7 +314,7 @@ class AgentProcess:
         self,
         method: str,
         params: object = None,
-        timeout: float | None = 60.0,  # noqa: ASYNC109
+        timeout: float | None = 60.0,
     ) -> JSONValue:
         """Send a request and wait for its result. Raises RpcError, TimeoutError or AgentExited."""
         pending = await self.start_request(method, params)
@@ -325,7 +325,7 @@ class AgentProcess:
 
     # --- conveniences for the usual ACP sequence -------------------------------------------------
 
-    async def initialize(self, protocol_version: int = 1, timeout: float | None = 30.0) -> JSONObject:  # noqa: ASYNC109
+    async def initialize(self, protocol_version: int = 1, timeout: float | None = 30.0) -> JSONObject:
         result = await self.request(
             "initialize",
             {
@@ -341,7 +341,7 @@ class AgentProcess:
         self,
         cwd: str | os.PathLike[str],
         mcp_servers: Sequence[object] | None = None,
-        timeout: float | None = 60.0,  # noqa: ASYNC109
+        timeout: float | None = 60.0,
         **extra: object,
     ) -> JSONObject:
         cwd = os.path.abspath(cwd)  # noqa: ASYNC240 - string work plus one getcwd
@@ -353,7 +353,7 @@ class AgentProcess:
             self.session_cwds[session_id] = cwd
         return result
 
-    async def prompt(self, session_id: str, text: str, timeout: float | None = None) -> JSONObject:  # noqa: ASYNC109
+    async def prompt(self, session_id: str, text: str, timeout: float | None = None) -> JSONObject:
         result = await self.request(
             "session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}, timeout
         )
@@ -376,7 +376,7 @@ class AgentProcess:
 
     # --- waiting on what arrives ------------------------------------------------------------------
 
-    async def wait_for(self, predicate: Callable[[], bool], timeout: float | None = 10.0) -> None:  # noqa: ASYNC109
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float | None = 10.0) -> None:
         """Wait until `predicate()` holds, re-checking after every message received and every 50 ms (so a
         condition on the world outside the connection — a file, a server's log — is seen while the agent
         is silent). Raises TimeoutError, or AgentExited when the agent's output ends first."""

@@ -134,7 +134,7 @@ def _load_encoding(name: str) -> _Encoding | None:
         # Plugins under the `tiktoken_ext` namespace package are discovered by get_encoding; the offline
         # one reads its bundled file and never touches the network.
         enc = tiktoken.get_encoding(name)
-    except Exception as exc:  # noqa: BLE001 - any failure means "not available"; the heuristic takes over
+    except Exception as exc:  # any failure means "not available"; the heuristic takes over
         if not _warned:
             _warned = True
             log.warning("tiktoken encoding %r unavailable (%s); using the heuristic estimator", name, exc)

@@ -153,7 +153,7 @@ async def stop_process(process: anyio.abc.Process) -> None:
             close()
 
 
-async def _exited(process: anyio.abc.Process, timeout: float) -> bool:  # noqa: ASYNC109 - a grace period
+async def _exited(process: anyio.abc.Process, timeout: float) -> bool:  # a grace period
     """Whether the process exited within `timeout`, by polling its return code (not `wait()`: on asyncio it also
     waits for the pipes' EOF, which a helper holding them delays without end)."""
     deadline = anyio.current_time() + timeout
@@ -169,7 +169,7 @@ def _signal_group(pgid: int, signum: signal.Signals) -> None:
         os.killpg(pgid, signum)
 
 
-async def end_group(pgid: int, timeout: float = TERM_GRACE) -> None:  # noqa: ASYNC109 - a grace period
+async def end_group(pgid: int, timeout: float = TERM_GRACE) -> None:  # a grace period
     """End what is left of a stopped stdio server's process group: SIGTERM, then SIGKILL after `timeout`.
 
     A server that exits on EOF leaves its helpers running (a wrapper's child, a worker it spawned), orphans of

@@ -10,7 +10,6 @@ Searching (find_files, search) always walks the local disk: ACP has no method to
 
 # run_command takes a timeout on purpose: running out of time is part of its result (timed_out, the output
 # so far), which a cancel scope around the call would lose.
-# ruff: noqa: ASYNC109
 
 from __future__ import annotations
 

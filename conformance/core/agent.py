@@ -125,12 +125,12 @@ class Agent:
 
     # --- requests ------------------------------------------------------------------------------------------
 
-    async def request(self, method: str, params: dict[str, Any] | None = None, timeout: float | None = None) -> Any:  # noqa: ASYNC109
+    async def request(self, method: str, params: dict[str, Any] | None = None, timeout: float | None = None) -> Any:
         return await self.conn.request(method, params, timeout=timeout or self.config.timeouts.request)
 
     async def call(
         self, method: str, params: dict[str, Any] | None = None, timeout: float | None = None
-    ) -> dict[str, Any]:  # noqa: ASYNC109
+    ) -> dict[str, Any]:
         """A request whose result must be an object; an error response or another type is an AgentFailure."""
         try:
             result = await self.request(method, params, timeout)
@@ -140,7 +140,7 @@ class Agent:
             raise AgentFailure(f"{method} answered {type(result).__name__}, not an object")
         return result
 
-    async def error_of(self, method: str, params: Any, timeout: float | None = None) -> RpcError | None:  # noqa: ASYNC109
+    async def error_of(self, method: str, params: Any, timeout: float | None = None) -> RpcError | None:
         """The error the agent answers `method` with, or None when it answers with a result."""
         try:
             await self.conn.request(method, params, timeout=timeout or self.config.timeouts.request)
@@ -221,7 +221,7 @@ class Agent:
         blocks = [{"type": "text", "text": prompt}] if isinstance(prompt, str) else prompt
         return await self.conn.start_request("session/prompt", {"sessionId": sid, "prompt": blocks})
 
-    async def finish(self, pending: PendingRequest, timeout: float | None = None) -> dict[str, Any]:  # noqa: ASYNC109
+    async def finish(self, pending: PendingRequest, timeout: float | None = None) -> dict[str, Any]:
         try:
             result = await pending.wait(timeout or self.config.timeouts.prompt)
         except RpcError as exc:
@@ -245,7 +245,7 @@ class Agent:
 
     # --- waiting -------------------------------------------------------------------------------------------
 
-    async def wait_for(self, condition: Callable[[], bool], timeout: float | None = None) -> bool:  # noqa: ASYNC109
+    async def wait_for(self, condition: Callable[[], bool], timeout: float | None = None) -> bool:
         """Whether `condition` comes to hold within `timeout` (re-checked as messages arrive)."""
         try:
             await self.conn.wait_for(condition, timeout or self.config.timeouts.request)

@@ -109,7 +109,7 @@ async def settle(agent: Agent) -> None:
 
     try:
         await agent.wait_for(quiet, SETTLE_MAX)
-    except Exception:  # noqa: BLE001 - the agent gone: nothing more can come, which is all this waits for
+    except Exception:  # the agent gone: nothing more can come, which is all this waits for
         return
 
 

@@ -200,7 +200,7 @@ class WireValidator:
                     check = checks.get(name) or self._fast_checker().definition(name)
                     checks[name] = check
             return check(instance)
-        except Exception:  # noqa: BLE001 - jsonschema decides (and raises what it raises)
+        except Exception:  # jsonschema decides (and raises what it raises)
             return False
 
     def definition_errors(self, name: str, instance: object, where: str = "$") -> list[str]:

@@ -15,9 +15,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import _texts  # noqa: E402
+import _texts
 
-from ama_acp.context.estimate import TiktokenEstimator, heuristic_text_tokens  # noqa: E402
+from ama_acp.context.estimate import TiktokenEstimator, heuristic_text_tokens
 
 
 def chunks(s: str, size: int = 2048) -> list[str]:

@@ -20,13 +20,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import _texts  # noqa: E402
-import anyio  # noqa: E402
+import _texts
+import anyio
 
-from ama_acp.agent.inventory import build_inventory  # noqa: E402
-from ama_acp.config import CompactionConfig, Config, ModelEntry, Price, ProviderConfig  # noqa: E402
-from ama_acp.context.estimate import HeuristicEstimator  # noqa: E402
-from ama_acp.conversation.messages import (  # noqa: E402
+from ama_acp.agent.inventory import build_inventory
+from ama_acp.config import CompactionConfig, Config, ModelEntry, Price, ProviderConfig
+from ama_acp.context.estimate import HeuristicEstimator
+from ama_acp.conversation.messages import (
     AssistantMessage,
     Message,
     TextPart,
@@ -35,9 +35,9 @@ from ama_acp.conversation.messages import (  # noqa: E402
     Usage,
     UserMessage,
 )
-from ama_acp.session.manager import SessionManager  # noqa: E402
-from tests.support.inprocess import ScriptedPeer  # noqa: E402
-from tests.support.llm_server import LLMServer  # noqa: E402
+from ama_acp.session.manager import SessionManager
+from tests.support.inprocess import ScriptedPeer
+from tests.support.llm_server import LLMServer
 
 WINDOW = 200_000
 EST = HeuristicEstimator()

@@ -17,9 +17,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import _texts  # noqa: E402
+import _texts
 
-from ama_acp.context.estimate import heuristic_text_tokens  # noqa: E402
+from ama_acp.context.estimate import heuristic_text_tokens
 
 GOALS = {"ASCII prose": 50.0, "English prose": 50.0, "Python code": 50.0, "mixed Chinese/English": 20.0}
 

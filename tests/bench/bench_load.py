@@ -19,9 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from ama_acp.session.store.session_store import SessionStore  # noqa: E402
-from tests.bench._ama import preloads, wait_preloaded  # noqa: E402
-from tests.bench.bench_store import build_session  # noqa: E402
+from ama_acp.session.store.session_store import SessionStore
+from tests.bench._ama import preloads, wait_preloaded
+from tests.bench.bench_store import build_session
 
 
 def rss_mb(pid: int, field: str = "VmRSS") -> float:

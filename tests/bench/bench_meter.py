@@ -19,12 +19,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import _texts  # noqa: E402
+import _texts
 
-from ama_acp.context.billing import Billing  # noqa: E402
-from ama_acp.context.meter import ContextMeter  # noqa: E402
-from ama_acp.context.reporter import UsageReporter  # noqa: E402
-from ama_acp.conversation.messages import (  # noqa: E402
+from ama_acp.context.billing import Billing
+from ama_acp.context.meter import ContextMeter
+from ama_acp.context.reporter import UsageReporter
+from ama_acp.conversation.messages import (
     AssistantMessage,
     TextPart,
     ToolCallPart,

@@ -20,7 +20,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from ama_conformance.schema.validate import WireValidator, load_validator  # noqa: E402
+from ama_conformance.schema.validate import WireValidator, load_validator
 
 ROUNDS = 5
 SID = "ses_01a235b1135ea5389ac2ac14"

@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.bench._ama import preloads, wait_preloaded  # noqa: E402
+from tests.bench._ama import preloads, wait_preloaded
 
 RUNS = 7
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from ama_acp.conversation.messages import (  # noqa: E402
+from ama_acp.conversation.messages import (
     AssistantMessage,
     TextPart,
     ThinkingPart,
@@ -28,8 +28,8 @@ from ama_acp.conversation.messages import (  # noqa: E402
     Usage,
     UserMessage,
 )
-from ama_acp.redact import Redactor  # noqa: E402
-from ama_acp.session.store.entries import (  # noqa: E402
+from ama_acp.redact import Redactor
+from ama_acp.session.store.entries import (
     Header,
     MessageEntry,
     TitleEntry,
@@ -38,7 +38,7 @@ from ama_acp.session.store.entries import (  # noqa: E402
     UsageEntry,
     clip_replay_text,
 )
-from ama_acp.session.store.session_store import SessionStore, new_session_id  # noqa: E402
+from ama_acp.session.store.session_store import SessionStore, new_session_id
 
 MESSAGES = 10_000
 TOOL_OUTPUT_TOTAL = 1_000_000

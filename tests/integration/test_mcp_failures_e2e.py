@@ -90,7 +90,7 @@ def pids_of(*files: Path) -> list[int]:
     return [int(poll_until(lambda f=f: f.exists() and f.read_text(), 10, f"{f.name} to be written")) for f in files]
 
 
-def wait_gone(pids: list[int], what: str, timeout: float = 10.0) -> None:  # noqa: ASYNC109
+def wait_gone(pids: list[int], what: str, timeout: float = 10.0) -> None:
     try:
         poll_until(lambda: not any(alive(pid) for pid in pids), timeout, what)
     except AssertionError as exc:
@@ -170,7 +170,7 @@ async def server_tools(conn: AgentProcess, sid: str) -> dict[str, int]:
     return {s["name"]: s["tools"] for s in stats.get("mcpServers", [])}
 
 
-async def wait_ready(conn: AgentProcess, sid: str, *names: str, timeout: float = 30.0) -> None:  # noqa: ASYNC109
+async def wait_ready(conn: AgentProcess, sid: str, *names: str, timeout: float = 30.0) -> None:
     """Until the stats count tools for every server named (each is ready)."""
     deadline = time.monotonic() + timeout
     while True:

@@ -117,7 +117,7 @@ class PtyTerminal:
     def type(self, keys: str | bytes) -> None:
         os.write(self.master, keys.encode() if isinstance(keys, str) else keys)
 
-    def wait_for(self, predicate: Callable[[bytes], bool] | bytes | str, timeout: float = 30.0) -> bytes:  # noqa: ASYNC109
+    def wait_for(self, predicate: Callable[[bytes], bool] | bytes | str, timeout: float = 30.0) -> bytes:
         """Block until `predicate(output)` holds (or the text appears); AssertionError with the output on timeout."""
         if isinstance(predicate, str):
             predicate = predicate.encode()
@@ -141,7 +141,7 @@ class PtyTerminal:
     def _shown(self) -> str:
         return self._output.decode("utf-8", "replace")
 
-    def wait_exit(self, timeout: float = 30.0) -> int:  # noqa: ASYNC109
+    def wait_exit(self, timeout: float = 30.0) -> int:
         rc = self.proc.wait(timeout)
         self._reader.join(timeout)
         return rc

@@ -37,7 +37,7 @@ def keep_rewritten_modules() -> None:
         hook = next(f for f in sys.meta_path if isinstance(f, rewrite.AssertionRewritingHook))
         for path in list(hook._rewritten_names.values()):
             _write_rewritten(path, hook.config, rewrite)
-    except Exception as exc:  # noqa: BLE001 - an optimisation only: said, and the run goes on without it
+    except Exception as exc:  # an optimisation only: said, and the run goes on without it
         sys.stderr.write(
             f"conftest: the plugins' rewritten modules were not cached ({exc!r}); each run rewrites them\n"
         )
@@ -58,7 +58,7 @@ def rewrite_test_modules_ahead(config: Any, root: Path, cores: int) -> None:
             and any(fnmatch.fnmatch(path.name, pattern) for pattern in patterns)
             and not pyc_of(path).exists()
         ]
-    except Exception as exc:  # noqa: BLE001 - an optimisation only, as above
+    except Exception as exc:  # an optimisation only, as above
         sys.stderr.write(f"conftest: test modules not rewritten ahead ({exc!r}); each worker rewrites them\n")
         return
     if not hasattr(os, "fork"):  # no fork (Windows): this process rewrites them all
@@ -72,7 +72,7 @@ def rewrite_test_modules_ahead(config: Any, root: Path, cores: int) -> None:
             try:
                 for path in share:
                     _write_rewritten(path, config, rewrite)
-            except BaseException:  # noqa: BLE001 - a worker rewrites whatever is missing; nothing to report here
+            except BaseException:  # a worker rewrites whatever is missing; nothing to report here
                 code = 1
             finally:
                 os._exit(code)
@@ -80,7 +80,7 @@ def rewrite_test_modules_ahead(config: Any, root: Path, cores: int) -> None:
     try:
         for path in shares[0]:
             _write_rewritten(path, config, rewrite)
-    except Exception as exc:  # noqa: BLE001 - an optimisation only, as above
+    except Exception as exc:  # an optimisation only, as above
         sys.stderr.write(f"conftest: test modules not rewritten ahead ({exc!r}); each worker rewrites them\n")
     finally:
         for pid in children:

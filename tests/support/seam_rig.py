@@ -198,7 +198,7 @@ class Rig:
             cm, self._conn_cm = self._conn_cm, None
             try:
                 cm.__exit__(None, None, None)
-            except Exception:  # noqa: BLE001 - a dead process may fail to close cleanly; it is replaced anyway
+            except Exception:  # a dead process may fail to close cleanly; it is replaced anyway
                 pass
 
     def restart(self) -> None:

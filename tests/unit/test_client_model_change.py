@@ -223,7 +223,7 @@ class Agent:
         self.deliver, self.order, self.window = deliver, order, window
         self.requests: list[tuple[str, dict[str, Any]]] = []
 
-    async def request(self, method: str, params: dict[str, Any] | None = None, timeout: float | None = 60.0) -> Any:  # noqa: ASYNC109
+    async def request(self, method: str, params: dict[str, Any] | None = None, timeout: float | None = 60.0) -> Any:
         assert params is not None
         self.requests.append((method, params))
         options = [model_option(params["value"])]

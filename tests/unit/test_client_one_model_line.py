@@ -21,7 +21,7 @@ class MovingAgent:
     def __init__(self, deliver: Any) -> None:
         self.deliver = deliver
 
-    async def request(self, method: str, params: dict[str, Any] | None = None, timeout: float | None = 60.0) -> Any:  # noqa: ASYNC109
+    async def request(self, method: str, params: dict[str, Any] | None = None, timeout: float | None = 60.0) -> Any:
         assert params is not None
         options = [model_option(params["value"]), thought_option("off")]
         self.deliver({"sessionId": SID, "update": options_update(*options)})

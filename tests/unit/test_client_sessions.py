@@ -46,7 +46,7 @@ class FakeAgent:
         self,
         method: str,
         params: dict[str, Any] | None = None,
-        timeout: float | None = 60.0,  # noqa: ASYNC109
+        timeout: float | None = 60.0,
     ) -> Any:
         self.sent.append((method, params))
         return self.answer(method, params)

@@ -389,7 +389,7 @@ class FakeAgent:
         self,
         method: str,
         params: dict[str, Any] | None = None,
-        timeout: float | None = 60.0,  # noqa: ASYNC109
+        timeout: float | None = 60.0,
     ) -> Any:
         self.sent.append((method, params))
         return self.answer
@@ -437,7 +437,7 @@ def test_run_lets_the_agents_refusal_through() -> None:
             self,
             method: str,
             params: dict[str, Any] | None = None,
-            timeout: float | None = 60.0,  # noqa: ASYNC109
+            timeout: float | None = 60.0,
         ) -> Any:
             await super().request(method, params, timeout)
             raise RuntimeError("refused")

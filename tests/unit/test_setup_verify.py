@@ -31,7 +31,7 @@ class Canned:
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 owner.seen.append((self.path, {k.lower(): v for k, v in self.headers.items()}))
                 if owner.delay:
                     time.sleep(owner.delay)

@@ -180,7 +180,7 @@ def test_error_messages_and_data(message: str, data: Any, step: str) -> None:
 @given(hostile)
 def test_a_slash_command_refused_by_the_agent(message: str) -> None:
     class Conn:
-        async def request(self, method: str, params: Any = None, timeout: float | None = 60.0) -> Any:  # noqa: ASYNC109
+        async def request(self, method: str, params: Any = None, timeout: float | None = 60.0) -> Any:
             raise RpcError(-32602, message, {"why": message})
 
     r, out = renderer()

@@ -12,10 +12,10 @@ class Own:
     def __init__(self) -> None:
         self.tools = {t.name: t for t in default_tools()}
 
-    def tool(self, name: str):  # noqa: ANN201 - the Protocol's shape
+    def tool(self, name: str):  # the Protocol's shape
         return self.tools.get(name)
 
-    def tool_specs(self):  # noqa: ANN201
+    def tool_specs(self):
         return tool_specs(list(self.tools.values()))
 
 

@@ -72,7 +72,7 @@ class Requester(Protocol):
         self,
         method: str,
         params: Mapping[str, object] | None = None,
-        timeout: float | None = 60.0,  # noqa: ASYNC109
+        timeout: float | None = 60.0,
     ) -> JSONValue: ...
 
 

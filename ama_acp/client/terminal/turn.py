@@ -98,7 +98,7 @@ async def _cancel_on_sigint(conn: AgentProcess, session_id: str, pending: Pendin
                 return
 
 
-async def settle_session_open(conn: AgentProcess, session_id: str, timeout: float = 1.0) -> None:  # noqa: ASYNC109
+async def settle_session_open(conn: AgentProcess, session_id: str, timeout: float = 1.0) -> None:
     """Give the updates an agent sends right after a session opens (commands, options, the first meter)
     a moment to arrive, so they are shown before the first prompt rather than in the middle of its answer.
     An agent that reports no usage costs `timeout` once."""
