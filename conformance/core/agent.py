@@ -16,14 +16,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import anyio
-from ama_conformance.core.config import RunConfig
-from ama_conformance.core.outcome import SignInNeeded
 
 from ama_acp.client.confine import Access, within
 from ama_acp.client.connection import CAPTURE, AgentProcess, ClientOptions, PendingRequest
 from ama_acp.client.errors import AgentExited
 from ama_acp.client.handlers import RpcError, choose_option
 from ama_acp.client.process_group import end_group
+from ama_conformance.core.config import RunConfig
+from ama_conformance.core.outcome import SignInNeeded
 
 Policy = Literal["allow", "reject", "hold"]
 TURN_KINDS = frozenset(

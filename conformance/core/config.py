@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio.abc
+
 from ama_conformance.requirements.registry import Profile
 
 # A seam for embedding the suite (not on the command line): starts the agent under test instead of spawning

@@ -22,13 +22,12 @@ import textwrap
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ama_acp.textsafe import one_line
 from ama_conformance.core.outcome import Finding, Status, overall
 from ama_conformance.core.runner import RunRecord
 from ama_conformance.core.wire_checks import TRANSCRIPT_IDS
 from ama_conformance.groups.base import GROUPS
 from ama_conformance.requirements.registry import REGISTRY, Profile, Requirement, Tier
-
-from ama_acp.textsafe import one_line
 
 _LABEL = {Status.PASS: "PASS", Status.FAIL: "FAIL", Status.SKIPPED: "SKIP", Status.NOT_TESTED: "UNTESTED"}
 _COUNTED = {Status.PASS: "pass", Status.FAIL: "fail", Status.SKIPPED: "skipped", Status.NOT_TESTED: "not tested"}

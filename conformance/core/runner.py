@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+
+from ama_acp.client.errors import AgentExited, AgentStartError
 from ama_conformance.core.agent import Agent, AgentFailure
 from ama_conformance.core.config import RunConfig
 from ama_conformance.core.outcome import Blocked, Checks, Finding, Status, UnboundCheck, describe
@@ -20,8 +22,6 @@ from ama_conformance.core.values import obj
 from ama_conformance.core.wire_checks import TRANSCRIPT_IDS, ClientView, TranscriptAnalyzer
 from ama_conformance.groups.base import GROUPS, Group, GroupContext, ModelView
 from ama_conformance.schema.validate import WireValidator, load_validator, schema_path, stable_schema_path
-
-from ama_acp.client.errors import AgentExited, AgentStartError
 
 # A transcript line in the record (and --report-json) is cut to this many characters, with a marker: a 1 GiB
 # line is never kept or written whole.

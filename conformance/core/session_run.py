@@ -9,14 +9,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
+
+from ama_acp.textsafe import one_line
 from ama_conformance.core.config import RunConfig
 from ama_conformance.core.placeholders import PlaceholderError, expand
 from ama_conformance.core.report import as_json, outcomes, text, verdict
 from ama_conformance.core.wire_checks import TRANSCRIPT_IDS
 from ama_conformance.groups.base import GROUPS, ModelView
 from ama_conformance.schema.validate import SchemaUnavailable
-
-from ama_acp.textsafe import one_line
 
 USAGE_ERROR = 2
 

@@ -14,13 +14,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ama_acp.client.connection import TranscriptEntry, Violation
 from ama_conformance.core.agent import TURN_KINDS
 from ama_conformance.core.outcome import Checks
 from ama_conformance.core.values import arr, obj
 from ama_conformance.schema.shapes import unknown_fields
 from ama_conformance.schema.validate import WireValidator
-
-from ama_acp.client.connection import TranscriptEntry, Violation
 
 TRANSCRIPT_IDS = (
     "R1",

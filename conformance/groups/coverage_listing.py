@@ -12,12 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ama_acp.client.errors import RpcError
 from ama_conformance.core.agent import AUTH_REQUIRED, Agent, AgentFailure
 from ama_conformance.core.outcome import SignInNeeded
 from ama_conformance.core.values import arr
 from ama_conformance.groups.base import GroupContext, group
-
-from ama_acp.client.errors import RpcError
 
 _BAD_ENTRIES: tuple[Any, ...] = (["relative/dir"], [""])
 

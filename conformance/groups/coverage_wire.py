@@ -7,12 +7,11 @@ import functools
 import json
 from typing import Any
 
+from ama_acp.client.errors import RpcError
+from ama_acp.client.handlers import RESOURCE_NOT_FOUND
 from ama_conformance.core.agent import Agent, AgentFailure
 from ama_conformance.core.values import arr, obj
 from ama_conformance.groups.base import GroupContext, group
-
-from ama_acp.client.errors import RpcError
-from ama_acp.client.handlers import RESOURCE_NOT_FOUND
 
 # Ids no client of this suite uses for anything else: a plain string (for a session/new), and a digit-only
 # string an agent that reads ids as numbers would answer as the integer 990001 (for an error answer, so a wrong

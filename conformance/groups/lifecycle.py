@@ -6,12 +6,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ama_acp.client.handlers import RpcError
 from ama_conformance.core.agent import AgentFailure
 from ama_conformance.core.outcome import describe
 from ama_conformance.core.values import arr
 from ama_conformance.groups.base import GroupContext, group
-
-from ama_acp.client.handlers import RpcError
 
 
 def _is_version(value: Any) -> bool:

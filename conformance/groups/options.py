@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ama_acp.client.connection import PendingRequest
 from ama_conformance.core.agent import Agent, AgentFailure
 from ama_conformance.core.outcome import Checks
 from ama_conformance.groups.base import GroupContext, group
 from ama_conformance.groups.turns import running_turn
-
-from ama_acp.client.connection import PendingRequest
 
 
 def select_values(option: dict[str, Any]) -> list[str]:

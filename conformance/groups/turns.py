@@ -7,12 +7,11 @@ import base64
 import time
 from typing import Any
 
+from ama_acp.client.connection import PendingRequest
+from ama_acp.client.handlers import RpcError
 from ama_conformance.core.agent import TURN_KINDS, Agent, AgentFailure
 from ama_conformance.core.outcome import Blocked, describe
 from ama_conformance.groups.base import GroupContext, group
-
-from ama_acp.client.connection import PendingRequest
-from ama_acp.client.handlers import RpcError
 
 # A 1×1 transparent PNG and a tiny WAV: valid media, so an agent that accepts the block type can take them.
 _PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="

@@ -79,7 +79,6 @@ def serve(sizes: list[int]) -> None:
     """`--serve`: print the server's OpenAI base URL, then queue one reply of N characters per line "N" read
     from stdin, answering "queued"; stop at EOF."""
     from ama_conformance.servers.model_dialects import render_openai
-
     from tests.support.llm_server import LLMServer
 
     usage = {"input": 20, "output": 0}

@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from ama_conformance.requirements.registry import REGISTRY, Tier
 
+from ama_conformance.requirements.registry import REGISTRY, Tier
 from tests.support.conformance_inprocess import MODEL_ENV, SuiteRun, run_conformance
 from tests.support.harness import Ama, clean_env
 

@@ -13,8 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from ama_conformance.requirements.coverage import COVERAGE
 
+from ama_conformance.requirements.coverage import COVERAGE
 from tests.support.acp_fixtures import launch_command
 from tests.support.acp_fixtures.coverage_agent import BREAKS
 from tests.support.conformance_inprocess import MODEL_ENV, run_conformance

@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-from ama_conformance.requirements.registry import BY_ID
 
+from ama_conformance.requirements.registry import BY_ID
 from tests.support.conformance_runs import run_forked
 from tests.support.harness import clean_env
 from tests.support.leaks import processes_mentioning

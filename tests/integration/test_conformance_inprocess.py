@@ -10,12 +10,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import ama_conformance.core.agent
 import anyio
 import pytest
+
+import ama_conformance.core.agent
 from ama_conformance.core.agent import Agent
 from ama_conformance.core.config import RunConfig, Timeouts
-
 from tests.support.conformance_inprocess import Launcher, run_conformance
 from tests.support.harness import Ama, clean_env
 

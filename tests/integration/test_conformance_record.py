@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from ama_conformance import record
 from ama_conformance.record import BEGIN, END, PublicAgent
-
 from tests.support.acp_fixtures import agent_command
 from tests.support.harness import Ama
 

@@ -11,16 +11,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ama_acp.client.connection import TranscriptEntry
 from ama_conformance.core.directives import Directive, delegated_prompt, directive_line, parse_directive
 from ama_conformance.core.outcome import Checks, Status
 from ama_conformance.core.runner import validators
 from ama_conformance.core.wire_checks import TRANSCRIPT_IDS, ClientView, TranscriptAnalyzer
 from ama_conformance.requirements.subagents import SUBAGENTS
 from ama_conformance.servers.model import ToolCall, choose_call, decide
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-from ama_acp.client.connection import TranscriptEntry
 from tests.support.acp_fixtures import launch_command
 from tests.support.acp_fixtures.subagent_agent import BREAKS
 from tests.support.conformance_inprocess import MODEL_ENV, run_conformance

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from ama_conformance.servers.model import ScriptedModel
 
+from ama_conformance.servers.model import ScriptedModel
 from tests.support.harness import clean_env
 
 KEY = "sk-doctor-e2e-9f8e7d6c5b4a3210"

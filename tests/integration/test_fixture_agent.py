@@ -23,10 +23,10 @@ from typing import Any
 
 import anyio
 import pytest
-from ama_conformance.schema.validate import WireRecorder, load_validator, stable_schema_path
 
 from ama_acp.client.connection import AgentExited, AgentProcess, ClientOptions, PendingRequest
 from ama_acp.client.handlers import RpcError
+from ama_conformance.schema.validate import WireRecorder, load_validator, stable_schema_path
 from tests.support.acp_fixtures import BREAKS, agent_command
 from tests.support.leaks import processes_with_cmdline
 from tests.support.waiting import poll_until

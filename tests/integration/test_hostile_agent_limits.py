@@ -14,7 +14,6 @@ from pathlib import Path
 
 import anyio
 import pytest
-from ama_conformance.core.runner import RECORD_LINE, clip
 
 from ama_acp.client import options, reader, violations
 from ama_acp.client.confine import Access
@@ -25,6 +24,7 @@ from ama_acp.client.terminal.access_prompt import access_policy, question
 from ama_acp.client.terminal.cli import run_acp_client
 from ama_acp.client.terminal.tty_input import LineInterrupted
 from ama_acp.client.terminal.turn_status import TurnStatus
+from ama_conformance.core.runner import RECORD_LINE, clip
 from tests.support.acp_fixtures import AGENT_SCRIPT
 from tests.support.harness import clean_env
 

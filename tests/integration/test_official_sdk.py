@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from ama_conformance.schema.validate import WireRecorder, load_validator
 
+from ama_conformance.schema.validate import WireRecorder, load_validator
 from tests.support.harness import Ama, clean_env
 from tests.support.llm_server import LLMServer
 

@@ -17,9 +17,9 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from ama_conformance.servers.model import ScriptedModel
 
 from ama_acp.credentials import read_credentials
+from ama_conformance.servers.model import ScriptedModel
 from tests.support.harness import clean_env
 from tests.unit.test_setup_verify import Canned, unused_port
 

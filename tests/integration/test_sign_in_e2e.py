@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ama_conformance.servers.model import ScriptedModel
 
+from ama_conformance.servers.model import ScriptedModel
 from tests.support.harness import clean_env
 
 BIN = Path(sys.executable).parent

@@ -21,10 +21,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ama_conformance.schema.validate import WireRecorder, load_validator
-
 from ama_acp.client.connection import AgentProcess, ClientOptions
 from ama_acp.client.demo import DEMO_MODEL
+from ama_conformance.schema.validate import WireRecorder, load_validator
 from tests.support.inprocess_agent import environment, start_in_process
 
 SECRET_ENV = (

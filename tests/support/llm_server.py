@@ -89,7 +89,6 @@ from ama_conformance.servers.model_dialects import (
     render_openai,
     sse_event,
 )
-
 from tests.support.prompt_cache import PromptCache
 
 __all__ = [

@@ -19,9 +19,9 @@ from contextlib import ExitStack
 from typing import Any, Protocol
 
 import anyio
-from ama_conformance.schema.validate import load_validator
 from anyio.from_thread import start_blocking_portal
 
+from ama_conformance.schema.validate import load_validator
 from tests.support.harness import Ama, clean_env
 from tests.support.inprocess_agent import InProcessAgent, start_in_process
 

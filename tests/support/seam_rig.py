@@ -28,12 +28,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
-from ama_conformance.schema.validate import WireRecorder, load_validator
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from ama_acp.client.connection import AgentProcess, ClientOptions, PendingRequest
 from ama_acp.client.handlers import choose_option
 from ama_acp.rpc.errors import UNEXPECTED
+from ama_conformance.schema.validate import WireRecorder, load_validator
 from tests.support.harness import Ama, run_ama
 from tests.support.leaks import TRACEBACK
 from tests.support.llm_server import LLMServer, RecordedRequest

@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from ama_conformance.schema import validate as acp_schema
 from ama_conformance.schema.method_tables import REQUIRED_AGENT_NOTIFICATIONS, REQUIRED_AGENT_REQUESTS, REQUIRED_RESULTS
 from ama_conformance.schema.validate import (

@@ -7,15 +7,15 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import ama_conformance.groups  # noqa: F401  (registers every group in base.GROUPS)
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+import ama_conformance.groups  # noqa: F401  (registers every group in base.GROUPS)
 from ama_conformance.cli import USAGE_ERROR, main
 from ama_conformance.core.runner import selected
 from ama_conformance.groups.base import GROUPS, Group, GroupContext
 from ama_conformance.requirements.registry import REGISTRY
-from hypothesis import example, given, settings
-from hypothesis import strategies as st
-
 from tests.support.acp_fixtures import agent_command
 from tests.support.hypothesis_profiles import examples
 

@@ -8,8 +8,9 @@ import os
 import re
 from pathlib import Path
 
-import ama_conformance.groups  # noqa: F401  (registers every group)
 import pytest
+
+import ama_conformance.groups  # noqa: F401  (registers every group)
 from ama_conformance.core.wire_checks import TRANSCRIPT_IDS
 from ama_conformance.groups import base
 from ama_conformance.requirements.registry import BY_ID

@@ -6,10 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ama_acp.tools.todo import TodoTool
 from ama_conformance.core.directives import Directive, directive_line, parse_directive
 from ama_conformance.servers.model import choose_call, decide, render_openai
-
-from ama_acp.tools.todo import TodoTool
 
 TODO: dict[str, Any] = TodoTool.parameters
 

@@ -10,11 +10,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ama_conformance.servers import mcp_stdio as mcp_stdio_server
-from ama_conformance.servers.mcp_stdio import handle
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ama_conformance.servers import mcp_stdio as mcp_stdio_server
+from ama_conformance.servers.mcp_stdio import handle
 from tests.support.hypothesis_profiles import examples
 
 SERVER = Path(mcp_stdio_server.__file__).resolve()

@@ -13,6 +13,9 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from ama_conformance.core.directives import Directive, directive_line
 from ama_conformance.servers.model import (
     DEFAULT_REPLY,
@@ -24,9 +27,6 @@ from ama_conformance.servers.model import (
     request_problem,
 )
 from ama_conformance.servers.model_dialects import declared_tools, prompt_and_results
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from tests.support.hypothesis_profiles import examples
 from tests.support.waiting import poll_until
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from ama_conformance.core.outcome import Blocked, Checks, Finding, Status, UnboundCheck, describe, overall
 from ama_conformance.core.report import WIDTH, Kind, Outcome, as_json, outcomes, text, verdict
 from ama_conformance.core.runner import RunRecord
 from ama_conformance.requirements.registry import BY_ID, REGISTRY, Profile, Requirement, Tier
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from tests.support.hypothesis_profiles import examples
 
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from ama_conformance.core.placeholders import PlaceholderError, expand
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ama_conformance.core.placeholders import PlaceholderError, expand
 from tests.support.hypothesis_profiles import examples
 
 VALUES = {

@@ -9,8 +9,9 @@ import os
 import re
 from pathlib import Path
 
-import ama_conformance.groups  # noqa: F401  (registers every group in base.GROUPS)
 import pytest
+
+import ama_conformance.groups  # noqa: F401  (registers every group in base.GROUPS)
 from ama_conformance.core.wire_checks import TRANSCRIPT_IDS
 from ama_conformance.groups import base
 from ama_conformance.requirements import registry as requirements

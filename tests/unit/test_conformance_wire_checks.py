@@ -10,14 +10,14 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import pytest
-from ama_conformance.core.outcome import Checks, Finding, Status
-from ama_conformance.core.runner import validators
-from ama_conformance.core.wire_checks import TRANSCRIPT_IDS, ClientView, TranscriptAnalyzer
-from ama_conformance.schema.shapes import unknown_fields
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from ama_acp.client.connection import TranscriptEntry, Violation
+from ama_conformance.core.outcome import Checks, Finding, Status
+from ama_conformance.core.runner import validators
+from ama_conformance.core.wire_checks import TRANSCRIPT_IDS, ClientView, TranscriptAnalyzer
+from ama_conformance.schema.shapes import unknown_fields
 from tests.support.hypothesis_profiles import examples
 
 Line = tuple[str, Any]  # ("in" | "out", a message to encode, or a raw line as str)

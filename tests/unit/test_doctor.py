@@ -10,11 +10,11 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
-from ama_conformance.servers.background import BackgroundServer
-from ama_conformance.servers.model import ScriptedModel
 
 from ama_acp import doctor
 from ama_acp.config import ProviderConfig
+from ama_conformance.servers.background import BackgroundServer
+from ama_conformance.servers.model import ScriptedModel
 
 KEY = "sk-doctor-unit-0123456789abcdef"
 

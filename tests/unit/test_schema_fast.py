@@ -16,10 +16,10 @@ from functools import cache
 from typing import Any
 
 import pytest
-from ama_conformance.schema.validate import WireRecorder, WireValidator, load_validator, schema_path, stable_schema_path
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from ama_conformance.schema.validate import WireRecorder, WireValidator, load_validator, schema_path, stable_schema_path
 from tests.support.hypothesis_profiles import examples
 
 SID = "ses_01a235b1135ea5389ac2ac14"
@@ -595,13 +595,14 @@ _JSON = st.recursive(
 @cache
 def _synthetic() -> list[tuple[Any, Any]]:
     """(compiled check maker, jsonschema validator maker) over SYNTHETIC, optimised and as written."""
-    from ama_conformance.schema.fast import jsonschema_fast_checker
-    from ama_conformance.schema.tagged_unions import TAGGED_UNION_KEYWORD, optimize_tagged_unions, tagged_union_keyword
-    from ama_conformance.schema.validate import _format_checker
     from jsonschema import Draft202012Validator
     from jsonschema.validators import extend
     from referencing import Registry, Resource
     from referencing.jsonschema import DRAFT202012
+
+    from ama_conformance.schema.fast import jsonschema_fast_checker
+    from ama_conformance.schema.tagged_unions import TAGGED_UNION_KEYWORD, optimize_tagged_unions, tagged_union_keyword
+    from ama_conformance.schema.validate import _format_checker
 
     uri = "urn:test:synthetic"
     out = []

@@ -11,11 +11,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from ama_conformance.servers.model import ScriptedModel
 
 from ama_acp.credentials import read_credentials
 from ama_acp.setup.cli import run_setup
 from ama_acp.setup.prompts import Io
+from ama_conformance.servers.model import ScriptedModel
 from tests.unit.test_setup_verify import Canned, unused_port
 
 KEY = "sk-flow-test-0123456789"

@@ -11,10 +11,10 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from ama_conformance.servers.model import MODELS, ScriptedModel
 
 from ama_acp.setup import choices as c
 from ama_acp.setup.verify import MAX_MESSAGE, models_url, parse_models, verify
+from ama_conformance.servers.model import MODELS, ScriptedModel
 
 KEY = "sk-test-verify-0123456789"
 

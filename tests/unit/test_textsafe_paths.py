@@ -20,9 +20,6 @@ from typing import Any
 import anyio
 import msgspec
 import pytest
-from ama_conformance.core import report
-from ama_conformance.core.outcome import Finding, Status
-from ama_conformance.requirements.registry import REGISTRY
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -40,6 +37,9 @@ from ama_acp.session.store import entries as en
 from ama_acp.session.store.listing import SessionSummary
 from ama_acp.session.store.session_store import LoadedSession
 from ama_acp.textsafe import json_safe, one_line, visible
+from ama_conformance.core import report
+from ama_conformance.core.outcome import Finding, Status
+from ama_conformance.requirements.registry import REGISTRY
 from tests.support.hypothesis_profiles import examples
 
 # What a terminal acts on: C0 (tab and newline are checked apart), DEL, C1, bidi controls, LS/PS, surrogates.

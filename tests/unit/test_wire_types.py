@@ -8,9 +8,9 @@ import json
 
 import msgspec
 import pytest
-from ama_conformance.schema.validate import schema_path
 
 from ama_acp.wire import types as w
+from ama_conformance.schema.validate import schema_path
 
 # Our Struct → the schema definition it mirrors (same name unless noted).
 OUTGOING = {
