@@ -26,7 +26,7 @@ from ama_acp.textsafe import one_line
 from ama_conformance.core.outcome import Finding, Status, overall
 from ama_conformance.core.runner import RunRecord
 from ama_conformance.core.wire_checks import TRANSCRIPT_IDS
-from ama_conformance.groups.base import GROUPS
+from ama_conformance.groups.catalog import GROUPS
 from ama_conformance.requirements.registry import REGISTRY, Profile, Requirement, Tier
 
 _LABEL = {Status.PASS: "PASS", Status.FAIL: "FAIL", Status.SKIPPED: "SKIP", Status.NOT_TESTED: "UNTESTED"}

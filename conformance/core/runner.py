@@ -18,10 +18,10 @@ from ama_acp.client.errors import AgentExited, AgentStartError
 from ama_conformance.core.agent import Agent, AgentFailure
 from ama_conformance.core.config import RunConfig
 from ama_conformance.core.outcome import Blocked, Checks, Finding, Status, UnboundCheck, describe
-from ama_conformance.core.values import obj
-from ama_conformance.core.wire_checks import TRANSCRIPT_IDS, ClientView, TranscriptAnalyzer
-from ama_conformance.groups.base import GROUPS, Group, GroupContext, ModelView
-from ama_conformance.schema.validate import WireValidator, load_validator, schema_path, stable_schema_path
+from ama_conformance.core.transcript import analyse, validators
+from ama_conformance.core.wire_checks import TRANSCRIPT_IDS
+from ama_conformance.groups.base import Group, GroupContext, ModelView
+from ama_conformance.groups.catalog import GROUPS
 
 # A transcript line in the record (and --report-json) is cut to this many characters, with a marker: a 1 GiB
 # line is never kept or written whole.
@@ -57,45 +57,6 @@ class RunRecord:
     init: dict[str, Any] = field(default_factory=dict)  # the first initialize result seen
     seconds: float = 0.0
     startup: str | None = None  # why the agent could not be initialized (then no group ran after it)
-
-
-_validators: tuple[WireValidator, WireValidator] | None = None
-
-
-def validators() -> tuple[WireValidator, WireValidator]:
-    """(stable, unstable) validators over the pinned schema, built once."""
-    global _validators
-    if _validators is None:
-        _validators = (load_validator(stable_schema_path()), load_validator(schema_path()))
-    return _validators
-
-
-def _client_view(agent: Agent) -> ClientView:
-    options = agent.conn.options
-    caps = options.capabilities() if agent.capabilities_sent else {}
-    session = obj(caps.get("session"))
-    return ClientView(
-        fs=agent.capabilities_sent and options.fs,
-        terminal=agent.capabilities_sent and options.terminal,
-        session_caps=session,
-    )
-
-
-def analyse(agent: Agent, checks: Checks) -> TranscriptAnalyzer:
-    stable, unstable = validators()
-    analyzer = TranscriptAnalyzer(stable, unstable, _client_view(agent), checks)
-    analyzer.run(list(agent.conn.transcript), list(agent.conn.violations), agent.conn.ended_by, agent.stderr)
-    return analyzer
-
-
-def schema_problems(ctx: GroupContext, agent: Agent) -> list[str]:
-    """R4's findings on one agent's transcript so far (for the usage profile's P3)."""
-    scratch = Checks(ctx.checks.group, (), TRANSCRIPT_IDS)
-    stable, unstable = validators()
-    analyzer = TranscriptAnalyzer(stable, unstable, _client_view(agent), scratch)
-    for entry in list(agent.conn.transcript):
-        analyzer.feed(entry)
-    return analyzer.problems.get("R4", [])
 
 
 def selected(groups: list[Group], expr: str | None) -> list[Group]:

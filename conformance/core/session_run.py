@@ -15,7 +15,8 @@ from ama_conformance.core.config import RunConfig
 from ama_conformance.core.placeholders import PlaceholderError, expand
 from ama_conformance.core.report import as_json, outcomes, text, verdict
 from ama_conformance.core.wire_checks import TRANSCRIPT_IDS
-from ama_conformance.groups.base import GROUPS, ModelView
+from ama_conformance.groups.base import ModelView
+from ama_conformance.groups.catalog import GROUPS
 from ama_conformance.schema.validate import SchemaUnavailable
 
 USAGE_ERROR = 2

@@ -1,33 +1,3 @@
-"""The test groups. Importing this package registers every one of them in `base.GROUPS`, in run order."""
-
-from ama_conformance.groups import (
-    coverage_auth,
-    coverage_config,
-    coverage_history,
-    coverage_listing,
-    coverage_wire,
-    lifecycle,
-    mcp_sessions,
-    options,
-    persistence,
-    subagents,
-    tools,
-    turns,
-    usage,
-)
-
-__all__ = [
-    "coverage_auth",
-    "coverage_config",
-    "coverage_history",
-    "coverage_listing",
-    "coverage_wire",
-    "lifecycle",
-    "mcp_sessions",
-    "options",
-    "persistence",
-    "subagents",
-    "tools",
-    "turns",
-    "usage",
-]
+"""The test groups: what a group is (`base.py`), each group a module, and `catalog.py`, which imports them all
+in run order and so registers every one in `GROUPS`. This `__init__` imports nothing, so importing one group or
+`base` never imports the others (nor, through them, whatever imports the catalog)."""

@@ -61,7 +61,7 @@ def _repeats(updates: list[dict[str, Any]]) -> int:
 
 @group("usage", ("E1", "E3", "E4", "D1", "P1", "P3", "U10"), profile=Profile.USAGE)
 async def usage(ctx: GroupContext) -> None:
-    from ama_conformance.core.runner import schema_problems  # the transcript checks' R4, for P3
+    from ama_conformance.core.transcript import schema_problems  # the transcript checks' R4, for P3
 
     c = ctx.checks
     agent = await ctx.spawn()

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from ama_acp.client.connection import TranscriptEntry
 from ama_conformance.core.directives import Directive, delegated_prompt, directive_line, parse_directive
 from ama_conformance.core.outcome import Checks, Status
-from ama_conformance.core.runner import validators
+from ama_conformance.core.transcript import validators
 from ama_conformance.core.wire_checks import TRANSCRIPT_IDS, ClientView, TranscriptAnalyzer
 from ama_conformance.requirements.subagents import SUBAGENTS
 from ama_conformance.servers.model import ToolCall, choose_call, decide

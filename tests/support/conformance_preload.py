@@ -3,6 +3,6 @@ each `python -m ama_conformance` run would otherwise do first — import the sui
 
 import ama_conformance.cli
 import ama_conformance.core.session_run  # noqa: F401
-from ama_conformance.core.runner import validators
+from ama_conformance.core.transcript import validators
 
 validators()

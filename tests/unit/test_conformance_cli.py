@@ -11,7 +11,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-import ama_conformance.groups  # noqa: F401  (registers every group in base.GROUPS)
+import ama_conformance.groups.catalog  # noqa: F401  (registers every group in base.GROUPS)
 from ama_conformance.cli import USAGE_ERROR, main
 from ama_conformance.core.runner import selected
 from ama_conformance.groups.base import GROUPS, Group, GroupContext

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-import ama_conformance.groups  # noqa: F401  (registers every group in base.GROUPS)
+import ama_conformance.groups.catalog  # noqa: F401  (registers every group in base.GROUPS)
 from ama_conformance.core.wire_checks import TRANSCRIPT_IDS
 from ama_conformance.groups import base
 from ama_conformance.requirements import registry as requirements

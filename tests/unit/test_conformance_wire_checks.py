@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from ama_acp.client.connection import TranscriptEntry, Violation
 from ama_conformance.core.outcome import Checks, Finding, Status
-from ama_conformance.core.runner import validators
+from ama_conformance.core.transcript import validators
 from ama_conformance.core.wire_checks import TRANSCRIPT_IDS, ClientView, TranscriptAnalyzer
 from ama_conformance.schema.shapes import unknown_fields
 from tests.support.hypothesis_profiles import examples
