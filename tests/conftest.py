@@ -7,9 +7,17 @@ import os
 import sys
 import sysconfig
 import time
+from collections.abc import Generator, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from xdist.workermanage import WorkerController
+
+    from ama_conformance.schema.validate import WireValidator
+    from tests.support.temp_leftovers import TempWatch
 
 # Make `tests.support...` importable however pytest is invoked (`pytest`, `python -m pytest`, from any cwd).
 _REPO_ROOT = str(Path(__file__).resolve().parent.parent)
@@ -17,7 +25,7 @@ if _REPO_ROOT not in sys.path:
     sys.path.insert(0, _REPO_ROOT)
 
 
-def _start_watching_the_temp_dir():
+def _start_watching_the_temp_dir() -> TempWatch:
     """A temp dir of this process's own, for everything the tests put in "the temp dir", watched around each test
     (tests/support/temp_leftovers.py). First thing, before anything makes a temporary file."""
     from tests.support.temp_leftovers import TempWatch
@@ -99,7 +107,7 @@ WORKERS = max(2, CORES + 1)
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_cmdline_main(config):
+def pytest_cmdline_main(config: pytest.Config) -> Generator[None, int | pytest.ExitCode, int | pytest.ExitCode]:
     """The whole suite (`python -m pytest`, no paths named: the README's command and CI's) runs on WORKERS
     pytest-xdist workers; a run of chosen files or tests stays in one process, where starting workers would cost
     more than it saves, and so does a run with --pdb (which needs one process). `-n N` chooses for any run
@@ -136,14 +144,14 @@ def _long_first(item: pytest.Item) -> int:
     return next((i + 1 for i, part in enumerate(_LONG_FIRST) if f"/{part}" in path), len(_LONG_FIRST) + 1)
 
 
-def pytest_collection_modifyitems(config, items):
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Longest first (above). A stable sort: the tests of one file keep their order and stay together, and every
     worker computes the same order from the same collection, which pytest-xdist requires."""
     items.sort(key=_long_first)
 
 
 @pytest.fixture(scope="session")
-def acp_validator():
+def acp_validator() -> WireValidator:
     """A WireValidator over the pinned official ACP schema (fails the test, saying how to get the schema)."""
     from ama_conformance.schema.validate import SchemaUnavailable, load_validator
 
@@ -154,7 +162,7 @@ def acp_validator():
 
 
 @pytest.fixture
-def anyio_backend():
+def anyio_backend() -> str:
     """ama runs on asyncio; anyio's pytest plugin runs `@pytest.mark.anyio` tests on it."""
     return "asyncio"
 
@@ -175,7 +183,7 @@ class _TracebackRecords(logging.Handler):
 _in_process = _TracebackRecords()
 
 
-def pytest_configure(config):
+def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "allow_traceback: the test makes ama log a traceback on purpose (an injected bug)"
     )
@@ -183,7 +191,7 @@ def pytest_configure(config):
 
 
 @pytest.fixture(autouse=True)
-def _no_unexpected_exception_in_process(request):
+def _no_unexpected_exception_in_process(request: pytest.FixtureRequest) -> Iterator[None]:
     """An exception ama logs with its traceback inside the test process fails the test, as in a log file."""
     _in_process.records.clear()
     yield
@@ -200,7 +208,7 @@ def _no_unexpected_exception_in_process(request):
 
 
 @pytest.fixture(autouse=True)
-def _leaves_nothing_behind(request):
+def _leaves_nothing_behind(request: pytest.FixtureRequest) -> Iterator[None]:
     """After every test that has a tmp_path: no process that names it is still alive (ama, its commands and
     their setsid children included), and no log ama wrote there holds a traceback (an exception that
     nobody handled)."""
@@ -210,7 +218,7 @@ def _leaves_nothing_behind(request):
     from tests.support import leaks
 
     since = time.time()  # before the folder exists: no process started earlier can name it
-    tmp_path = request.getfixturevalue("tmp_path")  # taken now, so it is torn down after this check
+    tmp_path: Path = request.getfixturevalue("tmp_path")  # taken now, so it is torn down after this check
     yield
     problems: list[str] = []
     left = leaks.leftover_processes(tmp_path, since=since)
@@ -224,7 +232,7 @@ def _leaves_nothing_behind(request):
 
 
 @pytest.fixture(autouse=True)
-def _in_process_raw_amas_end_with_their_test():
+def _in_process_raw_amas_end_with_their_test() -> Iterator[None]:
     """A test that failed before closing its in-process RawAma (tests/support/raw.py) would leave it holding the
     environment and the one in-process slot: it is ended here, before the leftover-process check above runs
     (declared after it, so torn down first). Those of a wider fixture (started before this test) are kept."""
@@ -237,7 +245,7 @@ def _in_process_raw_amas_end_with_their_test():
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_protocol(item, nextitem):
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, object, object]:
     """Which test made what appeared in the temp dir: its setup, call and teardown (module and session fixtures
     torn down after the last test of their scope count as that test's)."""
     _temp_watch.before_test()
@@ -250,7 +258,7 @@ def pytest_runtest_protocol(item, nextitem):
 _left_on_workers: dict[str, list[str]] = {"threads": [], "temp": []}
 
 
-def pytest_sessionfinish(session, exitstatus):
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int | pytest.ExitCode) -> None:
     """No test may leave a thread running (after a grace period) or anything in the temp dir: fail the run if one
     does. Under pytest-xdist each worker checks its own process and hands what it found to the controller, which
     fails the run (a worker's exit status does not become the run's)."""
@@ -274,7 +282,7 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 @pytest.hookimpl(optionalhook=True)
-def pytest_testnodedown(node, error):
+def pytest_testnodedown(node: WorkerController, error: object | None) -> None:
     """pytest-xdist, in the controller: a worker finished; keep what it found left behind."""
     left = getattr(node, "workeroutput", {}).get("ama_left", {})
     for what, names in left.items():

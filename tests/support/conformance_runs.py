@@ -52,9 +52,14 @@ def _stop_server() -> None:
     children's, as the CPU of `python -m ama_conformance` runs did)."""
     from multiprocessing import forkserver
 
+    # A private call (there is no public one), so typeshed declares no such method: looked up, not assumed.
+    stop = getattr(forkserver._forkserver, "_stop", None)
+    if stop is None:  # a Python without it: the server ends with us
+        sys.stderr.write("conformance_runs: the fork server was not stopped: this Python has no _stop\n")
+        return
     try:
-        forkserver._forkserver._stop()  # closes its pipe and waits for it (a private call: there is no public one)
-    except (AttributeError, OSError) as exc:  # a Python without it, or a server already gone: it ends with us
+        stop()  # closes its pipe and waits for it
+    except OSError as exc:  # a server already gone
         sys.stderr.write(f"conformance_runs: the fork server was not stopped cleanly: {exc!r}\n")
 
 
@@ -98,5 +103,6 @@ def run_forked(
             process.close()
         if not ended:
             raise subprocess.TimeoutExpired([sys.executable, "-m", "conformance", *args], timeout)
+        assert code is not None, "a joined process has an exit code"
         stdout, stderr = (Path(p).read_text(encoding="utf-8") if os.path.exists(p) else "" for p in (out, err))
     return subprocess.CompletedProcess([sys.executable, "-m", "conformance", *args], code, stdout, stderr)

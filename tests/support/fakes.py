@@ -7,7 +7,7 @@ in a list and runs tools as plain async functions. What they record is what the 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from typing import Any
 
 import anyio
@@ -40,7 +40,7 @@ class FakeProvider:
         self.requests: list[pb.ModelRequest] = []
         self.streaming = anyio.Event()
 
-    async def stream(self, request: pb.ModelRequest) -> AsyncIterator[pb.ProviderEvent]:
+    async def stream(self, request: pb.ModelRequest) -> AsyncGenerator[pb.ProviderEvent, None]:
         self.requests.append(request)
         reply = self.replies.pop(0) if self.replies else DEFAULT_REPLY
         for event in reply:

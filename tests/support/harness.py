@@ -21,10 +21,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from ama_acp.client.connection import AgentProcess, ClientOptions
 from ama_acp.client.demo import DEMO_MODEL
 from ama_conformance.schema.validate import WireRecorder, load_validator
-from tests.support.inprocess_agent import environment, start_in_process
+from tests.support.inprocess_agent import InProcessAgent, environment, start_in_process
 
 SECRET_ENV = (
     "OPENAI_API_KEY",
@@ -182,18 +184,15 @@ def client_agents_in_process(ama: Ama) -> Iterator[None]:
     def agent_process(command: Sequence[str], *args: Any, **kwargs: Any) -> AgentProcess:
         if list(command[:3]) == prefix and kwargs.get("launch") is None:
 
-            async def launch() -> Any:
+            async def launch() -> InProcessAgent:
                 return await start_in_process(list(command[3:]), dict(os.environ), ama.stderr)
 
             kwargs["launch"] = launch
         return AgentProcess(command, *args, **kwargs)
 
-    original = cli.AgentProcess
-    cli.AgentProcess = agent_process  # type: ignore[misc,assignment]
-    try:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cli, "AgentProcess", agent_process)
         yield
-    finally:
-        cli.AgentProcess = original  # type: ignore[misc]
 
 
 def acp_client_in_process(

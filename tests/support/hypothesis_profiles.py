@@ -47,4 +47,6 @@ def load() -> str:
 def examples(ci_count: int) -> int:
     """The number of examples for a test that tries `ci_count` under the `ci` profile, scaled to the loaded
     profile (called when the test module is imported, after tests/conftest.py loaded the profile)."""
-    return max(FEWEST, round(ci_count * settings.default.max_examples / CI_EXAMPLES))
+    loaded = settings.default
+    assert loaded is not None, "no hypothesis profile is loaded"
+    return max(FEWEST, round(ci_count * loaded.max_examples / CI_EXAMPLES))

@@ -18,19 +18,20 @@ import anyio.lowlevel
 import msgspec
 
 from ama_acp.config import CompactionConfig, Config, ModelEntry
-from ama_acp.rpc.dispatch import after_response
+from ama_acp.rpc.dispatch import JSONObject, JSONValue, after_response
+from ama_acp.rpc.peer import Params
 from ama_acp.session.lifecycle import Lifecycle
 from ama_acp.session.live import Session
 from ama_acp.session.manager import SessionManager
 from ama_acp.wire import types as w
 
-Answer = Callable[[str, Any], Awaitable[Any]]
+Answer = Callable[[str, Any], Awaitable[JSONValue]]
 
-SELECTED_ALLOW_ONCE = {"outcome": {"outcome": "selected", "optionId": "allow_once"}}
-CANCELLED = {"outcome": {"outcome": "cancelled"}}
+SELECTED_ALLOW_ONCE: JSONObject = {"outcome": {"outcome": "selected", "optionId": "allow_once"}}
+CANCELLED: JSONObject = {"outcome": {"outcome": "cancelled"}}
 
 
-async def allow_once(method: str, params: Any) -> Any:
+async def allow_once(method: str, params: Any) -> JSONValue:
     return SELECTED_ALLOW_ONCE
 
 
@@ -42,13 +43,13 @@ class ScriptedPeer:
         self.updates: list[dict[str, Any]] = []
         self.requests: list[tuple[str, dict[str, Any]]] = []
 
-    async def notify(self, method: str, params: object) -> None:
+    async def notify(self, method: str, params: Params) -> None:
         # The real peer's write takes a lock first, a checkpoint: a cancelled turn stops at the next update
         # it sends, before anything is written. Without one here the turn would run on to its end in tests.
         await anyio.lowlevel.checkpoint()
         self.updates.append(msgspec.to_builtins(params)["update"])
 
-    async def request(self, method: str, params: object, timeout: float | None = None) -> object:
+    async def request(self, method: str, params: Params, timeout: float | None = None) -> JSONValue:
         self.requests.append((method, msgspec.to_builtins(params)))
         return await self.answer(method, params)
 

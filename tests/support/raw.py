@@ -222,7 +222,9 @@ class RawAma:
         text = line.decode("utf-8")
         assert text.endswith("\n")
         if not self.validate:
-            return json.loads(text)
+            message = json.loads(text)
+            assert isinstance(message, dict), f"not a JSON-RPC message: {text!r}"
+            return message
         return self.validator.validate_line(text.rstrip("\n"), self.methods)
 
     def response(self, req_id: Any, timeout: float = 10.0) -> dict[str, Any]:

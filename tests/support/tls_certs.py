@@ -21,7 +21,9 @@ def tls_server(tmp_path: Path, name: str) -> tuple[ssl.SSLContext, str]:
 
     now = datetime.datetime.now(datetime.UTC)
 
-    def cert(subject: str, key, signer, ca: bool) -> x509.Certificate:
+    def cert(
+        subject: str, key: ec.EllipticCurvePrivateKey, signer: ec.EllipticCurvePrivateKey, ca: bool
+    ) -> x509.Certificate:
         b = (
             x509.CertificateBuilder()
             .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))

@@ -92,7 +92,7 @@ class WebServer:
         self.httpd = OwnedHTTPServer(("127.0.0.1", 0), Handler)  # quiet about a client that hung up
         self.httpd.daemon_threads = True
         if tls is not None:
-            tls.sni_callback = lambda sock, name, ctx: self.sni.append(name)  # type: ignore[assignment, misc]
+            tls.sni_callback = lambda sock, name, ctx: self.sni.append(name)
             self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True)
         self.port = self.httpd.server_address[1]
         self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.02,), daemon=True)

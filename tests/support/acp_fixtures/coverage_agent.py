@@ -23,6 +23,7 @@ import threading
 # As cheap to start as the fixture agent (its module says how): no argparse, uuid or typing at start.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import types
     from typing import Any
 
     from ama_conformance.core.directives import Directive
@@ -30,12 +31,13 @@ if TYPE_CHECKING:
 # Imported from the checkout (tests.support.acp_fixtures), or started by launch.py or as a script, where this
 # directory comes first on sys.path (not the tests package, whose __init__ imports pathlib).
 if __package__:
-    from . import fixture_agent as base
+    from .fixture_agent import INVALID_PARAMS, Agent, RpcError, Session, Turn, log, prompt_text
+    from .fixture_ids import new_uuid4
+    from .quick_args import MANY, ONE, quick
 else:
-    import fixture_agent as base
-INVALID_PARAMS, MANY, ONE, log, quick = base.INVALID_PARAMS, base.MANY, base.ONE, base.log, base.quick
-Agent, RpcError, Session, Turn = base.Agent, base.RpcError, base.Session, base.Turn
-new_uuid4, prompt_text = base.new_uuid4, base.prompt_text
+    from fixture_agent import INVALID_PARAMS, Agent, RpcError, Session, Turn, log, prompt_text
+    from fixture_ids import new_uuid4
+    from quick_args import MANY, ONE, quick
 
 BREAKS: dict[str, str] = {
     "stringly-id": "answers a request whose id is a digit-only string under the integer (R11)",
@@ -267,7 +269,7 @@ class CoverageAgent(Agent):
             dirs = [d for d in given if isinstance(d, str)] if isinstance(given, list) else []
         else:
             dirs = roots(given)
-        stored = next((m["additionalDirectories"] for m in self._metas() if m["sessionId"] == sid), [])
+        stored: list[str] = next((m["additionalDirectories"] for m in self._metas() if m["sessionId"] == sid), [])
         self._meta(sid, cwd, stored if given is None and "sticky-roots" in self.cover else dirs)
         with self.lock:
             self.sessions[sid] = Session(sid, cwd, model="big")
@@ -305,19 +307,19 @@ NAMESPACE_URL = bytes.fromhex("6ba7b8119dad11d180b400c04fd430c8")  # uuid.NAMESP
 OPTIONS = {"--break": ("breaks", MANY, None, BREAKS), "--store": ("store", ONE, None, None)}
 
 
-def parse_args(argv: list[str]) -> Any:
+def parse_args(argv: list[str]) -> types.SimpleNamespace:
     """The options, read the quick way (fixture_agent.py's `quick`) where the line is plain and has --store."""
+    import types
+
     values = quick(argv, OPTIONS, {"breaks": [], "store": None})
     if values is not None and values["store"] is not None:
-        import types
-
         return types.SimpleNamespace(**values)
     import argparse
 
     parser = argparse.ArgumentParser(prog="coverage_agent.py", description=__doc__.splitlines()[0])
     parser.add_argument("--break", dest="breaks", action="append", default=[], choices=sorted(BREAKS))
     parser.add_argument("--store", required=True, help="the directory that keeps sessions for session/load")
-    return parser.parse_args(argv)
+    return parser.parse_args(argv, namespace=types.SimpleNamespace())
 
 
 def main() -> None:

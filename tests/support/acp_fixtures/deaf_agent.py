@@ -5,7 +5,7 @@ import json
 import sys
 
 
-def send(message: dict) -> None:
+def send(message: dict[str, object]) -> None:
     sys.stdout.write(json.dumps(message) + "\n")
     sys.stdout.flush()
 

@@ -40,6 +40,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
     import subprocess
+    import types
     from collections.abc import Callable, Iterator
     from typing import IO, Any
 
@@ -1046,9 +1047,11 @@ class Agent:
         session.history = state.get("history", [])
         return session, specs
 
-    def session_load(self, rid: Any, params: dict[str, Any]) -> None:
+    def session_load(self, rid: Any, params: dict[str, Any]) -> dict[str, Any] | None:
+        """None: answered by the task it starts (an agent of its own may answer at once, with the result)."""
         session, specs = self.restore(params)
         self.spawn(lambda: self.guarded(rid, lambda: self._reopen(rid, session, specs, replay=True)), "session-load")
+        return None
 
     def session_resume(self, rid: Any, params: dict[str, Any]) -> None:
         session, specs = self.restore(params)
@@ -1456,19 +1459,21 @@ DEFAULTS: dict[str, object] = {
 }
 
 
-def parse_args(argv: list[str]) -> argparse.Namespace:
+def parse_args(argv: list[str]) -> types.SimpleNamespace:
     """The options, read the quick way where the line is plain (an unknown break is not: argparse's error)."""
     values = quick(argv, OPTIONS, DEFAULTS)
     if values is not None:
         import types
 
-        return types.SimpleNamespace(**values)  # type: ignore[return-value]
+        return types.SimpleNamespace(**values)
     return parse_args_fully(argv)
 
 
-def parse_args_fully(argv: list[str]) -> argparse.Namespace:
+def parse_args_fully(argv: list[str]) -> types.SimpleNamespace:
+    import types
+
     parser = build_parser()
-    ns = parser.parse_args(argv)
+    ns = parser.parse_args(argv, namespace=types.SimpleNamespace())
     unknown = [b for b in ns.breaks if b not in BREAKS]
     if unknown:
         parser.error(f"unknown break {unknown[0]!r} (known: {', '.join(BREAKS)})")  # exits 2

@@ -5,15 +5,18 @@ chunk. For the conformance suite's R69 / R75.1 checks and their bounded waits.""
 import json
 import sys
 
-from fixture_ids import new_uuid4  # this directory is first on sys.path: the agent runs as a script
+if __package__:  # imported from the checkout (tests.support.acp_fixtures), as the type checker reads it
+    from .fixture_ids import new_uuid4
+else:  # run as a script: this directory is first on sys.path
+    from fixture_ids import new_uuid4
 
 
-def send(message: dict) -> None:
+def send(message: dict[str, object]) -> None:
     sys.stdout.write(json.dumps(message) + "\n")
     sys.stdout.flush()
 
 
-def result(rid: object, value: dict) -> None:
+def result(rid: object, value: dict[str, object]) -> None:
     send({"jsonrpc": "2.0", "id": rid, "result": value})
 
 

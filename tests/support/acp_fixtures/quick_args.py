@@ -12,7 +12,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Collection
+    from collections.abc import Callable, Collection, Mapping
 
     Option = tuple[str, str, Callable[[str], object] | None, Collection[object] | None]
 
@@ -21,7 +21,7 @@ ONE = "one"  # a value; the last one given wins
 MANY = "many"  # action="append"
 
 
-def quick(argv: list[str], options: dict[str, Option], defaults: dict[str, object]) -> dict[str, object] | None:
+def quick(argv: list[str], options: Mapping[str, Option], defaults: dict[str, object]) -> dict[str, object] | None:
     """`options`: option string -> (dest, FLAG | ONE | MANY, type or None, choices or None). The values by dest
     (each dest starts at its default), or None where argparse must read the line."""
     values = {dest: list(v) if isinstance(v, list) else v for dest, v in defaults.items()}
@@ -52,7 +52,9 @@ def quick(argv: list[str], options: dict[str, Option], defaults: dict[str, objec
         if choices is not None and value not in choices:
             return None
         if kind == MANY:
-            values[dest].append(value)  # type: ignore[union-attr]
+            given_so_far = values[dest]
+            assert isinstance(given_so_far, list), f"{dest}: MANY's default is a list"
+            given_so_far.append(value)
         else:
             values[dest] = value
     return values

@@ -15,8 +15,12 @@
 import json
 import os
 import sys
+import types
 
-from quick_args import FLAG, ONE, quick  # this directory is first on sys.path: the agent runs as a script
+if __package__:  # imported from the checkout (tests.support.acp_fixtures), as the type checker reads it
+    from .quick_args import FLAG, ONE, quick
+else:  # run as a script: this directory is first on sys.path
+    from quick_args import FLAG, ONE, quick
 
 # Read the quick way where the line is plain and names one mode; anything else is argparse's (its errors).
 OPTIONS = {
@@ -33,12 +37,7 @@ DEFAULTS: dict[str, object] = dict.fromkeys(["env_dump", "grandchild", "answer_o
 }
 values = quick(sys.argv[1:], OPTIONS, DEFAULTS)
 if values is not None and [values["silent"], values["die"] is not None, values["refuse"]].count(True) == 1:
-
-    class Args:
-        pass
-
-    args = Args()
-    vars(args).update(values)
+    args = types.SimpleNamespace(**values)
 else:
     import argparse
 
@@ -50,7 +49,7 @@ else:
     mode.add_argument("--silent", action="store_true")
     mode.add_argument("--die", type=int)
     mode.add_argument("--refuse", action="store_true")
-    args = parser.parse_args()  # type: ignore[assignment]
+    args = parser.parse_args(namespace=types.SimpleNamespace())
 
 if args.env_dump:
     with open(args.env_dump, "w", encoding="utf-8") as fh:

@@ -32,27 +32,39 @@ import os
 import sys
 import time
 
-_queue: list[dict] = []
+TYPE_CHECKING = False  # typing itself is not imported: a stdlib script, as cheap to start as it can be
+if TYPE_CHECKING:
+    from typing import Any
+
+_queue: list[dict[str, Any]] = []
 _next_id = 0
 _cancelled = False
-_caps: dict = {}
+_caps: dict[str, Any] = {}
 
 
-def send(message: dict) -> None:
+def send(message: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(message) + "\n")
     sys.stdout.flush()
 
 
-def read() -> dict | None:
+def parse(line: str) -> dict[str, Any]:
+    """One message of the client's: a JSON object (anything else stops this agent, as a broken client should)."""
+    message = json.loads(line)
+    if not isinstance(message, dict):
+        raise ValueError(f"not a JSON-RPC message: {line!r}")
+    return message
+
+
+def read() -> dict[str, Any] | None:
     if _queue:
         return _queue.pop(0)
     line = sys.stdin.readline()
     if not line:
         return None
-    return json.loads(line)
+    return parse(line)
 
 
-def request(method: str, params: dict) -> dict:
+def request(method: str, params: dict[str, Any]) -> dict[str, Any]:
     """Send a request and read until its answer; other messages wait in the queue (a cancel is noted)."""
     global _next_id, _cancelled
     _next_id += 1
@@ -63,7 +75,7 @@ def request(method: str, params: dict) -> dict:
             line = sys.stdin.readline()
             if not line:
                 sys.exit(0)
-            message = json.loads(line)
+            message = parse(line)
             if message.get("id") == _next_id and "method" not in message:
                 return message
             if message.get("method") == "session/cancel":
@@ -74,7 +86,7 @@ def request(method: str, params: dict) -> dict:
         _queue.extend(held)
 
 
-def update(sid: str, body: dict) -> None:
+def update(sid: str, body: dict[str, Any]) -> None:
     send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": body}})
 
 
@@ -82,10 +94,10 @@ def say(sid: str, text: str) -> None:
     update(sid, {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}})
 
 
-def turn(sid: str, text: str) -> dict:
+def turn(sid: str, text: str) -> dict[str, Any]:
     global _cancelled
     _cancelled = False
-    result: dict = {"stopReason": "end_turn"}
+    result: dict[str, Any] = {"stopReason": "end_turn"}
     for n, line in enumerate(text.splitlines()):
         if _cancelled:
             return {"stopReason": "cancelled"}
@@ -94,7 +106,7 @@ def turn(sid: str, text: str) -> dict:
             say(sid, rest)
         elif word == "usage":
             parts = rest.split()
-            body: dict = {"sessionUpdate": "usage_update", "used": int(parts[0]), "size": int(parts[1])}
+            body: dict[str, Any] = {"sessionUpdate": "usage_update", "used": int(parts[0]), "size": int(parts[1])}
             if len(parts) > 2:
                 body["cost"] = {"amount": float(parts[2]), "currency": "USD"}
             update(sid, body)
@@ -182,7 +194,7 @@ def turn(sid: str, text: str) -> dict:
                 line = sys.stdin.readline()
                 if not line:
                     sys.exit(0)
-                message = json.loads(line)
+                message = parse(line)
                 if message.get("method") == "session/cancel":
                     note("session/cancel")
                     return {"stopReason": "cancelled"}
@@ -216,7 +228,7 @@ def main() -> None:
         method, mid, params = message.get("method"), message.get("id"), message.get("params") or {}
         if method == "initialize":
             _caps.update(params.get("clientCapabilities") or {})
-            result: dict = {"protocolVersion": 1, "agentCapabilities": {}, "authMethods": []}
+            result: dict[str, Any] = {"protocolVersion": 1, "agentCapabilities": {}, "authMethods": []}
         elif method == "session/new":
             result = {"sessionId": "task-session-1"}
         elif method == "session/prompt":
