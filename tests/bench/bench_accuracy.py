@@ -13,11 +13,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import _texts
 
 from ama_acp.context.estimate import TiktokenEstimator, heuristic_text_tokens
+from tests.bench import _texts
 
 
 def chunks(s: str, size: int = 2048) -> list[str]:

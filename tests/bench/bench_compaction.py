@@ -18,9 +18,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import _texts
 import anyio
 
 from ama_acp.agent.inventory import build_inventory
@@ -36,6 +34,7 @@ from ama_acp.conversation.messages import (
     UserMessage,
 )
 from ama_acp.session.manager import SessionManager
+from tests.bench import _texts
 from tests.support.inprocess import ScriptedPeer
 from tests.support.llm_server import LLMServer
 

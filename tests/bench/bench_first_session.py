@@ -57,7 +57,9 @@ def preload_ends(log: Path, skip: int) -> list[tuple[float, bool]]:
 def opening_done(msg: dict[str, Any], sid: str) -> bool:
     """The session's opening updates end with its usage_update (E4): then it is built and idle."""
     params = msg.get("params")
-    update = params.get("update") if isinstance(params, dict) else None
+    if not isinstance(params, dict):
+        return False
+    update = params.get("update")
     return isinstance(update, dict) and params.get("sessionId") == sid and update.get("sessionUpdate") == "usage_update"
 
 

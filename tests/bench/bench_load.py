@@ -32,25 +32,26 @@ def rss_mb(pid: int, field: str = "VmRSS") -> float:
 
 
 def run(cmd: list[str], cwd: str, sid: str | None, data_dir: str) -> tuple[float, float, int, float]:
-    before = preloads(data_dir)
+    preloaded = preloads(data_dir)
     p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=cwd)
-    assert p.stdin and p.stdout
+    stdin, stdout = p.stdin, p.stdout
+    assert stdin and stdout
 
-    def send(i: int, method: str, params: dict) -> None:
-        p.stdin.write(json.dumps({"jsonrpc": "2.0", "id": i, "method": method, "params": params}).encode() + b"\n")
-        p.stdin.flush()
+    def send(i: int, method: str, params: dict[str, object]) -> None:
+        stdin.write(json.dumps({"jsonrpc": "2.0", "id": i, "method": method, "params": params}).encode() + b"\n")
+        stdin.flush()
 
     def wait(i: int) -> int:
         n = 0
         while True:
-            msg = json.loads(p.stdout.readline())
+            msg = json.loads(stdout.readline())
             n += 1
             if msg.get("id") == i and "method" not in msg:
                 return n
 
     send(1, "initialize", {"protocolVersion": 1})
     wait(1)
-    wait_preloaded(data_dir, before)
+    wait_preloaded(data_dir, preloaded)
     before = rss_mb(p.pid)
     start = time.perf_counter()
     if sid is None:
@@ -60,7 +61,7 @@ def run(cmd: list[str], cwd: str, sid: str | None, data_dir: str) -> tuple[float
     lines = wait(2)
     elapsed = time.perf_counter() - start
     peak = rss_mb(p.pid, "VmHWM")
-    p.stdin.close()
+    stdin.close()
     p.wait()
     return elapsed, peak - before, lines, before
 

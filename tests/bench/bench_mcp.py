@@ -26,12 +26,14 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from ama_acp.client.connection import AgentProcess, ClientOptions  # noqa: E402
-from tests.support.harness import Ama, clean_env, local_config  # noqa: E402
-from tests.support.llm_server import LLMServer  # noqa: E402
+from ama_acp.client.connection import AgentProcess, ClientOptions
+from tests.support.harness import Ama, clean_env, local_config
+from tests.support.json_values import session_id
+from tests.support.llm_server import LLMServer
+
+ROOT = Path(__file__).resolve().parents[2]
 
 ROUNDS = 7
 CALLS = 20
@@ -123,18 +125,18 @@ async def through_ama(tmp: Path) -> dict[str, Any]:
                 await conn.request("session/new", {"cwd": cwd, "mcpServers": []})
                 plain.append(time.perf_counter() - t)
                 t = time.perf_counter()
-                sid = (
+                sid = session_id(
                     await conn.request(
                         "session/new", {"cwd": cwd, "mcpServers": [stdio_server(f"s{i}") for i in range(3)]}
                     )
-                )["sessionId"]
+                )
                 with_servers.append(time.perf_counter() - t)
                 await conn.request("session/close", {"sessionId": sid})
             # The first request of a fresh open with three servers.
             t_open = time.monotonic()  # the model server stamps requests with time.monotonic()
-            sid = (
+            sid = session_id(
                 await conn.request("session/new", {"cwd": cwd, "mcpServers": [stdio_server(f"s{i}") for i in range(3)]})
-            )["sessionId"]
+            )
             pending = await conn.start_request(
                 "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "echo"}]}
             )

@@ -17,21 +17,20 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import _texts
 
 from ama_acp.context.billing import Billing
 from ama_acp.context.meter import ContextMeter
 from ama_acp.context.reporter import UsageReporter
 from ama_acp.conversation.messages import (
     AssistantMessage,
+    Message,
     TextPart,
     ToolCallPart,
     ToolResultMessage,
     Usage,
     UserMessage,
 )
+from tests.bench import _texts
 
 UPDATES = 2000
 ROUNDS = 7
@@ -39,12 +38,12 @@ GOAL = 1.5
 HISTORY = 100_000
 
 
-def conversation(n: int, start_tokens: int = 5000, unmeasured: bool = False) -> list:
+def conversation(n: int, start_tokens: int = 5000, unmeasured: bool = False) -> list[Message]:
     """A plausible history: user turns, tool calls with results, assistant answers with usage (with `unmeasured`,
     some answers without usage or with untrustworthy usage)."""
     code = _texts.python_code(200_000)
     zh = _texts.chinese(20_000)
-    msgs: list = []
+    msgs: list[Message] = []
     tokens = start_tokens
     i = 0
     while len(msgs) < n:
@@ -72,7 +71,7 @@ def conversation(n: int, start_tokens: int = 5000, unmeasured: bool = False) -> 
     return msgs
 
 
-def run(history: list, updates: list) -> float:
+def run(history: list[Message], updates: list[Message]) -> float:
     """Seconds per update (append + figures + reporter) with `history` already in the meter."""
     meter = ContextMeter(window=1_000_000_000)  # large enough that no usage is "absurd" (U11)
     meter.set_prefix("system prompt " * 300, '{"tools": []}' * 100)

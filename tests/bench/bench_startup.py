@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
@@ -51,13 +52,15 @@ def baseline() -> float:
 def session_new_and_rss(cmd: list[str], cwd: str, data_dir: str) -> tuple[float, float]:
     before = preloads(data_dir)
     p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=cwd)
-    assert p.stdin and p.stdout
+    stdin, stdout = p.stdin, p.stdout
+    assert stdin and stdout
 
-    def call(i: int, method: str, params: dict) -> dict:
-        p.stdin.write(json.dumps({"jsonrpc": "2.0", "id": i, "method": method, "params": params}).encode() + b"\n")
-        p.stdin.flush()
+    def call(i: int, method: str, params: dict[str, object]) -> dict[str, Any]:
+        stdin.write(json.dumps({"jsonrpc": "2.0", "id": i, "method": method, "params": params}).encode() + b"\n")
+        stdin.flush()
         while True:
-            msg = json.loads(p.stdout.readline())
+            msg = json.loads(stdout.readline())
+            assert isinstance(msg, dict), msg
             if msg.get("id") == i and "method" not in msg:
                 return msg
 
@@ -70,7 +73,7 @@ def session_new_and_rss(cmd: list[str], cwd: str, data_dir: str) -> tuple[float,
         last = call(10 + i, "session/new", {"cwd": cwd, "mcpServers": []})["result"]["sessionId"]
         times.append(time.perf_counter() - start)
     while True:  # the last session's opening updates end with its usage_update (E4): then it is idle
-        msg = json.loads(p.stdout.readline())
+        msg = json.loads(stdout.readline())
         update = msg.get("params", {}).get("update", {})
         if msg.get("params", {}).get("sessionId") == last and update.get("sessionUpdate") == "usage_update":
             break
@@ -78,7 +81,7 @@ def session_new_and_rss(cmd: list[str], cwd: str, data_dir: str) -> tuple[float,
     for line in Path(f"/proc/{p.pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
             rss_kb = int(line.split()[1])
-    p.stdin.close()
+    stdin.close()
     p.wait()
     return statistics.median(times), rss_kb / 1024
 
