@@ -89,7 +89,7 @@ def cwds(workspace: str) -> st.SearchStrategy[str]:
 def method_params(workspace: str, real_sid: str) -> dict[str, st.SearchStrategy[Any]]:
     sid = UNKNOWN_SESSION
     safe_sid = UNKNOWN_SESSION | st.just(real_sid)  # only methods that cannot start a turn or end the session
-    mcp = st.lists(json_values, max_size=2) | st.just([])
+    mcp: st.SearchStrategy[list[Any]] = st.lists(json_values, max_size=2) | st.just([])
     return {
         "initialize": st.fixed_dictionaries(
             {"protocolVersion": st.integers(0, 3) | json_values},

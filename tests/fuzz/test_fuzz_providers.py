@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any, get_args
 
 import anyio
@@ -31,6 +31,7 @@ from ama_acp.providers.base import (
     FailureKind,
     Finished,
     ModelRequest,
+    Provider,
     ProviderEvent,
     Retrying,
     StopKind,
@@ -82,7 +83,7 @@ async def _handler(request: httpx.Request) -> httpx.Response:
 _TRANSPORT = httpx.MockTransport(_handler)
 # One retry with no wait: the retry path is fuzzed too, at no cost in time.
 _RETRY = RetryPolicy(max_retries=1, backoff_base=0.0)
-PROVIDERS = {
+PROVIDERS: dict[str, Provider] = {
     "openai": OpenAIProvider(
         ProviderSettings(base_url="http://fuzz.test/v1", api_key="sk-fuzz", retry=_RETRY, transport=_TRANSPORT)
     ),
@@ -92,7 +93,9 @@ PROVIDERS = {
 }
 
 
-def stream_of(dialect: str, chunks: list[bytes], status: int = 200, ctype: str = "text/event-stream") -> list[Any]:
+def stream_of(
+    dialect: str, chunks: list[bytes], status: int = 200, ctype: str = "text/event-stream"
+) -> list[ProviderEvent]:
     BODY.status, BODY.ctype, BODY.chunks = status, ctype, chunks
 
     async def main() -> list[ProviderEvent]:
@@ -111,7 +114,7 @@ def _is_count(v: object) -> bool:
     return v is None or (type(v) is int and 0 <= v <= MAX_TOKEN_COUNT)
 
 
-def check(events: list[Any]) -> Finished | Failure:
+def check(events: Sequence[object]) -> Finished | Failure:
     assert events, "no events at all"
     accepted = False  # the current attempt's stream began: every reply event comes after its Accepted, once
     for e in events:
@@ -153,7 +156,7 @@ _json_value = st.recursive(
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_ident, inner, max_size=3),
     max_leaves=6,
 )
-_tool_call = st.fixed_dictionaries(
+_tool_call: st.SearchStrategy[dict[str, Any]] = st.fixed_dictionaries(
     {"id": _ident, "name": _ident, "arguments": st.dictionaries(_ident, _json_value, max_size=3)}
 )
 _counts = st.integers(0, 10**6)
@@ -196,7 +199,7 @@ def split(draw: st.DrawFn, body: bytes) -> list[bytes]:
     return [body[a:b] for a, b in zip(edges, edges[1:], strict=False) if b > a]
 
 
-def _paths(obj: Any, prefix: tuple = ()) -> list[tuple]:
+def _paths(obj: Any, prefix: tuple[str | int, ...] = ()) -> list[tuple[str | int, ...]]:
     out = [prefix]
     if isinstance(obj, dict):
         for k, v in obj.items():

@@ -30,6 +30,8 @@ from ama_acp.conversation.messages import (
     UserMessage,
 )
 from ama_acp.redact import Redactor
+from ama_acp.rpc.dispatch import JSONValue
+from ama_acp.rpc.peer import Params
 from ama_acp.session import options
 from ama_acp.session.live import Session
 from ama_acp.session.manager import SessionManager
@@ -45,10 +47,10 @@ EXAMPLES = int(os.environ.get("AMA_FUZZ_EXAMPLES") or examples(200))
 
 
 class Peer:
-    async def notify(self, method: str, params: object) -> None:
+    async def notify(self, method: str, params: Params) -> None:
         return None
 
-    async def request(self, method: str, params: object, timeout: float | None = None) -> object:
+    async def request(self, method: str, params: Params, timeout: float | None = None) -> JSONValue:
         return {"outcome": {"outcome": "selected", "optionId": "allow_once"}}
 
 

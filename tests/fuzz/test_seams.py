@@ -507,6 +507,9 @@ class SeamMachine(RuleBasedStateMachine):
             stats = self.rig.request("_ama/session_stats", {"sessionId": self.sid})
             return any(s.get("tools", 0) > 0 for s in stats.get("mcpServers") or [])
 
+        def more_updates_than(n: int) -> Callable[[], bool]:
+            return lambda: len(self.updates) > n
+
         # Asked again at each update of the session (ama sends one when the server's tools change the figure),
         # at the latest every 50 ms, instead of waiting out a fixed 50 ms after each ask.
         deadline = time.monotonic() + 20
@@ -514,7 +517,7 @@ class SeamMachine(RuleBasedStateMachine):
             assert time.monotonic() < deadline, "timed out after 20 s waiting for the MCP server's tools to be counted"
             seen = len(self.updates)
             with contextlib.suppress(TimeoutError):
-                self.rig.wait_for(lambda n=seen: len(self.updates) > n, timeout=0.05)
+                self.rig.wait_for(more_updates_than(seen), timeout=0.05)
         stats = self.rig.request("_ama/session_stats", {"sessionId": self.sid})
         used = stats.get("contextTokens")
         self.rig.wait_for(lambda: (self.usage_updates() or [{}])[-1].get("used") == used, timeout=10)

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ama_acp.conversation.messages import AssistantMessage, Message, ToolResultMessage
+from ama_acp.conversation.messages import AssistantMessage, Message, TextPart, ToolResultMessage
+
+
+def first_text(message: Message) -> str:
+    """The text of a message whose first part the test expects to be text."""
+    part = message.content[0]
+    assert isinstance(part, TextPart), f"the first part is not text: {part!r:.200}"
+    return part.text
 
 
 def paired_everywhere(messages: Iterable[Message]) -> bool:

@@ -7,11 +7,17 @@ import pytest
 from ama_acp.config import ModelEntry, Price, parse_config
 from ama_acp.context.billing import Billing
 from ama_acp.conversation.messages import Usage
-from ama_acp.providers.catalog import BUILTIN_MODELS, Catalog, price_for
+from ama_acp.providers.catalog import BUILTIN_MODELS, Catalog, ModelInfo, price_for
 from ama_acp.providers.endpoints import BUILTIN_ENDPOINTS
 
 BUILTIN_PROVIDERS = {"openai", "anthropic", "scripted"}
 COMPAT = {name for name, e in BUILTIN_ENDPOINTS.items() if name != e.kind}
+
+
+def known(catalog: Catalog, model_id: str) -> ModelInfo:
+    info = catalog.get(model_id)
+    assert info is not None, f"{model_id} is not in the catalog"
+    return info
 
 
 def test_catalog_has_the_pinned_and_requested_ids() -> None:
@@ -49,7 +55,7 @@ def test_catalog_has_the_pinned_and_requested_ids() -> None:
 
 
 @pytest.mark.parametrize("info", BUILTIN_MODELS, ids=lambda m: m.id)
-def test_every_builtin_model_is_well_formed(info) -> None:
+def test_every_builtin_model_is_well_formed(info: ModelInfo) -> None:
     assert info.id == f"{info.provider}/{info.id.partition('/')[2]}"
     assert info.provider in BUILTIN_PROVIDERS | COMPAT
     assert info.source, "every family says where its figures come from"
@@ -72,17 +78,18 @@ def test_builtin_endpoints_have_base_url_and_key_env() -> None:
 
 def test_long_context_variant_same_api_model_with_beta_header() -> None:
     c = Catalog()
-    long, short = c.get("anthropic/claude-sonnet-4-5[1m]"), c.get("anthropic/claude-sonnet-4-5")
+    long, short = known(c, "anthropic/claude-sonnet-4-5[1m]"), known(c, "anthropic/claude-sonnet-4-5")
     assert long.model == short.model == "claude-sonnet-4-5"
     assert (short.context_window, long.context_window) == (200_000, 1_000_000)
     assert long.extra_headers == {"anthropic-beta": "context-1m-2025-08-07"}
 
 
 def test_u17_long_context_requests_priced_at_the_long_tier() -> None:
-    info = Catalog().get("anthropic/claude-sonnet-4-5[1m]")
+    info = known(Catalog(), "anthropic/claude-sonnet-4-5[1m]")
     assert price_for(info, Usage(input=150_000, output=10)) == info.price
     # The prompt counts cache reads and writes: 1,000 + 180,000 + 20,000 = 201,000 > 200,000.
     long = price_for(info, Usage(input=1_000, cache_read=180_000, cache_write=20_000, output=10))
+    assert long is not None
     assert (long.input, long.output, long.cache_read, long.cache_write) == (6.0, 22.5, 0.60, 7.50)
     b = Billing()
     u = Usage(input=250_000, output=1_000)
@@ -97,9 +104,9 @@ def test_price_for_unknown_is_none() -> None:
 
 
 def test_models_override_changes_only_the_fields_set() -> None:
-    builtin = Catalog().get("openai/gpt-4.1")
+    builtin = known(Catalog(), "openai/gpt-4.1")
     c = Catalog([ModelEntry(id="openai/gpt-4.1", context_window=500_000)])
-    got = c.get("openai/gpt-4.1")
+    got = known(c, "openai/gpt-4.1")
     assert got.context_window == 500_000
     assert (got.price, got.max_output, got.model, got.name) == (builtin.price, builtin.max_output, "gpt-4.1", "GPT-4.1")
     assert "Overridden by config" in got.source
@@ -107,7 +114,7 @@ def test_models_override_changes_only_the_fields_set() -> None:
 
 def test_models_price_override_replaces_tiers() -> None:
     c = Catalog([ModelEntry(id="gemini/gemini-2.5-pro", price=Price(input=1.0, output=2.0))])
-    info = c.get("gemini/gemini-2.5-pro")
+    info = known(c, "gemini/gemini-2.5-pro")
     assert info.price_tiers == ()
     assert price_for(info, Usage(input=500_000, output=0)) == Price(input=1.0, output=2.0)
 
@@ -122,7 +129,7 @@ max_output = 8192
 name = "Local Qwen"
 """
     )
-    info = Catalog(cfg.models).get("local/qwen3-coder")
+    info = known(Catalog(cfg.models), "local/qwen3-coder")
     assert (info.provider, info.model, info.name) == ("local", "qwen3-coder", "Local Qwen")
     assert info.context_window is None and info.price is None and info.max_output == 8192
 
@@ -134,14 +141,14 @@ def test_models_entry_with_bad_id_is_ignored() -> None:
 
 def test_dated_snapshot_ids_resolve_to_family_figures() -> None:
     c = Catalog()
-    got = c.get("anthropic/claude-sonnet-4-5-20250929")
+    got = known(c, "anthropic/claude-sonnet-4-5-20250929")
     assert got.model == "claude-sonnet-4-5-20250929" and got.context_window == 200_000
-    assert c.get("anthropic/claude-opus-4-20250514").price == c.get("anthropic/claude-opus-4-0").price
-    assert c.get("openai/gpt-4.1-2025-04-14").context_window == 1_047_576
+    assert known(c, "anthropic/claude-opus-4-20250514").price == known(c, "anthropic/claude-opus-4-0").price
+    assert known(c, "openai/gpt-4.1-2025-04-14").context_window == 1_047_576
     assert c.get("openai/unknown-model") is None
 
 
 def test_scripted_demo_has_a_window_and_a_known_price() -> None:
-    demo = Catalog().get("scripted/demo")
+    demo = known(Catalog(), "scripted/demo")
     assert demo.context_window == 200_000
     assert demo.price == Price(input=1.0, output=5.0, cache_read=0.10, cache_write=1.25)

@@ -10,7 +10,9 @@ from __future__ import annotations
 import io
 import os
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TypeVar
 
 import anyio
 import pytest
@@ -27,8 +29,10 @@ from ama_acp.client.handlers import (
     write_text_file,
 )
 from ama_acp.client.terminal.cli import run_acp_client
+from tests.support.json_values import as_object, session_id
 
 BIG = 10 * 1024 * 1024
+T = TypeVar("T")
 
 FAKE_AGENT = r"""
 import json, os, sys
@@ -247,7 +251,7 @@ def workspace(tmp_path: Path) -> Path:
     return ws
 
 
-def run(fn, *args):
+def run(fn: Callable[..., Awaitable[T]], *args: object) -> T:
     return anyio.run(fn, *args)
 
 
@@ -260,8 +264,8 @@ def test_initialize_big_line_fs_terminal_and_violations(agent, workspace):
     async def main():
         async with AgentProcess(agent, ClientOptions(), on_line=lines.append) as conn:
             init = await conn.initialize()
-            assert init["agentInfo"]["name"] == "fake-agent"
-            sid = (await conn.new_session(workspace))["sessionId"]
+            assert as_object(init["agentInfo"])["name"] == "fake-agent"
+            sid = session_id(await conn.new_session(workspace))
             result = await conn.prompt(sid, "big", timeout=60)
             rc = await conn.close()
             return conn, result, rc
@@ -308,7 +312,7 @@ def test_unadvertised_fs_and_terminal_are_refused_and_recorded(agent, workspace)
     async def main():
         async with AgentProcess(agent, ClientOptions(fs=False, terminal=False)) as conn:
             await conn.initialize()
-            sid = (await conn.new_session(workspace))["sessionId"]
+            sid = session_id(await conn.new_session(workspace))
             return conn, await conn.prompt(sid, "unadvertised", timeout=30)
 
     conn, result = run(main)
@@ -333,7 +337,7 @@ def test_updates_wait_for_and_usage(agent, workspace):
     async def main():
         async with AgentProcess(agent) as conn:
             await conn.initialize()
-            sid = (await conn.new_session(workspace))["sessionId"]
+            sid = session_id(await conn.new_session(workspace))
             # The usage_update after session/new arrives after the response.
             await conn.wait_for(lambda: bool(conn.updates_for(sid, "usage_update")), 5)
             await conn.prompt(sid, "hello", timeout=30)
@@ -409,7 +413,7 @@ def test_permission_policy_answers(agent, workspace):
         opts = ClientOptions(permission=policy)
         async with AgentProcess(agent, opts, on_permission=lambda p, o: seen.append(o)) as conn:
             await conn.initialize()
-            sid = (await conn.new_session(workspace))["sessionId"]
+            sid = session_id(await conn.new_session(workspace))
             return await conn.prompt(sid, "permission", timeout=30)
 
     allowed = run(main, "allow_once")["_meta"]["checks"]["answer"]["result"]
@@ -428,7 +432,7 @@ def test_cancel_answers_pending_permission_with_cancelled(agent, workspace):
     async def main():
         async with AgentProcess(agent, ClientOptions(permission=never)) as conn:
             await conn.initialize()
-            sid = (await conn.new_session(workspace))["sessionId"]
+            sid = session_id(await conn.new_session(workspace))
             pending = await conn.start_request(
                 "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "permission"}]}
             )
@@ -448,7 +452,7 @@ def test_agent_cancel_request_gets_32800(agent, workspace):
     async def main():
         async with AgentProcess(agent) as conn:
             await conn.initialize()
-            sid = (await conn.new_session(workspace))["sessionId"]
+            sid = session_id(await conn.new_session(workspace))
             return await conn.prompt(sid, "cancel-request", timeout=30)
 
     checks = run(main)["_meta"]["checks"]
@@ -463,7 +467,7 @@ def test_agent_dying_mid_turn_fails_the_request(agent, workspace):
     async def main():
         async with AgentProcess(agent) as conn:
             await conn.initialize()
-            sid = (await conn.new_session(workspace))["sessionId"]
+            sid = session_id(await conn.new_session(workspace))
             with pytest.raises(AgentExited) as info:
                 await conn.prompt(sid, "die", timeout=30)
             with pytest.raises(AgentExited):

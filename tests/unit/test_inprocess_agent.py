@@ -20,6 +20,7 @@ from ama_acp.client.connection import AgentExited, AgentProcess
 from tests.support import inprocess_agent
 from tests.support.harness import Ama, clean_env, run_ama
 from tests.support.inprocess_agent import CLEARED, FRESH, KEPT, OneAtATime, start_in_process
+from tests.support.json_values import session_id
 
 pytestmark = pytest.mark.anyio
 
@@ -80,7 +81,7 @@ def test_every_piece_of_module_state_is_reset_cleared_or_kept_on_purpose() -> No
 async def _demo_session(ama: Ama, env: dict[str, str] | None = None) -> AgentProcess:
     async with run_ama(ama, "--model", "scripted/demo", env=env) as conn:
         await conn.initialize()
-        sid = (await conn.new_session(str(ama.workspace)))["sessionId"]
+        sid = session_id(await conn.new_session(str(ama.workspace)))
         assert (await conn.prompt(sid, "hello"))["stopReason"] == "end_turn"
         assert os.environ["XDG_DATA_HOME"] == str(ama.tmp / "xdg-data")  # the run's environment
         assert conn.returncode is None

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import msgspec
 import pytest
 
 from ama_acp.context.billing import Billing
@@ -16,25 +19,32 @@ from ama_acp.conversation.messages import (
     UserMessage,
 )
 from ama_acp.providers.catalog import Catalog, price_for
+from ama_conformance.schema.validate import WireValidator
+
+BASE = ContextFigures(
+    used=53_120,
+    source="usage",
+    tier="healthy",
+    usage_tokens=52_800,
+    trailing_tokens=320,
+    window=200_000,
+    percent=26.6,
+    auto_compact_at=183_616,
+    prune_at=128_531,
+)
 
 
-def figures(**kw) -> ContextFigures:
-    base = dict(
-        used=53_120,
-        source="usage",
-        tier="healthy",
-        usage_tokens=52_800,
-        trailing_tokens=320,
-        window=200_000,
-        percent=26.6,
-        auto_compact_at=183_616,
-        prune_at=128_531,
-    )
-    base.update(kw)
-    return ContextFigures(**base)
+def figures(**changes: Any) -> ContextFigures:
+    return msgspec.structs.replace(BASE, **changes)
 
 
-def notification(payload: dict) -> dict:
+def sent(payload: dict[str, Any] | None) -> dict[str, Any]:
+    """A payload the test expects to go out (None: nothing would be sent)."""
+    assert payload is not None, "no usage_update"
+    return payload
+
+
+def notification(payload: dict[str, Any]) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "sess_1", "update": payload}}
 
 
@@ -58,19 +68,22 @@ def test_p1_p2_payload_is_the_spec_example() -> None:
     }
 
 
-def test_p3_payload_validates_against_acp_schema(acp_validator) -> None:
+def test_p3_payload_validates_against_acp_schema(acp_validator: WireValidator) -> None:
     for payload in (
         usage_payload(figures(), 0.0451),
         usage_payload(figures(source="estimate", usage_tokens=0, trailing_tokens=53_120), None),
         usage_payload(figures(auto_compact_at=None, prune_at=None), 0.0),
         usage_payload(figures(used=250_000, window=100_000, percent=100.0, over_window=True), None),
     ):
-        acp_validator.validate_outgoing(notification(payload), {})
+        acp_validator.validate_outgoing(notification(sent(payload)), {})
 
 
 def test_u15_p1_unknown_figures_and_cost_are_left_out() -> None:
-    p = usage_payload(
-        figures(source="estimate", usage_tokens=0, trailing_tokens=53_120, auto_compact_at=None, prune_at=None), None
+    p = sent(
+        usage_payload(
+            figures(source="estimate", usage_tokens=0, trailing_tokens=53_120, auto_compact_at=None, prune_at=None),
+            None,
+        )
     )
     assert "cost" not in p
     assert p["_meta"]["ama"] == {
@@ -84,13 +97,17 @@ def test_u15_p1_unknown_figures_and_cost_are_left_out() -> None:
 
 
 def test_u11_u12_over_window_is_said_in_meta() -> None:
-    p = usage_payload(
-        figures(used=250_000, usage_tokens=250_000, trailing_tokens=0, percent=100.0, window=100_000, over_window=True),
-        None,
+    p = sent(
+        usage_payload(
+            figures(
+                used=250_000, usage_tokens=250_000, trailing_tokens=0, percent=100.0, window=100_000, over_window=True
+            ),
+            None,
+        )
     )
     assert p["used"] == 250_000 and p["size"] == 100_000
     assert p["_meta"]["ama"]["overWindow"] is True and p["_meta"]["ama"]["percent"] == 100.0
-    assert "overWindow" not in usage_payload(figures(), None)["_meta"]["ama"]  # only when it is so
+    assert "overWindow" not in sent(usage_payload(figures(), None))["_meta"]["ama"]  # only when it is so
 
 
 def test_d3_unknown_window_sends_nothing() -> None:
@@ -130,13 +147,13 @@ def test_d1_float_noise_in_cost_does_not_defeat_dedup() -> None:
     r = UsageReporter()
     assert r.update(figures(), 0.1 + 0.2) is not None
     assert r.update(figures(), 0.3) is None
-    assert r.payload(figures(), 0.1 + 0.2)["cost"]["amount"] == 0.3
+    assert sent(r.payload(figures(), 0.1 + 0.2))["cost"]["amount"] == 0.3
 
 
 def test_d1_caller_mutating_a_sent_payload_does_not_defeat_dedup() -> None:
     r = UsageReporter()
-    sent = r.update(figures(), None)
-    sent["used"] = 1  # e.g. a caller that wraps or edits what it was given
+    given = sent(r.update(figures(), None))
+    given["used"] = 1  # e.g. a caller that wraps or edits what it was given
     assert r.update(figures(), None) is None
 
 
@@ -144,20 +161,21 @@ def test_worked_example_section5_end_to_end() -> None:
     """The worked example (docs/context.md) through meter + billing + reporter: U10, U2, U7, U8, E4/D2, E1, E2/D1."""
     catalog = Catalog()
     demo = catalog.get("scripted/demo")
+    assert demo is not None
     meter = ContextMeter(window=200_000, reserve_tokens=16_384)
     billing = Billing()
     reporter = UsageReporter()
-    sent: list[dict] = []
+    updates: list[dict[str, Any]] = []
 
-    def emit(force: bool = False) -> dict | None:
+    def emit(force: bool = False) -> dict[str, Any] | None:
         p = reporter.update(meter.figures(), billing.cost, force=force)
         if p is not None:
-            sent.append(p)
+            updates.append(p)
         return p
 
     # 1. session/new: system prompt 4,000 chars + tool JSON 6,000 chars -> 2,500 (prefix); E4 sends (D2).
     meter.set_prefix("S" * 4000, "T" * 6000)
-    p = emit(force=True)
+    p = sent(emit(force=True))
     assert p["used"] == 2500 and p["size"] == 200_000 and p["_meta"]["ama"]["source"] == "prefix"
     assert p["cost"] == {"amount": 0.0, "currency": "USD"}
     assert p["_meta"]["ama"]["autoCompactAt"] == 183_616 and p["_meta"]["ama"]["pruneAt"] == 128_531
@@ -174,7 +192,7 @@ def test_worked_example_section5_end_to_end() -> None:
     )
     meter.append(first)
     billing.add(first.usage, price_for(demo, first.usage))
-    p = emit()
+    p = sent(emit())
     assert p["used"] == 2548
     assert p["_meta"]["ama"] == {
         "source": "usage",
@@ -195,13 +213,13 @@ def test_worked_example_section5_end_to_end() -> None:
     second = AssistantMessage(content=[TextPart("Done.")], usage=Usage(input=2798, cache_read=0, output=12))
     meter.append(second)
     billing.add(second.usage, price_for(demo, second.usage))
-    p = emit()  # E1
+    p = sent(emit())  # E1
     assert p["used"] == 2810 and p["_meta"]["ama"]["usageTokens"] == 2810
     assert p["cost"]["amount"] == pytest.approx(0.005566)
 
     # 5. The turn ends with nothing appended: E2 would send 2,810 again; D1 suppresses it.
     assert emit() is None
-    assert [s["used"] for s in sent] == [2500, 2548, 2810]
+    assert [s["used"] for s in updates] == [2500, 2548, 2810]
 
 
 def test_the_tier_caps_ride_in_every_payload_and_never_cause_an_update_of_their_own() -> None:
@@ -213,8 +231,10 @@ def test_the_tier_caps_ride_in_every_payload_and_never_cause_an_update_of_their_
     assert r.update(figures(), None) is None  # the same figures: the caps add nothing new (D1)
     moved = r.update(figures(used=53_121, trailing_tokens=321), None)
     assert moved is not None and moved["_meta"]["ama"]["tierCaps"] == first["_meta"]["ama"]["tierCaps"]
-    assert "tierCaps" not in usage_payload(figures(), None)["_meta"]["ama"]  # without caps: the payload as before
-    assert UsageReporter(caps=[50.0, 60.0, 70.0, float("inf")]).update(figures(), None)["_meta"]["ama"]["tierCaps"] == {
+    assert "tierCaps" not in sent(usage_payload(figures(), None))["_meta"]["ama"]  # without caps: the payload as before
+    assert sent(UsageReporter(caps=[50.0, 60.0, 70.0, float("inf")]).update(figures(), None))["_meta"]["ama"][
+        "tierCaps"
+    ] == {
         "mid": 50,
         "high": 60,
         "warning": 70,

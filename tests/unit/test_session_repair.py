@@ -11,7 +11,9 @@ import stat
 import subprocess
 import sys
 import textwrap
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
 import msgspec
@@ -30,12 +32,13 @@ from ama_acp.conversation.messages import (
     UserMessage,
 )
 from ama_acp.redact import Redactor
-from ama_acp.rpc.dispatch import after_response
+from ama_acp.rpc.dispatch import JSONValue, after_response
+from ama_acp.rpc.peer import Params
 from ama_acp.session.lifecycle import Lifecycle
+from ama_acp.session.live import Session
 from ama_acp.session.manager import SessionManager
 from ama_acp.session.restore import replay_updates
 from ama_acp.session.store import entries as en
-from ama_acp.session.store import session_store as store_mod
 from ama_acp.session.store.repair import INTERRUPTED, pair_tool_calls, read_contained
 from ama_acp.session.store.session_store import SessionStore, SessionWriteError, read_session
 from ama_acp.wire import types as w
@@ -45,12 +48,12 @@ from tests.support.hypothesis_profiles import examples
 
 class Peer:
     def __init__(self) -> None:
-        self.updates: list[dict] = []
+        self.updates: list[dict[str, Any]] = []
 
-    async def notify(self, method: str, params: object) -> None:
+    async def notify(self, method: str, params: Params) -> None:
         self.updates.append(msgspec.to_builtins(params)["update"])
 
-    async def request(self, method: str, params: object, timeout: float | None = None) -> object:
+    async def request(self, method: str, params: Params, timeout: float | None = None) -> JSONValue:
         return {"outcome": {"outcome": "selected", "optionId": "allow_once"}}
 
 
@@ -134,11 +137,11 @@ def make_session_file(data: Path, cwd: Path, entries: list[en.Entry], sid: str =
     return store.path(sid)
 
 
-async def load(data: Path, cwd: Path, sid: str = "ses_test") -> tuple[object, list[dict], SessionManager]:
+async def load(data: Path, cwd: Path, sid: str = "ses_test") -> tuple[Session, list[dict[str, Any]], SessionManager]:
     peer = Peer()
     manager = SessionManager(Config(data_dir=str(data)), peer, default_model="scripted/demo")
     life = Lifecycle(manager)
-    after: list = []
+    after: list[Callable[[], Awaitable[None]]] = []
     token = after_response.set(after)  # as the RPC peer does around a handler
     try:
         await life.load(w.LoadSessionRequest(session_id=sid, cwd=str(cwd), mcp_servers=[]))
@@ -169,7 +172,8 @@ def test_load_repairs_a_call_killed_mid_command_and_writes_the_repair_back(tmp_p
     async def main():
         session, updates, manager = await load(tmp_path / "data", cwd)
         assert paired_everywhere(session.conversation.messages)
-        assert session.conversation.messages[-1].text == INTERRUPTED
+        last = session.conversation.messages[-1]
+        assert isinstance(last, ToolResultMessage) and last.text == INTERRUPTED
         assert session.conversation.message_total == 3
         # Replay shows the interrupted call, ended as failed.
         ends = [u for u in updates if u["sessionUpdate"] == "tool_call_update"]
@@ -254,7 +258,7 @@ def test_a_damaged_usage_line_falls_back_to_the_last_good_meter_state(tmp_path):
 def test_arguments_nested_hundreds_deep_cost_the_line_not_the_session(tmp_path):
     cwd = tmp_path / "ws"
     cwd.mkdir()
-    deep: object = {}
+    deep: dict[str, object] = {}
     for _ in range(950):
         deep = {"a": deep}
     store = SessionStore(tmp_path / "data", redactor=Redactor(), fsync="never")
@@ -267,7 +271,8 @@ def test_arguments_nested_hundreds_deep_cost_the_line_not_the_session(tmp_path):
             )
         )
     path = store.path("ses_deep")
-    assert read_session(path).entries[-1].raw_input is None
+    kept = read_session(path).entries[-1]
+    assert isinstance(kept, en.ToolCallEntry) and kept.raw_input is None
     with path.open("a") as f:  # a line written by something else, nested beyond any decoder
         f.write('{"t":"plan","entries":[' + "[" * 5000 + "]" * 5000 + "]}\n")
     loaded = read_session(path)
@@ -334,17 +339,18 @@ def test_a_failed_write_raises_session_write_error_and_leaves_no_half_line(tmp_p
             return real_write(fd, data[: len(data) // 2])
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(store_mod.os, "write", half_then_full)
+    monkeypatch.setattr("ama_acp.session.store.session_store.os.write", half_then_full)
     with pytest.raises(SessionWriteError) as err:
         writer.append(en.TitleEntry(title="lost " * 50))
     assert "the disk is full" in str(err.value) and err.value.errno == errno.ENOSPC
     assert isinstance(err.value, OSError)  # callers catching OSError keep working
-    monkeypatch.setattr(store_mod.os, "write", real_write)
+    monkeypatch.setattr("ama_acp.session.store.session_store.os.write", real_write)
     writer.append(en.TitleEntry(title="after"))
     writer.close()
     lines = store.path("ses_w").read_bytes().split(b"\n")
     assert lines[-1] == b"" and all(json.loads(line) for line in lines[:-1])
-    assert [e.title for e in read_session(store.path("ses_w")).entries] == ["before", "after"]
+    titles = [e.title if isinstance(e, en.TitleEntry) else e for e in read_session(store.path("ses_w")).entries]
+    assert titles == ["before", "after"]
 
 
 def test_a_file_size_limit_is_efbig_not_a_killed_process(tmp_path):
@@ -380,7 +386,7 @@ def test_a_file_size_limit_is_efbig_not_a_killed_process(tmp_path):
 def _as_nobody(tmp_path: Path, code: str) -> subprocess.CompletedProcess[str]:
     """Run `code` as a user the permission bits apply to (root ignores them)."""
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    kwargs: dict = {}
+    kwargs: dict[str, Any] = {}  # subprocess.run's keyword arguments
     if os.geteuid() == 0:
         kwargs["user"] = 65534
         kwargs["group"] = 65534
@@ -437,7 +443,7 @@ def test_permission_errors_opening_the_file_are_session_write_errors(tmp_path, m
             raise OSError(errno.EROFS, "Read-only file system", str(path))
         return real_open(path, flags, *args)
 
-    monkeypatch.setattr(store_mod.os, "open", refuse)
+    monkeypatch.setattr("ama_acp.session.store.session_store.os.open", refuse)
     with pytest.raises(SessionWriteError, match="read-only"):
         store.open_writer("ses_ro")
     with pytest.raises(SessionWriteError, match="read-only"):
@@ -478,10 +484,10 @@ def test_log_files_are_private(tmp_path):
         assert stat.S_IMODE(os.stat(logs / name).st_mode) == 0o600, name
     assert "a line" in (logs / "ama.log").read_text()
     fresh = tmp_path / "fresh"
-    proc = subprocess.run(
+    fresh_run = subprocess.run(
         [sys.executable, "-c", code.replace(repr(str(tmp_path)), repr(str(fresh)))], capture_output=True, timeout=60
     )
-    assert proc.returncode == 0
+    assert fresh_run.returncode == 0
     assert stat.S_IMODE(os.stat(fresh / "logs" / "ama.log").st_mode) == 0o600
 
 

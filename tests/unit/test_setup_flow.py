@@ -7,7 +7,8 @@ import io as stdio
 import os
 import stat
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from email.message import Message
 from pathlib import Path
 
 import pytest
@@ -67,17 +68,24 @@ class Paths:
 
 
 @pytest.fixture
-def paths(tmp_path) -> Paths:
+def paths(tmp_path: Path) -> Paths:
     return Paths(tmp_path)
 
 
 @pytest.fixture
-def model():
+def model() -> Iterator[ScriptedModel]:
     with ScriptedModel() as server:
         yield server
 
 
-def run(paths: Paths, script: Script, *argv: str, env: dict | None = None, stdin: str = "", interactive=True) -> int:
+def run(
+    paths: Paths,
+    script: Script,
+    *argv: str,
+    env: dict[str, str] | None = None,
+    stdin: str = "",
+    interactive: bool = True,
+) -> int:
     return run_setup(
         [*argv, *paths.flags()],
         io=script.io(),
@@ -90,7 +98,7 @@ def run(paths: Paths, script: Script, *argv: str, env: dict | None = None, stdin
 # --- interactive ----------------------------------------------------------------------------------------------
 
 
-def test_a_custom_server_with_a_key(paths, model, capsys) -> None:
+def test_a_custom_server_with_a_key(paths: Paths, model: ScriptedModel, capsys: pytest.CaptureFixture[str]) -> None:
     script = Script(
         ("Provider", "3"),
         ("URL", model.openai_url),
@@ -116,7 +124,7 @@ def test_a_custom_server_with_a_key(paths, model, capsys) -> None:
     assert "Anthropic" in said and "OpenAI" in said and "DeepSeek" in said and "Google Gemini" in said
 
 
-def test_a_builtin_provider_offers_its_catalog_with_its_default_preselected(paths, model) -> None:
+def test_a_builtin_provider_offers_its_catalog_with_its_default_preselected(paths: Paths, model: ScriptedModel) -> None:
     script = Script(("Provider", "openai"), ("Paste", KEY), ("Model", ""), ("Write?", "y"))
     env = {"OPENAI_BASE_URL": model.openai_url}
     assert run(paths, script, env=env) == 0, script.text
@@ -129,7 +137,7 @@ def test_a_builtin_provider_offers_its_catalog_with_its_default_preselected(path
     assert f"[{number}]" in default_line
 
 
-def test_a_refused_key_is_asked_again(paths, canned_refusing_then_ok) -> None:
+def test_a_refused_key_is_asked_again(paths: Paths, canned_refusing_then_ok: Canned) -> None:
     server = canned_refusing_then_ok
     script = Script(
         ("Provider", "custom"),
@@ -147,22 +155,22 @@ def test_a_refused_key_is_asked_again(paths, canned_refusing_then_ok) -> None:
     assert read_credentials(paths.credentials) == {"BOX_API_KEY": KEY}
 
 
+class RefusingThenOk(Canned):
+    """401 to every key but KEY, which gets a list of one model."""
+
+    def answer_to(self, headers: Message) -> None:
+        self.status = 401 if headers.get("authorization") != f"Bearer {KEY}" else 200
+        self.body = b'{"data": [{"id": "m1"}]}' if self.status == 200 else b'{"error": "bad key"}'
+
+
 @pytest.fixture
-def canned_refusing_then_ok():
-    server = Canned(401, {"error": "bad key"})
-    real = server.httpd.RequestHandlerClass.do_GET
-
-    def do_get(handler) -> None:
-        server.status = 401 if handler.headers.get("authorization") != f"Bearer {KEY}" else 200
-        server.body = b'{"data": [{"id": "m1"}]}' if server.status == 200 else b'{"error": "bad key"}'
-        real(handler)
-
-    server.httpd.RequestHandlerClass.do_GET = do_get  # type: ignore[method-assign]
+def canned_refusing_then_ok() -> Iterator[Canned]:
+    server = RefusingThenOk(401, {"error": "bad key"})
     yield server
     server.close()
 
 
-def test_bad_answers_are_asked_again(paths, model) -> None:
+def test_bad_answers_are_asked_again(paths: Paths, model: ScriptedModel) -> None:
     script = Script(
         ("Provider", "9"),
         ("Provider", "nope"),
@@ -189,7 +197,7 @@ def test_bad_answers_are_asked_again(paths, model) -> None:
     assert not paths.credentials.exists()  # no key, nothing to store
 
 
-def test_an_unreachable_server_offers_a_new_url(paths, model) -> None:
+def test_an_unreachable_server_offers_a_new_url(paths: Paths, model: ScriptedModel) -> None:
     dead = f"http://127.0.0.1:{unused_port()}/v1"
     script = Script(
         ("Provider", "3"),
@@ -207,7 +215,7 @@ def test_an_unreachable_server_offers_a_new_url(paths, model) -> None:
     assert tomllib.loads(paths.config.read_text())["providers"]["local"]["base_url"] == model.openai_url
 
 
-def test_quitting_after_a_failed_check_writes_nothing(paths) -> None:
+def test_quitting_after_a_failed_check_writes_nothing(paths: Paths) -> None:
     script = Script(
         ("Provider", "3"),
         ("URL", f"http://127.0.0.1:{unused_port()}/v1"),
@@ -218,7 +226,7 @@ def test_quitting_after_a_failed_check_writes_nothing(paths) -> None:
     assert run(paths, script) == 1 and paths.nothing_written()
 
 
-def test_saving_without_the_check_then_typing_a_model(paths) -> None:
+def test_saving_without_the_check_then_typing_a_model(paths: Paths) -> None:
     script = Script(
         ("Provider", "3"),
         ("URL", f"http://127.0.0.1:{unused_port()}/v1"),
@@ -234,7 +242,9 @@ def test_saving_without_the_check_then_typing_a_model(paths) -> None:
 
 
 @pytest.mark.parametrize("at", range(6))
-def test_ctrl_c_at_any_prompt_writes_nothing(paths, model, capsys, at) -> None:
+def test_ctrl_c_at_any_prompt_writes_nothing(
+    paths: Paths, model: ScriptedModel, capsys: pytest.CaptureFixture[str], at: int
+) -> None:
     answers: list[tuple[str, Answer]] = [
         ("Provider", "3"),
         ("URL", model.openai_url),
@@ -251,12 +261,12 @@ def test_ctrl_c_at_any_prompt_writes_nothing(paths, model, capsys, at) -> None:
     assert "nothing was written" in capsys.readouterr().err
 
 
-def test_eof_at_a_prompt_is_exit_1_and_writes_nothing(paths, capsys) -> None:
+def test_eof_at_a_prompt_is_exit_1_and_writes_nothing(paths: Paths, capsys: pytest.CaptureFixture[str]) -> None:
     assert run(paths, Script(("Provider", eof))) == 1
     assert paths.nothing_written() and "nothing was written" in capsys.readouterr().err
 
 
-def test_declining_to_write(paths, model) -> None:
+def test_declining_to_write(paths: Paths, model: ScriptedModel) -> None:
     script = Script(
         ("Provider", "3"),
         ("URL", model.openai_url),
@@ -269,7 +279,7 @@ def test_declining_to_write(paths, model) -> None:
     assert run(paths, script) == 1 and paths.nothing_written()
 
 
-def test_a_key_in_the_environment_is_offered_and_a_stored_one_kept(paths, model) -> None:
+def test_a_key_in_the_environment_is_offered_and_a_stored_one_kept(paths: Paths, model: ScriptedModel) -> None:
     env = {"OPENAI_BASE_URL": model.openai_url, "OPENAI_API_KEY": KEY}
     script = Script(
         ("Provider", "2"), ("OPENAI_API_KEY is set in the environment", ""), ("Model", "openai/gpt-4.1"), ("Write?", "")
@@ -284,7 +294,7 @@ def test_a_key_in_the_environment_is_offered_and_a_stored_one_kept(paths, model)
     assert model.requests[-1].headers["authorization"] == f"Bearer {KEY}"
 
 
-def test_an_existing_config_keeps_its_settings_and_comments(paths, model) -> None:
+def test_an_existing_config_keeps_its_settings_and_comments(paths: Paths, model: ScriptedModel) -> None:
     paths.config.parent.mkdir(parents=True)
     paths.config.write_text('# mine\nmode = "read_only"\n\n[compaction]\nenabled = false  # keep\n')
     script = Script(
@@ -305,7 +315,7 @@ def test_an_existing_config_keeps_its_settings_and_comments(paths, model) -> Non
 # --- non-interactive ------------------------------------------------------------------------------------------
 
 
-def test_flags_only_with_the_key_on_stdin(paths, model) -> None:
+def test_flags_only_with_the_key_on_stdin(paths: Paths, model: ScriptedModel) -> None:
     script = Script()
     code = run(
         paths,
@@ -326,7 +336,7 @@ def test_flags_only_with_the_key_on_stdin(paths, model) -> None:
     assert script.prompts == []
 
 
-def test_the_key_from_a_named_variable_and_a_custom_key_variable(paths, model) -> None:
+def test_the_key_from_a_named_variable_and_a_custom_key_variable(paths: Paths, model: ScriptedModel) -> None:
     code = run(
         paths,
         Script(),
@@ -348,7 +358,7 @@ def test_the_key_from_a_named_variable_and_a_custom_key_variable(paths, model) -
     assert read_credentials(paths.credentials) == {"MY_GPU_KEY": KEY}
 
 
-def test_a_builtin_provider_defaults_its_model_and_reads_its_own_variable(paths, model) -> None:
+def test_a_builtin_provider_defaults_its_model_and_reads_its_own_variable(paths: Paths, model: ScriptedModel) -> None:
     env = {"ANTHROPIC_BASE_URL": model.anthropic_url, "ANTHROPIC_API_KEY": KEY}
     assert run(paths, Script(), "--provider", "anthropic", "--yes", env=env, interactive=False) == 0
     assert tomllib.loads(paths.config.read_text()) == {"model": "anthropic/claude-sonnet-4-5"}
@@ -356,7 +366,7 @@ def test_a_builtin_provider_defaults_its_model_and_reads_its_own_variable(paths,
     assert model.requests[0].headers["x-api-key"] == KEY
 
 
-def test_a_server_listing_one_model_needs_no_model_flag(paths, canned_refusing_then_ok) -> None:
+def test_a_server_listing_one_model_needs_no_model_flag(paths: Paths, canned_refusing_then_ok: Canned) -> None:
     server = canned_refusing_then_ok
     code = run(
         paths,
@@ -373,7 +383,7 @@ def test_a_server_listing_one_model_needs_no_model_flag(paths, canned_refusing_t
     assert code == 0 and tomllib.loads(paths.config.read_text())["model"] == "one/m1"
 
 
-def test_a_refused_key_is_exit_1_and_writes_nothing(paths, capsys) -> None:
+def test_a_refused_key_is_exit_1_and_writes_nothing(paths: Paths, capsys: pytest.CaptureFixture[str]) -> None:
     server = Canned(401, {"error": "no"})
     try:
         code = run(
@@ -396,7 +406,7 @@ def test_a_refused_key_is_exit_1_and_writes_nothing(paths, capsys) -> None:
     assert "the key was refused (HTTP 401)" in err and KEY not in err
 
 
-def test_no_verify_writes_without_a_request(paths) -> None:
+def test_no_verify_writes_without_a_request(paths: Paths) -> None:
     dead = f"http://127.0.0.1:{unused_port()}/v1"
     code = run(
         paths,
@@ -436,14 +446,18 @@ def test_no_verify_writes_without_a_request(paths) -> None:
         (["--provider", "openai", "--api-key-stdin"], {}, "the key on stdin: the key is empty"),
     ],
 )
-def test_a_missing_or_bad_flag_is_exit_2_with_the_message(paths, capsys, argv, env, message) -> None:
+def test_a_missing_or_bad_flag_is_exit_2_with_the_message(
+    paths: Paths, capsys: pytest.CaptureFixture[str], argv: list[str], env: dict[str, str], message: str
+) -> None:
     assert run(paths, Script(), *argv, env=env, interactive=False) == 2
     err = capsys.readouterr().err
     assert message in err, err
     assert paths.nothing_written()
 
 
-def test_a_config_that_does_not_parse_is_exit_2_before_any_question(paths, capsys) -> None:
+def test_a_config_that_does_not_parse_is_exit_2_before_any_question(
+    paths: Paths, capsys: pytest.CaptureFixture[str]
+) -> None:
     paths.config.parent.mkdir(parents=True)
     paths.config.write_text('model = "a/b"\n[providers.x\n')
     assert run(paths, Script()) == 2  # no answer was needed: the script has none
@@ -451,7 +465,9 @@ def test_a_config_that_does_not_parse_is_exit_2_before_any_question(paths, capsy
     assert paths.config.read_text() == 'model = "a/b"\n[providers.x\n' and not paths.credentials.exists()
 
 
-def test_a_credentials_file_that_does_not_parse_is_exit_2_and_kept(paths, capsys) -> None:
+def test_a_credentials_file_that_does_not_parse_is_exit_2_and_kept(
+    paths: Paths, capsys: pytest.CaptureFixture[str]
+) -> None:
     paths.credentials.parent.mkdir(parents=True)
     paths.credentials.write_text("keys = 3\n")
     assert run(paths, Script()) == 2
@@ -459,7 +475,7 @@ def test_a_credentials_file_that_does_not_parse_is_exit_2_and_kept(paths, capsys
     assert paths.credentials.read_text() == "keys = 3\n" and not paths.config.exists()
 
 
-def test_flags_answer_their_questions_in_the_interactive_form(paths, model) -> None:
+def test_flags_answer_their_questions_in_the_interactive_form(paths: Paths, model: ScriptedModel) -> None:
     code = run(
         paths,
         Script(),
@@ -479,7 +495,7 @@ def test_flags_answer_their_questions_in_the_interactive_form(paths, model) -> N
     assert tomllib.loads(paths.config.read_text())["model"] == "srv/gpt-4o-mini"
 
 
-def test_notes_about_the_environment(paths, model) -> None:
+def test_notes_about_the_environment(paths: Paths, model: ScriptedModel) -> None:
     script = Script()
     env = {"OPENAI_BASE_URL": model.openai_url, "OPENAI_API_KEY": "sk-other-value-999", "AMA_MODEL": "x/y"}
     code = run(

@@ -7,8 +7,10 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 import pytest
 
@@ -22,7 +24,7 @@ KEY = "sk-test-verify-0123456789"
 class Canned:
     """Answers every GET with `status` and `body` after `delay` seconds; records the headers it got."""
 
-    def __init__(self, status: int = 200, body: bytes | str | dict = b"{}", delay: float = 0.0) -> None:
+    def __init__(self, status: int = 200, body: bytes | str | dict[str, Any] = b"{}", delay: float = 0.0) -> None:
         self.status, self.delay = status, delay
         self.body = (
             json.dumps(body).encode() if isinstance(body, dict) else body if isinstance(body, bytes) else body.encode()
@@ -32,6 +34,7 @@ class Canned:
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
+                owner.answer_to(self.headers)
                 owner.seen.append((self.path, {k.lower(): v for k, v in self.headers.items()}))
                 if owner.delay:
                     time.sleep(owner.delay)
@@ -52,21 +55,24 @@ class Canned:
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
 
+    def answer_to(self, headers: Message) -> None:
+        """Before each answer: a subclass may choose its status and body by the request's headers."""
+
     def close(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
 
 
 @pytest.fixture
-def canned() -> Iterator[type[Canned]]:
+def canned() -> Iterator[Callable[..., Canned]]:
     made: list[Canned] = []
 
-    def make(*args, **kwargs) -> Canned:
-        server = Canned(*args, **kwargs)
+    def make(status: int = 200, body: bytes | str | dict[str, Any] = b"{}", delay: float = 0.0) -> Canned:
+        server = Canned(status, body, delay)
         made.append(server)
         return server
 
-    yield make  # type: ignore[misc]
+    yield make
     for server in made:
         server.close()
 
@@ -74,7 +80,9 @@ def canned() -> Iterator[type[Canned]]:
 def unused_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port = s.getsockname()[1]
+    assert isinstance(port, int)
+    return port
 
 
 def custom(url: str, key_variable: str | None = "LOCAL_API_KEY") -> c.ProviderOption:
@@ -107,7 +115,7 @@ def test_a_server_without_a_key_gets_no_auth_header() -> None:
 
 
 @pytest.mark.parametrize("status", [401, 403])
-def test_a_refused_key_says_so_and_where_to_get_another(canned, status) -> None:
+def test_a_refused_key_says_so_and_where_to_get_another(canned: Callable[..., Canned], status: int) -> None:
     server = canned(status, {"error": {"message": f"Incorrect API key provided: {KEY}"}})
     option = c.builtin_option("openai", {"OPENAI_BASE_URL": server.url + "/v1"})
     verdict = verify(option, KEY)
@@ -127,7 +135,7 @@ def test_an_unreachable_port_is_cannot_reach() -> None:
     assert "refused" in verdict.message.lower()
 
 
-def test_a_server_that_does_not_answer_in_time(canned) -> None:
+def test_a_server_that_does_not_answer_in_time(canned: Callable[..., Canned]) -> None:
     server = canned(200, b"{}", delay=2.0)
     started = time.monotonic()
     verdict = verify(custom(server.url), KEY, timeout=0.3)
@@ -135,7 +143,9 @@ def test_a_server_that_does_not_answer_in_time(canned) -> None:
     assert time.monotonic() - started < 1.5
 
 
-def test_another_status_shows_the_servers_words_shortened_cleaned_and_without_the_key(canned) -> None:
+def test_another_status_shows_the_servers_words_shortened_cleaned_and_without_the_key(
+    canned: Callable[..., Canned],
+) -> None:
     hostile = "\x1b[2J\x1b]0;pwned\x07 model overloaded for " + KEY + " " + "x" * 500
     server = canned(503, {"error": {"message": hostile}})
     verdict = verify(custom(server.url), KEY)
@@ -156,19 +166,21 @@ def test_another_status_shows_the_servers_words_shortened_cleaned_and_without_th
         (b"", None),
     ],
 )
-def test_error_bodies_in_the_shapes_servers_use(canned, body, shown) -> None:
+def test_error_bodies_in_the_shapes_servers_use(
+    canned: Callable[..., Canned], body: bytes | dict[str, Any], shown: str | None
+) -> None:
     verdict = verify(custom(canned(404, body).url), None)
     assert not verdict.ok
     assert verdict.message.endswith(f"HTTP 404: {shown}" if shown else "HTTP 404")
 
 
-def test_a_redirect_is_not_followed(canned) -> None:
+def test_a_redirect_is_not_followed(canned: Callable[..., Canned]) -> None:
     server = canned(302, b"")
     verdict = verify(custom(server.url), KEY)
     assert not verdict.ok and "HTTP 302" in verdict.message and len(server.seen) == 1
 
 
-def test_an_ok_body_that_is_not_a_model_list_is_still_ok(canned) -> None:
+def test_an_ok_body_that_is_not_a_model_list_is_still_ok(canned: Callable[..., Canned]) -> None:
     for body in (b"not json", b"[1, 2]", json.dumps({"data": "x"}).encode(), b"[" * 100_000):
         verdict = verify(custom(canned(200, body).url), KEY)
         assert verdict.ok and verdict.models == () and "no model list" in verdict.message
@@ -190,7 +202,7 @@ def test_hostile_model_ids_are_left_out() -> None:
     assert parse_models(json.dumps(body).encode()) == ("good-1", "Qwen/Qwen3-8B")
 
 
-def test_a_huge_body_is_not_read_past_the_cap(canned) -> None:
+def test_a_huge_body_is_not_read_past_the_cap(canned: Callable[..., Canned]) -> None:
     server = canned(200, b'{"data": [' + b'{"id": "m"},' * 500_000 + b'{"id": "m"}]}')
     verdict = verify(custom(server.url), KEY)
     assert verdict.ok and verdict.models == ()

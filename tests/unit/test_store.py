@@ -11,6 +11,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -33,8 +34,8 @@ from ama_acp.session.store.entries import (
     ConfigEntry,
     ContextEditEntry,
     DirectoriesEntry,
+    Entry,
     Header,
-    Location,
     MessageEntry,
     ModeEntry,
     ModelEntry,
@@ -47,6 +48,7 @@ from ama_acp.session.store.entries import (
 from ama_acp.session.store.session_store import (
     InvalidCursor,
     InvalidSessionId,
+    LoadedSession,
     SessionBusy,
     SessionExists,
     SessionFormatError,
@@ -54,6 +56,9 @@ from ama_acp.session.store.session_store import (
     SessionStore,
     new_session_id,
 )
+from ama_acp.session.store.writer import FsyncPolicy
+from ama_acp.tools.base import Location
+from tests.support.conversation import first_text
 from tests.support.waiting import poll_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -64,7 +69,7 @@ def store(tmp_path: Path) -> SessionStore:
     return SessionStore(tmp_path, redactor=Redactor())
 
 
-def _header(session_id: str | None = None, cwd: str = "/work/proj", **kw) -> Header:
+def _header(session_id: str | None = None, cwd: str = "/work/proj", **kw: Any) -> Header:
     return Header(session_id=new_session_id() if session_id is None else session_id, cwd=cwd, **kw)
 
 
@@ -72,11 +77,11 @@ def _user(text: str) -> MessageEntry:
     return MessageEntry(message=UserMessage(content=[TextPart(text)]))
 
 
-def _tool(**kw) -> ToolCallEntry:
+def _tool(**kw: Any) -> ToolCallEntry:
     return ToolCallEntry(wire_id="c", provider_id="c", name="sh", title="t", kind="execute", status="completed", **kw)
 
 
-def every_entry_type() -> list:
+def every_entry_type() -> list[Entry]:
     return [
         MessageEntry(message=UserMessage(content=[TextPart("fix it"), ImagePart(data="aGk=", mime_type="image/png")])),
         MessageEntry(
@@ -148,7 +153,7 @@ def test_append_after_reopen(store: SessionStore) -> None:
         w.append(_user("one"))
     with store.open_writer(header.session_id) as w:
         w.append(_user("two"))
-    assert [m.content[0].text for m in store.read(header.session_id).messages] == ["one", "two"]
+    assert [first_text(m) for m in store.read(header.session_id).messages] == ["one", "two"]
 
 
 def test_create_existing_and_open_missing(store: SessionStore) -> None:
@@ -182,7 +187,7 @@ def test_torn_last_line(store: SessionStore, caplog: pytest.LogCaptureFixture) -
     with caplog.at_level(logging.WARNING):
         loaded = store.read(header.session_id)
     assert loaded.torn_tail
-    assert [m.content[0].text for m in loaded.messages] == ["one", "two"]
+    assert [first_text(m) for m in loaded.messages] == ["one", "two"]
     assert any("torn" in r.getMessage() and str(path) in r.getMessage() for r in caplog.records)
 
     with store.open_writer(header.session_id) as w:
@@ -190,11 +195,10 @@ def test_torn_last_line(store: SessionStore, caplog: pytest.LogCaptureFixture) -
     assert path.read_bytes().endswith(b"\n")
     loaded = store.read(header.session_id)
     assert not loaded.torn_tail and loaded.skipped_lines == 0
-    assert [m.content[0].text for m in loaded.messages] == ["one", "two", "four"]
+    assert [first_text(m) for m in loaded.messages] == ["one", "two", "four"]
 
 
 def test_failed_partial_write_is_cut_back(store: SessionStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    import ama_acp.session.store.session_store as store_module
 
     header = _header()
     real_write = os.write
@@ -208,14 +212,14 @@ def test_failed_partial_write_is_cut_back(store: SessionStore, monkeypatch: pyte
 
     with store.create(header) as w:
         w.append(_user("one"))
-        monkeypatch.setattr(store_module.os, "write", full_disk)
+        monkeypatch.setattr("ama_acp.session.store.session_store.os.write", full_disk)
         with pytest.raises(OSError):
             w.append(_user("two"))
-        monkeypatch.setattr(store_module.os, "write", real_write)
+        monkeypatch.setattr("ama_acp.session.store.session_store.os.write", real_write)
         assert store.path(header.session_id).read_bytes().endswith(b"\n")
         w.append(_user("three"))
     loaded = store.read(header.session_id)
-    assert [m.content[0].text for m in loaded.messages] == ["one", "three"]
+    assert [first_text(m) for m in loaded.messages] == ["one", "three"]
     assert not loaded.torn_tail and loaded.skipped_lines == 0
 
 
@@ -231,7 +235,7 @@ def test_corrupt_middle_line_is_skipped(store: SessionStore, caplog: pytest.LogC
         w.append(_user("two"))
     with caplog.at_level(logging.WARNING):
         loaded = store.read(header.session_id)
-    assert [m.content[0].text for m in loaded.messages] == ["one", "two"]
+    assert [first_text(m) for m in loaded.messages] == ["one", "two"]
     assert loaded.skipped_lines == 2 and not loaded.torn_tail
     assert sum("corrupt" in r.getMessage() for r in caplog.records) == 2
 
@@ -300,6 +304,7 @@ def test_tool_content_is_clipped_to_4kb(store: SessionStore) -> None:
     with store.create(header) as w:
         w.append(_tool(content_text=big))
     (entry,) = store.read(header.session_id).entries
+    assert isinstance(entry, ToolCallEntry)
     assert len(entry.content_text.encode()) <= REPLAY_TEXT_LIMIT
     assert big.startswith(entry.content_text) and len(entry.content_text) == REPLAY_TEXT_LIMIT // 2
 
@@ -434,8 +439,9 @@ def test_secrets_from_the_environment_never_reach_the_file(tmp_path: Path, monke
     assert b"verysecret" not in data and b"quoted" not in data
     loaded = store.read(header.session_id)
     assert loaded.header.cwd == "/work/[redacted]"
-    assert loaded.messages[0].content[0].text == "my key is [redacted], ok?"
+    assert first_text(loaded.messages[0]) == "my key is [redacted], ok?"
     tool = loaded.entries[1]
+    assert isinstance(tool, ToolCallEntry)
     assert tool.raw_input == {"[redacted]": "[redacted]"}
     assert tool.content_text == "FOO_API_KEY=[redacted]\nGITHUB_TOKEN=[redacted] abc"
 
@@ -462,16 +468,16 @@ _CHILD = textwrap.dedent(
 )
 
 
-def _child(tmp_path: Path, session_id: str, count: int, biggest: int) -> subprocess.Popen:
+def _child(tmp_path: Path, session_id: str, count: int, biggest: int) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     args = [sys.executable, "-c", _CHILD, str(tmp_path), session_id, str(count), str(biggest)]
     return subprocess.Popen(args, env=env)
 
 
-def _check_complete(loaded) -> list[int]:
+def _check_complete(loaded: LoadedSession) -> list[int]:
     numbers = []
     for m in loaded.messages:
-        i, n, rest = m.content[0].text.split(":", 2)
+        i, n, rest = first_text(m).split(":", 2)
         assert rest == "x" * int(n)  # every decoded entry is whole
         numbers.append(int(i))
     return numbers
@@ -564,7 +570,8 @@ def test_sigkill_mid_line_leaves_a_torn_tail_that_loads(
     )
     assert proc.stdout is not None and proc.stdin is not None
     try:
-        ready = poll_until(lambda: select.select([proc.stdout], [], [], 0.05)[0], 20, "the child to cut its line")
+        stdout = proc.stdout
+        ready = poll_until(lambda: select.select([stdout], [], [], 0.05)[0], 20, "the child to cut its line")
         assert ready
         said = proc.stdout.readline().decode()
     finally:
@@ -583,7 +590,7 @@ def test_sigkill_mid_line_leaves_a_torn_tail_that_loads(
     with caplog.at_level(logging.WARNING):
         loaded = store.read(sid)
     assert loaded.torn_tail and loaded.skipped_lines == 0
-    assert [m.content[0].text for m in loaded.messages] == ["whole 0", "whole 1", "whole 2"]
+    assert [first_text(m) for m in loaded.messages] == ["whole 0", "whole 1", "whole 2"]
     assert any("torn last line" in r.getMessage() and str(path) in r.getMessage() for r in caplog.records)
 
     caplog.clear()
@@ -592,7 +599,7 @@ def test_sigkill_mid_line_leaves_a_torn_tail_that_loads(
     assert any("cut off a torn last line" in r.getMessage() for r in caplog.records)
     again = store.read(sid)
     assert not again.torn_tail and again.skipped_lines == 0
-    assert [m.content[0].text for m in again.messages] == ["whole 0", "whole 1", "whole 2", "after the crash"]
+    assert [first_text(m) for m in again.messages] == ["whole 0", "whole 1", "whole 2", "after the crash"]
 
 
 def test_every_cut_of_the_last_line_is_a_torn_tail(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -617,7 +624,7 @@ def test_every_cut_of_the_last_line_is_a_torn_tail(tmp_path: Path, caplog: pytes
             loaded = cuts.read(header.session_id)
         assert loaded.torn_tail, end
         assert loaded.skipped_lines == 0, end
-        assert [m.content[0].text for m in loaded.messages] == ["one", "two"], end
+        assert [first_text(m) for m in loaded.messages] == ["one", "two"], end
         assert any(f"torn last line at byte offset {start}" in r.getMessage() for r in caplog.records), end
     target.write_bytes(whole)
     assert not cuts.read(header.session_id).torn_tail
@@ -684,11 +691,10 @@ def test_create_where_the_sessions_path_is_a_file_says_so(tmp_path: Path) -> Non
 
 @pytest.mark.parametrize("fsync", ["turn", "never"])
 def test_create_whose_header_cannot_be_written_leaves_no_file(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fsync: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fsync: FsyncPolicy
 ) -> None:
     import errno
 
-    import ama_acp.session.store.session_store as store_module
     from ama_acp.session.store.session_store import SessionWriteError
 
     real_write = os.write
@@ -697,12 +703,12 @@ def test_create_whose_header_cannot_be_written_leaves_no_file(
         real_write(fd, data[:10])  # a short write, then the disk is full
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    store = SessionStore(tmp_path, redactor=Redactor(), fsync=fsync)  # type: ignore[arg-type]
+    store = SessionStore(tmp_path, redactor=Redactor(), fsync=fsync)
     header = _header()
-    monkeypatch.setattr(store_module.os, "write", full_disk)
+    monkeypatch.setattr("ama_acp.session.store.session_store.os.write", full_disk)
     with pytest.raises(SessionWriteError) as caught:
         store.create(header)
-    monkeypatch.setattr(store_module.os, "write", real_write)
+    monkeypatch.setattr("ama_acp.session.store.session_store.os.write", real_write)
     assert caught.value.errno == errno.ENOSPC and caught.value.reason == "the disk is full"
     assert not store.path(header.session_id).exists()
     store.create(_header()).close()  # the store itself is fine: the next session is saved
@@ -713,7 +719,6 @@ def test_create_whose_fsync_fails_is_a_write_error_and_leaves_no_file(
 ) -> None:
     import errno
 
-    import ama_acp.session.store.session_store as store_module
     from ama_acp.session.store.session_store import SessionWriteError
 
     def failing(fd: int) -> None:
@@ -721,7 +726,7 @@ def test_create_whose_fsync_fails_is_a_write_error_and_leaves_no_file(
 
     store = SessionStore(tmp_path, redactor=Redactor(), fsync="turn")
     header = _header()
-    monkeypatch.setattr(store_module.os, "fsync", failing)
+    monkeypatch.setattr("ama_acp.session.store.session_store.os.fsync", failing)
     with pytest.raises(SessionWriteError) as caught:
         store.create(header)
     assert caught.value.errno == errno.EIO and "flushed to disk" in caught.value.reason
@@ -733,14 +738,13 @@ def test_create_on_a_file_system_that_cannot_lock_is_a_write_error(
 ) -> None:
     import errno
 
-    import ama_acp.session.store.session_store as store_module
     from ama_acp.session.store.session_store import SessionWriteError
 
     def no_locks(fd: int, op: int) -> None:
         raise OSError(errno.ENOLCK, "No locks available")
 
     header = _header()
-    monkeypatch.setattr(store_module.fcntl, "flock", no_locks)
+    monkeypatch.setattr("ama_acp.session.store.session_store.fcntl.flock", no_locks)
     with pytest.raises(SessionWriteError) as caught:
         store.create(header)
     assert "cannot be locked" in caught.value.reason
@@ -750,7 +754,6 @@ def test_create_on_a_file_system_that_cannot_lock_is_a_write_error(
 def test_a_writer_closed_after_a_failed_partial_write_cuts_the_partial_line(
     store: SessionStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import ama_acp.session.store.session_store as store_module
 
     header = _header()
     real_write, real_truncate = os.write, os.ftruncate
@@ -764,12 +767,12 @@ def test_a_writer_closed_after_a_failed_partial_write_cuts_the_partial_line(
         raise OSError(5, "Input/output error")
 
     w = store.create(header)
-    monkeypatch.setattr(store_module.os, "write", short_then_full)
-    monkeypatch.setattr(store_module.os, "ftruncate", refuse)  # the cut at the failure fails too
+    monkeypatch.setattr("ama_acp.session.store.session_store.os.write", short_then_full)
+    monkeypatch.setattr("ama_acp.session.store.session_store.os.ftruncate", refuse)  # the cut at the failure fails too
     with pytest.raises(OSError):
         w.append(_user("lost"))
-    monkeypatch.setattr(store_module.os, "write", real_write)
-    monkeypatch.setattr(store_module.os, "ftruncate", real_truncate)
+    monkeypatch.setattr("ama_acp.session.store.session_store.os.write", real_write)
+    monkeypatch.setattr("ama_acp.session.store.session_store.os.ftruncate", real_truncate)
     w.close()  # the session gives up on the file: the partial line goes with the writer
     assert store.path(header.session_id).read_bytes().endswith(b"\n")
     assert not store.read(header.session_id).torn_tail
@@ -778,7 +781,7 @@ def test_a_writer_closed_after_a_failed_partial_write_cuts_the_partial_line(
 # --- handoff retention ([compaction] retention_days) ---------------------------------------------------
 
 
-def _aged_sessions(tmp_path, days: dict[str, float]):
+def _aged_sessions(tmp_path: Path, days: dict[str, float]) -> tuple[SessionStore, dict[str, str]]:
     """A store with one closed session a name, its handoff folder and its file last touched `days` ago."""
     import os as _os
     import time as _time

@@ -1,11 +1,12 @@
 import os
 import shutil
 import subprocess
+from pathlib import Path
 
 import anyio
 import pytest
 
-from ama_acp.tools.base import ToolError
+from ama_acp.tools.base import Tool, ToolError, ToolResult
 from ama_acp.tools.context import ToolContext
 from ama_acp.tools.ls import ListTool
 from ama_acp.tools.paths import PathPolicy
@@ -20,15 +21,15 @@ HAS_GIT = shutil.which("git") is not None
 
 
 @pytest.fixture
-def ctx(tmp_path):
+def ctx(tmp_path: Path) -> ToolContext:
     return ToolContext(LocalWorkspace(), str(tmp_path), PathPolicy([str(tmp_path)]))
 
 
-def run(tool, ctx, **args):
+def run(tool: Tool, ctx: ToolContext, **args: object) -> ToolResult:
     return anyio.run(tool.run, args, ctx)
 
 
-def make_tree(root):
+def make_tree(root: Path) -> None:
     (root / "src" / "pkg").mkdir(parents=True)
     (root / "build").mkdir()
     (root / "src" / "app.py").write_text("import os\ndef main():\n    return 'needle'\n")
@@ -40,7 +41,7 @@ def make_tree(root):
     (root / ".gitignore").write_text("build/\n*.log\n")
 
 
-def git_init(root):
+def git_init(root: Path) -> None:
     subprocess.run(["git", "init", "-q"], cwd=root, check=True)
 
 

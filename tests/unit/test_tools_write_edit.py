@@ -1,7 +1,9 @@
+from pathlib import Path
+
 import anyio
 import pytest
 
-from ama_acp.tools.base import ToolError
+from ama_acp.tools.base import ToolArgs, ToolError, ToolResult
 from ama_acp.tools.context import ToolContext
 from ama_acp.tools.edit import EditTool
 from ama_acp.tools.paths import PathPolicy
@@ -10,19 +12,20 @@ from ama_acp.tools.write import WriteTool
 
 
 @pytest.fixture
-def ctx(tmp_path):
+def ctx(tmp_path: Path) -> ToolContext:
     return ToolContext(LocalWorkspace(), str(tmp_path), PathPolicy([str(tmp_path)]))
 
 
-def write(ctx, **args):
+def write(ctx: ToolContext, **args: object) -> ToolResult:
     return anyio.run(WriteTool().run, args, ctx)
 
 
-def edit(ctx, path, *edits):
-    return anyio.run(EditTool().run, {"path": path, "edits": list(edits)}, ctx)
+def edit(ctx: ToolContext, path: str, *edits: dict[str, object]) -> ToolResult:
+    args: ToolArgs = {"path": path, "edits": list(edits)}
+    return anyio.run(EditTool().run, args, ctx)
 
 
-def e(old, new, **kw):
+def e(old: str, new: str, **kw: object) -> dict[str, object]:
     return {"old_text": old, "new_text": new, **kw}
 
 
@@ -157,7 +160,7 @@ def test_empty_and_identical(tmp_path, ctx):
 def test_missing_edit_field(tmp_path, ctx):
     (tmp_path / "f.txt").write_text("a\n")
     with pytest.raises(ToolError, match=r"edits\[0\]\.new_text"):
-        anyio.run(EditTool().run, {"path": "f.txt", "edits": [{"old_text": "a"}]}, ctx)
+        edit(ctx, "f.txt", {"old_text": "a"})
 
 
 def test_crlf_file_matches_lf_old_text(tmp_path, ctx):
