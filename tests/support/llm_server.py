@@ -71,8 +71,8 @@ import ssl
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 # The dialects (rendering, error bodies, the pairing checks) and the HTTP plumbing are the conformance suite's
 # scripted model's too: one copy, so both servers speak the same wire.
@@ -90,6 +90,9 @@ from ama_conformance.servers.model_dialects import (
     sse_event,
 )
 from tests.support.prompt_cache import PromptCache
+
+if TYPE_CHECKING:
+    from ama_acp.providers.base import ProviderEvent
 
 __all__ = [
     "LLMServer",
@@ -349,14 +352,14 @@ def llm_server_fixture() -> Iterator[LLMServer]:
         yield server
 
 
-def collect(stream_factory: Any, accepted: bool = False) -> list[Any]:
+def collect(stream_factory: Callable[[], AsyncIterator[ProviderEvent]], accepted: bool = False) -> list[ProviderEvent]:
     """Run `stream_factory()` (e.g. `lambda: provider.stream(request)`) to its end and return its events; the
     `Accepted` marks (one per 2xx stream) only with `accepted=True`, as most tests look at the reply itself."""
     import anyio
 
     from ama_acp.providers.base import Accepted
 
-    async def main() -> list[Any]:
+    async def main() -> list[ProviderEvent]:
         return [event async for event in stream_factory() if accepted or not isinstance(event, Accepted)]
 
     return anyio.run(main)

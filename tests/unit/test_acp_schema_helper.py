@@ -6,6 +6,7 @@ import hashlib
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,19 +30,19 @@ SENT = {
 }
 
 
-def _update(update: dict, session_id: str = "sess-1") -> dict:
+def _update(update: dict[str, Any], session_id: str = "sess-1") -> dict[str, Any]:
     return {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": session_id, "update": update}}
 
 
-def _result(rid, result) -> dict:
+def _result(rid: object, result: object) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": rid, "result": result}
 
 
-def _ok(v: WireValidator, msg: dict, sent: dict | None = None) -> None:
+def _ok(v: WireValidator, msg: dict[str, Any], sent: dict[Any, str] | None = None) -> None:
     v.validate_outgoing(msg, SENT if sent is None else sent)
 
 
-def _bad(v: WireValidator, msg: dict, *needles: str, sent: dict | None = None) -> str:
+def _bad(v: WireValidator, msg: dict[str, Any], *needles: str, sent: dict[Any, str] | None = None) -> str:
     with pytest.raises(AssertionError) as info:
         v.validate_outgoing(msg, SENT if sent is None else sent)
     text = str(info.value)
@@ -329,14 +330,15 @@ def test_raw_newline_inside_line_fails(acp_validator: WireValidator) -> None:
 
 
 def test_line_must_be_strict_json_object(acp_validator: WireValidator) -> None:
-    for bad, needle in [
+    lines: list[tuple[str | bytes, str]] = [
         ("", "empty line"),
         ("not json\n", "not valid JSON"),
         ('[{"jsonrpc": "2.0"}]\n', "not a JSON object"),
         ('{"jsonrpc": "2.0", "id": 2, "result": {"stopReason": NaN}}\n', "not valid JSON"),
         ('{"jsonrpc": "2.0", "id": 2, "id": 2, "result": {"stopReason": "end_turn"}}\n', "duplicate key"),
         (b'{"jsonrpc": "2.0", "method": "_x", "params": {"t": "\xff"}}\n', "UTF-8"),
-    ]:
+    ]
+    for bad, needle in lines:
         with pytest.raises(AssertionError, match=needle):
             acp_validator.validate_line(bad, SENT)
     assert acp_validator.validate_line(b'{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}}\n', SENT)
@@ -459,7 +461,9 @@ def test_optimised_schema_is_equivalent(acp_validator: WireValidator) -> None:
 
 def _pinned_sha256(root: Path, path: str) -> str:
     """Read straight from pin.json, independently of the loader under test."""
-    return {f["path"]: f["sha256"] for f in json.loads((root / "pin.json").read_text())["files"]}[path]
+    digest = {f["path"]: f["sha256"] for f in json.loads((root / "pin.json").read_text())["files"]}[path]
+    assert isinstance(digest, str)
+    return digest
 
 
 def _copy_of_schema_dir(tmp_path: Path) -> Path:

@@ -9,7 +9,14 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ama_acp.conversation.messages import AssistantMessage, TextPart, ToolCallPart, ToolResultMessage, UserMessage
+from ama_acp.conversation.messages import (
+    AssistantMessage,
+    Message,
+    TextPart,
+    ToolCallPart,
+    ToolResultMessage,
+    UserMessage,
+)
 from ama_acp.session.store import entries as en
 from ama_acp.session.store.session_store import is_valid_session_id
 from ama_acp.session.store.task_journal import StoredTask
@@ -77,7 +84,7 @@ def test_the_journal_line_is_found_and_damaged_or_linked_journals_are_not_truste
 
 
 def test_history_pairs_each_call_with_its_result_and_ends_an_unanswered_one_failed() -> None:
-    messages = [
+    messages: list[Message] = [
         UserMessage(content=[TextPart("look")]),
         AssistantMessage(
             content=[TextPart("ok"), ToolCallPart("a", "nope", '{"x": 1}'), ToolCallPart("b", "nope", "not json")],

@@ -10,11 +10,12 @@ from ama_acp.client.display.ansi import RED
 from ama_acp.client.display.content import compact_diff, permission_details
 from ama_acp.client.display.meter import format_ctx, format_percent, meter_bar
 from ama_acp.client.display.render import Renderer
+from ama_acp.rpc.dispatch import JSONObject, JSONValue
 
 SID = "sess-1"
 
 
-def render(*updates: dict, colour: bool = False, cwd: str | None = "/work") -> str:
+def render(*updates: JSONObject, colour: bool = False, cwd: str | None = "/work") -> str:
     out = io.StringIO()
     r = Renderer(out, colour=colour, cwd=cwd)
     for u in updates:
@@ -23,7 +24,7 @@ def render(*updates: dict, colour: bool = False, cwd: str | None = "/work") -> s
     return out.getvalue()
 
 
-def usage(used: int, size: int, **extra) -> dict:
+def usage(used: int, size: int, **extra: JSONValue) -> JSONObject:
     return {"sessionUpdate": "usage_update", "used": used, "size": size, **extra}
 
 
@@ -168,7 +169,7 @@ def test_turn_end_without_any_usage_shows_unknown():
 # --- messages and thoughts ---------------------------------------------------------------------------
 
 
-def chunk(kind: str, text: str, **extra) -> dict:
+def chunk(kind: str, text: str, **extra: JSONValue) -> JSONObject:
     return {"sessionUpdate": kind, "content": {"type": "text", "text": text}, **extra}
 
 
@@ -226,7 +227,7 @@ def test_tool_call_status_chain():
 
 def test_tool_result_text_is_shown_once_and_clipped():
     body = "\n".join(f"line {i}" for i in range(1, 31))
-    result = {"type": "content", "content": {"type": "text", "text": body}}
+    result: JSONObject = {"type": "content", "content": {"type": "text", "text": body}}
     text = render(
         {"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "Run tests", "kind": "execute"},
         {"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "completed", "content": [result]},
@@ -237,7 +238,7 @@ def test_tool_result_text_is_shown_once_and_clipped():
 
 
 def test_diff_is_compact_unified():
-    diff = {
+    diff: JSONObject = {
         "type": "diff",
         "path": "/work/calc.py",
         "oldText": "def add(a, b):\n    return a - b\n",
@@ -254,7 +255,7 @@ def test_diff_is_compact_unified():
 
 
 def test_new_file_diff_is_marked():
-    diff = {"type": "diff", "path": "/work/new.py", "oldText": None, "newText": "x = 1\n"}
+    diff: JSONObject = {"type": "diff", "path": "/work/new.py", "oldText": None, "newText": "x = 1\n"}
     text = render(
         {
             "sessionUpdate": "tool_call",
@@ -278,7 +279,7 @@ def test_compact_diff_is_bounded():
 def test_terminal_content_shows_its_output_when_done():
     out = io.StringIO()
     r = Renderer(out, colour=False, terminal_output=lambda tid: "1 passed\n" if tid == "term-1" else None)
-    term = {"type": "terminal", "terminalId": "term-1"}
+    term: JSONObject = {"type": "terminal", "terminalId": "term-1"}
     r.update(
         {
             "sessionId": SID,
@@ -340,7 +341,7 @@ def test_mode_change_uses_the_display_name():
     assert out.getvalue() == "⚙ mode: Accept edits\n"
 
 
-MODEL_OPTION = {
+MODEL_OPTION: JSONObject = {
     "id": "model",
     "name": "Model",
     "category": "model",
@@ -355,7 +356,7 @@ def test_config_options_show_changes_only():
     r = Renderer(out, colour=False)
     r.update({"sessionId": SID, "update": {"sessionUpdate": "config_option_update", "configOptions": [MODEL_OPTION]}})
     r.update({"sessionId": SID, "update": {"sessionUpdate": "config_option_update", "configOptions": [MODEL_OPTION]}})
-    changed = dict(MODEL_OPTION, currentValue="openai/gpt-4.1")
+    changed: JSONObject = {**MODEL_OPTION, "currentValue": "openai/gpt-4.1"}
     r.update({"sessionId": SID, "update": {"sessionUpdate": "config_option_update", "configOptions": [changed]}})
     assert out.getvalue().splitlines() == ["⚙ Model: Demo script (scripted/demo)", "⚙ Model: GPT-4.1 (openai/gpt-4.1)"]
     assert r.current_model(SID) == "openai/gpt-4.1"
@@ -402,7 +403,7 @@ def test_notice_compaction_and_unknown_kinds():
 def test_permission_request_and_answer():
     out = io.StringIO()
     r = Renderer(out, colour=False)
-    params = {
+    params: JSONObject = {
         "sessionId": SID,
         "toolCall": {"toolCallId": "t1", "title": "Run pytest -q"},
         "options": [
@@ -448,8 +449,8 @@ def test_colour_rewrites_the_tool_line_in_place():
 def test_live_terminal_output_replaces_the_text_copy():
     out = io.StringIO()
     r = Renderer(out, colour=False, terminal_output=lambda tid: "Ran 2 tests\nOK\n")
-    term = {"type": "terminal", "terminalId": "term-1"}
-    copy = {"type": "content", "content": {"type": "text", "text": "Ran 2 tests\nOK\nExit code: 0"}}
+    term: JSONObject = {"type": "terminal", "terminalId": "term-1"}
+    copy: JSONObject = {"type": "content", "content": {"type": "text", "text": "Ran 2 tests\nOK\nExit code: 0"}}
     r.update(
         {
             "sessionId": SID,
@@ -478,7 +479,7 @@ def test_live_terminal_output_replaces_the_text_copy():
 
 def test_permission_details_show_the_whole_command_and_the_diff():
     long_command = "echo start && " + " && ".join(f"step{i}" for i in range(40)) + " && rm -rf ./build"
-    tool = {
+    tool: JSONObject = {
         "toolCallId": "t1",
         "title": "Run `echo start && …`",
         "content": [
@@ -497,7 +498,7 @@ def test_permission_details_show_the_whole_command_and_the_diff():
 def test_a_permission_prompt_lists_the_details_under_the_title():
     out = io.StringIO()
     r = Renderer(out, colour=False, cwd="/w")
-    tool = {
+    tool: JSONObject = {
         "toolCallId": "t1",
         "title": "Edit a.py",
         "content": [{"type": "diff", "path": "/w/a.py", "oldText": None, "newText": "hi\n"}],
@@ -535,7 +536,7 @@ def test_a_tool_title_is_one_line_so_its_in_place_rewrite_clears_it_all():
 def test_a_diff_whose_texts_are_lists_is_shown_not_a_crash():
     """A hostile agent's tool call with `newText`/`oldText` of the wrong JSON type: the renderer (whose reader
     task a crash would end) shows the path and goes on to the next update."""
-    bad = {"type": "diff", "path": "/work/a.py", "oldText": ["x"], "newText": ["y", 1]}
+    bad: JSONObject = {"type": "diff", "path": "/work/a.py", "oldText": ["x"], "newText": ["y", 1]}
     out = render(
         {"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "Edit", "status": "completed", "content": [bad]},
         chunk("agent_message_chunk", "after"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from typing import Any
 
 import anyio
 
@@ -34,7 +35,7 @@ class Terminal:
         return self.answers.pop(0)
 
 
-def request(call_id: str) -> dict:
+def request(call_id: str) -> dict[str, Any]:
     return {"sessionId": "s", "toolCall": {"toolCallId": call_id, "title": f"Run {call_id}"}, "options": OPTIONS}
 
 
@@ -43,10 +44,12 @@ def test_two_questions_at_once_are_asked_one_after_the_other():
         term = Terminal(["1", "2"])
         out = io.StringIO()
         ask = terminal_permission(term, Renderer(out, colour=False), TurnStatus(None))
-        answers: dict[str, str | None] = {}
+        answers: dict[str, str] = {}
 
         async def one(call_id: str) -> None:
-            answers[call_id] = await ask(request(call_id))
+            answer = await ask(request(call_id))
+            assert answer is not None, call_id
+            answers[call_id] = answer
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(one, "a")

@@ -4,7 +4,7 @@ sent as asked (and not sent when not offered), --list across pages, and the list
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -22,9 +22,10 @@ from ama_acp.client.terminal.sessions import (
     session_lines,
 )
 from ama_acp.errors import ProtocolError
+from ama_acp.rpc.dispatch import JSONObject
 from tests.support.hypothesis_profiles import examples
 
-EVERYTHING = {"agentCapabilities": {"loadSession": True, "sessionCapabilities": {"list": {}, "resume": {}}}}
+EVERYTHING: JSONObject = {"agentCapabilities": {"loadSession": True, "sessionCapabilities": {"list": {}, "resume": {}}}}
 NOTHING: dict[str, Any] = {"agentCapabilities": {}}
 
 
@@ -33,25 +34,22 @@ class FakeAgent:
 
     def __init__(
         self,
-        answer: Callable[[str, dict[str, Any] | None], Any] = lambda method, params: {},
+        answer: Callable[[str, Mapping[str, object] | None], Any] = lambda method, params: {},
         new_result: dict[str, Any] | None = None,
     ) -> None:
         self.session_cwds: dict[str, str] = {}
-        self.sent: list[tuple[str, dict[str, Any] | None]] = []
+        self.sent: list[tuple[str, Mapping[str, object] | None]] = []
         self.answer = answer
         self.new_result = {"sessionId": "new-1"} if new_result is None else new_result
         self.new_calls: list[str] = []
 
     async def request(
-        self,
-        method: str,
-        params: dict[str, Any] | None = None,
-        timeout: float | None = 60.0,
-    ) -> Any:
+        self, method: str, params: Mapping[str, object] | None = None, timeout: float | None = 60.0
+    ) -> Any:  # what `answer` made of it: any JSON, hostile on purpose
         self.sent.append((method, params))
         return self.answer(method, params)
 
-    async def new_session(self, cwd: str, mcp_servers: list[Any] | None = None) -> dict[str, Any]:
+    async def new_session(self, cwd: str, mcp_servers: Sequence[object] | None = None) -> dict[str, Any]:
         self.new_calls.append(cwd)
         return self.new_result
 
@@ -100,7 +98,7 @@ def test_load_needs_the_boolean_true(value: Any) -> None:
 
 @pytest.mark.parametrize("session_caps", [[], "list", True, None, 1, ["list", "resume"]])
 def test_session_capabilities_must_be_an_object(session_caps: Any) -> None:
-    init = {"agentCapabilities": {"loadSession": True, "sessionCapabilities": session_caps}}
+    init: JSONObject = {"agentCapabilities": {"loadSession": True, "sessionCapabilities": session_caps}}
     assert not offers(init, "list") and not offers(init, "resume")
     assert offers(init, "load")  # the other capability is read on its own
 
@@ -173,12 +171,13 @@ def test_not_offered_is_a_protocol_error() -> None:
 # --- list_sessions -----------------------------------------------------------------------------------------
 
 
-def paged(pages: list[Any]) -> Callable[[str, dict[str, Any] | None], Any]:
+def paged(pages: list[Any]) -> Callable[[str, Mapping[str, object] | None], Any]:
     """Page n for the request whose cursor is "cN" (the first has none)."""
 
-    def answer(method: str, params: dict[str, Any] | None) -> Any:
+    def answer(method: str, params: Mapping[str, object] | None) -> Any:
         assert method == "session/list"
         cursor = (params or {}).get("cursor")
+        assert cursor is None or isinstance(cursor, str), cursor
         return pages[0 if cursor is None else int(cursor[1:])]
 
     return answer
@@ -273,7 +272,7 @@ def pages(sessions_member: st.SearchStrategy[Any]) -> st.SearchStrategy[list[Any
 def check_listing(answers: list[Any]) -> None:
     calls = iter(range(10**6))
 
-    def answer(method: str, params: dict[str, Any] | None) -> Any:
+    def answer(method: str, params: Mapping[str, object] | None) -> Any:
         return answers[min(next(calls), len(answers) - 1)]
 
     agent = FakeAgent(answer=answer)
@@ -363,9 +362,14 @@ def test_clean_is_applied_to_every_agent_string() -> None:
         return f"<{text.replace(chr(27), '')}>"
 
     evil = "\x1b]7501;state=done\x1b\\"
-    session = {"sessionId": "id" + evil, "updatedAt": "when" + evil, "title": "title" + evil, "cwd": "/x" + evil}
+    session: JSONObject = {
+        "sessionId": "id" + evil,
+        "updatedAt": "when" + evil,
+        "title": "title" + evil,
+        "cwd": "/x" + evil,
+    }
     (line,) = session_lines([session], "/proj", clean)
-    assert sorted(seen) == sorted(session.values())
+    assert sorted(seen) == sorted(str(value) for value in session.values())
     assert "\x1b" not in line
     assert (
         line == "<id]7501;state=done\\>  <when]7501;state=done\\>  <title]7501;state=done\\>  [</x]7501;state=done\\>]"

@@ -4,6 +4,7 @@ command turns into from what the agent reported — with the agent's reports tre
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -382,15 +383,12 @@ def test_help_plans_nothing() -> None:
 
 class FakeAgent:
     def __init__(self, answer: Any = None) -> None:
-        self.sent: list[tuple[str, dict[str, Any] | None]] = []
+        self.sent: list[tuple[str, Mapping[str, object] | None]] = []
         self.answer = answer
 
     async def request(
-        self,
-        method: str,
-        params: dict[str, Any] | None = None,
-        timeout: float | None = 60.0,
-    ) -> Any:
+        self, method: str, params: Mapping[str, object] | None = None, timeout: float | None = 60.0
+    ) -> Any:  # the answer it was given: any JSON
         self.sent.append((method, params))
         return self.answer
 
@@ -434,10 +432,7 @@ def test_run_sends_nothing_for_a_command_refused_here() -> None:
 def test_run_lets_the_agents_refusal_through() -> None:
     class Refusing(FakeAgent):
         async def request(
-            self,
-            method: str,
-            params: dict[str, Any] | None = None,
-            timeout: float | None = 60.0,
+            self, method: str, params: Mapping[str, object] | None = None, timeout: float | None = 60.0
         ) -> Any:
             await super().request(method, params, timeout)
             raise RuntimeError("refused")

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
+from typing import Any
 
 import anyio
 import msgspec
@@ -36,7 +38,7 @@ from ama_acp.conversation.messages import (
 )
 from ama_acp.session.store import entries as en
 from ama_acp.session.store.session_store import read_session
-from tests.support.conversation import paired_everywhere
+from tests.support.conversation import first_text, paired_everywhere
 from tests.support.hypothesis_profiles import examples
 from tests.support.inprocess import make_manager, prompt, reload, workspace
 
@@ -218,14 +220,16 @@ def test_the_context_message_names_the_files_to_reread_and_where_the_full_texts_
 
 
 def test_without_a_section_8_the_most_recently_touched_files_are_named():
-    inventory = build_inventory(
-        [asks(("c1", "read_file", {"path": "old.py"}), ("c2", "edit_file", {"path": "new.py"}))]
-        + [result("c1", "read_file"), result("c2", "edit_file")]
-    )
+    messages: list[Message] = [
+        asks(("c1", "read_file", {"path": "old.py"}), ("c2", "edit_file", {"path": "new.py"})),
+        result("c1", "read_file"),
+        result("c2", "edit_file"),
+    ]
+    inventory = build_inventory(messages)
     message = context_message(
         1, "no sections", inventory, handoff_path="h", inventory_path="i", handoff_chars=None, inventory_chars=None
     )
-    assert "Re-read these files before you continue: `new.py`, `old.py`." in message.content[0].text  # type: ignore[union-attr]
+    assert "Re-read these files before you continue: `new.py`, `old.py`." in first_text(message)
 
 
 # --- recent_messages --------------------------------------------------------------------------------------
@@ -268,7 +272,8 @@ def conversations(draw: st.DrawFn) -> list[Message]:
         for ncalls, body in rounds:
             ids = [f"c{n + i}" for i in range(ncalls)]
             n += ncalls
-            messages.append(asks(*((cid, "read_file", {"path": cid}) for cid in ids)))
+            calls: list[tuple[str, str, dict[str, object] | str]] = [(cid, "read_file", {"path": cid}) for cid in ids]
+            messages.append(asks(*calls))
             messages += [result(cid, "read_file", "r" * body) for cid in ids]
         messages.append(AssistantMessage([TextPart("done")]))
     return messages
@@ -296,7 +301,7 @@ HANDOFF = "## Goal and current state\nThe add() bug is fixed; tests pass."
 def test_slash_compact_replaces_the_context_persists_the_entry_and_a_reload_gives_the_same_context(tmp_path):
     ws = workspace(tmp_path)
     (ws / "calc.py").write_text("def add(a, b):\n    return a - b\n")
-    replies = [
+    replies: list[dict[str, Any]] = [
         {"text": "Reading.", "tool_calls": [{"id": "r1", "name": "read_file", "arguments": {"path": "calc.py"}}]},
         {"text": "It subtracts. " + "Explained at length. " * 60},
         {"text": "Sure, short answer."},
@@ -320,14 +325,15 @@ def test_slash_compact_replaces_the_context_persists_the_entry_and_a_reload_give
     assert len(before) == 6  # user, call, result, answer; user, answer
     assert after[1:] == before[-2:]  # the last whole turn is kept as it was
     handoff = after[0]
-    assert isinstance(handoff, UserMessage) and HANDOFF in handoff.content[0].text  # type: ignore[union-attr]
-    assert "- calc.py: read_file×1" in handoff.content[0].text  # type: ignore[union-attr]  # the inventory
+    assert isinstance(handoff, UserMessage) and HANDOFF in first_text(handoff)
+    assert "- calc.py: read_file×1" in first_text(handoff)  # the inventory
 
     loaded = read_session(manager.store.path(sid))
     (entry,) = [e for e in loaded.entries if isinstance(e, en.CompactionEntry)]
     assert entry.number == 1 and entry.kept_from_index == 4
     folder = manager.store.handoff_dir(sid)
     assert (folder / entry.summary_path).read_text(encoding="utf-8") == HANDOFF
+    assert entry.inventory_path is not None
     assert "# Inventory (mechanical)" in (folder / entry.inventory_path).read_text(encoding="utf-8")
     summary = [u for u in peer.updates if u["sessionUpdate"] == "agent_message_chunk" and "Compacted" in str(u)]
     assert summary and "2 recent messages kept" in summary[0]["content"]["text"]
@@ -341,7 +347,7 @@ def test_slash_compact_replaces_the_context_persists_the_entry_and_a_reload_give
 
 def test_slash_compact_whose_model_fails_changes_nothing_and_says_so(tmp_path):
     ws = workspace(tmp_path)
-    replies = [{"text": "hello"}, {"failure": {"kind": "server", "message": "overloaded"}}]
+    replies: list[dict[str, Any]] = [{"text": "hello"}, {"failure": {"kind": "server", "message": "overloaded"}}]
     manager, peer = make_manager(tmp_path, replies)
 
     async def main() -> tuple[list[Message], list[Message], str]:
@@ -379,7 +385,7 @@ def test_a_hostile_handoff_line_is_scanned_in_linear_time() -> None:
 
 
 @pytest.mark.parametrize("filled", [False, True])
-def test_a_hold_is_released_when_the_context_falls_under_prune_at_and_only_then(tmp_path, filled: bool) -> None:
+def test_a_hold_is_released_when_the_context_falls_under_prune_at_and_only_then(tmp_path: Path, filled: bool) -> None:
     from ama_acp.config import ModelEntry
 
     ws = workspace(tmp_path)
@@ -450,17 +456,17 @@ def test_the_handoff_prompt_asks_for_the_conversations_language_and_carries_the_
         window=8000,
         prefix_tokens=100,
         estimate_text=lambda t: len(t) // 4,
-        estimate=lambda m: len(m.content[0].text) // 4,  # type: ignore[union-attr]
+        estimate=lambda m: len(first_text(m)) // 4,
         git_state=git_text,
     )
-    last = sized.messages[-1].content[0].text  # type: ignore[union-attr]
+    last = first_text(sized.messages[-1])
     assert git_text in last and sized.tools == []
     # The git state counts against the window: the whole request stays under it.
-    assert sum(len(m.content[0].text) // 4 for m in sized.messages) + 100 + 1000 // 4 <= 8000  # type: ignore[union-attr]
+    assert sum(len(first_text(m)) // 4 for m in sized.messages) + 100 + 1000 // 4 <= 8000
 
 
 def test_slash_commands_of_a_saved_and_of_an_unsaved_session_reach_the_inventory(tmp_path):
-    replies = [{"text": "Long answer. " * 300}, {"text": "ok"}, {"text": HANDOFF}]
+    replies: list[dict[str, Any]] = [{"text": "Long answer. " * 300}, {"text": "ok"}, {"text": HANDOFF}]
     manager, _ = make_manager(tmp_path, replies, keep_tokens=50)
     ws = workspace(tmp_path)
 

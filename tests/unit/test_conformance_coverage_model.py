@@ -8,7 +8,8 @@ from typing import Any
 
 from ama_acp.tools.todo import TodoTool
 from ama_conformance.core.directives import Directive, directive_line, parse_directive
-from ama_conformance.servers.model import choose_call, decide, render_openai
+from ama_conformance.servers.model import choose_call, decide
+from ama_conformance.servers.model_dialects import render_openai
 
 TODO: dict[str, Any] = TodoTool.parameters
 

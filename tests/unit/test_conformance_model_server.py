@@ -347,7 +347,9 @@ def test_slow_without_streaming_stops_when_the_client_hangs_up(model: ScriptedMo
 
 
 def post_raw(model: ScriptedModel, dialect: str, content: bytes) -> httpx.Response:
-    return HTTP.post(endpoint(model, dialect), content=content, headers={"content-type": "application/json"})
+    response = HTTP.post(endpoint(model, dialect), content=content, headers={"content-type": "application/json"})
+    assert isinstance(response, httpx.Response)  # HTTP builds its client at first use: its attributes are Any
+    return response
 
 
 def assert_dialect_error(dialect: str, response: httpx.Response, status: int = 400) -> str:
@@ -597,7 +599,9 @@ def test_deciding_never_raises_on_any_body(body: Any) -> None:
         (ValueError("a bug in a handler"), True),
     ],
 )
-def test_the_servers_are_quiet_about_a_client_that_hung_up_and_only_about_that(error, printed, capsys) -> None:
+def test_the_servers_are_quiet_about_a_client_that_hung_up_and_only_about_that(
+    error: BaseException, printed: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
     """background_server.OwnedHTTPServer (the scripted model's, the tests' model and web servers'): a client gone
     mid-request is how connections end, not a traceback in the run's stderr; any other error in a handler still is."""
     from ama_conformance.servers.background import OwnedHTTPServer

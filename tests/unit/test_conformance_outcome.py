@@ -414,7 +414,7 @@ def test_the_text_report_shows_the_whole_requirement_text_wrapped_and_each_detai
     lines = report.splitlines()
     assert all(len(line) <= WIDTH for line in lines)
     start = next(i for i, line in enumerate(lines) if line.startswith("FAIL     R7 "))
-    block = []
+    block: list[str] = []
     for line in lines[start:]:
         if block and not line.startswith(" " * 17):
             break

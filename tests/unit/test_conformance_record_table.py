@@ -4,6 +4,9 @@ markers only, and the command line refuses what it cannot do."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from ama_conformance import record
 from ama_conformance.record import BEGIN, END, PublicAgent, row_of
@@ -11,7 +14,7 @@ from ama_conformance.record import BEGIN, END, PublicAgent, row_of
 AGENT = PublicAgent("some-agent", ("some-agent", "--acp"))
 
 
-def _report(verdict: str, fails: dict[str, str], version: str | None = "1.2.3") -> dict:
+def _report(verdict: str, fails: dict[str, str], version: str | None = "1.2.3") -> dict[str, Any]:
     return {
         "agent": {"agentInfo": {"name": "x", "version": version} if version else None},
         "verdicts": [{"profile": "acp", "verdict": verdict, "conformant": verdict == "CONFORMANT"}],
@@ -44,7 +47,9 @@ def test_only_the_table_between_the_markers_is_rewritten():
     assert record.read_rows(out) == ["| a | 2 |", "| c | 3 |"]
 
 
-def test_the_command_line_refuses_an_unknown_agent_and_a_page_without_the_table(tmp_path: Path, capsys):
+def test_the_command_line_refuses_an_unknown_agent_and_a_page_without_the_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert record.main(["--only", "no-such-agent"]) == 2
     assert "no-such-agent" in capsys.readouterr().err
     page = tmp_path / "page.md"

@@ -22,7 +22,7 @@ from ama_acp.session.store import entries as en
 from ama_acp.session.store.repair import INTERRUPTED
 
 METER = {"source": "usage", "usage_tokens": 105, "trailing_tokens": 0, "message_count": 2}
-BILLING = {"cost": 0.5}
+BILLING: dict[str, object] = {"cost": 0.5}
 
 
 def user(text: str) -> UserMessage:

@@ -21,6 +21,7 @@ from ama_acp.context.estimate import (
 from ama_acp.conversation.messages import (
     AssistantMessage,
     ImagePart,
+    Message,
     TextPart,
     ThinkingPart,
     ToolCallPart,
@@ -112,7 +113,7 @@ class CountingEstimator(HeuristicEstimator):
     def __init__(self) -> None:
         self.calls = 0
 
-    def message(self, m):  # type: ignore[override]
+    def message(self, m: Message) -> int:
         self.calls += 1
         return super().message(m)
 

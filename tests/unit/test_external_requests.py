@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from ama_acp.agent import events as ev
 from ama_acp.agent.loop import Refusal
+from ama_acp.rpc.dispatch import JSONObject
 from ama_acp.rpc.errors import AcpError
 from ama_acp.session.tasks.external.requests import ChildRequests
 from ama_acp.tools.context import ToolContext
@@ -105,7 +106,7 @@ def test_the_mode_decides_what_it_can_and_the_person_the_rest(
     parent = Parent(tmp_path, mode)
     handler = ChildRequests(parent, "call_1", "ext")
     handler.session_id = SID
-    request = {
+    request: JSONObject = {
         "sessionId": SID,
         "toolCall": {
             "toolCallId": "x",
@@ -134,4 +135,5 @@ def test_another_session_id_is_refused(tmp_path: Path) -> None:
     handler = ChildRequests(Parent(tmp_path), "call_1", "ext")
     handler.session_id = SID
     with pytest.raises(AcpError, match="sessionId"):
-        anyio.run(handler.read_text_file, {"sessionId": "other", "path": str(tmp_path / "f")})
+        request: JSONObject = {"sessionId": "other", "path": str(tmp_path / "f")}
+        anyio.run(handler.read_text_file, request)

@@ -38,7 +38,7 @@ FIRST_TURN: list[en.Entry] = [
 
 
 def test_a_running_turn_is_left_out_but_settings_chosen_during_it_are_kept() -> None:
-    running = [
+    running: list[en.Entry] = [
         person("two"),
         ama_note("a reminder"),
         en.ModeEntry(mode_id="read_only"),

@@ -47,7 +47,7 @@ def read(cwd: Path, seconds: float = 20.0) -> GitState | None:
 
 
 @pytest.fixture(autouse=True)
-def _no_outer_config(monkeypatch, tmp_path):
+def _no_outer_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     # The machine's own git config and any repository above tmp_path play no part.
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", os.devnull)
@@ -187,7 +187,7 @@ def test_many_changes_are_bounded_and_counted_with_the_summary_line_kept(tmp_pat
     assert "… 71 more lines" in text and text.endswith("120 files changed, 120 insertions(+)")
 
 
-def _fake_git(tmp_path: Path, monkeypatch, body: str) -> None:
+def _fake_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str) -> None:
     """A `git` on PATH that answers rev-parse like a work tree and does `body` for everything else. Its
     directory is beside the work tree, not in it: no git is taken from inside the workspace."""
     bin_dir = tmp_path.with_name(tmp_path.name + "-fakebin")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -253,7 +254,7 @@ def test_property_the_copy_keeps_the_newest_entries_of_each_list_up_to_its_cap(c
 # --- a load rebuilds the copy with the caps the compaction used ------------------------------------------------
 
 
-def test_a_load_rebuilds_the_copy_with_the_stored_caps_and_an_older_entry_with_30_a_list(tmp_path) -> None:
+def test_a_load_rebuilds_the_copy_with_the_stored_caps_and_an_older_entry_with_30_a_list(tmp_path: Path) -> None:
     from ama_acp.agent.inventory import LEGACY_LIST_CAPS, stored_caps
     from ama_acp.session.conversation import Conversation
     from ama_acp.session.store import entries as en

@@ -71,7 +71,8 @@ def test_a_link_out_of_the_workspace_is_refused_and_the_next_name_read(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     ws, out = tmp_path / "ws", tmp_path / "out"
-    ws.mkdir(), out.mkdir()
+    ws.mkdir()
+    out.mkdir()
     (out / "x.md").write_text("OUTSIDE", encoding="utf-8")
     (ws / "AGENTS.md").symlink_to(out / "x.md")
     (ws / "CLAUDE.md").write_text("inside", encoding="utf-8")
@@ -211,7 +212,8 @@ def test_disabled_reads_nothing(tmp_path: Path) -> None:
 
 def test_the_workspace_file_has_room_before_the_global_one(tmp_path: Path) -> None:
     ws, mine = tmp_path / "ws", tmp_path / "mine"
-    ws.mkdir(), mine.mkdir()
+    ws.mkdir()
+    mine.mkdir()
     (ws / "AGENTS.md").write_text("w" * 50_000, encoding="utf-8")
     (mine / "AGENTS.md").write_text("g" * 50_000, encoding="utf-8")
     s = session(ws, mine)

@@ -199,7 +199,9 @@ def test_no_cycle_between_parts() -> None:
         ("ama_acp/tools/x.py", "if TYPE_CHECKING:\n    from ama_acp.session.live import Session", "tools may"),
     ],
 )
-def test_the_checker_catches_a_forbidden_edge(tmp_path, monkeypatch, source, line, expected) -> None:
+def test_the_checker_catches_a_forbidden_edge(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, line: str, expected: str
+) -> None:
     """The test above can fail: a forbidden import, at the top, in a function or under TYPE_CHECKING."""
     fake_root = tmp_path / "repo"
     target = fake_root / source
@@ -268,7 +270,7 @@ def test_only_the_manager_the_lifecycle_and_oneshot_import_the_session_class() -
         "from . import live",
     ],
 )
-def test_the_narrow_import_check_can_fail(tmp_path, monkeypatch, line) -> None:
+def test_the_narrow_import_check_can_fail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, line: str) -> None:
     """A helper of session/ that imports the Session's module, in any form and even under TYPE_CHECKING, is
     caught; the manager may."""
     fake_root = tmp_path / "repo"

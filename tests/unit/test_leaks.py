@@ -8,9 +8,10 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,9 +21,11 @@ SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
 
 
 @contextmanager
-def sleeping(*extra: str, **kwargs) -> Iterator[subprocess.Popen[bytes]]:
+def sleeping(
+    *extra: str, cwd: Path | None = None, env: Mapping[str, str] | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
     """A process that sleeps a minute, killed at the end whatever the test found."""
-    proc = subprocess.Popen([*SLEEPER, *extra], **kwargs)
+    proc = subprocess.Popen([*SLEEPER, *extra], cwd=cwd, env=env)
     try:
         yield proc
     finally:
@@ -32,7 +35,7 @@ def sleeping(*extra: str, **kwargs) -> Iterator[subprocess.Popen[bytes]]:
 
 @pytest.mark.parametrize("how", ["cwd", "env", "argv"])
 def test_a_process_naming_the_folder_is_found_and_killed(tmp_path: Path, how: str) -> None:
-    kwargs: dict = {}
+    kwargs: dict[str, Any] = {}  # subprocess.Popen's keyword arguments
     extra: list[str] = []
     if how == "cwd":
         kwargs["cwd"] = tmp_path

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -50,7 +52,7 @@ def test_a_torn_message_line_is_not_spoken() -> None:
     assert scan_chunks([b'{"t":"model","model_id":"m","at":"x"}\n{"t":"msg","message":'], CAP).spoken is False
 
 
-def test_additional_directories_take_the_same_spelling_as_the_cwd(tmp_path) -> None:
+def test_additional_directories_take_the_same_spelling_as_the_cwd(tmp_path: Path) -> None:
     """`/x/proj/` beside the cwd `/x/proj` is the cwd again, not a second root; `/x/other/` is `/x/other`."""
     from ama_acp.config import Config
     from ama_acp.session.manager import SessionManager
@@ -63,7 +65,7 @@ def test_additional_directories_take_the_same_spelling_as_the_cwd(tmp_path) -> N
     assert got == [str(tmp_path / "other")]
 
 
-def test_a_session_opened_without_session_new_takes_the_normal_spelling_too(tmp_path) -> None:
+def test_a_session_opened_without_session_new_takes_the_normal_spelling_too(tmp_path: Path) -> None:
     """`ama -p` builds its session with `SessionManager.new_session`: `/x/proj/` is stored, and lives, as `/x/proj`."""
     from ama_acp.session.store.session_store import SessionStore
     from tests.support.inprocess import make_manager

@@ -147,7 +147,7 @@ async def test_arguments_nested_100000_levels_are_invalid_arguments_not_a_crash(
 
 
 async def test_a_non_string_tool_name_and_id_fail_that_call_only():
-    host = Host([calls_reply((7, 42, "{}"), ("b", "ok", "{}"))])  # type: ignore[arg-type]
+    host = Host([calls_reply((7, 42, "{}"), ("b", "ok", "{}"))])
     assert await run_turn(host, UserMessage([TextPart("go")])) == "end_turn"
     check_invariant(host)
     bad, good = results(host)

@@ -4,6 +4,7 @@ go one after the other, and a cancel closes every one of them."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -25,7 +26,9 @@ class SideBySide(FakeHost):
         return name == "task"
 
 
-def recorder(log: list[str], name: str, wait: anyio.Event | None = None, done: anyio.Event | None = None) -> Any:
+def recorder(
+    log: list[str], name: str, wait: anyio.Event | None = None, done: anyio.Event | None = None
+) -> Callable[[dict[str, Any]], Awaitable[ToolResult]]:
     async def run(args: dict[str, Any]) -> ToolResult:
         log.append(f"start {name}")
         if wait is not None:

@@ -115,7 +115,8 @@ def test_secrets_stay_out_of_repr_public_and_problems() -> None:
             assert SECRET not in shown
     assert specs[0].public()["env"] == ["API_TOKEN"]
     assert specs[1].public()["headers"] == ["Authorization"]
-    assert specs[1].public()["url"].startswith("https://mcp.example/mcp")
+    url = specs[1].public()["url"]
+    assert isinstance(url, str) and url.startswith("https://mcp.example/mcp")
     assert SECRET not in problems[0]
     # The values are still there for the server itself.
     assert specs[0].env == (("API_TOKEN", SECRET),)

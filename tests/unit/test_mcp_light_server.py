@@ -184,14 +184,16 @@ def sdk_answers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return converse(SDK, tmp_path_factory.mktemp("sdk"))
 
 
-def test_the_light_server_answers_every_request_as_the_sdk_server_does(sdk_answers, tmp_path) -> None:
+def test_the_light_server_answers_every_request_as_the_sdk_server_does(
+    sdk_answers: dict[str, Any], tmp_path: Path
+) -> None:
     light = converse(LIGHT, tmp_path)
     assert list(light) == list(sdk_answers)
     for label, expected in sdk_answers.items():
         assert light[label] == expected, label
 
 
-def test_the_conversation_covers_what_the_tests_rely_on(sdk_answers) -> None:
+def test_the_conversation_covers_what_the_tests_rely_on(sdk_answers: dict[str, Any]) -> None:
     """What the MCP tests count on, read from the SDK server's answers (so the comparison above means it)."""
     first = sdk_answers["initialize 2025-06-18"][0]["result"]
     assert first["protocolVersion"] == "2025-06-18" and first["serverInfo"]["name"] == "wired"
@@ -210,7 +212,7 @@ def test_the_conversation_covers_what_the_tests_rely_on(sdk_answers) -> None:
     assert sdk_answers["files"]["note.txt"] == "written\n"
 
 
-def test_crash_exits_7_mid_call_with_its_reason_on_stderr_as_toolset_py_does(tmp_path) -> None:
+def test_crash_exits_7_mid_call_with_its_reason_on_stderr_as_toolset_py_does(tmp_path: Path) -> None:
     source = (Path(__file__).resolve().parents[1] / "support" / "mcp_servers" / "toolset.py").read_text()
     assert 'sys.stderr.write("crash: exiting mid-call\\n")' in source and "os._exit(7)" in source
     wire = Wire(LIGHT, env={"MCP_TEST_DIR": str(tmp_path)})

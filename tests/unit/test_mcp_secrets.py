@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
-from ama_acp.mcp.config import parse_servers
+from pathlib import Path
+
+from ama_acp.mcp.config import McpServerSpec, parse_servers
 from ama_acp.redact import Redactor
 from ama_acp.secrets import secret_values as process_secrets
 from ama_acp.session.mcp import secret_values
@@ -13,7 +15,7 @@ TOKEN = "sk-mcp-abcdefghijklmnop"
 BEARER = "eyJhbGciOiJIUzI1NiJ9.payload.sig"
 
 
-def specs():
+def specs() -> list[McpServerSpec]:
     servers, problems = parse_servers(
         [
             {
@@ -40,7 +42,7 @@ def test_only_credentials_are_secret_values() -> None:
     assert "/work/project" not in values and "x/y" not in values
 
 
-def test_registered_values_reach_the_process_redactor_and_the_session_file(tmp_path) -> None:
+def test_registered_values_reach_the_process_redactor_and_the_session_file(tmp_path: Path) -> None:
     from ama_acp.conversation.messages import TextPart, UserMessage
     from ama_acp.secrets import register_secret_values
     from ama_acp.session.store import entries as en

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 import pytest
 from hypothesis import given, settings
@@ -12,6 +14,7 @@ from ama_acp.context.meter import ContextFigures, ContextMeter, MeterState, repo
 from ama_acp.conversation.messages import (
     AssistantMessage,
     ImagePart,
+    Message,
     TextPart,
     ToolCallPart,
     ToolResultMessage,
@@ -36,7 +39,7 @@ def tool_result(text: str) -> ToolResultMessage:
     return ToolResultMessage(tool_call_id="c1", name="read", content=[TextPart(text)])
 
 
-def meter(window: int | None = 200_000, **kw) -> ContextMeter:
+def meter(window: int | None = 200_000, **kw: Any) -> ContextMeter:
     m = ContextMeter(window=window, **kw)
     m.set_prefix(SYSTEM, TOOLS)
     return m
@@ -156,7 +159,11 @@ def test_u11_u12_reading_over_the_window_is_kept_as_a_lower_bound() -> None:
 
 def test_u11_untrusted_survives_state_and_restore() -> None:
     m = meter()
-    msgs = [user("abcd"), assistant("x", usage=Usage(input=3000, output=20)), assistant("y", Usage(total=-5))]
+    msgs: list[Message] = [
+        user("abcd"),
+        assistant("x", usage=Usage(input=3000, output=20)),
+        assistant("y", Usage(total=-5)),
+    ]
     for msg in msgs:
         m.append(msg)
     state = msgspec.json.decode(msgspec.json.encode(m.state()), type=MeterState)
@@ -341,11 +348,11 @@ class CountingEstimator(HeuristicEstimator):
         self.messages = 0
         self.texts = 0
 
-    def message(self, m):  # type: ignore[override]
+    def message(self, m: Message) -> int:
         self.messages += 1
         return super().message(m)
 
-    def text(self, s):  # type: ignore[override]
+    def text(self, s: str) -> int:
         self.texts += 1
         return super().text(s)
 
@@ -396,9 +403,9 @@ def test_s3_breakdown_by_kind() -> None:
 # -- persistence ---------------------------------------------------------------------------------------
 
 
-def _session() -> tuple[ContextMeter, list]:
+def _session() -> tuple[ContextMeter, list[Message]]:
     m = meter()
-    msgs = [user("hello"), assistant(usage=Usage(input=4000, output=60)), tool_result("x" * 80)]
+    msgs: list[Message] = [user("hello"), assistant(usage=Usage(input=4000, output=60)), tool_result("x" * 80)]
     for x in msgs:
         m.append(x)
     return m, msgs
@@ -470,11 +477,11 @@ def test_restore_with_changed_prefix_is_an_estimate() -> None:
     assert again.figures().source == "usage"
 
 
-def _measured_with(tools: str) -> tuple[ContextMeter, list]:
+def _measured_with(tools: str) -> tuple[ContextMeter, list[Message]]:
     """A session whose usage was measured with `tools` declared (an MCP server's among them)."""
     m = ContextMeter(window=200_000)
     m.set_prefix(SYSTEM, tools)
-    msgs = [user("hello"), assistant(usage=Usage(input=4000, output=60))]
+    msgs: list[Message] = [user("hello"), assistant(usage=Usage(input=4000, output=60))]
     for x in msgs:
         m.append(x)
     return m, msgs
@@ -485,7 +492,7 @@ def test_restore_unverified_keeps_the_anchor_while_the_prefix_is_partial_and_con
     loaded = ContextMeter(window=200_000)
     loaded.set_prefix(SYSTEM, TOOLS)  # the load's MCP server has not declared its tools yet
     loaded.restore(msgs, live.state(), verify_prefix=False)
-    assert loaded.anchor_unverified and loaded.figures() == live.figures()
+    assert (loaded.anchor_unverified, loaded.figures()) == (True, live.figures())
     loaded.set_prefix(SYSTEM, TOOLS + " partial", final=False)  # still arriving: no comparison yet
     assert loaded.figures() == live.figures()
     loaded.set_prefix(SYSTEM, TOOLS + " mcp", final=True)  # the same tools after all: nothing moved

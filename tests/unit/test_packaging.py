@@ -71,6 +71,8 @@ def test_nothing_imports_the_suite_by_its_folder_name() -> None:
     for top in ("ama_acp", "conformance", "tests"):
         for path in sorted((ROOT / top).rglob("*.py")):
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if not isinstance(node, ast.Import | ast.ImportFrom):
+                    continue
                 names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
                 if isinstance(node, ast.ImportFrom) and not node.level and node.module:
                     names = [node.module]

@@ -8,12 +8,15 @@ the manager and answering a session/new leaves the heavy modules unimported.
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -23,7 +26,7 @@ from tests.support.harness import clean_env
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run(prepare=None, stop: threading.Event | None = None) -> None:
+def run(prepare: Callable[[], None] | None = None, stop: threading.Event | None = None) -> None:
     server._preload(prepare, stop or threading.Event())
 
 
@@ -39,12 +42,14 @@ def test_every_preloaded_name_is_a_module_of_ama() -> None:
         assert name.startswith("ama_acp.") and importlib.util.find_spec(name) is not None, name
 
 
-def test_steps_run_in_order_with_a_low_switch_interval_restored_after(monkeypatch, caplog) -> None:
+def test_steps_run_in_order_with_a_low_switch_interval_restored_after(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     seen: list[tuple[str, float]] = []
     monkeypatch.setattr(server, "PRELOAD", ("json", "csv"))
-    real = __import__("importlib").import_module
+    real = importlib.import_module
 
-    def recording(name: str):
+    def recording(name: str) -> ModuleType:
         seen.append((name, sys.getswitchinterval()))
         return real(name)
 
@@ -59,7 +64,9 @@ def test_steps_run_in_order_with_a_low_switch_interval_restored_after(monkeypatc
 
 
 @pytest.mark.allow_traceback
-def test_a_failing_step_is_logged_and_the_rest_still_runs(monkeypatch, caplog) -> None:
+def test_a_failing_step_is_logged_and_the_rest_still_runs(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     monkeypatch.setattr(server, "PRELOAD", ("ama_acp.no_such_module", "json"))
     ran = []
     with caplog.at_level(logging.INFO, logger="ama_acp.server"):
@@ -75,13 +82,15 @@ def test_a_failing_step_is_logged_and_the_rest_still_runs(monkeypatch, caplog) -
     assert caplog.text.count(server.PRELOADED) == 2
 
 
-def test_once_stopped_nothing_more_is_started(monkeypatch, caplog) -> None:
+def test_once_stopped_nothing_more_is_started(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     stop = threading.Event()
     seen = []
     monkeypatch.setattr(server, "PRELOAD", ("json", "csv"))
-    real = __import__("importlib").import_module
+    real = importlib.import_module
 
-    def stopping(name: str):
+    def stopping(name: str) -> ModuleType:
         seen.append(name)
         stop.set()  # the connection ends while the first step runs
         return real(name)
@@ -96,7 +105,7 @@ def test_once_stopped_nothing_more_is_started(monkeypatch, caplog) -> None:
 
 
 @pytest.mark.parametrize("model", [None, "", "not-a-model-id", "nosuch/model", "scripted/demo"])
-def test_preparing_a_model_without_http_never_raises_nor_imports_httpx(model) -> None:
+def test_preparing_a_model_without_http_never_raises_nor_imports_httpx(model: str | None) -> None:
     code = (
         "import sys, json\n"
         "from ama_acp.config import Config\n"
@@ -112,7 +121,9 @@ def test_preparing_a_model_without_http_never_raises_nor_imports_httpx(model) ->
     ("model", "env", "dialect"),
     [("openai/gpt-5", "OPENAI_API_KEY", "openai"), ("anthropic/claude-sonnet-4-5", "ANTHROPIC_API_KEY", "anthropic")],
 )
-def test_preparing_an_http_model_imports_its_dialect_and_httpx(tmp_path, model, env, dialect) -> None:
+def test_preparing_an_http_model_imports_its_dialect_and_httpx(
+    tmp_path: Path, model: str | None, env: str, dialect: str
+) -> None:
     code = (
         "import sys, json\n"
         "from ama_acp.config import Config\n"
@@ -130,7 +141,7 @@ def test_preparing_an_http_model_imports_its_dialect_and_httpx(tmp_path, model, 
     assert hits == 0  # made once, by the preparation; a request's client then finds it cached
 
 
-def test_an_http_model_without_its_key_prepares_nothing_to_send(tmp_path) -> None:
+def test_an_http_model_without_its_key_prepares_nothing_to_send(tmp_path: Path) -> None:
     """No key: the session's provider only says what to do (resolve.FailingProvider), no HTTP client needed."""
     code = (
         "import sys, json\n"
@@ -165,7 +176,7 @@ HEAVY = (
 )
 
 
-def test_answering_session_new_imports_none_of_the_session_machinery(tmp_path) -> None:
+def test_answering_session_new_imports_none_of_the_session_machinery(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
     code = f"""

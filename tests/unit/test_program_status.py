@@ -84,7 +84,9 @@ def test_title_and_msg_are_one_clean_line_cut_at_a_character_boundary() -> None:
 
 @settings(max_examples=examples(300), deadline=None)
 @given(st.text(), st.text(), st.integers(-5, 105), st.sampled_from(["idle", "working", "blocked", "done", "x"]))
-def test_any_report_encodes_within_the_limits_with_no_control_characters_inside(title, msg, progress, state) -> None:
+def test_any_report_encodes_within_the_limits_with_no_control_characters_inside(
+    title: str, msg: str, progress: int, state: str
+) -> None:
     seq = encode(Report(state, id="ama/s", title=title, msg=msg, progress=progress))
     if state == "x":
         assert seq == ""

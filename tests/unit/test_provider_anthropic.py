@@ -3,10 +3,13 @@ signatures, translation."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from ama_acp.conversation.messages import (
     AssistantMessage,
+    Message,
     TextPart,
     ThinkingPart,
     ToolCallPart,
@@ -14,6 +17,7 @@ from ama_acp.conversation.messages import (
     Usage,
     UserMessage,
 )
+from ama_acp.conversation.tools import ToolSpec
 from ama_acp.providers.anthropic import AnthropicProvider, to_anthropic_messages
 from ama_acp.providers.base import (
     Failure,
@@ -23,7 +27,6 @@ from ama_acp.providers.base import (
     TextDelta,
     ThinkingDelta,
     ToolCallEvent,
-    ToolSpec,
 )
 from ama_acp.providers.retry import RetryPolicy
 from ama_acp.providers.settings import ProviderSettings
@@ -40,7 +43,7 @@ FAST = RetryPolicy(max_retries=2, backoff_base=0.01)
 READ = ToolSpec("read_file", "Read a file", {"type": "object", "properties": {"path": {"type": "string"}}})
 
 
-def provider(server, **kw) -> AnthropicProvider:
+def provider(server: MockLLM, **kw: Any) -> AnthropicProvider:
     return AnthropicProvider(
         ProviderSettings(
             base_url=server.anthropic_url,
@@ -53,7 +56,7 @@ def provider(server, **kw) -> AnthropicProvider:
     )
 
 
-def ask(messages=None, **kw) -> ModelRequest:
+def ask(messages: list[Message] | None = None, **kw: Any) -> ModelRequest:
     return ModelRequest(
         model="claude-test", system="You are terse.", messages=messages or [UserMessage([TextPart("hi")])], **kw
     )
@@ -94,11 +97,11 @@ def test_thinking_signature_is_kept_and_sent_back(server):
     assert "".join(e.text for e in thinking) == "The user wants a.py read."
     assert thinking[-1] == ThinkingDelta(text="", signature="EqQBCkYIBxgCKkD-signature")
     assert ToolCallEvent("toolu_01", "read_file", '{"path": "a.py"}') in first
-    assert first[-1].stop == "tool_use"
+    assert isinstance(first[-1], Finished) and first[-1].stop == "tool_use"
     assert server.requests[0].body["thinking"] == {"type": "enabled", "budget_tokens": 10000}
 
     # The loop turns the events into messages; the next request carries them back.
-    history = [
+    history: list[Message] = [
         UserMessage([TextPart("what does a.py print?")]),
         AssistantMessage(
             [
@@ -155,7 +158,7 @@ def test_two_tool_calls_and_empty_input(server):
         ToolCallEvent("toolu_a", "read_file", '{"path": "src/very/long/path/name.py"}'),
         ToolCallEvent("toolu_b", "list_todos", "{}"),
     ]
-    assert events[-1].stop == "tool_use"
+    assert isinstance(events[-1], Finished) and events[-1].stop == "tool_use"
 
 
 @pytest.mark.parametrize(
@@ -165,11 +168,11 @@ def test_two_tool_calls_and_empty_input(server):
 def test_stop_reasons(server, stop_reason, kind):
     server.enqueue({"text": "x", "stop_reason": stop_reason})
     events = collect(lambda: provider(server).stream(ask()))
-    assert events[-1].stop == kind
+    assert isinstance(events[-1], Finished) and events[-1].stop == kind
 
 
 def test_translation_merges_roles_and_drops_what_the_api_rejects():
-    msgs = [
+    msgs: list[Message] = [
         UserMessage([TextPart("one")]),
         UserMessage([TextPart(""), TextPart("two")]),
         AssistantMessage(

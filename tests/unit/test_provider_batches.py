@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from typing import Any
 
 import anyio
 from hypothesis import given, settings
@@ -24,10 +25,11 @@ from tests.support.hypothesis_profiles import examples
 from tests.support.llm_server import LLMServer
 
 REQUEST_TEXT = "hi"
+StreamParser = Callable[[AsyncIterator[list[SSEEvent]]], AsyncGenerator[ProviderEvent, None]]
 
 
-def oa(delta: dict | None = None, finish: str | None = None, usage: dict | None = None) -> SSEEvent:
-    body: dict = {"choices": [{"index": 0, "delta": delta or {}, "finish_reason": finish}]}
+def oa(delta: dict[str, Any] | None = None, finish: str | None = None, usage: dict[str, Any] | None = None) -> SSEEvent:
+    body: dict[str, Any] = {"choices": [{"index": 0, "delta": delta or {}, "finish_reason": finish}]}
     if usage is not None:
         body = {"choices": [], "usage": usage}
     return SSEEvent("", json.dumps(body))
@@ -38,7 +40,7 @@ async def _batches(batches: list[list[SSEEvent]]) -> AsyncIterator[list[SSEEvent
         yield batch
 
 
-def parse(parser, batches: list[list[SSEEvent]]) -> tuple[list[ProviderEvent], BaseException | None]:
+def parse(parser: StreamParser, batches: list[list[SSEEvent]]) -> tuple[list[ProviderEvent], BaseException | None]:
     async def main() -> tuple[list[ProviderEvent], BaseException | None]:
         out: list[ProviderEvent] = []
         try:
@@ -93,7 +95,7 @@ def test_tool_calls_come_after_the_text_of_their_read():
     assert [type(e).__name__ for e in events] == ["TextDelta", "ToolCallEvent", "Finished"]
 
 
-def an(kind: str, **fields) -> SSEEvent:
+def an(kind: str, **fields: object) -> SSEEvent:
     return SSEEvent(kind, json.dumps({"type": kind, **fields}))
 
 
@@ -191,7 +193,7 @@ SSE_LINES = st.lists(
     st.one_of(
         st.builds(
             lambda t: f"data: {t}\n\n",
-            st.text(alphabet=st.characters(blacklist_characters="\r\n", blacklist_categories=("Cs",)), max_size=8),
+            st.text(alphabet=st.characters(exclude_characters="\r\n", exclude_categories=["Cs"]), max_size=8),
         ),
         st.builds(lambda t: f"event: {t}\n", st.sampled_from(["a", "b", "message_start"])),
         st.just(": keepalive\n\n"),

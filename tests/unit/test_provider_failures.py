@@ -9,16 +9,17 @@ import socket
 import time
 from contextlib import aclosing
 from email.utils import formatdate
+from typing import Any
 
 import anyio
 import pytest
 
 from ama_acp.conversation.messages import TextPart, UserMessage
-from ama_acp.providers.base import Failure, Finished, ModelRequest, Retrying, TextDelta
+from ama_acp.providers.base import Failure, Finished, ModelRequest, Provider, ProviderEvent, Retrying, TextDelta
 from ama_acp.providers.registry import build_http_provider
 from ama_acp.providers.retry import RetryPolicy, parse_retry_after
 from ama_acp.providers.settings import ProviderSettings
-from tests.support.llm_server import collect, llm_server_fixture
+from tests.support.llm_server import LLMServer, collect, llm_server_fixture
 from tests.support.mock_llm import MockLLM
 
 server = pytest.fixture(name="server")(llm_server_fixture)
@@ -34,7 +35,9 @@ REQUEST = ModelRequest(model="m", system="", messages=[UserMessage([TextPart("hi
 KINDS = ["openai", "anthropic"]
 
 
-def make(server, kind, *, retries=2, timeout=5.0, base=0.01, **kw):
+def make(
+    server: LLMServer | MockLLM, kind: str, *, retries: int = 2, timeout: float = 5.0, base: float = 0.01, **kw: Any
+) -> Provider:
     url = server.openai_url if kind == "openai" else server.anthropic_url
     kw.setdefault("name", kind)
     retry = RetryPolicy(max_retries=retries, backoff_base=base)
@@ -43,7 +46,7 @@ def make(server, kind, *, retries=2, timeout=5.0, base=0.01, **kw):
     return build_http_provider(kind, settings)
 
 
-def run(server, kind, **kw):
+def run(server: LLMServer | MockLLM, kind: str, **kw: Any) -> list[ProviderEvent]:
     p = make(server, kind, **kw)
     return collect(lambda: p.stream(REQUEST))
 
@@ -66,7 +69,7 @@ def test_401_names_the_env_var_and_never_the_key(llm, kind, env, caplog):
 def test_401_for_a_configured_provider_names_its_variable(llm):
     llm.enqueue({"status": 403})
     events = run(llm, "openai", name="local", api_key_env="LOCAL_LLM_KEY")
-    assert events[0].kind == "auth"
+    assert isinstance(events[0], Failure) and events[0].kind == "auth"
     assert "Set LOCAL_LLM_KEY and restart." in events[0].message
     assert "local" in events[0].message
 
@@ -76,6 +79,7 @@ def test_401_without_a_key_says_one_is_needed(llm):
     settings = ProviderSettings(name="openai", base_url=llm.openai_url, api_key=None, transport=llm.transport)
     p = build_http_provider("openai", settings)
     events = collect(lambda: p.stream(REQUEST))
+    assert isinstance(events[0], Failure)
     assert "needs an API key" in events[0].message and "OPENAI_API_KEY" in events[0].message
     assert "authorization" not in llm.requests[0].headers
 
@@ -84,7 +88,8 @@ def test_401_without_a_key_says_one_is_needed(llm):
 def test_400_is_a_bad_request_with_the_providers_text(llm, kind):
     llm.enqueue({"status": 400, "message": "model 'nope' does not exist"})
     events = run(llm, kind)
-    assert events == [events[0]] and events[0].kind == "bad_request" and events[0].status == 400
+    assert events == [events[0]] and isinstance(events[0], Failure)
+    assert events[0].kind == "bad_request" and events[0].status == 400
     assert "model 'nope' does not exist" in events[0].message
 
 
@@ -93,6 +98,7 @@ def test_429_with_retry_after_then_success(llm, kind):
     llm.enqueue({"status": 429, "retry_after": "0.3"}, {"text": "made it"})
     start = time.monotonic()
     events = run(llm, kind, base=5.0)  # the backoff would be 5 s: Retry-After must win
+    assert isinstance(events[0], Retrying)
     assert [e for e in events if isinstance(e, Retrying)] == [Retrying(attempt=1, delay=0.3, reason=events[0].reason)]
     assert "429" in events[0].reason
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "made it"
@@ -111,7 +117,12 @@ def test_quota_429_is_not_retried(llm):
     }
     llm.enqueue({"status": 429, "body": body})
     events = run(llm, "openai")
-    assert len(events) == 1 and events[0].kind == "rate_limit" and "quota" in events[0].message
+    assert (
+        len(events) == 1
+        and isinstance(events[0], Failure)
+        and events[0].kind == "rate_limit"
+        and "quota" in events[0].message
+    )
 
 
 @pytest.mark.parametrize(("kind", "status"), [("openai", 500), ("anthropic", 529), ("openai", 503)])
@@ -157,8 +168,8 @@ def test_slow_stream_mid_body_times_out(server):
 def test_broken_stream_is_retried(server, kind, clean):
     server.enqueue({"text": "first attempt text", "break_after": 3, "clean_eof": clean}, {"text": "complete"})
     events = run(server, kind)
-    retry = next(i for i, e in enumerate(events) if isinstance(e, Retrying))
-    assert events[retry].attempt == 1
+    retry, retrying = next((i, e) for i, e in enumerate(events) if isinstance(e, Retrying))
+    assert retrying.attempt == 1
     after = events[retry + 1 :]
     assert "".join(e.text for e in after if isinstance(e, TextDelta)) == "complete"
     assert isinstance(events[-1], Finished)
@@ -167,7 +178,7 @@ def test_broken_stream_is_retried(server, kind, clean):
 def test_broken_stream_every_time_fails_as_stream(server):
     server.enqueue(*[{"text": "abc", "break_after": 2}] * 3)
     events = run(server, "anthropic")
-    assert events[-1].kind == "stream" and "broke off" in events[-1].message
+    assert isinstance(events[-1], Failure) and events[-1].kind == "stream" and "broke off" in events[-1].message
 
 
 def test_connection_refused(server):
@@ -183,12 +194,15 @@ def test_connection_refused(server):
     p = build_http_provider("openai", settings)
     events = collect(lambda: p.stream(REQUEST))
     assert isinstance(events[0], Retrying)
+    assert isinstance(events[-1], Failure)
     assert events[-1].kind == "server" and "Cannot reach" in events[-1].message and KEY not in events[-1].message
 
 
 def test_exhausted_script_says_so(llm):
     events = run(llm, "openai", retries=0)
-    assert events[-1].kind == "server" and "ran out of replies" in events[-1].message
+    assert (
+        isinstance(events[-1], Failure) and events[-1].kind == "server" and "ran out of replies" in events[-1].message
+    )
 
 
 def test_consumer_can_stop_early(server):
@@ -216,7 +230,8 @@ def test_retry_after_parsing():
     assert parse_retry_after({"retry-after": "soon"}) is None
     assert parse_retry_after({}) is None
     now = time.time()
-    assert 9 <= parse_retry_after({"retry-after": formatdate(now + 10, usegmt=True)}, now=now) <= 10
+    in_ten = parse_retry_after({"retry-after": formatdate(now + 10, usegmt=True)}, now=now)
+    assert in_ten is not None and 9 <= in_ten <= 10
     assert parse_retry_after({"retry-after": formatdate(now - 100, usegmt=True)}, now=now) == 0.0
 
 

@@ -3,11 +3,14 @@ streaming, assembly, usage, translation."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from ama_acp.conversation.messages import (
     AssistantMessage,
     ImagePart,
+    Message,
     TextPart,
     ThinkingPart,
     ToolCallPart,
@@ -15,7 +18,16 @@ from ama_acp.conversation.messages import (
     Usage,
     UserMessage,
 )
-from ama_acp.providers.base import Finished, ModelRequest, TextDelta, ThinkingDelta, ToolCallEvent, ToolSpec
+from ama_acp.conversation.tools import ToolSpec
+from ama_acp.providers.base import (
+    Failure,
+    Finished,
+    ModelRequest,
+    ProviderEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallEvent,
+)
 from ama_acp.providers.openai import OpenAIProvider, to_openai_messages
 from ama_acp.providers.retry import RetryPolicy
 from ama_acp.providers.settings import ProviderSettings
@@ -34,7 +46,7 @@ FAST = RetryPolicy(max_retries=2, backoff_base=0.01)
 READ = ToolSpec("read_file", "Read a file", {"type": "object", "properties": {"path": {"type": "string"}}})
 
 
-def provider(server, **kw) -> OpenAIProvider:
+def provider(server: MockLLM, **kw: Any) -> OpenAIProvider:
     return OpenAIProvider(
         ProviderSettings(
             base_url=server.openai_url,
@@ -47,11 +59,11 @@ def provider(server, **kw) -> OpenAIProvider:
     )
 
 
-def ask(text: str = "hi", **kw) -> ModelRequest:
+def ask(text: str = "hi", **kw: Any) -> ModelRequest:
     return ModelRequest(model="gpt-test", system="You are terse.", messages=[UserMessage([TextPart(text)])], **kw)
 
 
-def text_of(events) -> str:
+def text_of(events: list[ProviderEvent]) -> str:
     return "".join(e.text for e in events if isinstance(e, TextDelta))
 
 
@@ -140,7 +152,7 @@ def test_tool_call_without_arguments_gets_empty_object(server):
 def test_finish_reasons(server, stop, kind):
     server.enqueue({"text": "partial", "stop": stop})
     events = collect(lambda: provider(server).stream(ask()))
-    assert events[-1].stop == kind
+    assert isinstance(events[-1], Finished) and events[-1].stop == kind
 
 
 def test_finished_at_done_when_server_sends_no_usage(server):
@@ -158,7 +170,7 @@ def test_crlf_framing(server):
 
 def test_conversation_translation(server):
     server.enqueue({"text": "ok"})
-    messages = [
+    messages: list[Message] = [
         UserMessage([TextPart("Look at this"), ImagePart(data="iVBORw0KGgo=", mime_type="image/png")]),
         AssistantMessage(
             [
@@ -199,7 +211,7 @@ def test_conversation_translation(server):
 
 
 def test_official_openai_never_gets_reasoning_back_and_tool_call_only_message_has_null_content():
-    msgs = [AssistantMessage([ThinkingPart("hm"), ToolCallPart("c1", "ls", "{}")])]
+    msgs: list[Message] = [AssistantMessage([ThinkingPart("hm"), ToolCallPart("c1", "ls", "{}")])]
     assert to_openai_messages("", msgs, send_reasoning=False) == [
         {
             "role": "assistant",
@@ -214,21 +226,25 @@ def test_official_openai_never_gets_reasoning_back_and_tool_call_only_message_ha
 
 
 def test_tool_result_images_follow_the_tool_messages():
-    msgs = [
+    msgs: list[Message] = [
         AssistantMessage([ToolCallPart("c1", "screenshot", "{}"), ToolCallPart("c2", "ls", "{}")]),
         ToolResultMessage("c1", "screenshot", [TextPart("shot"), ImagePart("AAAA", "image/png")]),
         ToolResultMessage("c2", "ls", [TextPart("a.py")]),
     ]
     out = to_openai_messages("", msgs)
     assert [m["role"] for m in out] == ["assistant", "tool", "tool", "user"]
-    assert out[1]["content"].startswith("shot")
-    assert out[3]["content"][1] == {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
+    tool_text, images = out[1]["content"], out[3]["content"]
+    assert isinstance(tool_text, str) and tool_text.startswith("shot")
+    assert isinstance(images, list) and images[1] == {
+        "type": "image_url",
+        "image_url": {"url": "data:image/png;base64,AAAA"},
+    }
 
 
 def test_mid_stream_error_chunk_is_a_failure(server):
     server.enqueue({"events": [{"error": {"message": "context too long", "type": "invalid_request_error"}}]})
     events = collect(lambda: provider(server).stream(ask()))
-    assert events[-1].kind == "bad_request"
+    assert isinstance(events[-1], Failure) and events[-1].kind == "bad_request"
     assert "context too long" in events[-1].message
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from ama_acp.config import Config, ProviderConfig, parse_config
 from ama_acp.conversation.messages import TextPart, UserMessage
-from ama_acp.providers.base import Failure, Finished, ModelRequest, TextDelta
+from ama_acp.providers.base import Failure, Finished, ModelRequest, ProviderEvent, TextDelta
 from ama_acp.providers.endpoints import BUILTIN_ENDPOINTS
 from ama_acp.providers.resolve import FALLBACK_MODEL, choose_model, has_credentials, provider_for_model
 from tests.support.llm_server import collect, llm_server_fixture
@@ -22,7 +22,7 @@ REQUEST = ModelRequest(model="m", system="", messages=[UserMessage([TextPart("hi
 NO_RETRY = "max_retries = 0\ntimeout = 5.0\n"
 
 
-def _stream(cfg: Config, model_id: str, env: dict[str, str]) -> list[object]:
+def _stream(cfg: Config, model_id: str, env: dict[str, str]) -> list[ProviderEvent]:
     provider = provider_for_model(cfg, model_id, env=env)
     return collect(lambda: provider.stream(REQUEST))
 

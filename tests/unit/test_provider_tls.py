@@ -6,6 +6,7 @@ TLS with it fails closed."""
 from __future__ import annotations
 
 import ssl
+from pathlib import Path
 
 import anyio
 import httpx
@@ -13,6 +14,7 @@ import pytest
 
 from ama_acp.config import Config, ProviderConfig
 from ama_acp.providers import tls
+from ama_acp.providers.failures import KeyHint
 from ama_acp.providers.settings import ProviderSettings
 from ama_acp.providers.stream import HttpStream
 from ama_acp.providers.tls import plain_http, untrusting_context
@@ -45,15 +47,22 @@ def test_the_untrusting_context_requires_a_certificate_and_trusts_none() -> None
 
 
 def _client_context(url: str) -> ssl.SSLContext:
-    http = HttpStream(ProviderSettings(name="p", base_url=url), url=url + "/chat/completions", headers={}, key=None)  # type: ignore[arg-type]
+    no_key = KeyHint(env=None, has_key=False)
+    http = HttpStream(ProviderSettings(name="p", base_url=url), url=url + "/chat/completions", headers={}, key=no_key)
     client = http._client()
     try:
-        return client._transport._pool._ssl_context  # type: ignore[attr-defined]
+        transport = client._transport  # httpx's own: where the context it made is kept
+        assert isinstance(transport, httpx.AsyncHTTPTransport)
+        context = transport._pool._ssl_context
+        assert context is not None
+        return context
     finally:
         anyio.run(client.aclose)
 
 
-def test_an_http_url_s_client_never_loads_the_ca_bundle_an_https_one_shares_the_verified_context(monkeypatch) -> None:
+def test_an_http_url_s_client_never_loads_the_ca_bundle_an_https_one_shares_the_verified_context(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     verified = tls.ssl_context()
     made = _counting_verified(monkeypatch)
     plain = _client_context("http://127.0.0.1:9/v1")
@@ -64,7 +73,9 @@ def test_an_http_url_s_client_never_loads_the_ca_bundle_an_https_one_shares_the_
 
 
 @pytest.mark.parametrize(("base_url", "made"), [("http://127.0.0.1:9/v1", []), ("https://llm.example.test/v1", [1])])
-def test_preparing_the_first_prompt_makes_the_verified_context_for_https_only(monkeypatch, base_url, made) -> None:
+def test_preparing_the_first_prompt_makes_the_verified_context_for_https_only(
+    monkeypatch: pytest.MonkeyPatch, base_url: str, made: list[int]
+) -> None:
     calls: list[int] = []
     monkeypatch.setattr(tls, "ssl_context", lambda: calls.append(1))
     config = Config(providers={"local": ProviderConfig(kind="openai", base_url=base_url)})
@@ -77,7 +88,7 @@ async def _get(verify: ssl.SSLContext, url: str) -> httpx.Response:
         return await client.get(url)
 
 
-def test_a_redirect_from_http_to_https_with_the_untrusting_context_fails_closed(tmp_path) -> None:
+def test_a_redirect_from_http_to_https_with_the_untrusting_context_fails_closed(tmp_path: Path) -> None:
     """Even a client that followed redirects (the providers' do not) could not reach an https server with the
     plain-http context: the handshake fails on the certificate, though the same server is trusted by a client
     that knows its CA."""
@@ -95,7 +106,7 @@ def test_a_redirect_from_http_to_https_with_the_untrusting_context_fails_closed(
         assert len(secure.requests) == 1  # the redirected request never reached the https server
 
 
-def _counting_verified(monkeypatch) -> list[str]:
+def _counting_verified(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     made: list[str] = []
     verified = tls.ssl_context()
 
@@ -107,7 +118,7 @@ def _counting_verified(monkeypatch) -> list[str]:
     return made
 
 
-def test_setup_s_key_check_loads_the_ca_bundle_only_for_an_https_server(monkeypatch) -> None:
+def test_setup_s_key_check_loads_the_ca_bundle_only_for_an_https_server(monkeypatch: pytest.MonkeyPatch) -> None:
     from ama_acp.setup.choices import ProviderOption
     from ama_acp.setup.verify import verify
 
@@ -122,7 +133,7 @@ def test_setup_s_key_check_loads_the_ca_bundle_only_for_an_https_server(monkeypa
     assert made == ["verified"]
 
 
-def test_doctor_s_provider_check_loads_the_ca_bundle_only_for_an_https_server(monkeypatch) -> None:
+def test_doctor_s_provider_check_loads_the_ca_bundle_only_for_an_https_server(monkeypatch: pytest.MonkeyPatch) -> None:
     from ama_acp import doctor
 
     made = _counting_verified(monkeypatch)
@@ -142,7 +153,7 @@ def test_doctor_s_provider_check_loads_the_ca_bundle_only_for_an_https_server(mo
 
 
 @pytest.fixture(name="untrusted")
-def _untrusted(tmp_path) -> tuple[ssl.SSLContext, str]:
+def _untrusted(tmp_path: Path) -> tuple[ssl.SSLContext, str]:
     return tls_server(tmp_path, "localhost")
 
 
@@ -153,7 +164,7 @@ def _refusal(url: str) -> httpx.ConnectError:
     return caught.value
 
 
-def test_why_a_certificate_failed_is_found_under_httpx_s_wrapping(untrusted) -> None:
+def test_why_a_certificate_failed_is_found_under_httpx_s_wrapping(untrusted: tuple[ssl.SSLContext, str]) -> None:
     server_tls, ca = untrusted
     with WebServer(tls=server_tls) as secure:
         secure.route("/v1/models", body=b"{}", content_type="application/json")
@@ -174,7 +185,7 @@ def test_why_a_certificate_failed_is_found_under_httpx_s_wrapping(untrusted) -> 
     assert tls.certificate_failure(looped) is None
 
 
-def test_a_provider_whose_certificate_fails_says_so_and_is_not_retried(untrusted) -> None:
+def test_a_provider_whose_certificate_fails_says_so_and_is_not_retried(untrusted: tuple[ssl.SSLContext, str]) -> None:
     from ama_acp.conversation.messages import TextPart, UserMessage
     from ama_acp.providers.base import Failure, ModelRequest, Retrying
     from ama_acp.providers.registry import build_http_provider
@@ -198,7 +209,9 @@ def test_a_provider_whose_certificate_fails_says_so_and_is_not_retried(untrusted
         assert llm.requests == [] and llm.pending == 1  # the handshake failed: no request was read
 
 
-def test_setup_s_key_check_and_the_doctor_name_a_certificate_that_fails(untrusted, tmp_path, capsys) -> None:
+def test_setup_s_key_check_and_the_doctor_name_a_certificate_that_fails(
+    untrusted: tuple[ssl.SSLContext, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from ama_acp import doctor
     from ama_acp.setup.choices import ProviderOption
     from ama_acp.setup.verify import verify

@@ -4,6 +4,8 @@ in-process session pruning at pruneAt, persisted and rebuilt the same on load.""
 
 from __future__ import annotations
 
+from typing import Any
+
 import anyio
 import msgspec
 from hypothesis import given, settings
@@ -136,7 +138,7 @@ def test_a_session_past_prune_at_prunes_old_results_persists_it_and_reloads_the_
     (ws / "big.txt").write_text("".join(f"line {i:05d} " + "x" * 60 + "\n" for i in range(400)))  # ~7k tokens
     # window 26,384 − reserve 13,192 (at most half the window, U13): autoCompactAt 13,192, pruneAt 9,234
     model = ModelEntry(id="scripted/test", context_window=26_384, max_output=1000, name="Test")
-    replies = [
+    replies: list[dict[str, Any]] = [
         {"text": "Reading.", "tool_calls": [{"id": "r1", "name": "read_file", "arguments": {"path": "big.txt"}}]},
         # The read is cut to what the window holds (a quarter of autoCompactAt): the provider's count puts the
         # context past pruneAt.
@@ -148,8 +150,8 @@ def test_a_session_past_prune_at_prunes_old_results_persists_it_and_reloads_the_
     async def main() -> tuple[str, list[Message], int, int]:
         session = manager.new_session(str(ws), None, [])
         await prompt(session, "read big.txt")
-        used_before = session.ctx.figures().used
-        assert used_before >= session.ctx.figures().prune_at  # the premise: the next request prunes
+        used_before, prune_at = session.ctx.figures().used, session.ctx.figures().prune_at
+        assert prune_at is not None and used_before >= prune_at  # the premise: the next request prunes
         await prompt(session, "and now?")
         await manager.close(session.id)
         return session.id, list(session.conversation.messages), used_before, session.conversation.compactions

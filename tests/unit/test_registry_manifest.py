@@ -8,6 +8,7 @@ import re
 import tomllib
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 import ama_acp
 
@@ -16,12 +17,16 @@ MANIFEST = ROOT / "registry" / "agent.json"
 ICON = ROOT / "registry" / "icon.svg"
 
 
-def manifest() -> dict:
-    return json.loads(MANIFEST.read_text(encoding="utf-8"))
+def manifest() -> dict[str, Any]:
+    found = json.loads(MANIFEST.read_text(encoding="utf-8"))
+    assert isinstance(found, dict)
+    return found
 
 
-def project() -> dict:
-    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+def project() -> dict[str, Any]:
+    found = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert isinstance(found, dict)
+    return found
 
 
 def test_the_manifest_version_is_the_package_version() -> None:

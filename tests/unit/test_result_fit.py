@@ -6,10 +6,17 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ama_acp.agent.compaction import plan_compaction, unseen_tail
+from ama_acp.agent.compaction import Plan, Refused, plan_compaction, unseen_tail
 from ama_acp.agent.result_fit import MIN_RESULT_TOKENS, fit_result, result_budget, tool_chars
 from ama_acp.context.estimate import make_estimator
-from ama_acp.conversation.messages import AssistantMessage, TextPart, ToolCallPart, ToolResultMessage, UserMessage
+from ama_acp.conversation.messages import (
+    AssistantMessage,
+    Message,
+    TextPart,
+    ToolCallPart,
+    ToolResultMessage,
+    UserMessage,
+)
 from ama_acp.tools.base import Location, ToolResult
 from tests.support.hypothesis_profiles import examples
 
@@ -80,7 +87,7 @@ BIG = ToolResultMessage("c1", "read_file", [TextPart("x" * 40_000)])
 
 
 def test_the_results_of_the_last_reply_are_kept_with_that_reply():
-    old = [UserMessage([TextPart("hi")]), AssistantMessage([TextPart("hello")])]
+    old: list[Message] = [UserMessage([TextPart("hi")]), AssistantMessage([TextPart("hello")])]
     assert unseen_tail([*old, UserMessage([TextPart("read")]), CALL, BIG]) == [CALL, BIG]
     prompt = UserMessage([TextPart("next")])
     assert unseen_tail([*old, prompt]) == [prompt]
@@ -88,7 +95,12 @@ def test_the_results_of_the_last_reply_are_kept_with_that_reply():
 
 
 def test_a_compaction_keeps_an_unread_result_whatever_keep_tokens_says():
-    messages = [UserMessage([TextPart("a" * 40_000)]), AssistantMessage([TextPart("b" * 40_000)]), CALL, BIG]
+    messages: list[Message] = [
+        UserMessage([TextPart("a" * 40_000)]),
+        AssistantMessage([TextPart("b" * 40_000)]),
+        CALL,
+        BIG,
+    ]
     plan = plan_compaction(
         messages,
         0,
@@ -99,8 +111,8 @@ def test_a_compaction_keeps_an_unread_result_whatever_keep_tokens_says():
         keep_tokens=0,
         estimate=EST.message,
     )
-    assert not hasattr(plan, "reason"), plan
-    assert plan.kept == [CALL, BIG]  # type: ignore[union-attr]
+    assert isinstance(plan, Plan), plan
+    assert plan.kept == [CALL, BIG]
 
 
 def test_an_unread_tail_too_big_for_a_handoff_is_refused_with_why():
@@ -114,4 +126,4 @@ def test_an_unread_tail_too_big_for_a_handoff_is_refused_with_why():
         keep_tokens=0,
         estimate=EST.message,
     )
-    assert "not read yet" in plan.reason  # type: ignore[union-attr]
+    assert isinstance(plan, Refused) and "not read yet" in plan.reason

@@ -11,7 +11,7 @@ import msgspec
 from hypothesis import event, given
 from hypothesis import strategies as st
 
-from ama_acp.conversation.messages import AssistantMessage, TextPart, UserMessage
+from ama_acp.conversation.messages import AssistantMessage, TextPart, Usage, UserMessage
 from ama_acp.session.history.checkpoints import CheckpointLog
 from ama_acp.session.store import entries as en
 from ama_acp.session.store.reader import decode_session
@@ -42,12 +42,12 @@ def test_a_rewind_cuts_at_the_prompt_keeps_settings_billing_and_its_own_command(
     entries: list[en.Entry] = [
         prompt("one"),
         reply("r1"),
-        en.UsageEntry(model_id="m", usage=msgspec.convert({"input": 1}, en.Usage), meter={"a": 1}, billing={"b": 1}),
+        en.UsageEntry(model_id="m", usage=msgspec.convert({"input": 1}, Usage), meter={"a": 1}, billing={"b": 1}),
         en.TurnEntry(stop_reason="end_turn"),
         prompt("two"),
         en.FileChangeEntry(prompt=2, path="/w/a", after="x", first=True),
         reply("r2"),
-        en.UsageEntry(model_id="m", usage=msgspec.convert({"input": 2}, en.Usage), meter={"a": 2}, billing={"b": 2}),
+        en.UsageEntry(model_id="m", usage=msgspec.convert({"input": 2}, Usage), meter={"a": 2}, billing={"b": 2}),
         en.ModeEntry(mode_id="read_only"),
         en.CommandEntry(text="/context"),
         en.CommandOutputEntry(text="figures"),

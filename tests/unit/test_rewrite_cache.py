@@ -14,7 +14,9 @@ FAILING = "def test_it():\n    left = 1\n    assert left == 2\n"
 
 
 @pytest.mark.parametrize("cores", [1, 2, 3])
-def test_every_test_module_is_rewritten_ahead_and_nothing_else(tmp_path: Path, pytestconfig, cores: int) -> None:
+def test_every_test_module_is_rewritten_ahead_and_nothing_else(
+    tmp_path: Path, pytestconfig: pytest.Config, cores: int
+) -> None:
     if pytestconfig.getoption("assertmode") != "rewrite":
         pytest.skip("the run does not rewrite asserts (--assert=plain)")
     (tmp_path / "pkg").mkdir()
@@ -35,13 +37,17 @@ def test_every_test_module_is_rewritten_ahead_and_nothing_else(tmp_path: Path, p
 
     # What was written is pytest's rewrite: the failing assert explains itself.
     namespace: dict[str, object] = {}
-    exec(rewrite._read_pyc(tests[0], _pyc(tests[0])), namespace)  # the module just written
+    written = rewrite._read_pyc(tests[0], _pyc(tests[0]))  # the module just written
+    assert written is not None
+    exec(written, namespace)
+    test_it = namespace["test_it"]
+    assert callable(test_it)
     with pytest.raises(AssertionError) as failed:
-        namespace["test_it"]()  # type: ignore[operator]
+        test_it()
     assert "1 == 2" in str(failed.value)
 
 
-def test_a_module_changed_after_it_was_written_is_read_as_stale(tmp_path: Path, pytestconfig) -> None:
+def test_a_module_changed_after_it_was_written_is_read_as_stale(tmp_path: Path, pytestconfig: pytest.Config) -> None:
     if pytestconfig.getoption("assertmode") != "rewrite":
         pytest.skip("the run does not rewrite asserts (--assert=plain)")
     path = tmp_path / "test_m.py"

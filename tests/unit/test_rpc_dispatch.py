@@ -7,7 +7,7 @@ for a notification) is checked through a real Peer on in-process byte pipes (tes
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -18,6 +18,7 @@ from ama_acp.rpc.dispatch import (
     MAX_DEPTH,
     Dispatcher,
     Invalid,
+    JSONValue,
     Notification,
     Request,
     Response,
@@ -136,7 +137,8 @@ def test_a_message_without_method_but_with_an_id_is_a_response_whatever_its_id(r
 
 
 def test_a_response_result_of_any_json_type_is_kept():
-    for result in (None, 0, "s", [1], {"a": [1]}):
+    results: tuple[JSONValue, ...] = (None, 0, "s", [1], {"a": [1]})
+    for result in results:
         assert classify({"jsonrpc": "2.0", "id": 3, "result": result}) == Response(3, result=result)
 
 
@@ -223,7 +225,8 @@ def test_a_too_deep_line_with_an_unusable_id_is_invalid_with_id_null():
 
 def test_is_request_id_keeps_out_bools_and_floats():
     assert is_request_id("x") and is_request_id(0) and is_request_id(2**63 - 1)
-    assert not any(is_request_id(v) for v in (True, False, 1.0, None, [1], {}, 2**63))
+    odd: tuple[object, ...] = (True, False, 1.0, None, [1], {}, 2**63)
+    assert not any(is_request_id(v) for v in odd)
 
 
 # --- the method table ---------------------------------------------------------------------------------------
@@ -351,7 +354,7 @@ class Wire:
 
     async def recv(self) -> dict[str, Any]:
         with anyio.fail_after(STEP):
-            return msgspec.json.decode(await self._lines.__anext__())
+            return msgspec.json.decode(await self._lines.__anext__(), type=dict[str, Any])
 
     async def close(self) -> None:
         await self._to_peer.aclose()
@@ -426,9 +429,12 @@ async def test_deferred_work_runs_after_the_response_in_the_order_deferred():
     d = Dispatcher()
     wire_box: list[Wire] = []
 
+    def notify_after(n: int) -> Callable[[], Awaitable[None]]:
+        return lambda: wire_box[0].peer.notify("after", {"n": n})
+
     async def handler(_params: dict[str, Any]) -> dict[str, Any]:
         for n in (1, 2, 3):
-            defer(lambda n=n: wire_box[0].peer.notify("after", {"n": n}))
+            defer(notify_after(n))
         return {"done": True}
 
     d.add("work", None, handler)

@@ -44,7 +44,7 @@ class Client:
 
     async def recv(self) -> dict[str, Any]:
         with anyio.fail_after(STEP):
-            return msgspec.json.decode(await self._lines.__anext__())
+            return msgspec.json.decode(await self._lines.__anext__(), type=dict[str, Any])
 
     async def answer(self, rid: Any, result: Any) -> None:
         await self.send({"jsonrpc": "2.0", "id": rid, "result": result})

@@ -331,7 +331,7 @@ def _outcome(v: WireValidator, msg: Any, methods: dict[Any, str]) -> str | None:
     return None
 
 
-def _definition(v: WireValidator, msg: dict[str, Any], method: str | None) -> tuple[str, Any] | None:
+def _definition(v: WireValidator, msg: object, method: str | None) -> tuple[str, Any] | None:
     """The definition the message's params or result is checked against, and that instance."""
     t = v.tables
     if not isinstance(msg, dict):
@@ -414,7 +414,7 @@ def test_fast_path_same_verdicts_and_messages(data: st.DataObject) -> None:
         ({"jsonrpc": "2.0", "id": 4, "error": {"code": 2**40, "message": "m"}}, "session/set_mode"),  # int32
         (_request(5, "fs/read_text_file", {"sessionId": SID, "path": "/a", "line": -3}), None),
         (_request(5, "fs/read_text_file", {"sessionId": SID}), None),
-        (_request(True, "fs/read_text_file", {"sessionId": SID, "path": "/a"}), None),  # type: ignore[arg-type]
+        (_request(True, "fs/read_text_file", {"sessionId": SID, "path": "/a"}), None),  # a boolean id
         (
             _request(
                 5,
@@ -638,7 +638,7 @@ def test_compiled_check_matches_jsonschema_on_every_keyword(instance: Any) -> No
 
 def test_synthetic_schema_exercises_both_verdicts_and_the_fallback() -> None:
     fast, plain = _synthetic()[0]
-    samples = [
+    samples: list[object] = [
         {"a": 1},
         {"a": 1, "zz": 2},
         [{"a": 3}],

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tarfile
 from pathlib import Path
+from typing import Any
 
 from ama_conformance.schema.validate import SCHEMA_DIR
 
@@ -33,8 +34,10 @@ def _copy(tmp_path: Path) -> Path:
     return root
 
 
-def _pin(root: Path) -> dict:
-    return json.loads((root / "pin.json").read_text())
+def _pin(root: Path) -> dict[str, Any]:
+    pin = json.loads((root / "pin.json").read_text())
+    assert isinstance(pin, dict)
+    return pin
 
 
 def _sha(data: bytes) -> str:

@@ -27,6 +27,7 @@ import time
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import msgspec
 import pytest
@@ -53,10 +54,12 @@ from ama_acp.session.store.session_store import (
     SessionWriteError,
     new_session_id,
 )
+from tests.support.conversation import first_text
 from tests.support.hypothesis_profiles import examples
 
 REPO = Path(__file__).resolve().parents[2]
 GUARD_SECONDS = 10.0  # each operation takes milliseconds; a blocked or endless one is killed after this
+T = TypeVar("T")
 CHILD_MEMORY = 512 << 20  # address space a child may add: reading /dev/zero would pass it within a second
 
 
@@ -65,8 +68,8 @@ def store(tmp_path: Path) -> SessionStore:
     return SessionStore(tmp_path, redactor=Redactor(), fsync="never")
 
 
-def _header(cwd: str = "/work/proj", **kw: object) -> Header:
-    return Header(session_id=new_session_id(), cwd=cwd, **kw)  # type: ignore[arg-type]
+def _header(cwd: str = "/work/proj", **kw: Any) -> Header:
+    return Header(session_id=new_session_id(), cwd=cwd, **kw)
 
 
 def _user(text: str) -> MessageEntry:
@@ -122,24 +125,34 @@ def guarded(fn: Callable[[], object]) -> tuple[str, object]:
     return result
 
 
-def in_thread(fn: Callable[[], object], timeout: float = GUARD_SECONDS) -> object:
+def raised(outcome: tuple[str, object]) -> tuple[str, str, str | None]:
+    """The (type name, message, kind) of a guarded call the test expects to have raised."""
+    status, detail = outcome
+    assert status == "error" and isinstance(detail, tuple), outcome
+    name, message, kind = detail
+    assert isinstance(name, str) and isinstance(message, str) and (kind is None or isinstance(kind, str)), detail
+    return name, message, kind
+
+
+def in_thread(fn: Callable[[], T], timeout: float = GUARD_SECONDS) -> T:
     """`fn` in this process (so caplog sees its log), failing the test if it has not returned in time."""
-    box: dict[str, object] = {}
+    returned: list[T] = []
+    failed: list[BaseException] = []
 
     def run() -> None:
         try:
-            box["ok"] = fn()
+            returned.append(fn())
         except BaseException as exc:
-            box["error"] = exc
+            failed.append(exc)
 
     t = threading.Thread(target=run, daemon=True)
     t.start()
     t.join(timeout)
     if t.is_alive():
         pytest.fail(f"did not return within {timeout} s")
-    if "error" in box:
-        raise box["error"]  # type: ignore[misc]
-    return box.get("ok")
+    if failed:
+        raise failed[0]
+    return returned[0]
 
 
 # --- every kind of entry under a session's name -------------------------------------------------------------
@@ -220,16 +233,16 @@ def odd(request: pytest.FixtureRequest, store: SessionStore, tmp_path: Path) -> 
 
 def test_read_answers_at_once_naming_the_kind(store: SessionStore, odd: tuple[str, Path, str]) -> None:
     sid, path, words = odd
-    status, (name, message, kind) = guarded(lambda: store.read(sid))  # type: ignore[misc]
-    assert status == "error" and name == "NotASessionFile", message
-    assert words in kind and words in message and str(path) in message
+    name, message, kind = raised(guarded(lambda: store.read(sid)))
+    assert name == "NotASessionFile", message
+    assert kind is not None and words in kind and words in message and str(path) in message
 
 
 def test_open_writer_answers_at_once_naming_the_kind(store: SessionStore, odd: tuple[str, Path, str]) -> None:
     sid, _, words = odd
-    status, (name, message, kind) = guarded(lambda: store.open_writer(sid))  # type: ignore[misc]
-    assert status == "error" and name == "NotASessionFile", message
-    assert words in kind
+    name, message, kind = raised(guarded(lambda: store.open_writer(sid)))
+    assert name == "NotASessionFile", message
+    assert kind is not None and words in kind
 
 
 def test_list_skips_it_and_logs_it_once(
@@ -238,14 +251,14 @@ def test_list_skips_it_and_logs_it_once(
     sid, path, words = odd
     caplog.set_level(logging.WARNING, logger="ama_acp.session.store.listing")
     for _ in range(3):
-        page, cursor = in_thread(lambda: store.list())  # type: ignore[misc]
+        page, cursor = in_thread(lambda: store.list())
         assert sorted(s.cwd for s in page) == ["/a", "/b"] and cursor is None
     told = [r for r in caplog.records if str(path) in r.getMessage()]
     assert len(told) == 1 and words in told[0].getMessage(), [r.getMessage() for r in caplog.records]
     # A fresh store (another process) reads the index: still not logged again until the entry changes.
     caplog.clear()
     fresh = SessionStore(store.sessions_dir.parent, redactor=Redactor())
-    assert len(in_thread(lambda: fresh.list()[0])) == 2  # type: ignore[arg-type]
+    assert len(in_thread(lambda: fresh.list()[0])) == 2
     assert not [r for r in caplog.records if str(path) in r.getMessage()]
 
 
@@ -255,9 +268,10 @@ def test_delete_removes_the_name_never_what_it_names(
     sid, path, words = odd
     folder = store.handoff_dir(sid)
     folder.mkdir()
-    status, detail = guarded(lambda: store.delete(sid))
+    status, detail = outcome = guarded(lambda: store.delete(sid))
     if words == "directory":  # not ama's to remove: it may hold anything
-        assert status == "error" and detail[0] == "NotASessionFile" and "directory" in detail[1]  # type: ignore[index]
+        name, message, _ = raised(outcome)
+        assert name == "NotASessionFile" and "directory" in message
         assert (path / "keep.txt").read_text() == "someone's data" and folder.is_dir()
         return
     assert status == "ok", detail
@@ -319,7 +333,7 @@ def test_a_line_past_the_cap_is_skipped_as_damaged_and_never_held(
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert [m.content[0].text for m in loaded.messages] == ["before", "after"]  # type: ignore[union-attr]
+    assert [first_text(m) for m in loaded.messages] == ["before", "after"]
     assert loaded.skipped_lines == 1 and not loaded.torn_tail
     assert peak < 6 * chunk, f"peak {peak} bytes: the long line was held"
     assert any("longer than" in r.getMessage() for r in caplog.records)
@@ -367,13 +381,13 @@ def test_one_fifty_megabyte_line_lists_and_loads_in_linear_time(
     monkeypatch.setattr(reader_mod, "_READ_CHUNK", 1 << 16)
     sid = _one_long_line_session(store, 50_000_000)
     started = time.perf_counter()
-    page, _ = in_thread(lambda: store.list())  # type: ignore[misc]
+    page, _ = in_thread(lambda: store.list())
     listed = time.perf_counter() - started
     assert page[0].title == "after the long line"
     started = time.perf_counter()
     loaded = in_thread(lambda: store.read(sid))
     read = time.perf_counter() - started
-    assert len(loaded.messages[0].content[0].text) == 50_000_000  # type: ignore[attr-defined]
+    assert len(first_text(loaded.messages[0])) == 50_000_000
     assert listed < 4.0 and read < 4.0, (listed, read)
 
 

@@ -6,6 +6,7 @@ the response, or with the first request that names the id, whichever is first, a
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Awaitable, Callable
@@ -70,7 +71,7 @@ def test_ids_sort_by_creation_and_do_not_repeat() -> None:
 
 
 @pytest.mark.parametrize("mode", ["manual", "read_only", "full_access"])
-def test_the_answer_is_what_the_built_session_says(tmp_path, mode) -> None:
+def test_the_answer_is_what_the_built_session_says(tmp_path: Path, mode: str) -> None:
     manager, _, ws = make(tmp_path, mode)
     opened = manager.open_session(str(ws), None, [])
     session = manager.get(opened.session_id)
@@ -79,13 +80,14 @@ def test_the_answer_is_what_the_built_session_says(tmp_path, mode) -> None:
     assert msgspec.to_builtins(opened.config_options) == msgspec.to_builtins(session.config_options())
 
 
-def test_the_answer_keeps_the_model_of_its_request(tmp_path) -> None:
+def test_the_answer_keeps_the_model_of_its_request(tmp_path: Path) -> None:
     """authenticate may change the default model between the answer and the build: the session is the one
     the answer described."""
     manager, _, ws = make(tmp_path)
     opened = manager.open_session(str(ws), None, [])
     manager.default_model = "scripted/other"
     assert manager.get(opened.session_id).model_id == "scripted/demo"
+    assert opened.config_options is not None
     current = {o.id: o.current_value for o in opened.config_options}
     assert current["model"] == "scripted/demo"
 
@@ -99,7 +101,9 @@ def test_the_answer_keeps_the_model_of_its_request(tmp_path) -> None:
         (None, ["/no/such/dir/anywhere"], "additionalDirectories[0]"),
     ],
 )
-def test_bad_directories_are_this_requests_error_and_open_nothing(tmp_path, cwd, additional, field) -> None:
+def test_bad_directories_are_this_requests_error_and_open_nothing(
+    tmp_path: Path, cwd: str | None, additional: list[str] | None, field: str
+) -> None:
     manager, _, ws = make(tmp_path)
     with pytest.raises(AcpError) as caught:
         manager.open_session(cwd or str(ws), additional, [])
@@ -107,7 +111,7 @@ def test_bad_directories_are_this_requests_error_and_open_nothing(tmp_path, cwd,
     assert not manager.has_sessions() and files(tmp_path) == []
 
 
-def test_nothing_is_built_or_written_before_the_response(tmp_path) -> None:
+def test_nothing_is_built_or_written_before_the_response(tmp_path: Path) -> None:
     manager, peer, ws = make(tmp_path)
     opened = manager.open_session(str(ws), None, [])
     assert manager.sessions == {} and manager.has_sessions()
@@ -118,7 +122,7 @@ def test_nothing_is_built_or_written_before_the_response(tmp_path) -> None:
 # --- after the response ----------------------------------------------------------------------------------------
 
 
-def test_finish_open_builds_the_session_and_announces_it(tmp_path) -> None:
+def test_finish_open_builds_the_session_and_announces_it(tmp_path: Path) -> None:
     manager, peer, ws = make(tmp_path)
     opened = manager.open_session(str(ws), None, [])
     anyio.run(manager.finish_open, opened.session_id)
@@ -129,7 +133,7 @@ def test_finish_open_builds_the_session_and_announces_it(tmp_path) -> None:
     assert header.cwd == str(ws)
 
 
-def test_a_request_before_finish_open_builds_it_and_finish_open_does_not_build_again(tmp_path) -> None:
+def test_a_request_before_finish_open_builds_it_and_finish_open_does_not_build_again(tmp_path: Path) -> None:
     manager, peer, ws = make(tmp_path)
     opened = manager.open_session(str(ws), None, [])
     session = manager.get(opened.session_id)  # a prompt or set_mode that came first
@@ -139,7 +143,7 @@ def test_a_request_before_finish_open_builds_it_and_finish_open_does_not_build_a
     assert kinds(peer) == ["available_commands_update", "config_option_update", "usage_update"]
 
 
-def test_a_close_before_finish_open_leaves_a_closed_session_and_nothing_announced(tmp_path) -> None:
+def test_a_close_before_finish_open_leaves_a_closed_session_and_nothing_announced(tmp_path: Path) -> None:
     manager, peer, ws = make(tmp_path)
     opened = manager.open_session(str(ws), None, [])
 
@@ -155,7 +159,7 @@ def test_a_close_before_finish_open_leaves_a_closed_session_and_nothing_announce
         manager.get(opened.session_id)
 
 
-def test_a_load_of_an_id_still_opening_finds_its_file(tmp_path) -> None:
+def test_a_load_of_an_id_still_opening_finds_its_file(tmp_path: Path) -> None:
     manager, _, ws = make(tmp_path)
     opened = manager.open_session(str(ws), None, [])
 
@@ -172,7 +176,7 @@ def test_a_load_of_an_id_still_opening_finds_its_file(tmp_path) -> None:
     assert files(tmp_path) == [f"{opened.session_id}.jsonl"]
 
 
-def test_shutdown_builds_what_is_still_opening(tmp_path) -> None:
+def test_shutdown_builds_what_is_still_opening(tmp_path: Path) -> None:
     """Every id session/new gave has its file, even when the connection ends before the build."""
     manager, _, ws = make(tmp_path)
     ids = [manager.open_session(str(ws), None, []).session_id for _ in range(2)]
@@ -181,7 +185,9 @@ def test_shutdown_builds_what_is_still_opening(tmp_path) -> None:
     assert all(s.closed for s in manager.sessions.values())
 
 
-def test_a_build_that_fails_is_reported_once_and_the_id_is_then_unknown(tmp_path, monkeypatch) -> None:
+def test_a_build_that_fails_is_reported_once_and_the_id_is_then_unknown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     manager, _, ws = make(tmp_path)
     opened = manager.open_session(str(ws), None, [])
 
@@ -197,7 +203,7 @@ def test_a_build_that_fails_is_reported_once_and_the_id_is_then_unknown(tmp_path
     assert not manager.has_sessions()
 
 
-def test_new_session_still_builds_at_once(tmp_path) -> None:
+def test_new_session_still_builds_at_once(tmp_path: Path) -> None:
     """`ama -p` and the tests: one call, the Session built and its file written."""
     manager, peer, ws = make(tmp_path)
     session = manager.new_session(str(ws), None, [])
@@ -208,7 +214,7 @@ def test_new_session_still_builds_at_once(tmp_path) -> None:
 # --- what session/new's path costs -----------------------------------------------------------------------------
 
 
-def test_model_choices_reads_the_credentials_once(tmp_path, monkeypatch) -> None:
+def test_model_choices_reads_the_credentials_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """One stat of the credentials file for the whole list, not one per catalog model (each a GIL handover
     while the preload thread runs)."""
     import ama_acp.credentials as credentials
@@ -261,7 +267,9 @@ def assert_unsaved_and_told_once(manager: SessionManager, peer: ScriptedPeer, se
     assert manager.sessions == {}
 
 
-def test_a_sessions_path_that_is_a_file_leaves_a_live_unsaved_session(tmp_path, caplog) -> None:
+def test_a_sessions_path_that_is_a_file_leaves_a_live_unsaved_session(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     manager, peer, ws = make(tmp_path)
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "sessions").write_text("not a folder\n", encoding="utf-8")
@@ -273,7 +281,7 @@ def test_a_sessions_path_that_is_a_file_leaves_a_live_unsaved_session(tmp_path, 
     assert len(errors) == 1 and errors[0].exc_info is None  # logged once, no traceback
 
 
-def test_a_name_already_taken_leaves_a_live_unsaved_session(tmp_path) -> None:
+def test_a_name_already_taken_leaves_a_live_unsaved_session(tmp_path: Path) -> None:
     """`SessionExists` (a directory where the file belongs) is a StoreError, not an OSError: it too."""
     manager, peer, ws = make(tmp_path)
     opened = manager.open_session(str(ws), None, [])
@@ -283,26 +291,28 @@ def test_a_name_already_taken_leaves_a_live_unsaved_session(tmp_path) -> None:
     assert_unsaved_and_told_once(manager, peer, opened.session_id)
 
 
-def test_a_full_disk_at_the_header_leaves_a_live_unsaved_session_and_no_file(tmp_path, monkeypatch) -> None:
+def test_a_full_disk_at_the_header_leaves_a_live_unsaved_session_and_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import errno
 
     manager, peer, ws = make(tmp_path)
     opened = manager.open_session(str(ws), None, [])
-    real_write = st.os.write
+    real_write = os.write
 
     def full_disk(fd: int, data: bytes) -> int:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(st.os, "write", full_disk)
+    monkeypatch.setattr("ama_acp.session.store.session_store.os.write", full_disk)
     anyio.run(manager.finish_open, opened.session_id)
-    monkeypatch.setattr(st.os, "write", real_write)
+    monkeypatch.setattr("ama_acp.session.store.session_store.os.write", real_write)
     finish_and_use(manager, opened.session_id)
     assert "the disk is full" in unsaved(peer)[0]["content"]["text"]
     assert files(tmp_path) == []  # no header-less file to list or load
     assert_unsaved_and_told_once(manager, peer, opened.session_id)
 
 
-def test_a_failure_after_the_header_closes_the_file(tmp_path, monkeypatch) -> None:
+def test_a_failure_after_the_header_closes_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The header is written but the next entry is not (EFBIG): the writer is closed, not leaked with its lock."""
     import errno
 
@@ -328,7 +338,9 @@ def test_a_failure_after_the_header_closes_the_file(tmp_path, monkeypatch) -> No
 
 
 @pytest.mark.allow_traceback  # a missing SDK is a broken install: the log keeps its traceback
-def test_mcp_servers_that_cannot_start_leave_a_live_session_and_are_told(tmp_path, monkeypatch) -> None:
+def test_mcp_servers_that_cannot_start_leave_a_live_session_and_are_told(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from ama_acp.session import mcp
 
     def broken(*args: Any) -> None:
@@ -336,7 +348,7 @@ def test_mcp_servers_that_cannot_start_leave_a_live_session_and_are_told(tmp_pat
 
     monkeypatch.setattr(mcp, "start", broken)
     manager, peer, ws = make(tmp_path)
-    servers = [{"name": "x", "command": "/bin/true", "args": [], "env": []}]
+    servers: list[dict[str, object]] = [{"name": "x", "command": "/bin/true", "args": [], "env": []}]
     opened = manager.open_session(str(ws), None, servers)
 
     async def main() -> None:
@@ -352,7 +364,7 @@ def test_mcp_servers_that_cannot_start_leave_a_live_session_and_are_told(tmp_pat
     anyio.run(manager.close, opened.session_id)
 
 
-def test_load_of_a_live_session_that_was_never_saved_is_not_found_and_leaves_it_live(tmp_path) -> None:
+def test_load_of_a_live_session_that_was_never_saved_is_not_found_and_leaves_it_live(tmp_path: Path) -> None:
     manager, peer, ws = make(tmp_path)
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "sessions").write_text("not a folder\n", encoding="utf-8")

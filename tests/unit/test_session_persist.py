@@ -4,23 +4,29 @@ from __future__ import annotations
 
 import errno
 import logging
+from pathlib import Path
+from typing import Any
 
 import anyio
 import msgspec
+import pytest
 
-from ama_acp.config import Config
+from ama_acp.agent.instructions import SessionInstructions
+from ama_acp.config import Config, InstructionsConfig
+from ama_acp.rpc.dispatch import JSONValue
+from ama_acp.rpc.peer import Params
 from ama_acp.session.manager import SessionManager
 from ama_acp.wire import types as w
 
 
 class Peer:
     def __init__(self) -> None:
-        self.updates: list[dict] = []
+        self.updates: list[dict[str, Any]] = []
 
-    async def notify(self, method: str, params: object) -> None:
+    async def notify(self, method: str, params: Params) -> None:
         self.updates.append(msgspec.to_builtins(params)["update"])
 
-    async def request(self, method: str, params: object, timeout: float | None = None) -> object:
+    async def request(self, method: str, params: Params, timeout: float | None = None) -> JSONValue:
         return {"outcome": {"outcome": "selected", "optionId": "allow_once"}}
 
 
@@ -36,7 +42,7 @@ class FullDisk:
         pass
 
 
-def test_write_error_ends_persistence_not_the_turn(tmp_path, caplog):
+def test_write_error_ends_persistence_not_the_turn(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     (tmp_path / "ws").mkdir()
     peer = Peer()
     manager = SessionManager(Config(data_dir=str(tmp_path / "data")), peer, default_model="scripted/demo")
@@ -104,6 +110,8 @@ class Accounted:
         self.servers = servers
         self.id = "ses_test"
         self.model_id = "local/m"
+        # No project instructions: the accounting under test is the tools'.
+        self.instructions = SessionInstructions(InstructionsConfig(enabled=False), "/nonexistent", None)
 
     def system_prompt(self) -> str:
         return "You are ama." * 50
@@ -140,7 +148,7 @@ MESSAGES: list[Message] = [
 ]
 
 
-def measured(servers: Servers | None) -> tuple[dict, SessionContext]:
+def measured(servers: Servers | None) -> tuple[dict[str, Any], SessionContext]:
     """The stored meter state of a live session whose response was measured with these servers ready."""
     ctx = SessionContext(Runtime(), Accounted(servers))
     if servers is not None:
@@ -152,7 +160,7 @@ def measured(servers: Servers | None) -> tuple[dict, SessionContext]:
     return msgspec.json.decode(msgspec.json.encode(ctx.meter_state())), ctx
 
 
-def load(state: dict, servers: Servers | None) -> SessionContext:
+def load(state: dict[str, Any], servers: Servers | None) -> SessionContext:
     ctx = SessionContext(Runtime(), Accounted(servers))
     ctx.restore(list(MESSAGES), state, None)
     assert ctx.reopen is not None

@@ -22,7 +22,7 @@ from ama_acp.setup import choices as c
         ("http://localhost", "http://localhost"),
     ],
 )
-def test_a_base_url_is_accepted_and_normalised(text, expected) -> None:
+def test_a_base_url_is_accepted_and_normalised(text: str, expected: str) -> None:
     assert c.check_url(text) == expected
 
 
@@ -44,14 +44,14 @@ def test_a_base_url_is_accepted_and_normalised(text, expected) -> None:
         ("http://" + "a" * 3000 + ".com", "too long"),
     ],
 )
-def test_a_bad_base_url_says_what_is_wrong(text, why) -> None:
+def test_a_bad_base_url_says_what_is_wrong(text: str, why: str) -> None:
     with pytest.raises(c.SetupError, match=re.escape(why)) as caught:
         c.check_url(text)
     assert "sk-secret" not in str(caught.value)
 
 
 @given(st.text(max_size=200))
-def test_any_text_is_a_url_or_a_setup_error(text) -> None:
+def test_any_text_is_a_url_or_a_setup_error(text: str) -> None:
     try:
         url = c.check_url(text)
     except c.SetupError:
@@ -63,25 +63,25 @@ def test_any_text_is_a_url_or_a_setup_error(text) -> None:
 
 
 @given(st.from_regex(r"https?://[a-z0-9.-]{1,30}(:[0-9]{1,4})?(/[a-zA-Z0-9._~-]{0,12}){0,4}", fullmatch=True))
-def test_ordinary_base_urls_are_accepted(url) -> None:
+def test_ordinary_base_urls_are_accepted(url: str) -> None:
     host = urlsplit(url).hostname
     if host:  # "http://./" style hosts are still hosts; only an empty one is refused
         assert c.check_url(url) == url.rstrip("/")
 
 
 @pytest.mark.parametrize("name", ["local", "vllm-2", "my_server", "0llama", "a" * 32])
-def test_a_provider_name(name) -> None:
+def test_a_provider_name(name: str) -> None:
     assert c.check_name(f" {name} ") == name
 
 
 @pytest.mark.parametrize("name", ["", "Local", "my server", "a/b", "ü", "a" * 33, *BUILTIN_ENDPOINTS, "scripted"])
-def test_a_bad_or_taken_provider_name(name) -> None:
+def test_a_bad_or_taken_provider_name(name: str) -> None:
     with pytest.raises(c.SetupError):
         c.check_name(name)
 
 
 @given(st.text(max_size=40))
-def test_any_name_is_accepted_only_in_the_pinned_form(text) -> None:
+def test_any_name_is_accepted_only_in_the_pinned_form(text: str) -> None:
     try:
         name = c.check_name(text)
     except c.SetupError:
@@ -116,7 +116,7 @@ def test_a_key_is_trimmed_and_must_fit_a_header() -> None:
         ("local", "openai/gpt-4.1", "local/openai/gpt-4.1"),  # a custom server's names are its own
     ],
 )
-def test_model_ids(provider, typed, expected) -> None:
+def test_model_ids(provider: str, typed: str, expected: str) -> None:
     option = (
         c.builtin_option(provider, {}) if provider in BUILTIN_ENDPOINTS else c.custom_option(provider, "http://h", None)
     )

@@ -7,6 +7,8 @@ import math
 import operator
 import string
 import tomllib
+from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -27,6 +29,8 @@ def _word(first: str, rest: str, longest: int) -> st.SearchStrategy[str]:
     return st.builds(operator.add, st.sampled_from(sorted(first)), st.text(rest, max_size=longest))
 
 
+NO_FILE = Path("config.toml")  # render reads an Existing's text and data, never its file
+Change = tuple[str, ProviderTable | None, bool]  # the model, its provider's table (None: kept), add a [[models]]
 _LOWER = string.ascii_lowercase
 _UPPER = string.ascii_uppercase
 _text = st.text(st.characters(exclude_categories=["Cs"]), max_size=20)
@@ -54,7 +58,7 @@ _value = st.recursive(
 
 @settings(max_examples=examples(300), suppress_health_check=[HealthCheck.too_slow])
 @given(st.dictionaries(_key, _value, max_size=6))
-def test_dumps_reads_back_as_the_same_data(data) -> None:
+def test_dumps_reads_back_as_the_same_data(data: dict[str, Any]) -> None:
     assert tomllib.loads(toml_out.dumps(data)) == data
 
 
@@ -140,7 +144,7 @@ def _commented(text: str) -> str:
     return "# my ama config\n" + "".join(f"{line}\n# note {i}\n" for i, line in enumerate(lines))
 
 
-def _expect_kept(before: dict, after: dict, change) -> None:
+def _expect_kept(before: dict[str, Any], after: dict[str, Any], change: Change) -> None:
     model, provider, add_model = change
     assert after["model"] == model
     for key, value in before.items():
@@ -159,7 +163,9 @@ def _expect_kept(before: dict, after: dict, change) -> None:
 
 @settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_config, _change, st.booleans(), st.booleans())
-def test_any_valid_config_keeps_its_other_settings_after_a_write(data, change, comments, crlf) -> None:
+def test_any_valid_config_keeps_its_other_settings_after_a_write(
+    data: dict[str, Any], change: Change, comments: bool, crlf: bool
+) -> None:
     text = toml_out.dumps(data)
     if comments:
         text = _commented(text)
@@ -167,7 +173,7 @@ def test_any_valid_config_keeps_its_other_settings_after_a_write(data, change, c
         text = text.replace("\n", "\r\n")
     parse_config(text)  # the strategy writes configs ama accepts
     model, provider, add_model = change
-    out = render(Existing(None, text, tomllib.loads(text)), model, provider, add_model)  # type: ignore[arg-type]
+    out = render(Existing(NO_FILE, text, tomllib.loads(text)), model, provider, add_model)
     after = tomllib.loads(out.text)
     assert after == merged(data, model, provider, add_model)
     _expect_kept(data, after, change)
@@ -198,7 +204,7 @@ def test_an_existing_file_is_edited_in_place() -> None:
         "enabled = false\n"
     )
     table = ProviderTable("local", "openai", "http://127.0.0.1:8080/v1", None)
-    out = render(Existing(None, text, tomllib.loads(text)), "local/qwen", table, True)  # type: ignore[arg-type]
+    out = render(Existing(NO_FILE, text, tomllib.loads(text)), "local/qwen", table, True)
     assert out.text == (
         "# my setup\n"
         'model = "local/qwen"\n'
@@ -221,7 +227,7 @@ def test_an_existing_file_is_edited_in_place() -> None:
 def test_a_new_model_line_goes_after_the_top_level_keys_and_a_new_table_at_the_end() -> None:
     text = '# header\nmode = "read_only"\n\n# about compaction\n[compaction]\nenabled = false'
     table = ProviderTable("box", "openai", "http://h/v1", "BOX_API_KEY")
-    out = render(Existing(None, text, tomllib.loads(text)), "box/m", table, False)  # type: ignore[arg-type]
+    out = render(Existing(NO_FILE, text, tomllib.loads(text)), "box/m", table, False)
     assert out.text.startswith('# header\nmode = "read_only"\nmodel = "box/m"\n\n# about compaction\n[compaction]')
     assert out.text.endswith(
         'enabled = false\n\n[providers.box]\nkind = "openai"\nbase_url = "http://h/v1"\napi_key_env = "BOX_API_KEY"\n'
@@ -231,7 +237,7 @@ def test_a_new_model_line_goes_after_the_top_level_keys_and_a_new_table_at_the_e
 def test_a_layout_that_cannot_be_edited_in_place_is_rewritten_from_its_data() -> None:
     text = '# inline\nproviders = { local = { kind = "openai", timeout = 5.0 } }\nmodels = [{ id = "local/a" }]\n'
     table = ProviderTable("local", "openai", "http://h/v1", None)
-    out = render(Existing(None, text, tomllib.loads(text)), "local/b", table, True)  # type: ignore[arg-type]
+    out = render(Existing(NO_FILE, text, tomllib.loads(text)), "local/b", table, True)
     assert out.comments_lost
     assert tomllib.loads(out.text) == {
         "model": "local/b",
@@ -242,8 +248,8 @@ def test_a_layout_that_cannot_be_edited_in_place_is_rewritten_from_its_data() ->
 
 def test_a_new_file_says_what_it_is_and_holds_no_key() -> None:
     out = render(
-        Existing(None, None), "local/m", ProviderTable("local", "openai", "http://h/v1", "LOCAL_API_KEY"), True
-    )  # type: ignore[arg-type]
+        Existing(NO_FILE, None), "local/m", ProviderTable("local", "openai", "http://h/v1", "LOCAL_API_KEY"), True
+    )
     assert out.text.startswith("# ama's configuration") and not out.comments_lost
     assert tomllib.loads(out.text)["providers"]["local"]["api_key_env"] == "LOCAL_API_KEY"
 
@@ -257,7 +263,9 @@ def test_a_new_file_says_what_it_is_and_holds_no_key() -> None:
         (b"\xff\xfe", "not UTF-8"),
     ],
 )
-def test_a_config_that_does_not_parse_is_an_error_naming_the_problem(tmp_path, content, expected) -> None:
+def test_a_config_that_does_not_parse_is_an_error_naming_the_problem(
+    tmp_path: Path, content: bytes, expected: str
+) -> None:
     path = tmp_path / "config.toml"
     path.write_bytes(content)
     with pytest.raises(SetupError, match=expected) as caught:
@@ -266,7 +274,7 @@ def test_a_config_that_does_not_parse_is_an_error_naming_the_problem(tmp_path, c
     assert path.read_bytes() == content
 
 
-def test_a_missing_config_or_a_directory(tmp_path) -> None:
+def test_a_missing_config_or_a_directory(tmp_path: Path) -> None:
     assert read_existing(tmp_path / "none.toml").text is None
     with pytest.raises(SetupError, match="directory"):
         read_existing(tmp_path)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import tomllib
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,7 +21,7 @@ OFF = "The context meter will be off for"
 
 
 @pytest.fixture
-def paths(tmp_path) -> Paths:
+def paths(tmp_path: Path) -> Paths:
     return Paths(tmp_path)
 
 
@@ -34,7 +36,7 @@ def paths(tmp_path) -> Paths:
         ({"id": "m", "owned_by": "openai"}, None),  # OpenAI, Ollama: nothing stated
     ],
 )
-def test_each_servers_shape(entry, window) -> None:
+def test_each_servers_shape(entry: dict[str, object], window: int | None) -> None:
     assert context_length(entry) == window
 
 
@@ -42,7 +44,7 @@ def test_each_servers_shape(entry, window) -> None:
     "value",
     [True, False, 0, -4096, 1.5, 32768.0, "32768", None, [32768], {"n": 1}, MAX_CONTEXT_LENGTH + 1, 10**400],
 )
-def test_a_value_that_is_not_a_window_is_none(value) -> None:
+def test_a_value_that_is_not_a_window_is_none(value: object) -> None:
     assert context_length({"id": "m", "max_model_len": value}) is None
     assert context_length({"id": "m", "meta": {"n_ctx_train": value}}) is None
 
@@ -73,7 +75,7 @@ def test_windows_are_keyed_by_the_checked_ids() -> None:
 
 
 @pytest.mark.parametrize("text", ["", "0", "-1", "12.5", "128k", "32_768", "٣٢٧٦٨", str(MAX_CONTEXT_LENGTH + 1)])
-def test_a_typed_window_that_is_not_one_is_refused(text) -> None:
+def test_a_typed_window_that_is_not_one_is_refused(text: str) -> None:
     with pytest.raises(c.SetupError, match="whole number of tokens"):
         c.check_context_window(text)
 
@@ -85,12 +87,14 @@ def test_a_typed_window() -> None:
 # --- the flow --------------------------------------------------------------------------------------------------
 
 
-def listing(*entries: dict) -> Canned:
+def listing(*entries: dict[str, object]) -> Canned:
     return Canned(body={"object": "list", "data": list(entries)})
 
 
-def models_of(paths: Paths) -> list[dict]:
-    return tomllib.loads(paths.config.read_text()).get("models", [])
+def models_of(paths: Paths) -> list[dict[str, Any]]:
+    models = tomllib.loads(paths.config.read_text()).get("models", [])
+    assert isinstance(models, list)
+    return models
 
 
 def script_flags(server: Canned, *more: str) -> list[str]:
@@ -98,7 +102,7 @@ def script_flags(server: Canned, *more: str) -> list[str]:
     return ["--provider", "custom", "--base-url", url, "--name", "local", "--no-key", "--model", "m", *more]
 
 
-def test_the_listed_window_is_written_without_a_question(paths) -> None:
+def test_the_listed_window_is_written_without_a_question(paths: Paths) -> None:
     server = listing({"id": "m", "meta": {"n_ctx_train": 40960}})
     try:
         script = Script(("Write?", ""))
@@ -109,7 +113,7 @@ def test_the_listed_window_is_written_without_a_question(paths) -> None:
     assert "Context window of local/m: 40960 tokens" in script.text and OFF not in script.text
 
 
-def test_the_flag_wins_over_the_listed_window(paths) -> None:
+def test_the_flag_wins_over_the_listed_window(paths: Paths) -> None:
     server = listing({"id": "m", "max_model_len": 40960})
     try:
         assert run(paths, Script(), *script_flags(server, "--context-window", "16384"), interactive=False) == 0
@@ -118,7 +122,7 @@ def test_the_flag_wins_over_the_listed_window(paths) -> None:
     assert models_of(paths) == [{"id": "local/m", "context_window": 16384}]
 
 
-def test_a_bad_flag_is_exit_2_before_any_request(paths, capsys) -> None:
+def test_a_bad_flag_is_exit_2_before_any_request(paths: Paths, capsys: pytest.CaptureFixture[str]) -> None:
     server = listing({"id": "m"})
     try:
         assert run(paths, Script(), *script_flags(server, "--context-window", "big"), interactive=False) == 2
@@ -129,7 +133,7 @@ def test_a_bad_flag_is_exit_2_before_any_request(paths, capsys) -> None:
     assert paths.nothing_written()
 
 
-def test_asked_when_the_list_states_none_and_asked_again_on_a_bad_answer(paths) -> None:
+def test_asked_when_the_list_states_none_and_asked_again_on_a_bad_answer(paths: Paths) -> None:
     server = listing({"id": "m"})
     try:
         script = Script(("Context window of local/m", "lots"), ("Context window", "65536"), ("Write?", ""))
@@ -140,7 +144,7 @@ def test_asked_when_the_list_states_none_and_asked_again_on_a_bad_answer(paths) 
     assert models_of(paths) == [{"id": "local/m", "context_window": 65536}]
 
 
-def test_unknown_is_said_in_one_sentence_asked_or_not(paths) -> None:
+def test_unknown_is_said_in_one_sentence_asked_or_not(paths: Paths) -> None:
     server = listing({"id": "m"})
     try:
         script = Script(("Context window", ""), ("Write?", ""))
@@ -159,7 +163,7 @@ def test_unknown_is_said_in_one_sentence_asked_or_not(paths) -> None:
         server.close()
 
 
-def test_run_again_with_the_flag_sets_the_window_of_the_entry_in_place(paths) -> None:
+def test_run_again_with_the_flag_sets_the_window_of_the_entry_in_place(paths: Paths) -> None:
     paths.config.parent.mkdir(parents=True)
     paths.config.write_text(
         '# mine\nmodel = "local/m"\n\n[[models]]\nid = "other/x"  # keep\n\n[[models]]\nid = "local/m"\nmax_output = 4096\n'
@@ -176,7 +180,7 @@ def test_run_again_with_the_flag_sets_the_window_of_the_entry_in_place(paths) ->
     assert not any(line.startswith(OFF) for line in script.out)
 
 
-def test_a_catalog_model_is_not_asked_and_the_flag_overrides_its_window(paths) -> None:
+def test_a_catalog_model_is_not_asked_and_the_flag_overrides_its_window(paths: Paths) -> None:
     server = Canned(body={"data": [{"id": "gpt-4.1"}]})
     try:
         env = {"OPENAI_BASE_URL": server.url + "/v1", "OPENAI_API_KEY": "sk-window-test-0123456789"}

@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import stat
 import tomllib
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -15,19 +17,19 @@ from ama_acp.setup.choices import SetupError
 from ama_acp.setup.write import Plan, commit, write_atomic
 
 
-def _mode(path) -> int:
+def _mode(path: Path) -> int:
     return stat.S_IMODE(os.stat(path).st_mode)
 
 
 @pytest.fixture
-def open_umask():
+def open_umask() -> Iterator[None]:
     """The loosest umask: whatever ama writes privately must be private by itself, not thanks to the umask."""
     old = os.umask(0)
     yield
     os.umask(old)
 
 
-def test_a_new_file_in_a_new_directory_is_private(tmp_path, open_umask) -> None:
+def test_a_new_file_in_a_new_directory_is_private(tmp_path: Path, open_umask: None) -> None:
     path = tmp_path / "a" / "b" / "credentials.toml"
     write_credentials(path, {"OPENAI_API_KEY": "sk-one"})
     assert read_credentials(path) == {"OPENAI_API_KEY": "sk-one"}
@@ -36,7 +38,7 @@ def test_a_new_file_in_a_new_directory_is_private(tmp_path, open_umask) -> None:
     assert [p.name for p in path.parent.iterdir()] == ["credentials.toml"]  # no temporary file left
 
 
-def test_keys_are_merged_with_the_stored_ones(tmp_path) -> None:
+def test_keys_are_merged_with_the_stored_ones(tmp_path: Path) -> None:
     path = tmp_path / "credentials.toml"
     path.write_text('[keys]\nOPENAI_API_KEY = "old"\nLOCAL_API_KEY = "keep"\n"odd-name" = "kept too"\n')
     os.chmod(path, 0o644)  # a file someone loosened: rewritten private
@@ -45,7 +47,7 @@ def test_keys_are_merged_with_the_stored_ones(tmp_path) -> None:
     assert _mode(path) == 0o600
 
 
-def test_the_temporary_file_is_created_0600(tmp_path, monkeypatch, open_umask) -> None:
+def test_the_temporary_file_is_created_0600(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, open_umask: None) -> None:
     """Never readable by others at any moment: the open itself asks for 0600, before a byte is written."""
     seen: list[tuple[str, int]] = []
     real_open = os.open
@@ -55,12 +57,12 @@ def test_the_temporary_file_is_created_0600(tmp_path, monkeypatch, open_umask) -
             seen.append((os.fspath(path), mode))
         return real_open(path, flags, mode, *args, **kwargs)
 
-    monkeypatch.setattr(credentials.os, "open", spy)
+    monkeypatch.setattr("ama_acp.credentials.os.open", spy)
     write_credentials(tmp_path / "credentials.toml", {"K": "v"})
     assert seen and all(mode == 0o600 for _, mode in seen)
 
 
-def test_a_malformed_file_is_an_error_and_is_left_alone(tmp_path) -> None:
+def test_a_malformed_file_is_an_error_and_is_left_alone(tmp_path: Path) -> None:
     path = tmp_path / "credentials.toml"
     path.write_text("[keys\nX = 1\n")
     with pytest.raises(CredentialsError, match="line 1"):
@@ -71,28 +73,28 @@ def test_a_malformed_file_is_an_error_and_is_left_alone(tmp_path) -> None:
 @pytest.mark.parametrize(
     ("name", "value"), [("BAD NAME", "sk-zz9"), ("", "sk-zz9"), ("K", ""), ("K", "sk-zz\n9"), ("K", "sk-\udcff")]
 )
-def test_a_bad_name_or_key_is_refused_without_quoting_the_key(tmp_path, name, value) -> None:
+def test_a_bad_name_or_key_is_refused_without_quoting_the_key(tmp_path: Path, name: str, value: str) -> None:
     with pytest.raises(CredentialsError) as caught:
         write_credentials(tmp_path / "credentials.toml", {name: value})
     assert not value or value not in str(caught.value)
     assert not (tmp_path / "credentials.toml").exists()
 
 
-def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch) -> None:
+def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "credentials.toml"
     write_credentials(path, {"K": "old"})
 
     def broken(fd):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(credentials.os, "fsync", broken)
+    monkeypatch.setattr("ama_acp.credentials.os.fsync", broken)
     with pytest.raises(CredentialsError, match="No space left"):
         write_credentials(path, {"K": "new"})
     assert read_credentials(path) == {"K": "old"}
     assert [p.name for p in tmp_path.iterdir()] == ["credentials.toml"]
 
 
-def test_the_written_file_is_read_again_by_key_source(tmp_path) -> None:
+def test_the_written_file_is_read_again_by_key_source(tmp_path: Path) -> None:
     env = {"AMA_CREDENTIALS": str(tmp_path / "c.toml")}
     assert credentials.key_source(env).get("X_API_KEY") is None
     write_credentials(tmp_path / "c.toml", {"X_API_KEY": "sk-fresh"})
@@ -102,7 +104,7 @@ def test_the_written_file_is_read_again_by_key_source(tmp_path) -> None:
 # --- the config, and both together ----------------------------------------------------------------------------
 
 
-def test_write_atomic_keeps_an_existing_files_permissions(tmp_path) -> None:
+def test_write_atomic_keeps_an_existing_files_permissions(tmp_path: Path) -> None:
     path = tmp_path / "config.toml"
     path.write_text("x = 1\n")
     os.chmod(path, 0o640)
@@ -113,7 +115,7 @@ def test_write_atomic_keeps_an_existing_files_permissions(tmp_path) -> None:
     assert new.exists() and not _mode(new) & 0o022
 
 
-def _plan(tmp_path, old: str | None, cred_path=None) -> Plan:
+def _plan(tmp_path: Path, old: str | None, cred_path: Path | None = None) -> Plan:
     return Plan(
         tmp_path / "config.toml",
         'model = "local/m"\n',
@@ -123,13 +125,13 @@ def _plan(tmp_path, old: str | None, cred_path=None) -> Plan:
     )
 
 
-def test_commit_writes_both(tmp_path) -> None:
+def test_commit_writes_both(tmp_path: Path) -> None:
     commit(_plan(tmp_path, None))
     assert tomllib.loads((tmp_path / "config.toml").read_text()) == {"model": "local/m"}
     assert read_credentials(tmp_path / "credentials.toml") == {"LOCAL_API_KEY": "sk-k"}
 
 
-def test_a_failed_credentials_write_puts_the_old_config_back(tmp_path) -> None:
+def test_a_failed_credentials_write_puts_the_old_config_back(tmp_path: Path) -> None:
     config = tmp_path / "config.toml"
     config.write_text('model = "openai/gpt-4.1"\n# mine\n')
     blocker = tmp_path / "not-a-dir"
@@ -140,7 +142,7 @@ def test_a_failed_credentials_write_puts_the_old_config_back(tmp_path) -> None:
     assert config.read_text() == 'model = "openai/gpt-4.1"\n# mine\n'
 
 
-def test_a_failed_credentials_write_removes_a_config_that_was_not_there(tmp_path) -> None:
+def test_a_failed_credentials_write_removes_a_config_that_was_not_there(tmp_path: Path) -> None:
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("")
     with pytest.raises(SetupError):
@@ -148,7 +150,7 @@ def test_a_failed_credentials_write_removes_a_config_that_was_not_there(tmp_path
     assert not (tmp_path / "config.toml").exists()
 
 
-def test_an_interrupt_between_the_writes_undoes_the_first(tmp_path, monkeypatch) -> None:
+def test_an_interrupt_between_the_writes_undoes_the_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from ama_acp.setup import write
 
     def interrupted(path, updates):
@@ -160,7 +162,7 @@ def test_an_interrupt_between_the_writes_undoes_the_first(tmp_path, monkeypatch)
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_symlinked_file_is_written_through_the_link(tmp_path) -> None:
+def test_a_symlinked_file_is_written_through_the_link(tmp_path: Path) -> None:
     real = tmp_path / "dotfiles" / "credentials.toml"
     real.parent.mkdir()
     real.write_text('[keys]\nA = "1"\n')

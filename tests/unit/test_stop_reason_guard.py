@@ -4,6 +4,7 @@ loop) is answered `end_turn` and logged, never written as a schema-invalid promp
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import anyio
 import pytest
@@ -12,7 +13,9 @@ from tests.support.inprocess import make_manager, prompt, workspace
 
 
 @pytest.mark.allow_traceback  # the bug is logged at ERROR, as ama logs every bug of its own
-def test_a_stop_reason_outside_acps_is_answered_end_turn_and_logged(tmp_path, caplog):
+def test_a_stop_reason_outside_acps_is_answered_end_turn_and_logged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     manager, _ = make_manager(tmp_path, [{"text": "hi"}])
 
     async def broken(session, arg):  # a command that returns what no ACP client can read

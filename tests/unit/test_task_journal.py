@@ -10,7 +10,7 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ama_acp.conversation.messages import AssistantMessage, TextPart, UserMessage
+from ama_acp.conversation.messages import AssistantMessage, Message, TextPart, UserMessage
 from ama_acp.session.store.task_journal import TaskFigures, TaskJournal, decode_lines, journal_path, remove_task_journal
 from tests.support.hypothesis_profiles import examples
 
@@ -81,7 +81,10 @@ def test_the_conversation_is_kept_and_a_second_journal_sees_both_children(tmp_pa
     path = journal_path(tmp_path, "s1")
     first = TaskJournal(lambda: path)
     assert first.previous() == []
-    messages = [UserMessage(content=[TextPart("find it")]), AssistantMessage(content=[TextPart("found")])]
+    messages: list[Message] = [
+        UserMessage(content=[TextPart("find it")]),
+        AssistantMessage(content=[TextPart("found")]),
+    ]
     first.append(FIGURES, messages)
     first.append({**FIGURES, "id": "call_2", "status": "failed", "error": "boom"}, [])
     assert first.previous() == []  # read before the first write: this connection's children are its records

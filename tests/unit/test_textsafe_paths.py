@@ -32,6 +32,7 @@ from ama_acp.client.terminal import repl, sessions, turn
 from ama_acp.client.terminal.agent_stderr import MAX_LINE, AgentStderr
 from ama_acp.client.terminal.turn_status import TurnStatus
 from ama_acp.conversation.messages import AssistantMessage, TextPart, UserMessage
+from ama_acp.rpc.dispatch import JSONObject
 from ama_acp.session.store import cli as sessions_cli
 from ama_acp.session.store import entries as en
 from ama_acp.session.store.listing import SessionSummary
@@ -112,7 +113,7 @@ def renderer() -> tuple[Renderer, io.StringIO]:
 @given(hostile, hostile, hostile)
 def test_a_permission_prompt_is_one_line_per_option(title: str, name: str, kind: str) -> None:
     r, out = renderer()
-    params = {
+    params: JSONObject = {
         "sessionId": "s",
         "toolCall": {"toolCallId": "t", "title": title},
         "options": [{"optionId": "a", "name": name, "kind": kind}, {"optionId": "b", "name": kind, "kind": name}],
@@ -222,7 +223,7 @@ def test_ask_person_without_a_terminal(title: str, name: str, monkeypatch: pytes
     err = io.StringIO()
     monkeypatch.setattr(sys, "stderr", err)
     monkeypatch.setattr(sys, "stdin", io.StringIO("\n"))
-    params = {"toolCall": {"toolCallId": "t", "title": title}, "options": [{"optionId": "a", "name": name}]}
+    params: JSONObject = {"toolCall": {"toolCallId": "t", "title": title}, "options": [{"optionId": "a", "name": name}]}
     assert anyio.run(client_cli.ask_person, params) is None
     inert(err.getvalue())
     assert err.getvalue().count("\n") == 2  # the question and one option, then the prompt

@@ -13,16 +13,17 @@ import stat
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ama_acp.tools.base import ToolError, ToolResult
+from ama_acp.tools.base import JSONObject, Location, Tool, ToolArgs, ToolError, ToolKind, ToolResult
 from ama_acp.tools.context import ToolContext
 from ama_acp.tools.edit import EditTool
 from ama_acp.tools.ls import ListTool
@@ -42,18 +43,20 @@ from tests.support.leaks import processes_with_cmdline
 from tests.support.waiting import holds_within
 
 HAS_GIT = shutil.which("git") is not None
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 @pytest.fixture
-def ctx(tmp_path):
+def ctx(tmp_path: Path) -> ToolContext:
     return ToolContext(LocalWorkspace(), str(tmp_path), PathPolicy([str(tmp_path)]))
 
 
-def run(tool: Any, ctx: ToolContext, **args: Any) -> ToolResult:
+def run(tool: Tool, ctx: ToolContext, **args: object) -> ToolResult:
     return anyio.run(tool.run, args, ctx)
 
 
-def timed(fn, *args, **kwargs):
+def timed(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> tuple[T, float]:
     start = time.monotonic()
     value = fn(*args, **kwargs)
     return value, time.monotonic() - start
@@ -142,7 +145,7 @@ def reference_match(pattern: str, path: str) -> bool:
         toks = _tokens(alt)
 
         @cache
-        def m(t: int, p: int, toks=tuple(toks)) -> bool:
+        def m(t: int, p: int, toks: tuple[tuple[str, Any], ...] = tuple(toks)) -> bool:
             if t == len(toks):
                 return p == len(path)
             kind, arg = toks[t]
@@ -363,13 +366,13 @@ def test_compile_pattern_ignore_case_and_bad_unicode():
 
 
 @pytest.fixture
-def fifo(tmp_path) -> Path:
+def fifo(tmp_path: Path) -> Path:
     path = tmp_path / "pipe"
     os.mkfifo(path)
     return path
 
 
-def test_read_file_refuses_a_fifo_at_once(tmp_path, ctx, fifo):
+def test_read_file_refuses_a_fifo_at_once(tmp_path: Path, ctx: ToolContext, fifo: Path) -> None:
     with pytest.raises(ToolError, match="is a FIFO .* only regular files can be read"):
         _, seconds = timed(run, ReadTool(), ctx, path="pipe")
     # Straight at the workspace too (a path swapped for a FIFO after the tool's own check).
@@ -497,23 +500,23 @@ def test_run_command_is_the_only_tool_that_executes():
 
 class _Sleeper:
     name = "sleeper"
-    kind = "read"
+    kind: ToolKind = "read"
     description = ""
-    parameters: dict[str, Any] = {}
+    parameters: JSONObject = {}
 
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
 
-    def title(self, args):
+    def title(self, args: ToolArgs) -> str:
         return "sleep"
 
-    def locations(self, args, cwd):
+    def locations(self, args: ToolArgs, cwd: str) -> list[Location]:
         return []
 
     def deadline_seconds(self, args: Any) -> float:
         return self.seconds
 
-    async def run(self, args, ctx) -> ToolResult:
+    async def run(self, args: ToolArgs, ctx: ToolContext) -> ToolResult:
         await anyio.sleep_forever()
         raise AssertionError("unreachable")
 
@@ -521,7 +524,9 @@ class _Sleeper:
 def test_run_with_deadline_turns_a_hang_into_a_tool_error(ctx):
     start = time.monotonic()
     with pytest.raises(ToolError, match="timed out after 0.2 s"):
-        anyio.run(run_with_deadline, _Sleeper(0.2), {}, ctx)
+        no_args: ToolArgs = {}
+        sleeper: Tool = _Sleeper(0.2)
+        anyio.run(run_with_deadline, sleeper, no_args, ctx)
     assert time.monotonic() - start < 2.0
 
 
@@ -536,7 +541,8 @@ def test_deadlines_per_tool():
 
 def test_run_with_deadline_passes_results_through(tmp_path, ctx):
     (tmp_path / "a.txt").write_text("hi\n")
-    assert "hi" in anyio.run(run_with_deadline, ReadTool(), {"path": "a.txt"}, ctx).text
+    args: ToolArgs = {"path": "a.txt"}
+    assert "hi" in anyio.run(run_with_deadline, ReadTool(), args, ctx).text
 
 
 # --- 6. process trees end with the command --------------------------------------------------------

@@ -1,8 +1,10 @@
+from pathlib import Path
+
 import anyio
 import pytest
 
 from ama_acp.tools import read as read_mod
-from ama_acp.tools.base import ToolError
+from ama_acp.tools.base import ToolError, ToolResult
 from ama_acp.tools.context import ToolContext
 from ama_acp.tools.paths import PathPolicy
 from ama_acp.tools.read import ReadTool
@@ -10,11 +12,11 @@ from ama_acp.tools.workspace import LocalWorkspace
 
 
 @pytest.fixture
-def ctx(tmp_path):
+def ctx(tmp_path: Path) -> ToolContext:
     return ToolContext(LocalWorkspace(), str(tmp_path), PathPolicy([str(tmp_path)]))
 
 
-def read(ctx, **args):
+def read(ctx: ToolContext, **args: object) -> ToolResult:
     return anyio.run(ReadTool().run, args, ctx)
 
 

@@ -1,9 +1,11 @@
 import os
 import time
+from pathlib import Path
 
 import anyio
 import pytest
 
+from ama_acp.tools.base import ToolResult
 from ama_acp.tools.context import ToolContext
 from ama_acp.tools.paths import PathPolicy
 from ama_acp.tools.shell import ShellTool
@@ -11,11 +13,11 @@ from ama_acp.tools.workspace import LocalWorkspace, command_env
 
 
 @pytest.fixture
-def ctx(tmp_path):
+def ctx(tmp_path: Path) -> ToolContext:
     return ToolContext(LocalWorkspace(), str(tmp_path), PathPolicy([str(tmp_path)]))
 
 
-def shell(ctx, **args):
+def shell(ctx: ToolContext, **args: object) -> ToolResult:
     return anyio.run(ShellTool().run, args, ctx)
 
 
@@ -28,7 +30,7 @@ def gone(pid: int) -> bool:
         return True
 
 
-def wait_for_pid_file(path, seconds=5.0) -> int:
+def wait_for_pid_file(path: Path, seconds: float = 5.0) -> int:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if path.exists() and path.read_text().strip():
@@ -96,7 +98,8 @@ def test_background_leftovers_are_killed_after_exit(tmp_path, ctx):
 def test_cancellation_kills_the_group_quickly(tmp_path):
     pid_file = tmp_path / "grandchild.pid"
     workspace = LocalWorkspace()
-    outcome = {}
+    outcome: dict[str, float] = {}  # True/False, or seconds
+    grandchildren: list[int] = []
 
     async def main():
         async with anyio.create_task_group() as tg:
@@ -111,13 +114,13 @@ def test_cancellation_kills_the_group_quickly(tmp_path):
             t0 = time.monotonic()
             tg.cancel_scope.cancel()
         outcome["elapsed"] = time.monotonic() - t0
-        outcome["grandchild"] = grandchild
+        grandchildren.append(grandchild)
 
     anyio.run(main)
     assert outcome["alive_before"]
     assert "finished" not in outcome
     assert outcome["elapsed"] < 1.0
-    assert gone(outcome["grandchild"])
+    assert gone(grandchildren[0])
 
 
 def test_term_ignoring_process_gets_sigkill(tmp_path):

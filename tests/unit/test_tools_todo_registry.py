@@ -1,8 +1,10 @@
+from pathlib import Path
+
 import anyio
 import msgspec
 import pytest
 
-from ama_acp.tools.base import ToolError
+from ama_acp.tools.base import ToolArgs, ToolError, ToolResult
 from ama_acp.tools.common import validate
 from ama_acp.tools.context import ToolContext
 from ama_acp.tools.paths import PathPolicy
@@ -13,8 +15,12 @@ from ama_acp.tools.workspace import LocalWorkspace
 
 
 @pytest.fixture
-def ctx(tmp_path):
+def ctx(tmp_path: Path) -> ToolContext:
     return ToolContext(LocalWorkspace(), str(tmp_path), PathPolicy([str(tmp_path)]))
+
+
+def todo(ctx: ToolContext, **args: object) -> ToolResult:
+    return anyio.run(TodoTool().run, args, ctx)
 
 
 def test_todo_sets_the_plan_whole(ctx):
@@ -23,7 +29,7 @@ def test_todo_sets_the_plan_whole(ctx):
         {"content": "Fix bug", "status": "in_progress"},
         {"content": "Ship", "status": "pending", "priority": "low"},
     ]
-    result = anyio.run(TodoTool().run, {"todos": todos}, ctx)
+    result = todo(ctx, todos=todos)
     assert result.plan == [
         {"content": "Write tests", "status": "completed", "priority": "high"},
         {"content": "Fix bug", "status": "in_progress", "priority": "medium"},
@@ -31,14 +37,14 @@ def test_todo_sets_the_plan_whole(ctx):
     ]
     assert "[x] Write tests" in result.text and "[~] Fix bug" in result.text and "(1/3 done)" in result.text
     # Replaced whole, not merged.
-    again = anyio.run(TodoTool().run, {"todos": [{"content": "Only", "status": "pending"}]}, ctx)
+    again = todo(ctx, todos=[{"content": "Only", "status": "pending"}])
     assert again.plan == [{"content": "Only", "status": "pending", "priority": "medium"}]
     assert TodoTool().title({"todos": todos}) == "Update plan (1/3 done)"
 
 
 def test_todo_rejects_bad_status(ctx):
     with pytest.raises(ToolError, match=r"todos\[0\]\.status"):
-        anyio.run(TodoTool().run, {"todos": [{"content": "x", "status": "done"}]}, ctx)
+        todo(ctx, todos=[{"content": "x", "status": "done"}])
 
 
 def test_registry():
@@ -79,7 +85,8 @@ def test_schemas_are_valid_json_schema():
 
 def test_titles_never_fail_on_garbage():
     for tool in default_tools():
-        for args in ({}, {"path": 3, "command": None, "pattern": [], "todos": "x", "offset": "a"}):
+        garbage: list[ToolArgs] = [{}, {"path": 3, "command": None, "pattern": [], "todos": "x", "offset": "a"}]
+        for args in garbage:
             assert isinstance(tool.title(args), str)
             tool.locations(args, "/w")
 

@@ -4,7 +4,9 @@ is a changed tool set (the version moves, so the meter's prefix is counted again
 
 from __future__ import annotations
 
+from ama_acp.conversation.tools import ToolSpec
 from ama_acp.session.turn.toolset import HEAVY_TOOLS, SMALL_WINDOW, SessionTools
+from ama_acp.tools.base import Tool
 from ama_acp.tools.registry import default_tools, tool_specs
 
 
@@ -12,10 +14,10 @@ class Own:
     def __init__(self) -> None:
         self.tools = {t.name: t for t in default_tools()}
 
-    def tool(self, name: str):  # the Protocol's shape
+    def tool(self, name: str) -> Tool | None:  # the Protocol's shape
         return self.tools.get(name)
 
-    def tool_specs(self):
+    def tool_specs(self) -> list[ToolSpec]:
         return tool_specs(list(self.tools.values()))
 
 

@@ -27,6 +27,7 @@ from ama_acp.client.terminal.tty_parser import (
     InputParser,
     Key,
     ProgramStatusReply,
+    SequenceKind,
     Text,
 )
 from ama_acp.errors import ControlFlow
@@ -107,7 +108,7 @@ def test_device_attributes_replies() -> None:
         (b"\x1b\\", "esc"),
     ],
 )
-def test_other_sequences_are_ignored_never_text(data: bytes, kind: str) -> None:
+def test_other_sequences_are_ignored_never_text(data: bytes, kind: SequenceKind) -> None:
     assert parse(data) == [IgnoredSequence(kind, data)]
 
 
@@ -171,6 +172,7 @@ def test_a_long_csi_is_consumed_to_its_final_byte() -> None:
     events = parser.feed(b"\x1b[?" + b"1;" * 10_000)
     assert events == [] and parser.buffered <= MAX_SEQUENCE_BYTES + 1
     events = parser.feed(b"cX")
+    assert isinstance(events[0], IgnoredSequence)
     assert events[0] == IgnoredSequence("csi", events[0].data, truncated=True)
     assert events[1:] == [Text("X")]
 
@@ -213,7 +215,7 @@ def test_replies_never_become_text_and_texts_keep_their_order(items: list[tuple[
     events = parse(b"".join(raw for _, raw, _ in items))
     assert text_of(events) == "".join(str(v) for k, _, v in items if k == "text")
     statuses = [e.body for e in events if isinstance(e, ProgramStatusReply)]
-    assert statuses == [bytes(v).decode("utf-8", "replace") for k, _, v in items if k == "status"]
+    assert statuses == [v.decode("utf-8", "replace") for k, _, v in items if k == "status" and isinstance(v, bytes)]
     assert [e.params for e in events if isinstance(e, DeviceAttributesReply)] == [v for k, _, v in items if k == "da1"]
     assert not any(isinstance(e, Key) for e in events)
 
@@ -616,8 +618,8 @@ def test_the_context_refuses_what_is_not_a_terminal() -> None:
 
 def test_flush_makes_a_held_lone_esc_the_esc_key_and_keeps_a_cut_reply_whole() -> None:
     parser = InputParser()
-    assert parser.feed(b"\x1b") == [] and parser.holds_escape
-    assert parser.flush() == [IgnoredSequence("esc", b"\x1b")] and not parser.holds_escape
+    assert (parser.feed(b"\x1b"), parser.holds_escape) == ([], True)
+    assert (parser.flush(), parser.holds_escape) == ([IgnoredSequence("esc", b"\x1b")], False)
     assert parser.feed(b"a") == [Text("a")]  # the key after Esc is its own
     assert parser.feed(b"\x1b[?62") == [] and parser.flush() == []  # a reply cut between reads stays held
     assert parser.feed(b";22c") == [DeviceAttributesReply((62, 22))]
@@ -638,16 +640,17 @@ def test_a_lone_esc_does_not_swallow_the_next_key() -> None:
                 flushed.set()
             return events
 
-        term._parser.flush = flush  # type: ignore[method-assign]
-        screen.type(b"\x1b")  # Esc, and nothing after it for a while
-        async with anyio.create_task_group() as tg:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(term._parser, "flush", flush)
+            screen.type(b"\x1b")  # Esc, and nothing after it for a while
+            async with anyio.create_task_group() as tg:
 
-            async def read() -> None:
-                lines.append(await term.read_line("> "))
+                async def read() -> None:
+                    lines.append(await term.read_line("> "))
 
-            tg.start_soon(read)
-            await flushed.wait()  # the reader took it as the Esc key after ESC_TIMEOUT_S of quiet
-            screen.type(b"a\r")
+                tg.start_soon(read)
+                await flushed.wait()  # the reader took it as the Esc key after ESC_TIMEOUT_S of quiet
+                screen.type(b"a\r")
 
     assert play(scenario) == b"> a\r\n"
     assert lines == ["a"]

@@ -5,6 +5,7 @@ the schema's name, and every field the schema requires is present (a drift check
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import msgspec
 import pytest
@@ -69,19 +70,27 @@ INCOMING = {
 
 
 @pytest.fixture(scope="module")
-def defs() -> dict:
-    return json.loads(schema_path().read_text())["$defs"]
+def defs() -> dict[str, Any]:
+    found = json.loads(schema_path().read_text())["$defs"]
+    assert isinstance(found, dict)
+    return found
+
+
+def struct_info(cls: type) -> msgspec.inspect.StructType:
+    info = msgspec.inspect.type_info(cls)
+    assert isinstance(info, msgspec.inspect.StructType), cls
+    return info
 
 
 def wire_fields(cls: type) -> set[str]:
-    info = msgspec.inspect.type_info(cls)
+    info = struct_info(cls)
     names = {f.encode_name for f in info.fields}
     if info.tag_field:
         names.add(info.tag_field)
     return names
 
 
-def properties(defs: dict, name: str) -> tuple[set[str], set[str]]:
+def properties(defs: dict[str, Any], name: str) -> tuple[set[str], set[str]]:
     d = defs[name]
     props = set(d.get("properties", {}))
     required = set(d.get("required", []))
@@ -109,6 +118,6 @@ def test_incoming_fields_are_the_schemas(defs, cls):
     ours = wire_fields(cls)
     assert ours <= props | {"_meta"}, f"{cls.__name__} reads fields the schema does not know: {ours - props}"
     # Every field the schema requires is required by our decoder too (so -32602 names it).
-    info = msgspec.inspect.type_info(cls)
+    info = struct_info(cls)
     ours_required = {f.encode_name for f in info.fields if f.required}
     assert required <= ours_required, f"{cls.__name__} does not require {required - ours_required}"
