@@ -60,7 +60,7 @@ def client(ama: Ama, *args: str) -> list[str]:
     return [sys.executable, "-m", "ama_acp", "acp-client", "--cwd", str(ama.workspace), *args, "--", *agent]
 
 
-WRITE_TURN = [
+WRITE_TURN: list[dict[str, Any]] = [
     {
         "text": "Writing it.",
         "tool_calls": [{"id": "w1", "name": "write_file", "arguments": {"path": "out.txt", "content": "new\n"}}],
@@ -269,7 +269,8 @@ def test_sigterm_at_the_prompt_clears_the_status_and_gives_the_tty_back(tmp_path
     ama, env = ama_setup(tmp_path, [{"text": "Hi.", "usage": {"input": 10_000, "output": 5}}])
     fresh_master, fresh_slave = os.openpty()  # what a new terminal's line discipline starts with
     before = termios.tcgetattr(fresh_master)
-    os.close(fresh_master), os.close(fresh_slave)
+    os.close(fresh_master)
+    os.close(fresh_slave)
     with PtyTerminal(client(ama), env=env, cwd=ama.workspace) as term:
         term.wait_for("» ")
         during = termios.tcgetattr(term.master)

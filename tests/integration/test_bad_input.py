@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -10,7 +12,7 @@ from tests.support.harness import Ama, write_script
 from tests.support.raw import RawAma
 
 
-def serving(tmp_path, process: bool = False) -> tuple[RawAma, Ama]:
+def serving(tmp_path: Path, process: bool = False) -> tuple[RawAma, Ama]:
     ama = Ama(tmp_path)
     raw = RawAma(ama, "--model", "scripted/demo", process=process)
     assert raw.request(1, "initialize", {"protocolVersion": 1})["result"]["protocolVersion"] == 1
@@ -133,7 +135,7 @@ def test_stdin_eof_exits_cleanly_within_a_second(tmp_path):
     assert time.monotonic() - start < 1.0
 
 
-def start_a_hanging_turn(tmp_path) -> tuple[Ama, RawAma, str, dict[str, str]]:
+def start_a_hanging_turn(tmp_path: Path) -> tuple[Ama, RawAma, str, dict[str, str]]:
     """An `ama --mode acp` process in the middle of streaming a reply that never finishes."""
     ama = Ama(tmp_path)
     env = {"AMA_SCRIPT": str(write_script(tmp_path / "slow.json", [{"text": "partial answer", "hang": 30}]))}
@@ -188,7 +190,7 @@ def test_a_storm_of_junk_lines_never_kills_the_server(tmp_path):
     ama = Ama(tmp_path)
     raw = RawAma(ama, "--model", "scripted/demo")
     raw.request(1, "initialize", {"protocolVersion": 1})
-    shapes = [
+    shapes: list[Callable[[], bytes]] = [
         lambda: bytes(rng.randrange(1, 256) for _ in range(rng.randrange(1, 200))).replace(b"\n", b" "),
         lambda: (
             b'{"jsonrpc": "2.0", "id": %d, "method": "session/prompt", "params": %s}'

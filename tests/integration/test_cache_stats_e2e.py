@@ -10,9 +10,11 @@ import json
 import pytest
 
 from ama_acp.agent.pruning import PLACEHOLDER
+from ama_acp.client.connection import AgentProcess
 from ama_acp.client.demo import cache_line
 from ama_acp.context import cache_ledger
 from tests.support.harness import Ama, agent_text, local_config, run_ama
+from tests.support.json_values import as_object, session_id
 from tests.support.llm_server import LLMServer
 from tests.support.prompt_cache import PromptCache
 
@@ -48,12 +50,12 @@ def config(url: str, kind: str = "anthropic", window: int = 100_000, extra: str 
     )
 
 
-async def start(conn, ama: Ama) -> str:
+async def start(conn: AgentProcess, ama: Ama) -> str:
     await conn.initialize()
-    return (await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))["sessionId"]
+    return session_id(await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))
 
 
-async def context_text(conn, sid: str) -> str:
+async def context_text(conn: AgentProcess, sid: str) -> str:
     before = len(agent_text(conn, sid))
     await conn.prompt(sid, "/context", timeout=10)
     return agent_text(conn, sid)[before:]
@@ -68,14 +70,14 @@ async def test_stats_and_context_report_what_the_cache_read_wrote_and_saved(tmp_
         llm.enqueue({"text": "one", "usage": "cache"}, {"text": "two", "usage": "cache"})
         async with run_ama(ama, env=KEY) as conn:
             sid = await start(conn, ama)
-            fresh = (await conn.request("_ama/session_stats", {"sessionId": sid}))["cache"]
+            fresh = as_object(await conn.request("_ama/session_stats", {"sessionId": sid}))["cache"]
             # Before any request: the facts, and cold (nothing was sent); no figure is invented.
             assert fresh == {"state": "cold", "lifetimeSeconds": 300, "minTokens": 256}
             await conn.prompt(sid, "hello", timeout=10)
             clock.now += 42
             await conn.prompt(sid, "again", timeout=10)
             clock.now += 7
-            stats = await conn.request("_ama/session_stats", {"sessionId": sid})
+            stats = as_object(await conn.request("_ama/session_stats", {"sessionId": sid}))
             log = llm.prompt_cache.log
             read = sum(u["cache_read"] for u in log)
             written = sum(u["cache_write"] for u in log)
@@ -99,7 +101,7 @@ async def test_stats_and_context_report_what_the_cache_read_wrote_and_saved(tmp_
             assert f"**Cache:** {read:,} tokens read{wrote}; saved ${saved:.4f}" in text
             assert "Cache of local/m (lifetime 5 min, minimum 256 tokens): warm: last written 7 s ago." in text
             clock.now += 301
-            stats = await conn.request("_ama/session_stats", {"sessionId": sid})
+            stats = as_object(await conn.request("_ama/session_stats", {"sessionId": sid}))
             assert stats["cache"]["state"] == "cold"
             assert "cold: idle 5 min, past its lifetime" in await context_text(conn, sid)
 
@@ -115,21 +117,21 @@ async def test_a_model_switch_is_cold_and_a_reload_keeps_the_last_write(tmp_path
             sid = await start(conn, ama)
             await conn.prompt(sid, "hello", timeout=10)
             clock.now += 30
-            before = (await conn.request("_ama/session_stats", {"sessionId": sid}))["cache"]
+            before = as_object(await conn.request("_ama/session_stats", {"sessionId": sid}))["cache"]
             assert before["state"] == "warm" and before["secondsSinceLastWrite"] == 30
             await conn.prompt(sid, "/model local/n", timeout=10)
-            switched = (await conn.request("_ama/session_stats", {"sessionId": sid}))["cache"]
+            switched = as_object(await conn.request("_ama/session_stats", {"sessionId": sid}))["cache"]
             # Nothing of this conversation is cached by local/n; it has no cache facts of its own.
             assert switched["state"] == "cold" and "secondsSinceLastWrite" not in switched
             assert "lifetimeSeconds" not in switched
             await conn.prompt(sid, "/model local/m", timeout=10)
-            back = (await conn.request("_ama/session_stats", {"sessionId": sid}))["cache"]
+            back = as_object(await conn.request("_ama/session_stats", {"sessionId": sid}))["cache"]
             assert back["state"] == "warm" and back["secondsSinceLastWrite"] == 30
         clock.now += 100
         async with run_ama(ama, env=KEY) as conn:
             await conn.initialize()
             await conn.request("session/load", {"sessionId": sid, "cwd": str(ama.workspace), "mcpServers": []})
-            loaded = (await conn.request("_ama/session_stats", {"sessionId": sid}))["cache"]
+            loaded = as_object(await conn.request("_ama/session_stats", {"sessionId": sid}))["cache"]
             # The last write is stored as wall-clock time: a load knows how long ago it was.
             assert loaded["secondsSinceLastWrite"] == 130 and loaded["state"] == "warm"
             assert loaded["saved"] == before["saved"]
@@ -149,8 +151,8 @@ async def test_a_cancelled_request_leaves_saved_and_the_last_write_unknown(tmp_p
             )
             await conn.wait_for(lambda: len(agent_text(conn, sid)) > len("one") + 3, timeout=10)
             await conn.cancel(sid)
-            assert (await turn.wait(timeout=10))["stopReason"] == "cancelled"
-            stats = await conn.request("_ama/session_stats", {"sessionId": sid})
+            assert as_object(await turn.wait(timeout=10))["stopReason"] == "cancelled"
+            stats = as_object(await conn.request("_ama/session_stats", {"sessionId": sid}))
             cache = stats["cache"]
             assert stats["billed"]["interrupted"] == 1
             assert "saved" not in cache and "secondsSinceLastWrite" not in cache
@@ -182,13 +184,13 @@ async def test_pruning_runs_early_only_when_the_cache_is_cold(tmp_path, clock, i
         async with run_ama(ama, env=KEY) as conn:
             sid = await start(conn, ama)
             await conn.prompt(sid, "read the three files", timeout=20)
-            stats = await conn.request("_ama/session_stats", {"sessionId": sid})
+            stats = as_object(await conn.request("_ama/session_stats", {"sessionId": sid}))
             used = stats["contextTokens"]
             assert 5_000 <= used < 7_000, used  # between the early threshold and pruneAt
             clock.now += idle
             await conn.prompt(sid, "next", timeout=20)
             last_body = json.dumps(llm.requests[-1].body)
-            cache = (await conn.request("_ama/session_stats", {"sessionId": sid}))["cache"]
+            cache = as_object(await conn.request("_ama/session_stats", {"sessionId": sid}))["cache"]
             text = await context_text(conn, sid)
             if idle > 300:  # cold: the cached prefix is lost anyway, so pruning ran early
                 assert PLACEHOLDER in last_body
@@ -220,10 +222,10 @@ async def test_a_compaction_handoff_request_counts_as_a_write(tmp_path, clock):
             sid = await start(conn, ama)
             await conn.prompt(sid, "hello", timeout=10)
             clock.now += 200
-            before = (await conn.request("_ama/session_stats", {"sessionId": sid}))["cache"]
+            before = as_object(await conn.request("_ama/session_stats", {"sessionId": sid}))["cache"]
             assert before["secondsSinceLastWrite"] == 200
             await conn.prompt(sid, "/compact", timeout=20)
             assert len(llm.requests) == 2, agent_text(conn, sid)[-600:]  # the handoff was asked for
-            after = (await conn.request("_ama/session_stats", {"sessionId": sid}))["cache"]
+            after = as_object(await conn.request("_ama/session_stats", {"sessionId": sid}))["cache"]
             assert after["secondsSinceLastWrite"] == 0 and after["state"] == "warm"
             assert after["writeTokens"] > before["writeTokens"]  # the handoff request wrote its prefix

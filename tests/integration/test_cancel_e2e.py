@@ -15,7 +15,9 @@ import pytest
 
 from ama_acp.client.connection import AgentProcess, ClientOptions
 from tests.support.harness import Ama, local_config, run_ama
+from tests.support.json_values import as_object, session_id
 from tests.support.llm_server import LLMServer
+from tests.support.raw import RawAma
 
 pytestmark = pytest.mark.anyio
 
@@ -60,7 +62,7 @@ def responses_to(conn: AgentProcess, request_id: int) -> list[dict[str, Any]]:
 
 async def start(conn: AgentProcess, ama: Ama, mode: str | None = None) -> str:
     await conn.initialize()
-    sid = (await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))["sessionId"]
+    sid = session_id(await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))
     if mode:
         await conn.request("session/set_mode", {"sessionId": sid, "modeId": mode})
     return sid
@@ -71,7 +73,7 @@ async def prompt(conn: AgentProcess, sid: str, text: str = "go") -> Any:
 
 
 async def finish_and_check(conn: AgentProcess, llm: LLMServer, sid: str, pending: Any) -> None:
-    result = await pending.wait(timeout=10)
+    result = as_object(await pending.wait(timeout=10))
     assert result["stopReason"] == "cancelled"
     assert open_calls(conn, sid) == []
     llm.enqueue({"text": "next turn works"})
@@ -167,7 +169,7 @@ def _prompt(sid: str) -> dict[str, Any]:
     return {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}
 
 
-def _next_method(raw: Any, method: str) -> dict[str, Any]:
+def _next_method(raw: RawAma, method: str) -> dict[str, Any]:
     while True:
         msg = raw.recv()
         if msg.get("method") == method:
@@ -254,7 +256,7 @@ async def test_cancel_while_terminal_create_is_in_flight_leaks_no_terminal(tmp_p
                 await creating.wait()
             await conn.cancel(sid)
             go.set()  # the editor answers after the cancel
-            result = await pending.wait(timeout=10)
+            result = as_object(await pending.wait(timeout=10))
             assert result["stopReason"] == "cancelled"
             assert conn.terminals.created and conn.terminals.unreleased() == []
             assert open_calls(conn, sid) == []

@@ -15,6 +15,7 @@ from tests.integration.test_cancel_e2e import start
 from tests.integration.test_subagents_e2e import SUBAGENTS
 from tests.integration.test_tasks_e2e import KEY, configure, stats, task_call
 from tests.support.harness import Ama, run_ama
+from tests.support.json_values import as_object
 from tests.support.llm_server import LLMServer
 
 pytestmark = pytest.mark.anyio
@@ -106,7 +107,7 @@ async def test_loading_a_child_replays_its_conversation_and_meter_and_refuses_a_
                 "session_info_update",
             }
 
-            listed = await conn.request("session/list", {})
+            listed = as_object(await conn.request("session/list", {}))
             assert [s["sessionId"] for s in listed["sessions"]] == [sid]  # children belong to their parent
 
             # The parent still loads as before, and its delete takes the child along.

@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 from tests.support.harness import Ama, clean_env
 
 
-def ama_cli(ama: Ama, *args: str, env: dict | None = None, cwd=None) -> subprocess.CompletedProcess:
+def ama_cli(
+    ama: Ama, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "ama_acp", *args],
         capture_output=True,

@@ -16,7 +16,9 @@ from typing import Any
 import pytest
 
 from ama_acp.client.options import ClientOptions
+from tests.integration.test_official_sdk import sdk_client
 from tests.support.harness import Ama, clean_env, run_ama
+from tests.support.json_values import as_object
 
 BIN = Path(sys.executable).parent
 pytestmark = pytest.mark.anyio
@@ -64,7 +66,7 @@ async def test_official_sdk_client_gets_details_and_the_methods_its_capabilities
     workspace = tmp_path / "ws"
     workspace.mkdir()
     async with spawn_agent_process(
-        Editor(), str(BIN / "ama-acp"), "--data-dir", str(tmp_path / "data"), env=_no_model_env(tmp_path),
+        sdk_client(Editor()), str(BIN / "ama-acp"), "--data-dir", str(tmp_path / "data"), env=_no_model_env(tmp_path),
         cwd=workspace,
     ) as (conn, _process):  # fmt: skip
         init = await asyncio.wait_for(
@@ -73,6 +75,7 @@ async def test_official_sdk_client_gets_details_and_the_methods_its_capabilities
             ),
             30,
         )
+        assert init.auth_methods is not None
         methods = {m.id: m.model_dump(by_alias=True, exclude_none=True) for m in init.auth_methods}
         assert set(methods) == expected
         if "ama-setup" in methods:
@@ -101,7 +104,7 @@ async def test_ama_client_through_pipes_sees_the_same(tmp_path: Path, shape: str
     ama.config.write_text("", encoding="utf-8")  # no model anywhere
     options = ClientOptions(extra_capabilities=caps)
     async with run_ama(ama, options=options, env={"AMA_CREDENTIALS": str(tmp_path / "none.toml")}) as conn:
-        init = await conn.initialize()
+        init = as_object(await conn.initialize())
         assert {m["id"] for m in init["authMethods"]} == expected
         with pytest.raises(RpcError) as refused:
             await conn.new_session(ama.workspace)

@@ -14,7 +14,7 @@ import pytest
 
 from ama_acp.client.connection import ClientOptions
 from tests.integration.test_mcp_failures_e2e import KEY, call, configure, open_session, prompt, stdio, wait_ready
-from tests.support.harness import Ama, run_ama
+from tests.support.harness import Ama, permission_asks, run_ama
 from tests.support.llm_server import LLMServer
 
 pytestmark = pytest.mark.anyio
@@ -24,7 +24,7 @@ KEY_SHAPED = "sk-abcdefghijklmnop1234"
 
 
 def _asked(conn: Any) -> dict[str, dict[str, Any]]:
-    return {p["toolCall"]["toolCallId"]: p for p, _ in conn.permission_log}
+    return {p["toolCall"]["toolCallId"]: p for p, _ in permission_asks(conn)}
 
 
 def _text(request: dict[str, Any]) -> str:

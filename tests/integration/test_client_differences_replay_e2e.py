@@ -26,6 +26,7 @@ from tests.integration.test_official_sdk import (
     write_config,
 )
 from tests.support.harness import Ama, local_config, run_ama
+from tests.support.json_values import as_object
 from tests.support.llm_server import LLMServer
 
 pytestmark = pytest.mark.anyio
@@ -103,7 +104,9 @@ async def test_a_cancelled_command_keeps_its_terminal_or_output(tmp_path: Path, 
         llm.enqueue({"tool_calls": [call]})
         async with run_ama(ama, env=KEY, options=ClientOptions(fs=editor, terminal=editor)) as conn:
             await conn.initialize()
-            sid = (await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))["sessionId"]
+            sid = as_object(await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))[
+                "sessionId"
+            ]
             pending = await conn.start_request(
                 "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}
             )
@@ -113,7 +116,7 @@ async def test_a_cancelled_command_keeps_its_terminal_or_output(tmp_path: Path, 
                     shows = conn.updates_for(sid, "tool_call_update")
                     return [c["terminalId"] for u in shows for c in u.get("content") or [] if c["type"] == "terminal"]
 
-                await conn.wait_for(terminals)
+                await conn.wait_for(lambda: bool(terminals()))
                 tid = terminals()[0]
                 await conn.wait_for(lambda: PARTIAL in (conn.terminal_output(tid) or ""))
             else:
@@ -122,7 +125,7 @@ async def test_a_cancelled_command_keeps_its_terminal_or_output(tmp_path: Path, 
                 )
                 await anyio.sleep(0.5)  # the echo has run; the sleep is what the cancel cuts short
             await conn.cancel(sid)
-            assert (await pending.wait(timeout=10))["stopReason"] == "cancelled"
+            assert as_object(await pending.wait(timeout=10))["stopReason"] == "cancelled"
             final = [u for u in conn.updates_for(sid, "tool_call_update") if u.get("status") == "failed"]
             assert len(final) == 1, final
             live = final[0]

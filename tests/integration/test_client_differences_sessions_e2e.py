@@ -23,7 +23,9 @@ import pytest
 from ama_acp.client.connection import AgentProcess
 from ama_acp.client.handlers import RpcError
 from tests.integration.test_official_sdk import sdk_ama, step
+from tests.support import json_values
 from tests.support.harness import Ama, clean_env, run_ama
+from tests.support.json_values import as_object
 
 pytestmark = pytest.mark.anyio
 
@@ -65,10 +67,9 @@ SPOKEN = (
 
 
 async def _open(conn: AgentProcess, method: str, sid: str, cwd: str) -> dict[str, Any]:
-    result: dict[str, Any] = await conn.request(
-        f"session/{method}", {"sessionId": sid, "cwd": cwd, "mcpServers": []}, timeout=30
+    return as_object(
+        await conn.request(f"session/{method}", {"sessionId": sid, "cwd": cwd, "mcpServers": []}, timeout=30)
     )
-    return result
 
 
 # --------------------------------------------------------------------------------------------------
@@ -81,12 +82,12 @@ async def test_a_session_made_with_a_trailing_slash_opens_under_either_spelling(
     plain, slashed = str(ama.workspace), _slash(ama.workspace)
     async with run_ama(ama) as conn:
         await conn.initialize()
-        sid = (await conn.new_session(slashed))["sessionId"]  # Emacs
+        sid = json_values.session_id(await conn.new_session(slashed))  # Emacs
         await conn.prompt(sid, "/context", timeout=30)
         await conn.request("session/close", {"sessionId": sid})
         assert _header(ama, sid)["cwd"] == plain  # stored in normal form
         for want in (plain, slashed, plain + "/./"):
-            listed = await conn.request("session/list", {"cwd": want})
+            listed = as_object(await conn.request("session/list", {"cwd": want}))
             assert [(s["sessionId"], s["cwd"]) for s in listed["sessions"]] == [(sid, plain)], want
         for method in ("load", "resume"):
             for cwd in (plain, slashed):  # the other editor, and Emacs again
@@ -105,7 +106,7 @@ async def test_a_session_stored_before_with_a_trailing_slash_still_works(tmp_pat
     async with run_ama(ama) as conn:
         await conn.initialize()
         for want in (plain, slashed, None):
-            listed = await conn.request("session/list", {} if want is None else {"cwd": want})
+            listed = as_object(await conn.request("session/list", {} if want is None else {"cwd": want}))
             assert [(s["sessionId"], s["cwd"]) for s in listed["sessions"]] == [(sid, plain)], want
         for method in ("load", "resume"):
             for cwd in (plain, slashed):
@@ -169,27 +170,27 @@ async def test_only_sessions_someone_spoke_in_are_listed(tmp_path: Path) -> None
     ama = Ama(tmp_path)
     async with run_ama(ama) as conn:
         await conn.initialize()
-        spoken = (await conn.new_session(ama.workspace))["sessionId"]
+        spoken = json_values.session_id(await conn.new_session(ama.workspace))
         await conn.prompt(spoken, "hello", timeout=30)
-        silent = [(await conn.new_session(ama.workspace))["sessionId"] for _ in range(55)]
-        for sid in silent:  # each one's file is written at once, as before
-            await conn.wait_for(lambda sid=sid: (ama.data / "sessions" / f"{sid}.jsonl").is_file(), timeout=30)
-        listed = await conn.request("session/list", {})
+        silent = [json_values.session_id(await conn.new_session(ama.workspace)) for _ in range(55)]
+        for path in [ama.data / "sessions" / f"{sid}.jsonl" for sid in silent]:  # each one's written at once, as before
+            await conn.wait_for(path.is_file, timeout=30)
+        listed = as_object(await conn.request("session/list", {}))
         assert [s["sessionId"] for s in listed["sessions"]] == [spoken] and "nextCursor" not in listed
         assert listed["sessions"][0]["title"]
         # An unprompted session still loads and resumes by its id, and is listed once someone speaks in it.
         await _open(conn, "load", silent[0], str(ama.workspace))
-        listed = await conn.request("session/list", {"cwd": str(ama.workspace)})
+        listed = as_object(await conn.request("session/list", {"cwd": str(ama.workspace)}))
         assert [s["sessionId"] for s in listed["sessions"]] == [spoken]
         await conn.prompt(silent[0], "/context", timeout=30)
         await _open(conn, "resume", silent[1], str(ama.workspace))
         await conn.prompt(silent[1], "now something", timeout=30)
-        listed = await conn.request("session/list", {"cwd": str(ama.workspace)})
+        listed = as_object(await conn.request("session/list", {"cwd": str(ama.workspace)}))
         assert {s["sessionId"] for s in listed["sessions"]} == {spoken, silent[0], silent[1]}
     # The same in a fresh process (the listing's cache), and in `ama sessions list`; `--all` shows every file.
     async with run_ama(ama) as conn:
         await conn.initialize()
-        listed = await conn.request("session/list", {})
+        listed = as_object(await conn.request("session/list", {}))
         assert {s["sessionId"] for s in listed["sessions"]} == {spoken, silent[0], silent[1]}
     assert {r["sessionId"] for r in _sessions_cli(ama)} == {spoken, silent[0], silent[1]}
     assert len(_sessions_cli(ama, "--all")) == 56
@@ -223,9 +224,9 @@ async def test_a_titled_session_tells_its_title_on_load_and_resume(tmp_path: Pat
     ama = Ama(tmp_path)
     async with run_ama(ama) as conn:
         await conn.initialize()
-        sid = (await conn.new_session(ama.workspace))["sessionId"]
+        sid = json_values.session_id(await conn.new_session(ama.workspace))
         await conn.prompt(sid, "name this thread", timeout=30)
-        untitled = (await conn.new_session(ama.workspace))["sessionId"]
+        untitled = json_values.session_id(await conn.new_session(ama.workspace))
     title = json.loads(
         [line for line in (ama.data / "sessions" / f"{sid}.jsonl").read_text().splitlines() if '"t":"title"' in line][
             -1
@@ -235,9 +236,9 @@ async def test_a_titled_session_tells_its_title_on_load_and_resume(tmp_path: Pat
         async with run_ama(ama) as conn:
             await conn.initialize()
             await _open(conn, method, sid, str(ama.workspace))
-            await conn.wait_for(lambda: conn.updates_for(sid, "usage_update"), timeout=30)
+            await conn.wait_for(lambda: bool(conn.updates_for(sid, "usage_update")), timeout=30)
             await _open(conn, method, untitled, str(ama.workspace))
-            await conn.wait_for(lambda: conn.updates_for(untitled, "usage_update"), timeout=30)
+            await conn.wait_for(lambda: bool(conn.updates_for(untitled, "usage_update")), timeout=30)
             await conn.prompt(sid, "/context", timeout=30)  # the next turn's end does not repeat it
             messages = _received(conn)
             titles = _titles(messages, sid)

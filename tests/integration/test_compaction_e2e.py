@@ -7,8 +7,9 @@ import json
 
 import pytest
 
-from ama_acp.client.connection import ClientOptions
+from ama_acp.client.connection import AgentProcess, ClientOptions
 from tests.support.harness import Ama, agent_text, kinds, run_ama, usage_updates
+from tests.support.json_values import as_object, session_id
 from tests.support.llm_server import LLMServer
 
 pytestmark = pytest.mark.anyio
@@ -33,9 +34,9 @@ keep_tokens = {keep}
 """)
 
 
-async def open_session(conn, ama: Ama) -> str:
+async def open_session(conn: AgentProcess, ama: Ama) -> str:
     await conn.initialize()
-    sid = (await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))["sessionId"]
+    sid = session_id(await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))
     await conn.wait_for(lambda: "usage_update" in kinds(conn, sid))
     return sid
 
@@ -61,7 +62,7 @@ async def test_manual_compact_replaces_the_context_and_reports_an_estimate(tmp_p
             last = usage_updates(conn, sid)[-1]
             assert last["_meta"]["ama"]["source"] == "estimate"  # U9 after a compaction (E5)
             assert last["used"] < before
-            stats = await conn.request("_ama/session_stats", {"sessionId": sid})
+            stats = as_object(await conn.request("_ama/session_stats", {"sessionId": sid}))
             assert stats["billed"]["requests"] == 2 and stats["billed"]["sideRequests"] == 1  # U16
             await conn.prompt(sid, "and now?", timeout=10)
         # The handoff request asked for the checklist and carried the inventory and the focus.
@@ -201,12 +202,12 @@ async def test_a_handoff_reply_without_usage_leaves_the_cost_unknown_also_after_
             assert "cost" in usage_updates(conn, sid)[-1]
             await conn.prompt(sid, "/compact", timeout=10)
             assert len(llm.requests) == 2  # the handoff was asked for
-            stats = await conn.request("_ama/session_stats", {"sessionId": sid})
+            stats = as_object(await conn.request("_ama/session_stats", {"sessionId": sid}))
             assert "cost" not in stats and stats["billed"]["unreported"] == 1
         async with run_ama(ama, env=ENV) as conn:
             await conn.initialize()
             await conn.request("session/load", {"sessionId": sid, "cwd": str(ama.workspace), "mcpServers": []})
             await conn.wait_for(lambda: bool(usage_updates(conn, sid)))
             assert "cost" not in usage_updates(conn, sid)[-1]
-            stats = await conn.request("_ama/session_stats", {"sessionId": sid})
+            stats = as_object(await conn.request("_ama/session_stats", {"sessionId": sid}))
             assert "cost" not in stats and stats["billed"]["unreported"] == 1

@@ -13,6 +13,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,7 +32,7 @@ MUST_PASS = (
 )  # fmt: skip
 
 
-def run_suite(tmp_path: Path, *args: str) -> tuple[SuiteRun, dict]:
+def run_suite(tmp_path: Path, *args: str) -> tuple[SuiteRun, dict[str, Any]]:
     """`python -m ama_conformance ARGS --report-json … -- ama --mode acp …`, run in this process with ama launched
     in-process (tests/support/conformance_inprocess.py); the shipped command's process run is the test below."""
     ama = Ama(tmp_path)

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,7 +50,7 @@ RULE = {
 MAY_BLOCK = {"auth-sticks": OWN}
 
 
-def _suite(tmp: Path, command: list[str], *options: str, select: str = "coverage") -> tuple[int, dict]:
+def _suite(tmp: Path, command: list[str], *options: str, select: str = "coverage") -> tuple[int, dict[str, Any]]:
     report = tmp / "report.json"
     out = subprocess.run(
         [sys.executable, "-m", "conformance", "-k", select, *options, "--report-json", str(report), "--", *command],
@@ -63,7 +64,7 @@ def _suite(tmp: Path, command: list[str], *options: str, select: str = "coverage
     return out.returncode, json.loads(report.read_text(encoding="utf-8"))
 
 
-def _fixture(name: str, tmp: Path) -> tuple[int, dict]:
+def _fixture(name: str, tmp: Path) -> tuple[int, dict[str, Any]]:
     tmp.mkdir(parents=True, exist_ok=True)
     breaks = [] if name == "conforming" else [f"--break={name}"]
     # A break runs the group that decides its rule (`-k R64` selects it), and the transcript checks. The run is
@@ -80,16 +81,16 @@ def _fixture(name: str, tmp: Path) -> tuple[int, dict]:
     return out.returncode, json.loads(report.read_text(encoding="utf-8"))
 
 
-def _status(report: dict) -> dict[str, str]:
+def _status(report: dict[str, Any]) -> dict[str, str]:
     return {r["id"]: r["status"] for r in report["requirements"]}
 
 
-def _details(report: dict, rid: str) -> list[str]:
+def _details(report: dict[str, Any], rid: str) -> list[str]:
     return [f["detail"] for r in report["requirements"] if r["id"] == rid for f in r["findings"]]
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, dict]]:
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, dict[str, Any]]]:
     names = ["conforming", *RULE]
     base = tmp_path_factory.mktemp("coverage-runs")
     # As many at once as the fixture matrix (test_conformance_fixtures.py RUNS_AT_ONCE says why): three alone, two
@@ -103,7 +104,9 @@ def test_every_break_has_its_rule() -> None:
     assert set(RULE.values()) == OWN  # and every coverage requirement has a break that fails it
 
 
-def test_the_conforming_coverage_fixture_passes_every_coverage_check(runs: dict[str, tuple[int, dict]]) -> None:
+def test_the_conforming_coverage_fixture_passes_every_coverage_check(
+    runs: dict[str, tuple[int, dict[str, Any]]],
+) -> None:
     code, report = runs["conforming"]
     status = _status(report)
     assert {rid: status[rid] for rid in OWN if status[rid] != "PASS"} == {}
@@ -111,7 +114,7 @@ def test_the_conforming_coverage_fixture_passes_every_coverage_check(runs: dict[
 
 
 @pytest.mark.parametrize("name", sorted(RULE))
-def test_each_coverage_break_fails_exactly_its_rule(runs: dict[str, tuple[int, dict]], name: str) -> None:
+def test_each_coverage_break_fails_exactly_its_rule(runs: dict[str, tuple[int, dict[str, Any]]], name: str) -> None:
     _, report = runs[name]
     status = _status(report)
     assert {rid for rid, s in status.items() if s == "FAIL"} == {RULE[name]}, report["requirements"]
@@ -119,7 +122,9 @@ def test_each_coverage_break_fails_exactly_its_rule(runs: dict[str, tuple[int, d
     assert blocked <= MAY_BLOCK.get(name, set())
 
 
-def _suite_in_process(tmp: Path, command: list[str], *options: str, select: str = "coverage") -> tuple[int, dict]:
+def _suite_in_process(
+    tmp: Path, command: list[str], *options: str, select: str = "coverage"
+) -> tuple[int, dict[str, Any]]:
     """`_suite` run in this process, ama launched in-process (tests/support/conformance_inprocess.py)."""
     report = tmp / "report.json"
     argv = ["-k", select, *options, "--report-json", str(report), "--", *command]

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,7 +25,9 @@ ROOT = Path(__file__).resolve().parents[2]
 STARTUP_AGENT = ROOT / "tests" / "support" / "acp_fixtures" / "startup_agent.py"
 
 
-def run_suite(tmp: Path, agent: list[str], *args: str, env: dict[str, str] | None = None, timeout: float = 120):
+def run_suite(
+    tmp: Path, agent: list[str], *args: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any], float]:
     report = tmp / "report.json"
     started = time.monotonic()
     # `python -m ama_conformance`, forked from a server that has imported the suite (tests/support/conformance_runs.py).
@@ -34,7 +38,7 @@ def run_suite(tmp: Path, agent: list[str], *args: str, env: dict[str, str] | Non
     return out, data, time.monotonic() - started
 
 
-def _statuses(report: dict) -> dict[str, dict]:
+def _statuses(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {r["id"]: r for r in report["requirements"]}
 
 

@@ -13,6 +13,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -55,7 +56,7 @@ RULE = {
 MAY_BLOCK = {"crash-on-prompt": None, "relative-path": {"R54"}}
 
 
-def _run(name: str, tmp: Path) -> tuple[int, str, dict]:
+def _run(name: str, tmp: Path) -> tuple[int, str, dict[str, Any]]:
     tmp.mkdir(parents=True, exist_ok=True)
     report = tmp / "report.json"
     # The fixture that ignores EOF is terminated when the exit grace runs out, at each of its ~22 processes: a
@@ -95,7 +96,7 @@ class BackgroundRun:
         self.wall = time.monotonic() - self.started
         self.out = subprocess.CompletedProcess(self.proc.args, self.proc.returncode, stdout, stderr)
 
-    def result(self, timeout: float) -> tuple[subprocess.CompletedProcess[str], dict, float]:
+    def result(self, timeout: float) -> tuple[subprocess.CompletedProcess[str], dict[str, Any], float]:
         self.waiter.join(max(0.0, self.started + timeout - time.monotonic()))
         if self.out is None:
             self.stop()
@@ -136,7 +137,7 @@ def runs(tmp_path_factory, silent_run):
         return dict(zip(names, results, strict=True))
 
 
-def _status(report: dict, status: str) -> set[str]:
+def _status(report: dict[str, Any], status: str) -> set[str]:
     return {r["id"] for r in report["requirements"] if r["status"] == status and r["profile"] == "acp"}
 
 
@@ -171,7 +172,7 @@ def test_each_broken_fixture_fails_exactly_its_rule(runs, name):
     assert groups and all("transcript" in a and "stderr" in a for g in groups for a in g["agents"])
 
 
-def _statuses(report: dict) -> dict[str, dict]:
+def _statuses(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {r["id"]: r for r in report["requirements"]}
 
 

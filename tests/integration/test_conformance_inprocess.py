@@ -18,6 +18,7 @@ from ama_conformance.core.agent import Agent
 from ama_conformance.core.config import RunConfig, Timeouts
 from tests.support.conformance_inprocess import Launcher, run_conformance
 from tests.support.harness import Ama, clean_env
+from tests.support.json_values import as_object
 
 
 def test_every_agent_is_launched_in_process_none_spawned_and_no_group_ended(
@@ -89,7 +90,7 @@ def test_a_second_live_agent_is_a_real_process_whose_group_is_ended(tmp_path: Pa
             assert first._group is None  # in this process: no group of its own, none to end
             assert second._group == second.conn.pid  # a real process, leading its own group
             for agent in (first, second):
-                assert (await agent.initialize())["agentInfo"]["name"] == "ama"
+                assert as_object(await agent.initialize())["agentInfo"]["name"] == "ama"
         finally:
             await second.shutdown()
             await first.shutdown()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,7 +27,7 @@ pytestmark = pytest.mark.slow  # whole suite runs (of a few groups each)
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run(tmp: Path, select: str, *switches: str, options: tuple[str, ...] = ()) -> tuple[int, str, dict]:
+def run(tmp: Path, select: str, *switches: str, options: tuple[str, ...] = ()) -> tuple[int, str, dict[str, Any]]:
     report = tmp / "report.json"
     report.unlink(missing_ok=True)
     out = run_forked(
@@ -38,19 +39,19 @@ def run(tmp: Path, select: str, *switches: str, options: tuple[str, ...] = ()) -
     return out.returncode, out.stdout, json.loads(report.read_text(encoding="utf-8")) if report.exists() else {}
 
 
-def statuses(report: dict) -> dict[str, dict]:
+def statuses(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {r["id"]: r for r in report["requirements"]}
 
 
-def details(report: dict, rid: str) -> str:
+def details(report: dict[str, Any], rid: str) -> str:
     return " ".join(f["detail"] for f in statuses(report)[rid]["findings"])
 
 
-def acp(report: dict) -> dict:
+def acp(report: dict[str, Any]) -> dict[str, Any]:
     return next(v for v in report["verdicts"] if v["profile"] == "acp")
 
 
-def failed(report: dict) -> set[str]:
+def failed(report: dict[str, Any]) -> set[str]:
     return {rid for rid, r in statuses(report).items() if r["status"] == "FAIL"}
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from ama_acp.client.connection import AgentProcess, ClientOptions
 from tests.support.harness import Ama, run_ama, write_script
+from tests.support.json_values import as_str, session_id
 
 pytestmark = pytest.mark.anyio
 
@@ -50,7 +51,7 @@ async def one_call(ama: Ama, call: dict[str, Any], method: str, answer: Callable
     async with run_ama(ama, "--model", "scripted/t", env=env, options=ClientOptions(), validate=False) as conn:
         conn.set_handler(method, answer(conn))
         await conn.initialize()
-        sid = (await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))["sessionId"]
+        sid = session_id(await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))
         await conn.request("session/set_mode", {"sessionId": sid, "modeId": "full_access"})
         assert (await conn.prompt(sid, "go", timeout=30))["stopReason"] == "end_turn"
         (final,) = [u for u in conn.updates_for(sid, "tool_call_update") if u.get("status") in ("completed", "failed")]
@@ -61,7 +62,7 @@ async def one_call(ama: Ama, call: dict[str, Any], method: str, answer: Callable
 
 
 def final_text(update: dict[str, Any]) -> str:
-    return update["content"][-1]["content"]["text"]
+    return as_str(update["content"][-1]["content"]["text"])
 
 
 @pytest.mark.parametrize(

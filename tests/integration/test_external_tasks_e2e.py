@@ -18,7 +18,8 @@ from tests.integration.test_cancel_e2e import open_calls, start
 from tests.integration.test_subagents_e2e import SUBAGENTS, announced_first, subagent_updates, written
 from tests.integration.test_tasks_e2e import KEY, configure, finals, stats, task_call, task_id, text_of, tool_messages
 from tests.support import leaks
-from tests.support.harness import Ama, run_ama
+from tests.support.harness import Ama, permission_asks, run_ama
+from tests.support.json_values import as_object
 from tests.support.llm_server import LLMServer
 from tests.support.waiting import holds_within
 
@@ -155,7 +156,7 @@ async def test_an_agents_permission_request_is_the_persons_under_the_parents_mod
             sid, tid = await run_task(conn, ama, directives, mode=mode)
             assert f"permission: {answer}" in tool_messages(llm.requests[1].body)[0][1]
             if asked:
-                [(params, outcome)] = conn.permission_log
+                [(params, outcome)] = permission_asks(conn)
                 assert params["sessionId"] == sid  # the parent's session: the editor knows no other
                 assert params["toolCall"]["toolCallId"].startswith(tid + ".")
                 assert params["toolCall"]["title"] == "ext: Run make"
@@ -199,7 +200,7 @@ async def test_an_agents_write_inside_follows_the_mode(tmp_path, mode, written):
             result = tool_messages(llm.requests[1].body)[0][1]
             assert (ama.workspace / "out.txt").exists() == written
             if written:  # Manual: the person was asked, with the diff, in the parent's session
-                [(params, _)] = conn.permission_log
+                [(params, _)] = permission_asks(conn)
                 assert params["sessionId"] == sid and params["toolCall"]["toolCallId"].startswith(tid + ".")
                 assert any(c.get("type") == "diff" for c in params["toolCall"]["content"])
                 assert "write: ok" in result
@@ -220,7 +221,7 @@ async def test_cancelling_the_parent_ends_the_agent_and_everything_it_started(tm
             await conn.wait_for(lambda: len(pids_of(pids)) == 2, timeout=10)  # the agent and its grandchild
             assert all(alive(p) for p in pids_of(pids))
             await conn.cancel(sid)
-            assert (await pending.wait(timeout=10))["stopReason"] == "cancelled"
+            assert as_object(await pending.wait(timeout=10))["stopReason"] == "cancelled"
             assert all_gone(pids)
             # It was told first: session/cancel reached it (and its answer was read) before it was stopped.
             assert events_of(pids) == ["session/cancel"]
@@ -283,7 +284,7 @@ async def test_closing_the_session_mid_task_ends_the_agent(tmp_path):
             )
             await conn.wait_for(lambda: len(pids_of(pids)) == 2, timeout=10)
             await conn.request("session/close", {"sessionId": sid}, timeout=10)
-            assert (await pending.wait(timeout=10))["stopReason"] == "cancelled"
+            assert as_object(await pending.wait(timeout=10))["stopReason"] == "cancelled"
             assert all_gone(pids)
             assert open_calls(conn, sid) == []
 
@@ -322,7 +323,7 @@ async def test_a_forwarded_permission_open_at_the_parents_cancel_is_answered_can
             )
             await conn.wait_for(lambda: bool(asked), timeout=10)
             await conn.cancel(sid)  # the editor answers the open dialog `cancelled`, as it must
-            assert (await pending.wait(timeout=10))["stopReason"] == "cancelled"
+            assert as_object(await pending.wait(timeout=10))["stopReason"] == "cancelled"
             assert all_gone(pids)
             assert open_calls(conn, sid) == []
             if subagents:  # asked in the child's session; the call ama announced for it is settled, the child ended
@@ -417,7 +418,7 @@ async def test_with_subagents_an_agents_permission_names_its_session_and_an_anno
             sid, tid = await run_task(conn, ama, directives, mode="manual")
             assert "permission: yes" in tool_messages(llm.requests[1].body)[0][1]
             child = subagent_updates(conn, sid)[0]["sessionId"]
-            [(params, _)] = conn.permission_log
+            [(params, _)] = permission_asks(conn)
             assert params["sessionId"] == child
             call_id = params["toolCall"]["toolCallId"]
             # The editor saw that call in the child's session before it was asked about it.
@@ -452,7 +453,7 @@ async def test_with_subagents_an_agents_write_is_asked_and_settled_in_its_sessio
         async with run_ama(ama, env=KEY, options=options) as conn:
             sid, _ = await run_task(conn, ama, directives, mode="manual")
             child = subagent_updates(conn, sid)[0]["sessionId"]
-            [(params, _)] = conn.permission_log
+            [(params, _)] = permission_asks(conn)
             assert params["sessionId"] == child
             assert any(c.get("type") == "diff" for c in params["toolCall"]["content"])
             [call] = conn.updates_for(child, "tool_call")
@@ -475,7 +476,7 @@ async def test_with_subagents_a_cancelled_or_dead_external_child_ends_with_its_f
             )
             await conn.wait_for(lambda: len(pids_of(pids)) == 2, timeout=10)
             await conn.cancel(sid)
-            assert (await pending.wait(timeout=10))["stopReason"] == "cancelled"
+            assert as_object(await pending.wait(timeout=10))["stopReason"] == "cancelled"
             child = subagent_updates(conn, sid)[0]["sessionId"]
             assert subagent_updates(conn, sid)[-1]["state"] == {"state": "idle", "stopReason": "cancelled"}
             assert all_gone(pids)

@@ -13,7 +13,7 @@ from ama_acp.client.connection import AgentProcess, ClientOptions
 from tests.integration.test_external_tasks_e2e import external, run_task
 from tests.integration.test_subagents_e2e import written
 from tests.integration.test_tasks_e2e import KEY, task_call, tool_messages
-from tests.support.harness import Ama, run_ama
+from tests.support.harness import Ama, permission_asks, run_ama
 from tests.support.llm_server import LLMServer
 
 pytestmark = pytest.mark.anyio
@@ -56,7 +56,7 @@ async def test_read_only_refuses_and_manual_asks(tmp_path):
 
     ama = Ama(tmp_path / "manual")
     result, (sid, conn) = await delegate(ama, "term - echo hi", "manual", ClientOptions(permission="allow_once"))
-    [(params, _)] = conn.permission_log
+    [(params, _)] = permission_asks(conn)
     assert params["sessionId"] == sid and params["toolCall"]["kind"] == "execute"
     assert "term term-1: hi exit 0" in result and len(creates(conn)) == 1
 

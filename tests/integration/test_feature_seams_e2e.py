@@ -18,6 +18,7 @@ import pytest
 from ama_acp.client.connection import ClientOptions
 from ama_acp.session.turn.compacting import MAX_AUTO_PER_TURN
 from tests.support.harness import Ama, agent_text, kinds, run_ama, usage_updates
+from tests.support.json_values import as_object, session_id
 from tests.support.llm_server import LLMServer
 
 pytestmark = pytest.mark.anyio
@@ -45,7 +46,7 @@ DEAR = "{ input = 10.0, output = 20.0, cache_read = 1.0, cache_write = 10.0 }"
 
 async def open_session(conn: Any, ama: Ama) -> str:
     await conn.initialize()
-    sid: str = (await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))["sessionId"]
+    sid: str = session_id(await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))
     await conn.wait_for(lambda: "usage_update" in kinds(conn, sid))
     return sid
 
@@ -180,12 +181,12 @@ async def test_a_switch_while_a_reply_streams_prices_it_as_the_model_that_served
             )
             await conn.wait_for(lambda: "agent_message_chunk" in kinds(conn, sid))
             await conn.request("session/set_config_option", {"sessionId": sid, "configId": "model", "value": "local/b"})
-            assert (await turn.wait(20))["stopReason"] == "end_turn"
+            assert as_object(await turn.wait(20))["stopReason"] == "end_turn"
             after = usage_updates(conn, sid)[-1]
             # The reply was local/a's: its count is not local/b's figure, and its price is local/a's.
             assert after["size"] == 50_000 and after["_meta"]["ama"]["source"] == "estimate"
             assert after["cost"]["amount"] == pytest.approx((1_000 * 1.0 + 10 * 2.0) / 1e6)
-            stats = await conn.request("_ama/session_stats", {"sessionId": sid})
+            stats = as_object(await conn.request("_ama/session_stats", {"sessionId": sid}))
             assert stats["model"] == "local/b" and stats["cost"]["amount"] == pytest.approx(0.00102)
             # The new model's own reply measures, at its own price.
             await conn.prompt(sid, "and you?", timeout=10)
@@ -215,9 +216,9 @@ async def test_a_reply_cancelled_mid_stream_is_billed_as_interrupted_and_the_cos
             )
             await conn.wait_for(lambda: len(conn.updates_for(sid, "agent_message_chunk")) > chunks)
             await conn.cancel(sid)
-            assert (await turn.wait(10))["stopReason"] == "cancelled"
+            assert as_object(await turn.wait(10))["stopReason"] == "cancelled"
             assert "cost" not in usage_updates(conn, sid)[-1]  # U17: the cancelled request was billed, unpriced
-            stats = await conn.request("_ama/session_stats", {"sessionId": sid})
+            stats = as_object(await conn.request("_ama/session_stats", {"sessionId": sid}))
             billed = stats["billed"]
             assert (billed["requests"], billed["unreported"], billed["interrupted"]) == (2, 1, 1)
             assert "cost" not in stats
@@ -239,7 +240,7 @@ async def test_a_request_refused_before_it_streams_is_not_billed(tmp_path):
             sid = await open_session(conn, ama)
             await conn.prompt(sid, "one", timeout=10)
             await conn.prompt(sid, "two", timeout=10)
-            stats = await conn.request("_ama/session_stats", {"sessionId": sid})
+            stats = as_object(await conn.request("_ama/session_stats", {"sessionId": sid}))
             assert stats["billed"]["requests"] == 1 and "interrupted" not in stats["billed"]
             assert stats["cost"]["amount"] == pytest.approx((500 + 10) / 1e6)
 
@@ -269,8 +270,8 @@ async def _compact_then(tmp_path: Any, end: str, visible: bool = True) -> tuple[
             await conn.wait_for(lambda: len(llm.requests) == 3 and llm.requests[2].sent > 0)
             if end == "cancel":
                 await conn.cancel(sid)
-                assert (await turn.wait(10))["stopReason"] == "cancelled"
-                stats = await conn.request("_ama/session_stats", {"sessionId": sid})
+                assert as_object(await turn.wait(10))["stopReason"] == "cancelled"
+                stats = as_object(await conn.request("_ama/session_stats", {"sessionId": sid}))
                 assert stats["billed"]["interrupted"] == 1 and "cost" not in stats
             else:
                 await conn.close()

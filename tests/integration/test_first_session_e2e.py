@@ -17,6 +17,7 @@ import pytest
 from ama_acp.client.connection import AgentProcess, ClientOptions
 from ama_acp.server import PRELOAD_STOPPED, PRELOADED
 from tests.support.harness import Ama, check_transcript, clean_env, local_config
+from tests.support.json_values import as_object, session_id
 from tests.support.llm_server import LLMServer
 from tests.support.waiting import poll_until
 
@@ -59,13 +60,13 @@ def agent(ama: Ama, *, importtime: bool = False) -> AgentProcess:
     )
 
 
-async def test_session_new_right_after_initialize_then_its_opening_updates(tmp_path) -> None:
+async def test_session_new_right_after_initialize_then_its_opening_updates(tmp_path: Path) -> None:
     """E4 still holds when the Session is built after the answer: the answer first, then the commands, the
     options (the same as the answer's) and the meter; the session's file exists once they are out."""
     ama = Ama(tmp_path)
     async with agent(ama) as conn:
         await conn.initialize()
-        opened = await conn.new_session(ama.workspace)
+        opened = as_object(await conn.new_session(ama.workspace))
         sid = opened["sessionId"]
         await conn.wait_for(lambda: len(conn.updates_for(sid)) >= len(OPENING), timeout=30)
         assert [u["sessionUpdate"] for u in conn.updates_for(sid)] == OPENING
@@ -73,21 +74,21 @@ async def test_session_new_right_after_initialize_then_its_opening_updates(tmp_p
         assert opened["modes"]["currentModeId"] == "manual"
         assert (ama.data / "sessions" / f"{sid}.jsonl").is_file()
         # Issue 25: its file is written at once, but it is listed only once someone spoke in it.
-        listed = await conn.request("session/list", {"cwd": str(ama.workspace)})
+        listed = as_object(await conn.request("session/list", {"cwd": str(ama.workspace)}))
         assert listed["sessions"] == []
         await conn.prompt(sid, "/context", timeout=30)
-        listed = await conn.request("session/list", {"cwd": str(ama.workspace)})
+        listed = as_object(await conn.request("session/list", {"cwd": str(ama.workspace)}))
         assert [s["sessionId"] for s in listed["sessions"]] == [sid]
     check_transcript(conn)
 
 
-async def test_a_prompt_right_after_session_new_is_answered(tmp_path) -> None:
+async def test_a_prompt_right_after_session_new_is_answered(tmp_path: Path) -> None:
     """A prompt that arrives before the session is built (the editor does not wait for the opening updates)
     builds it, and the opening updates still come."""
     ama = Ama(tmp_path)
     async with agent(ama) as conn:
         await conn.initialize()
-        sid = (await conn.new_session(ama.workspace))["sessionId"]
+        sid = session_id(await conn.new_session(ama.workspace))
         result = await conn.prompt(sid, "hello", timeout=60)
         assert result["stopReason"] == "end_turn"
         await conn.wait_for(lambda: conn.updates_for(sid, "available_commands_update") != [], timeout=30)
@@ -96,7 +97,7 @@ async def test_a_prompt_right_after_session_new_is_answered(tmp_path) -> None:
 
 
 @pytest.mark.parametrize("kind", ["openai", "anthropic"])
-async def test_after_the_preload_a_first_prompt_imports_nothing(tmp_path, kind) -> None:
+async def test_after_the_preload_a_first_prompt_imports_nothing(tmp_path: Path, kind: str) -> None:
     ama = Ama(tmp_path)
     with LLMServer() as llm:
         url = llm.openai_url if kind == "openai" else llm.anthropic_url
@@ -104,7 +105,7 @@ async def test_after_the_preload_a_first_prompt_imports_nothing(tmp_path, kind) 
         llm.enqueue({"text": "The answer.", "usage": {"input": 20, "output": 3}})
         async with agent(ama, importtime=True) as conn:
             await conn.initialize()
-            sid = (await conn.new_session(ama.workspace))["sessionId"]
+            sid = session_id(await conn.new_session(ama.workspace))
             await conn.wait_for(lambda: conn.updates_for(sid, "usage_update") != [] and preloaded(ama), timeout=60)
             before = read(ama.stderr)
             result = await conn.prompt(sid, "hello", timeout=60)
@@ -117,12 +118,12 @@ async def test_after_the_preload_a_first_prompt_imports_nothing(tmp_path, kind) 
     check_transcript(conn)
 
 
-async def test_the_demo_model_never_imports_httpx(tmp_path) -> None:
+async def test_the_demo_model_never_imports_httpx(tmp_path: Path) -> None:
     """The preload prepares only the configured model's provider: the scripted one needs no HTTP client."""
     ama = Ama(tmp_path)
     async with agent(ama, importtime=True) as conn:
         await conn.initialize()
-        sid = (await conn.new_session(ama.workspace))["sessionId"]
+        sid = session_id(await conn.new_session(ama.workspace))
         await conn.wait_for(lambda: preloaded(ama), timeout=60)
         assert (await conn.prompt(sid, "hello", timeout=60))["stopReason"] == "end_turn"
     modules = imported(read(ama.stderr))
@@ -133,7 +134,7 @@ async def test_the_demo_model_never_imports_httpx(tmp_path) -> None:
     check_transcript(conn)
 
 
-async def test_an_ama_closed_at_once_exits_promptly_and_says_how_its_preload_ended(tmp_path) -> None:
+async def test_an_ama_closed_at_once_exits_promptly_and_says_how_its_preload_ended(tmp_path: Path) -> None:
     """The preload stops between steps once the connection ends: the exit never waits for the rest of it."""
     ama = Ama(tmp_path)
     with LLMServer() as llm:

@@ -28,6 +28,8 @@ from ama_acp.client.connection import AgentExited, AgentProcess, ClientOptions, 
 from ama_acp.client.handlers import RpcError
 from ama_conformance.schema.validate import WireRecorder, load_validator, stable_schema_path
 from tests.support.acp_fixtures import BREAKS, agent_command
+from tests.support.harness import permission_asks
+from tests.support.json_values import as_object, session_id
 from tests.support.leaks import processes_with_cmdline
 from tests.support.waiting import poll_until
 
@@ -196,14 +198,14 @@ def alive(pid: int) -> bool:
 
 async def test_initialize_new_session_and_a_reply_turn(tmp_path: Path) -> None:
     async with fixture(tmp_path) as conn:
-        init = await conn.initialize()
+        init = as_object(await conn.initialize())
         assert init["protocolVersion"] == 1
         assert init["agentCapabilities"] == EXPECTED_CAPABILITIES
         assert init["authMethods"] == []
         assert init["agentInfo"]["name"] == "acp-fixture-agent"
 
         new = await conn.new_session(tmp_path)
-        sid = new["sessionId"]
+        sid = session_id(new)
         uuid.UUID(sid)
         assert new["modes"] == EXPECTED_MODES
         assert new["configOptions"] == mode_option("ask")
@@ -227,8 +229,9 @@ async def test_initialize_new_session_and_a_reply_turn(tmp_path: Path) -> None:
             {"type": "resource_link", "uri": "file:///tmp/x.txt", "name": "x.txt"},
             {"type": "resource", "resource": {"uri": "file:///tmp/y.txt", "text": "why"}},
         ]
-        result = await conn.request("session/prompt", {"sessionId": sid, "prompt": blocks}, timeout=10)
-        assert result == {"stopReason": "end_turn"}
+        assert await conn.request("session/prompt", {"sessionId": sid, "prompt": blocks}, timeout=10) == {
+            "stopReason": "end_turn"
+        }
         assert said(conn, sid).endswith("with context")
 
 
@@ -294,7 +297,7 @@ async def test_write_with_permission(tmp_path: Path, fs: bool) -> None:
         assert target.read_text(encoding="utf-8") == "written text"
         [call] = conn.updates_for(sid, "tool_call")
         assert call["kind"] == "edit" and call["status"] == "pending"
-        [(asked, answer)] = conn.permission_log
+        [(asked, answer)] = permission_asks(conn)
         assert asked["toolCall"]["toolCallId"] == call["toolCallId"]
         assert asked["options"] == [
             {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
@@ -441,7 +444,7 @@ async def test_close_in_the_middle_of_a_turn(tmp_path: Path) -> None:
         await expect_error(conn, "session/set_config_option", {**gone, "configId": "mode", "value": "ask"}, -32602)
         await expect_error(conn, "session/close", gone, -32602)
         # Other sessions are untouched.
-        other = (await conn.new_session(tmp_path))["sessionId"]
+        other = session_id(await conn.new_session(tmp_path))
         assert (await conn.prompt(other, "hi", timeout=10))["stopReason"] == "end_turn"
 
 
@@ -697,7 +700,7 @@ def test_the_quick_command_line_reads_as_argparse_and_leaves_the_rest_to_it() ->
 
 def test_the_agents_uuids_are_the_uuid_modules() -> None:
     from tests.support.acp_fixtures.coverage_agent import uuid5_url
-    from tests.support.acp_fixtures.fixture_agent import new_uuid4
+    from tests.support.acp_fixtures.fixture_ids import new_uuid4
 
     ids = {new_uuid4() for _ in range(200)}
     assert len(ids) == 200 and all(str(uuid.UUID(i)) == i and uuid.UUID(i).version == 4 for i in ids)
@@ -757,13 +760,13 @@ async def test_break_root_field(tmp_path: Path) -> None:
         assert "extra" not in init
         new = await conn.new_session(tmp_path)
         assert new["extra"] is True
-        assert "extra" not in await conn.prompt(new["sessionId"], "hi", timeout=10)
+        assert "extra" not in await conn.prompt(session_id(new), "hi", timeout=10)
 
 
 async def test_break_boolean_option(tmp_path: Path) -> None:
     async with fixture(tmp_path, "boolean-option", validate=False) as conn:
         await conn.initialize()  # ama's client advertises no boolean config options by default
-        new = await conn.new_session(tmp_path)
+        new = as_object(await conn.new_session(tmp_path))
         assert [o["id"] for o in new["configOptions"] if o["type"] == "boolean"] == ["verbose"]
 
 
@@ -771,7 +774,7 @@ async def test_break_early_update(tmp_path: Path) -> None:
     async with fixture(tmp_path, "early-update", validate=False) as conn:
         await conn.initialize()
         pending = await conn.start_request("session/new", {"cwd": str(tmp_path), "mcpServers": []})
-        sid = (await pending.wait(10))["sessionId"]
+        sid = as_object(await pending.wait(10))["sessionId"]
         [(update_at, _)] = updates(conn, sid, "available_commands_update")
         assert update_at < response_index(conn, pending.id)
 

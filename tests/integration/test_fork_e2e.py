@@ -14,6 +14,7 @@ import pytest
 from ama_acp.client.connection import AgentProcess, ClientOptions
 from ama_acp.client.handlers import RpcError
 from tests.support.harness import Ama, agent_text, kinds, run_ama, usage_updates
+from tests.support.json_values import as_object, session_id
 from tests.support.llm_server import LLMServer
 
 pytestmark = pytest.mark.anyio
@@ -46,14 +47,14 @@ keep_tokens = 0
 
 
 async def open_session(conn: AgentProcess, ama: Ama) -> str:
-    sid = (await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))["sessionId"]
+    sid = session_id(await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))
     await conn.wait_for(lambda: "usage_update" in kinds(conn, sid))
     return sid
 
 
 async def fork(conn: AgentProcess, ama: Ama, sid: str, **extra: Any) -> dict[str, Any]:
     params = {"sessionId": sid, "cwd": str(ama.workspace), "mcpServers": [], **extra}
-    result = await conn.request("session/fork", params)
+    result = as_object(await conn.request("session/fork", params))
     assert isinstance(result, dict)
     fid = result["sessionId"]
     conn.session_cwds[fid] = str(ama.workspace)
@@ -83,7 +84,7 @@ async def test_fork_copies_the_thread_and_meter_then_both_go_their_own_way(tmp_p
             {"text": "FORK-TWO", "usage": {"input": 3400, "output": 20}},
         )
         async with run_ama(ama, env=ENV) as conn:
-            init = await conn.initialize()
+            init = as_object(await conn.initialize())
             assert init["agentCapabilities"]["sessionCapabilities"]["fork"] == {}
             sid = await open_session(conn, ama)
             await conn.request("session/set_mode", {"sessionId": sid, "modeId": "accept_edits"})
@@ -109,7 +110,7 @@ async def test_fork_copies_the_thread_and_meter_then_both_go_their_own_way(tmp_p
             await conn.prompt(fid, "FORK-FOLLOW-UP", timeout=10)
             assert "ORIGINAL-TWO" in agent_text(conn, sid) and "FORK-TWO" not in agent_text(conn, sid)
             assert "FORK-TWO" in agent_text(conn, fid) and "ORIGINAL-TWO" not in agent_text(conn, fid)
-            listed = await conn.request("session/list", {"cwd": str(ama.workspace)})
+            listed = as_object(await conn.request("session/list", {"cwd": str(ama.workspace)}))
             assert isinstance(listed, dict)
             rows = {s["sessionId"]: s for s in listed["sessions"]}
             assert rows[fid]["title"] == "QUESTION-ONE about the parser (fork)"
@@ -184,9 +185,7 @@ async def test_fork_after_a_model_switch_has_the_switched_model_and_its_window(t
         assert llm.requests[1].body["model"] == "big"
 
 
-async def test_fork_while_a_turn_runs_takes_the_last_completed_turn_and_leaves_the_turn_alone(
-    tmp_path: Path,
-) -> None:
+async def test_fork_while_a_turn_runs_takes_the_last_completed_turn_and_leaves_the_turn_alone(tmp_path: Path) -> None:
     ama = Ama(tmp_path)
     with LLMServer() as llm:
         configure(ama, llm.openai_url)
@@ -207,7 +206,7 @@ async def test_fork_while_a_turn_runs_takes_the_last_completed_turn_and_leaves_t
             fid = (await fork(conn, ama, sid))["sessionId"]
             assert not running.done  # the fork answered while the turn still runs
             assert figure(usage_updates(conn, fid)[0]) == figure(completed)  # the meter of the completed turn
-            answer = await running.wait(10)
+            answer = as_object(await running.wait(10))
             assert isinstance(answer, dict) and answer["stopReason"] == "end_turn"  # not disturbed
             assert ("STREAMING-" + "y" * 400) in agent_text(conn, sid)
             await conn.prompt(fid, "FORK-PROMPT", timeout=10)

@@ -13,6 +13,7 @@ import pytest
 
 from ama_acp.client.connection import ClientOptions
 from tests.support.harness import Ama, kinds, local_config, run_ama
+from tests.support.json_values import session_id
 from tests.support.llm_server import LLMServer
 
 pytestmark = pytest.mark.anyio
@@ -26,10 +27,10 @@ def configure(ama: Ama, url: str) -> None:
 
 
 def handoff_prompt(body: dict[str, Any]) -> str:
-    text: str = body["messages"][-1]["content"]
-    if not isinstance(text, str):
-        text = "".join(part.get("text", "") for part in text)
-    return text
+    content = body["messages"][-1]["content"]
+    if isinstance(content, str):
+        return content
+    return "".join(part.get("text", "") for part in content)
 
 
 def first_user(body: dict[str, Any]) -> str:
@@ -51,7 +52,7 @@ async def test_nine_sections_the_previous_handoff_carried_and_a_budget_only_wher
         )
         async with run_ama(ama, env=ENV, options=ClientOptions(compaction=True)) as conn:
             await conn.initialize()
-            sid = (await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))["sessionId"]
+            sid = session_id(await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))
             await conn.wait_for(lambda: "usage_update" in kinds(conn, sid))
             await conn.prompt(sid, "Please refactor calc.py", timeout=15)
             await conn.prompt(sid, "/compact", timeout=15)
@@ -112,7 +113,7 @@ async def test_with_an_mcp_server_the_handoff_request_names_it_and_the_boot_cost
         )
         async with run_ama(ama, env=ENV, options=ClientOptions(compaction=True, notices=True)) as conn:
             await conn.initialize()
-            sid = (await conn.new_session(ama.workspace, [stdio("notes", notes)], timeout=10))["sessionId"]
+            sid = session_id(await conn.new_session(ama.workspace, [stdio("notes", notes)], timeout=10))
             await wait_ready(conn, sid, "notes")
             await conn.prompt(sid, "Use the notes server", timeout=15)
             (high,) = conn.updates_for(sid, "notice")

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from ama_acp.client.connection import ClientOptions
+from ama_acp.client.connection import AgentProcess, ClientOptions
 from ama_acp.session.store.entries import Header
 from ama_acp.session.store.session_store import SessionStore, new_session_id
 from tests.support.harness import Ama, kinds, run_ama
+from tests.support.json_values import session_id
 from tests.support.llm_server import LLMServer
 
 pytestmark = pytest.mark.anyio
@@ -47,9 +48,9 @@ def git(root: Path, *args: str) -> None:
     subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, env=env)
 
 
-async def open_session(conn, ama: Ama) -> str:
+async def open_session(conn: AgentProcess, ama: Ama) -> str:
     await conn.initialize()
-    sid = (await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))["sessionId"]
+    sid = session_id(await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))
     await conn.wait_for(lambda: "usage_update" in kinds(conn, sid))
     return sid
 

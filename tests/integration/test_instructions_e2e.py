@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from tests.support.harness import Ama, kinds, local_config, run_ama, usage_updates
+from tests.support.json_values import session_id
 from tests.support.llm_server import LLMServer
 
 pytestmark = pytest.mark.anyio
@@ -52,7 +53,7 @@ def read_call(path: str, n: int = 1) -> dict[str, Any]:
 
 
 async def open_session(conn: Any, cwd: Path) -> str:
-    sid: str = (await conn.new_session(cwd))["sessionId"]
+    sid: str = session_id(await conn.new_session(cwd))
     await conn.wait_for(lambda: "usage_update" in kinds(conn, sid))
     return sid
 

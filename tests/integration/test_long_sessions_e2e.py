@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 
-from ama_acp.client.connection import ClientOptions
+from ama_acp.client.connection import AgentProcess, ClientOptions
 from tests.support.harness import Ama, agent_text, kinds, local_config, run_ama, usage_updates
+from tests.support.json_values import session_id
 from tests.support.llm_server import LLMServer, RecordedRequest
 
 pytestmark = pytest.mark.anyio
@@ -87,15 +88,15 @@ def configure(ama: Ama, url: str, window: int, keep: int | None = None) -> None:
     ama.config.write_text(local_config(url, window=window, tail=tail))
 
 
-async def open_session(conn, ama: Ama) -> tuple[str, int]:
+async def open_session(conn: AgentProcess, ama: Ama) -> tuple[str, int]:
     """A new session and its prefix figure (system prompt + tools, the first usage_update)."""
     await conn.initialize()
-    sid = (await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))["sessionId"]
+    sid = session_id(await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))
     await conn.wait_for(lambda: "usage_update" in kinds(conn, sid))
     return sid, usage_updates(conn, sid)[0]["used"]
 
 
-async def load(conn, ama: Ama, sid: str) -> None:
+async def load(conn: AgentProcess, ama: Ama, sid: str) -> None:
     await conn.initialize()
     await conn.request("session/load", {"sessionId": sid, "cwd": str(ama.workspace), "mcpServers": []})
     await conn.wait_for(lambda: "usage_update" in kinds(conn, sid))
@@ -127,7 +128,7 @@ def assert_no_loop(llm: LLMServer) -> None:
     assert not any(a and b for a, b in zip(flags, flags[1:], strict=False)), flags
 
 
-def assert_measured(conn, sid: str, llm: SizedLLM) -> None:
+def assert_measured(conn: AgentProcess, sid: str, llm: SizedLLM) -> None:
     """Every figure is the provider's (+ trailing estimate) or an estimate: never an invented one."""
     for u in usage_updates(conn, sid):
         ama = u["_meta"]["ama"]
@@ -144,7 +145,7 @@ def body_of(req: RecordedRequest) -> dict[str, Any]:
     return {"messages": req.body["messages"], "tools": req.body.get("tools")}
 
 
-async def live_next_request(ama: Ama, llm: LLMServer, sid: str, conn) -> tuple[Path, dict[str, Any]]:
+async def live_next_request(ama: Ama, llm: LLMServer, sid: str, conn: AgentProcess) -> tuple[Path, dict[str, Any]]:
     """Snapshot the data (the session as a load will find it), then the next turn's first request, live."""
     snapshot = ama.tmp / "snapshot"
     shutil.copytree(ama.data, snapshot)

@@ -15,7 +15,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,8 @@ import anyio
 import pytest
 
 from ama_acp.client.connection import AgentProcess, ClientOptions
-from tests.support.harness import Ama, agent_text, local_config, run_ama
+from tests.support.harness import Ama, agent_text, local_config, permission_asks, run_ama
+from tests.support.json_values import as_object, session_id
 from tests.support.llm_server import LLMServer
 from tests.support.mcp_servers.http_server import HttpServer, running_http_server
 from tests.support.mcp_servers.toolset import PIXEL_PNG
@@ -86,8 +87,12 @@ def stdio_with_helper(name: str, test_dir: Path, pid_file: Path, helper_pid_file
     return server
 
 
+def written(f: Path) -> Callable[[], str | bool]:
+    return lambda: f.exists() and f.read_text()
+
+
 def pids_of(*files: Path) -> list[int]:
-    return [int(poll_until(lambda f=f: f.exists() and f.read_text(), 10, f"{f.name} to be written")) for f in files]
+    return [int(poll_until(written(f), 10, f"{f.name} to be written")) for f in files]
 
 
 def wait_gone(pids: list[int], what: str, timeout: float = 10.0) -> None:
@@ -160,13 +165,13 @@ def alive(pid: int) -> bool:
 
 async def open_session(conn: AgentProcess, ama: Ama, servers: list[dict[str, Any]]) -> str:
     await conn.initialize()
-    sid = (await conn.new_session(ama.workspace, servers, timeout=10))["sessionId"]
+    sid = session_id(await conn.new_session(ama.workspace, servers, timeout=10))
     assert isinstance(sid, str)
     return sid
 
 
 async def server_tools(conn: AgentProcess, sid: str) -> dict[str, int]:
-    stats = await conn.request("_ama/session_stats", {"sessionId": sid}, timeout=10)
+    stats = as_object(await conn.request("_ama/session_stats", {"sessionId": sid}, timeout=10))
     return {s["name"]: s["tools"] for s in stats.get("mcpServers", [])}
 
 
@@ -288,7 +293,7 @@ async def test_cancel_during_a_slow_mcp_call_cancels_it_on_the_server(tmp_path: 
             )
             await conn.wait_for(lambda: (notes / "t4.started").exists(), timeout=30)
             await conn.cancel(sid)
-            result = await pending.wait(timeout=10)
+            result = as_object(await pending.wait(timeout=10))
             assert result["stopReason"] == "cancelled"
             assert statuses(conn, sid) == {"c1": "failed"}
             await conn.wait_for(lambda: (notes / "t4.cancelled").exists(), timeout=10)
@@ -329,7 +334,7 @@ async def test_read_only_refuses_writing_mcp_tools_and_always_covers_one_tool_of
 
             await conn.request("session/set_mode", {"sessionId": sid, "modeId": "manual"})
             assert await prompt(conn, sid, "now write") == "end_turn"
-            asked = [p["toolCall"]["toolCallId"] for p, _ in conn.permission_log]
+            asked = [p["toolCall"]["toolCallId"] for p, _ in permission_asks(conn)]
             # "Always" on write_note covered its second call, not the server's other non-read tool.
             assert asked == ["m1", "m3"], asked
             assert (notes / "a.txt").read_text() == "a" and (notes / "b.txt").read_text() == "b"
@@ -400,9 +405,9 @@ async def test_session_delete_and_stdin_eof_leave_no_server_process(tmp_path: Pa
         configure(ama, llm)
         async with run_ama(ama, env=KEY, process=True) as conn:  # a process: its exit status after stdin EOF
             first = await open_session(conn, ama, [stdio_with_helper("one", notes, files[0], files[1])])
-            second = (await conn.new_session(ama.workspace, [stdio_with_helper("two", notes, files[2], files[3])]))[
-                "sessionId"
-            ]
+            second = session_id(
+                await conn.new_session(ama.workspace, [stdio_with_helper("two", notes, files[2], files[3])])
+            )
             await wait_ready(conn, first, "one")
             await wait_ready(conn, second, "two")
             pids = pids_of(*files)

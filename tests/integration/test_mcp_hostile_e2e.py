@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 import pytest
 
-from ama_acp.client.connection import ClientOptions
+from ama_acp.client.connection import AgentProcess, ClientOptions
 from tests.integration.test_mcp_failures_e2e import (
     KEY,
     alive,
@@ -52,6 +52,10 @@ def hostile(name: str, folder: Path, mode: str, *flags: str) -> dict[str, Any]:
     }
 
 
+def killed(pid: int) -> Callable[[], bool]:
+    return lambda: not alive(pid)
+
+
 def cpu_seconds(pid: int) -> float:
     fields = leaks.stat_fields(pid)
     return (int(fields[leaks.UTIME]) + int(fields[leaks.STIME])) / leaks.CLK_TCK
@@ -64,7 +68,7 @@ def peak_rss_mib(pid: int) -> float:
     raise AssertionError("no VmHWM")
 
 
-def notices(conn: Any, sid: str) -> list[str]:
+def notices(conn: AgentProcess, sid: str) -> list[str]:
     return [json.dumps(n) for n in conn.updates_for(sid, "notice")]
 
 
@@ -265,4 +269,4 @@ async def test_eof_ends_ama_within_a_second_with_a_stubborn_server_in_each_of_th
                 took = time.monotonic() - started
                 assert took < 1.5, f"ama took {took:.2f} s to exit after EOF with three stubborn servers"
                 for pid in pids:
-                    poll_until(lambda pid=pid: not alive(pid), 5, "each stubborn server to be killed")
+                    poll_until(killed(pid), 5, "each stubborn server to be killed")

@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
-from ama_acp.client.connection import ClientOptions
+from ama_acp.client.connection import AgentProcess, ClientOptions
 from tests.support.harness import Ama, agent_text, clean_env, kinds, run_ama, usage_updates
+from tests.support.json_values import as_object, session_id
 from tests.support.llm_server import LLMServer
 
 pytestmark = pytest.mark.anyio
@@ -56,19 +57,18 @@ context_window = 50000
 """)
 
 
-async def open_session(conn, ama: Ama) -> str:
+async def open_session(conn: AgentProcess, ama: Ama) -> str:
     await conn.initialize()
-    sid = (await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))["sessionId"]
+    sid = session_id(await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))
     await conn.wait_for(lambda: "usage_update" in kinds(conn, sid))
     return sid
 
 
-async def stats_of(conn, sid: str) -> dict[str, Any]:
-    result: dict[str, Any] = await conn.request("_ama/session_stats", {"sessionId": sid})
-    return result
+async def stats_of(conn: AgentProcess, sid: str) -> dict[str, Any]:
+    return as_object(await conn.request("_ama/session_stats", {"sessionId": sid}))
 
 
-async def context_text(conn, sid: str) -> str:
+async def context_text(conn: AgentProcess, sid: str) -> str:
     start = len(conn.updates_for(sid, "agent_message_chunk"))
     await conn.prompt(sid, "/context", timeout=10)
     return "".join(u["content"]["text"] for u in conn.updates_for(sid, "agent_message_chunk")[start:])
@@ -242,7 +242,7 @@ async def test_no_jump_after_a_cancel_mid_stream(tmp_path, llm):
         )
         await conn.wait_for(lambda: len(conn.updates_for(sid, "agent_message_chunk")) >= chunks + 3)
         await conn.cancel(sid)
-        result = await pending.wait(timeout=10)
+        result = as_object(await pending.wait(timeout=10))
         assert result["stopReason"] == "cancelled"
         partial = stored_assistant_texts(ama)[-1]
         assert 0 < len(partial) < 400

@@ -10,8 +10,9 @@ import math
 
 import pytest
 
-from ama_acp.client.connection import ClientOptions
+from ama_acp.client.connection import AgentProcess, ClientOptions
 from tests.support.harness import Ama, kinds, run_ama, usage_updates
+from tests.support.json_values import as_object, session_id
 from tests.support.llm_server import LLMServer
 
 pytestmark = pytest.mark.anyio
@@ -54,7 +55,7 @@ id = "local/nowin"
 ENV = {"LOCAL_TEST_KEY": "test-key-abcdefgh"}
 
 
-def no_consecutive_duplicates(conn, sid: str) -> None:
+def no_consecutive_duplicates(conn: AgentProcess, sid: str) -> None:
     """D1: no two consecutive identical usage_updates, except around an open (D2)."""
     prev = None
     for u in conn.updates_for(sid):
@@ -64,14 +65,14 @@ def no_consecutive_duplicates(conn, sid: str) -> None:
         prev = u
 
 
-async def open_session(conn, ama: Ama) -> str:
+async def open_session(conn: AgentProcess, ama: Ama) -> str:
     await conn.initialize()
-    sid = (await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))["sessionId"]
+    sid = session_id(await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))
     await conn.wait_for(lambda: "usage_update" in kinds(conn, sid))
     return sid
 
 
-def cost_of(*usages: dict) -> float:
+def cost_of(*usages: dict[str, int]) -> float:
     return sum(
         (
             u.get("input", 0) * PRICE["input"]
@@ -121,12 +122,12 @@ async def test_exact_used_sequence_over_a_turn_with_tool_calls(tmp_path, llm, ki
             assert meta["tier"] == "healthy"
         assert ups[-1]["cost"] == {"amount": round(cost_of(u1, u2, u3), 6), "currency": "USD"}
         # S1: the turn's billed usage in the prompt response.
-        usage = result["usage"]
+        usage = as_object(result["usage"])
         assert usage["totalTokens"] == sum(expected)
         assert usage["outputTokens"] == 130
         assert usage["cachedReadTokens"] == 1200
         # S2: the same figures from the stats extension.
-        stats = await conn.request("_ama/session_stats", {"sessionId": sid})
+        stats = as_object(await conn.request("_ama/session_stats", {"sessionId": sid}))
         assert stats["contextTokens"] == expected[-1] and stats["contextWindow"] == 100_000
         assert stats["cost"]["amount"] == round(cost_of(u1, u2, u3), 6)
         assert stats["context"]["source"] == "usage"
@@ -156,7 +157,7 @@ async def test_prompt_estimates_after_cancel_before_any_reply(tmp_path, llm, pro
         pending = await conn.start_request("session/prompt", {"sessionId": sid, "prompt": prompt})
         await conn.wait_for(lambda: len(llm.requests) == 1)
         await conn.cancel(sid)
-        result = await pending.wait(timeout=3)
+        result = as_object(await pending.wait(timeout=3))
         assert result["stopReason"] == "cancelled"
         assert len(llm.requests) == 1, "cancelled while the request hung, not in a retry after it"
         last = usage_updates(conn, sid)[-1]
@@ -177,7 +178,9 @@ async def test_model_switch_smaller_window_unknown_window_and_back(tmp_path, llm
 
         async def switch(model: str) -> list[str]:
             start = len(conn.updates_for(sid))
-            r = await conn.request("session/set_config_option", {"sessionId": sid, "configId": "model", "value": model})
+            r = as_object(
+                await conn.request("session/set_config_option", {"sessionId": sid, "configId": "model", "value": model})
+            )
             assert next(o for o in r["configOptions"] if o["id"] == "model")["currentValue"] == model
             await conn.wait_for(lambda: "config_option_update" in kinds(conn, sid)[start:])
             return kinds(conn, sid)[start:]
@@ -187,7 +190,7 @@ async def test_model_switch_smaller_window_unknown_window_and_back(tmp_path, llm
         assert small["size"] == 50_000 and small["_meta"]["ama"]["source"] == "estimate"  # U9: not measured here
         assert small["_meta"]["ama"]["percent"] == round(small["used"] / 50_000 * 100, 1)
         assert await switch("local/nowin") == ["config_option_update"]  # D3
-        stats = await conn.request("_ama/session_stats", {"sessionId": sid})
+        stats = as_object(await conn.request("_ama/session_stats", {"sessionId": sid}))
         assert "contextWindow" not in stats and "contextPercent" not in stats  # U15: absent, not 0
         assert await switch("local/big") == ["config_option_update", "usage_update"]
         assert usage_updates(conn, sid)[-1]["size"] == 100_000
@@ -210,7 +213,7 @@ async def test_unpriced_request_makes_cost_unknown(tmp_path, llm):
         await conn.request("session/set_config_option", {"sessionId": sid, "configId": "model", "value": "local/free"})
         await conn.prompt(sid, "two", timeout=10)
         assert "cost" not in usage_updates(conn, sid)[-1]
-        stats = await conn.request("_ama/session_stats", {"sessionId": sid})
+        stats = as_object(await conn.request("_ama/session_stats", {"sessionId": sid}))
         assert "cost" not in stats and stats["billed"]["requests"] == 2
 
 

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from ama_acp.client.connection import AgentProcess
 from tests.support.harness import Ama, agent_text, kinds, local_config, run_ama, usage_updates
+from tests.support.json_values import session_id
 from tests.support.llm_server import LLMServer, TlsLLMServer
 from tests.support.tls_certs import tls_server
 
@@ -39,20 +41,20 @@ context_window = 50000
     )
 
 
-async def _open(conn, ama: Ama) -> str:
+async def _open(conn: AgentProcess, ama: Ama) -> str:
     await conn.initialize()
-    sid = (await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))["sessionId"]
+    sid = session_id(await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))
     await conn.wait_for(lambda: "usage_update" in kinds(conn, sid))
     return sid
 
 
-async def _switch(conn, sid: str, model: str) -> None:
+async def _switch(conn: AgentProcess, sid: str, model: str) -> None:
     start = len(conn.updates_for(sid))
     await conn.request("session/set_config_option", {"sessionId": sid, "configId": "model", "value": model})
     await conn.wait_for(lambda: "usage_update" in kinds(conn, sid)[start:])
 
 
-def _said(conn, sid: str, since: int) -> str:
+def _said(conn: AgentProcess, sid: str, since: int) -> str:
     return "".join(u["content"]["text"] for u in conn.updates_for(sid, "agent_message_chunk")[since:])
 
 

@@ -34,9 +34,17 @@ from tests.support.llm_server import LLMServer
 # imported where it is used (its pydantic models cost ~1 s of CPU to import, in every process that collects
 # the suite), plainly, so that a missing SDK fails these tests loudly instead of skipping them.
 if TYPE_CHECKING:
+    from acp import Client
     from acp.schema import ReadTextFileResponse, RequestPermissionResponse
 
 pytestmark = pytest.mark.anyio
+
+
+def sdk_client(client: object) -> Client:
+    """A test's client as the SDK's `Client`. It implements only the methods its test needs: the SDK answers any
+    other with method-not-found (acp/router.py, `_resolve_handler`), though its `Client` protocol lists them all."""
+    return client  # type: ignore[return-value]  # the protocol is wider than what spawn_agent_process calls
+
 
 PROVIDERS = ["openai", "anthropic"]
 WINDOW = 100_000
@@ -214,7 +222,7 @@ async def sdk_ama(ama: Ama, name: str) -> AsyncIterator[tuple[Any, RecordingClie
 
     env = clean_env(ama.tmp, {"LOCAL_TEST_KEY": API_KEY, "PYTHONUNBUFFERED": "1"})
     async with spawn_agent_process(
-        client,
+        sdk_client(client),
         sys.executable,
         str(tee),
         str(wire.stdout_log),

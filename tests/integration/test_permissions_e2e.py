@@ -11,7 +11,8 @@ import pytest
 from ama_acp.client.connection import AgentProcess, ClientOptions
 from ama_acp.client.handlers import RpcError
 from tests.integration.test_cancel_e2e import KEY, configure, dangling, open_calls, start
-from tests.support.harness import Ama, run_ama
+from tests.support.harness import Ama, permission_asks, run_ama
+from tests.support.json_values import as_object, as_str
 from tests.support.llm_server import LLMServer
 
 pytestmark = pytest.mark.anyio
@@ -26,11 +27,13 @@ def finals(conn: AgentProcess, sid: str) -> dict[str, dict[str, Any]]:
 
 
 def final_text(update: dict[str, Any]) -> str:
-    return update["content"][-1]["content"]["text"]
+    return as_str(update["content"][-1]["content"]["text"])
 
 
 def tool_message(body: dict[str, Any], call_id: str) -> str:
-    return next(m["content"] for m in body["messages"] if m.get("role") == "tool" and m["tool_call_id"] == call_id)
+    return as_str(
+        next(m["content"] for m in body["messages"] if m.get("role") == "tool" and m["tool_call_id"] == call_id)
+    )
 
 
 def write_call(cid: str = "w1", path: str = "out.txt") -> dict[str, Any]:
@@ -96,7 +99,7 @@ async def test_switching_to_read_only_while_asked_stops_a_later_allow(tmp_path):
                 await asked.wait()
             await conn.request("session/set_mode", {"sessionId": sid, "modeId": "read_only"})
             click.set()
-            assert (await pending.wait(timeout=15))["stopReason"] == "end_turn"
+            assert as_object(await pending.wait(timeout=15))["stopReason"] == "end_turn"
             final = finals(conn, sid)["w1"]
             assert final["status"] == "failed" and "Read only" in final_text(final)
             assert not (ama.workspace / "out.txt").exists()
@@ -127,9 +130,9 @@ async def test_always_allow_outside_does_not_cover_a_symlink_out_of_that_directo
         async with run_ama(ama, env=KEY, options=ClientOptions(fs=False, terminal=False, permission=person)) as conn:
             sid = await start(conn, ama)
             assert (await conn.prompt(sid, "go", timeout=15))["stopReason"] == "end_turn"
-            asked = [p["toolCall"]["toolCallId"] for p, _ in conn.permission_log]
+            asked = [p["toolCall"]["toolCallId"] for p, _ in permission_asks(conn)]
             assert asked == ["r1", "r3"]  # b.txt is covered by "always"; the symlink out of it is not
-            assert str(secret) in conn.permission_log[1][0]["toolCall"]["title"]  # the real target is named
+            assert str(secret) in permission_asks(conn)[1][0]["toolCall"]["title"]  # the real target is named
             f = finals(conn, sid)
             assert f["r2"]["status"] == "completed" and f["r3"]["status"] == "failed"
             assert "PRIVATE-KEY-MATERIAL" not in str(llm.requests[-1].body)
@@ -145,7 +148,7 @@ async def test_the_request_shows_the_whole_command_and_a_rejection_reads_for_the
         async with run_ama(ama, env=KEY, options=ClientOptions(permission="reject_once")) as conn:
             sid = await start(conn, ama)
             await conn.prompt(sid, "go", timeout=15)
-            ((params, _),) = conn.permission_log
+            ((params, _),) = permission_asks(conn)
             texts = [c["content"]["text"] for c in params["toolCall"]["content"] if c["type"] == "content"]
             assert any(command in t for t in texts)
             final = finals(conn, sid)["c1"]
@@ -167,7 +170,7 @@ async def test_an_edit_request_carries_the_diff_it_would_apply(tmp_path):
         async with run_ama(ama, env=KEY, options=ClientOptions(permission="reject_once")) as conn:
             sid = await start(conn, ama)
             await conn.prompt(sid, "go", timeout=15)
-            diffs = [[c for c in p["toolCall"]["content"] if c["type"] == "diff"] for p, _ in conn.permission_log]
+            diffs = [[c for c in p["toolCall"]["content"] if c["type"] == "diff"] for p, _ in permission_asks(conn)]
             assert diffs[0] == [
                 {
                     "type": "diff",
@@ -219,7 +222,7 @@ async def test_an_edit_preview_reads_the_arguments_as_the_tool_will(tmp_path):
             await conn.prompt(sid, "go", timeout=15)
             diffs = {
                 p["toolCall"]["toolCallId"]: [c for c in p["toolCall"].get("content") or [] if c["type"] == "diff"]
-                for p, _ in conn.permission_log
+                for p, _ in permission_asks(conn)
             }
             assert diffs["f1"] == []  # the tool would refuse it: nothing to preview
             assert [d["newText"] for d in diffs["t1"]] == ["a = 2\na = 2\n"]

@@ -22,6 +22,7 @@ import pytest
 
 from ama_acp.client.connection import AgentProcess, ClientOptions
 from tests.support.harness import Ama, run_ama, write_script
+from tests.support.json_values import as_object, session_id
 
 pytestmark = pytest.mark.anyio
 
@@ -62,7 +63,7 @@ def finals(conn: AgentProcess, sid: str) -> dict[str, dict[str, Any]]:
         pytest.param("trailing", id="trailing-colon-only"),
     ],
 )
-async def test_find_files_and_search_in_read_only_never_run_the_projects_git_or_rg(tmp_path: Path, layout: str):
+async def test_find_files_and_search_in_read_only_never_run_the_projects_git_or_rg(tmp_path: Path, layout: str) -> None:
     ama = Ama(tmp_path)
     ws = ama.workspace
     project(ws)
@@ -82,7 +83,7 @@ async def test_find_files_and_search_in_read_only_never_run_the_projects_git_or_
     fake(bin_dir / "git", markers["git"], "true\\n")
     fake(bin_dir / "rg", markers["rg"])
 
-    replies = [
+    replies: list[dict[str, Any]] = [
         {
             "tool_calls": [
                 {"id": "f", "name": "find_files", "arguments": {"pattern": "**/*.py"}},
@@ -95,7 +96,7 @@ async def test_find_files_and_search_in_read_only_never_run_the_projects_git_or_
     env = {"AMA_SCRIPT": str(script), "PATH": path}
     async with run_ama(ama, "--model", "scripted/t", env=env, options=ClientOptions(fs=False, terminal=False)) as conn:
         await conn.initialize()
-        sid = (await conn.new_session(ws))["sessionId"]
+        sid = session_id(await conn.new_session(ws))
         await conn.request("session/set_mode", {"sessionId": sid, "modeId": "read_only"})
         result = await conn.prompt(sid, "look around", timeout=30)
         assert result["stopReason"] == "end_turn"
@@ -125,11 +126,11 @@ def real_server(path: Path) -> None:
 
 
 async def server_tools(conn: AgentProcess, sid: str) -> dict[str, int]:
-    stats = await conn.request("_ama/session_stats", {"sessionId": sid}, timeout=10)
+    stats = as_object(await conn.request("_ama/session_stats", {"sessionId": sid}, timeout=10))
     return {s["name"]: s["tools"] for s in stats.get("mcpServers", [])}
 
 
-async def test_an_mcp_server_found_only_in_the_projects_node_modules_is_not_started(tmp_path: Path):
+async def test_an_mcp_server_found_only_in_the_projects_node_modules_is_not_started(tmp_path: Path) -> None:
     ama = Ama(tmp_path)
     ws = ama.workspace
     marker = tmp_path / "ran-npx"
@@ -142,7 +143,7 @@ async def test_an_mcp_server_found_only_in_the_projects_node_modules_is_not_star
     env = {"PATH": f"./node_modules/.bin{os.pathsep}{empty}{os.pathsep}"}
     async with run_ama(ama, env=env, options=ClientOptions(notices=True)) as conn:
         await conn.initialize()
-        sid = (await conn.new_session(ws, servers, timeout=10))["sessionId"]
+        sid = session_id(await conn.new_session(ws, servers, timeout=10))
 
         def told() -> list[str]:
             return [json.dumps(n) for n in conn.updates_for(sid, "notice") if "docs" in json.dumps(n)]
@@ -156,7 +157,9 @@ async def test_an_mcp_server_found_only_in_the_projects_node_modules_is_not_star
     assert not marker.exists()
 
 
-async def test_a_bare_name_runs_the_program_outside_and_a_configured_path_inside_is_honoured(tmp_path: Path):
+async def test_a_bare_name_runs_the_program_outside_and_a_configured_path_inside_is_honoured(
+    tmp_path: Path,
+) -> None:
     ama = Ama(tmp_path)
     ws = ama.workspace
     marker = tmp_path / "ran-project-copy"
@@ -173,7 +176,7 @@ async def test_a_bare_name_runs_the_program_outside_and_a_configured_path_inside
     env = {"PATH": f"./node_modules/.bin{os.pathsep}{outside}{os.pathsep}{os.environ['PATH']}"}
     async with run_ama(ama, env=env, options=ClientOptions(notices=True)) as conn:
         await conn.initialize()
-        sid = (await conn.new_session(ws, servers, timeout=10))["sessionId"]
+        sid = session_id(await conn.new_session(ws, servers, timeout=10))
         deadline = time.monotonic() + 30
         counted = await server_tools(conn, sid)
         while not (counted.get("outside") and counted.get("configured")):

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.support.harness import Ama, kinds, local_config, run_ama, usage_updates
+from tests.support.json_values import as_object, session_id
 from tests.support.llm_server import LLMServer
 
 pytestmark = pytest.mark.anyio
@@ -62,7 +64,7 @@ def assert_prefix_kept(bodies: list[dict[str, Any]], dialect: str) -> None:
 
 
 @pytest.mark.parametrize("dialect", ["openai", "anthropic"])
-async def test_mode_changes_and_a_reload_keep_every_request_prefix(tmp_path, dialect: str) -> None:
+async def test_mode_changes_and_a_reload_keep_every_request_prefix(tmp_path: Path, dialect: str) -> None:
     ama = Ama(tmp_path)
     (ama.workspace / "a.txt").write_text("alpha\n")
     with LLMServer() as llm:
@@ -76,7 +78,7 @@ async def test_mode_changes_and_a_reload_keep_every_request_prefix(tmp_path, dia
         )
         async with run_ama(ama, env=ENV) as conn:
             await conn.initialize()
-            sid = (await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))["sessionId"]
+            sid = session_id(await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))
             await conn.prompt(sid, "one", timeout=10)
             before = usage_updates(conn, sid)[-1]["used"]
             await conn.request("session/set_mode", {"sessionId": sid, "modeId": "read_only"})
@@ -106,7 +108,7 @@ async def test_mode_changes_and_a_reload_keep_every_request_prefix(tmp_path, dia
         assert_prefix_kept(bodies, dialect)
 
 
-async def test_a_mode_change_before_the_first_request_updates_the_prompt_and_the_meter(tmp_path) -> None:
+async def test_a_mode_change_before_the_first_request_updates_the_prompt_and_the_meter(tmp_path: Path) -> None:
     # No request yet, so no cache to keep: the prompt itself says read-only, and the figure follows it.
     ama = Ama(tmp_path)
     with LLMServer() as llm:
@@ -114,7 +116,7 @@ async def test_a_mode_change_before_the_first_request_updates_the_prompt_and_the
         llm.enqueue({"text": "ok"})
         async with run_ama(ama, env=ENV) as conn:
             await conn.initialize()
-            sid = (await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))["sessionId"]
+            sid = session_id(await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))
             await conn.wait_for(lambda: len(usage_updates(conn, sid)) == 1)
             opened = usage_updates(conn, sid)[0]["used"]
             await conn.request("session/set_mode", {"sessionId": sid, "modeId": "read_only"})
@@ -127,17 +129,19 @@ async def test_a_mode_change_before_the_first_request_updates_the_prompt_and_the
         assert "A note from ama" not in json.dumps(llm.requests[0].body)
 
 
-async def test_a_thinking_level_change_is_announced(tmp_path) -> None:
+async def test_a_thinking_level_change_is_announced(tmp_path: Path) -> None:
     ama = Ama(tmp_path)
     with LLMServer() as llm:
         ama.config.write_text(local_config(llm.openai_url))
         async with run_ama(ama, env=ENV) as conn:
             await conn.initialize()
-            sid = (await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))["sessionId"]
+            sid = session_id(await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))
             await conn.wait_for(lambda: "usage_update" in kinds(conn, sid))
             n = kinds(conn, sid).count("config_option_update")
-            result = await conn.request(
-                "session/set_config_option", {"sessionId": sid, "configId": "thought_level", "value": "high"}
+            result = as_object(
+                await conn.request(
+                    "session/set_config_option", {"sessionId": sid, "configId": "thought_level", "value": "high"}
+                )
             )
             await conn.wait_for(lambda: kinds(conn, sid).count("config_option_update") == n + 1)
             update = conn.updates_for(sid, "config_option_update")[-1]
@@ -152,7 +156,7 @@ async def test_a_thinking_level_change_is_announced(tmp_path) -> None:
             assert kinds(conn, sid).count("config_option_update") == n + 1
 
 
-async def test_a_mode_change_during_a_turn_reaches_the_next_request_after_the_tool_results(tmp_path) -> None:
+async def test_a_mode_change_during_a_turn_reaches_the_next_request_after_the_tool_results(tmp_path: Path) -> None:
     ama = Ama(tmp_path)
     (ama.workspace / "a.txt").write_text("alpha\n")
     with LLMServer() as llm:
@@ -168,13 +172,13 @@ async def test_a_mode_change_during_a_turn_reaches_the_next_request_after_the_to
         )
         async with run_ama(ama, env=ENV) as conn:
             await conn.initialize()
-            sid = (await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))["sessionId"]
+            sid = session_id(await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))
             pending = await conn.start_request(
                 "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}
             )
             await conn.wait_for(lambda: "agent_message_chunk" in kinds(conn, sid))
             await conn.request("session/set_mode", {"sessionId": sid, "modeId": "read_only"})
-            assert (await pending.wait(timeout=10))["stopReason"] == "end_turn"
+            assert as_object(await pending.wait(timeout=10))["stopReason"] == "end_turn"
         first, second = (r.body for r in llm.requests)
         roles = [m["role"] for m in second["messages"]]
         # system, user, assistant (with the call), tool result, then the note: the call kept its result first.

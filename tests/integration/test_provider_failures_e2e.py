@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from ama_acp.client.connection import AgentProcess
 from tests.support.harness import Ama, agent_text, local_config, run_ama
+from tests.support.json_values import as_object, session_id
 from tests.support.llm_server import LLMServer
 
 pytestmark = pytest.mark.anyio
@@ -14,9 +16,9 @@ def configure(ama: Ama, url: str, kind: str = "openai", retries: int = 1) -> Non
     ama.config.write_text(local_config(url, kind, retries=retries))
 
 
-async def start(conn, ama: Ama) -> str:
+async def start(conn: AgentProcess, ama: Ama) -> str:
     await conn.initialize()
-    return (await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))["sessionId"]
+    return session_id(await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))
 
 
 @pytest.mark.parametrize("kind", ["openai", "anthropic"])
@@ -82,5 +84,5 @@ async def test_broken_stream_is_retried(tmp_path):
             result = await conn.prompt(sid, "hi", timeout=20)
             assert result["stopReason"] == "end_turn"
             assert agent_text(conn, sid).endswith("whole answer")
-            stats = await conn.request("_ama/session_stats", {"sessionId": sid})
+            stats = as_object(await conn.request("_ama/session_stats", {"sessionId": sid}))
             assert stats["contextTokens"] == 73  # only the completed reply's usage counts

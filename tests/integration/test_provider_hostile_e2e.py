@@ -11,7 +11,9 @@ import time
 
 import pytest
 
+from ama_acp.client.connection import AgentProcess
 from tests.support.harness import Ama, agent_text, local_config, run_ama
+from tests.support.json_values import session_id
 from tests.support.llm_server import LLMServer
 
 pytestmark = pytest.mark.anyio
@@ -27,9 +29,9 @@ def url_of(llm: LLMServer, kind: str) -> str:
     return llm.openai_url if kind == "openai" else llm.anthropic_url
 
 
-async def start(conn, ama: Ama) -> str:
+async def start(conn: AgentProcess, ama: Ama) -> str:
     await conn.initialize()
-    return (await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))["sessionId"]
+    return session_id(await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))
 
 
 DEADLINE = 1.0  # seconds: the provider's `timeout` in the keepalive test

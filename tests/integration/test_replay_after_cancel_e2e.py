@@ -15,6 +15,7 @@ import pytest
 from ama_acp.client.connection import ClientOptions
 from tests.integration.test_cancel_e2e import KEY, command_call, configure, prompt, start
 from tests.support.harness import Ama, run_ama
+from tests.support.json_values import as_object, session_id
 from tests.support.llm_server import LLMServer
 
 pytestmark = pytest.mark.anyio
@@ -37,7 +38,7 @@ async def test_a_call_cancelled_while_asked_is_replayed_with_its_final_status(tm
             with anyio.fail_after(10):
                 await asked.wait()
             await conn.cancel(sid)
-            assert (await pending.wait(timeout=10))["stopReason"] == "cancelled"
+            assert as_object(await pending.wait(timeout=10))["stopReason"] == "cancelled"
             live = [u for u in conn.updates_for(sid, "tool_call_update") if u.get("status") == "failed"]
             assert len(live) == 1
         async with run_ama(ama, env=KEY) as conn:
@@ -54,7 +55,7 @@ async def test_a_session_open_in_another_process_is_named_as_such(tmp_path):
     ama = Ama(tmp_path)
     async with run_ama(ama, "--model", "scripted/demo", process=True) as first:  # two processes
         await first.initialize()
-        sid = (await first.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))["sessionId"]
+        sid = session_id(await first.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))
         async with run_ama(ama, "--model", "scripted/demo", validate=False, process=True) as second:
             await second.initialize()
             with pytest.raises(Exception) as err:

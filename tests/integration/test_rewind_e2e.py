@@ -16,6 +16,7 @@ from ama_acp.client.connection import ClientOptions
 from ama_acp.client.handlers import RpcError
 from tests.integration.test_fork_e2e import fork
 from tests.support.harness import Ama, agent_text, kinds, local_config, run_ama, usage_updates
+from tests.support.json_values import as_object, session_id
 from tests.support.llm_server import LLMServer
 
 pytestmark = pytest.mark.anyio
@@ -44,7 +45,7 @@ def answer(text: str, usage: int) -> dict[str, Any]:
 
 async def open_session(conn: Any, ama: Ama) -> str:
     await conn.initialize()
-    sid: str = (await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))["sessionId"]
+    sid: str = session_id(await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))
     await conn.wait_for(lambda: "usage_update" in kinds(conn, sid))
     return sid
 
@@ -166,7 +167,7 @@ async def test_a_cancelled_turns_changes_are_recorded_and_rewound(tmp_path):
             )
             await conn.wait_for(lambda: (ws / "k.txt").read_text() == "during\n" and len(llm.requests) >= 2)
             await conn.cancel(sid)
-            assert (await turn.wait(10))["stopReason"] == "cancelled"
+            assert as_object(await turn.wait(10))["stopReason"] == "cancelled"
             mark = len(agent_text(conn, sid))
             await conn.prompt(sid, "/rewind", timeout=20)
             assert "1. go — k.txt (modified)" in said_since(conn, sid, mark)

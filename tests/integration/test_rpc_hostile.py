@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -158,7 +159,7 @@ def test_batches_are_refused_in_one_error(server):
 # --- 4, 5, 6. abandoned client requests, late answers, $/cancel_request, client errors ----------------------
 
 
-def start_reading_turn(tmp_path) -> tuple[Ama, RawAma, str, dict[str, Any]]:
+def start_reading_turn(tmp_path: Path) -> tuple[Ama, RawAma, str, dict[str, Any]]:
     """A turn whose read_file goes through the editor (fs/read_text_file): returns ama's request to us."""
     ama = Ama(tmp_path)
     (ama.workspace / "f.txt").write_text("on disk\n", encoding="utf-8")
@@ -263,7 +264,7 @@ class PipePeer:
 
     async def recv(self) -> dict[str, Any]:
         with anyio.fail_after(STEP):
-            return msgspec.json.decode(await self._lines.__anext__())
+            return msgspec.json.decode(await self._lines.__anext__(), type=dict[str, Any])
 
     def close_input(self) -> None:
         os.close(self._in_w)
@@ -323,7 +324,7 @@ async def test_a_result_that_cannot_be_encoded_is_an_internal_error_for_that_req
     assert len(unexpected) == 4 and all(r.exc_info for r in unexpected)  # bad, boom, two deferred failures
 
 
-async def _give_up_by_timeout(cancel_notice: bool) -> list[dict]:
+async def _give_up_by_timeout(cancel_notice: bool) -> list[dict[str, Any]]:
     """ama asks the client something and its own timeout expires; the client answers late. Returns every line
     ama wrote after the request, up to its answer to a probe request sent after the late answer."""
     pp = PipePeer(Dispatcher())

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ from ama_acp.rpc.errors import INVALID_PARAMS, SESSION_BUSY
 from ama_acp.session.store.entries import CommandEntry, Header
 from ama_acp.session.store.session_store import SessionStore
 from tests.support.harness import Ama, check_transcript, clean_env, run_ama
+from tests.support.json_values import as_object, session_id
 
 pytestmark = pytest.mark.anyio
 
@@ -63,7 +65,7 @@ def ama_cli(ama: Ama, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-ODD = {
+ODD: dict[str, tuple[str, Callable[[Path], object]]] = {
     "ses_odd_fifo": ("FIFO", lambda p: os.mkfifo(p)),
     "ses_odd_zero": ("symbolic link", lambda p: p.symlink_to("/dev/zero")),
     "ses_odd_loop": ("symbolic link", lambda p: p.symlink_to(p.name)),
@@ -82,7 +84,7 @@ async def test_load_list_and_delete_answer_at_once_for_every_odd_entry(tmp_path:
     conn = bounded_ama(ama)
     async with conn:
         await conn.initialize()
-        listed = await conn.request("session/list", {}, timeout=DEADLINE)
+        listed = as_object(await conn.request("session/list", {}, timeout=DEADLINE))
         assert [s["sessionId"] for s in listed["sessions"]] == [real]
         for sid, (words, _) in ODD.items():
             with pytest.raises(RpcError) as refused:
@@ -98,7 +100,7 @@ async def test_load_list_and_delete_answer_at_once_for_every_odd_entry(tmp_path:
             else:
                 assert await conn.request("session/delete", {"sessionId": sid}, timeout=DEADLINE) == {}
                 assert not store.path(sid).is_symlink() and not store.path(sid).exists()
-        again = await conn.request("session/list", {}, timeout=DEADLINE)
+        again = as_object(await conn.request("session/list", {}, timeout=DEADLINE))
         assert [s["sessionId"] for s in again["sessions"]] == [real]
         assert conn.returncode is None
     check_transcript(conn)
@@ -109,7 +111,7 @@ async def test_a_session_open_in_one_process_cannot_be_deleted_by_another(tmp_pa
     ama = Ama(tmp_path)
     async with run_ama(ama, "--model", "scripted/demo", process=True) as holder:  # two processes, their pids
         await holder.initialize()
-        sid = (await holder.new_session(str(ama.workspace)))["sessionId"]
+        sid = session_id(await holder.new_session(str(ama.workspace)))
         await holder.prompt(sid, "hello", timeout=DEADLINE)
         path = ama.data / "sessions" / f"{sid}.jsonl"
         async with run_ama(ama, "--model", "scripted/demo", process=True) as other:
@@ -143,7 +145,7 @@ async def test_a_session_whose_file_is_deleted_under_it_says_so_once(tmp_path: P
     # In-process: the subject is the file deleted under ama, not its process or its memory limit.
     async with run_ama(ama, "--model", "scripted/demo", options=ClientOptions(notices=notices)) as conn:
         await conn.initialize()
-        sid = (await conn.new_session(str(ama.workspace)))["sessionId"]
+        sid = session_id(await conn.new_session(str(ama.workspace)))
         await conn.prompt(sid, "hello", timeout=DEADLINE)
         path = ama.data / "sessions" / f"{sid}.jsonl"
         path.unlink()  # another program (rm, a cleaner) removes it while ama has it open

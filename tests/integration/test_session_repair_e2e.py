@@ -12,7 +12,9 @@ import os
 import random
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from tests.support.harness import Ama, local_config
 from tests.support.llm_server import LLMServer
@@ -27,9 +29,13 @@ def configure(ama: Ama, url: str, extra: str = "") -> None:
     ama.config.write_text(local_config(url, key_env="LOCAL_KEY", top=f'mode = "full_access"\n{extra}'))
 
 
-def busy_replies(n: int) -> list[dict]:
+def more_requests_than(llm: LLMServer, n: int) -> Callable[[], bool]:
+    return lambda: len(llm.requests) > n
+
+
+def busy_replies(n: int) -> list[dict[str, Any]]:
     """Turns that keep ama busy in every state: streaming, a command running, between a call and its result."""
-    out: list[dict] = []
+    out: list[dict[str, Any]] = []
     for i in range(n):
         if i % 3 == 2:
             out.append({"text": "thinking out loud " * 20, "chunk_size": 4, "delay": 0.002})
@@ -77,7 +83,7 @@ def test_sigkill_at_random_points_then_every_session_loads_and_prompts_again(tmp
                         "params": {"sessionId": sid, "prompt": prompt},
                     }
                 )
-            poll_until(lambda n=before: len(llm.requests) > n, 10, "the first model request")
+            poll_until(more_requests_than(llm, before), 10, "the first model request")
             time.sleep(rng.uniform(0.0, 1.2))  # the random kill point is the test, not a wait
             os.kill(raw.proc.pid, signal.SIGKILL)
             raw.proc.wait(10)
@@ -147,7 +153,7 @@ def test_no_secret_reaches_any_file_the_log_stderr_or_a_command(tmp_path):
         raw = RawAma(ama, env=env, process=True)  # everything the process writes to fd 2, not only its log
         raw.request(1, "initialize", {"protocolVersion": 1})
         sid = raw.request(2, "session/new", {"cwd": str(ama.workspace), "mcpServers": []})["result"]["sessionId"]
-        seen: list[dict] = []
+        seen: list[dict[str, Any]] = []
         raw.send(
             {
                 "jsonrpc": "2.0",

@@ -7,12 +7,15 @@ from __future__ import annotations
 import json
 import os
 import signal
+from pathlib import Path
+from typing import Any
 
 import pytest
 
-from ama_acp.client.connection import ClientOptions
+from ama_acp.client.connection import AgentProcess, ClientOptions
 from ama_acp.client.handlers import RpcError
 from tests.support.harness import Ama, kinds, run_ama, usage_updates, write_script
+from tests.support.json_values import as_object, session_id
 
 pytestmark = pytest.mark.anyio
 
@@ -26,7 +29,7 @@ def with_window(ama: Ama) -> None:
     )
 
 
-def script(tmp) -> str:
+def script(tmp: Path) -> str:
     return str(
         write_script(
             tmp / "s.json",
@@ -55,19 +58,19 @@ def script(tmp) -> str:
     )
 
 
-async def first_process(ama: Ama, env: dict) -> tuple[str, list, dict]:
+async def first_process(ama: Ama, env: dict[str, str]) -> tuple[str, list[dict[str, Any]], dict[str, Any]]:
     with_window(ama)
     (ama.workspace / "f.txt").write_text("file body\n" * 20)
     async with run_ama(ama, "--model", "scripted/s", env=env, options=ClientOptions(fs=False, terminal=False)) as conn:
         await conn.initialize()
-        sid = (await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))["sessionId"]
+        sid = session_id(await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))
         await conn.wait_for(lambda: "usage_update" in kinds(conn, sid))
         await conn.prompt(sid, "read f.txt please", timeout=20)
         history = [u for u in conn.updates_for(sid) if u["sessionUpdate"] in HISTORY]
         return sid, history, usage_updates(conn, sid)[-1]
 
 
-def updates_before_response(conn, request_id) -> int:
+def updates_before_response(conn: AgentProcess, request_id: object) -> int:
     """How many session/updates ama wrote before its response to `request_id` (from the raw order)."""
     n = 0
     for entry in conn.transcript:
@@ -81,9 +84,9 @@ def updates_before_response(conn, request_id) -> int:
     raise AssertionError("no response")
 
 
-def shape(updates: list[dict]) -> list[tuple]:
+def shape(updates: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     """What a person sees of each update: kind, text, tool id and final status (not the transient states)."""
-    out = []
+    out: list[tuple[Any, ...]] = []
     for u in updates:
         k = u["sessionUpdate"]
         if k in ("user_message_chunk", "agent_message_chunk", "agent_thought_chunk"):
@@ -110,7 +113,7 @@ async def test_load_in_a_new_process_replays_the_turn_and_the_meter_is_unchanged
         pending = await conn.start_request(
             "session/load", {"sessionId": sid, "cwd": str(ama.workspace), "mcpServers": []}
         )
-        result = await pending.wait(timeout=10)
+        result = as_object(await pending.wait(timeout=10))
         await conn.wait_for(lambda: "usage_update" in kinds(conn, sid))
         n_at_response = updates_before_response(conn, pending.id)
         replay = conn.updates_for(sid)[:n_at_response]
@@ -160,15 +163,15 @@ async def test_list_paging_filter_and_delete(tmp_path):
         ids = []
         for i in range(55):
             cwd = str(ama.workspace if i % 5 else other)
-            ids.append((await conn.request("session/new", {"cwd": cwd, "mcpServers": []}))["sessionId"])
+            ids.append(session_id(await conn.request("session/new", {"cwd": cwd, "mcpServers": []})))
             await conn.prompt(ids[-1], "/context", timeout=30)  # listed once someone spoke in it (issue 25)
-        page1 = await conn.request("session/list", {})
+        page1 = as_object(await conn.request("session/list", {}))
         assert len(page1["sessions"]) == 50 and "nextCursor" in page1
-        page2 = await conn.request("session/list", {"cursor": page1["nextCursor"]})
+        page2 = as_object(await conn.request("session/list", {"cursor": page1["nextCursor"]}))
         assert len(page2["sessions"]) == 5 and "nextCursor" not in page2
         listed = [s["sessionId"] for s in page1["sessions"] + page2["sessions"]]
         assert sorted(listed) == sorted(ids) and listed[0] == ids[-1]  # newest first
-        only_other = await conn.request("session/list", {"cwd": str(other)})
+        only_other = as_object(await conn.request("session/list", {"cwd": str(other)}))
         assert {s["sessionId"] for s in only_other["sessions"]} == set(ids[::5])
         with pytest.raises(RpcError) as bad:
             await conn.request("session/list", {"cursor": "not-a-cursor"})
@@ -181,7 +184,7 @@ async def test_list_paging_filter_and_delete(tmp_path):
         with pytest.raises(RpcError) as unknown:
             await conn.request("session/load", {"sessionId": ids[0], "cwd": str(other), "mcpServers": []})
         assert unknown.value.code == -32002
-        remaining = await conn.request("session/list", {"cwd": str(other)})
+        remaining = as_object(await conn.request("session/list", {"cwd": str(other)}))
         assert ids[0] not in {s["sessionId"] for s in remaining["sessions"]}
 
 
@@ -203,10 +206,11 @@ async def test_sigkill_mid_reply_then_load(tmp_path):
     conn_cm = run_ama(ama, "--model", "scripted/s", env=env, validate=False, process=True)  # it gets a SIGKILL
     async with conn_cm as conn:
         await conn.initialize()
-        sid = (await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))["sessionId"]
+        sid = session_id(await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))
         await conn.prompt(sid, "first", timeout=10)
         await conn.start_request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "second"}]})
         await conn.wait_for(lambda: len(conn.updates_for(sid, "agent_message_chunk")) > 20)
+        assert conn.pid is not None
         os.kill(conn.pid, signal.SIGKILL)
         # Wait for the kill itself (close() waits for the exit), not a fixed time: the second process must
         # not open the file while the first could still be writing it.
@@ -224,13 +228,15 @@ async def test_torn_tail_is_reported_and_the_session_loads(tmp_path):
     ama = Ama(tmp_path)
     async with run_ama(ama, "--model", "scripted/demo") as conn:
         await conn.initialize()
-        sid = (await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))["sessionId"]
+        sid = session_id(await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))
     path = ama.data / "sessions" / f"{sid}.jsonl"
     with path.open("ab") as f:
         f.write(b'{"t":"msg","message":{"t":"user","content":[{"t":"te')  # a write cut short by a crash
     async with run_ama(ama, "--model", "scripted/demo") as conn:
         await conn.initialize()
-        result = await conn.request("session/load", {"sessionId": sid, "cwd": str(ama.workspace), "mcpServers": []})
+        result = as_object(
+            await conn.request("session/load", {"sessionId": sid, "cwd": str(ama.workspace), "mcpServers": []})
+        )
         assert "modes" in result
         prompt = await conn.prompt(sid, "/context", timeout=10)  # appending works again
         assert prompt["stopReason"] == "end_turn"
@@ -259,14 +265,14 @@ async def test_close_stops_a_running_turn(tmp_path):
     env = {"AMA_SCRIPT": str(write_script(tmp_path / "s.json", [{"text": "slow", "hang": 30}]))}
     async with run_ama(ama, "--model", "scripted/s", env=env) as conn:
         await conn.initialize()
-        sid = (await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))["sessionId"]
+        sid = session_id(await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))
         pending = await conn.start_request(
             "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "x"}]}
         )
         await conn.wait_for(lambda: bool(conn.updates_for(sid, "agent_message_chunk")))
         assert await conn.request("session/close", {"sessionId": sid}, timeout=3) == {}
         assert pending.done
-        assert (await pending.wait(timeout=1))["stopReason"] == "cancelled"
+        assert as_object(await pending.wait(timeout=1))["stopReason"] == "cancelled"
         with pytest.raises(RpcError) as err:
             await conn.prompt(sid, "again", timeout=3)
         assert err.value.code == -32002

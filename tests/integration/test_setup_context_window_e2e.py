@@ -11,10 +11,12 @@ from __future__ import annotations
 import subprocess
 import sys
 import tomllib
+from pathlib import Path
 
 import pytest
 
 from tests.support.harness import Ama, clean_env, kinds, run_ama, usage_updates
+from tests.support.json_values import session_id
 from tests.support.llm_server import LLMServer
 
 pytestmark = pytest.mark.anyio
@@ -35,7 +37,7 @@ async def opening_size(ama: Ama) -> int | None:
     """The `size` of the first usage_update of a new session on the config, None when none is sent."""
     async with run_ama(ama) as conn:
         await conn.initialize()
-        sid = (await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))["sessionId"]
+        sid = session_id(await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))
         # The meter's usage_update follows these two at once when the window is known (configuration.md).
         await conn.wait_for(lambda: "config_option_update" in kinds(conn, sid))
         try:
@@ -46,7 +48,7 @@ async def opening_size(ama: Ama) -> int | None:
         return int(updates[0]["size"]) if updates else None
 
 
-async def test_the_window_the_server_lists_is_written_and_the_meter_shows_it(tmp_path) -> None:
+async def test_the_window_the_server_lists_is_written_and_the_meter_shows_it(tmp_path: Path) -> None:
     ama = Ama(tmp_path)
     with LLMServer() as server:
         server.models = [{"id": "m", "object": "model", "owned_by": "vllm", "max_model_len": 32768}]
@@ -58,7 +60,7 @@ async def test_the_window_the_server_lists_is_written_and_the_meter_shows_it(tmp
         assert await opening_size(ama) == 32768
 
 
-async def test_the_flag_sets_the_window_the_server_does_not_state(tmp_path) -> None:
+async def test_the_flag_sets_the_window_the_server_does_not_state(tmp_path: Path) -> None:
     ama = Ama(tmp_path)
     with LLMServer() as server:
         server.models = [{"id": "m", "object": "model"}]
@@ -69,7 +71,7 @@ async def test_the_flag_sets_the_window_the_server_does_not_state(tmp_path) -> N
         assert await opening_size(ama) == 65536
 
 
-async def test_an_unknown_window_is_said_plainly_and_the_meter_is_off(tmp_path) -> None:
+async def test_an_unknown_window_is_said_plainly_and_the_meter_is_off(tmp_path: Path) -> None:
     ama = Ama(tmp_path)
     with LLMServer() as server:
         server.models = [{"id": "m", "object": "model", "max_model_len": "lots"}]  # broken: not a window

@@ -38,7 +38,7 @@ class Home:
         self.config = tmp / "xdg-config" / "ama" / "config.toml"
         self.credentials = tmp / "xdg-config" / "ama" / "credentials.toml"
 
-    def ama(self, *args: str, stdin: str = "", env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    def ama(self, *args: str, stdin: str = "", env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-m", "ama_acp", *args],
             input=stdin,
@@ -54,7 +54,7 @@ class Home:
 
 
 @pytest.fixture
-def home(tmp_path) -> Home:
+def home(tmp_path: Path) -> Home:
     return Home(tmp_path)
 
 

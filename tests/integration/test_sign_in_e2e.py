@@ -18,7 +18,9 @@ from typing import Any
 import pytest
 
 from ama_conformance.servers.model import ScriptedModel
+from tests.integration.test_official_sdk import sdk_client
 from tests.support.harness import clean_env
+from tests.support.json_values import as_object, session_id
 
 BIN = Path(sys.executable).parent
 pytestmark = pytest.mark.anyio
@@ -83,7 +85,7 @@ async def test_no_key_to_auth_required_to_setup_to_authenticate_to_a_turn(tmp_pa
     assert before_code == 1, before
     with ScriptedModel() as model:
         async with spawn_agent_process(
-            Editor(), str(BIN / "ama-acp"), "--data-dir", str(tmp_path / "data"), env=env, cwd=workspace
+            sdk_client(Editor()), str(BIN / "ama-acp"), "--data-dir", str(tmp_path / "data"), env=env, cwd=workspace
         ) as (conn, process):
             init = await asyncio.wait_for(
                 conn.initialize(
@@ -92,6 +94,7 @@ async def test_no_key_to_auth_required_to_setup_to_authenticate_to_a_turn(tmp_pa
                 ),
                 30,
             )
+            assert init.auth_methods is not None
             methods = {m.id: m for m in init.auth_methods}
             assert set(methods) == {"ama-credentials", "ama-setup"}
             terminal = methods["ama-setup"].model_dump(by_alias=True, exclude_none=True)
@@ -100,7 +103,7 @@ async def test_no_key_to_auth_required_to_setup_to_authenticate_to_a_turn(tmp_pa
             with pytest.raises(RequestError) as refused:
                 await asyncio.wait_for(conn.new_session(cwd=str(workspace), mcp_servers=[]), 30)
             assert refused.value.code == -32000
-            assert {m["id"] for m in refused.value.data["authMethods"]} == {"ama-credentials", "ama-setup"}
+            assert {m["id"] for m in as_object(refused.value.data)["authMethods"]} == {"ama-credentials", "ama-setup"}
             assert "ama setup" in str(refused.value)
 
             with pytest.raises(RequestError) as still:  # nothing changed yet: the message says what to do
@@ -144,7 +147,7 @@ async def test_a_prompt_that_reaches_a_model_without_its_key_says_how_to_configu
     ama = Ama(tmp_path)
     async with run_ama(ama, env={"AMA_CREDENTIALS": str(tmp_path / "none.toml")}) as conn:
         await conn.initialize()
-        sid = (await conn.new_session(ama.workspace))["sessionId"]
+        sid = session_id(await conn.new_session(ama.workspace))
         await conn.request(
             "session/set_config_option", {"sessionId": sid, "configId": "model", "value": "openai/gpt-4.1"}
         )
@@ -183,7 +186,7 @@ async def test_authenticate_refuses_the_terminal_method_and_unknown_ids(tmp_path
             assert refused.value.code == -32602 and "methodId" in refused.value.message
             assert len(refused.value.message) < 400
         assert await conn.request("authenticate", {"methodId": "ama-credentials"}) == {}
-        assert (await conn.new_session(ama.workspace))["sessionId"]
+        assert session_id(await conn.new_session(ama.workspace))
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])

@@ -6,12 +6,14 @@ pinned schema by the harness."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ama_acp.client.connection import ClientOptions
 from tests.support.harness import Ama, agent_text, kinds, local_config, run_ama, usage_updates
+from tests.support.json_values import as_object, session_id
 from tests.support.llm_server import LLMServer
 
 pytestmark = pytest.mark.anyio
@@ -33,7 +35,7 @@ def meta(update: dict[str, Any]) -> dict[str, Any]:
 
 
 async def test_caps_ride_in_every_update_without_one_of_their_own_and_the_boot_cost_opens_the_first_notice(
-    tmp_path,
+    tmp_path: Path,
 ) -> None:
     ama = Ama(tmp_path)
     with LLMServer() as llm:
@@ -41,7 +43,7 @@ async def test_caps_ride_in_every_update_without_one_of_their_own_and_the_boot_c
         llm.enqueue(*({"text": f"reply {n}", "usage": {"input": n, "output": 0}} for n in (1_000, 1_000, 4_000, 5_600)))
         async with run_ama(ama, env=ENV, options=ClientOptions(notices=True)) as conn:
             await conn.initialize()
-            sid = (await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))["sessionId"]
+            sid = session_id(await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))
             await conn.wait_for(lambda: "usage_update" in kinds(conn, sid))
             boot = usage_updates(conn, sid)[0]["used"]  # the figure at session/new: the prefix alone
 
@@ -74,18 +76,18 @@ async def test_caps_ride_in_every_update_without_one_of_their_own_and_the_boot_c
             headline = agent_text(conn, sid)[start:].strip().splitlines()[0]
             assert headline.startswith("**Context:** 5,600 of 10,000 tokens (56.0 %) · tier high · source usage")
             assert f" · boot cost ≈ {boot:,} tokens (system prompt " in headline, headline
-            stats = await conn.request("_ama/session_stats", {"sessionId": sid})
+            stats = as_object(await conn.request("_ama/session_stats", {"sessionId": sid}))
             assert stats["context"]["tierCaps"] == CAPS
 
 
-async def test_without_the_notices_capability_the_first_tier_message_carries_the_boot_cost(tmp_path) -> None:
+async def test_without_the_notices_capability_the_first_tier_message_carries_the_boot_cost(tmp_path: Path) -> None:
     ama = Ama(tmp_path)
     with LLMServer() as llm:
         configure(ama, llm.openai_url)
         llm.enqueue({"text": "reply", "usage": {"input": 4_000, "output": 0}})
         async with run_ama(ama, env=ENV) as conn:  # no session.notices: an agent message instead
             await conn.initialize()
-            sid = (await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))["sessionId"]
+            sid = session_id(await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))
             await conn.wait_for(lambda: "usage_update" in kinds(conn, sid))
             boot = usage_updates(conn, sid)[0]["used"]
             await conn.prompt(sid, "one", timeout=15)

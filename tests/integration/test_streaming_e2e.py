@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from ama_acp.client.connection import AgentProcess
 from tests.support.harness import Ama, kinds, local_config, run_ama
+from tests.support.json_values import session_id
 from tests.support.llm_server import LLMServer
 
 pytestmark = pytest.mark.anyio
@@ -22,7 +24,7 @@ def llm():
         yield server
 
 
-def chunks(conn, sid: str, kind: str) -> list[str]:
+def chunks(conn: AgentProcess, sid: str, kind: str) -> list[str]:
     return [u["content"]["text"] for u in conn.updates_for(sid, kind)]
 
 
@@ -34,7 +36,7 @@ async def test_fast_deltas_arrive_merged_in_order_and_complete(tmp_path, llm, di
     llm.enqueue({"thinking": THOUGHT, "text": ANSWER, "chunk_size": 4, "usage": {"input": 100, "output": 20_000}})
     async with run_ama(ama, env=ENV) as conn:
         await conn.initialize()
-        sid = (await conn.new_session(ama.workspace))["sessionId"]
+        sid = session_id(await conn.new_session(ama.workspace))
         result = await conn.prompt(sid, "stream a long answer", timeout=120)
     assert result["stopReason"] == "end_turn"
     text, thought = chunks(conn, sid, "agent_message_chunk"), chunks(conn, sid, "agent_thought_chunk")
@@ -56,7 +58,7 @@ async def test_a_load_replays_what_was_streamed(tmp_path, llm):
     llm.enqueue({"text": ANSWER, "chunk_size": 3})
     async with run_ama(ama, env=ENV) as conn:
         await conn.initialize()
-        sid = (await conn.new_session(ama.workspace))["sessionId"]
+        sid = session_id(await conn.new_session(ama.workspace))
         await conn.prompt(sid, "stream it", timeout=120)
         streamed = "".join(chunks(conn, sid, "agent_message_chunk"))
     async with run_ama(ama, env=ENV) as conn:
@@ -73,7 +75,7 @@ async def test_a_zero_window_sends_one_chunk_per_delta(tmp_path, llm):
     llm.enqueue({"text": ANSWER[:4_000], "chunk_size": 4})
     async with run_ama(ama, env=ENV) as conn:
         await conn.initialize()
-        sid = (await conn.new_session(ama.workspace))["sessionId"]
+        sid = session_id(await conn.new_session(ama.workspace))
         await conn.prompt(sid, "stream it", timeout=120)
     text = chunks(conn, sid, "agent_message_chunk")
     assert "".join(text) == ANSWER[:4_000] and len(text) == 1_000

@@ -14,6 +14,7 @@ from ama_acp.client.connection import AgentProcess, ClientOptions
 from tests.integration.test_cancel_e2e import open_calls, start
 from tests.integration.test_tasks_e2e import KEY, configure, finals, stats, task_call, task_id, text_of, tool_messages
 from tests.support.harness import Ama, run_ama
+from tests.support.json_values import as_object
 from tests.support.llm_server import LLMServer
 
 pytestmark = pytest.mark.anyio
@@ -149,7 +150,7 @@ async def test_cancelling_the_parent_ends_the_announced_child_cancelled(tmp_path
             )
             await conn.wait_for(lambda: len(llm.requests) >= 2, timeout=10)
             await conn.notify("session/cancel", {"sessionId": sid})
-            assert (await pending.wait(timeout=10))["stopReason"] == "cancelled"
+            assert as_object(await pending.wait(timeout=10))["stopReason"] == "cancelled"
             states = [u.get("state") for u in subagent_updates(conn, sid)]
             assert states == [{"state": "running"}, {"state": "idle", "stopReason": "cancelled"}]
             assert open_calls(conn, sid) == []
@@ -227,7 +228,7 @@ async def test_a_child_whose_permission_is_open_at_the_parents_cancel_ends_cance
             )
             await conn.wait_for(lambda: bool(asked), timeout=10)
             await conn.cancel(sid)  # the open dialog answered `cancelled`, as an editor must
-            assert (await pending.wait(timeout=10))["stopReason"] == "cancelled"
+            assert as_object(await pending.wait(timeout=10))["stopReason"] == "cancelled"
             child = asked[0]["sessionId"]
             assert child == f"{sid}.task-1"
             assert open_calls(conn, child) == [] and open_calls(conn, sid) == []
@@ -277,7 +278,7 @@ async def test_closing_the_session_mid_task_ends_the_announced_child_and_the_ses
             await conn.wait_for(lambda: len(llm.requests) >= 2, timeout=10)
             with anyio.fail_after(10):
                 await conn.request("session/close", {"sessionId": sid})
-            assert (await pending.wait(timeout=10))["stopReason"] == "cancelled"
+            assert as_object(await pending.wait(timeout=10))["stopReason"] == "cancelled"
             assert subagent_updates(conn, sid)[-1]["state"] == {"state": "idle", "stopReason": "cancelled"}
             assert open_calls(conn, sid) == []
         async with run_ama(ama, env=KEY, options=SUBAGENTS) as conn:

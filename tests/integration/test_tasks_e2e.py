@@ -11,6 +11,7 @@ import pytest
 from ama_acp.client.connection import AgentProcess, ClientOptions
 from tests.integration.test_cancel_e2e import dangling, open_calls, start
 from tests.support.harness import Ama, run_ama
+from tests.support.json_values import as_object, as_str
 from tests.support.llm_server import LLMServer
 
 pytestmark = pytest.mark.anyio
@@ -79,7 +80,7 @@ def tool_messages(body: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def task_id(conn: AgentProcess, sid: str) -> str:
-    return next(u["toolCallId"] for u in conn.updates_for(sid, "tool_call") if u["title"].startswith("Task"))
+    return as_str(next(u["toolCallId"] for u in conn.updates_for(sid, "tool_call") if u["title"].startswith("Task")))
 
 
 async def stats(conn: AgentProcess, sid: str) -> dict[str, Any]:
@@ -220,7 +221,7 @@ async def test_cancelling_the_parent_cancels_the_child_and_every_call_is_closed(
             )
             await conn.wait_for(lambda: len(llm.requests) >= 2, timeout=10)
             await conn.notify("session/cancel", {"sessionId": sid})
-            result = await pending.wait(timeout=10)
+            result = as_object(await pending.wait(timeout=10))
             assert result["stopReason"] == "cancelled"
             assert open_calls(conn, sid) == []
             assert (await stats(conn, sid))["tasks"][0]["status"] == "cancelled"
@@ -312,7 +313,7 @@ async def test_a_model_switch_of_the_parent_does_not_move_a_running_child(tmp_pa
             await conn.request(
                 "session/set_config_option", {"sessionId": sid, "configId": "model", "value": "local/small"}
             )
-            assert (await pending.wait(timeout=20))["stopReason"] == "end_turn"
+            assert as_object(await pending.wait(timeout=20))["stopReason"] == "end_turn"
             models = [r.body["model"] for r in llm.requests]
             assert models == ["big", "big", "big", "small"]  # the child kept its model; the parent's next is new
 
@@ -338,7 +339,7 @@ async def test_a_childs_permission_request_open_at_the_parents_cancel_is_answere
             )
             await conn.wait_for(lambda: bool(asked), timeout=10)
             await conn.cancel(sid)  # session/cancel, and the open dialog answered `cancelled`, as an editor must
-            assert (await pending.wait(timeout=10))["stopReason"] == "cancelled"
+            assert as_object(await pending.wait(timeout=10))["stopReason"] == "cancelled"
             assert [outcome for _, outcome in conn.permission_log] == [{"outcome": "cancelled"}]
             assert not (ama.workspace / "out.txt").exists()
             assert open_calls(conn, sid) == []
@@ -358,7 +359,7 @@ async def test_closing_the_session_mid_task_ends_the_child(tmp_path):
             await conn.wait_for(lambda: len(llm.requests) >= 2, timeout=10)
             with anyio.fail_after(10):  # the close does not wait for the hung child's model
                 await conn.request("session/close", {"sessionId": sid})
-            assert (await pending.wait(timeout=10))["stopReason"] == "cancelled"
+            assert as_object(await pending.wait(timeout=10))["stopReason"] == "cancelled"
             assert open_calls(conn, sid) == []
         # The stored conversation pairs the task call with a result: a load's next request is valid.
         async with run_ama(ama, env=KEY) as conn:

@@ -81,7 +81,7 @@ async def test_the_sdk_cannot_advertise_subagents_nor_receive_a_subagent_update(
         _script(llm)
         async with sdk_ama(ama, "subagents") as (conn, client, wire, _):
             # 1. The typed API drops the field: `initialize` goes out without it.
-            typed = ClientCapabilities(fs=FileSystemCapabilities(read_text_file=True), subagents={})  # type: ignore[call-arg]
+            typed = ClientCapabilities(fs=FileSystemCapabilities(read_text_file=True), subagents={})  # type: ignore[call-arg]  # unknown to the SDK: the point
             await step(conn.initialize(protocol_version=PROTOCOL_VERSION, client_capabilities=typed), "initialize")
             [init] = [m for m in wire.sent if m.get("method") == "initialize"]
             assert "subagents" not in init["params"].get("clientCapabilities", {})

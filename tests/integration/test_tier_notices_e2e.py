@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from ama_acp.client.connection import ClientOptions
+from ama_acp.client.connection import AgentProcess, ClientOptions
 from tests.support.harness import Ama, kinds, run_ama, usage_updates
+from tests.support.json_values import session_id
 from tests.support.llm_server import LLMServer
 
 pytestmark = pytest.mark.anyio
@@ -51,7 +52,7 @@ def meta(update: dict[str, Any]) -> dict[str, Any]:
     return ama
 
 
-async def context_text(conn, sid: str) -> str:
+async def context_text(conn: AgentProcess, sid: str) -> str:
     start = len(conn.updates_for(sid, "agent_message_chunk"))
     await conn.prompt(sid, "/context", timeout=10)
     return "".join(u["content"]["text"] for u in conn.updates_for(sid, "agent_message_chunk")[start:])
@@ -64,7 +65,7 @@ async def test_mid_at_the_exact_token_told_once_with_the_counts_and_estimated_af
         llm.enqueue(*({"text": f"reply {n}", "usage": {"input": n, "output": 0}} for n in (4_999, 5_000, 1_000)))
         async with run_ama(ama, env=ENV, options=ClientOptions(notices=True)) as conn:
             await conn.initialize()
-            sid = (await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))["sessionId"]
+            sid = session_id(await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))
             await conn.wait_for(lambda: "usage_update" in kinds(conn, sid))
             prefix = usage_updates(conn, sid)[0]["used"]
             assert prefix * 2 < SMALL, "the test needs a session that opens healthy"

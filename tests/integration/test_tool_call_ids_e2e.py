@@ -4,11 +4,13 @@ card the editor already has — live, in the replay, and in the next turn after 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.support.harness import Ama, local_config, run_ama
+from tests.support.json_values import session_id
 from tests.support.llm_server import LLMServer
 
 pytestmark = pytest.mark.anyio
@@ -23,7 +25,7 @@ def card_ids(updates: list[dict[str, Any]]) -> list[str]:
     return [u["toolCallId"] for u in updates if u["sessionUpdate"] == "tool_call"]
 
 
-async def test_ids_never_repeat_live_in_replay_and_after_load(tmp_path) -> None:
+async def test_ids_never_repeat_live_in_replay_and_after_load(tmp_path: Path) -> None:
     ama = Ama(tmp_path)
     (ama.workspace / "a.txt").write_text("alpha\n")
     with LLMServer() as llm:
@@ -32,7 +34,7 @@ async def test_ids_never_repeat_live_in_replay_and_after_load(tmp_path) -> None:
         llm.enqueue(read("dup"), read("dup"), {"text": "one"}, read("dup#2"), {"text": "two"})
         async with run_ama(ama, env=ENV) as conn:
             await conn.initialize()
-            sid = (await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))["sessionId"]
+            sid = session_id(await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))
             await conn.prompt(sid, "first", timeout=10)
             await conn.prompt(sid, "second", timeout=10)
             live = card_ids(conn.updates_for(sid))

@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 
-from ama_acp.client.connection import ClientOptions
-from tests.support.harness import Ama, run_ama, write_script
+from ama_acp.client.connection import AgentProcess, ClientOptions
+from ama_acp.rpc.dispatch import JSONObject
+from tests.support.harness import Ama, permission_asks, run_ama, write_script
+from tests.support.json_values import as_object, session_id
 
 pytestmark = pytest.mark.anyio
 
@@ -21,7 +25,7 @@ EDITOR = pytest.param(True, id="editor-fs-terminal")
 LOCAL = pytest.param(False, id="local")
 
 
-def edit_script(tmp, path: str = "app.py") -> dict:
+def edit_script(tmp: Path, path: str = "app.py") -> dict[str, Any]:
     return {
         "reply": [
             {
@@ -40,25 +44,25 @@ def edit_script(tmp, path: str = "app.py") -> dict:
 
 async def run_turn(
     ama: Ama,
-    replies: list[dict],
+    replies: list[dict[str, Any]],
     *,
     editor: bool,
     mode: str | None = None,
     permission: str = "allow_once",
     prompt: str = "go",
-) -> tuple:
+) -> tuple[AgentProcess, str, JSONObject]:
     script = write_script(ama.tmp / "script.json", replies)
     options = ClientOptions(fs=editor, terminal=editor, permission=permission)
     async with run_ama(ama, "--model", "scripted/t", env={"AMA_SCRIPT": str(script)}, options=options) as conn:
         await conn.initialize()
-        sid = (await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))["sessionId"]
+        sid = session_id(await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))
         if mode:
             await conn.request("session/set_mode", {"sessionId": sid, "modeId": mode})
         result = await conn.prompt(sid, prompt, timeout=30)
         return conn, sid, result
 
 
-def finals(conn, sid: str) -> dict[str, dict]:
+def finals(conn: AgentProcess, sid: str) -> dict[str, dict[str, Any]]:
     out = {}
     for u in conn.updates_for(sid, "tool_call_update"):
         if u.get("status") in ("completed", "failed"):
@@ -114,7 +118,7 @@ async def test_rejected_permission_fails_the_call_and_the_turn_goes_on(tmp_path,
 
 async def test_new_file_diff_has_null_old_text(tmp_path):
     ama = Ama(tmp_path)
-    replies = [
+    replies: list[dict[str, Any]] = [
         {"tool_calls": [{"id": "w", "name": "write_file", "arguments": {"path": "new/mod.py", "content": "a = 1\n"}}]},
         {"text": "ok"},
     ]
@@ -127,7 +131,7 @@ async def test_new_file_diff_has_null_old_text(tmp_path):
 @pytest.mark.parametrize("editor", [EDITOR, LOCAL])
 async def test_command_runs_in_the_editor_terminal_or_locally(tmp_path, editor):
     ama = Ama(tmp_path)
-    replies = [
+    replies: list[dict[str, Any]] = [
         {"tool_calls": [{"id": "c", "name": "run_command", "arguments": {"command": "echo hi-$((40+2)); exit 3"}}]},
         {"text": "ran"},
     ]
@@ -170,7 +174,7 @@ async def test_cancel_during_a_long_command_kills_it(tmp_path, editor):
     options = ClientOptions(fs=editor, terminal=editor)
     async with run_ama(ama, "--model", "scripted/t", env={"AMA_SCRIPT": str(script)}, options=options) as conn:
         await conn.initialize()
-        sid = (await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))["sessionId"]
+        sid = session_id(await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))
         await conn.request("session/set_mode", {"sessionId": sid, "modeId": "full_access"})
         pending = await conn.start_request(
             "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "x"}]}
@@ -181,7 +185,7 @@ async def test_cancel_during_a_long_command_kills_it(tmp_path, editor):
         pid = int(pidfile.read_text())
         start = time.monotonic()
         await conn.cancel(sid)
-        result = await pending.wait(timeout=3)
+        result = as_object(await pending.wait(timeout=3))
         assert result["stopReason"] == "cancelled"
         assert time.monotonic() - start < 1.0
         with anyio.move_on_after(2):  # the group gets SIGTERM, then SIGKILL after a short grace
@@ -214,7 +218,7 @@ async def test_paths_escaping_the_workspace_ask_except_in_full_access(tmp_path, 
         path = "link/secret.txt"
     else:
         path = "../outside/secret.txt"
-    replies = [
+    replies: list[dict[str, Any]] = [
         {
             "tool_calls": [
                 {
@@ -232,14 +236,14 @@ async def test_paths_escaping_the_workspace_ask_except_in_full_access(tmp_path, 
         assert (outside / "secret.txt").read_text() == "x = 2\n"
     else:
         assert len(conn.permission_log) == 1  # accept_edits would not ask inside the workspace
-        assert "outside the project" in conn.permission_log[0][0]["toolCall"]["title"]
+        assert "outside the project" in permission_asks(conn)[0][0]["toolCall"]["title"]
         assert (outside / "secret.txt").read_text() == "x = 1\n"
 
 
 async def test_reads_outside_ask_in_manual_and_read_only_refuses_commands(tmp_path):
     ama = Ama(tmp_path)
     (tmp_path / "elsewhere.txt").write_text("far away\n")
-    replies = [
+    replies: list[dict[str, Any]] = [
         {
             "tool_calls": [
                 {"id": "r", "name": "read_file", "arguments": {"path": "../elsewhere.txt"}},
@@ -260,7 +264,7 @@ async def test_allow_always_is_remembered_for_the_session(tmp_path):
     (ama.workspace / "a.py").write_text("x = 1\n")
     (ama.workspace / "b.py").write_text("x = 1\n")
     edit = {"edits": [{"old_text": "x = 1", "new_text": "x = 2"}]}
-    replies = [
+    replies: list[dict[str, Any]] = [
         {"tool_calls": [{"id": "1", "name": "edit_file", "arguments": {"path": "a.py", **edit}}]},
         {"tool_calls": [{"id": "1", "name": "edit_file", "arguments": {"path": "b.py", **edit}}]},
         {"text": "ok"},
@@ -274,7 +278,7 @@ async def test_allow_always_is_remembered_for_the_session(tmp_path):
 
 async def test_bad_arguments_and_unknown_tools_fail_the_call_not_the_turn(tmp_path):
     ama = Ama(tmp_path)
-    replies = [
+    replies: list[dict[str, Any]] = [
         {
             "tool_calls": [
                 {"id": "a", "name": "read_file", "arguments": "{not json"},

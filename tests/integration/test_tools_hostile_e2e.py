@@ -52,7 +52,9 @@ def start(ama: Ama, replies: list[dict[str, Any]], procs: list[RawAma], mode: st
     return raw, sid
 
 
-def prompt(raw: RawAma, sid: str, req_id: int = 10, timeout: float = 30.0) -> tuple[dict, dict[str, dict]]:
+def prompt(
+    raw: RawAma, sid: str, req_id: int = 10, timeout: float = 30.0
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """Send a prompt and collect the final status of every tool call up to its response."""
     raw.send(
         {
@@ -62,7 +64,7 @@ def prompt(raw: RawAma, sid: str, req_id: int = 10, timeout: float = 30.0) -> tu
             "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]},
         }
     )
-    finals: dict[str, dict] = {}
+    finals: dict[str, dict[str, Any]] = {}
     deadline = time.monotonic() + timeout
     while True:
         msg = raw.recv(max(0.1, deadline - time.monotonic()))
@@ -82,7 +84,7 @@ def prompt(raw: RawAma, sid: str, req_id: int = 10, timeout: float = 30.0) -> tu
             return msg, finals
 
 
-def text_of(update: dict) -> str:
+def text_of(update: dict[str, Any]) -> str:
     return "".join(
         c.get("content", {}).get("text", "") for c in update.get("content") or [] if c.get("type") == "content"
     )

@@ -7,7 +7,8 @@ import anyio
 import pytest
 
 from ama_acp.client.connection import ClientOptions
-from tests.support.harness import Ama, kinds, run_ama, usage_updates, write_script
+from tests.support.harness import Ama, kinds, permission_asks, run_ama, usage_updates, write_script
+from tests.support.json_values import as_object, session_id
 
 pytestmark = pytest.mark.anyio
 
@@ -25,11 +26,11 @@ async def test_demo_turn_end_to_end(tmp_path):
     ama = Ama(tmp_path)
     demo_workspace(ama)
     async with run_ama(ama, "--model", "scripted/demo", options=ClientOptions(fs=False, terminal=False)) as conn:
-        init = await conn.initialize()
+        init = as_object(await conn.initialize())
         assert init["protocolVersion"] == 1
         assert init["agentInfo"]["name"] == "ama"
         assert init["agentCapabilities"]["promptCapabilities"] == {"image": True, "embeddedContext": True}
-        new = await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []})
+        new = as_object(await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))
         sid = new["sessionId"]
         assert new["modes"]["currentModeId"] == "manual"
         assert [o["category"] for o in new["configOptions"]] == ["model", "thought_level", "mode"]
@@ -40,7 +41,7 @@ async def test_demo_turn_end_to_end(tmp_path):
         assert opened["_meta"]["ama"]["source"] == "prefix"  # U10: never 0 when a session opens
         assert opened["used"] > 0 and opened["size"] == 200_000
 
-        result = await conn.prompt(sid, "The tests fail. Fix calc.py and run the tests.", timeout=30)
+        result = as_object(await conn.prompt(sid, "The tests fail. Fix calc.py and run the tests.", timeout=30))
         assert result["stopReason"] == "end_turn"
         assert (ama.workspace / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
 
@@ -67,7 +68,7 @@ async def test_demo_turn_end_to_end(tmp_path):
         plans = [u for u in ups if u["sessionUpdate"] == "plan"]
         assert [e["status"] for e in plans[-1]["entries"]] == ["completed", "completed"]
         # Permission was asked for the edit and the command (manual mode), not for reads.
-        asked = [p["toolCall"]["toolCallId"] for p, _ in conn.permission_log]
+        asked = [p["toolCall"]["toolCallId"] for p, _ in permission_asks(conn)]
         assert asked == ["call_2#2", "call_1#3"]
         # E1: one usage_update per assistant message (5), no duplicates (D1), then E2 suppressed.
         after_open = usage_updates(conn, sid)[1:]
@@ -85,13 +86,13 @@ async def test_cancel_mid_stream_ends_cancelled_and_reports_usage(tmp_path):
     script = write_script(tmp_path / "slow.json", [{"text": "x" * 400, "chunk": 4, "delay": 0.05}])
     async with run_ama(ama, "--model", "scripted/slow", env={"AMA_SCRIPT": str(script)}) as conn:
         await conn.initialize()
-        sid = (await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))["sessionId"]
+        sid = session_id(await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))
         pending = await conn.start_request(
             "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}
         )
         await conn.wait_for(lambda: len(conn.updates_for(sid, "agent_message_chunk")) >= 3)
         await conn.cancel(sid)
-        result = await pending.wait(timeout=2)
+        result = as_object(await pending.wait(timeout=2))
         assert result["stopReason"] == "cancelled"
         # A usage_update and the session info came before the response (R105/E2).
         assert kinds(conn, sid)[-1] == "session_info_update"
@@ -107,7 +108,7 @@ async def test_two_sessions_prompt_at_once_and_titles_are_sent_once(tmp_path):
     async with run_ama(ama, "--model", "scripted/s", env={"AMA_SCRIPT": str(script)}) as conn:
         await conn.initialize()
         sids = [
-            (await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))["sessionId"]
+            session_id(await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))
             for _ in range(2)
         ]
         async with anyio.create_task_group() as tg:

@@ -20,6 +20,7 @@ from ama_acp.client.handlers import RpcError
 from ama_acp.rpc.errors import RESOURCE_NOT_FOUND, UNEXPECTED
 from ama_acp.session.store.session_store import read_session
 from tests.support.harness import Ama, check_transcript, clean_env, run_ama
+from tests.support.json_values import as_object, session_id
 
 pytestmark = pytest.mark.anyio
 
@@ -58,7 +59,7 @@ async def test_a_file_size_limit_is_told_once_and_the_session_runs_on(tmp_path, 
     )
     async with conn:
         await conn.initialize()
-        sid = (await conn.new_session(str(ama.workspace)))["sessionId"]
+        sid = session_id(await conn.new_session(str(ama.workspace)))
         assert unsaved_warnings(conn, sid) == []
         first = await conn.prompt(sid, "hello " + "x" * (LIMIT + 1024))  # this entry cannot be written
         assert first["stopReason"] == "end_turn"
@@ -88,13 +89,15 @@ def unsaved_count(conn: AgentProcess, sid: str) -> int:
 async def converse_unsaved(conn: AgentProcess, ws: str) -> str:
     """session/new, then every method that takes the id; returns the id."""
     await conn.initialize()
-    sid = (await conn.new_session(ws))["sessionId"]
+    sid = session_id(await conn.new_session(ws))
     first = await conn.prompt(sid, "hello")
     assert first["stopReason"] == "end_turn"
     await conn.wait_for(lambda: unsaved_count(conn, sid) > 0)
     assert await conn.request("session/set_mode", {"sessionId": sid, "modeId": "read_only"}) == {}
-    answer = await conn.request(
-        "session/set_config_option", {"sessionId": sid, "configId": "thought_level", "value": "high"}
+    answer = as_object(
+        await conn.request(
+            "session/set_config_option", {"sessionId": sid, "configId": "thought_level", "value": "high"}
+        )
     )
     current = {o["id"]: o["currentValue"] for o in answer["configOptions"]}
     assert current["thought_level"] == "high" and current["mode"] == "read_only"
@@ -116,7 +119,7 @@ async def test_a_sessions_path_that_is_a_regular_file_leaves_a_live_unsaved_sess
         sid = await converse_unsaved(conn, str(ama.workspace))
         # session/list answers (nothing saved); load of an id whose file never existed is not found, and the
         # live session is left as it was.
-        listed = await conn.request("session/list", {})
+        listed = as_object(await conn.request("session/list", {}))
         assert listed["sessions"] == []
         with pytest.raises(RpcError) as caught:
             await conn.request("session/load", {"sessionId": sid, "cwd": str(ama.workspace), "mcpServers": []})
@@ -162,7 +165,7 @@ async def test_a_session_that_can_be_read_but_not_appended_to_opens_converses_an
     ama = Ama(tmp_path)
     async with run_ama(ama) as conn:
         await conn.initialize()
-        sid = (await conn.new_session(str(ama.workspace)))["sessionId"]
+        sid = session_id(await conn.new_session(str(ama.workspace)))
         await conn.prompt(sid, "hello " + "y" * 4096)
         await conn.request("session/close", {"sessionId": sid})
     path = ama.data / "sessions" / f"{sid}.jsonl"
@@ -193,7 +196,7 @@ async def test_a_session_that_can_be_read_but_not_appended_to_opens_converses_an
     assert "reached the size limit for files" in log and UNEXPECTED not in log
 
 
-def read_only(path: Path) -> Callable[[], None]:
+def read_only(path: Path) -> Callable[[], object]:
     """Make `path` refuse writes for real, and return the undo. chmod does nothing to root, so root sets the
     immutable attribute (EPERM on open for writing); skipped where neither works (tmpfs as root)."""
     if os.geteuid() != 0:
@@ -210,7 +213,7 @@ async def test_a_read_only_session_file_opens_converses_and_says_so_once(tmp_pat
     ama = Ama(tmp_path)
     async with run_ama(ama) as conn:
         await conn.initialize()
-        sid = (await conn.new_session(str(ama.workspace)))["sessionId"]
+        sid = session_id(await conn.new_session(str(ama.workspace)))
         await conn.prompt(sid, "hello")
     path = ama.data / "sessions" / f"{sid}.jsonl"
     before = path.read_bytes()

@@ -12,7 +12,8 @@ import pytest
 
 from ama_acp.client.connection import ClientOptions
 from tests.integration.test_cancel_e2e import KEY, dangling, open_calls, prompt, start
-from tests.support.harness import Ama, local_config, run_ama
+from tests.support.harness import Ama, local_config, permission_asks, run_ama
+from tests.support.json_values import as_object, as_str
 from tests.support.llm_server import LLMServer
 from tests.support.web_server import WebServer
 
@@ -32,7 +33,9 @@ def fetch_call(url: str, cid: str = "f1") -> dict[str, Any]:
 
 
 def tool_message(body: dict[str, Any], call_id: str) -> str:
-    return next(m["content"] for m in body["messages"] if m.get("role") == "tool" and m["tool_call_id"] == call_id)
+    return as_str(
+        next(m["content"] for m in body["messages"] if m.get("role") == "tool" and m["tool_call_id"] == call_id)
+    )
 
 
 @pytest.mark.parametrize(("mode", "asks"), [("manual", True), ("read_only", True), ("full_access", False)])
@@ -47,7 +50,7 @@ async def test_a_fetch_asks_in_manual_mode_and_the_model_gets_the_page(tmp_path,
             sid = await start(conn, ama, mode)
             result = await conn.prompt(sid, "read the release notes", timeout=20)
             assert result["stopReason"] == "end_turn"
-            asked = [p for p, _ in conn.permission_log]
+            asked = [p for p, _ in permission_asks(conn)]
             if asks:
                 assert len(asked) == 1
                 call = asked[0]["toolCall"]
@@ -107,7 +110,7 @@ async def test_cancel_during_a_slow_fetch_ends_the_call_and_the_turn(tmp_path):
                 await conn.wait_for(lambda: bool(web.hits), timeout=15)
                 started = anyio.current_time()
                 await conn.cancel(sid)
-                result = await pending.wait(timeout=10)
+                result = as_object(await pending.wait(timeout=10))
                 assert result["stopReason"] == "cancelled"
                 assert anyio.current_time() - started < 5  # not the fetch's own 30 s
                 assert open_calls(conn, sid) == []
@@ -134,9 +137,11 @@ async def test_always_allow_for_a_fetch_covers_its_host_only(tmp_path):
         async with run_ama(ama, env=KEY, options=ClientOptions(permission="allow_always")) as conn:
             sid = await start(conn, ama, "manual")
             assert (await conn.prompt(sid, "go", timeout=30))["stopReason"] == "end_turn"
-            asked = [p["toolCall"]["toolCallId"] for p, _ in conn.permission_log]
+            asked = [p["toolCall"]["toolCallId"] for p, _ in permission_asks(conn)]
             assert asked == ["f1", "f2"], asked  # f3: the same host as f1, already always allowed
-            names = [o["name"] for p, _ in conn.permission_log for o in p["options"] if o["optionId"] == "allow_always"]
+            names = [
+                o["name"] for p, _ in permission_asks(conn) for o in p["options"] if o["optionId"] == "allow_always"
+            ]
             assert names == [
                 "Always allow fetches from 127.0.0.1 in this session",
                 "Always allow fetches from localhost in this session",

@@ -19,6 +19,7 @@ import pytest
 from ama_acp.client.connection import ClientOptions
 from ama_acp.session.editor import workspaces
 from tests.support.harness import Ama, local_config, run_ama
+from tests.support.json_values import as_object, session_id
 from tests.support.llm_server import LLMServer
 
 pytestmark = pytest.mark.anyio
@@ -60,7 +61,7 @@ async def test_calls_that_used_to_wedge_the_session_fail_alone(tmp_path, dialect
         )
         async with run_ama(ama, env=KEY) as conn:
             await conn.initialize()
-            sid = (await conn.new_session(str(ama.workspace)))["sessionId"]
+            sid = session_id(await conn.new_session(str(ama.workspace)))
             first = await conn.prompt(sid, "read it", timeout=30)
             assert first["stopReason"] == "end_turn"
             texts = final_texts(conn, sid)
@@ -98,7 +99,7 @@ async def test_an_editor_that_never_answers_terminal_kill_cannot_hang_a_cancelle
 
             conn.set_handler("terminal/kill", never)
             await conn.initialize()
-            sid = (await conn.new_session(str(ama.workspace)))["sessionId"]
+            sid = session_id(await conn.new_session(str(ama.workspace)))
             await conn.request("session/set_mode", {"sessionId": sid, "modeId": "full_access"})
             pending = await conn.start_request(
                 "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}
@@ -107,7 +108,7 @@ async def test_an_editor_that_never_answers_terminal_kill_cannot_hang_a_cancelle
             await conn.wait_for(lambda: any(m == "terminal/wait_for_exit" for m, _ in conn.requests_received))
             await conn.cancel(sid)
             with anyio.fail_after(15):  # the kill's own deadline is a few seconds, not forever
-                result = await pending.wait(timeout=None)
+                result = as_object(await pending.wait(timeout=None))
             assert result["stopReason"] == "cancelled"
             assert kills, "ama asked the editor to kill the command"
             finals = [
@@ -140,7 +141,7 @@ async def test_a_file_name_that_is_not_utf8_is_shown_not_fatal(tmp_path):
         )
         async with run_ama(ama, env=KEY) as conn:
             await conn.initialize()
-            sid = (await conn.new_session(str(ama.workspace)))["sessionId"]
+            sid = session_id(await conn.new_session(str(ama.workspace)))
             assert (await conn.prompt(sid, "look", timeout=30))["stopReason"] == "end_turn"
             texts = final_texts(conn, sid)
             assert set(texts) == {"ls", "grep", "find"}

@@ -27,6 +27,7 @@ from ama_acp.client.connection import AgentProcess, ClientOptions
 from ama_acp.client.demo import DEMO_MODEL
 from ama_conformance.schema.validate import WireRecorder, load_validator
 from tests.support.inprocess_agent import InProcessAgent, environment, start_in_process
+from tests.support.json_values import as_object
 
 SECRET_ENV = (
     "OPENAI_API_KEY",
@@ -134,6 +135,11 @@ async def run_ama(
 
 def kinds(conn: AgentProcess, session_id: str) -> list[str]:
     return [u["sessionUpdate"] for u in conn.updates_for(session_id)]
+
+
+def permission_asks(conn: AgentProcess) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """`conn.permission_log` as a test reads it: each request's params and the answer given, both objects."""
+    return [(as_object(params), as_object(outcome)) for params, outcome in conn.permission_log]
 
 
 def usage_updates(conn: AgentProcess, session_id: str) -> list[dict[str, Any]]:

@@ -13,6 +13,7 @@ import anyio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ama_acp.client.connection import AgentProcess
 from ama_acp.client.display.meter import format_ctx
 from ama_acp.client.display.render import Renderer
 from ama_acp.client.terminal.cli import _Client
@@ -215,16 +216,17 @@ def test_the_meter_shows_a_figure_only_if_it_came_after_the_last_model_change(ev
 # --- the person's /model and the program status, through the client's own code -------------------------
 
 
-class Agent:
+class Agent(AgentProcess):
     """Answers session/set_config_option like an agent would, sending its updates before the answer in the
-    order given; the client's update handler is where they land."""
+    order given; the client's update handler is where they land. No process: only `request` is answered."""
 
     def __init__(self, deliver: Any, order: list[str], window: int | None) -> None:
+        super().__init__(["no-agent"])
         self.deliver, self.order, self.window = deliver, order, window
         self.requests: list[tuple[str, dict[str, Any]]] = []
 
-    async def request(self, method: str, params: dict[str, Any] | None = None, timeout: float | None = 60.0) -> Any:
-        assert params is not None
+    async def request(self, method: str, params: object = None, timeout: float | None = 60.0) -> Any:
+        assert isinstance(params, dict)
         self.requests.append((method, params))
         options = [model_option(params["value"])]
         for kind in self.order:
@@ -249,7 +251,7 @@ def client(emitter: Emitter | None = None) -> tuple[_Client, io.StringIO]:
 
 def slash_model(c: _Client, agent: Agent, value: str) -> None:
     async def main() -> None:
-        await run_line(agent, c.renderer, SID, f"/model {value}", io.StringIO(), c.status)  # type: ignore[arg-type]
+        await run_line(agent, c.renderer, SID, f"/model {value}", io.StringIO(), c.status)
 
     anyio.run(main)
 

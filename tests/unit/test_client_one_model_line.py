@@ -10,19 +10,21 @@ from typing import Any
 
 import anyio
 
+from ama_acp.client.connection import AgentProcess
 from ama_acp.client.terminal.repl import run_line
 from tests.unit.test_client_model_change import SID, client, model_option, options_update, thought_option
 
 
-class MovingAgent:
+class MovingAgent(AgentProcess):
     """A model change that also moves another option (a thinking level the new model lacks), then says so in
-    a notice, then answers with every option."""
+    a notice, then answers with every option. No process: only `request` is answered."""
 
     def __init__(self, deliver: Any) -> None:
+        super().__init__(["no-agent"])
         self.deliver = deliver
 
-    async def request(self, method: str, params: dict[str, Any] | None = None, timeout: float | None = 60.0) -> Any:
-        assert params is not None
+    async def request(self, method: str, params: object = None, timeout: float | None = 60.0) -> Any:
+        assert isinstance(params, dict)
         options = [model_option(params["value"]), thought_option("off")]
         self.deliver({"sessionId": SID, "update": options_update(*options)})
         notice = {"sessionUpdate": "notice", "severity": "info", "title": "thinking is off for this model"}
@@ -37,7 +39,7 @@ def run(lines: list[str]) -> list[str]:
 
     async def main() -> None:
         for line in lines:
-            await run_line(agent, c.renderer, SID, line, io.StringIO(), c.status)  # type: ignore[arg-type]
+            await run_line(agent, c.renderer, SID, line, io.StringIO(), c.status)
 
     anyio.run(main)
     return [line for line in out.getvalue().splitlines() if line.startswith("⚙ Model")]

@@ -47,6 +47,12 @@ def key(update: w.SessionUpdate) -> tuple[Any, ...]:
     return ("other", update)
 
 
+def text_of(update: w.SessionUpdate) -> str:
+    """The text of a message or thought chunk the test expects to carry text."""
+    assert isinstance(update, MSG | THOUGHT) and isinstance(update.content, w.TextContent), update
+    return update.content.text
+
+
 def merged(items: list[tuple[tuple[Any, ...], str]]) -> list[tuple[tuple[Any, ...], str]]:
     """Adjacent text of one kind and message joined: what the editor renders, whatever the chunking."""
     out: list[tuple[tuple[Any, ...], str]] = []
@@ -59,9 +65,7 @@ def merged(items: list[tuple[tuple[Any, ...], str]]) -> list[tuple[tuple[Any, ..
 
 
 def shown(updates: list[w.SessionUpdate]) -> list[tuple[tuple[Any, ...], str]]:
-    return merged(
-        [(key(u), u.content.text if key(u)[0] == "text" else "") for u in updates]  # type: ignore[union-attr]
-    )
+    return merged([(key(u), text_of(u) if key(u)[0] == "text" else "") for u in updates])
 
 
 def run(fn: Any) -> Any:
@@ -74,7 +78,7 @@ def test_outside_a_turn_every_delta_is_its_own_chunk() -> None:
         c = ChunkCoalescer(sink, window=WINDOW)
         for piece in ("a", "b", "c"):
             await c.text(MSG, piece, "m1")
-        assert [u.content.text for u in sink.updates] == ["a", "b", "c"]  # type: ignore[union-attr]
+        assert [text_of(u) for u in sink.updates] == ["a", "b", "c"]
 
     run(main)
 
@@ -98,13 +102,13 @@ def test_the_first_delta_goes_out_at_once_and_the_rest_one_window_later() -> Non
         async with c.turn():
             t0 = time.monotonic()
             await c.text(MSG, "Hel", "m1")
-            assert [u.content.text for u in sink.updates] == ["Hel"]  # type: ignore[union-attr]
+            assert [text_of(u) for u in sink.updates] == ["Hel"]
             for piece in ("lo", ", ", "world"):
                 await c.text(MSG, piece, "m1")
             assert len(sink.updates) == 1  # merged, waiting for the frame
             await sink.wait_for(2)  # the stream paused: the timer sends it
             at, second = sink.sent[1]
-            assert second.content.text == "lo, world"  # type: ignore[union-attr]
+            assert text_of(second) == "lo, world"
             assert WINDOW * 0.9 <= at - t0 <= WINDOW + SLACK
         assert len(sink.updates) == 2
 
@@ -127,7 +131,7 @@ def test_any_other_update_flushes_what_is_pending_first() -> None:
             assert [key(u)[:2] for u in sink.updates] == [("text", "AgentMessageChunk")] * 2 + [("other", tool)] + [
                 ("text", "AgentThoughtChunk")
             ] * 2 + [("text", "AgentMessageChunk")]
-        texts = [u.content.text if isinstance(u, MSG | THOUGHT) else None for u in sink.updates]  # type: ignore[union-attr]
+        texts = [text_of(u) if isinstance(u, MSG | THOUGHT) else None for u in sink.updates]
         assert texts == ["a", "bc", None, "hmm", " more", "d"]
 
     run(main)
@@ -141,8 +145,8 @@ def test_a_chunk_goes_out_when_it_reaches_max_chars() -> None:
             await c.text(MSG, "x", "m")
             for _ in range(25):
                 await c.text(MSG, "ab", "m")
-            assert [len(u.content.text) for u in sink.updates] == [1, 10, 10, 10, 10, 10]  # type: ignore[union-attr]
-        assert "".join(u.content.text for u in sink.updates) == "x" + "ab" * 25  # type: ignore[union-attr]
+            assert [len(text_of(u)) for u in sink.updates] == [1, 10, 10, 10, 10, 10]
+        assert "".join(text_of(u) for u in sink.updates) == "x" + "ab" * 25
 
     run(main)
 
@@ -157,7 +161,7 @@ def test_a_cancelled_turn_still_sends_what_is_pending() -> None:
                 await c.text(MSG, "answer", "m")
                 scope.cancel()
                 await anyio.sleep(1)  # cancelled here
-        assert "".join(u.content.text for u in sink.updates) == "partial answer"  # type: ignore[union-attr]
+        assert "".join(text_of(u) for u in sink.updates) == "partial answer"
 
     run(main)
 
@@ -173,7 +177,7 @@ def test_the_turn_ending_while_the_timer_writes_loses_nothing() -> None:
         sent: list[str] = []
 
         async def slow_sink(update: w.SessionUpdate) -> None:
-            text = update.content.text  # type: ignore[union-attr]
+            text = text_of(update)
             if text == "held":
                 writing.set()
                 await release.wait()  # the timer's write: blocked until the turn has ended
@@ -211,7 +215,7 @@ def test_a_chunk_with_more_than_text_is_passed_through_in_order() -> None:
             await c.send(annotated)
             await c.send(w.AgentMessageChunk(content=w.TextContent(text="c"), message_id="m"))
         assert sink.updates[2] is image and sink.updates[3] is annotated
-        assert [u.content.text for u in sink.updates if u not in (image, annotated)] == ["a", "b", "c"]  # type: ignore[union-attr]
+        assert [text_of(u) for u in sink.updates if u not in (image, annotated)] == ["a", "b", "c"]
 
     run(main)
 
@@ -261,7 +265,7 @@ def test_coalescing_never_reorders_drops_or_invents(ops: list[tuple[Any, ...]], 
         emitted, out = [], 0
         for at, u in sink.sent:
             if isinstance(u, MSG | THOUGHT):
-                out += len(u.content.text)  # type: ignore[union-attr]
+                out += len(text_of(u))
             emitted.append((at, out))
         for when, needed in appended:
             at = next(t for t, n in emitted if n >= needed)
@@ -279,7 +283,7 @@ def test_many_fast_deltas_become_few_chunks_with_the_same_text(window: float) ->
         async with c.turn():
             for i in range(0, len(text), 4):
                 await c.text(MSG, text[i : i + 4], "m")
-        assert "".join(u.content.text for u in sink.updates) == text  # type: ignore[union-attr]
+        assert "".join(text_of(u) for u in sink.updates) == text
         if window:
             assert len(sink.updates) < 100  # 5,000 deltas in a few frames
         else:

@@ -48,6 +48,7 @@ from ama_acp.conversation.messages import (
     UserMessage,
 )
 from ama_acp.providers import base as pb
+from tests.support.conversation import first_text
 from tests.support.hypothesis_profiles import examples
 
 EST = HeuristicEstimator()
@@ -175,7 +176,7 @@ def test_the_inventory_in_the_request_has_its_lists_capped() -> None:
             ToolResultMessage(f"c{i}", "run_command", [TextPart("ok")]),
         ]
     request = request_for(messages, 1_000_000, carried=0)
-    prompt = request.messages[-1].content[0].text  # type: ignore[union-attr]
+    prompt = first_text(request.messages[-1])
     assert "- (7 earlier entries left out; inventory.md has them all)" in prompt
     assert "`cmd 6`" not in prompt and "`cmd 7`" in prompt
 
@@ -201,7 +202,7 @@ def test_a_small_window_gives_a_stated_budget_and_a_big_one_none() -> None:
         assert isinstance(plan, Plan) and plan.room_tokens >= MIN_ROOM_TOKENS
         room = budgets(plan.room_tokens, build_inventory(messages))
         assert (room.handoff_chars < HANDOFF_CAP) is forced, (window, room)
-        prompt = request_for(messages, window, 0, room.handoff_chars).messages[-1].content[0].text  # type: ignore[union-attr]
+        prompt = first_text(request_for(messages, window, 0, room.handoff_chars).messages[-1])
         assert (f"about {room.handoff_chars:,} characters" in prompt) is forced
         assert "Be complete rather than brief" in prompt
 
@@ -265,7 +266,7 @@ def test_a_load_rebuilds_the_copy_with_the_stored_caps_and_an_older_entry_with_3
     (folder / "handoff.md").write_text("## 1. Goal\nship it\n", encoding="utf-8")
     (folder / "inventory.md").write_text(full, encoding="utf-8")
 
-    def restored(**fields: object) -> str:
+    def restored(list_caps: dict[str, object] | None = None) -> str:
         entry = en.CompactionEntry(
             number=1,
             summary_path="compaction-1/handoff.md",
@@ -273,7 +274,7 @@ def test_a_load_rebuilds_the_copy_with_the_stored_caps_and_an_older_entry_with_3
             kept_from_index=0,
             handoff_chars=10_000,
             inventory_chars=50_000,
-            **fields,  # type: ignore[arg-type]
+            list_caps=list_caps,
         )
         message = Conversation.restore([entry], tmp_path, "m").conversation.messages[0]
         return "".join(p.text for p in message.content if isinstance(p, TextPart))

@@ -28,12 +28,13 @@ from ama_acp.agent.instruction_files import (
 from ama_acp.agent.instructions import SessionInstructions
 from ama_acp.config import ConfigError, InstructionsConfig, parse_config
 from ama_acp.conversation.messages import Message, TextPart, UserMessage
+from tests.support.conversation import first_text
 
 NAMES = ["AGENTS.md", "CLAUDE.md"]
 
 
-def session(ws: Path, mine: Path | None = None, **cfg: object) -> SessionInstructions:
-    return SessionInstructions(InstructionsConfig(**cfg), str(ws), str(mine) if mine else None)  # type: ignore[arg-type]
+def session(ws: Path, mine: Path | None = None, enabled: bool = True) -> SessionInstructions:
+    return SessionInstructions(InstructionsConfig(enabled=enabled), str(ws), str(mine) if mine else None)
 
 
 # --- the cap -----------------------------------------------------------------------------------------------
@@ -128,7 +129,7 @@ def test_nested_files_are_announced_once_nearest_first_and_not_the_workspace_one
     s.touched([str(ws / "a" / "b" / "x.py"), "/elsewhere/y.py", str(ws), "rel\0bad"], messages)
     note = s.take_note(messages)
     assert note is not None and note.origin == "ama"
-    text = note.content[0].text  # type: ignore[union-attr]
+    text = first_text(note)
     assert [p for p, _ in announced_in(text)] == ["a/AGENTS.md", "a/b/CLAUDE.md"]
     assert "top" not in text
     messages.append(note)
@@ -180,7 +181,7 @@ def test_the_session_s_room_for_nested_files_is_bounded(tmp_path: Path) -> None:
     s.touched([str(ws / f"d{i}" / "f.py") for i in range(4)], [])
     note = s.take_note([])
     assert note is not None
-    text = note.content[0].text  # type: ignore[union-attr]
+    text = first_text(note)
     assert len(announced_in(text)) == NESTED_CHARS // PER_FILE_CHARS
     assert "d3/AGENTS.md (39,993 bytes) was not loaded: this session's room for instruction files" in text
 
@@ -284,7 +285,7 @@ def test_any_paths_a_model_names_are_looked_at_without_raising(names: list[str])
         s.touched([str(ws / n) for n in names] + names, [])
         note = s.take_note([])
         if note is not None:
-            assert [p for p, _ in announced_in(note.content[0].text)] == ["a/AGENTS.md"]  # type: ignore[union-attr]
+            assert [p for p, _ in announced_in(first_text(note))] == ["a/AGENTS.md"]
 
 
 @given(st.binary(max_size=2_000), st.integers(min_value=1, max_value=600))

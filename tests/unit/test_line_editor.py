@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ama_acp.client.terminal.line_editor import LineEditor, backspaces, end_of
+from ama_acp.client.terminal.tty_parser import KeyName
 from tests.support.vt_screen import Screen
 
 
@@ -100,9 +101,9 @@ def test_end_of() -> None:
     text=st.text(st.sampled_from("ab 日\u0301x"), max_size=30),
     keys=st.lists(st.sampled_from(["backspace", "ctrl-w", "ctrl-u"]), max_size=6),
 )
-def test_the_screen_always_shows_the_prompt_and_the_text_left(columns: int, text: str, keys: list[str]) -> None:
+def test_the_screen_always_shows_the_prompt_and_the_text_left(columns: int, text: str, keys: list[KeyName]) -> None:
     editor, screen = typed(text, columns)
     for key in keys:
-        screen.feed(editor.rub_out(key))  # type: ignore[arg-type]
+        screen.feed(editor.rub_out(key))
     expected = Screen(columns).feed("> " + editor.text)
     assert screen.lines() == expected.lines()

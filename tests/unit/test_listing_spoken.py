@@ -56,10 +56,13 @@ def test_additional_directories_take_the_same_spelling_as_the_cwd(tmp_path: Path
     """`/x/proj/` beside the cwd `/x/proj` is the cwd again, not a second root; `/x/other/` is `/x/other`."""
     from ama_acp.config import Config
     from ama_acp.session.manager import SessionManager
+    from tests.support.inprocess import ScriptedPeer
 
     (tmp_path / "proj").mkdir()
     (tmp_path / "other").mkdir()
-    manager = SessionManager(Config(data_dir=str(tmp_path / "data")), peer=None, default_model="scripted/test")  # type: ignore[arg-type]
+    manager = SessionManager(
+        Config(data_dir=str(tmp_path / "data")), peer=ScriptedPeer(), default_model="scripted/test"
+    )
     cwd = str(tmp_path / "proj")
     got = manager.check_dirs(cwd, [cwd + "/", str(tmp_path / "other") + "/", str(tmp_path / "other")])
     assert got == [str(tmp_path / "other")]

@@ -331,13 +331,15 @@ async def test_a_host_append_that_raises_on_the_prompt_is_a_failed_turn_not_an_e
 
 
 @pytest.mark.allow_traceback  # the injected host bug is logged with its traceback
-async def test_a_host_emit_that_raises_while_text_streams_ends_the_turn_with_a_message():
+async def test_a_host_emit_that_raises_while_text_streams_ends_the_turn_with_a_message(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     host = FakeHost([text("hello")])
 
     async def broken_emit(event: ev.AgentEvent) -> None:
         raise RuntimeError("client gone")
 
-    host.emit = broken_emit  # type: ignore[method-assign]  # the one seam this test breaks
+    monkeypatch.setattr(host, "emit", broken_emit)  # the one seam this test breaks
     assert await run_turn(host, PROMPT) == "end_turn"
     assert host.turn_failures and "RuntimeError: client gone" in host.turn_failures[0]
 

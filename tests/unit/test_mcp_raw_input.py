@@ -9,6 +9,7 @@ from ama_acp.mcp.shown import shown_input
 from ama_acp.session.editor.updates import to_update
 from ama_acp.session.restore import _tool_call_updates
 from ama_acp.session.store import entries as en
+from ama_acp.wire import types as w
 
 KEYISH = "sk-abcdefghijklmnop1234"
 ARGS = {"name": "plan.md", "api_token": "short", "nested": [{"text": KEYISH}]}
@@ -23,10 +24,10 @@ def test_shown_input_scrubs_mcp_arguments_only() -> None:
 
 def test_live_and_replayed_tool_calls_carry_the_scrubbed_input() -> None:
     live = to_update(ev.ToolCallRequested("c1", "mcp__notes__write", "write", "other", [], ARGS))
-    assert live is not None and live.raw_input == SCRUBBED  # type: ignore[union-attr]
+    assert isinstance(live, w.ToolCall) and live.raw_input == SCRUBBED
     entry = en.ToolCallEntry(
         wire_id="c1", provider_id="c1", name="mcp__notes__write", title="write", kind="other", status="completed",
         raw_input=dict(ARGS),
     )  # fmt: skip
     replayed = _tool_call_updates(entry)[0]
-    assert replayed.raw_input == SCRUBBED  # type: ignore[union-attr]
+    assert isinstance(replayed, w.ToolCall) and replayed.raw_input == SCRUBBED

@@ -9,7 +9,6 @@ own log lines (stderr and file). The rule itself is ama_acp/textsafe.py; issue 2
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import logging
@@ -24,15 +23,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ama_acp import doctor, logs, oneshot
-from ama_acp.client.connection import Violation
+from ama_acp.client.connection import AgentProcess, Violation
 from ama_acp.client.display.render import Renderer
 from ama_acp.client.handlers import RpcError
 from ama_acp.client.terminal import cli as client_cli
 from ama_acp.client.terminal import repl, sessions, turn
 from ama_acp.client.terminal.agent_stderr import MAX_LINE, AgentStderr
 from ama_acp.client.terminal.turn_status import TurnStatus
+from ama_acp.config import Config
 from ama_acp.conversation.messages import AssistantMessage, TextPart, UserMessage
-from ama_acp.rpc.dispatch import JSONObject
+from ama_acp.rpc.dispatch import JSONObject, JSONValue
 from ama_acp.session.store import cli as sessions_cli
 from ama_acp.session.store import entries as en
 from ama_acp.session.store.listing import SessionSummary
@@ -160,11 +160,10 @@ def test_turn_usage_keys(usage: dict[str, int]) -> None:
 @FAST
 @given(hostile, hostile, hostile)
 def test_protocol_violation_lines(kind: str, detail: str, raw: str) -> None:
-    class Conn:
-        violations = [Violation(kind, detail, raw or "x")]
-
+    conn = AgentProcess(["no-agent"])  # never started: only its record of violations is read
+    conn.violations.append(Violation(kind, detail, raw or "x"))
     err = io.StringIO()
-    turn.report_violations(Conn(), err)  # type: ignore[arg-type]
+    turn.report_violations(conn, err)
     inert(err.getvalue())
     assert err.getvalue().count("\n") == 2
 
@@ -180,14 +179,14 @@ def test_error_messages_and_data(message: str, data: Any, step: str) -> None:
 @settings(max_examples=examples(40), deadline=None)
 @given(hostile)
 def test_a_slash_command_refused_by_the_agent(message: str) -> None:
-    class Conn:
-        async def request(self, method: str, params: Any = None, timeout: float | None = 60.0) -> Any:
+    class Conn(AgentProcess):  # never started: only `request` is answered
+        async def request(self, method: str, params: object = None, timeout: float | None = 60.0) -> JSONValue:
             raise RpcError(-32602, message, {"why": message})
 
     r, out = renderer()
     r.modes["s"] = {"code": message or "Code"}
     err = io.StringIO()
-    anyio.run(repl.run_line, Conn(), r, "s", "/mode code", err, TurnStatus(None))  # type: ignore[arg-type]
+    anyio.run(repl.run_line, Conn(["no-agent"]), r, "s", "/mode code", err, TurnStatus(None))
     text = out.getvalue()
     inert(text)
     assert text.count("\n") == 2 and text.endswith("\nctx ? $?\n")  # the refusal on one line, then the meter
@@ -321,8 +320,8 @@ def test_sessions_list(title: str, cwd: str, when: str, monkeypatch: pytest.Monk
     monkeypatch.setattr(store, "SessionStore", Store)
     out = io.StringIO()
     monkeypatch.setattr(sys, "stdout", out)
-    cfg = argparse.Namespace(data_dir="/nowhere")
-    assert sessions_cli.run_sessions(["list"], lambda args: cfg) == 0  # type: ignore[arg-type,return-value]
+    cfg = Config(data_dir="/nowhere")
+    assert sessions_cli.run_sessions(["list"], lambda args: cfg) == 0
     inert(out.getvalue(), tabs=False)
     assert out.getvalue().count("\n") == 2
 
