@@ -17,7 +17,8 @@ class _Out(msgspec.Struct, rename="camel", omit_defaults=True, frozen=True):
 
 
 class SubagentUsage(_Out, frozen=True):
-    """The unstable `Usage` of finished work: the child's billed tokens (like a PromptResponse's, S1)."""
+    """The unstable `Usage` of finished work: the child's billed tokens. The same schema type as a
+    PromptResponse's (wire/types.py `TurnUsage`, S1)."""
 
     total_tokens: int
     input_tokens: int

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import UNSET, UnsetType, field
 
-from ama_acp.wire.subagents import SubagentUpdate
+from ama_acp.wire.subagents import SubagentUpdate, SubagentUsage
 
 Meta = dict[str, Any]
 
@@ -288,15 +288,9 @@ class PromptRequest(_In, frozen=True):
     prompt: list[ContentBlock]
 
 
-class TurnUsage(_Out, frozen=True):
-    """The unstable `Usage` of a PromptResponse: the turn's billed tokens (S1)."""
-
-    total_tokens: int
-    input_tokens: int
-    output_tokens: int
-    thought_tokens: int | None = None
-    cached_read_tokens: int | None = None
-    cached_write_tokens: int | None = None
+# The unstable `Usage` of a PromptResponse: the turn's billed tokens (S1). The schema has one `Usage`, which a
+# subagent_update reports too: declared once, in wire/subagents.py.
+TurnUsage = SubagentUsage
 
 
 StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
