@@ -286,7 +286,8 @@ class _RgOutput:
         path = _rg_text(data.get("path", {}))
         hits = self.by_path.setdefault(path, _FileHits(path))
         text = _rg_text(data.get("lines", {})).rstrip("\n").removesuffix("\r")
-        hits.lines.append((int(data.get("line_number") or 0), is_match, text))
+        number = data.get("line_number")  # an integer, or null when ripgrep did not count lines
+        hits.lines.append((number if isinstance(number, int) else 0, is_match, text))
         self.stored += is_match
 
 
