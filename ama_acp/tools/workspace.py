@@ -195,17 +195,19 @@ def _group_alive(pgid: int) -> bool:
         pids = [p for p in os.listdir("/proc") if p.isdigit()]
     except OSError:
         return True
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        # The command name may hold spaces and parentheses: fields after the last ')' are fixed.
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != b"Z":
-            return True
-    return False
+    return any(_live_in_group(pid, pgid) for pid in pids)
+
+
+def _live_in_group(pid: str, pgid: int) -> bool:
+    """Whether the process `pid` (still there) is in the group and not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    # The command name may hold spaces and parentheses: fields after the last ')' are fixed.
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    return len(fields) > 2 and int(fields[2]) == pgid and fields[0] != b"Z"
 
 
 def _killpg(pgid: int, sig: int) -> None:
