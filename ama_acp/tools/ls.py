@@ -7,14 +7,15 @@ from typing import NotRequired, TypedDict
 from ama_acp.tools.base import JSONObject, Location, ToolArgs, ToolError, ToolKind, ToolResult
 from ama_acp.tools.common import (
     arg_str,
-    display_path,
     human_size,
+    locate,
     os_errors_as_tool_errors,
     path_locations,
     plural,
     validate,
 )
 from ama_acp.tools.context import ToolContext
+from ama_acp.tools.workspace import DirEntry
 
 MAX_ENTRIES = 500
 
@@ -52,12 +53,11 @@ class ListTool:
     @os_errors_as_tool_errors
     async def run(self, args: ToolArgs, ctx: ToolContext) -> ToolResult:
         checked = validate(self.parameters, args, ListArgs)
-        path = ctx.resolve(checked.get("path") or ".").path
-        shown = display_path(path, ctx.cwd)
-        st = await ctx.workspace.stat(path)
-        if st is None:
+        target = await locate(ctx, checked.get("path") or ".")
+        path, shown = target.path, target.shown
+        if target.stat is None:
             raise ToolError(f"Directory not found: {shown}.")
-        if not st.is_dir:
+        if not target.stat.is_dir:
             raise ToolError(f"{shown} is a file, not a directory. Use read_file to read it.")
         try:
             entries = await ctx.workspace.list_dir(path)
@@ -65,21 +65,21 @@ class ListTool:
             raise ToolError(f"Permission denied: {shown}.") from None
 
         entries.sort(key=lambda e: (not e.is_dir, e.name.lower(), e.name))
-        lines = []
-        for e in entries[:MAX_ENTRIES]:
-            link = " (symlink)" if e.is_symlink else ""
-            if e.is_dir:
-                lines.append(f"{e.name}/{link}")
-            elif e.special:  # listed so the model knows it is there, with why it cannot be read
-                lines.append(f"{e.name}  ({e.special}, not readable){link}")
-            else:
-                lines.append(f"{e.name}  {human_size(e.size)}{link}")
         dirs = sum(e.is_dir for e in entries)
         files = len(entries) - dirs
         header = (
             f"{shown}/ — {plural(dirs, 'directory')}, {plural(files, 'file')}" if entries else f"{shown}/ is empty."
         )
-        text = "\n".join([header, *lines])
+        text = "\n".join([header, *map(_entry_line, entries[:MAX_ENTRIES])])
         if len(entries) > MAX_ENTRIES:
             text += f"\n[... {len(entries) - MAX_ENTRIES} more entries not shown. Use find_files to narrow down.]"
         return ToolResult(text=text, locations=[Location(path)])
+
+
+def _entry_line(e: DirEntry) -> str:
+    link = " (symlink)" if e.is_symlink else ""
+    if e.is_dir:
+        return f"{e.name}/{link}"
+    if e.special:  # listed so the model knows it is there, with why it cannot be read
+        return f"{e.name}  ({e.special}, not readable){link}"
+    return f"{e.name}  {human_size(e.size)}{link}"
