@@ -42,6 +42,7 @@ from ama_acp.conversation.tools import ToolSpec
 from ama_acp.session.accounting.held_figure import PendingPrefix, mcp_digests, stored_digests
 from ama_acp.session.accounting.prompt_cache import SessionCache
 from ama_acp.session.conversation import StoredFigures
+from ama_acp.session.facets import Identified, UsesModel
 from ama_acp.wire import types as w
 
 log = logging.getLogger(__name__)
@@ -83,14 +84,8 @@ class DeclaredTools(Protocol):
         ...
 
 
-class AccountedSession(Protocol):
+class AccountedSession(Identified, UsesModel, Protocol):
     """What the accounting reads from its session."""
-
-    @property
-    def id(self) -> str: ...
-
-    @property
-    def model_id(self) -> str: ...
 
     @property
     def tools(self) -> DeclaredTools: ...

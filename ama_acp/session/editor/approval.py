@@ -12,11 +12,8 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
-from contextlib import AbstractContextManager
 from typing import Protocol
 from urllib.parse import urlsplit
-
-import anyio
 
 from ama_acp.agent import events as ev
 from ama_acp.agent.loop import CANCELLED_FOR_MODEL, CANCELLED_FOR_PERSON, Refusal
@@ -25,6 +22,7 @@ from ama_acp.permissions import Approvals, decide, deny_reason, path_problem
 from ama_acp.rpc.errors import ClientError
 from ama_acp.session.editor.client import ClientRequests, EditorClient, MalformedAnswer, PeerEditor, clip
 from ama_acp.session.editor.updates import locations
+from ama_acp.session.facets import Cancellable, Identified, ToolGuard
 from ama_acp.tools.base import FileDiff, Location, Tool, ToolError
 from ama_acp.tools.common import diff_too_big
 from ama_acp.tools.context import ToolContext
@@ -45,24 +43,9 @@ REJECTED_FOR_PERSON = "You rejected this call."
 Args = Mapping[str, object]
 
 
-class ApprovalSession(Protocol):
-    """What the approver needs of its session."""
-
-    @property
-    def id(self) -> str: ...
-
-    @property
-    def mode(self) -> str:
-        """The permission mode now (it may change while the person is asked)."""
-        ...
-
-    @property
-    def cancelled(self) -> bool: ...
-
-    @property
-    def tool_ctx(self) -> ToolContext:
-        """Where the call's paths resolve, and the workspace an edit's preview reads."""
-        ...
+class ApprovalSession(Identified, ToolGuard, Cancellable, Protocol):
+    """What the approver needs of its session: the mode is read again once the person answers; the tool
+    context is where the call's paths resolve, and the workspace an edit's preview reads."""
 
     @property
     def rt(self) -> ClientRequests:
@@ -72,8 +55,6 @@ class ApprovalSession(Protocol):
     def tool(self, name: str) -> Tool | None: ...
 
     def cancel(self) -> None: ...
-
-    def graceful(self, timeout: float, grace: float) -> AbstractContextManager[anyio.CancelScope]: ...
 
 
 class Approver:

@@ -5,8 +5,7 @@ them, else the local disk and subprocesses. ama never calls a client method the 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Awaitable
 from contextvars import ContextVar
 from typing import Protocol, TypeVar
 
@@ -15,6 +14,7 @@ import anyio.lowlevel
 
 from ama_acp.rpc.errors import ClientError
 from ama_acp.session.editor.client import ClientRequests, EditorClient, MalformedAnswer, PeerEditor
+from ama_acp.session.facets import Cancellable, Identified, Located, Sends
 from ama_acp.tools.base import ToolError
 from ama_acp.tools.context import ToolContext
 from ama_acp.tools.paths import PathPolicy
@@ -45,29 +45,13 @@ class EditorRuntime(ClientRequests, Protocol):
     def client_caps(self) -> w.ClientCapabilities: ...
 
 
-class TerminalHost(Protocol):
+class TerminalHost(Identified, Cancellable, Sends, Protocol):
     """What the editor's workspace needs of its session: the id its requests carry, the turn's cancel (a
     terminal/create is waited out gracefully, see `Session.graceful`) and the updates that embed a terminal."""
 
-    @property
-    def id(self) -> str: ...
 
-    @property
-    def cancelled(self) -> bool: ...
-
-    def graceful(self, timeout: float, grace: float) -> AbstractContextManager[anyio.CancelScope]: ...
-
-    async def send(self, update: w.SessionUpdate) -> None: ...
-
-
-class WorkspaceSession(TerminalHost, Protocol):
+class WorkspaceSession(TerminalHost, Located, Protocol):
     """What `tool_context` needs of the session: the above, and the folders its tools may work in."""
-
-    @property
-    def cwd(self) -> str: ...
-
-    @property
-    def additional_directories(self) -> Sequence[str]: ...
 
 
 class EditorWorkspace(LocalWorkspace):

@@ -22,7 +22,6 @@ from __future__ import annotations
 import logging
 import os
 import stat
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -31,6 +30,7 @@ import anyio
 
 from ama_acp.conversation.messages import Message
 from ama_acp.session.conversation import Conversation, StoredFigures
+from ama_acp.session.facets import Identified, Located, Persists, UsesModel
 from ama_acp.session.history.checkpoints import CheckpointLog, Checkpoints, FileRecord
 from ama_acp.session.store import entries as en
 from ama_acp.session.store.checkpoint_files import BlobStore, Unreadable, file_digest
@@ -66,20 +66,8 @@ class _Tools(Protocol):
     def mcp(self) -> ServerStatus | None: ...
 
 
-class RewoundSession(Protocol):
+class RewoundSession(Identified, Located, UsesModel, Persists, Protocol):
     """What a rewind uses of its session (session/live.py `Session`)."""
-
-    @property
-    def id(self) -> str: ...
-
-    @property
-    def cwd(self) -> str: ...
-
-    @property
-    def additional_directories(self) -> Sequence[str]: ...
-
-    @property
-    def model_id(self) -> str: ...
 
     @property
     def rt(self) -> _Runtime: ...
@@ -95,10 +83,6 @@ class RewoundSession(Protocol):
 
     conversation: Conversation
     checkpoints: Checkpoints
-
-    def persist(self, entry: en.Entry) -> None: ...
-
-    async def send(self, update: w.SessionUpdate) -> None: ...
 
 
 @dataclass

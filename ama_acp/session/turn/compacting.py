@@ -44,6 +44,7 @@ from ama_acp.errors import StoreError
 from ama_acp.providers import base as pb
 from ama_acp.session.accounting.session_context import DeclaredTools, SessionContext
 from ama_acp.session.conversation import Conversation
+from ama_acp.session.facets import Identified, Located, Persists, ReportsUsage, UsesModel
 from ama_acp.session.store import entries as en
 from ama_acp.tools.git_state import read_git_state
 from ama_acp.wire import types as w
@@ -91,20 +92,8 @@ class HandoffModel(Protocol):
     def build_request(self) -> pb.ModelRequest: ...
 
 
-class CompactedSession(Protocol):
+class CompactedSession(Identified, Located, UsesModel, Persists, ReportsUsage, Protocol):
     """What compaction reads of its session (session/live.py `Session`) and the parts it works through."""
-
-    @property
-    def id(self) -> str: ...
-
-    @property
-    def cwd(self) -> str: ...
-
-    @property
-    def additional_directories(self) -> list[str]: ...
-
-    @property
-    def model_id(self) -> str: ...
 
     @property
     def conversation(self) -> Conversation: ...
@@ -117,12 +106,6 @@ class CompactedSession(Protocol):
 
     @property
     def tools(self) -> DeclaredTools: ...  # its MCP servers are named in the handoff request (the environment)
-
-    def persist(self, entry: en.Entry) -> None: ...
-
-    async def send(self, update: w.SessionUpdate) -> None: ...
-
-    async def report_usage(self, force: bool = False, message_end: bool = False) -> None: ...
 
 
 @dataclass
