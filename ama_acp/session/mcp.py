@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Protocol
 
 import anyio
 
-from ama_acp.config import Config
 from ama_acp.conversation.messages import ImagePart
 from ama_acp.conversation.tools import ToolSpec
 from ama_acp.secrets import is_secret, register_secret_values
 from ama_acp.session.facets import Identified, ReportsUsage, Rooted
+from ama_acp.session.runtime import Configured, KnowsClient
 from ama_acp.tools.base import Location, ToolKind, ToolResult
 from ama_acp.wire import types as w
 
@@ -38,12 +38,8 @@ PREFIX = "mcp__"
 DEADLINE_MARGIN = 5.0
 
 
-class McpRuntime(Protocol):
-    @property
-    def config(self) -> Config: ...
-
-    @property
-    def client_caps(self) -> w.ClientCapabilities: ...
+class McpRuntime(Configured, KnowsClient, Protocol):
+    """The `[mcp]` table, and whether the client takes notices (session/manager.py `SessionManager`)."""
 
 
 class McpSession(Identified, Rooted, ReportsUsage, Protocol):

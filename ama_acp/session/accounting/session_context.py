@@ -17,7 +17,7 @@ import msgspec
 
 from ama_acp.agent.instruction_files import nested_section
 from ama_acp.agent.instructions import SessionInstructions
-from ama_acp.config import Config, Price
+from ama_acp.config import Price
 from ama_acp.context.billing import BilledTotals, Billing, BillingState
 from ama_acp.context.estimate import Estimator, make_estimator
 from ama_acp.context.meter import ESTIMATE, PREFIX, USAGE, ContextFigures, ContextMeter, MeterState, reported
@@ -43,6 +43,7 @@ from ama_acp.session.accounting.held_figure import PendingPrefix, mcp_digests, s
 from ama_acp.session.accounting.prompt_cache import SessionCache
 from ama_acp.session.conversation import StoredFigures
 from ama_acp.session.facets import Identified, UsesModel
+from ama_acp.session.runtime import Configured
 from ama_acp.wire import types as w
 
 log = logging.getLogger(__name__)
@@ -53,11 +54,8 @@ def shared_estimator(name: str) -> Estimator:
     return make_estimator(name)
 
 
-class AccountingRuntime(Protocol):
+class AccountingRuntime(Configured, Protocol):
     """What the accounting needs from the sessions' shared runtime."""
-
-    @property
-    def config(self) -> Config: ...
 
     def context_window(self, model_id: str) -> int | None:
         """The model's window in tokens; None when the catalog does not know it."""

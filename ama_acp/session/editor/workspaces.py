@@ -15,6 +15,7 @@ import anyio.lowlevel
 from ama_acp.rpc.errors import ClientError
 from ama_acp.session.editor.client import ClientRequests, EditorClient, MalformedAnswer, PeerEditor
 from ama_acp.session.facets import Cancellable, Identified, Located, Sends
+from ama_acp.session.runtime import KnowsClient
 from ama_acp.tools.base import ToolError
 from ama_acp.tools.context import ToolContext
 from ama_acp.tools.paths import PathPolicy
@@ -38,11 +39,8 @@ CREATE_GRACE = 2.0
 _T = TypeVar("_T")
 
 
-class EditorRuntime(ClientRequests, Protocol):
+class EditorRuntime(ClientRequests, KnowsClient, Protocol):
     """What `tool_context` needs of the runtime: what the client offered, and the way to ask it."""
-
-    @property
-    def client_caps(self) -> w.ClientCapabilities: ...
 
 
 class TerminalHost(Identified, Cancellable, Sends, Protocol):

@@ -32,6 +32,7 @@ from ama_acp.conversation.messages import Message
 from ama_acp.session.conversation import Conversation, StoredFigures
 from ama_acp.session.facets import Identified, Located, Persists, UsesModel
 from ama_acp.session.history.checkpoints import CheckpointLog, Checkpoints, FileRecord
+from ama_acp.session.runtime import Stores
 from ama_acp.session.store import entries as en
 from ama_acp.session.store.checkpoint_files import BlobStore, Unreadable, file_digest
 from ama_acp.textsafe import one_line
@@ -50,11 +51,6 @@ class _Journal(Protocol):
     def saving(self) -> bool: ...
 
 
-class _Runtime(Protocol):
-    @property
-    def store(self) -> SessionStore: ...
-
-
 class _Accounting(Protocol):
     reopen: PendingPrefix | None
 
@@ -70,7 +66,7 @@ class RewoundSession(Identified, Located, UsesModel, Persists, Protocol):
     """What a rewind uses of its session (session/live.py `Session`)."""
 
     @property
-    def rt(self) -> _Runtime: ...
+    def rt(self) -> Stores: ...
 
     @property
     def journal(self) -> _Journal: ...

@@ -18,7 +18,7 @@ import logging
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, NoReturn, Protocol
+from typing import Literal, NoReturn, Protocol
 
 import anyio
 
@@ -37,7 +37,6 @@ from ama_acp.agent.compaction import (
 from ama_acp.agent.inventory import LIST_CAPS, Header, build_inventory
 from ama_acp.agent.loop import TurnEnd
 from ama_acp.agent.pruning import PLACEHOLDER, candidates
-from ama_acp.config import Config
 from ama_acp.context.meter import USAGE, ContextFigures
 from ama_acp.conversation.messages import Message, Usage
 from ama_acp.errors import StoreError
@@ -45,12 +44,10 @@ from ama_acp.providers import base as pb
 from ama_acp.session.accounting.session_context import DeclaredTools, SessionContext
 from ama_acp.session.conversation import Conversation
 from ama_acp.session.facets import Identified, Located, Persists, ReportsUsage, UsesModel
+from ama_acp.session.runtime import Configured, KnowsClient, Stores
 from ama_acp.session.store import entries as en
 from ama_acp.tools.git_state import read_git_state
 from ama_acp.wire import types as w
-
-if TYPE_CHECKING:
-    from ama_acp.session.store.session_store import SessionStore
 
 log = logging.getLogger(__name__)
 
@@ -60,17 +57,8 @@ HELD = "Automatic compaction is held until the context shrinks or you run /compa
 MAX_AUTO_PER_TURN = 3
 
 
-class CompactingRuntime(Protocol):
+class CompactingRuntime(Configured, KnowsClient, Stores, Protocol):
     """What compaction needs from the sessions' shared runtime (session/manager.py `SessionManager`)."""
-
-    @property
-    def config(self) -> Config: ...
-
-    @property
-    def client_caps(self) -> w.ClientCapabilities: ...
-
-    @property
-    def store(self) -> SessionStore: ...
 
 
 class Saved(Protocol):
