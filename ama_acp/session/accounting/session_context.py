@@ -353,20 +353,7 @@ class SessionContext:
         risen = self.tiers.update(f.tier)
         if risen is not None and (self._pending_tier is None or rank(risen) > rank(self._pending_tier)):
             self._pending_tier = risen
-        model = self._session.model_id
-        if f.source == USAGE and f.window is not None and f.usage_tokens > f.window:
-            if (model, f.window) not in self._told_over:
-                self._told_over.add((model, f.window))
-                self._pending_over = ContextNotice(
-                    severity="warning",
-                    title="Usage above the known window",
-                    text=(
-                        f"The provider reported {f.usage_tokens:,} tokens for the last request, more tokens than the "
-                        f"{f.window:,}-token window ama knows for {model}: the window in the catalog or the config "
-                        "(context_window) is likely wrong. The meter shows the reading as a lower bound (100 %)."
-                    ),
-                    meta={"ama": {"tierCaps": caps_meta(self._rt.config.tiers.caps)}},
-                )
+        self._note_over_window(f)
         if not deliver:
             return []
         out: list[ContextNotice] = []
@@ -377,6 +364,26 @@ class SessionContext:
             out.append(self._tier_notice(tier, f))
         self._pending_tier, self._pending_over = None, None
         return out
+
+    def _note_over_window(self, f: ContextFigures) -> None:
+        """A provider's reading over the window the catalog knows: the notice waits for delivery, once per model
+        and window."""
+        if f.source != USAGE or f.window is None or f.usage_tokens <= f.window:
+            return
+        model = self._session.model_id
+        if (model, f.window) in self._told_over:
+            return
+        self._told_over.add((model, f.window))
+        self._pending_over = ContextNotice(
+            severity="warning",
+            title="Usage above the known window",
+            text=(
+                f"The provider reported {f.usage_tokens:,} tokens for the last request, more tokens than the "
+                f"{f.window:,}-token window ama knows for {model}: the window in the catalog or the config "
+                "(context_window) is likely wrong. The meter shows the reading as a lower bound (100 %)."
+            ),
+            meta={"ama": {"tierCaps": caps_meta(self._rt.config.tiers.caps)}},
+        )
 
     def _tier_notice(self, tier: str, f: ContextFigures) -> ContextNotice:
         """A tier notice worded from the figures of now: with the caps in force, and in the session's first one
