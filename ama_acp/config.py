@@ -153,23 +153,32 @@ _AGENT_NAME = r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}"
 
 def agents_problem(agents: dict[str, AgentConfig]) -> str | None:
     """Why the `[agents]` tables cannot be used (a name, a reserved key, a tool list), or None."""
+    for name, agent in agents.items():
+        if (problem := _agent_problem(name, agent)) is not None:
+            return problem
+    return None
+
+
+def _agent_problem(name: str, agent: AgentConfig) -> str | None:
     import re
 
-    for name, agent in agents.items():
-        if not re.fullmatch(_AGENT_NAME, name):
-            return f"agents.{name[:64]!r}: a name is 1–64 letters, digits, `_` or `-`, starting with a letter or digit"
-        if name in BUILT_IN_AGENTS:
-            return f"agents.{name}: `{name}` is a built-in agent and cannot be redefined; choose another name"
-        if (problem := external_agent_problem(agent)) is not None:
-            return f"agents.{name}{problem}"
-        if agent.tools is not None:
-            for i, tool in enumerate(agent.tools):
-                if tool == "task":
-                    return f"agents.{name}.tools[{i}]: a child cannot start tasks of its own (`task` is refused)"
-                if not tool or len(tool) > 200 or not tool.isprintable():
-                    return f"agents.{name}.tools[{i}] must be a tool name"
-        if len(agent.description) > 1000 or len(agent.instructions) > 100_000:
-            return f"agents.{name}: description is at most 1,000 characters and instructions 100,000"
+    if not re.fullmatch(_AGENT_NAME, name):
+        return f"agents.{name[:64]!r}: a name is 1–64 letters, digits, `_` or `-`, starting with a letter or digit"
+    if name in BUILT_IN_AGENTS:
+        return f"agents.{name}: `{name}` is a built-in agent and cannot be redefined; choose another name"
+    if (problem := external_agent_problem(agent) or _agent_tools_problem(agent.tools)) is not None:
+        return f"agents.{name}{problem}"
+    if len(agent.description) > 1000 or len(agent.instructions) > 100_000:
+        return f"agents.{name}: description is at most 1,000 characters and instructions 100,000"
+    return None
+
+
+def _agent_tools_problem(tools: list[str] | None) -> str | None:
+    for i, tool in enumerate(tools or []):
+        if tool == "task":
+            return f".tools[{i}]: a child cannot start tasks of its own (`task` is refused)"
+        if not tool or len(tool) > 200 or not tool.isprintable():
+            return f".tools[{i}] must be a tool name"
     return None
 
 
@@ -180,23 +189,38 @@ _ENV_NAME = r"[A-Za-z_][A-Za-z0-9_]{0,255}"
 def external_agent_problem(agent: AgentConfig) -> str | None:
     """Why an external agent's `command`, `args` and `env` cannot start a program (the text after `agents.NAME`),
     or None. Values are never quoted back: an `env` value may be a key."""
-    import re
-
     if agent.command is None:
-        if agent.args is not None or agent.env is not None:
-            return ": `args` and `env` belong to an external agent; add its `command`"
-        return None
+        return _stray_external_keys(agent)
     if agent.model is not None or agent.tools is not None or agent.instructions:
         return ": an external agent (`command`) has its own model, tools and instructions; remove `model`, `tools` and `instructions`"
-    if not agent.command.strip() or len(agent.command) > 4096 or "\0" in agent.command:
+    return _command_problem(agent.command) or _args_problem(agent.args or []) or _env_problem(agent.env or {})
+
+
+def _stray_external_keys(agent: AgentConfig) -> str | None:
+    if agent.args is not None or agent.env is not None:
+        return ": `args` and `env` belong to an external agent; add its `command`"
+    return None
+
+
+def _command_problem(command: str) -> str | None:
+    if not command.strip() or len(command) > 4096 or "\0" in command:
         return ".command must be a program's name or path (1–4,096 characters, no NUL)"
-    args = agent.args or []
+    return None
+
+
+def _args_problem(args: list[str]) -> str | None:
     if len(args) > MAX_AGENT_ARGS:
         return f".args holds {len(args)} entries; at most {MAX_AGENT_ARGS}"
     for i, arg in enumerate(args):
         if len(arg) > 100_000 or "\0" in arg:
             return f".args[{i}] must be text without NUL, at most 100,000 characters"
-    for key, value in (agent.env or {}).items():
+    return None
+
+
+def _env_problem(env: dict[str, str]) -> str | None:
+    import re
+
+    for key, value in env.items():
         if not re.fullmatch(_ENV_NAME, key):
             return f".env: {key[:64]!r} is not an environment variable name (letters, digits, `_`)"
         if len(value) > 100_000 or "\0" in value:
