@@ -366,7 +366,8 @@ class FastChecker:
 
 def _open_object(names: tuple[str, ...], typed: dict[str, Check]) -> Check:
     """An object whose required members are ``names`` and whose members named in ``typed`` pass their check; any
-    other member is valid."""
+    other member is valid. (``_closed_object`` with ``_always`` would do the same, a call per unchecked member
+    slower: this loop is the fast path's hottest.)"""
     if not typed:
         return lambda x: not isinstance(x, dict) or all(n in x for n in names)
 
