@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Protocol
 
 from ama_acp.agent import events as ev
 from ama_acp.agent.loop import Refusal
-from ama_acp.agent.result_fit import fit_result, result_budget, tool_chars
 from ama_acp.config import Price
 from ama_acp.context.billing import Billing
 from ama_acp.context.meter import ContextMeter
@@ -27,13 +26,12 @@ from ama_acp.context.request_size import tools_json
 from ama_acp.conversation.messages import AssistantMessage, Message, TextPart, Usage
 from ama_acp.conversation.tools import ToolSpec
 from ama_acp.providers import base as pb
-from ama_acp.session.editor.workspaces import current_tool_call
 from ama_acp.session.store import entries as en
 from ama_acp.session.turn.host import Approves, HostRuntime
+from ama_acp.session.turn.tool_runner import room, run_tool
 from ama_acp.session.turn.toolset import SessionTools, describe_call
 from ama_acp.tools.base import ToolError, ToolResult
-from ama_acp.tools.context import ToolContext, result_chars
-from ama_acp.tools.registry import run_with_deadline
+from ama_acp.tools.context import ToolContext
 from ama_acp.wire import types as w
 
 if TYPE_CHECKING:
@@ -307,30 +305,10 @@ class ChildHost:
         tool = self._p.tools.tool(name) if self._allowed(name) else None
         if tool is None:
             raise ToolError(f"There is no tool named {name!r}.")
-        budget, window = self._result_budget()
-        room = result_chars.set(tool_chars(budget))
-        # The editor does not know the child's call ids: a terminal is not embedded in a call it never saw.
-        call = current_tool_call.set(None)
-        try:
-            result = await run_with_deadline(tool, args, self._p.tool_ctx)
-        finally:
-            current_tool_call.reset(call)
-            result_chars.reset(room)
-        if window is None:
-            return result
-        return fit_result(result, budget, self.record.meter.estimator.text, window)
-
-    def _result_budget(self) -> tuple[int | None, int | None]:
-        """The child's own window decides how much of a result it can take (agent/result_fit.py)."""
+        # The child's own window decides how much of a result it can take; the editor does not know the child's
+        # call ids: a terminal is not embedded in a call it never saw.
         meter = self.record.meter
-        f = meter.figures()
-        auto, _ = meter.thresholds()
-        unseen = 0
-        for message in reversed(self.messages):
-            if isinstance(message, AssistantMessage):
-                break
-            unseen += meter.estimator.message(message)
-        return result_budget(f.window, auto, f.used, unseen), f.window
+        return await run_tool(tool, args, self._p.tool_ctx, room(meter, meter.figures(), self.messages), None)
 
     # --- billing and failures -----------------------------------------------------------------------------
 
