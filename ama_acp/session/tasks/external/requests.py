@@ -1,5 +1,5 @@
-"""What an external ACP agent (a `task` child, session/tasks/external/agent.py) asks of its client, answered by ama as
-its parent session would answer its own tools: the same workspace, the same mode, the same person.
+"""What an external ACP agent carrying out a task (session/tasks/external/agent.py) asks of its client, answered by
+ama as its parent session would answer its own tools: the same workspace, the same mode, the same person.
 
 - `fs/read_text_file` and `fs/write_text_file`: a path outside the session's workspace is refused outright (the
   workspace boundary); inside it the parent's approver judges the call as ama's own `read_file` / `write_file`
@@ -10,10 +10,10 @@ its parent session would answer its own tools: the same workspace, the same mode
   leaves to the person is forwarded to the editor with the parent's session id, the agent's own options and a
   tool call id under the task call's, and the person's choice goes back.
 - `terminal/*`: forwarded to the editor when it offers terminals (session/tasks/external/terminals.py, which uses
-  `approve_call` here); otherwise not advertised to the child.
+  `approve_call` here); otherwise not advertised to the agent.
 
-With `clientCapabilities.subagents` the agent is a child session of its own (session/tasks/external/view.py): what is
-asked of the editor names that session and a tool call announced in it (`child`), and a file request's call is
+With `clientCapabilities.subagents` the task is a session of its own (session/tasks/external/view.py): what is
+asked of the editor names that session and a tool call announced in it (`subagent`), and a file request's call is
 settled (completed or failed) when it is answered.
 
 Every request is hostile input: decoded here, a malformed one answered with an error for that request only.
@@ -39,7 +39,7 @@ from ama_acp.tools.context import ToolContext
 from ama_acp.wire import types as w
 
 if TYPE_CHECKING:
-    from ama_acp.session.tasks.external.view import ChildSession
+    from ama_acp.session.tasks.external.view import SubagentSession
 
 log = logging.getLogger(__name__)
 
@@ -92,17 +92,19 @@ def _error(code: int, message: str) -> AcpError:
     return AcpError(code, message)
 
 
-class ChildRequests:
-    """The handlers for one external child's requests (set on its `AgentProcess`)."""
+class ExternalRequests:
+    """The handlers for one external agent's requests (set on its `AgentProcess`)."""
 
-    def __init__(self, parent: ExternalParent, task_id: str, agent: str) -> None:
+    def __init__(
+        self, parent: ExternalParent, task_id: str, agent: str, subagent: SubagentSession | None = None
+    ) -> None:
         self._p = parent
         self._task = task_id
         self._agent = agent
         self._calls = 0
-        self.session_id: str | None = None  # the child's session, once session/new answered
+        self.session_id: str | None = None  # the agent's session, once session/new answered
         self.forwarded = 0  # permission requests that reached the editor
-        self.child: ChildSession | None = None  # its own session at the editor (subagents), else the parent's
+        self.subagent = subagent  # the task's own session at the editor (subagents); None: the parent's
 
     def _wire_id(self) -> str:
         self._calls += 1
@@ -138,23 +140,23 @@ class ChildRequests:
         return await self.approve_call(call, args)
 
     async def approve_call(self, call: ev.ToolCallRequested, args: dict[str, object]) -> str | None:
-        """Judged as ama's own call; the id of the call announced in the child's session (to settle), if any.
+        """Judged as ama's own call; the id of the call announced in the task's session (to settle), if any.
         A refusal is this request's error."""
-        child = self.child
-        if child is None:
+        subagent = self.subagent
+        if subagent is None:
             refusal = await self._p.approver.approve(call, args)
         else:
-            await child.call_for(call)
-            refusal = await child.approver.approve(call, args)
+            await subagent.call_for(call)
+            refusal = await subagent.approver.approve(call, args)
         if refusal is not None:
-            if child is not None:
-                await child.settle(call.wire_id, False)
+            if subagent is not None:
+                await subagent.settle(call.wire_id, False)
             raise _error(INVALID_PARAMS, f"Refused: {refusal.for_person}")
-        return call.wire_id if child is not None else None
+        return call.wire_id if subagent is not None else None
 
     async def _settle(self, call_id: str | None, ok: bool) -> None:
-        if self.child is not None and call_id is not None:
-            await self.child.settle(call_id, ok)
+        if self.subagent is not None and call_id is not None:
+            await self.subagent.settle(call_id, ok)
 
     async def read_text_file(self, params: JSONObject) -> dict[str, object]:
         self._session(params)
@@ -219,10 +221,10 @@ class ChildRequests:
         title = " ".join((call.title or "A request of the helper agent").split())[:_TITLE_CHARS]
         title = "".join(c if c.isprintable() else "\N{REPLACEMENT CHARACTER}" for c in title)
         call_id, session_id = self._wire_id(), self._p.id
-        child = self.child
-        if child is not None:  # its own session: the agent's call when the editor saw it, else one announced now
+        subagent = self.subagent
+        if subagent is not None:  # its own session: the agent's call when the editor saw it, else one announced now
             shown = ev.ToolCallRequested(call_id, "permission", f"{self._agent}: {title}", kind, [], {})
-            call_id, session_id = await child.call_for(shown, call.tool_call_id or None), child.session_id
+            call_id, session_id = await subagent.call_for(shown, call.tool_call_id or None), subagent.session_id
         request = w.RequestPermissionRequest(
             session_id=session_id,
             tool_call=w.ToolCallFields(
@@ -240,15 +242,15 @@ class ChildRequests:
             answer = await PeerEditor(self._p.rt.client_request).request_permission(request)
         except Exception as exc:  # an editor that cannot ask: the agent is told `cancelled`, nothing runs
             log.info("forwarding an external agent's permission request failed: %s", type(exc).__name__)
-            if child is not None:
+            if subagent is not None:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(1.0):
-                    await child.settle(call_id, False)
+                    await subagent.settle(call_id, False)
             return None
         outcome = answer.outcome
         chosen = outcome.option_id if isinstance(outcome, w.SelectedPermissionOutcome) else None
-        if child is not None:  # a call ama announced for the question ends with the answer
+        if subagent is not None:  # a call ama announced for the question ends with the answer
             allowed = any(o.option_id == chosen and o.kind.startswith("allow") for o in req.options)
-            await child.settle(call_id, allowed)
+            await subagent.settle(call_id, allowed)
         return chosen
 
 

@@ -4,7 +4,7 @@ The agent is another vendor's program and hostile like any input: each update is
 a new update is built from them — never the agent's JSON forwarded as it came. What ama forwards: its text and
 thoughts (text blocks only), its tool calls and their updates (title, kind, status, locations, and content
 re-built as text blocks and diffs; terminals and other blocks left out), its plan, and its `usage_update` (used,
-size, cost). Anything else (its commands, its modes, an unknown kind) is not the editor's business in a child
+size, cost). Anything else (its commands, its modes, an unknown kind) is not the editor's business in a task's
 session and is dropped quietly; a known kind that does not decode is dropped with a log line.
 """
 
