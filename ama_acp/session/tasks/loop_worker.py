@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from ama_acp.agent.instructions import SessionInstructions
 from ama_acp.agent.loop import run_turn
 from ama_acp.agent.prompt import system_prompt
 from ama_acp.config import AgentConfig
@@ -15,6 +14,7 @@ from ama_acp.conversation.messages import AssistantMessage, Message, TextPart, U
 from ama_acp.session.tasks.host import ShowsLoop, TaskHost, answer_text
 from ama_acp.session.tasks.record import LoopTaskRecord
 from ama_acp.session.tasks.worker import TaskParent, TaskRuntime
+from ama_acp.session.turn.host import SessionSetting
 from ama_acp.session.turn.toolset import SessionTools
 from ama_acp.tools.base import ToolError
 
@@ -30,20 +30,9 @@ result). You cannot start tasks of your own.
 """
 
 
-class LoopParent(TaskParent, Protocol):
-    """What a task of ama's own loop reads of its session (session/live.py `Session`) for its system prompt."""
-
-    @property
-    def cwd(self) -> str: ...
-
-    @property
-    def additional_directories(self) -> list[str]: ...
-
-    @property
-    def mode(self) -> str: ...
-
-    @property
-    def instructions(self) -> SessionInstructions: ...
+class LoopParent(TaskParent, SessionSetting, Protocol):
+    """What a task of ama's own loop uses of its session (session/live.py `Session`): a task's parts, and where
+    and how the session works, for the task's system prompt."""
 
 
 def allowed_tools(tools: SessionTools, agent: str, spec: AgentConfig) -> Sequence[str] | None:

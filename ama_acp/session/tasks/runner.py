@@ -16,16 +16,15 @@ from typing import Protocol
 
 import anyio
 
-from ama_acp.agent.instructions import SessionInstructions
 from ama_acp.config import AgentConfig
 from ama_acp.context.meter import ContextMeter
 from ama_acp.session.accounting.session_context import shared_estimator
 from ama_acp.session.store.task_journal import TaskJournal, journal_path
 from ama_acp.session.tasks.call_view import CallView
-from ama_acp.session.tasks.external.agent import ExternalWorker, shown_command
+from ama_acp.session.tasks.external.agent import ExternalTaskParent, ExternalWorker, shown_command
 from ama_acp.session.tasks.external.view import ExternalSubagentView
 from ama_acp.session.tasks.figures import describe
-from ama_acp.session.tasks.loop_worker import LoopWorker, allowed_tools
+from ama_acp.session.tasks.loop_worker import LoopParent, LoopWorker, allowed_tools
 from ama_acp.session.tasks.record import ExternalTaskRecord, LoopTaskRecord, TaskRecord
 from ama_acp.session.tasks.stored import TaskSessionId
 from ama_acp.session.tasks.subagent_view import SubagentParent, SubagentView
@@ -33,23 +32,12 @@ from ama_acp.session.tasks.worker import TaskRuntime, TaskWorker
 from ama_acp.tools.base import ToolError, ToolResult
 
 
-class TaskSession(SubagentParent, Protocol):
-    """What the runner needs of its session (session/live.py `Session`)."""
-
-    @property
-    def cwd(self) -> str: ...
-
-    @property
-    def additional_directories(self) -> list[str]: ...
-
-    @property
-    def mode(self) -> str: ...
+class TaskSession(SubagentParent, LoopParent, ExternalTaskParent, Protocol):
+    """What the runner needs of its session (session/live.py `Session`): what each worker and view uses, and the
+    session's model (a task's unless its agent names another)."""
 
     @property
     def model_id(self) -> str: ...
-
-    @property
-    def instructions(self) -> SessionInstructions: ...
 
 
 @dataclass(frozen=True)

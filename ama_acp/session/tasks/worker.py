@@ -15,11 +15,8 @@ from typing import TYPE_CHECKING, Protocol
 from ama_acp.config import Price
 from ama_acp.context.billing import Billing
 from ama_acp.conversation.messages import Message, Usage
-from ama_acp.session.store import entries as en
 from ama_acp.session.tasks.record import TaskRecord
-from ama_acp.session.turn.host import Approves, HostRuntime
-from ama_acp.session.turn.toolset import SessionTools
-from ama_acp.tools.context import ToolContext
+from ama_acp.session.turn.host import HostRuntime, SessionParts
 from ama_acp.wire import types as w
 
 if TYPE_CHECKING:
@@ -57,27 +54,12 @@ class ParentBilling(Protocol):
     def billing_state(self) -> dict[str, object]: ...
 
 
-class TaskParent(Protocol):
-    """What a task uses of its parent session (session/live.py `Session`)."""
-
-    @property
-    def tools(self) -> SessionTools: ...
-
-    @property
-    def tool_ctx(self) -> ToolContext: ...
-
-    @property
-    def approver(self) -> Approves: ...
+class TaskParent(SessionParts, Protocol):
+    """What a task uses of its parent session (session/live.py `Session`): what the session's own host works
+    through, and its accounting."""
 
     @property
     def ctx(self) -> ParentBilling: ...
-
-    @property
-    def thought_level(self) -> str: ...
-
-    def persist(self, entry: en.Entry) -> None: ...
-
-    async def send(self, update: w.SessionUpdate) -> None: ...
 
 
 class ShowsTask(Protocol):

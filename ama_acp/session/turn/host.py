@@ -71,8 +71,9 @@ class Prepares(Protocol):
     async def before_request(self) -> None: ...
 
 
-class HostedSession(Protocol):
-    """What the host reads of its session (session/live.py `Session`) and the parts it works through."""
+class SessionSetting(Protocol):
+    """Where a session works and in which mode: what its system prompt is written for (agent/prompt.py), and a
+    task's of its own loop too (session/tasks/loop_worker.py)."""
 
     @property
     def cwd(self) -> str: ...
@@ -84,16 +85,13 @@ class HostedSession(Protocol):
     def mode(self) -> str: ...
 
     @property
-    def model_id(self) -> str: ...
+    def instructions(self) -> SessionInstructions: ...
 
-    @property
-    def thought_level(self) -> str: ...
 
-    @property
-    def conversation(self) -> Conversation: ...
-
-    @property
-    def ctx(self) -> SessionContext: ...
+class SessionParts(Protocol):
+    """What a conversation's host works through of its session, the session's own and a task's alike
+    (session/tasks/worker.py `TaskParent`): its tools, their context and its approval, its thought level, its file
+    and its updates."""
 
     @property
     def tools(self) -> SessionTools: ...
@@ -105,13 +103,30 @@ class HostedSession(Protocol):
     def approver(self) -> Approves: ...
 
     @property
+    def thought_level(self) -> str: ...
+
+    def persist(self, entry: en.Entry) -> None: ...
+
+    async def send(self, update: w.SessionUpdate) -> None: ...
+
+
+class HostedSession(SessionSetting, SessionParts, Protocol):
+    """What the host reads of its session (session/live.py `Session`) and the parts it works through."""
+
+    @property
+    def model_id(self) -> str: ...
+
+    @property
+    def conversation(self) -> Conversation: ...
+
+    @property
+    def ctx(self) -> SessionContext: ...
+
+    @property
     def compactor(self) -> Prepares: ...
 
     @property
     def outbox(self) -> Outbox: ...
-
-    @property
-    def instructions(self) -> SessionInstructions: ...
 
     @property
     def tasks(self) -> RunsTasks: ...
@@ -121,10 +136,6 @@ class HostedSession(Protocol):
     def base_prompt(self) -> str:
         """The system prompt without the project instructions (what the first request freezes)."""
         ...
-
-    def persist(self, entry: en.Entry) -> None: ...
-
-    async def send(self, update: w.SessionUpdate) -> None: ...
 
     async def report_usage(self, force: bool = False, message_end: bool = False) -> None: ...
 
@@ -232,23 +243,33 @@ class SessionHost:
             return
         shown = self.calls.shown(event)
         if isinstance(event, ev.ToolCallFinished):
-            cut = self._cut.pop(event.wire_id, None)
-            if cut is not None and (cut.output or cut.terminal_id is not None):
-                try:
-                    await self._finish_cut_short(event, cut, shown)
-                finally:
-                    if cut.release is not None:  # only now: the final update above still shows the terminal
-                        await cut.release()
-                return
-        if isinstance(event, ev.ToolCallFinished) and (record := self.calls.settled(event)) is not None:
+            await self._finished(event, shown)
+        elif shown:
+            await self._show(event)
+
+    async def _finished(self, event: ev.ToolCallFinished, shown: bool) -> None:
+        """A call's end: its record kept, its final update (with what a cancel left of its command), its plan."""
+        cut = self._cut.pop(event.wire_id, None)
+        if cut is not None and (cut.output or cut.terminal_id is not None):
+            try:
+                await self._finish_cut_short(event, cut, shown)
+            finally:
+                if cut.release is not None:  # only now: the final update above still shows the terminal
+                    await cut.release()
+            return
+        if (record := self.calls.settled(event)) is not None:
             self._s.persist(record)
-        update = to_update(event) if shown else None
-        if update is not None:
-            await self._s.send(update)
-        if isinstance(event, ev.ToolCallFinished) and event.result.plan is not None:
+        if shown:
+            await self._show(event)
+        if event.result.plan is not None:
             plan = list(event.result.plan)
             self._s.persist(en.PlanEntry(entries=plan))
             await self._s.send(plan_update(plan))
+
+    async def _show(self, event: ev.AgentEvent) -> None:
+        update = to_update(event)
+        if update is not None:
+            await self._s.send(update)
 
     async def _finish_cut_short(self, event: ev.ToolCallFinished, cut: CutShort, shown: bool) -> None:
         """The final update of a command cancelled while it ran: its terminal or output so far, and the line
