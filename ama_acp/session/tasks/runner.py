@@ -22,8 +22,9 @@ from ama_acp.session.accounting.session_context import shared_estimator
 from ama_acp.session.store.task_journal import TaskJournal, journal_path
 from ama_acp.session.tasks.call_view import CallView
 from ama_acp.session.tasks.external.agent import ExternalTaskParent, ExternalWorker, shown_command
-from ama_acp.session.tasks.external.view import ExternalSubagentView
+from ama_acp.session.tasks.external.view import ExternalSubagentView, ShowsExternal
 from ama_acp.session.tasks.figures import describe
+from ama_acp.session.tasks.host import ShowsLoop
 from ama_acp.session.tasks.loop_worker import LoopParent, LoopWorker, allowed_tools
 from ama_acp.session.tasks.record import ExternalTaskRecord, LoopTaskRecord, TaskRecord
 from ama_acp.session.tasks.stored import TaskSessionId
@@ -83,7 +84,7 @@ class TaskRunner:
         )
         record = LoopTaskRecord(id=call.id, agent=call.agent, description=call.description, model=model, meter=meter)
         session_id = self._register(record)
-        view: SubagentView | CallView = CallView(self._s, record)
+        view: ShowsLoop = CallView(self._s, record)  # the task call's content, or a session of its own
         if self._subagents():
             view = SubagentView(self._rt, self._s, record, call.prompt, session_id)
         return LoopWorker(self._rt, self._s, record, spec, tools, call.prompt, view)
@@ -92,7 +93,7 @@ class TaskRunner:
         model = shown_command(spec)
         record = ExternalTaskRecord(id=call.id, agent=call.agent, description=call.description, model=model)
         session_id = self._register(record)
-        view: ExternalSubagentView | CallView = CallView(self._s, record)
+        view: ShowsExternal = CallView(self._s, record)
         if self._subagents():
             view = ExternalSubagentView(self._rt, self._s, record, call.prompt, session_id)
         terminals = self._rt.client_caps.terminal
