@@ -257,7 +257,7 @@ class Handlers:
         session = self.m.get(req.session_id)
         stats: dict[str, Any] = session.ctx.stats()
         stats["tasks"] = session.tasks.stats()  # each child of the `task` tool: its own meter and cost
-        from ama_acp.session.tasks.external.agent import by_agent
+        from ama_acp.session.tasks.figures import by_agent
 
         stats["external"] = {"byAgent": by_agent(stats["tasks"])}  # per external agent, earlier connections too
         return stats

@@ -119,7 +119,7 @@ class Lifecycle:
             session.ctx.reopen.servers_known(session.tools.mcp)
 
     async def load(self, req: w.LoadSessionRequest) -> w.LoadSessionResponse:
-        if (child := child_sessions.child_id(req.session_id)) is not None:  # a task's child: read, not opened
+        if (child := child_sessions.parse_task_session_id(req.session_id)) is not None:  # a task: read, not opened
             return await self._open_child(child, req.cwd, replay=True)
         session, loaded = await self._open(req.session_id, req.cwd, req.additional_directories)
         self._connect_mcp(session, req.mcp_servers)  # the editor's list of this load wins (R69)
@@ -130,7 +130,7 @@ class Lifecycle:
         return w.LoadSessionResponse(modes=options.mode_state(session.mode), config_options=session.config_options())
 
     async def resume(self, req: w.ResumeSessionRequest) -> w.LoadSessionResponse:
-        if (child := child_sessions.child_id(req.session_id)) is not None:
+        if (child := child_sessions.parse_task_session_id(req.session_id)) is not None:
             return await self._open_child(child, req.cwd, replay=False)
         session, _ = await self._open(req.session_id, req.cwd, req.additional_directories)
         self._connect_mcp(session, req.mcp_servers)  # R75
@@ -184,9 +184,11 @@ class Lifecycle:
             next_cursor=cursor,
         )
 
-    async def _open_child(self, child: child_sessions.ChildId, cwd: str, *, replay: bool) -> w.LoadSessionResponse:
+    async def _open_child(
+        self, child: child_sessions.TaskSessionId, cwd: str, *, replay: bool
+    ) -> w.LoadSessionResponse:
         m = self.m
-        return await child_sessions.open_child(
+        return await child_sessions.open_task(
             child,
             cwd,
             replay=replay,
@@ -197,7 +199,7 @@ class Lifecycle:
         )
 
     async def close(self, req: w.SessionIdRequest) -> w.Empty:
-        if child_sessions.child_id(req.session_id) is not None:
+        if child_sessions.parse_task_session_id(req.session_id) is not None:
             return w.Empty()  # a loaded child was never made live (session/tasks/stored.py): nothing to close
         if self.m.live(req.session_id) is None:
             raise AcpError.session_not_found(req.session_id)

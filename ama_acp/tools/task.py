@@ -1,9 +1,9 @@
-"""task: hand a piece of work to a child agent with a fresh context of its own.
+"""task: hand a piece of work — a task — to a helper agent with a fresh context of its own.
 
-This module is the declaration only (what the model sees, how a call is shown). The child runs where the
-session is: session/turn/host.py hands a `task` call to the session's task runner (session/tasks/runner.py), which has the
-model, the tools, the approval and the meter a child needs; a tool cannot reach them (tools/ sits below
-session/ in docs/architecture.md).
+This module is the declaration only (what the model sees, how a call is shown). The task runs where the
+session is: session/turn/host.py hands a `task` call to the session's task runner (session/tasks/runner.py),
+which has the model, the tools, the approval and the meter a task needs; a tool cannot reach them (tools/ sits
+below session/ in docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -62,5 +62,5 @@ class TaskTool:
         return []
 
     async def run(self, args: ToolArgs, ctx: ToolContext) -> ToolResult:
-        # Reached only where no session runs the call (a child's tool set never has this tool).
+        # Reached only where no session runs the call (a task's tool set never has this tool).
         raise ToolError("The task tool is not available here: a helper agent cannot start tasks of its own.")

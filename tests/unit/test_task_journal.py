@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from ama_acp.conversation.messages import AssistantMessage, TextPart, UserMessage
 from ama_acp.session.store.task_journal import TaskFigures, TaskJournal, decode_lines, journal_path, remove_task_journal
+from ama_acp.session.tasks.figures import task_lines
 from tests.support.hypothesis_profiles import examples
 
 FIGURES: dict[str, object] = {
@@ -87,7 +88,7 @@ def test_the_conversation_is_kept_and_a_second_journal_sees_both_children(tmp_pa
     assert first.previous() == []  # read before the first write: this connection's children are its records
     kept = TaskJournal(lambda: path).previous()
     assert [t.id for t in kept] == ["call_1", "call_2"]
-    assert kept[1].lines() == [
+    assert task_lines(kept[1].figures()) == [
         "- `explore` — Read notes: failed; 2 requests, 970 tokens billed; context 940 tokens of 100,000; "
         "$0.0010 (local/big)",
         "  boom",
@@ -136,10 +137,10 @@ def test_an_external_child_keeps_its_unknown_figures_unknown(tmp_path: Path) -> 
     TaskJournal(lambda: path).append({**FIGURES, "agent": "ext", "external": True}, [])
     quiet, told = TaskJournal(lambda: path).previous()
     assert quiet.figures() == unknown  # nothing made up on the way back: absent stays absent, never 0
-    assert quiet.lines() == [
+    assert task_lines(quiet.figures()) == [
         "- `ext` (external) — Read notes: completed; tokens not reported; context not reported; cost unknown "
         "(local/big)"
     ]
-    assert told.lines() == [
+    assert task_lines(told.figures()) == [
         "- `ext` (external) — Read notes: completed; 970 tokens; context 940 tokens of 100,000; $0.0010 (local/big)"
     ]
