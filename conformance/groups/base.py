@@ -8,6 +8,7 @@ cascade. A group reports findings only for the ids it declares; the transcript c
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -104,6 +105,20 @@ class GroupContext:
     @property
     def slow_prompt(self) -> str:
         return self.config.cancel_prompt or self.ask("slow")
+
+
+def transcript_messages(agent: Agent) -> list[tuple[str, dict[str, Any]]]:
+    """(direction, message) for each line of `agent`'s transcript that is a JSON object, in order ("in": from the
+    agent); any other line is R4's business."""
+    out = []
+    for entry in list(agent.conn.transcript):
+        try:
+            msg = json.loads(entry.raw)
+        except ValueError:
+            continue
+        if isinstance(msg, dict):
+            out.append((entry.direction, msg))
+    return out
 
 
 GroupFn = Callable[[GroupContext], Awaitable[None]]
