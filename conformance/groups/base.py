@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ama_acp.client.errors import RpcError
 from ama_conformance.core.agent import Agent, Policy
 from ama_conformance.core.config import RunConfig
 from ama_conformance.core.directives import directive_line
@@ -77,6 +78,15 @@ class GroupContext:
         with self.checks.needs("R33"):
             sid, result = await agent.new_session()
         return agent, sid, result
+
+    async def sign_in(self, agent: Agent, methods: list[str], rid: str) -> tuple[str, RpcError | None] | None:
+        """`authenticate` with the method the run names (else the first of `methods`, the advertised ones): (the
+        method, the error it got or None). None, and `rid` untested, when the run names one not advertised."""
+        method = self.config.auth_method or methods[0]
+        if method not in methods:
+            self.checks.untested(rid, f"--auth-method {method!r} is not among the advertised {methods}")
+            return None
+        return method, await agent.error_of("authenticate", {"methodId": method})
 
     def file(self, name: str, text: str) -> Path:
         """A file of this group in the session directory (names are per group: no two groups share one)."""

@@ -34,17 +34,22 @@ class Listing:
                     return info
         return None
 
+    def ids(self) -> list[str]:
+        return [
+            str(s.get("sessionId")) for page in self.pages for s in arr(page.get("sessions")) if isinstance(s, dict)
+        ]
+
     @property
     def empty_tail(self) -> bool:
         """A cursor led to a last page with nothing on it: the page before promised results that did not exist."""
         return len(self.pages) > 1 and not arr(self.pages[-1].get("sessions"))
 
 
-async def list_all(agent: Agent) -> Listing:
+async def list_all(agent: Agent, **filters: str) -> Listing:
     pages: list[dict[str, Any]] = []
     cursor = None
     for _ in range(100):  # pages; a cursor loop that never ends is cut off
-        page = await agent.call("session/list", {"cursor": cursor} if cursor else {})
+        page = await agent.call("session/list", dict(filters) | ({"cursor": cursor} if cursor else {}))
         pages.append(page)
         cursor = page.get("nextCursor")
         if not isinstance(cursor, str):

@@ -75,8 +75,13 @@ def _error_or(err: RpcError | None, otherwise: str) -> str:
     return f"error {err.code}" if err else otherwise
 
 
+def _entries(listed: Any) -> list[dict[str, Any]]:
+    """The objects in a list the agent sent (iterated as it came: R4 reports one of the wrong type)."""
+    return [o for o in listed or [] if isinstance(o, dict)]
+
+
 def _mode_ids(state: Any) -> list[Any]:
-    return [m.get("id") for m in (state or {}).get("availableModes") or [] if isinstance(m, dict)]
+    return [m.get("id") for m in _entries((state or {}).get("availableModes"))]
 
 
 @group("modes", ("R91", "R91.1", "R92", "R127"))
@@ -116,9 +121,9 @@ def _modes_named(c: Checks, agent: Agent, sid: str, available: list[Any]) -> Non
 
 def _set_answer_complete(c: Checks, options: list[Any], option: dict[str, Any], value: str, answer: Any) -> None:
     """R94: the answer to a set_config_option lists every option, the one set with its new value."""
-    ids = [o.get("id") for o in options if isinstance(o, dict)]
+    ids = [o.get("id") for o in _entries(options)]
     after = answer.get("configOptions")
-    listed = [o for o in after or [] if isinstance(o, dict)]
+    listed = _entries(after)
     after_ids = [o.get("id") for o in listed]
     now = next((o.get("currentValue") for o in listed if o.get("id") == option["id"]), None)
     c.check(

@@ -9,8 +9,9 @@ from __future__ import annotations
 import time
 
 from ama_conformance.core.agent import TURN_KINDS, Agent
-from ama_conformance.core.values import arr
+from ama_conformance.core.outcome import Checks
 from ama_conformance.groups.base import GroupContext, group
+from ama_conformance.groups.coverage_listing import list_all
 from ama_conformance.groups.turns import raced, running_turn, settle
 
 
@@ -34,6 +35,13 @@ async def _stored_session(ctx: GroupContext, gate: str, marker: str) -> tuple[Ag
     with ctx.checks.needs("R36"):
         await fresh.initialize()
     return fresh, sid
+
+
+async def _reopen(ctx: GroupContext, agent: Agent, method: str, sid: str) -> int:
+    """`method` (session/load or session/resume) on the stored session `sid`; the mark from before it."""
+    mark = agent.mark()
+    await agent.call(method, {"sessionId": sid, "cwd": str(ctx.config.workspace), "mcpServers": []})
+    return mark
 
 
 _USAGE = frozenset({"usage_update"})
@@ -64,8 +72,7 @@ async def load(ctx: GroupContext) -> None:
         return
     agent, sid = stored
     with c.at("R66"):
-        mark = agent.mark()
-        await agent.call("session/load", {"sessionId": sid, "cwd": str(ctx.config.workspace), "mcpServers": []})
+        mark = await _reopen(ctx, agent, "session/load", sid)
         replay = agent.updates_since(mark, sid, TURN_KINDS)
         kinds = [u.get("sessionUpdate") for u in replay]
         first_user = kinds.index("user_message_chunk") if "user_message_chunk" in kinds else -1
@@ -113,8 +120,7 @@ async def resume(ctx: GroupContext) -> None:
         return
     agent, sid = stored
     with c.at("R74"):
-        mark = agent.mark()
-        await agent.call("session/resume", {"sessionId": sid, "cwd": str(ctx.config.workspace), "mcpServers": []})
+        mark = await _reopen(ctx, agent, "session/resume", sid)
         await agent.barrier()
         history = agent.updates_since(mark, sid, TURN_KINDS)
         c.check(
@@ -136,7 +142,6 @@ async def list_delete(ctx: GroupContext) -> None:
     with c.needs("R36"):
         await agent.initialize()
     listing = agent.advertised("sessionCapabilities.list")
-    deleting = agent.advertised("sessionCapabilities.delete")
     if not listing:
         for rid in ("R79", "R80", "R81", "R83", "R86"):
             c.skip(rid, "sessionCapabilities.list not advertised")
@@ -144,45 +149,9 @@ async def list_delete(ctx: GroupContext) -> None:
         sid, _ = await agent.new_session()
     with c.needs("R103"):
         await agent.prompt(sid, ctx.ask("reply", "a session to list"))
-
-    async def all_ids(**filters: str) -> list[str]:
-        ids: list[str] = []
-        cursor = None
-        for _ in range(100):  # pages; a cursor loop that never ends is cut off
-            params = dict(filters) | ({"cursor": cursor} if cursor else {})
-            page = await agent.call("session/list", params)
-            sessions = page.get("sessions")
-            ids += [str(s.get("sessionId")) for s in arr(sessions) if isinstance(s, dict)]
-            cursor = page.get("nextCursor")
-            if not isinstance(cursor, str):
-                break
-        return ids
-
     if listing:
-        with c.at("R79"):
-            ids = await all_ids()
-            c.check(
-                "R79",
-                sid in ids,
-                f"{len(ids)} session(s) listed, this run's {'among them' if sid in ids else 'missing'}",
-            )
-        with c.at("R80"):
-            empty = ctx.config.scratch / "no-sessions-here"
-            empty.mkdir(exist_ok=True)
-            page = await agent.call("session/list", {"cwd": str(empty)})
-            c.check(
-                "R80",
-                page.get("sessions") == [],
-                f"a filter matching nothing answered sessions={page.get('sessions')!r:.100}",
-            )
-        with c.at("R81"):
-            page = await agent.call("session/list", {"cwd": str(ctx.config.workspace)})
-            cwds = {s.get("cwd") for s in page.get("sessions") or [] if isinstance(s, dict)}
-            c.check("R81", cwds <= {str(ctx.config.workspace)}, f"cwds under the filter: {sorted(map(str, cwds))[:3]}")
-        with c.at("R83"):
-            err = await agent.error_of("session/list", {"cursor": "acp-conformance-never-issued"})
-            c.check("R83", err is not None, "an unknown cursor got " + (f"error {err.code}" if err else "a page"))
-    if not deleting:
+        await _listed(ctx, agent, sid)
+    if not agent.advertised("sessionCapabilities.delete"):
         for rid in ("R86", "R87"):
             if not c.reported(rid):
                 c.skip(rid, "sessionCapabilities.delete not advertised")
@@ -193,12 +162,38 @@ async def list_delete(ctx: GroupContext) -> None:
     with c.at("R86"):
         await agent.call("session/delete", {"sessionId": sid})
         if listing:
-            ids = await all_ids()
+            ids = (await list_all(agent)).ids()
             c.check(
                 "R86",
                 sid not in ids,
                 "the deleted session is " + ("still listed" if sid in ids else "gone from the list"),
             )
+
+
+async def _listed(ctx: GroupContext, agent: Agent, sid: str) -> None:
+    """R79, R80, R81, R83: the session is listed; filters and cursors work as the spec says."""
+    c = ctx.checks
+    with c.at("R79"):
+        ids = (await list_all(agent)).ids()
+        c.check(
+            "R79", sid in ids, f"{len(ids)} session(s) listed, this run's {'among them' if sid in ids else 'missing'}"
+        )
+    with c.at("R80"):
+        empty = ctx.config.scratch / "no-sessions-here"
+        empty.mkdir(exist_ok=True)
+        page = await agent.call("session/list", {"cwd": str(empty)})
+        c.check(
+            "R80",
+            page.get("sessions") == [],
+            f"a filter matching nothing answered sessions={page.get('sessions')!r:.100}",
+        )
+    with c.at("R81"):
+        page = await agent.call("session/list", {"cwd": str(ctx.config.workspace)})
+        cwds = {s.get("cwd") for s in page.get("sessions") or [] if isinstance(s, dict)}
+        c.check("R81", cwds <= {str(ctx.config.workspace)}, f"cwds under the filter: {sorted(map(str, cwds))[:3]}")
+    with c.at("R83"):
+        err = await agent.error_of("session/list", {"cursor": "acp-conformance-never-issued"})
+        c.check("R83", err is not None, "an unknown cursor got " + (f"error {err.code}" if err else "a page"))
 
 
 @group("close", ("R88", "R89"))
@@ -225,22 +220,27 @@ async def close(ctx: GroupContext) -> None:
             stop = (await agent.finish(pending)).get("stopReason")
         except Exception as exc:  # the prompt's own answer is what R88 judges
             error = str(exc)
-        when = "before" if answered else "after"
-        if error is not None:  # never an allowed outcome, however soon after the close it came
-            c.failed("R88", f"the running prompt answered an error ({error}), {when} the close response")
-        elif stop == "cancelled":
-            # The spec asks for `cancelled`; in what order the two responses go out, it does not say.
-            c.passed("R88", f"the running prompt ended 'cancelled', {when} the close response")
-        elif answered and raced(sent, stop):
-            c.untested(
-                "R88",
-                f"the running prompt ended {stop!r} as the close arrived, already on its way (give a longer --cancel-prompt)",
-            )
-        else:
-            c.failed("R88", f"the running prompt ended {stop!r}, not 'cancelled', {when} the close response")
+        _judge_close(c, sent, answered, stop, error)
         await settle(agent)  # late chunks of the closed session's turn: R105
     c.check(
         "R89",
         isinstance(closed, dict) and not {k for k in closed if k != "_meta"},
         f"session/close answered {closed!r:.100}",
     )
+
+
+def _judge_close(c: Checks, sent: float, answered: bool, stop: object, error: str | None) -> None:
+    """R88: the prompt a session/close interrupted ended `cancelled` (`answered`: before the close's response)."""
+    when = "before" if answered else "after"
+    if error is not None:  # never an allowed outcome, however soon after the close it came
+        c.failed("R88", f"the running prompt answered an error ({error}), {when} the close response")
+    elif stop == "cancelled":
+        # The spec asks for `cancelled`; in what order the two responses go out, it does not say.
+        c.passed("R88", f"the running prompt ended 'cancelled', {when} the close response")
+    elif answered and raced(sent, stop):
+        c.untested(
+            "R88",
+            f"the running prompt ended {stop!r} as the close arrived, already on its way (give a longer --cancel-prompt)",
+        )
+    else:
+        c.failed("R88", f"the running prompt ended {stop!r}, not 'cancelled', {when} the close response")
