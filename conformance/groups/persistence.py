@@ -37,11 +37,17 @@ async def _stored_session(ctx: GroupContext, gate: str, marker: str) -> tuple[Ag
     return fresh, sid
 
 
-async def _reopen(ctx: GroupContext, agent: Agent, method: str, sid: str) -> int:
-    """`method` (session/load or session/resume) on the stored session `sid`; the mark from before it."""
-    mark = agent.mark()
-    await agent.call(method, {"sessionId": sid, "cwd": str(ctx.config.workspace), "mcpServers": []})
-    return mark
+async def _reopened(ctx: GroupContext, gate: str, marker: str, method: str, rid: str) -> tuple[Agent, str, int] | None:
+    """The stored session (`_stored_session`) opened again with `method` in the fresh process, the step `rid`
+    judges: the agent, the session and the mark from before the request. None when `gate` is not advertised."""
+    stored = await _stored_session(ctx, gate, marker)
+    if stored is None:
+        return None
+    agent, sid = stored
+    with ctx.checks.at(rid):
+        mark = agent.mark()
+        await agent.call(method, {"sessionId": sid, "cwd": str(ctx.config.workspace), "mcpServers": []})
+    return agent, sid, mark
 
 
 _USAGE = frozenset({"usage_update"})
@@ -67,12 +73,11 @@ async def _meter_restored(ctx: GroupContext, agent: Agent, sid: str, mark: int, 
 @group("load", ("R66", "R67", "R70", "R71", "R72", "R56"))
 async def load(ctx: GroupContext) -> None:
     c = ctx.checks
-    stored = await _stored_session(ctx, "loadSession", "replayed-marker-5d1e")
-    if stored is None:
+    reopened = await _reopened(ctx, "loadSession", "replayed-marker-5d1e", "session/load", "R66")
+    if reopened is None:
         return
-    agent, sid = stored
+    agent, sid, mark = reopened
     with c.at("R66"):
-        mark = await _reopen(ctx, agent, "session/load", sid)
         replay = agent.updates_since(mark, sid, TURN_KINDS)
         kinds = [u.get("sessionUpdate") for u in replay]
         first_user = kinds.index("user_message_chunk") if "user_message_chunk" in kinds else -1
@@ -115,12 +120,11 @@ async def load(ctx: GroupContext) -> None:
 @group("resume", ("R74", "R75", "R77"))
 async def resume(ctx: GroupContext) -> None:
     c = ctx.checks
-    stored = await _stored_session(ctx, "sessionCapabilities.resume", "resumed-marker-2b7c")
-    if stored is None:
+    reopened = await _reopened(ctx, "sessionCapabilities.resume", "resumed-marker-2b7c", "session/resume", "R74")
+    if reopened is None:
         return
-    agent, sid = stored
+    agent, sid, mark = reopened
     with c.at("R74"):
-        mark = await _reopen(ctx, agent, "session/resume", sid)
         await agent.barrier()
         history = agent.updates_since(mark, sid, TURN_KINDS)
         c.check(
