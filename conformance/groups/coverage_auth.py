@@ -34,40 +34,42 @@ async def coverage_auth(ctx: GroupContext) -> None:
         before = await agent.error_of("session/new", params)
     if methods:
         with c.at("R49"):
-            await _signed_in(ctx, agent, methods, params, before)
+            await _signed_in(ctx, "R49", agent, methods, params, before)
     if not logout:
         c.skip("R51", "auth.logout not advertised")
         return
     with c.at("R51"):
-        await _logged_out(ctx, agent, params, before)
+        await _logged_out(ctx, "R51", agent, params, before)
 
 
 async def _signed_in(
-    ctx: GroupContext, agent: Agent, methods: list[str], params: dict[str, Any], before: RpcError | None
+    ctx: GroupContext, rid: str, agent: Agent, methods: list[str], params: dict[str, Any], before: RpcError | None
 ) -> None:
     """R49: after a successful authenticate, session/new no longer answers auth_required."""
-    signed = await ctx.sign_in(agent, methods, "R49")
+    signed = await ctx.sign_in(agent, methods, rid)
     if signed is None:
         return
     method, err = signed
     if err is not None:  # sign-in the suite cannot give: R48 reports it, nothing to judge here
-        ctx.checks.untested("R49", f"authenticate {method!r} answered error {err.code}: {err.message}")
+        ctx.checks.untested(rid, f"authenticate {method!r} answered error {err.code}: {err.message}")
         return
     after = await agent.error_of("session/new", params)
     ctx.checks.check(
-        "R49",
+        rid,
         after is None or after.code != AUTH_REQUIRED,
         f"before authenticate session/new got {_said(before)}; after it, {_said(after)}",
     )
 
 
-async def _logged_out(ctx: GroupContext, agent: Agent, params: dict[str, Any], before: RpcError | None) -> None:
+async def _logged_out(
+    ctx: GroupContext, rid: str, agent: Agent, params: dict[str, Any], before: RpcError | None
+) -> None:
     """R51: after logout, a new session needs sign-in again (when sessions needed it before any)."""
     await agent.call("logout", {})  # that it answers {} is R50's business; an error fails here
     again = await agent.error_of("session/new", params)
     if before is None or before.code != AUTH_REQUIRED:
-        ctx.checks.skip("R51", f"this agent's sessions need no sign-in (session/new before any got {_said(before)})")
+        ctx.checks.skip(rid, f"this agent's sessions need no sign-in (session/new before any got {_said(before)})")
         return
     ctx.checks.check(
-        "R51", again is not None and again.code == AUTH_REQUIRED, f"after logout a new session got {_said(again)}"
+        rid, again is not None and again.code == AUTH_REQUIRED, f"after logout a new session got {_said(again)}"
     )

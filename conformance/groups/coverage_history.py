@@ -128,26 +128,24 @@ def _ids_unique(ctx: GroupContext, rid: str, turns: list[list[list[dict[str, Any
     ctx.checks.check(rid, not problems, "; ".join(problems[:3]) or "each message id named one message")
 
 
-def _apart_for_the_model(ctx: GroupContext) -> bool:
+def _apart_for_the_model(ctx: GroupContext, rid: str) -> bool:
     """R53.1 as the suite's model saw it: whether it saw both sessions (and judged them), else False."""
     bodies = ctx.model.bodies() if ctx.model else []
     if not (any(MARK_ONE in json.dumps(b) for b in bodies) and any(MARK_TWO in json.dumps(b) for b in bodies)):
         return False
     bleed = _bleed(bodies)
-    ctx.checks.check(
-        "R53.1", not bleed, "; ".join(bleed[:2]) or "each session's model requests held its own turns only"
-    )
+    ctx.checks.check(rid, not bleed, "; ".join(bleed[:2]) or "each session's model requests held its own turns only")
     return True
 
 
-def _apart_in_the_replay(ctx: GroupContext, replay: list[dict[str, Any]]) -> None:
+def _apart_in_the_replay(ctx: GroupContext, rid: str, replay: list[dict[str, Any]]) -> None:
     """R53.1 as the replay of the first session shows it, for an agent the suite's model did not see."""
     text = json.dumps(replay)
     if MARK_ONE not in text:
-        ctx.checks.untested("R53.1", "the first session's replay does not hold its own words either (R66's business)")
+        ctx.checks.untested(rid, "the first session's replay does not hold its own words either (R66's business)")
         return
     ctx.checks.check(
-        "R53.1",
+        rid,
         MARK_TWO not in text,
         "the first session's replay "
         + ("carries the second session's words" if MARK_TWO in text else "holds its own turns only"),
@@ -178,7 +176,7 @@ async def coverage_history(ctx: GroupContext) -> None:
     live = [u for t in turns[0] for u in t]
     with c.at("R117"):
         _ids_unique(ctx, "R117", turns)
-    seen_by_model = _apart_for_the_model(ctx)
+    seen_by_model = _apart_for_the_model(ctx, "R53.1")
     await agent.close()
     fresh = await ctx.spawn(permission="allow")
     with c.needs("R36"):
@@ -193,26 +191,26 @@ async def coverage_history(ctx: GroupContext) -> None:
         mark = fresh.mark()
         await fresh.call("session/load", {"sessionId": one, "cwd": str(ctx.config.workspace), "mcpServers": []})
         replay = fresh.updates_since(mark, one, TURN_KINDS)
-        _replay_complete(ctx, live, replay)
+        _replay_complete(ctx, "R66.1", live, replay)
     if not seen_by_model:
-        _apart_in_the_replay(ctx, replay)
+        _apart_in_the_replay(ctx, "R53.1", replay)
     with c.at("R68"):
-        _replay_ids(ctx, replay)
+        _replay_ids(ctx, "R68", replay)
 
 
-def _replay_complete(ctx: GroupContext, live: list[dict[str, Any]], replay: list[dict[str, Any]]) -> None:
+def _replay_complete(ctx: GroupContext, rid: str, live: list[dict[str, Any]], replay: list[dict[str, Any]]) -> None:
     """R66.1: the replay holds the tool calls, thoughts and plans of the live turns."""
     if not _kinds(live, "tool_call"):
-        ctx.checks.untested("R66.1", "no tool ran in the live turns (its model called none: run with --model-env)")
+        ctx.checks.untested(rid, "no tool ran in the live turns (its model called none: run with --model-env)")
         return
     gaps = _replay_gaps(live, replay)
-    ctx.checks.check("R66.1", not gaps, "; ".join(gaps) or _replayed(live, replay))
+    ctx.checks.check(rid, not gaps, "; ".join(gaps) or _replayed(live, replay))
 
 
-def _replay_ids(ctx: GroupContext, replay: list[dict[str, Any]]) -> None:
+def _replay_ids(ctx: GroupContext, rid: str, replay: list[dict[str, Any]]) -> None:
     """R68: each replayed message has an id of its own."""
     if not _ids(replay):
-        ctx.checks.skip("R68", "no messageId in the replay")
+        ctx.checks.skip(rid, "no messageId in the replay")
         return
     problems = id_reuse(by_user_turn(replay))
-    ctx.checks.check("R68", not problems, "; ".join(problems[:3]) or "each replayed message had an id of its own")
+    ctx.checks.check(rid, not problems, "; ".join(problems[:3]) or "each replayed message had an id of its own")

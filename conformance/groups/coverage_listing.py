@@ -136,17 +136,6 @@ class _Seen:
         return self.walks[-1]
 
 
-def _skip_unadvertised(ctx: GroupContext, seen: _Seen) -> bool:
-    """Skip what the agent does not advertise; whether anything is left to test."""
-    if not seen.roots:
-        for rid in ("R65.1", "R64"):
-            ctx.checks.skip(rid, "sessionCapabilities.additionalDirectories not advertised")
-    if not seen.listing:
-        for rid in ("R82", "R84", "R85"):
-            ctx.checks.skip(rid, "sessionCapabilities.list not advertised")
-    return bool(seen.roots) or seen.listing
-
-
 def _reopen_method(agent: Agent) -> str | None:
     """How a fresh process opens a stored session again, or None when the agent offers no way."""
     if agent.advertised("loadSession"):
@@ -162,26 +151,22 @@ async def coverage_listing(ctx: GroupContext) -> None:
         await agent.initialize()
     roots = _roots(ctx) if agent.advertised("sessionCapabilities.additionalDirectories") else []
     seen = _Seen(roots, agent.advertised("sessionCapabilities.list"))
-    if not _skip_unadvertised(ctx, seen):
+    if not seen.roots:
+        for rid in ("R65.1", "R64"):
+            c.skip(rid, "sessionCapabilities.additionalDirectories not advertised")
+    if not seen.listing:
+        for rid in ("R82", "R84", "R85"):
+            c.skip(rid, "sessionCapabilities.list not advertised")
+    if not seen.roots and not seen.listing:
         return
-    sid = await _first_process(ctx, agent, seen)
-    method = _reopen_method(agent)
-    if method is None:
-        c.skip("R64", "neither loadSession nor sessionCapabilities.resume is advertised")
-        if roots:
-            c.check(
-                "R65.1",
-                not seen.taken,
-                "; ".join(seen.taken) or "session/new refused each malformed additionalDirectories",
-            )
-    else:
-        await _reopened(ctx, seen, sid, method)
+    sid = await _first_process(ctx, agent, seen, "R84", "R65.1")
+    await _reopened(ctx, seen, sid, _reopen_method(agent), "R64", "R65.1")
     _pages_and_titles(ctx, seen.walks, seen.titles, "R82", "R85")
 
 
-async def _first_process(ctx: GroupContext, agent: Agent, seen: _Seen) -> str:
-    """A session with the roots and one without, prompted and listed (R84); malformed roots offered to
-    `session/new` (R65.1). The process ends; the session with the roots is returned."""
+async def _first_process(ctx: GroupContext, agent: Agent, seen: _Seen, listed: str, malformed: str) -> str:
+    """A session with the roots and one without, prompted and listed (`listed`: R84); malformed roots offered to
+    `session/new` (`malformed`: R65.1). The process ends; the session with the roots is returned."""
     c = ctx.checks
     with c.needs("R33"):
         sid = await _new_with_roots(ctx, agent, seen.roots) if seen.roots else (await agent.new_session())[0]
@@ -189,37 +174,49 @@ async def _first_process(ctx: GroupContext, agent: Agent, seen: _Seen) -> str:
     with c.needs("R103"):
         await agent.prompt(sid, ctx.ask("reply", "a session to list"))
     if seen.listing:
-        with c.at("R84"):
-            _roots_listed(ctx, await seen.walk(agent, sid), sid, plain, seen.roots)
+        with c.at(listed):
+            _roots_listed(ctx, listed, await seen.walk(agent, sid), sid, plain, seen.roots)
     if seen.roots:
-        with c.at("R65.1"):
+        with c.at(malformed):
             params = {"cwd": str(ctx.config.workspace), "mcpServers": []}
             seen.taken = await _rejects(agent, "session/new", params, ("relative/dir", [5], [None]))
     await agent.close()
     return sid
 
 
-def _roots_listed(ctx: GroupContext, listing: Listing, sid: str, plain: str, roots: list[str]) -> None:
+def _roots_listed(ctx: GroupContext, rid: str, listing: Listing, sid: str, plain: str, roots: list[str]) -> None:
     """R84: the list shows the roots a session has as they were given, and none for a session without."""
     c = ctx.checks
     info, other = listing.info(sid), listing.info(plain)
     if info is None:
-        c.untested("R84", "the session is not listed (R79's business)")
+        c.untested(rid, "the session is not listed (R79's business)")
         return
     shown = info.get("additionalDirectories")
     extra = (other or {}).get("additionalDirectories")
     if extra or (not roots and shown):
-        c.failed("R84", f"additionalDirectories {shown or extra!r} listed for a session that has none")
+        c.failed(rid, f"additionalDirectories {shown or extra!r} listed for a session that has none")
     elif not roots or shown is None:
-        c.skip("R84", "the listing leaves additionalDirectories out (it may)")
+        c.skip(rid, "the listing leaves additionalDirectories out (it may)")
     else:
-        c.check("R84", shown == roots, f"the session has roots {roots}; session/list shows {shown!r}")
+        c.check(rid, shown == roots, f"the session has roots {roots}; session/list shows {shown!r}")
 
 
-async def _reopened(ctx: GroupContext, seen: _Seen, sid: str, method: str) -> None:
-    """A fresh process reopens the session without its roots (no additionalDirectories: the stored ones must
-    stay out, R64) and is offered malformed roots to reopen with (R65.1)."""
+async def _reopened(
+    ctx: GroupContext, seen: _Seen, sid: str, method: str | None, left_out: str, malformed: str
+) -> None:
+    """A fresh process reopens the session with `method` without its roots (no additionalDirectories: the stored
+    ones must stay out, `left_out`: R64) and is offered malformed roots to reopen with (`malformed`: R65.1).
+    Without a way to reopen, `malformed` is judged on what `session/new` took."""
     c = ctx.checks
+    if method is None:
+        c.skip(left_out, "neither loadSession nor sessionCapabilities.resume is advertised")
+        if seen.roots:
+            c.check(
+                malformed,
+                not seen.taken,
+                "; ".join(seen.taken) or "session/new refused each malformed additionalDirectories",
+            )
+        return
     fresh = await ctx.spawn()
     with c.needs("R36"):
         await fresh.initialize()
@@ -230,29 +227,31 @@ async def _reopened(ctx: GroupContext, seen: _Seen, sid: str, method: str) -> No
             await seen.walk(fresh, sid)
     if not seen.roots:
         return
-    with c.at("R64"):
-        _roots_left_out(ctx, seen, sid, method)
-    with c.at("R65.1"):
+    with c.at(left_out):
+        _roots_left_out(ctx, left_out, seen, sid, method)
+    with c.at(malformed):
         seen.taken += await _rejects(fresh, method, reopen, _BAD_ENTRIES)
         c.check(
-            "R65.1", not seen.taken, "; ".join(seen.taken) or f"session/new and {method} refused every malformed entry"
+            malformed,
+            not seen.taken,
+            "; ".join(seen.taken) or f"session/new and {method} refused every malformed entry",
         )
 
 
-def _roots_left_out(ctx: GroupContext, seen: _Seen, sid: str, method: str) -> None:
+def _roots_left_out(ctx: GroupContext, rid: str, seen: _Seen, sid: str, method: str) -> None:
     """R64: after a reopening without additionalDirectories, the list shows the session with none."""
     c = ctx.checks
     if not seen.listing:
-        c.untested("R64", "without session/list no client can see which roots the reopened session has")
+        c.untested(rid, "without session/list no client can see which roots the reopened session has")
         return
     info = seen.walks[-1].info(sid)
     if not (seen.walks[0].info(sid) or {}).get("additionalDirectories"):
-        c.untested("R64", "session/list did not show the roots the session had, so it cannot show them back")
+        c.untested(rid, "session/list did not show the roots the session had, so it cannot show them back")
     elif info is None:
-        c.untested("R64", "the reopened session is not listed (R79's business)")
+        c.untested(rid, "the reopened session is not listed (R79's business)")
     else:
         shown = arr(info.get("additionalDirectories"))
-        c.check("R64", not shown, f"{method} without additionalDirectories; session/list then shows {shown or 'none'}")
+        c.check(rid, not shown, f"{method} without additionalDirectories; session/list then shows {shown or 'none'}")
 
 
 def _pages_and_titles(

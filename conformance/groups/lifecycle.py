@@ -125,7 +125,7 @@ async def auth(ctx: GroupContext) -> None:
         with c.at("R48"):
             signed = await ctx.sign_in(agent, methods, "R48")
             if signed is not None:
-                _judge_sign_in(ctx, *signed)
+                _judge_sign_in(ctx, "R48", *signed)
         with c.at("R47"):
             err = await agent.error_of("authenticate", {"methodId": "acp-conformance-no-such-method"})
             c.check("R47", err is not None, "an unknown method id gets " + (f"error {err.code}" if err else "a result"))
@@ -137,14 +137,14 @@ async def auth(ctx: GroupContext) -> None:
             c.check("R50", not {k for k in result if k != "_meta"}, f"logout answered {result!r:.200}")
 
 
-def _judge_sign_in(ctx: GroupContext, method: str, err: RpcError | None) -> None:
+def _judge_sign_in(ctx: GroupContext, rid: str, method: str, err: RpcError | None) -> None:
     if err is None:
-        ctx.checks.passed("R48", f"authenticate {method!r} answered {{}}")
+        ctx.checks.passed(rid, f"authenticate {method!r} answered {{}}")
         return
     # ACP defines only authenticate's success: an error says the sign-in needs what the suite cannot give (a
     # browser, a person, a key), so R48 could not be tested — never a failure.
     ctx.checks.untested(
-        "R48",
+        rid,
         f"authenticate {method!r} answered error {err.code}: {err.message} (a sign-in the suite "
         "cannot give: configure the agent, or name another method with --auth-method)",
     )

@@ -106,20 +106,22 @@ async def modes(ctx: GroupContext) -> None:
         other = next((m for m in available if m != current), current)
         await _mid_turn(c, "R92", agent, sid, pending, "session/set_mode", {"sessionId": sid, "modeId": other})
         await agent.call("session/set_mode", {"sessionId": sid, "modeId": current})
-    _modes_named(c, agent, sid, available)
+    _modes_named(c, "R127", agent, sid, available)
 
 
-def _modes_named(c: Checks, agent: Agent, sid: str, available: list[Any]) -> None:
+def _modes_named(c: Checks, rid: str, agent: Agent, sid: str, available: list[Any]) -> None:
     """R127: every current_mode_update names an advertised mode."""
     named = [u.get("currentModeId") for u in agent.conn.updates_for(sid, "current_mode_update")]
     bad = [m for m in named if m not in available]
     if named:
-        c.check("R127", not bad, f"current_mode_update named {named[:6]}" + (f"; not advertised: {bad}" if bad else ""))
+        c.check(rid, not bad, f"current_mode_update named {named[:6]}" + (f"; not advertised: {bad}" if bad else ""))
     else:
-        c.skip("R127", "the agent sent no current_mode_update")
+        c.skip(rid, "the agent sent no current_mode_update")
 
 
-def _set_answer_complete(c: Checks, options: list[Any], option: dict[str, Any], value: str, answer: Any) -> None:
+def _set_answer_complete(
+    c: Checks, rid: str, options: list[Any], option: dict[str, Any], value: str, answer: Any
+) -> None:
     """R94: the answer to a set_config_option lists every option, the one set with its new value."""
     ids = [o.get("id") for o in _entries(options)]
     after = answer.get("configOptions")
@@ -127,7 +129,7 @@ def _set_answer_complete(c: Checks, options: list[Any], option: dict[str, Any], 
     after_ids = [o.get("id") for o in listed]
     now = next((o.get("currentValue") for o in listed if o.get("id") == option["id"]), None)
     c.check(
-        "R94",
+        rid,
         isinstance(after, list) and set(ids) <= set(after_ids) and now == value,
         f"set {option['id']}={value!r}: the answer lists {after_ids} with {option['id']}={now!r}",
     )
@@ -150,7 +152,7 @@ async def config(ctx: GroupContext) -> None:
         answer = await agent.call(
             "session/set_config_option", {"sessionId": sid, "configId": option["id"], "value": value}
         )
-        _set_answer_complete(c, options, option, value, answer)
+        _set_answer_complete(c, "R94", options, option, value, answer)
     with c.at("R97"):
         err = await agent.error_of(
             "session/set_config_option",

@@ -154,7 +154,7 @@ async def list_delete(ctx: GroupContext) -> None:
     with c.needs("R103"):
         await agent.prompt(sid, ctx.ask("reply", "a session to list"))
     if listing:
-        await _listed(ctx, agent, sid)
+        await _listed(ctx, agent, sid, found="R79", empty="R80", filtered="R81", cursor="R83")
     if not agent.advertised("sessionCapabilities.delete"):
         for rid in ("R86", "R87"):
             if not c.reported(rid):
@@ -174,30 +174,33 @@ async def list_delete(ctx: GroupContext) -> None:
             )
 
 
-async def _listed(ctx: GroupContext, agent: Agent, sid: str) -> None:
-    """R79, R80, R81, R83: the session is listed; filters and cursors work as the spec says."""
+async def _listed(
+    ctx: GroupContext, agent: Agent, sid: str, *, found: str, empty: str, filtered: str, cursor: str
+) -> None:
+    """The session is listed (`found`); a filter that matches nothing lists nothing (`empty`), one by the
+    workspace only its sessions (`filtered`); a cursor never issued is refused (`cursor`)."""
     c = ctx.checks
-    with c.at("R79"):
+    with c.at(found):
         ids = (await list_all(agent)).ids()
         c.check(
-            "R79", sid in ids, f"{len(ids)} session(s) listed, this run's {'among them' if sid in ids else 'missing'}"
+            found, sid in ids, f"{len(ids)} session(s) listed, this run's {'among them' if sid in ids else 'missing'}"
         )
-    with c.at("R80"):
-        empty = ctx.config.scratch / "no-sessions-here"
-        empty.mkdir(exist_ok=True)
-        page = await agent.call("session/list", {"cwd": str(empty)})
+    with c.at(empty):
+        nowhere = ctx.config.scratch / "no-sessions-here"
+        nowhere.mkdir(exist_ok=True)
+        page = await agent.call("session/list", {"cwd": str(nowhere)})
         c.check(
-            "R80",
+            empty,
             page.get("sessions") == [],
             f"a filter matching nothing answered sessions={page.get('sessions')!r:.100}",
         )
-    with c.at("R81"):
+    with c.at(filtered):
         page = await agent.call("session/list", {"cwd": str(ctx.config.workspace)})
         cwds = {s.get("cwd") for s in page.get("sessions") or [] if isinstance(s, dict)}
-        c.check("R81", cwds <= {str(ctx.config.workspace)}, f"cwds under the filter: {sorted(map(str, cwds))[:3]}")
-    with c.at("R83"):
+        c.check(filtered, cwds <= {str(ctx.config.workspace)}, f"cwds under the filter: {sorted(map(str, cwds))[:3]}")
+    with c.at(cursor):
         err = await agent.error_of("session/list", {"cursor": "acp-conformance-never-issued"})
-        c.check("R83", err is not None, "an unknown cursor got " + (f"error {err.code}" if err else "a page"))
+        c.check(cursor, err is not None, "an unknown cursor got " + (f"error {err.code}" if err else "a page"))
 
 
 @group("close", ("R88", "R89"))
@@ -224,7 +227,7 @@ async def close(ctx: GroupContext) -> None:
             stop = (await agent.finish(pending)).get("stopReason")
         except Exception as exc:  # the prompt's own answer is what R88 judges
             error = str(exc)
-        _judge_close(c, sent, answered, stop, error)
+        _judge_close(c, "R88", sent, answered, stop, error)
         await settle(agent)  # late chunks of the closed session's turn: R105
     c.check(
         "R89",
@@ -233,18 +236,18 @@ async def close(ctx: GroupContext) -> None:
     )
 
 
-def _judge_close(c: Checks, sent: float, answered: bool, stop: object, error: str | None) -> None:
+def _judge_close(c: Checks, rid: str, sent: float, answered: bool, stop: object, error: str | None) -> None:
     """R88: the prompt a session/close interrupted ended `cancelled` (`answered`: before the close's response)."""
     when = "before" if answered else "after"
     if error is not None:  # never an allowed outcome, however soon after the close it came
-        c.failed("R88", f"the running prompt answered an error ({error}), {when} the close response")
+        c.failed(rid, f"the running prompt answered an error ({error}), {when} the close response")
     elif stop == "cancelled":
         # The spec asks for `cancelled`; in what order the two responses go out, it does not say.
-        c.passed("R88", f"the running prompt ended 'cancelled', {when} the close response")
+        c.passed(rid, f"the running prompt ended 'cancelled', {when} the close response")
     elif answered and raced(sent, stop):
         c.untested(
-            "R88",
+            rid,
             f"the running prompt ended {stop!r} as the close arrived, already on its way (give a longer --cancel-prompt)",
         )
     else:
-        c.failed("R88", f"the running prompt ended {stop!r}, not 'cancelled', {when} the close response")
+        c.failed(rid, f"the running prompt ended {stop!r}, not 'cancelled', {when} the close response")

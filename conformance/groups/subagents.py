@@ -109,7 +109,7 @@ async def subagents(ctx: GroupContext) -> None:
     with c.needs("R103"):
         await agent.prompt(sid, _ask(PLAIN_MARK))
     with c.at("R116.1"):
-        _none_unasked(ctx, agent)
+        _none_unasked(ctx, "R116.1", agent)
 
     # A client that advertises `subagents: {}` (unstable), otherwise the same.
     opted = await ctx.spawn()
@@ -122,39 +122,39 @@ async def subagents(ctx: GroupContext) -> None:
         await opted.prompt(parent, _ask(OPTED_MARK))
     seen = Children({parent}).read(opted, parent)
     with c.at("R115.1"):
-        _announced_first(ctx, seen)
+        _announced_first(ctx, "R115.1", seen)
     with c.at("R123.1"):
-        _ended_in_time(ctx, seen)
+        _ended_in_time(ctx, "R123.1", seen)
 
 
-def _none_unasked(ctx: GroupContext, agent: Agent) -> None:
+def _none_unasked(ctx: GroupContext, rid: str, agent: Agent) -> None:
     """R116.1: no subagent_update to a client that did not advertise `subagents`."""
     c = ctx.checks
     sent = [p for p in agent.conn.updates if obj(p.get("update")).get("sessionUpdate") == "subagent_update"]
     ran = _child_ran(ctx, PLAIN_MARK)
     if sent:
-        c.failed("R116.1", f"{len(sent)} subagent_update(s) to a client without the capability: {sent[0]!r:.300}")
+        c.failed(rid, f"{len(sent)} subagent_update(s) to a client without the capability: {sent[0]!r:.300}")
     elif ran:
-        c.passed("R116.1", "the agent delegated and announced no child to a client that did not opt in")
+        c.passed(rid, "the agent delegated and announced no child to a client that did not opt in")
     else:
-        c.skip("R116.1", NO_SIGN if ran is None else NOT_DELEGATED)
+        c.skip(rid, NO_SIGN if ran is None else NOT_DELEGATED)
 
 
-def _announced_first(ctx: GroupContext, seen: Children) -> None:
+def _announced_first(ctx: GroupContext, rid: str, seen: Children) -> None:
     """R115.1: each child announced before any update under its id."""
     c = ctx.checks
     late = {child: at for child, at in seen.early.items() if child in seen.announced}
     if late:
         child, at = next(iter(late.items()))
         c.failed(
-            "R115.1",
+            rid,
             f"an update for child {child!r} came before the subagent_update announcing it "
             f"(message {at + 1} of the transcript; announced at message {seen.announced[child] + 1})",
         )
     elif seen.announced:
-        c.passed("R115.1", f"{len(seen.announced)} child session(s), each announced before its first update")
+        c.passed(rid, f"{len(seen.announced)} child session(s), each announced before its first update")
     else:
-        c.skip("R115.1", _why_no_child(ctx))
+        c.skip(rid, _why_no_child(ctx))
 
 
 def _why_no_child(ctx: GroupContext) -> str:
@@ -164,15 +164,15 @@ def _why_no_child(ctx: GroupContext) -> str:
     return "the agent delegated but announced no child" if ran else NOT_DELEGATED
 
 
-def _ended_in_time(ctx: GroupContext, seen: Children) -> None:
+def _ended_in_time(ctx: GroupContext, rid: str, seen: Children) -> None:
     """R123.1: a child announced running is given a final state before the parent's prompt response."""
     running = seen.running()
     if not running or seen.answered is None:
-        ctx.checks.skip("R123.1", "no child was announced running")
+        ctx.checks.skip(rid, "no child was announced running")
         return
     left = [child for child in running if seen.still_running(child)]
     ctx.checks.check(
-        "R123.1",
+        rid,
         not left,
         f"still running when the parent's prompt was answered: {left}"
         if left

@@ -36,7 +36,7 @@ def _reads(agent: Agent) -> list[str]:
     ]
 
 
-def _resolved_in_session(ctx: GroupContext, agent: Agent, sid: str, name: str) -> None:
+def _resolved_in_session(ctx: GroupContext, rid: str, agent: Agent, sid: str, name: str) -> None:
     """R54: which marker the agent (or its model) got says which directory it resolved `name` against."""
     reads = _reads(agent)
     seen = _agent_text(agent, sid) + (json.dumps(ctx.model.bodies()) if ctx.model else "")
@@ -44,12 +44,12 @@ def _resolved_in_session(ctx: GroupContext, agent: Agent, sid: str, name: str) -
     wrong = str(ctx.config.cwd / name) in reads or "marker-process-cwd-91cc" in seen
     if right or wrong:
         ctx.checks.check(
-            "R54",
+            rid,
             right and not wrong,
             f"a relative path read from the {'session' if right else 'process'} directory; fs reads: {reads}",
         )
     else:
-        ctx.checks.untested("R54", "the agent read neither file (its model called no read tool; run with --model-env)")
+        ctx.checks.untested(rid, "the agent read neither file (its model called no read tool; run with --model-env)")
 
 
 @group("tools", ("R54", "R102", "R136.1"))
@@ -66,7 +66,7 @@ async def tools(ctx: GroupContext) -> None:
         with c.needs("R103"):
             await agent.prompt(sid, ctx.ask("read", name))
         with c.at("R54"):
-            _resolved_in_session(ctx, agent, sid, name)
+            _resolved_in_session(ctx, "R54", agent, sid, name)
     finally:
         (ctx.config.cwd / name).unlink(missing_ok=True)
     with c.at("R102"):

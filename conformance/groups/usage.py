@@ -56,26 +56,26 @@ def _repeats(updates: list[dict[str, Any]]) -> int:
     return sum(1 for a, b in zip(updates, updates[1:], strict=False) if a == b)
 
 
-def _first_used(ctx: GroupContext, agent: Agent, sid: str) -> None:
+def _first_used(ctx: GroupContext, rid: str, agent: Agent, sid: str) -> None:
     """U10: the first usage_update counts what the session already holds (more than nothing)."""
     first = agent.conn.updates_for(sid, "usage_update")[:1]
     if not first:
-        ctx.checks.untested("U10", "no usage_update to look at")
+        ctx.checks.untested(rid, "no usage_update to look at")
         return
     used = first[0].get("used")  # the agent's value, of any JSON type: R4 reports a wrong one's shape
     ok = isinstance(used, int) and not isinstance(used, bool) and used > 0
-    ctx.checks.check("U10", ok, f"the first usage_update has used={used!r}")
+    ctx.checks.check(rid, ok, f"the first usage_update has used={used!r}")
 
 
-async def _after_model_change(ctx: GroupContext, agent: Agent, sid: str, opened: dict[str, Any]) -> None:
+async def _after_model_change(ctx: GroupContext, rid: str, agent: Agent, sid: str, opened: dict[str, Any]) -> None:
     """E3: a model change is followed by its config_option_update, then a usage_update."""
     c = ctx.checks
     pick = switchable(opened.get("configOptions"), prefer="model")
     if pick is None or pick[0].get("category") != "model":
-        c.skip("E3", "no model option with a second value")
+        c.skip(rid, "no model option with a second value")
         return
     option, value = pick
-    with c.at("E3"):
+    with c.at(rid):
         mark = agent.mark()
         await agent.call("session/set_config_option", {"sessionId": sid, "configId": option["id"], "value": value})
 
@@ -89,16 +89,16 @@ async def _after_model_change(ctx: GroupContext, agent: Agent, sid: str, opened:
             and "config_option_update" in order
             and order.index("config_option_update") < order.index("usage_update")
         )
-        c.check("E3", ok, f"after the model change: {order[:6]}")
+        c.check(rid, ok, f"after the model change: {order[:6]}")
 
 
-async def _after_load(ctx: GroupContext, sid: str) -> Agent:
+async def _after_load(ctx: GroupContext, rid: str, sid: str) -> Agent:
     """E4 for a loaded session: a fresh process loads it; its usage_update comes after the replay, not inside it."""
     c = ctx.checks
     fresh = await ctx.spawn()
     with c.needs("R36"):
         await fresh.initialize()
-    with c.at("E4"):
+    with c.at(rid):
         load = await fresh.conn.start_request(
             "session/load", {"sessionId": sid, "cwd": str(ctx.config.workspace), "mcpServers": []}
         )
@@ -109,7 +109,7 @@ async def _after_load(ctx: GroupContext, sid: str) -> Agent:
             what = "a usage_update after the replay"
         else:
             what = f"{len(during)} usage_update(s) inside the replay" if during else "none"
-        c.check("E4", got and not during, "after session/load: " + what)
+        c.check(rid, got and not during, "after session/load: " + what)
     return fresh
 
 
@@ -126,18 +126,18 @@ async def usage(ctx: GroupContext) -> None:
     with c.at("E4"):
         got = await agent.wait_for(lambda: bool(agent.conn.updates_for(sid, "usage_update")), 5.0)
         c.check("E4", got, "a usage_update followed session/new" if got else "no usage_update after session/new")
-    _first_used(ctx, agent, sid)
+    _first_used(ctx, "U10", agent, sid)
     with c.needs("R103"):
         pending = await agent.start_prompt(sid, ctx.ask("reply", "usage profile"))
         await agent.finish(pending)
     with c.at("E1"):
         before = _usage_before_response(agent, pending.id, sid)
         c.check("E1", bool(before), f"{len(before)} usage_update(s) during the turn, before its response")
-    await _after_model_change(ctx, agent, sid, opened)
+    await _after_model_change(ctx, "E3", agent, sid, opened)
     agents = [agent]
     if agent.advertised("loadSession"):
         await agent.close()
-        agents.append(await _after_load(ctx, sid))
+        agents.append(await _after_load(ctx, "E4", sid))
     updates = [u for a in agents for u in a.conn.updates_for(sid, "usage_update")]
     # D2: a session open always sends, so a repeat across an open (here: the load) is not a D1 duplicate.
     repeats = sum(_repeats(a.conn.updates_for(sid, "usage_update")) for a in agents)
