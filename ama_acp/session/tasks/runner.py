@@ -19,6 +19,7 @@ import anyio
 from ama_acp.config import AgentConfig
 from ama_acp.context.meter import ContextMeter
 from ama_acp.session.accounting.session_context import shared_estimator
+from ama_acp.session.facets import UsesModel
 from ama_acp.session.store.task_journal import TaskJournal, journal_path
 from ama_acp.session.tasks.call_view import CallView
 from ama_acp.session.tasks.external.agent import ExternalTaskParent, ExternalWorker, shown_command
@@ -33,12 +34,9 @@ from ama_acp.session.tasks.worker import TaskRuntime, TaskWorker
 from ama_acp.tools.base import ToolError, ToolResult
 
 
-class TaskSession(SubagentParent, LoopParent, ExternalTaskParent, Protocol):
+class TaskSession(SubagentParent, LoopParent, ExternalTaskParent, UsesModel, Protocol):
     """What the runner needs of its session (session/live.py `Session`): what each worker and view uses, and the
     session's model (a task's unless its agent names another)."""
-
-    @property
-    def model_id(self) -> str: ...
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from ama_acp.session.editor.approval import ApprovalSession, Approver
 from ama_acp.session.editor.client import ClientRequests
 from ama_acp.session.editor.coalesce import ChunkCoalescer
 from ama_acp.session.editor.updates import plan_update, to_update
+from ama_acp.session.facets import Rooted
 from ama_acp.session.store.journal import Journal
 from ama_acp.session.tasks.record import LoopTaskRecord, TaskRecord
 from ama_acp.session.tasks.worker import TaskParent, TaskRuntime
@@ -56,11 +57,8 @@ FIGURES = (
 FINAL_SEND_S = 2.0  # how long the last state may take to go out on a cancel (the connection may be closing)
 
 
-class SubagentParent(TaskParent, ApprovalSession, Protocol):
+class SubagentParent(TaskParent, ApprovalSession, Rooted, Protocol):
     """The parent session as the subagent view uses it (session/live.py `Session`)."""
-
-    @property
-    def cwd(self) -> str: ...
 
     @property
     def approver(self) -> Approver: ...

@@ -30,6 +30,7 @@ from ama_acp.session.accounting.session_context import SessionContext
 from ama_acp.session.conversation import Conversation
 from ama_acp.session.editor.outbox import Outbox
 from ama_acp.session.editor.updates import cut_short_update, plan_update, to_update
+from ama_acp.session.facets import Located, Persists, UsesModel
 from ama_acp.session.store import entries as en
 from ama_acp.session.turn.tool_runner import Room, room, run_tool
 from ama_acp.session.turn.toolcalls import ToolCallRecords
@@ -71,15 +72,9 @@ class Prepares(Protocol):
     async def before_request(self) -> None: ...
 
 
-class SessionSetting(Protocol):
+class SessionSetting(Located, Protocol):
     """Where a session works and in which mode: what its system prompt is written for (agent/prompt.py), and a
     task's of its own loop too (session/tasks/loop_worker.py)."""
-
-    @property
-    def cwd(self) -> str: ...
-
-    @property
-    def additional_directories(self) -> list[str]: ...
 
     @property
     def mode(self) -> str: ...
@@ -88,7 +83,7 @@ class SessionSetting(Protocol):
     def instructions(self) -> SessionInstructions: ...
 
 
-class SessionParts(Protocol):
+class SessionParts(Persists, Protocol):
     """What a conversation's host works through of its session, the session's own and a task's alike
     (session/tasks/worker.py `TaskParent`): its tools, their context and its approval, its thought level, its file
     and its updates."""
@@ -105,16 +100,9 @@ class SessionParts(Protocol):
     @property
     def thought_level(self) -> str: ...
 
-    def persist(self, entry: en.Entry) -> None: ...
 
-    async def send(self, update: w.SessionUpdate) -> None: ...
-
-
-class HostedSession(SessionSetting, SessionParts, Protocol):
+class HostedSession(SessionSetting, SessionParts, UsesModel, Protocol):
     """What the host reads of its session (session/live.py `Session`) and the parts it works through."""
-
-    @property
-    def model_id(self) -> str: ...
 
     @property
     def conversation(self) -> Conversation: ...

@@ -29,6 +29,7 @@ from ama_acp.conversation.messages import AssistantMessage, Message, TextPart, U
 from ama_acp.redact import redact
 from ama_acp.rpc.dispatch import JSONObject
 from ama_acp.secrets import is_secret, register_secret_values
+from ama_acp.session.facets import Rooted
 from ama_acp.session.store import entries as en
 from ama_acp.session.tasks.call_view import TEXT_SHOWN
 from ama_acp.session.tasks.external.requests import ExternalParent, ExternalRequests
@@ -50,11 +51,8 @@ ANSWER_CHARS = 4_000_000
 MAX_LINES = 1000
 
 
-class ExternalTaskParent(ExternalParent, TaskParent, Protocol):
+class ExternalTaskParent(ExternalParent, TaskParent, Rooted, Protocol):
     """What an external agent's task needs of its session (session/live.py `Session`)."""
-
-    @property
-    def cwd(self) -> str: ...
 
 
 class ExternalWorker:
