@@ -127,10 +127,10 @@ MAX_INSTRUCTION_NAMES = 10
 
 
 class TasksConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """The `task` tool's children (docs/configuration.md "Delegation", docs/tools.md "Delegation")."""
+    """The `task` tool's tasks (docs/configuration.md "Delegation", docs/tools.md "Delegation")."""
 
-    max_parallel: int = 3  # children of one session running at once; more wait for a free slot
-    timeout: float = 600.0  # seconds one child may run; past it its task call fails with the reason
+    max_parallel: int = 3  # tasks of one session running at once; more wait for a free slot
+    timeout: float = 600.0  # seconds one task may run; past it its task call fails with the reason
 
 
 class AgentConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -139,7 +139,7 @@ class AgentConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     description: str = ""  # what it is for, shown to the model in the task tool's description
     model: str | None = None  # None: the session's model when the task starts
     tools: list[str] | None = None  # ama's own tools and MCP tools by name; None: the session's tools
-    instructions: str = ""  # added to the child's system prompt
+    instructions: str = ""  # added to the system prompt of its tasks
     # An external ACP agent (session/tasks/external/agent.py): the program, its arguments, variables added to ama's
     # environment (which has every credential removed: pass the agent's own key here).
     command: str | None = None

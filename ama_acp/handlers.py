@@ -256,7 +256,7 @@ class Handlers:
     async def session_stats(self, req: w.SessionIdRequest) -> dict[str, Any]:
         session = self.m.get(req.session_id)
         stats: dict[str, Any] = session.ctx.stats()
-        stats["tasks"] = session.tasks.stats()  # each child of the `task` tool: its own meter and cost
+        stats["tasks"] = session.tasks.stats()  # each task of the `task` tool: its own meter and cost
         from ama_acp.session.tasks.figures import by_agent
 
         stats["external"] = {"byAgent": by_agent(stats["tasks"])}  # per external agent, earlier connections too

@@ -182,7 +182,7 @@ class Billing:
             self._cost += cost
         return cost
 
-    def add_child_cost(self, cost: float | None) -> None:
+    def add_task_cost(self, cost: float | None) -> None:
         """The cost an external agent reported for a task of this session (session/tasks/external/agent.py): it joins
         this cost, and an agent that reported none makes it unknown, as an unpriced request does. Its tokens are
         not this session's billed figures (the agent reports them its own way, if at all)."""

@@ -140,7 +140,7 @@ async def rewind_command(session: CommandSession, arg: str) -> str:
 
 
 async def tasks_command(session: CommandSession, _arg: str) -> str:
-    """The children of the `task` tool: each one's state, tokens, context and cost."""
+    """The tasks of the `task` tool: each one's state, tokens, context and cost."""
     await say(session, session.tasks.describe())
     return "end_turn"
 

@@ -210,7 +210,7 @@ class SessionManager:
         if session is None:
             from ama_acp.session.tasks.stored import refuse
 
-            raise refuse(session_id) or AcpError.session_not_found(session_id)  # a task's child is restricted
+            raise refuse(session_id) or AcpError.session_not_found(session_id)  # a task's session is restricted
         return session
 
     def live(self, session_id: str) -> Session | None:

@@ -93,7 +93,7 @@ class ClientCapabilities(_In, frozen=True):
     terminal: bool = False
     session: ClientSessionCapabilities | None = None
     auth: AuthCapabilities = AuthCapabilities()
-    # UNSTABLE `subagents` (SubagentCapabilities, `{}`): the editor shows each child of a `task` call as a session
+    # UNSTABLE `subagents` (SubagentCapabilities, `{}`): the editor shows the task of each `task` call as a session
     # of its own (session/tasks/subagent_view.py). Any: the schema reads a malformed value as "not advertised" (it defaults
     # on error), so it is checked where it is read (session/tasks/subagent_view.py), never a refused initialize.
     subagents: Any = None
@@ -364,7 +364,7 @@ class ToolCallUpdate(_Update, tag="tool_call_update", frozen=True):
     kind: str | None = None
     content: list[ToolCallContent] | None = None
     locations: list[ToolCallLocation] | None = None
-    meta: Meta | None = field(default=None, name="_meta")  # a task call's child figures (`ama.task`)
+    meta: Meta | None = field(default=None, name="_meta")  # on a task call: the task's figures (`ama.task`)
 
 
 PlanPriority = Literal["high", "medium", "low"]

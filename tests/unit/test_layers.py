@@ -45,7 +45,7 @@ ALLOWED: dict[str, set[str]] = {
     # the editor's MCP servers: connections and their tools, below the sessions that use them
     "mcp": {"conversation", "config", "errors", "secrets", "redact", "tools"},
     # the ACP side: sessions map the agent to the protocol; the server dispatches to them
-    # (and the ACP client: an external agent as a `task` child is driven through it, session/tasks/external/agent.py)
+    # (and the ACP client: an external agent carrying out a task is driven through it, session/tasks/external/agent.py)
     "session": {"__init__", "conversation", "wire", "errors", "textsafe", "rpc", "client", *SUPPORT, *AGENT_SIDE},
     "handlers": {"__init__", "wire", "errors", "rpc", "config", "session"},
     "server": {"config", "errors", "rpc", "handlers", "logs"},

@@ -1,4 +1,4 @@
-"""session/store/task_journal.py: the kept children of a session's `task` calls, read as hostile input."""
+"""session/store/task_journal.py: a session's kept tasks, read as hostile input."""
 
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ def test_any_bytes_decode_to_the_valid_lines_only_and_never_raise(lines: list[by
 
 @settings(max_examples=examples(50))
 @given(figures)
-def test_a_kept_child_reads_back_as_it_was_listed(f: dict[str, object]) -> None:
+def test_a_kept_task_reads_back_as_it_was_listed(f: dict[str, object]) -> None:
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -78,14 +78,14 @@ def test_a_kept_child_reads_back_as_it_was_listed(f: dict[str, object]) -> None:
         assert back.figures() == f
 
 
-def test_the_conversation_is_kept_and_a_second_journal_sees_both_children(tmp_path: Path) -> None:
+def test_the_conversation_is_kept_and_a_second_journal_sees_both_tasks(tmp_path: Path) -> None:
     path = journal_path(tmp_path, "s1")
     first = TaskJournal(lambda: path)
     assert first.previous() == []
     messages = [UserMessage(content=[TextPart("find it")]), AssistantMessage(content=[TextPart("found")])]
     first.append(FIGURES, messages)
     first.append({**FIGURES, "id": "call_2", "status": "failed", "error": "boom"}, [])
-    assert first.previous() == []  # read before the first write: this connection's children are its records
+    assert first.previous() == []  # read before the first write: this connection's tasks are its records
     kept = TaskJournal(lambda: path).previous()
     assert [t.id for t in kept] == ["call_1", "call_2"]
     assert task_lines(kept[1].figures()) == [
@@ -123,13 +123,13 @@ def test_a_record_that_does_not_fit_or_a_disk_that_refuses_is_logged_not_raised(
     assert not (tmp_path / "t.jsonl").exists()
 
 
-def test_a_session_that_runs_unsaved_keeps_no_children(tmp_path: Path) -> None:
+def test_a_session_that_runs_unsaved_keeps_no_tasks(tmp_path: Path) -> None:
     path = journal_path(tmp_path, "s1")
     TaskJournal(lambda: path, lambda: False).append(FIGURES, [])
     assert not path.exists()
 
 
-def test_an_external_child_keeps_its_unknown_figures_unknown(tmp_path: Path) -> None:
+def test_an_external_task_keeps_its_unknown_figures_unknown(tmp_path: Path) -> None:
     path = journal_path(tmp_path, "s1")
     known = ("tokens", "contextTokens", "contextWindow", "contextPercent", "cost")
     unknown = {**{k: v for k, v in FIGURES.items() if k not in known}, "agent": "ext", "external": True}

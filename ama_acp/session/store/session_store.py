@@ -280,9 +280,7 @@ class SessionStore:
             elif stat.S_ISLNK(info.st_mode):  # a link in its place: the link goes, never what it points to
                 folder.unlink()
         remove_checkpoints(self.sessions_dir.parent, session_id)  # its /rewind copies go with it
-        remove_task_journal(
-            self.sessions_dir.parent, session_id
-        )  # and its task children (session/store/task_journal.py)
+        remove_task_journal(self.sessions_dir.parent, session_id)  # and its tasks (session/store/task_journal.py)
         if not existed:
             raise SessionNotFound(f"no session {session_id}")
 

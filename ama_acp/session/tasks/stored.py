@@ -5,9 +5,9 @@ builds and parses that id (`TaskSessionId`).
 message, its replies, its tool calls with their results) as a load of any session does, then reports its meter:
 one `usage_update` from its stored figures, none when its window is unknown (D1). `session/resume` sends only
 the meter. The task is not made a live session: it is a restricted session in the schema's sense (a mutation
-of a child session needs a per-child capability, and ama grants none), so a prompt, a mode or config change, or
-stats on its id are refused with -32602 (`refuse`), and `session/close` of it has nothing to close. Its history
-belongs to the parent: `session/list` does not list it, and deleting the parent deletes it.
+of a subagent session needs a capability granted to that session, and ama grants none), so a prompt, a mode or
+config change, or stats on its id are refused with -32602 (`refuse`), and `session/close` of it has nothing to
+close. Its history belongs to the parent: `session/list` does not list it, and deleting the parent deletes it.
 
 The id is hostile input: it must be `<a valid session id>.task-<a positive integer>`, else it goes the way of
 any other id (the store's `InvalidSessionId`). Only the parent id names a file (`journal_path`), so no task's id

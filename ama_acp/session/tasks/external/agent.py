@@ -311,7 +311,7 @@ class ExternalWorker:
         if self.record.prompts == 0:
             return  # it never got the task: nothing was billed
         ctx = self._p.ctx
-        ctx.billing.add_child_cost(self.record.cost_usd)
+        ctx.billing.add_task_cost(self.record.cost_usd)
         self._p.persist(
             en.UsageEntry(
                 model_id=self.record.model,

@@ -21,11 +21,11 @@ PARENT = "ses_01a2286878d46e614eadbd86"
 
 @settings(max_examples=examples(400))
 @given(st.text(alphabet=st.sampled_from("ses_01aZ.-/\\task-09 \x00é"), max_size=60) | st.text(max_size=60))
-def test_a_child_id_is_parsed_only_in_its_exact_form(text: str) -> None:
-    child = parse_task_session_id(text)
-    if child is not None:
-        assert is_valid_session_id(child.parent) and child.number >= 1
-        assert child.session_id == text  # nothing else (no `/`, no leading zero, no extra part) parses
+def test_a_task_id_is_parsed_only_in_its_exact_form(text: str) -> None:
+    task_id = parse_task_session_id(text)
+    if task_id is not None:
+        assert is_valid_session_id(task_id.parent) and task_id.number >= 1
+        assert task_id.session_id == text  # nothing else (no `/`, no leading zero, no extra part) parses
         assert "/" not in text and "\\" not in text and ".." not in text
 
 
@@ -36,7 +36,7 @@ def test_every_parent_and_positive_number_round_trips(parent: str, number: int) 
     assert refuse(f"{parent}.task-{number}") is not None and refuse(parent) is None
 
 
-def test_odd_ids_are_not_children() -> None:
+def test_odd_ids_are_not_task_ids() -> None:
     for bad in (f"{PARENT}.task-0", f"{PARENT}.task-01", f"{PARENT}.task-", f"../{PARENT}.task-1", None, 7):
         assert parse_task_session_id(bad) is None, bad
 
