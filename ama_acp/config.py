@@ -176,7 +176,7 @@ def _agent_problem(name: str, agent: AgentConfig) -> str | None:
 def _agent_tools_problem(tools: list[str] | None) -> str | None:
     for i, tool in enumerate(tools or []):
         if tool == "task":
-            return f".tools[{i}]: a child cannot start tasks of its own (`task` is refused)"
+            return f".tools[{i}]: a task cannot start tasks of its own (`task` is refused)"
         if not tool or len(tool) > 200 or not tool.isprintable():
             return f".tools[{i}] must be a tool name"
     return None

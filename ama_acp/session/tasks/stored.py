@@ -74,7 +74,7 @@ def refuse(session_id: str) -> AcpError | None:
         return None
     return AcpError(
         INVALID_PARAMS,
-        f"Invalid params: sessionId: {session_id} is a child of a task of session {task.parent}; it is kept to "
+        f"Invalid params: sessionId: {session_id} is the session of a task of session {task.parent}; it is kept to "
         "be read (session/load) and takes no prompts or changes — continue in its parent session",
         {"sessionId": session_id, "parentSessionId": task.parent},
     )
