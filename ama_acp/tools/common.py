@@ -189,6 +189,12 @@ def arg_str(args: object, key: str, default: str = "") -> str:
     return value if isinstance(value, str) else default
 
 
+def closed_object(properties: JSONObject, *required: str) -> JSONObject:
+    """The schema of a JSON object with these properties, `required` among them, and no others: a tool's
+    arguments, or an item of a list argument (`validate` refuses any argument the schema does not name)."""
+    return {"type": "object", "properties": properties, "required": [*required], "additionalProperties": False}
+
+
 # The `path` argument of the tools that take one file, as the model sees it.
 FILE_PATH_PARAM: JSONObject = {
     "type": "string",
@@ -326,6 +332,25 @@ async def locate(ctx: ToolContext, path: str) -> Target:
     """The target of a tool that reads, lists or searches; what may be done with it is the tool's to check."""
     resolved = ctx.resolve(path)
     return Target(resolved, display_path(resolved.path, ctx.cwd), await ctx.workspace.stat(resolved.path))
+
+
+class DirectoryTool:
+    """What list_dir, find_files and search share: an optional `path` naming where the call looks (search also
+    takes one file), the working directory when it names nothing."""
+
+    def locations(self, args: ToolArgs, cwd: str) -> list[Location]:
+        return path_locations(args, cwd, default=".")
+
+    @staticmethod
+    def where(args: ToolArgs) -> str:
+        """For a title: " in PATH", or nothing when the call looks in the working directory."""
+        path = arg_str(args, "path")
+        return f" in {path}" if path else ""
+
+    @staticmethod
+    async def target(ctx: ToolContext, path: str | None) -> Target:
+        """What the call's `path` names; the working directory when it is not given (or empty)."""
+        return await locate(ctx, path or ".")
 
 
 async def file_to_change(ctx: ToolContext, path: str, verb: str) -> Target:
