@@ -5,9 +5,10 @@ from __future__ import annotations
 import difflib
 import functools
 import os
-from collections.abc import Awaitable, Callable
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TypeVar, cast
+from typing import Generic, TypeVar, cast
 
 from ama_acp.tools.base import FileDiff, JSONObject, JSONValue, Location, ToolArgs, ToolError, ToolResult
 from ama_acp.tools.context import ToolContext
@@ -202,6 +203,11 @@ FILE_PATH_PARAM: JSONObject = {
 }
 
 
+def directory_path_param(what: str) -> JSONObject:
+    """The optional `path` argument of a DirectoryTool, as the model sees it: `what` it names, and its default."""
+    return {"type": "string", "description": f"{what} Default: the working directory."}
+
+
 def path_locations(args: object, cwd: str, default: str | None = None, line: int | None = None) -> list[Location]:
     """The call's `path` argument as its one location (absolute; `default` when it has none, e.g. "." for a
     search of the working directory); no location when there is neither. Never fails on bad input."""
@@ -334,25 +340,6 @@ async def locate(ctx: ToolContext, path: str) -> Target:
     return Target(resolved, display_path(resolved.path, ctx.cwd), await ctx.workspace.stat(resolved.path))
 
 
-class DirectoryTool:
-    """What list_dir, find_files and search share: an optional `path` naming where the call looks (search also
-    takes one file), the working directory when it names nothing."""
-
-    def locations(self, args: ToolArgs, cwd: str) -> list[Location]:
-        return path_locations(args, cwd, default=".")
-
-    @staticmethod
-    def where(args: ToolArgs) -> str:
-        """For a title: " in PATH", or nothing when the call looks in the working directory."""
-        path = arg_str(args, "path")
-        return f" in {path}" if path else ""
-
-    @staticmethod
-    async def target(ctx: ToolContext, path: str | None) -> Target:
-        """What the call's `path` names; the working directory when it is not given (or empty)."""
-        return await locate(ctx, path or ".")
-
-
 async def file_to_change(ctx: ToolContext, path: str, verb: str) -> Target:
     """The target of write_file and edit_file (`verb`: "written", "edited"): refused inside .git, when it is a
     directory, and when it is anything but a regular file or a file not there yet."""
@@ -401,3 +388,36 @@ def os_errors_as_tool_errors(run: _Run) -> _Run:
 
     # The same signature as `run` (wraps copies its name and docstring; the cast says so to the checker).
     return cast(_Run, wrapper)
+
+
+# A DirectoryTool's arguments as `validate` checked them: its own TypedDict.
+_Args = TypeVar("_Args", bound=Mapping[str, object])
+
+
+class DirectoryTool(ABC, Generic[_Args]):
+    """What list_dir, find_files and search share: an optional `path` naming where the call looks (search also
+    takes one file), the working directory when it names nothing. `run` checks the arguments and locates the
+    path; the tool's own `look` does the rest."""
+
+    parameters: JSONObject
+    checked_as: type[_Args]  # what `validate` makes of arguments that meet `parameters`
+
+    def locations(self, args: ToolArgs, cwd: str) -> list[Location]:
+        return path_locations(args, cwd, default=".")
+
+    @staticmethod
+    def where(args: ToolArgs) -> str:
+        """For a title: " in PATH", or nothing when the call looks in the working directory."""
+        path = arg_str(args, "path")
+        return f" in {path}" if path else ""
+
+    @os_errors_as_tool_errors
+    async def run(self, args: ToolArgs, ctx: ToolContext) -> ToolResult:
+        checked = validate(self.parameters, args, self.checked_as)
+        path = checked.get("path")
+        target = await locate(ctx, path if isinstance(path, str) and path else ".")
+        return await self.look(checked, target, ctx)
+
+    @abstractmethod
+    async def look(self, checked: _Args, target: Target, ctx: ToolContext) -> ToolResult:
+        """The call, once its arguments are checked and its `path` is located (`target`)."""

@@ -7,12 +7,12 @@ from typing import NotRequired, TypedDict
 from ama_acp.tools.base import JSONObject, Location, ToolArgs, ToolError, ToolKind, ToolResult
 from ama_acp.tools.common import (
     DirectoryTool,
+    Target,
     arg_str,
     closed_object,
+    directory_path_param,
     human_size,
-    os_errors_as_tool_errors,
     plural,
-    validate,
 )
 from ama_acp.tools.context import ToolContext
 from ama_acp.tools.workspace import DirEntry
@@ -24,7 +24,7 @@ class ListArgs(TypedDict):
     path: NotRequired[str]
 
 
-class ListTool(DirectoryTool):
+class ListTool(DirectoryTool[ListArgs]):
     name = "list_dir"
     kind: ToolKind = "read"
     description = (
@@ -33,21 +33,15 @@ class ListTool(DirectoryTool):
     )
     parameters: JSONObject = closed_object(
         {
-            "path": {
-                "type": "string",
-                "description": "Directory, absolute or relative to the working directory. Default: the working "
-                "directory.",
-            },
+            "path": directory_path_param("Directory, absolute or relative to the working directory."),
         },
     )
+    checked_as = ListArgs
 
     def title(self, args: ToolArgs) -> str:
         return f"List {arg_str(args, 'path') or '.'}"
 
-    @os_errors_as_tool_errors
-    async def run(self, args: ToolArgs, ctx: ToolContext) -> ToolResult:
-        checked = validate(self.parameters, args, ListArgs)
-        target = await self.target(ctx, checked.get("path"))
+    async def look(self, checked: ListArgs, target: Target, ctx: ToolContext) -> ToolResult:
         path, shown = target.path, target.shown
         if target.stat is None:
             raise ToolError(f"Directory not found: {shown}.")

@@ -10,11 +10,11 @@ from ama_acp.tools.base import JSONObject, Location, ToolArgs, ToolError, ToolKi
 from ama_acp.tools.budget import Budget, run_bounded
 from ama_acp.tools.common import (
     DirectoryTool,
+    Target,
     arg_str,
     closed_object,
+    directory_path_param,
     display_path,
-    os_errors_as_tool_errors,
-    validate,
 )
 from ama_acp.tools.context import ToolContext
 from ama_acp.tools.search.filewalk import glob_regex, list_files
@@ -30,7 +30,7 @@ class GlobArgs(TypedDict):
     path: NotRequired[str]
 
 
-class GlobTool(DirectoryTool):
+class GlobTool(DirectoryTool[GlobArgs]):
     name = "find_files"
     kind: ToolKind = "search"
     description = (
@@ -42,21 +42,16 @@ class GlobTool(DirectoryTool):
     parameters: JSONObject = closed_object(
         {
             "pattern": {"type": "string", "description": "Glob, relative to `path`."},
-            "path": {
-                "type": "string",
-                "description": "Directory to search in. Default: the working directory.",
-            },
+            "path": directory_path_param("Directory to search in."),
         },
         "pattern",
     )
+    checked_as = GlobArgs
 
     def title(self, args: ToolArgs) -> str:
         return f"Find `{arg_str(args, 'pattern', '*')}`{self.where(args)}"
 
-    @os_errors_as_tool_errors
-    async def run(self, args: ToolArgs, ctx: ToolContext) -> ToolResult:
-        checked = validate(self.parameters, args, GlobArgs)
-        target = await self.target(ctx, checked.get("path"))
+    async def look(self, checked: GlobArgs, target: Target, ctx: ToolContext) -> ToolResult:
         root, shown_root = target.path, target.shown
         if target.stat is None or not target.stat.is_dir:
             raise ToolError(f"Not a directory: {shown_root}.")

@@ -31,14 +31,14 @@ from ama_acp.tools.base import JSONObject, Location, ToolArgs, ToolError, ToolKi
 from ama_acp.tools.budget import Budget, run_bounded
 from ama_acp.tools.common import (
     DirectoryTool,
+    Target,
     arg_str,
     closed_object,
+    directory_path_param,
     display_path,
-    os_errors_as_tool_errors,
     plural,
     require_regular,
     short,
-    validate,
 )
 from ama_acp.tools.context import ToolContext
 from ama_acp.tools.regular import read_regular
@@ -84,7 +84,7 @@ class _Found:
     complete: bool = True  # False: stopped at COUNT_LIMIT or out of time
 
 
-class GrepTool(DirectoryTool):
+class GrepTool(DirectoryTool[GrepArgs]):
     name = "search"
     kind: ToolKind = "search"
     description = (
@@ -97,7 +97,7 @@ class GrepTool(DirectoryTool):
     parameters: JSONObject = closed_object(
         {
             "pattern": {"type": "string", "description": "Regular expression to look for."},
-            "path": {"type": "string", "description": "Directory or file to search. Default: the working directory."},
+            "path": directory_path_param("Directory or file to search."),
             "glob": {"type": "string", "description": "Only search files matching this glob, e.g. `*.py`."},
             "ignore_case": {"type": "boolean", "description": "Match case-insensitively.", "default": False},
             "context": {
@@ -110,6 +110,7 @@ class GrepTool(DirectoryTool):
         },
         "pattern",
     )
+    checked_as = GrepArgs
 
     def __init__(self, use_ripgrep: bool = True) -> None:
         self.use_ripgrep = use_ripgrep
@@ -117,10 +118,7 @@ class GrepTool(DirectoryTool):
     def title(self, args: ToolArgs) -> str:
         return f"Search for `{short(arg_str(args, 'pattern'), 50)}`{self.where(args)}"
 
-    @os_errors_as_tool_errors
-    async def run(self, args: ToolArgs, ctx: ToolContext) -> ToolResult:
-        checked = validate(self.parameters, args, GrepArgs)
-        target = await self.target(ctx, checked.get("path"))
+    async def look(self, checked: GrepArgs, target: Target, ctx: ToolContext) -> ToolResult:
         if target.stat is None:
             raise ToolError(f"Path not found: {target.shown}.")
         if not checked["pattern"]:
