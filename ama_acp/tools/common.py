@@ -5,9 +5,10 @@ from __future__ import annotations
 import difflib
 import functools
 import os
-from collections.abc import Awaitable, Callable
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TypeVar, cast
+from typing import Generic, TypeVar, cast
 
 from ama_acp.tools.base import FileDiff, JSONObject, JSONValue, Location, ToolArgs, ToolError, ToolResult
 from ama_acp.tools.context import ToolContext
@@ -189,11 +190,22 @@ def arg_str(args: object, key: str, default: str = "") -> str:
     return value if isinstance(value, str) else default
 
 
+def closed_object(properties: JSONObject, *required: str) -> JSONObject:
+    """The schema of a JSON object with these properties, `required` among them, and no others: a tool's
+    arguments, or an item of a list argument (`validate` refuses any argument the schema does not name)."""
+    return {"type": "object", "properties": properties, "required": [*required], "additionalProperties": False}
+
+
 # The `path` argument of the tools that take one file, as the model sees it.
 FILE_PATH_PARAM: JSONObject = {
     "type": "string",
     "description": "File path, absolute or relative to the working directory.",
 }
+
+
+def directory_path_param(what: str) -> JSONObject:
+    """The optional `path` argument of a DirectoryTool, as the model sees it: `what` it names, and its default."""
+    return {"type": "string", "description": f"{what} Default: the working directory."}
 
 
 def path_locations(args: object, cwd: str, default: str | None = None, line: int | None = None) -> list[Location]:
@@ -376,3 +388,36 @@ def os_errors_as_tool_errors(run: _Run) -> _Run:
 
     # The same signature as `run` (wraps copies its name and docstring; the cast says so to the checker).
     return cast(_Run, wrapper)
+
+
+# A DirectoryTool's arguments as `validate` checked them: its own TypedDict.
+_Args = TypeVar("_Args", bound=Mapping[str, object])
+
+
+class DirectoryTool(ABC, Generic[_Args]):
+    """What list_dir, find_files and search share: an optional `path` naming where the call looks (search also
+    takes one file), the working directory when it names nothing. `run` checks the arguments and locates the
+    path; the tool's own `look` does the rest."""
+
+    parameters: JSONObject
+    checked_as: type[_Args]  # what `validate` makes of arguments that meet `parameters`
+
+    def locations(self, args: ToolArgs, cwd: str) -> list[Location]:
+        return path_locations(args, cwd, default=".")
+
+    @staticmethod
+    def where(args: ToolArgs) -> str:
+        """For a title: " in PATH", or nothing when the call looks in the working directory."""
+        path = arg_str(args, "path")
+        return f" in {path}" if path else ""
+
+    @os_errors_as_tool_errors
+    async def run(self, args: ToolArgs, ctx: ToolContext) -> ToolResult:
+        checked = validate(self.parameters, args, self.checked_as)
+        path = checked.get("path")
+        target = await locate(ctx, path if isinstance(path, str) and path else ".")
+        return await self.look(checked, target, ctx)
+
+    @abstractmethod
+    async def look(self, checked: _Args, target: Target, ctx: ToolContext) -> ToolResult:
+        """The call, once its arguments are checked and its `path` is located (`target`)."""

@@ -12,6 +12,7 @@ from ama_acp.tools.base import JSONObject, Location, ToolArgs, ToolError, ToolKi
 from ama_acp.tools.common import (
     FILE_PATH_PARAM,
     arg_str,
+    closed_object,
     diff_too_big,
     file_to_change,
     first_changed_line,
@@ -51,17 +52,15 @@ class EditTool:
         "it unique. Several edits in one call are applied in order, each to the result of the previous one, and "
         "the file changes only if all of them apply. Read the file first. To create a file use write_file."
     )
-    parameters: JSONObject = {
-        "type": "object",
-        "properties": {
+    parameters: JSONObject = closed_object(
+        {
             "path": FILE_PATH_PARAM,
             "edits": {
                 "type": "array",
                 "minItems": 1,
                 "description": "Replacements, applied in order.",
-                "items": {
-                    "type": "object",
-                    "properties": {
+                "items": closed_object(
+                    {
                         "old_text": {"type": "string", "description": "Exact text to replace."},
                         "new_text": {"type": "string", "description": "The replacement."},
                         "replace_all": {
@@ -70,14 +69,14 @@ class EditTool:
                             "default": False,
                         },
                     },
-                    "required": ["old_text", "new_text"],
-                    "additionalProperties": False,
-                },
+                    "old_text",
+                    "new_text",
+                ),
             },
         },
-        "required": ["path", "edits"],
-        "additionalProperties": False,
-    }
+        "path",
+        "edits",
+    )
 
     def title(self, args: ToolArgs) -> str:
         return f"Edit {arg_str(args, 'path', 'file')}"

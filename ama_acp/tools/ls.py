@@ -6,13 +6,13 @@ from typing import NotRequired, TypedDict
 
 from ama_acp.tools.base import JSONObject, Location, ToolArgs, ToolError, ToolKind, ToolResult
 from ama_acp.tools.common import (
+    DirectoryTool,
+    Target,
     arg_str,
+    closed_object,
+    directory_path_param,
     human_size,
-    locate,
-    os_errors_as_tool_errors,
-    path_locations,
     plural,
-    validate,
 )
 from ama_acp.tools.context import ToolContext
 from ama_acp.tools.workspace import DirEntry
@@ -24,36 +24,24 @@ class ListArgs(TypedDict):
     path: NotRequired[str]
 
 
-class ListTool:
+class ListTool(DirectoryTool[ListArgs]):
     name = "list_dir"
     kind: ToolKind = "read"
     description = (
         "List the entries of one directory (not recursive): subdirectories first, marked with a trailing '/', "
         "then files with their sizes. To find files by name across the tree use find_files."
     )
-    parameters: JSONObject = {
-        "type": "object",
-        "properties": {
-            "path": {
-                "type": "string",
-                "description": "Directory, absolute or relative to the working directory. Default: the working "
-                "directory.",
-            },
+    parameters: JSONObject = closed_object(
+        {
+            "path": directory_path_param("Directory, absolute or relative to the working directory."),
         },
-        "required": [],
-        "additionalProperties": False,
-    }
+    )
+    checked_as = ListArgs
 
     def title(self, args: ToolArgs) -> str:
         return f"List {arg_str(args, 'path') or '.'}"
 
-    def locations(self, args: ToolArgs, cwd: str) -> list[Location]:
-        return path_locations(args, cwd, default=".")
-
-    @os_errors_as_tool_errors
-    async def run(self, args: ToolArgs, ctx: ToolContext) -> ToolResult:
-        checked = validate(self.parameters, args, ListArgs)
-        target = await locate(ctx, checked.get("path") or ".")
+    async def look(self, checked: ListArgs, target: Target, ctx: ToolContext) -> ToolResult:
         path, shown = target.path, target.shown
         if target.stat is None:
             raise ToolError(f"Directory not found: {shown}.")

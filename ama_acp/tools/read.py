@@ -12,6 +12,7 @@ from ama_acp.tools.common import (
     Target,
     arg_int,
     arg_str,
+    closed_object,
     human_size,
     locate,
     missing_file_error,
@@ -46,9 +47,8 @@ class ReadTool:
         "to continue. Use it before editing a file, and prefer reading the relevant part of a large file (find "
         "it with `search`) over reading everything. Directories: use list_dir."
     )
-    parameters: JSONObject = {
-        "type": "object",
-        "properties": {
+    parameters: JSONObject = closed_object(
+        {
             "path": FILE_PATH_PARAM,
             "offset": {"type": "integer", "minimum": 1, "description": "First line to read (1-based). Default 1."},
             "limit": {
@@ -57,9 +57,8 @@ class ReadTool:
                 "description": f"How many lines to read. Default {DEFAULT_LIMIT}.",
             },
         },
-        "required": ["path"],
-        "additionalProperties": False,
-    }
+        "path",
+    )
 
     def title(self, args: ToolArgs) -> str:
         path = arg_str(args, "path", "file")

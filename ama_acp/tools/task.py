@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ama_acp.tools.base import JSONObject, Location, ToolArgs, ToolError, ToolKind, ToolResult
+from ama_acp.tools.common import closed_object
 from ama_acp.tools.context import ToolContext
 
 NAME = "task"
@@ -38,16 +39,14 @@ class TaskTool:
             "complete prompt: the helper cannot see this conversation. Several task calls in one response run at "
             "the same time. A helper cannot start tasks of its own.\n\nAgents:\n" + listed
         )
-        self.parameters: JSONObject = {
-            "type": "object",
-            "properties": {
+        self.parameters: JSONObject = closed_object(
+            {
                 "prompt": {"type": "string", "description": "The whole task, with everything the helper needs."},
                 "description": {"type": "string", "description": "A short title (3–8 words) shown to the user."},
                 "agent": {"type": "string", "enum": list(known), "description": "Which agent; default `general`."},
             },
-            "required": ["prompt"],
-            "additionalProperties": False,
-        }
+            "prompt",
+        )
 
     def title(self, args: ToolArgs) -> str:
         description = args.get("description") if isinstance(args, dict) else None

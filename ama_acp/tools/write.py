@@ -9,6 +9,7 @@ from ama_acp.tools.common import (
     FILE_PATH_PARAM,
     Target,
     arg_str,
+    closed_object,
     count_lines,
     diff_too_big,
     file_to_change,
@@ -36,15 +37,14 @@ class WriteTool:
         "changes to an existing file prefer edit_file, which sends only the changed parts; read a file before "
         "overwriting it. `content` is written exactly as given (no line numbers)."
     )
-    parameters: JSONObject = {
-        "type": "object",
-        "properties": {
+    parameters: JSONObject = closed_object(
+        {
             "path": FILE_PATH_PARAM,
             "content": {"type": "string", "description": "The complete new content of the file."},
         },
-        "required": ["path", "content"],
-        "additionalProperties": False,
-    }
+        "path",
+        "content",
+    )
 
     def title(self, args: ToolArgs) -> str:
         return f"Write {arg_str(args, 'path', 'file')}"

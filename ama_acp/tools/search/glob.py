@@ -9,12 +9,12 @@ from typing import NotRequired, TypedDict
 from ama_acp.tools.base import JSONObject, Location, ToolArgs, ToolError, ToolKind, ToolResult
 from ama_acp.tools.budget import Budget, run_bounded
 from ama_acp.tools.common import (
+    DirectoryTool,
+    Target,
     arg_str,
+    closed_object,
+    directory_path_param,
     display_path,
-    locate,
-    os_errors_as_tool_errors,
-    path_locations,
-    validate,
 )
 from ama_acp.tools.context import ToolContext
 from ama_acp.tools.search.filewalk import glob_regex, list_files
@@ -30,7 +30,7 @@ class GlobArgs(TypedDict):
     path: NotRequired[str]
 
 
-class GlobTool:
+class GlobTool(DirectoryTool[GlobArgs]):
     name = "find_files"
     kind: ToolKind = "search"
     description = (
@@ -39,30 +39,19 @@ class GlobTool:
         "files directly in `path` and `**/*.md` matches at any depth. Files ignored by .gitignore are left out. "
         "Results are sorted by modification time, newest first. To search file contents use search."
     )
-    parameters: JSONObject = {
-        "type": "object",
-        "properties": {
+    parameters: JSONObject = closed_object(
+        {
             "pattern": {"type": "string", "description": "Glob, relative to `path`."},
-            "path": {
-                "type": "string",
-                "description": "Directory to search in. Default: the working directory.",
-            },
+            "path": directory_path_param("Directory to search in."),
         },
-        "required": ["pattern"],
-        "additionalProperties": False,
-    }
+        "pattern",
+    )
+    checked_as = GlobArgs
 
     def title(self, args: ToolArgs) -> str:
-        where = arg_str(args, "path")
-        return f"Find `{arg_str(args, 'pattern', '*')}`" + (f" in {where}" if where else "")
+        return f"Find `{arg_str(args, 'pattern', '*')}`{self.where(args)}"
 
-    def locations(self, args: ToolArgs, cwd: str) -> list[Location]:
-        return path_locations(args, cwd, default=".")
-
-    @os_errors_as_tool_errors
-    async def run(self, args: ToolArgs, ctx: ToolContext) -> ToolResult:
-        checked = validate(self.parameters, args, GlobArgs)
-        target = await locate(ctx, checked.get("path") or ".")
+    async def look(self, checked: GlobArgs, target: Target, ctx: ToolContext) -> ToolResult:
         root, shown_root = target.path, target.shown
         if target.stat is None or not target.stat.is_dir:
             raise ToolError(f"Not a directory: {shown_root}.")

@@ -30,15 +30,15 @@ from anyio.abc import ByteReceiveStream, Process
 from ama_acp.tools.base import JSONObject, Location, ToolArgs, ToolError, ToolKind, ToolResult
 from ama_acp.tools.budget import Budget, run_bounded
 from ama_acp.tools.common import (
+    DirectoryTool,
+    Target,
     arg_str,
+    closed_object,
+    directory_path_param,
     display_path,
-    locate,
-    os_errors_as_tool_errors,
-    path_locations,
     plural,
     require_regular,
     short,
-    validate,
 )
 from ama_acp.tools.context import ToolContext
 from ama_acp.tools.regular import read_regular
@@ -84,7 +84,7 @@ class _Found:
     complete: bool = True  # False: stopped at COUNT_LIMIT or out of time
 
 
-class GrepTool:
+class GrepTool(DirectoryTool[GrepArgs]):
     name = "search"
     kind: ToolKind = "search"
     description = (
@@ -94,11 +94,10 @@ class GrepTool:
         "and ask for surrounding lines with `context`. Use it to locate code before reading it; to find files "
         "by name use find_files."
     )
-    parameters: JSONObject = {
-        "type": "object",
-        "properties": {
+    parameters: JSONObject = closed_object(
+        {
             "pattern": {"type": "string", "description": "Regular expression to look for."},
-            "path": {"type": "string", "description": "Directory or file to search. Default: the working directory."},
+            "path": directory_path_param("Directory or file to search."),
             "glob": {"type": "string", "description": "Only search files matching this glob, e.g. `*.py`."},
             "ignore_case": {"type": "boolean", "description": "Match case-insensitively.", "default": False},
             "context": {
@@ -109,24 +108,17 @@ class GrepTool:
                 "default": 0,
             },
         },
-        "required": ["pattern"],
-        "additionalProperties": False,
-    }
+        "pattern",
+    )
+    checked_as = GrepArgs
 
     def __init__(self, use_ripgrep: bool = True) -> None:
         self.use_ripgrep = use_ripgrep
 
     def title(self, args: ToolArgs) -> str:
-        where = arg_str(args, "path")
-        return f"Search for `{short(arg_str(args, 'pattern'), 50)}`" + (f" in {where}" if where else "")
+        return f"Search for `{short(arg_str(args, 'pattern'), 50)}`{self.where(args)}"
 
-    def locations(self, args: ToolArgs, cwd: str) -> list[Location]:
-        return path_locations(args, cwd, default=".")
-
-    @os_errors_as_tool_errors
-    async def run(self, args: ToolArgs, ctx: ToolContext) -> ToolResult:
-        checked = validate(self.parameters, args, GrepArgs)
-        target = await locate(ctx, checked.get("path") or ".")
+    async def look(self, checked: GrepArgs, target: Target, ctx: ToolContext) -> ToolResult:
         if target.stat is None:
             raise ToolError(f"Path not found: {target.shown}.")
         if not checked["pattern"]:
