@@ -18,7 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 WINDOW = 6
-CEILING = 7  # pairs of places in ama_acp/ today; lower it as pairs go (issue 37 asked for at most 15 of the wider kind)
+CEILING = 3  # pairs of places in ama_acp/ today (two `__all__`-like name lists, two schema types); lower it as pairs go
 THIN = {"", "(", ")", "[", "]", "{", "}", "),", "],", "},", "):", "else:", "try:", "finally:", "pass", "return", '"""'}
 
 
