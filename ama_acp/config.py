@@ -7,6 +7,7 @@ The names are promises to users (docs/configuration.md). A missing config file i
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -126,10 +127,10 @@ MAX_INSTRUCTION_NAMES = 10
 
 
 class TasksConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """The `task` tool's children (docs/configuration.md "Delegation", docs/tools.md "Delegation")."""
+    """The `task` tool's tasks (docs/configuration.md "Delegation", docs/tools.md "Delegation")."""
 
-    max_parallel: int = 3  # children of one session running at once; more wait for a free slot
-    timeout: float = 600.0  # seconds one child may run; past it its task call fails with the reason
+    max_parallel: int = 3  # tasks of one session running at once; more wait for a free slot
+    timeout: float = 600.0  # seconds one task may run; past it its task call fails with the reason
 
 
 class AgentConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -138,7 +139,7 @@ class AgentConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     description: str = ""  # what it is for, shown to the model in the task tool's description
     model: str | None = None  # None: the session's model when the task starts
     tools: list[str] | None = None  # ama's own tools and MCP tools by name; None: the session's tools
-    instructions: str = ""  # added to the child's system prompt
+    instructions: str = ""  # added to the system prompt of its tasks
     # An external ACP agent (session/tasks/external/agent.py): the program, its arguments, variables added to ama's
     # environment (which has every credential removed: pass the agent's own key here).
     command: str | None = None
@@ -152,23 +153,32 @@ _AGENT_NAME = r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}"
 
 def agents_problem(agents: dict[str, AgentConfig]) -> str | None:
     """Why the `[agents]` tables cannot be used (a name, a reserved key, a tool list), or None."""
+    for name, agent in agents.items():
+        if (problem := _agent_problem(name, agent)) is not None:
+            return problem
+    return None
+
+
+def _agent_problem(name: str, agent: AgentConfig) -> str | None:
     import re
 
-    for name, agent in agents.items():
-        if not re.fullmatch(_AGENT_NAME, name):
-            return f"agents.{name[:64]!r}: a name is 1–64 letters, digits, `_` or `-`, starting with a letter or digit"
-        if name in BUILT_IN_AGENTS:
-            return f"agents.{name}: `{name}` is a built-in agent and cannot be redefined; choose another name"
-        if (problem := external_agent_problem(agent)) is not None:
-            return f"agents.{name}{problem}"
-        if agent.tools is not None:
-            for i, tool in enumerate(agent.tools):
-                if tool == "task":
-                    return f"agents.{name}.tools[{i}]: a child cannot start tasks of its own (`task` is refused)"
-                if not tool or len(tool) > 200 or not tool.isprintable():
-                    return f"agents.{name}.tools[{i}] must be a tool name"
-        if len(agent.description) > 1000 or len(agent.instructions) > 100_000:
-            return f"agents.{name}: description is at most 1,000 characters and instructions 100,000"
+    if not re.fullmatch(_AGENT_NAME, name):
+        return f"agents.{name[:64]!r}: a name is 1–64 letters, digits, `_` or `-`, starting with a letter or digit"
+    if name in BUILT_IN_AGENTS:
+        return f"agents.{name}: `{name}` is a built-in agent and cannot be redefined; choose another name"
+    if (problem := external_agent_problem(agent) or _agent_tools_problem(agent.tools)) is not None:
+        return f"agents.{name}{problem}"
+    if len(agent.description) > 1000 or len(agent.instructions) > 100_000:
+        return f"agents.{name}: description is at most 1,000 characters and instructions 100,000"
+    return None
+
+
+def _agent_tools_problem(tools: list[str] | None) -> str | None:
+    for i, tool in enumerate(tools or []):
+        if tool == "task":
+            return f".tools[{i}]: a task cannot start tasks of its own (`task` is refused)"
+        if not tool or len(tool) > 200 or not tool.isprintable():
+            return f".tools[{i}] must be a tool name"
     return None
 
 
@@ -179,23 +189,38 @@ _ENV_NAME = r"[A-Za-z_][A-Za-z0-9_]{0,255}"
 def external_agent_problem(agent: AgentConfig) -> str | None:
     """Why an external agent's `command`, `args` and `env` cannot start a program (the text after `agents.NAME`),
     or None. Values are never quoted back: an `env` value may be a key."""
-    import re
-
     if agent.command is None:
-        if agent.args is not None or agent.env is not None:
-            return ": `args` and `env` belong to an external agent; add its `command`"
-        return None
+        return _stray_external_keys(agent)
     if agent.model is not None or agent.tools is not None or agent.instructions:
         return ": an external agent (`command`) has its own model, tools and instructions; remove `model`, `tools` and `instructions`"
-    if not agent.command.strip() or len(agent.command) > 4096 or "\0" in agent.command:
+    return _command_problem(agent.command) or _args_problem(agent.args or []) or _env_problem(agent.env or {})
+
+
+def _stray_external_keys(agent: AgentConfig) -> str | None:
+    if agent.args is not None or agent.env is not None:
+        return ": `args` and `env` belong to an external agent; add its `command`"
+    return None
+
+
+def _command_problem(command: str) -> str | None:
+    if not command.strip() or len(command) > 4096 or "\0" in command:
         return ".command must be a program's name or path (1–4,096 characters, no NUL)"
-    args = agent.args or []
+    return None
+
+
+def _args_problem(args: list[str]) -> str | None:
     if len(args) > MAX_AGENT_ARGS:
         return f".args holds {len(args)} entries; at most {MAX_AGENT_ARGS}"
     for i, arg in enumerate(args):
         if len(arg) > 100_000 or "\0" in arg:
             return f".args[{i}] must be text without NUL, at most 100,000 characters"
-    for key, value in (agent.env or {}).items():
+    return None
+
+
+def _env_problem(env: dict[str, str]) -> str | None:
+    import re
+
+    for key, value in env.items():
         if not re.fullmatch(_ENV_NAME, key):
             return f".env: {key[:64]!r} is not an environment variable name (letters, digits, `_`)"
         if len(value) > 100_000 or "\0" in value:
@@ -250,7 +275,7 @@ class Config(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     instructions: InstructionsConfig = InstructionsConfig()
     tasks: TasksConfig = TasksConfig()
     agents: dict[str, AgentConfig] = {}
-    # Filled from the command line / environment, not from the file:
+    # Filled from the command line / environment; a file that sets them is refused (_NOT_FROM_THE_FILE):
     data_dir: str = ""
     config_path: str = ""
 
@@ -285,49 +310,152 @@ def parse_config(text: str, origin: str = "config") -> Config:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:  # its message names line and column
         raise ConfigError(f"{origin}: {exc}") from None
+    if (problem := _not_in_the_file(raw, text)) is not None:
+        raise ConfigError(f"{origin}: {problem}")
     try:
         cfg = msgspec.convert(raw, Config, strict=False)
     except msgspec.ValidationError as exc:
         raise ConfigError(f"{origin}: {exc}") from None
-    if cfg.mode not in MODES:
-        raise ConfigError(f"{origin}: mode must be one of {', '.join(MODES)}, not {cfg.mode!r}")
+    for check in _CHECKS:
+        if (problem := check(cfg)) is not None:
+            raise ConfigError(f"{origin}: {problem}")
+    return cfg
+
+
+# Fields of `Config` that only the command line and the environment set, and what to use instead. A config file
+# may be written by someone other than the person, and the data directory holds their sessions.
+_NOT_FROM_THE_FILE = {
+    "data_dir": "use --data-dir or the environment variable AMA_DATA_DIR",
+    "config_path": "name the file with --config or the environment variable AMA_CONFIG",
+}
+
+
+def _not_in_the_file(raw: dict[str, object], text: str) -> str | None:
+    for key, instead in _NOT_FROM_THE_FILE.items():
+        if key in raw:
+            line = _line_setting(text, key)
+            at = f" (at line {line})" if line is not None else ""
+            return f"`{key}`{at} cannot be set in a config file: {instead}"
+    return None
+
+
+_MAX_LINE_TRIES = 4
+
+
+def _line_setting(text: str, key: str) -> int | None:
+    """The number of the line that sets the top-level `key`, or None. tomllib keeps no positions: a line that
+    looks like it (the key, or a table header of that name) is the one when the text up to it already sets the
+    key, which a line inside a multi-line string or a table does not. A few tries at most, so that a hostile
+    file cannot make an error message cost a parse per line."""
+    import re
+    import tomllib
+
+    names = f"(?:{key}|\"{key}\"|'{key}')"
+    looks = re.compile(rf"\s*(?:\[{{1,2}}\s*{names}\s*[.\]]|{names}\s*[.=])")
+    lines = text.split("\n")
+    tries = [n for n, line in enumerate(lines, 1) if looks.match(line)][:_MAX_LINE_TRIES]
+    for n in tries:
+        try:
+            if key in tomllib.loads("\n".join(lines[:n])):
+                return n
+        except tomllib.TOMLDecodeError:
+            continue
+    return None
+
+
+def _mode_problem(cfg: Config) -> str | None:
+    return None if cfg.mode in MODES else f"mode must be one of {', '.join(MODES)}, not {cfg.mode!r}"
+
+
+def _retention_problem(cfg: Config) -> str | None:
     days = cfg.compaction.retention_days
-    if not 0 <= days <= MAX_RETENTION_DAYS:
-        raise ConfigError(f"{origin}: compaction.retention_days must be a whole number of days, 0–36,500, not {days!r}")
-    if cfg.context.estimator not in ("heuristic", "tiktoken"):
-        raise ConfigError(f"{origin}: context.estimator must be 'heuristic' or 'tiktoken'")
+    if 0 <= days <= MAX_RETENTION_DAYS:
+        return None
+    return f"compaction.retention_days must be a whole number of days, 0–36,500, not {days!r}"
+
+
+def _estimator_problem(cfg: Config) -> str | None:
+    if cfg.context.estimator in ("heuristic", "tiktoken"):
+        return None
+    return "context.estimator must be 'heuristic' or 'tiktoken'"
+
+
+def _providers_problem(cfg: Config) -> str | None:
     for name, prov in cfg.providers.items():
         if prov.kind not in ("openai", "anthropic", "scripted"):
-            raise ConfigError(f"{origin}: providers.{name}.kind must be openai, anthropic or scripted")
-    if not (0 <= cfg.mcp.start_timeout <= 3600 and 0 < cfg.mcp.call_timeout <= 86400):
-        raise ConfigError(f"{origin}: mcp.start_timeout must be 0–3600 s and mcp.call_timeout 0–86400 s")
-    if cfg.client.program_status not in PROGRAM_STATUS_MODES:
-        raise ConfigError(f"{origin}: client.program_status must be auto, on or off, not {cfg.client.program_status!r}")
+            return f"providers.{name}.kind must be openai, anthropic or scripted"
+    return None
+
+
+def _mcp_problem(cfg: Config) -> str | None:
+    if 0 <= cfg.mcp.start_timeout <= 3600 and 0 < cfg.mcp.call_timeout <= 86400:
+        return None
+    return "mcp.start_timeout must be 0–3600 s and mcp.call_timeout 0–86400 s"
+
+
+def _client_problem(cfg: Config) -> str | None:
+    if cfg.client.program_status in PROGRAM_STATUS_MODES:
+        return None
+    return f"client.program_status must be auto, on or off, not {cfg.client.program_status!r}"
+
+
+def _stream_problem(cfg: Config) -> str | None:
     st = cfg.stream
-    if not (0 <= st.coalesce_window_ms <= 1000 and 1 <= st.coalesce_max_chars <= 10_000_000):
-        raise ConfigError(
-            f"{origin}: stream.coalesce_window_ms must be 0–1000 and stream.coalesce_max_chars 1–10,000,000"
-        )
+    if 0 <= st.coalesce_window_ms <= 1000 and 1 <= st.coalesce_max_chars <= 10_000_000:
+        return None
+    return "stream.coalesce_window_ms must be 0–1000 and stream.coalesce_max_chars 1–10,000,000"
+
+
+def _web_problem(cfg: Config) -> str | None:
     hosts = cfg.web.allow_hosts
     if len(hosts) > MAX_ALLOW_HOSTS:
-        raise ConfigError(f"{origin}: web.allow_hosts holds {len(hosts)} entries; at most {MAX_ALLOW_HOSTS}")
+        return f"web.allow_hosts holds {len(hosts)} entries; at most {MAX_ALLOW_HOSTS}"
     for i, entry in enumerate(hosts):
         if (problem := allow_host_problem(entry)) is not None:
-            raise ConfigError(f"{origin}: web.allow_hosts[{i}] = {entry[:100]!r} {problem}")
+            return f"web.allow_hosts[{i}] = {entry[:100]!r} {problem}"
+    return None
+
+
+def _instructions_problem(cfg: Config) -> str | None:
     names = cfg.instructions.files
     if not 1 <= len(names) <= MAX_INSTRUCTION_NAMES:
-        raise ConfigError(f"{origin}: instructions.files must list 1–{MAX_INSTRUCTION_NAMES} file names")
+        return f"instructions.files must list 1–{MAX_INSTRUCTION_NAMES} file names"
     for i, name in enumerate(names):
         if (problem := instruction_name_problem(name)) is not None:
-            raise ConfigError(f"{origin}: instructions.files[{i}] = {name[:100]!r} {problem}")
-    if not (1 <= cfg.tasks.max_parallel <= 32 and 1 <= cfg.tasks.timeout <= 86400):
-        raise ConfigError(f"{origin}: tasks.max_parallel must be 1–32 and tasks.timeout 1–86,400 s")
-    if (problem := agents_problem(cfg.agents)) is not None:
-        raise ConfigError(f"{origin}: {problem}")
+            return f"instructions.files[{i}] = {name[:100]!r} {problem}"
+    return None
+
+
+def _tasks_problem(cfg: Config) -> str | None:
+    if 1 <= cfg.tasks.max_parallel <= 32 and 1 <= cfg.tasks.timeout <= 86400:
+        return None
+    return "tasks.max_parallel must be 1–32 and tasks.timeout 1–86,400 s"
+
+
+def _agents_problem(cfg: Config) -> str | None:
+    return agents_problem(cfg.agents)
+
+
+def _tiers_problem(cfg: Config) -> str | None:
     caps = cfg.tiers.caps
-    if len(caps) != 4 or list(caps) != sorted(caps):
-        raise ConfigError(f"{origin}: tiers.caps must be four rising percentages")
-    return cfg
+    return None if len(caps) == 4 and list(caps) == sorted(caps) else "tiers.caps must be four rising percentages"
+
+
+# Checked in this order: the first problem is the one reported.
+_CHECKS: tuple[Callable[[Config], str | None], ...] = (
+    _mode_problem,
+    _retention_problem,
+    _estimator_problem,
+    _providers_problem,
+    _mcp_problem,
+    _client_problem,
+    _stream_problem,
+    _web_problem,
+    _instructions_problem,
+    _tasks_problem,
+    _agents_problem,
+    _tiers_problem,
+)
 
 
 def load_config(

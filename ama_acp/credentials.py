@@ -93,12 +93,7 @@ def write_credentials(path: Path, updates: Mapping[str, str]) -> None:
     created 0600 (never readable by others at any moment), written, fsynced and renamed over the old one; the
     directory is created 0700 when missing. A file that cannot be read or parsed is a CredentialsError and is
     left as it is."""
-    for name, value in updates.items():
-        # The names are environment variable names; a key is never quoted back (it may be mistyped, not leaked).
-        if not _NAME.fullmatch(name):
-            raise CredentialsError(f"cannot store a key under {name!r}: not an environment variable name")
-        if not _storable(value):
-            raise CredentialsError(f"cannot store {name}: the key is empty or holds control characters")
+    _check_updates(updates)
     kept = {k: v for k, v in read_credentials(path).items() if _storable(k) and _storable(v)}
     merged = {**kept, **updates}
     text = "# API keys stored by `ama setup`. Keep this file private (0600).\n[keys]\n" + "".join(
@@ -113,6 +108,15 @@ def write_credentials(path: Path, updates: Mapping[str, str]) -> None:
     except OSError as exc:
         raise CredentialsError(f"cannot write {path}: {exc.strerror or exc}") from None
     register_secret_values(updates.values())
+
+
+def _check_updates(updates: Mapping[str, str]) -> None:
+    for name, value in updates.items():
+        # The names are environment variable names; a key is never quoted back (it may be mistyped, not leaked).
+        if not _NAME.fullmatch(name):
+            raise CredentialsError(f"cannot store a key under {name!r}: not an environment variable name")
+        if not _storable(value):
+            raise CredentialsError(f"cannot store {name}: the key is empty or holds control characters")
 
 
 def replace_atomically(path: Path, data: bytes, mode: int | None) -> None:

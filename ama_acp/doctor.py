@@ -20,7 +20,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ama_acp.config import Config, ConfigError, ProviderConfig, default_config_path, default_data_dir, load_config
 from ama_acp.credentials import CredentialsError, KeySource, credentials_path, read_credentials, too_open
@@ -32,6 +32,9 @@ from ama_acp.providers.tls import CERTIFICATE_ADVICE, certificate_failure, tls_f
 from ama_acp.redact import MIN_SECRET_LENGTH, REDACTED
 from ama_acp.secrets import register_config, register_secret_values
 from ama_acp.textsafe import one_line
+
+if TYPE_CHECKING:
+    import httpx
 
 TIMEOUT = 5.0  # seconds for one provider's check, connect to last byte
 MAX_BODY = 256 * 1024  # a model list is a few KiB; a server that sends more is cut off here
@@ -179,13 +182,19 @@ def open_paths(paths: list[Path], uid: int | None = None) -> list[PathFact]:
             continue
         mode = stat.S_IMODE(st.st_mode)
         shown = f"{mode:04o}"
-        group, others = bool(mode & stat.S_IWGRP), bool(mode & stat.S_IWOTH)
-        if group or others:
-            which = "group and others" if group and others else "group" if group else "others"
+        if (which := _writers(mode)) is not None:
             out.append(PathFact(str(path), shown, f"writable by {which}"))
         if me is not None and st.st_uid not in (me, 0):
             out.append(PathFact(str(path), shown, "owned by another user", st.st_uid))
     return out
+
+
+_WRITERS = {(True, True): "group and others", (True, False): "group", (False, True): "others"}
+
+
+def _writers(mode: int) -> str | None:
+    """Who besides the owner may write a file of this mode: "group", "others", both, or None."""
+    return _WRITERS.get((bool(mode & stat.S_IWGRP), bool(mode & stat.S_IWOTH)))
 
 
 # --- the provider check --------------------------------------------------------------------------------------
@@ -248,8 +257,15 @@ def check_provider(
         return _with(fact, "no-key", detail=why)
     if not network:
         return _with(fact, "skipped", detail="--no-network")
+    return _asked(fact, models_request(pcfg.kind, base, key), key, chosen_model, timeout)
+
+
+def _asked(
+    fact: ProviderFact, request: tuple[str, dict[str, str]], key: str | None, chosen_model: str | None, timeout: float
+) -> ProviderFact:
+    """`fact` with what the provider answered to `request` (its URL and headers)."""
     secrets = [key] if key else []
-    url, headers = models_request(pcfg.kind, base, key)
+    url, headers = request
     try:
         status, body = _get(url, headers, timeout)
     except _Unreachable as exc:
@@ -293,16 +309,7 @@ def _get(url: str, headers: dict[str, str], timeout: float) -> tuple[int, bytes]
         # No redirect is followed, so the TLS context is the URL's own (providers/tls.py: none loaded for http).
         with httpx.Client(timeout=timeout, follow_redirects=False, verify=tls_for(url)) as client:
             with client.stream("GET", url, headers=headers) as response:
-                status, body = response.status_code, bytearray()
-                try:
-                    for chunk in response.iter_bytes():
-                        body += chunk
-                        # A server that trickles bytes must not hold the check past its deadline.
-                        if len(body) >= MAX_BODY or time.monotonic() > deadline:
-                            break
-                except httpx.HTTPError:  # the body broke off or does not decode: the status is the answer
-                    pass
-                return status, bytes(body[:MAX_BODY])
+                return response.status_code, _body(response, deadline)
     except httpx.TimeoutException:
         raise _Unreachable(f"no answer within {timeout:g} s") from None
     except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
@@ -317,11 +324,38 @@ def _get(url: str, headers: dict[str, str], timeout: float) -> tuple[int, bytes]
         raise _NotSent(f"the request could not be sent: {type(exc).__name__}: {exc}") from None
 
 
+def _body(response: httpx.Response, deadline: float) -> bytes:
+    """The body's first MAX_BODY bytes, or what came of it by the deadline."""
+    import httpx
+
+    body = bytearray()
+    try:
+        for chunk in response.iter_bytes():
+            body += chunk
+            # A server that trickles bytes must not hold the check past its deadline.
+            if len(body) >= MAX_BODY or time.monotonic() > deadline:
+                break
+    except httpx.HTTPError:  # the body broke off or does not decode: the status is the answer
+        pass
+    return bytes(body[:MAX_BODY])
+
+
 # --- the whole report ----------------------------------------------------------------------------------------
 
 
-def _targets(cfg: Config, model_id: str | None) -> list[tuple[str, ProviderConfig]]:
-    """Each configured provider, and the chosen model's provider when it is a built-in one."""
+def _model_fact(cfg: Config | None, model: str | None, keys: KeySource) -> ModelFact:
+    if cfg is None:
+        why = "ama does not start until its config file can be used: fix the error above"
+        return ModelFact(None, why, "none", None, False)
+    choice = usable_model(cfg, model, keys)
+    return ModelFact(choice.model_id, choice.why, choice.source, choice.key_variable, choice.key_from_file)
+
+
+def _targets(cfg: Config | None, model_id: str | None) -> list[tuple[str, ProviderConfig]]:
+    """Each configured provider, and the chosen model's provider when it is a built-in one (none without a
+    config that can be used)."""
+    if cfg is None:
+        return []
     targets = dict(cfg.providers)
     if model_id is not None:
         try:
@@ -352,13 +386,7 @@ def diagnose(
     keys = KeySource(environ, file_keys)
     effective = cfg or Config()
     ddir = Path(effective.data_dir or data_dir or default_data_dir(environ))
-    if cfg is None:
-        model_fact = ModelFact(
-            None, "ama does not start until its config file can be used: fix the error above", "none", None, False
-        )
-    else:
-        choice = usable_model(cfg, model, keys)
-        model_fact = ModelFact(choice.model_id, choice.why, choice.source, choice.key_variable, choice.key_from_file)
+    model_fact = _model_fact(cfg, model, keys)
     chosen_provider, chosen_name = (None, None)
     if model_fact.id is not None:
         chosen_provider, _, chosen_name = model_fact.id.partition("/")
@@ -371,7 +399,7 @@ def diagnose(
             chosen_model=chosen_name if name == chosen_provider else None,
             timeout=timeout,
         )
-        for name, pcfg in (_targets(cfg, model_fact.id) if cfg is not None else [])
+        for name, pcfg in _targets(cfg, model_fact.id)
     ]
     report = Report(
         config=cfg_fact,
@@ -411,6 +439,16 @@ def _problem(report: Report, chosen_provider: str | None) -> str | None:
 # --- output --------------------------------------------------------------------------------------------------
 
 
+# What the provider's line says after its name, by result (the ones that need more than a template are below).
+_PROVIDER_TEXTS: dict[str, str] = {
+    "unreachable": "cannot reach it: {detail}",
+    "untrusted": "its TLS certificate failed verification ({detail}). {advice}",
+    "status": "answered HTTP {status}: {detail}",
+    "no-key": "not checked: {detail}",
+    "skipped": "not checked (--no-network)",
+}
+
+
 def _provider_text(p: ProviderFact) -> str:
     if p.result == "ok":
         listed = f", {p.models} models listed" if p.models is not None else ""
@@ -418,19 +456,7 @@ def _provider_text(p: ProviderFact) -> str:
     if p.result == "refused":
         hint = "" if p.keyVariable else ": it wants a key (set api_key_env for it in the config)"
         return f"refused (HTTP {p.status}) {p.detail}{hint}".rstrip()
-    if p.result == "unreachable":
-        return f"cannot reach it: {p.detail}"
-    if p.result == "untrusted":
-        return f"its TLS certificate failed verification ({p.detail}). {CERTIFICATE_ADVICE}"
-    if p.result == "status":
-        return f"answered HTTP {p.status}: {p.detail}"
-    if p.result == "not-sent":
-        return p.detail
-    if p.result == "no-key":
-        return f"not checked: {p.detail}"
-    if p.result == "skipped":
-        return "not checked (--no-network)"
-    return p.detail
+    return _PROVIDER_TEXTS.get(p.result, "{detail}").format(status=p.status, detail=p.detail, advice=CERTIFICATE_ADVICE)
 
 
 def _found(f: FileFact, missing: str = "not found") -> str:
@@ -441,24 +467,8 @@ def render(report: Report) -> list[str]:
     """The report for a person: one fact a line."""
     c = report.config
     lines = [f"config file: {_found(c, 'not found: the defaults apply')}" + (f": {c.error}" if c.error else "")]
-    cred = report.credentials
-    if cred.error:
-        lines.append(f"credentials file: {cred.path}: {cred.error}")
-    elif cred.found:
-        names = ", ".join(cred.keys) or "no keys"
-        lines.append(f"credentials file: {cred.path} (found, mode {cred.mode}; holds {names})")
-    else:
-        lines.append(f"credentials file: {cred.path} (not found)")
-    if cred.tooOpen:
-        lines.append(f"  warning: others than you may read it: run `chmod 600 {cred.path}`")
-    for o in report.openPaths:
-        if o.problem == "owned by another user":
-            lines.append(f"  warning: {o.path} belongs to another user (uid {o.owner}): they decide what ama runs")
-        else:
-            lines.append(
-                f"  warning: {o.path} is {o.problem} (mode {o.mode}): others could change what ama uses; "
-                f"run `chmod go-w {o.path}`"
-            )
+    lines += _credentials_lines(report.credentials)
+    lines += [_open_path_line(o) for o in report.openPaths]
     for k in report.keys:
         where = f"set in the {k.source}" if k.source else "not set"
         lines.append(f"key {k.name}: {where}" + (" (the credentials file holds one too)" if k.alsoInFile else ""))
@@ -470,20 +480,48 @@ def render(report: Report) -> list[str]:
     lines.append(f"data dir: {_found(report.dataDir, 'not created yet')}")
     lines.append(f"sessions: {_found(report.sessionsDir, 'none yet')}")
     lines.append(f"log: {_found(report.logFile, 'none yet')}")
-    if not report.providers:
-        lines.append("providers: none configured")
-    for p in report.providers:
-        where = f"{p.kind}, {p.baseUrl}" if p.baseUrl else p.kind
-        key = f", key {p.keyVariable}" if p.keyVariable else ""
-        lines.append(f"provider {p.name} ({where}{key}): {_provider_text(p)}")
-        if p.listsModel is False and m.id is not None:
-            lines.append(f"  note: {m.id.partition('/')[2]} is not among the models it lists")
+    lines += _provider_lines(report.providers, m.id)
     if report.promptWouldWork:
         lines.append("result: a prompt would work" + ("" if report.network else " (providers not checked)"))
     else:
         lines.append(f"result: a prompt would not work: {report.problem}")
     # Paths, server answers and error messages are other people's text: each line one line, controls visible.
     return [one_line(line) for line in lines]
+
+
+def _credentials_lines(cred: CredentialsFact) -> list[str]:
+    if cred.error:
+        lines = [f"credentials file: {cred.path}: {cred.error}"]
+    elif cred.found:
+        names = ", ".join(cred.keys) or "no keys"
+        lines = [f"credentials file: {cred.path} (found, mode {cred.mode}; holds {names})"]
+    else:
+        lines = [f"credentials file: {cred.path} (not found)"]
+    if cred.tooOpen:
+        lines.append(f"  warning: others than you may read it: run `chmod 600 {cred.path}`")
+    return lines
+
+
+def _open_path_line(o: PathFact) -> str:
+    if o.problem == "owned by another user":
+        return f"  warning: {o.path} belongs to another user (uid {o.owner}): they decide what ama runs"
+    return (
+        f"  warning: {o.path} is {o.problem} (mode {o.mode}): others could change what ama uses; "
+        f"run `chmod go-w {o.path}`"
+    )
+
+
+def _provider_lines(providers: list[ProviderFact], model_id: str | None) -> list[str]:
+    if not providers:
+        return ["providers: none configured"]
+    lines = []
+    for p in providers:
+        where = f"{p.kind}, {p.baseUrl}" if p.baseUrl else p.kind
+        key = f", key {p.keyVariable}" if p.keyVariable else ""
+        lines.append(f"provider {p.name} ({where}{key}): {_provider_text(p)}")
+        if p.listsModel is False and model_id is not None:
+            lines.append(f"  note: {model_id.partition('/')[2]} is not among the models it lists")
+    return lines
 
 
 def _safety_net(text: str, values: list[str]) -> str:

@@ -198,20 +198,9 @@ class Handlers:
         if req.method_id != AGENT_METHOD.id:
             raise AcpError.invalid_params(f"methodId: ama has no sign-in method {clip(req.method_id)!r}")
         if self._reload is None:
-            if self._args[2] is None:
-                raise AcpError.auth_required(self._no_model_why, self._methods_data())
+            self.require_model()
             return w.Empty()
-        from ama_acp.errors import ConfigError
-
-        try:
-            config, model_id, why = self._reload()
-        except ConfigError as exc:
-            why = f"ama's configuration cannot be read: {exc}"
-            raise AcpError.auth_required(why, self._methods_data()) from None
-        if model_id is None:
-            self._no_model_why = why
-            log.info("authenticate: still no usable model (%s)", why)
-            raise AcpError.auth_required(why, self._methods_data())
+        config, model_id, why = self._reloaded(self._reload)
         _, peer, before = self._args
         self._args = (config, peer, model_id)
         if self._manager is not None and not self._manager.has_sessions():
@@ -221,6 +210,21 @@ class Handlers:
             self._manager.default_model = model_id  # live sessions keep theirs; new ones get this
         log.info("authenticate: model %s (%s)%s", model_id, why, "" if before is None else f", was {before}")
         return w.Empty()
+
+    def _reloaded(self, reload: Reload) -> tuple[Config, str, str]:
+        """The configuration read again, with the model it now gives; `auth_required` while it gives none."""
+        from ama_acp.errors import ConfigError
+
+        try:
+            config, model_id, why = reload()
+        except ConfigError as exc:
+            why = f"ama's configuration cannot be read: {exc}"
+            raise AcpError.auth_required(why, self._methods_data()) from None
+        if model_id is None:
+            self._no_model_why = why
+            log.info("authenticate: still no usable model (%s)", why)
+            raise AcpError.auth_required(why, self._methods_data())
+        return config, model_id, why
 
     async def new_session(self, req: w.NewSessionRequest) -> w.NewSessionResponse:
         self.require_model()
@@ -252,8 +256,8 @@ class Handlers:
     async def session_stats(self, req: w.SessionIdRequest) -> dict[str, Any]:
         session = self.m.get(req.session_id)
         stats: dict[str, Any] = session.ctx.stats()
-        stats["tasks"] = session.tasks.stats()  # each child of the `task` tool: its own meter and cost
-        from ama_acp.session.tasks.external.agent import by_agent
+        stats["tasks"] = session.tasks.stats()  # each task of the `task` tool: its own meter and cost
+        from ama_acp.session.tasks.figures import by_agent
 
         stats["external"] = {"byAgent": by_agent(stats["tasks"])}  # per external agent, earlier connections too
         return stats

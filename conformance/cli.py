@@ -34,12 +34,16 @@ driven by it. docs/conformance.md explains tiers, verdicts and options.
 """
 
 
+class _UsageError(Exception):
+    """A command line the suite cannot run: said on stderr, exit status 2, before any agent starts."""
+
+
 def _pairs(values: list[str], flag: str) -> dict[str, str]:
     out = {}
     for item in values:
         name, sep, value = item.partition("=")
         if not sep or not name:
-            raise ValueError(f"{flag} wants NAME=VALUE, got {item!r}")
+            raise _UsageError(f"{flag} wants NAME=VALUE, got {item!r}")
         out[name] = value
     return out
 
@@ -111,11 +115,7 @@ def list_registry() -> str:
 def main(argv: list[str] | None = None, *, launch: Launcher | None = None) -> int:
     """The command. `launch` is a seam for embedding the suite, not an option: it starts the agent instead of
     spawning AGENT CMD (conformance/core/config.py Launcher); everything else is the command's own."""
-    args_in = list(sys.argv[1:] if argv is None else argv)
-    command: list[str] = []
-    if "--" in args_in:
-        i = args_in.index("--")
-        args_in, command = args_in[:i], args_in[i + 1 :]
+    args_in, command = _split(list(sys.argv[1:] if argv is None else argv))
     p = parser()
     try:
         args = p.parse_args(args_in)
@@ -128,17 +128,30 @@ def main(argv: list[str] | None = None, *, launch: Launcher | None = None) -> in
         p.print_usage(sys.stderr)
         sys.stderr.write("ama conformance: give the agent's command after --\n")
         return USAGE_ERROR
-    if shutil.which(command[0]) is None:
-        sys.stderr.write(f"ama conformance: cannot start {command[0]!r}: not found or not executable\n")
-        return USAGE_ERROR
-    if os.sep in command[0]:  # a path is the suite's, not the agent's: the agent starts in another directory
-        command = [str(Path(command[0]).absolute()), *command[1:]]
     try:
-        extra_env = _pairs(args.env, "--env")
-        model_env = _pairs(args.model_env, "--model-env")
-    except ValueError as exc:
+        return _run(args, _agent_command(command), launch)
+    except _UsageError as exc:
         sys.stderr.write(f"ama conformance: {exc}\n")
         return USAGE_ERROR
+
+
+def _split(argv: list[str]) -> tuple[list[str], list[str]]:
+    """The suite's options, and the agent's command after the first `--` ([] without one)."""
+    if "--" not in argv:
+        return argv, []
+    i = argv.index("--")
+    return argv[:i], argv[i + 1 :]
+
+
+def _agent_command(command: list[str]) -> list[str]:
+    if shutil.which(command[0]) is None:
+        raise _UsageError(f"cannot start {command[0]!r}: not found or not executable")
+    if os.sep in command[0]:  # a path is the suite's, not the agent's: the agent starts in another directory
+        return [str(Path(command[0]).absolute()), *command[1:]]
+    return command
+
+
+def _timeouts(args: argparse.Namespace) -> Timeouts:
     for name, value in (
         ("--timeout", args.timeout),
         ("--prompt-timeout", args.prompt_timeout),
@@ -146,20 +159,20 @@ def main(argv: list[str] | None = None, *, launch: Launcher | None = None) -> in
         ("--group-timeout", args.group_timeout),
     ):
         if not value > 0:
-            sys.stderr.write(f"ama conformance: {name} must be a positive number of seconds\n")
-            return USAGE_ERROR
+            raise _UsageError(f"{name} must be a positive number of seconds")
+    return Timeouts(args.timeout, args.prompt_timeout, args.exit_timeout, args.group_timeout)
+
+
+def _run(args: argparse.Namespace, command: list[str], launch: Launcher | None) -> int:
+    """The run the options describe, in directories made for it and removed after it."""
+    extra_env = _pairs(args.env, "--env")
+    model_env = _pairs(args.model_env, "--model-env")
+    timeouts = _timeouts(args)
     if args.model_port is not None and not 0 < args.model_port < 65536:
-        sys.stderr.write("ama conformance: --model-port must be between 1 and 65535\n")
-        return USAGE_ERROR
-    timeouts = Timeouts(args.timeout, args.prompt_timeout, args.exit_timeout, args.group_timeout)
+        raise _UsageError("--model-port must be between 1 and 65535")
     with tempfile.TemporaryDirectory(prefix="acp-conformance-") as tmp:
         root = Path(tmp)
-        cwd = Path(args.cwd).resolve() if args.cwd else root / "agent-cwd"
-        if not cwd.is_dir():
-            if args.cwd:
-                sys.stderr.write(f"ama conformance: --cwd {args.cwd}: not a directory\n")
-                return USAGE_ERROR
-            cwd.mkdir()
+        cwd = _agent_cwd(args.cwd, root)
         workspace = Path(tempfile.mkdtemp(prefix=".acp-conformance-", dir=cwd))
         scratch = root / "scratch"
         scratch.mkdir()
@@ -186,6 +199,16 @@ def main(argv: list[str] | None = None, *, launch: Launcher | None = None) -> in
             return execute(config, args.report_json, strict=args.strict)
         finally:
             shutil.rmtree(workspace, ignore_errors=True)
+
+
+def _agent_cwd(given: str | None, root: Path) -> Path:
+    """--cwd, which must be a directory, or a fresh one under the run's temporary directory."""
+    cwd = Path(given).resolve() if given else root / "agent-cwd"
+    if not cwd.is_dir():
+        if given:
+            raise _UsageError(f"--cwd {given}: not a directory")
+        cwd.mkdir()
+    return cwd
 
 
 if __name__ == "__main__":

@@ -122,14 +122,18 @@ def row_of(agent: PublicAgent, code: int, report: dict[str, Any], today: str) ->
         return Row(agent.name, "unknown", today, f"not run ({why})", "—", "—", source)
     info = (report.get("agent") or {}).get("agentInfo") or {}
     version = str(info.get("version") or "unknown")
-    acp: dict[str, Any] = next((v for v in report.get("verdicts", []) if v.get("profile") == "acp"), {})
-    if code == 2:  # the agent could not be started (or the suite failed): no verdict to publish
-        verdict = "could not start"
-    else:
-        verdict = str(acp.get("verdict") or ("CONFORMANT" if acp.get("conformant") else "NOT CONFORMANT"))
+    verdict = _verdict(code, report)
     deciding = _ids(report, {"MANDATORY", "CAPABILITY"})
     advisory = _ids(report, {"ADVISORY"})
     return Row(agent.name, version, today, verdict, ", ".join(deciding) or "—", ", ".join(advisory) or "—", source)
+
+
+def _verdict(code: int, report: dict[str, Any]) -> str:
+    """The ACP verdict of a run, as its report and exit status give it."""
+    acp: dict[str, Any] = next((v for v in report.get("verdicts", []) if v.get("profile") == "acp"), {})
+    if code == 2:  # the agent could not be started (or the suite failed): no verdict to publish
+        return "could not start"
+    return str(acp.get("verdict") or ("CONFORMANT" if acp.get("conformant") else "NOT CONFORMANT"))
 
 
 def read_rows(doc: str) -> list[str]:

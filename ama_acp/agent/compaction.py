@@ -221,25 +221,40 @@ _BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 def reread_files(handoff: str, inventory_full: str) -> list[str]:
     """The files to re-read: the handoff's section 8 when it names some (the first path of each line: a reason
     follows it), else the inventory's most recently touched files."""
-    lines = handoff.splitlines()
-    found: list[str] = []
+    found = [path for item in _files_section(handoff.splitlines()) if (path := _first_path(item)) is not None]
+    unique = list(dict.fromkeys(found))
+    return unique[:MAX_REREAD] if unique else recent_files(inventory_full)
+
+
+def _files_section(lines: list[str]) -> list[str]:
+    """The lines of the first section 8 (the files to re-read), up to a Markdown heading or section 9."""
     for i, line in enumerate(lines):
         m = _HEADING.match(line)
         if m is None or m.group(1) != "8":
             continue
+        section = []
         for item in lines[i + 1 :]:
             if item.lstrip().startswith("#") or ((h := _HEADING.match(item)) is not None and h.group(1) == "9"):
                 break
-            # One file a line, then its reason: only the line's first path counts (the reason may quote code).
-            ticked = [t.strip() for t in _TICKED.findall(item) if t.strip() and ("/" in t or "." in t)][:1]
-            if not ticked and (b := _BULLET.match(item)) is not None:
-                first = item[b.end() :].split()
-                ticked = [first[0].strip("*,;:")] if first else []
-                ticked = [t for t in ticked if t and ("/" in t or "." in t)]
-            found += ticked
-        break
-    unique = list(dict.fromkeys(found))
-    return unique[:MAX_REREAD] if unique else recent_files(inventory_full)
+            section.append(item)
+        return section
+    return []
+
+
+def _first_path(item: str) -> str | None:
+    """One file a line, then its reason: only the line's first path counts (the reason may quote code). A path
+    in backticks, else the bullet's first word, if it looks like a path."""
+    for ticked in _TICKED.findall(item):
+        if ticked.strip() and _looks_like_path(ticked):
+            return str(ticked.strip())
+    b = _BULLET.match(item)
+    words = item[b.end() :].split() if b is not None else []
+    first = words[0].strip("*,;:") if words else ""
+    return first if first and _looks_like_path(first) else None
+
+
+def _looks_like_path(text: str) -> bool:
+    return "/" in text or "." in text
 
 
 def context_message(

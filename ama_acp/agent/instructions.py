@@ -85,20 +85,24 @@ class SessionInstructions:
         if seen == self._seen:
             return False
         self._seen = seen
-        ws = find(self.root, self.names, "workspace", "", self.root_real, PER_FILE_CHARS)
-        room = PROMPT_CHARS - (len(ws.text) if ws else 0)
-        mine = None
-        if self.global_dir and room > 0:
-            mine = find(self.global_dir, self.names, "global", "", None, min(PER_FILE_CHARS, room))
-            if mine is not None:
-                mine = replace(mine, shown=mine.path)
-        files = [f for f in (mine, ws) if f is not None]
+        files = self._prompt_files()
         block = prompt_block(files)
         changed = block != self._block
         self.files, self._block = files, block
         if changed:
             log.info("project instructions: %s", ", ".join(f.shown for f in files) or "none")
         return changed
+
+    def _prompt_files(self) -> list[InstructionFile]:
+        """The global file (in what room the workspace's leaves it), then the workspace's, as found now."""
+        ws = find(self.root, self.names, "workspace", "", self.root_real, PER_FILE_CHARS)
+        room = PROMPT_CHARS - (len(ws.text) if ws else 0)
+        mine = None
+        if self.global_dir and room > 0:
+            mine = find(self.global_dir, self.names, "global", "", None, min(PER_FILE_CHARS, room))
+        if mine is not None:
+            mine = replace(mine, shown=mine.path)
+        return [f for f in (mine, ws) if f is not None]
 
     def block(self) -> str:
         """What the system prompt carries after ama's own text ('' without files)."""
@@ -175,24 +179,39 @@ class SessionInstructions:
         context only grows; read whole when its start or its end changed."""
         n = len(messages)
         first = id(messages[0]) if messages else 0
-        grew = (
-            first == self._scan[0]
-            and n >= self._scan[1]
-            and (n == 0 or self._scan[1] == 0 or id(messages[self._scan[1] - 1]) == self._scan[2])
-        )
+        grew = self._only_grew(messages, first)
         start = self._scan[1] if grew else 0
         if grew and start == n:
             return
         known = dict(self._known) if grew else {}
-        for m in messages[start:]:
-            if isinstance(m, UserMessage) and m.origin == "ama":
-                for part in m.content:
-                    if isinstance(part, TextPart):
-                        known.update(announced_in(part.text))
+        known.update(_announced(messages[start:]))
         self._scan = (first, n, id(messages[-1]) if messages else 0)
         if not grew:
-            kept = {k: f for k, f in self.announced.items() if known.get(k) == f.digest}
-            if len(kept) < len(self.announced):
-                self._checked.clear()  # look at those folders again
-            self.announced = kept
+            self._forget_gone(known)
         self._known = known
+
+    def _forget_gone(self, known: dict[str, str]) -> None:
+        """Keep as announced only the files whose note (with their text as announced) is still in the context."""
+        kept = {k: f for k, f in self.announced.items() if known.get(k) == f.digest}
+        if len(kept) < len(self.announced):
+            self._checked.clear()  # look at those folders again
+        self.announced = kept
+
+    def _only_grew(self, messages: Sequence[Message], first: int) -> bool:
+        """Whether the context is the one last read with messages added at its end (same first message, and the
+        last one read still in its place)."""
+        first_read, count, last_read = self._scan
+        if first != first_read or len(messages) < count:
+            return False
+        return not messages or count == 0 or id(messages[count - 1]) == last_read
+
+
+def _announced(messages: Sequence[Message]) -> dict[str, str]:
+    """What ama's notes among `messages` announced: shown path → digest (a later note wins)."""
+    known: dict[str, str] = {}
+    for m in messages:
+        if isinstance(m, UserMessage) and m.origin == "ama":
+            for part in m.content:
+                if isinstance(part, TextPart):
+                    known.update(announced_in(part.text))
+    return known

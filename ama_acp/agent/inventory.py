@@ -78,9 +78,7 @@ def collect(messages: list[Message], slash_commands: Sequence[str] = ()) -> Inve
     calls: dict[str, ToolCallPart] = {}
     for m in messages:
         if isinstance(m, UserMessage):
-            if m.origin != "person":  # ama's own messages (setting reminders, a handoff) are not requests
-                continue
-            text = "".join(p.text for p in m.content if isinstance(p, TextPart)).strip()
+            text = _request_text(m)
             if text:
                 inv.users.append(clip_note(text, USER_MESSAGE_CLIP))
         elif isinstance(m, AssistantMessage):
@@ -91,9 +89,16 @@ def collect(messages: list[Message], slash_commands: Sequence[str] = ()) -> Inve
     return inv
 
 
+def _request_text(m: UserMessage) -> str:
+    """What the person asked; "" for ama's own messages (setting reminders, a handoff), which are not requests."""
+    if m.origin != "person":
+        return ""
+    return "".join(p.text for p in m.content if isinstance(p, TextPart)).strip()
+
+
 def _result(inv: Inventory, m: ToolResultMessage, args: dict[str, Any]) -> None:
     inv.tools[m.name] += 1
-    path = args.get("path") if isinstance(args.get("path"), str) and args.get("path") else None
+    path = _path_arg(args)
     if path is not None and m.name not in SEARCH_TOOLS:
         counts = inv.files.pop(path, None) or Counter()  # popped and put back: the most recent goes last
         counts[m.name] += 1
@@ -108,17 +113,16 @@ def _result(inv: Inventory, m: ToolResultMessage, args: dict[str, Any]) -> None:
         inv.errors.append(f"{what}: {_one_line(m.text[:ERROR_CLIP])}")
 
 
+def _path_arg(args: dict[str, Any]) -> str | None:
+    path = args.get("path")
+    return path if isinstance(path, str) and path else None
+
+
 def render(inv: Inventory, header: Header | None = None) -> str:
     """The full inventory (the file): every entry of every list."""
     out = [TITLE]
     if header is not None:
-        out += ["", f"## {SESSION}"]
-        out += [f"- session: {header.session_id}", f"- cwd: {header.cwd}", f"- model: {header.model}"]
-        out += [f"- context at compaction: {header.context}", f"- time: {header.time}"]
-        if header.previous_handoff:
-            out.append(f"- previous handoff: {header.previous_handoff}")
-        if header.previous_inventory:
-            out.append(f"- previous inventory: {header.previous_inventory}")
+        out += _header_lines(header)
     out += ["", f"## {USERS}"] + _items([_indent(u) for u in inv.users])
     out += ["", f"## {SLASH}"] + _items([f"- {c}" for c in inv.slash])
     out += ["", f"## {FILES}"]
@@ -128,6 +132,17 @@ def render(inv: Inventory, header: Header | None = None) -> str:
     out += ["", f"## {SEARCHES}"] + _items([f"- {s}" for s in inv.searches])
     out += ["", f"## {ERRORS}"] + _items([f"- {e}" for e in inv.errors])
     return "\n".join(out) + "\n"
+
+
+def _header_lines(header: Header) -> list[str]:
+    out = ["", f"## {SESSION}"]
+    out += [f"- session: {header.session_id}", f"- cwd: {header.cwd}", f"- model: {header.model}"]
+    out += [f"- context at compaction: {header.context}", f"- time: {header.time}"]
+    if header.previous_handoff:
+        out.append(f"- previous handoff: {header.previous_handoff}")
+    if header.previous_inventory:
+        out.append(f"- previous inventory: {header.previous_inventory}")
+    return out
 
 
 def build_inventory(messages: list[Message], header: Header | None = None, slash_commands: Sequence[str] = ()) -> str:
@@ -157,26 +172,37 @@ def model_copy(full: str, budget: int, caps: Mapping[str, int] | None = None) ->
     (`caps`, LIST_CAPS by default; saying how many were left out), then the whole is clipped to `budget`
     characters — the user's messages first, since the file keeps them all — with a visible `[+N chars]` marker."""
     caps = LIST_CAPS if caps is None else caps
-    parts = sections(full)
-    rendered: list[tuple[str, str]] = []
-    for title, items in parts:
-        cap = caps.get(title)
-        if cap is not None and len(items) > cap:
-            left = len(items) - cap
-            items = [f"- ({left} earlier entries left out; inventory.md has them all)", *items[-cap:]]
-        body = "\n".join(items)
-        rendered.append((title, f"## {title}\n{body}" if title else body))
-    text = "\n\n".join(r for _, r in rendered) + "\n"
+    rendered = [(title, _capped_section(title, items, caps.get(title))) for title, items in sections(full)]
+    text = _joined(rendered)
     if len(text) <= budget:
         return text
+    return clip(_users_clipped(rendered, len(text), budget), budget)
+
+
+def _capped_section(title: str, items: list[str], cap: int | None) -> str:
+    """A section with its newest `cap` items, saying how many were left out."""
+    if cap is not None and len(items) > cap:
+        left = len(items) - cap
+        items = [f"- ({left} earlier entries left out; inventory.md has them all)", *items[-cap:]]
+    body = "\n".join(items)
+    return f"## {title}\n{body}" if title else body
+
+
+def _users_clipped(rendered: list[tuple[str, str]], length: int, budget: int) -> str:
+    """The sections joined with the user's messages clipped first, to what the other sections leave of `budget`
+    (`length`: the whole unclipped), when that leaves them some room."""
     users = next((i for i, (title, _) in enumerate(rendered) if title == USERS), None)
-    if users is not None:
-        rest = len(text) - len(rendered[users][1])
-        room = budget - rest
-        if room > len(f"## {USERS}\n") + 40:
-            rendered[users] = (USERS, clip(rendered[users][1], room))
-            text = "\n\n".join(r for _, r in rendered) + "\n"
-    return clip(text, budget)
+    if users is None:
+        return _joined(rendered)
+    room = budget - (length - len(rendered[users][1]))
+    if room <= len(f"## {USERS}\n") + 40:
+        return _joined(rendered)
+    clipped = [*rendered[:users], (USERS, clip(rendered[users][1], room)), *rendered[users + 1 :]]
+    return _joined(clipped)
+
+
+def _joined(rendered: list[tuple[str, str]]) -> str:
+    return "\n\n".join(r for _, r in rendered) + "\n"
 
 
 def stored_caps(value: object) -> dict[str, int] | None:

@@ -149,54 +149,70 @@ async def _one_request(host: TurnHost) -> AssistantMessage:
     """Stream one model response; append it; return it."""
     await host.before_request()
     request = host.build_request()
-    parts = _PartialMessage()
-    accepted = False  # the provider took the current attempt: it is billed, whether or not usage arrives
+    reply = _Streaming()
     try:
         # aclosing: a cancelled or abandoned stream closes its HTTP response now, not at garbage collection.
         async with aclosing(host.provider().stream(request)) as stream:
             async for event in stream:
-                if isinstance(event, pb.Accepted):
-                    accepted = True
-                elif isinstance(event, pb.TextDelta):
-                    parts.text(event.text)
-                    await host.emit(ev.TextChunk(event.text, parts.message_id))
-                elif isinstance(event, pb.ThinkingDelta):
-                    parts.thinking(event)
-                    if event.text and not event.redacted:
-                        await host.emit(ev.ThoughtChunk(event.text, parts.message_id))
-                elif isinstance(event, pb.ToolCallEvent):
-                    parts.tool_call(event)
-                elif isinstance(event, pb.Retrying):
-                    # The provider starts the request over itself; what streamed so far is void.
-                    if accepted:  # …but an attempt cut off mid-reply was billed
-                        accepted = False
-                        await host.request_lost()
-                    await host.emit(event)
-                    parts = _PartialMessage()
-                elif isinstance(event, pb.Failure):
-                    await _keep_partial(host, parts, "error")
-                    if accepted:
-                        accepted = False
-                        await host.request_lost()
-                    await host.provider_failed(event)
-                    raise TurnEnd("end_turn")
-                elif isinstance(event, pb.Finished):
-                    accepted = False  # billed with its message (after_assistant_message)
-                    message = parts.finish(request.model, event.stop, event.usage)
-                    await host.append(message)
+                message = await reply.take(host, request, event)
+                if message is not None:
                     return message
     except anyio.get_cancelled_exc_class():
         with anyio.CancelScope(shield=True):
-            await _keep_partial(host, parts, "cancelled")
-            if accepted:
-                await host.request_lost()
+            await _keep_partial(host, reply.parts, "cancelled")
+            await reply.lose(host)
         raise
     # The stream ended without Finished or Failure: a provider bug; say so rather than hang.
-    await _keep_partial(host, parts, "error")
-    if accepted:
-        await host.request_lost()
+    await _keep_partial(host, reply.parts, "error")
+    await reply.lose(host)
     await host.provider_failed(pb.Failure("stream", "The model's reply ended unexpectedly."))
     raise TurnEnd("end_turn")
+
+
+class _Streaming:
+    """The response being streamed: its parts so far, and whether the provider took the current attempt (it is
+    then billed, whether or not usage arrives)."""
+
+    def __init__(self) -> None:
+        self.parts = _PartialMessage()
+        self.accepted = False
+
+    async def take(self, host: TurnHost, request: pb.ModelRequest, event: pb.ProviderEvent) -> AssistantMessage | None:
+        """One event of the stream; the appended message once it is finished. A failure ends the turn."""
+        parts = self.parts
+        if isinstance(event, pb.Accepted):
+            self.accepted = True
+        elif isinstance(event, pb.TextDelta):
+            parts.text(event.text)
+            await host.emit(ev.TextChunk(event.text, parts.message_id))
+        elif isinstance(event, pb.ThinkingDelta):
+            parts.thinking(event)
+            if event.text and not event.redacted:
+                await host.emit(ev.ThoughtChunk(event.text, parts.message_id))
+        elif isinstance(event, pb.ToolCallEvent):
+            parts.tool_call(event)
+        elif isinstance(event, pb.Retrying):
+            # The provider starts the request over itself; what streamed so far is void.
+            await self.lose(host)  # …but an attempt cut off mid-reply was billed
+            await host.emit(event)
+            self.parts = _PartialMessage()
+        elif isinstance(event, pb.Failure):
+            await _keep_partial(host, parts, "error")
+            await self.lose(host)
+            await host.provider_failed(event)
+            raise TurnEnd("end_turn")
+        elif isinstance(event, pb.Finished):
+            self.accepted = False  # billed with its message (after_assistant_message)
+            message = parts.finish(request.model, event.stop, event.usage)
+            await host.append(message)
+            return message
+        return None
+
+    async def lose(self, host: TurnHost) -> None:
+        """The accepted attempt ends without its message: the host bills it as lost."""
+        if self.accepted:
+            self.accepted = False
+            await host.request_lost()
 
 
 async def _keep_partial(host: TurnHost, parts: _PartialMessage, stop: str) -> None:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import msgspec
+
 from ama_acp.tools.base import ToolResult
 
 # The results of one reply together, as a share of autoCompactAt: a compaction keeps them (and the handoff
@@ -62,14 +64,7 @@ def fit_result(result: ToolResult, budget: int | None, estimate_text: Callable[[
         f"{len(text):,} characters are shown, the last {left:,} were left out. Ask for less at a time: for "
         "read_file a later `offset` or a smaller `limit`; for a search or a command, narrow it.]"
     )
-    return ToolResult(
-        text=cut + marker,
-        is_error=result.is_error,
-        diffs=result.diffs,
-        locations=result.locations,
-        plan=result.plan,
-        images=result.images,
-    )
+    return msgspec.structs.replace(result, text=cut + marker)
 
 
 def _at_line_end(text: str) -> str:

@@ -53,21 +53,28 @@ def classify(message: JSONValue) -> Classified:
         return Classified(None, ["a stdout line is JSON but not a JSON-RPC object"])
     problems = [] if message.get("jsonrpc") == "2.0" else ['missing or wrong "jsonrpc": "2.0"']
     if "method" in message:
-        method = message["method"]
-        if not isinstance(method, str):
-            return Classified(None, [*problems, "`method` is not a string"])
-        params = message.get("params")
-        if "id" in message:
-            return Classified(AgentRequest(message["id"], method, params), problems)
-        return Classified(AgentNotification(method, params if isinstance(params, dict) else {}), problems)
+        return _call(message, problems)
     if "id" in message and ("result" in message or "error" in message):
-        if "result" in message and "error" in message:
-            problems.append("a response carries both result and error")
-        has_error = "error" in message
-        return Classified(
-            AgentResponse(message["id"], message.get("result"), message.get("error"), has_error), problems
-        )
+        return _response(message, problems)
     return Classified(None, [*problems, "neither a request, a notification nor a response"])
+
+
+def _call(message: JSONObject, problems: list[str]) -> Classified:
+    """A message with a `method`: a request when it has an `id`, else a notification."""
+    method = message["method"]
+    if not isinstance(method, str):
+        return Classified(None, [*problems, "`method` is not a string"])
+    params = message.get("params")
+    if "id" in message:
+        return Classified(AgentRequest(message["id"], method, params), problems)
+    return Classified(AgentNotification(method, params if isinstance(params, dict) else {}), problems)
+
+
+def _response(message: JSONObject, problems: list[str]) -> Classified:
+    if "result" in message and "error" in message:
+        problems.append("a response carries both result and error")
+    has_error = "error" in message
+    return Classified(AgentResponse(message["id"], message.get("result"), message.get("error"), has_error), problems)
 
 
 def well_formed_error(error: JSONValue) -> bool:

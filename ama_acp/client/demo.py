@@ -34,6 +34,7 @@ from ama_acp.client.terminal.turn import (
     settle_session_open,
 )
 from ama_acp.errors import ProtocolError
+from ama_acp.rpc.dispatch import JSONObject
 from ama_acp.textsafe import one_line, visible
 
 DEMO_MODEL = "scripted/demo"
@@ -147,26 +148,38 @@ def stats_lines(stats: object, indent: int = 2) -> list[str]:
     """The stats object as aligned `name  value` lines, nested objects indented, cost as `$0.0451`."""
     if not isinstance(stats, dict):
         return [" " * indent + _figure(stats)]
-    lines: list[str] = []
     width = max((len(str(k)) for k in stats), default=0)
-    for key, value in stats.items():
-        pad = " " * indent
-        if isinstance(value, dict) and {"amount", "currency"} <= value.keys():
-            cur = value["currency"]
-            money = f"${value['amount']:.4f}" if cur == "USD" else f"{value['amount']:.4f} {cur}"
-            lines.append(f"{pad}{key:<{width}}  {money}")
-        elif isinstance(value, dict):
-            lines.append(f"{pad}{key}:")
-            lines.extend(stats_lines(value, indent + 2))
-        elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
-            lines.append(f"{pad}{key}:")  # one line each: `path AGENTS.md · scope workspace · tokens 40`
-            lines.extend(f"{pad}  " + " · ".join(f"{k} {_figure(x)}" for k, x in v.items()) for v in value)
-        elif isinstance(value, list):
-            shown = ", ".join(_figure(v) for v in value) if value else "none"  # an empty list: a word, not a blank
-            lines.append(f"{pad}{key:<{width}}  {shown}")
-        else:
-            lines.append(f"{pad}{key:<{width}}  {_figure(value)}")
-    return lines
+    return [line for key, value in stats.items() for line in _stat_lines(key, value, width, indent)]
+
+
+def _stat_lines(key: object, value: object, width: int, indent: int) -> list[str]:
+    """One member of the stats: a `name  value` line, or its name and the lines of what it holds."""
+    pad = " " * indent
+    money = _money(value)
+    if money is not None:
+        return [f"{pad}{key:<{width}}  {money}"]
+    if isinstance(value, dict):
+        return [f"{pad}{key}:", *stats_lines(value, indent + 2)]
+    if isinstance(value, list):
+        return _list_lines(key, value, width, pad)
+    return [f"{pad}{key:<{width}}  {_figure(value)}"]
+
+
+def _list_lines(key: object, value: list[object], width: int, pad: str) -> list[str]:
+    records = [v for v in value if isinstance(v, dict)]
+    if records and len(records) == len(value):
+        # one line each: `path AGENTS.md · scope workspace · tokens 40`
+        return [f"{pad}{key}:", *(f"{pad}  " + " · ".join(f"{k} {_figure(x)}" for k, x in r.items()) for r in records)]
+    shown = ", ".join(_figure(v) for v in value) if value else "none"  # an empty list: a word, not a blank
+    return [f"{pad}{key:<{width}}  {shown}"]
+
+
+def _money(value: object) -> str | None:
+    """`$0.0451` for an object with an amount and a currency; None for anything else."""
+    if not (isinstance(value, dict) and {"amount", "currency"} <= value.keys()):
+        return None
+    cur = value["currency"]
+    return f"${value['amount']:.4f}" if cur == "USD" else f"{value['amount']:.4f} {cur}"
 
 
 _SCOPES = {"workspace": "this project's", "global": "yours, for every project", "nested": "a folder's"}
@@ -195,6 +208,10 @@ async def instructions_line(conn: AgentProcess, session_id: str) -> str:
 
 def changes_lines(root: Path) -> list[str]:
     """What the agent changed in the project, as compact diffs against the files the demo wrote."""
+    return [*_edited_lines(root), *_new_file_lines(root)] or ["  (no changes)"]
+
+
+def _edited_lines(root: Path) -> list[str]:
     lines: list[str] = []
     for name, original in PROJECT.items():
         path = root / name
@@ -204,12 +221,17 @@ def changes_lines(root: Path) -> list[str]:
         elif now != original:
             lines.append(f"  {name}")
             lines.extend("    " + d for d in compact_diff(name, original, now))
+    return lines
+
+
+def _new_file_lines(root: Path) -> list[str]:
     skip = {"__pycache__", ".pytest_cache"}
+    lines: list[str] = []
     for path in sorted(root.rglob("*")):
         rel = path.relative_to(root)
         if path.is_file() and str(rel) not in PROJECT and not skip.intersection(rel.parts):
             lines.append(f"  {rel} (new)")
-    return lines or ["  (no changes)"]
+    return lines
 
 
 async def _demo(args: argparse.Namespace, root: Path, out: Writer, err: Writer, command: list[str] | None) -> int:
@@ -221,9 +243,7 @@ async def _demo(args: argparse.Namespace, root: Path, out: Writer, err: Writer, 
     log_path = root / "agent-stderr.log"
 
     renderer = Renderer(out, colour=False if args.no_color else None, cwd=str(project))
-    renderer.line(renderer.style(BOLD, "ama demo — a complete ACP conversation over stdio"))
-    renderer.line(f"workspace: {project} ({', '.join(PROJECT)}: add() has a bug)")
-    renderer.line(f"agent: {' '.join(['python' if c == sys.executable else c for c in command])}")
+    _show_setting(renderer, project, command)
 
     options = ClientOptions(fs=True, terminal=True, permission="allow_once")
     conn = AgentProcess(
@@ -240,29 +260,9 @@ async def _demo(args: argparse.Namespace, root: Path, out: Writer, err: Writer, 
     try:
         async with conn:
             step = "initialize"
-            init = await conn.initialize()
-            info = given if isinstance(given := init.get("agentInfo"), dict) else {}
-            name, version = one_line(str(info.get("name", "?"))), one_line(str(info.get("version", "")))
-            renderer.line(f"agent info: {name} {version}, protocol {one_line(str(init.get('protocolVersion')))}")
+            _show_agent_info(renderer, await conn.initialize())
             step = "session/new"
-            # Hold the updates that follow session/new so the model line comes first.
-            renderer.hold()
-            opened = await conn.new_session(project)
-            session_id = opened["sessionId"]
-            if not isinstance(session_id, str):
-                raise ProtocolError(f"session/new answered a sessionId that is not a string: {session_id!r}")
-            renderer.session_opened(session_id, opened, quiet=True)
-            await settle_session_open(conn, session_id)
-            model = renderer.current_model(session_id)
-            for update in conn.updates_for(session_id, "config_option_update"):
-                # A config_option_update that came with the session open is the newer word on the model.
-                renderer.session_opened(session_id, {"configOptions": update.get("configOptions")}, quiet=True)
-                model = renderer.current_model(session_id)
-            renderer.line(describe_model(model, chosen=args.model is not None))
-            renderer.line("permissions: every request is approved (allow once), and shown below")
-            renderer.line(await instructions_line(conn, session_id))
-            renderer.line("")
-            renderer.release()
+            session_id = await _open_session(conn, renderer, project, chosen=args.model is not None)
 
             step = "session/prompt"
             renderer.line(renderer.style(BOLD, f"» {PROMPT}"))
@@ -271,35 +271,82 @@ async def _demo(args: argparse.Namespace, root: Path, out: Writer, err: Writer, 
                 code = EXIT_INTERRUPTED
 
             step = "_ama/session_stats"
-            renderer.line("")
-            try:
-                stats = await conn.request("_ama/session_stats", {"sessionId": session_id}, timeout=10)
-                renderer.line(renderer.style(BOLD, "session stats (_ama/session_stats):"))
-                for line in stats_lines(stats):
-                    renderer.line(line)
-                renderer.line(cache_line(stats))
-            except RpcError as exc:
-                if exc.code != METHOD_NOT_FOUND:
-                    raise
-                renderer.line("session stats: the agent does not offer _ama/session_stats")
-
-            renderer.line("")
-            renderer.line(renderer.style(BOLD, "what changed in the workspace:"))
-            for line in changes_lines(project):
-                renderer.line(line)
+            await _show_stats(conn, renderer, session_id)
+            _show_changes(renderer, project)
             step = "shutdown"
             await conn.close()
     except (Exception, KeyboardInterrupt) as exc:
-        renderer.end_stream()
-        code, message = describe_failure(exc, step)
-        err.write(f"ama demo: {one_line(message)}\n")
-        tail = _tail(log_path)
-        if tail:  # the agent's own words: shown, never obeyed by the terminal
-            err.write(f"ama demo: the agent's last stderr lines ({log_path}):\n{visible(tail)}\n")
-        code = code or EXIT_ERROR
+        code = _report_failure(exc, step, renderer, err, log_path)
     if report_violations(conn, err) and code == EXIT_OK:
         code = EXIT_ERROR
     return code
+
+
+def _show_setting(renderer: Renderer, project: Path, command: list[str]) -> None:
+    renderer.line(renderer.style(BOLD, "ama demo — a complete ACP conversation over stdio"))
+    renderer.line(f"workspace: {project} ({', '.join(PROJECT)}: add() has a bug)")
+    renderer.line(f"agent: {' '.join(['python' if c == sys.executable else c for c in command])}")
+
+
+def _show_agent_info(renderer: Renderer, init: JSONObject) -> None:
+    info = given if isinstance(given := init.get("agentInfo"), dict) else {}
+    name, version = one_line(str(info.get("name", "?"))), one_line(str(info.get("version", "")))
+    renderer.line(f"agent info: {name} {version}, protocol {one_line(str(init.get('protocolVersion')))}")
+
+
+async def _open_session(conn: AgentProcess, renderer: Renderer, project: Path, *, chosen: bool) -> str:
+    """session/new, then the lines that say what answers: the model, the permissions, the instructions."""
+    # Hold the updates that follow session/new so the model line comes first.
+    renderer.hold()
+    opened = await conn.new_session(project)
+    session_id = opened["sessionId"]
+    if not isinstance(session_id, str):
+        raise ProtocolError(f"session/new answered a sessionId that is not a string: {session_id!r}")
+    renderer.session_opened(session_id, opened, quiet=True)
+    await settle_session_open(conn, session_id)
+    model = renderer.current_model(session_id)
+    for update in conn.updates_for(session_id, "config_option_update"):
+        # A config_option_update that came with the session open is the newer word on the model.
+        renderer.session_opened(session_id, {"configOptions": update.get("configOptions")}, quiet=True)
+        model = renderer.current_model(session_id)
+    renderer.line(describe_model(model, chosen=chosen))
+    renderer.line("permissions: every request is approved (allow once), and shown below")
+    renderer.line(await instructions_line(conn, session_id))
+    renderer.line("")
+    renderer.release()
+    return session_id
+
+
+async def _show_stats(conn: AgentProcess, renderer: Renderer, session_id: str) -> None:
+    renderer.line("")
+    try:
+        stats = await conn.request("_ama/session_stats", {"sessionId": session_id}, timeout=10)
+        renderer.line(renderer.style(BOLD, "session stats (_ama/session_stats):"))
+        for line in stats_lines(stats):
+            renderer.line(line)
+        renderer.line(cache_line(stats))
+    except RpcError as exc:
+        if exc.code != METHOD_NOT_FOUND:
+            raise
+        renderer.line("session stats: the agent does not offer _ama/session_stats")
+
+
+def _show_changes(renderer: Renderer, project: Path) -> None:
+    renderer.line("")
+    renderer.line(renderer.style(BOLD, "what changed in the workspace:"))
+    for line in changes_lines(project):
+        renderer.line(line)
+
+
+def _report_failure(exc: BaseException, step: str, renderer: Renderer, err: Writer, log_path: Path) -> int:
+    """Say what failed, and the agent's last words on stderr; the exit code."""
+    renderer.end_stream()
+    code, message = describe_failure(exc, step)
+    err.write(f"ama demo: {one_line(message)}\n")
+    tail = _tail(log_path)
+    if tail:  # the agent's own words: shown, never obeyed by the terminal
+        err.write(f"ama demo: the agent's last stderr lines ({log_path}):\n{visible(tail)}\n")
+    return code or EXIT_ERROR
 
 
 def _tail(path: Path, lines: int = 15) -> str:

@@ -56,15 +56,21 @@ def _data_words(message: str, data: object) -> list[str]:
         return [f"{_sentence(data)}."] if data.strip() and data.strip() not in message else []
     if not isinstance(data, dict):
         return []
+    return [*_reasons(message, data), *_sign_in_methods(data)]
+
+
+def _reasons(message: str, data: dict[str, object]) -> list[str]:
     said, words = [message], []
     for key in ("details", "reason"):
         text = data.get(key)
         if isinstance(text, str) and text.strip() and not any(text.strip() in s for s in said):
             said.append(text)
             words.append(f"{_sentence(text)}.")
+    return words
+
+
+def _sign_in_methods(data: dict[str, object]) -> list[str]:
     methods = data.get("authMethods")
     listed = methods if isinstance(methods, list) else []
     names = [str(m.get("name") or m.get("id")) for m in listed if isinstance(m, dict)]
-    if names:
-        words.append(f"Sign-in methods: {', '.join(names)}.")
-    return words
+    return [f"Sign-in methods: {', '.join(names)}."] if names else []

@@ -84,10 +84,17 @@ async def read_text_file(params: JSONObject, gate: FileGate | None = None) -> di
         path = await gate.admit("fs/read_text_file", params, path)
     line = _optional_uint(params, "line")
     limit = _optional_uint(params, "limit")
+    text = await _read_text(path)
+    if line is None and limit is None:
+        return {"content": text}
+    return {"content": _lines(text, line, limit)}
+
+
+async def _read_text(path: Path) -> str:
     try:
         # Bytes, then decode: universal-newline reading would turn CRLF into LF and an agent's
         # read-modify-write would silently change every line ending.
-        text = (await anyio.Path(path).read_bytes()).decode("utf-8")
+        return (await anyio.Path(path).read_bytes()).decode("utf-8")
     except FileNotFoundError:
         raise RpcError(RESOURCE_NOT_FOUND, f"File not found: {path}", {"uri": path.as_uri()}) from None
     except IsADirectoryError:
@@ -96,15 +103,16 @@ async def read_text_file(params: JSONObject, gate: FileGate | None = None) -> di
         raise RpcError(INTERNAL_ERROR, f"Not a UTF-8 text file: {path}") from None
     except OSError as exc:
         raise RpcError(INTERNAL_ERROR, f"Cannot read {path}: {exc.strerror or exc}") from None
-    if line is None and limit is None:
-        return {"content": text}
+
+
+def _lines(text: str, line: int | None, limit: int | None) -> str:
     # Lines end at "\n" only (str.splitlines would also split on form feeds and U+2028).
     lines = [piece + "\n" for piece in text.split("\n")]
     lines[-1] = lines[-1][:-1]
     # Line numbers are 1-based; a 0 is read as "from the start" rather than refused.
     start = max((line or 1) - 1, 0)
     end = len(lines) if limit is None else start + limit
-    return {"content": "".join(lines[start:end])}
+    return "".join(lines[start:end])
 
 
 async def write_text_file(params: JSONObject, gate: FileGate | None = None) -> JSONObject:
@@ -194,6 +202,59 @@ def _argv(command: str, args: list[str]) -> list[str]:
     return [command, *args]
 
 
+def _command(params: JSONObject) -> str:
+    command = params.get("command")
+    if not isinstance(command, str) or not command:
+        raise RpcError(INVALID_PARAMS, "`command` is required and must be a string")
+    return command
+
+
+def _string_args(params: JSONObject) -> list[str]:
+    given_args = params.get("args") or []
+    if not isinstance(given_args, list) or not all(isinstance(a, str) for a in given_args):
+        raise RpcError(INVALID_PARAMS, "`args` must be a list of strings")
+    return [a for a in given_args if isinstance(a, str)]
+
+
+def _environment(params: JSONObject) -> dict[str, str]:
+    """The client's own environment with the request's `env` entries over it."""
+    env = dict(os.environ)
+    env_vars = params.get("env") or []
+    if not isinstance(env_vars, list):
+        raise RpcError(INVALID_PARAMS, "`env` must be a list of {name, value}")
+    for var in env_vars:
+        name, value = (var.get("name"), var.get("value")) if isinstance(var, dict) else (None, None)
+        if not isinstance(name, str) or not isinstance(value, str):
+            raise RpcError(INVALID_PARAMS, "`env` entries must be {name, value} strings")
+        env[name] = value
+    return env
+
+
+def _given_cwd(params: JSONObject) -> str | None:
+    given_cwd = params.get("cwd")
+    if given_cwd is None:
+        return None
+    if not isinstance(given_cwd, str) or not os.path.isabs(given_cwd):
+        raise RpcError(INVALID_PARAMS, "`cwd` must be an absolute path")
+    return given_cwd
+
+
+async def _open_process(command: str, argv: list[str], cwd: str | None, env: dict[str, str]) -> anyio.abc.Process:
+    try:
+        # A new session (process group) so kill reaches the children of `sh -c ...` too.
+        return await anyio.open_process(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            env=env,
+            start_new_session=os.name == "posix",
+        )
+    except OSError as exc:
+        raise RpcError(INTERNAL_ERROR, f"Cannot run {command}: {exc.strerror or exc}") from None
+
+
 class Terminal:
     """One command the agent started through terminal/create, with its retained output."""
 
@@ -261,53 +322,29 @@ class TerminalManager:
         return term
 
     async def create(self, params: JSONObject) -> JSONObject:
-        command = params.get("command")
-        if not isinstance(command, str) or not command:
-            raise RpcError(INVALID_PARAMS, "`command` is required and must be a string")
-        given_args = params.get("args") or []
-        if not isinstance(given_args, list) or not all(isinstance(a, str) for a in given_args):
-            raise RpcError(INVALID_PARAMS, "`args` must be a list of strings")
-        args = [a for a in given_args if isinstance(a, str)]
-        env = dict(os.environ)
-        env_vars = params.get("env") or []
-        if not isinstance(env_vars, list):
-            raise RpcError(INVALID_PARAMS, "`env` must be a list of {name, value}")
-        for var in env_vars:
-            name, value = (var.get("name"), var.get("value")) if isinstance(var, dict) else (None, None)
-            if not isinstance(name, str) or not isinstance(value, str):
-                raise RpcError(INVALID_PARAMS, "`env` entries must be {name, value} strings")
-            env[name] = value
-        given_cwd = params.get("cwd")
-        if given_cwd is not None and (not isinstance(given_cwd, str) or not os.path.isabs(given_cwd)):
-            raise RpcError(INVALID_PARAMS, "`cwd` must be an absolute path")
-        cwd = given_cwd if isinstance(given_cwd, str) else self.default_cwd(_session_id(params))
+        command = _command(params)
+        argv = _argv(command, _string_args(params))
+        env = _environment(params)
+        given_cwd = _given_cwd(params)
+        cwd = given_cwd if given_cwd is not None else self.default_cwd(_session_id(params))
         limit = _optional_uint(params, "outputByteLimit")
-        argv = _argv(command, args)
         if self.gate is not None:
-            sid = _session_id(params)
-            cwd = resolve(cwd or os.getcwd())
-            access = Access("terminal/create", sid, cwd, within(cwd, self.roots(sid)), shlex.join(argv))
-            if not await self.gate(access):
-                raise RpcError(INVALID_PARAMS, f"Refused: the client did not agree to run {shlex.join(argv)} in {cwd}")
-
+            cwd = await self._agreed_cwd(self.gate, params, argv, cwd)
         self._counter += 1
         term = Terminal(f"term-{self._counter}", argv, limit)
-        try:
-            # A new session (process group) so kill reaches the children of `sh -c ...` too.
-            term.process = await anyio.open_process(
-                term.argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                cwd=cwd,
-                env=env,
-                start_new_session=os.name == "posix",
-            )
-        except OSError as exc:
-            raise RpcError(INTERNAL_ERROR, f"Cannot run {command}: {exc.strerror or exc}") from None
+        term.process = await _open_process(command, argv, cwd, env)
         self._terminals[term.id] = term
         self._spawn_task(lambda: self._pump(term))
         return {"terminalId": term.id}
+
+    async def _agreed_cwd(self, gate: Decide, params: JSONObject, argv: list[str], cwd: str | None) -> str:
+        """The folder the command runs in, once `gate` agreed to run it there."""
+        sid = _session_id(params)
+        folder = resolve(cwd or os.getcwd())
+        access = Access("terminal/create", sid, folder, within(folder, self.roots(sid)), shlex.join(argv))
+        if not await gate(access):
+            raise RpcError(INVALID_PARAMS, f"Refused: the client did not agree to run {shlex.join(argv)} in {folder}")
+        return folder
 
     async def _pump(self, term: Terminal) -> None:
         proc = term.process

@@ -1,6 +1,6 @@
 """Ending everything an agent left running: its whole process group, TERM, a grace, then KILL. Used where ama
-runs other people's agents: the conformance suite (conformance/core/agent.py) and an external agent run as a `task`
-child (session/tasks/external/agent.py).
+runs other people's agents: the conformance suite (conformance/core/agent.py) and an external agent that carries
+out a task (session/tasks/external/agent.py).
 
 Each agent is started as the leader of a process group of its own (`start_new_session`), so the MCP servers,
 shells and relaunched children it starts belong to that group unless they left it on purpose (setsid). Closing

@@ -92,7 +92,7 @@ class BillingState(msgspec.Struct, frozen=True):
     cost: float | None = 0.0
 
 
-def _valid(usage: Usage | None) -> bool:
+def billable(usage: Usage | None) -> bool:
     """Whether a request's usage can be billed: some figure counts tokens, and none is negative.
 
     Figures that are all absent or 0 are no report: every request carries at least the system prompt, so a
@@ -107,7 +107,7 @@ def _valid(usage: Usage | None) -> bool:
 
 def request_cost(usage: Usage | None, price: Price | None) -> float | None:
     """USD for one request, or None when it cannot be priced (no price, no usage, or a rate that is unknown)."""
-    if price is None or not _valid(usage):
+    if price is None or not billable(usage):
         return None
     assert usage is not None
     if usage.input is None or usage.output is None:
@@ -119,6 +119,29 @@ def request_cost(usage: Usage | None, price: Price | None) -> float | None:
                 return None  # cache tokens used at a rate nobody told us
             cost += tokens * rate
     return cost / _PER
+
+
+def _with_usage(t: BilledTotals, usage: Usage, side: int) -> BilledTotals:
+    """`t` with one more billed request that reported `usage` (`side`: 1 for a request outside the context)."""
+    inp, out = usage.input or 0, usage.output or 0
+    total = usage.total if usage.total is not None else inp + out + (usage.cache_read or 0) + (usage.cache_write or 0)
+    return BilledTotals(
+        requests=t.requests + 1,
+        side_requests=t.side_requests + side,
+        unreported=t.unreported,
+        interrupted=t.interrupted,
+        input=t.input + inp,
+        output=t.output + out,
+        cache_read=_plus(t.cache_read, usage.cache_read),
+        cache_write=_plus(t.cache_write, usage.cache_write),
+        reasoning=_plus(t.reasoning, usage.reasoning),
+        total=t.total + total,
+    )
+
+
+def _plus(a: int | None, b: int | None) -> int | None:
+    """A running total of a figure that stays unknown (None) until some request reports it."""
+    return a if b is None else (a or 0) + b
 
 
 class Billing:
@@ -140,7 +163,7 @@ class Billing:
         """
         t = self._totals
         side = 0 if enters_context else 1
-        if interrupted or not _valid(usage):
+        if interrupted or not billable(usage):
             self._totals = msgspec.structs.replace(
                 t,
                 requests=t.requests + 1,
@@ -151,26 +174,7 @@ class Billing:
             self._unpriced("interrupted before its usage arrived" if interrupted else "no usable usage")
             return None
         assert usage is not None
-        inp, out = usage.input or 0, usage.output or 0
-        total = (
-            usage.total if usage.total is not None else inp + out + (usage.cache_read or 0) + (usage.cache_write or 0)
-        )
-
-        def acc(a: int | None, b: int | None) -> int | None:
-            return a if b is None else (a or 0) + b
-
-        self._totals = BilledTotals(
-            requests=t.requests + 1,
-            side_requests=t.side_requests + side,
-            unreported=t.unreported,
-            interrupted=t.interrupted,
-            input=t.input + inp,
-            output=t.output + out,
-            cache_read=acc(t.cache_read, usage.cache_read),
-            cache_write=acc(t.cache_write, usage.cache_write),
-            reasoning=acc(t.reasoning, usage.reasoning),
-            total=t.total + total,
-        )
+        self._totals = _with_usage(t, usage, side)
         cost = request_cost(usage, price)
         if cost is None:
             self._unpriced("no price" if price is None else "a rate is unknown")
@@ -178,7 +182,7 @@ class Billing:
             self._cost += cost
         return cost
 
-    def add_child_cost(self, cost: float | None) -> None:
+    def add_task_cost(self, cost: float | None) -> None:
         """The cost an external agent reported for a task of this session (session/tasks/external/agent.py): it joins
         this cost, and an agent that reported none makes it unknown, as an unpriced request does. Its tokens are
         not this session's billed figures (the agent reports them its own way, if at all)."""

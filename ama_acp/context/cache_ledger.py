@@ -26,7 +26,7 @@ from typing import Literal
 import msgspec
 
 from ama_acp.config import Price
-from ama_acp.context.meter import reported
+from ama_acp.context.billing import billable
 from ama_acp.conversation.messages import Usage
 
 _PER = 1_000_000
@@ -50,18 +50,9 @@ class CacheLedgerState(msgspec.Struct, frozen=True, omit_defaults=True):
     complete: bool = True  # whether the ledger saw every billed request of the session (not an older file)
 
 
-def _valid(usage: Usage | None) -> bool:
-    """The billing's test (context/billing.py): some figure counts tokens and none is negative."""
-    if not reported(usage):
-        return False
-    assert usage is not None
-    figures = (usage.input, usage.output, usage.cache_read, usage.cache_write, usage.total, usage.reasoning)
-    return not any(f is not None and f < 0 for f in figures)
-
-
 def savings(usage: Usage | None, price: Price | None) -> float | None:
     """USD one request saved thanks to the cache, against its uncached input price; None when it cannot be told."""
-    if not _valid(usage):
+    if not billable(usage):
         return None
     assert usage is not None
     read, write = usage.cache_read or 0, usage.cache_write or 0
@@ -69,6 +60,11 @@ def savings(usage: Usage | None, price: Price | None) -> float | None:
         return 0.0
     if price is None:
         return None
+    return _saved(read, write, price)
+
+
+def _saved(read: int, write: int, price: Price) -> float | None:
+    """USD the cache reads and writes saved against the input rate; None when a rate for tokens used is unknown."""
     total = 0.0
     for tokens, rate in ((read, price.cache_read), (write, price.cache_write)):
         if tokens:
@@ -91,7 +87,7 @@ class CacheLedger:
 
     def record(self, model: str, usage: Usage | None, price: Price | None, interrupted: bool = False) -> None:
         """One billed request of `model` (the model that served it)."""
-        if interrupted or not _valid(usage):
+        if interrupted or not billable(usage):
             # The provider may have written the prefix, or not: neither the saving nor the write time is known.
             self._saved = None
             self._last_write[model] = None

@@ -106,20 +106,25 @@ def usage_tokens(usage: Usage | None, window: int | None = None) -> int | None:
     for figure in (usage.input, usage.output, usage.cache_read, usage.cache_write, usage.total):
         if figure is not None and figure < 0:
             return None
-    if usage.total is not None:
-        if usage.input is not None and usage.total < usage.input:
-            return None
-        n = usage.total
-    else:
-        if usage.input is None or usage.output is None:
-            return None
-        n = usage.input + usage.output + (usage.cache_read or 0) + (usage.cache_write or 0)
+    n = _counted(usage)
     # A request always carries at least the system prompt: 0 means the provider did not count, not "empty".
-    if n <= 0:
+    if n is None or n <= 0:
         return None
     if window is not None and n > _ABSURD_FACTOR * window:
         return None
     return n
+
+
+def _counted(usage: Usage) -> int | None:
+    """The context tokens the figures add up to: `total` when reported (never below `input`), else the sum of
+    its parts, which needs `input` and `output`."""
+    if usage.total is not None:
+        if usage.input is not None and usage.total < usage.input:
+            return None
+        return usage.total
+    if usage.input is None or usage.output is None:
+        return None
+    return usage.input + usage.output + (usage.cache_read or 0) + (usage.cache_write or 0)
 
 
 def _prefix_digest(system_prompt: str, tools_json: str) -> str:
@@ -390,25 +395,14 @@ class ContextMeter:
         self._cached = None
         fits = state is not None and state.source in SOURCES and 0 <= state.message_count <= len(msgs)
         if state is None or not fits:
-            for m in msgs:
-                self.append(m)
-            if state is not None and self._source != PREFIX:
-                log.warning("stored context state does not match the session; estimating")
-                self._to_estimate()
+            self._replay(msgs, stored=state is not None)
             return
         head, tail = msgs[: state.message_count], msgs[state.message_count :]
         self._untrusted = state.untrusted
         self._messages = head
         self._messages_total = sum(self._estimates.get(m) for m in head)
         if state.source == USAGE and state.usage_tokens is not None:
-            self._source = USAGE
-            self._anchor = state.usage_tokens
-            self._trailing = state.trailing_tokens or 0
-            self._anchor_key = state.prefix_key
-            if not verify_prefix:
-                self._unverified = state.prefix_key is not None  # compared once the prefix is final
-            elif self._prefix_key is not None and state.prefix_key is not None and state.prefix_key != self._prefix_key:
-                self._to_estimate()  # the prefix changed since the usage was measured (U9)
+            self._restore_anchor(state.usage_tokens, state, verify_prefix)
         elif state.source == PREFIX:
             self._source = PREFIX
         else:
@@ -416,6 +410,24 @@ class ContextMeter:
         for m in tail:
             self.append(m)
         self._cached = None
+
+    def _replay(self, msgs: list[Message], *, stored: bool) -> None:
+        """Count `msgs` as if they were appended now; a stored state that did not fit them makes it an estimate."""
+        for m in msgs:
+            self.append(m)
+        if stored and self._source != PREFIX:
+            log.warning("stored context state does not match the session; estimating")
+            self._to_estimate()
+
+    def _restore_anchor(self, anchor: int, state: MeterState, verify_prefix: bool) -> None:
+        self._source = USAGE
+        self._anchor = anchor
+        self._trailing = state.trailing_tokens or 0
+        self._anchor_key = state.prefix_key
+        if not verify_prefix:
+            self._unverified = state.prefix_key is not None  # compared once the prefix is final
+        elif self._prefix_key is not None and state.prefix_key is not None and state.prefix_key != self._prefix_key:
+            self._to_estimate()  # the prefix changed since the usage was measured (U9)
 
     # -- internals ------------------------------------------------------------------------------------------
 

@@ -109,12 +109,24 @@ def _clip(text: str, limit: int = 60) -> str:
 def _parse_one(item: object) -> McpServerSpec:
     if not isinstance(item, dict):
         raise ValueError(f"is not an object (got {type(item).__name__})")
+    kind = _transport(item)
+    name = _name(item)
+    if kind == "stdio":
+        return _stdio_spec(item, name)
+    return _remote_spec(item, name, kind)
+
+
+def _transport(item: dict[str, object]) -> Transport:
     kind = item.get("type", "stdio")
-    if kind is None:
-        kind = "stdio"
-    if kind not in ("stdio", "http", "sse"):
-        shown = _clip(kind) if isinstance(kind, str) else type(kind).__name__
-        raise ValueError(f"unknown transport type {shown!r} (expected stdio, http or sse)")
+    if kind is None or kind == "stdio":
+        return "stdio"
+    if kind == "http" or kind == "sse":
+        return kind
+    shown = _clip(kind) if isinstance(kind, str) else type(kind).__name__
+    raise ValueError(f"unknown transport type {shown!r} (expected stdio, http or sse)")
+
+
+def _name(item: dict[str, object]) -> str:
     name = _text(item, "name", required=True)
     if not name.strip():
         raise ValueError("has an empty name")
@@ -122,22 +134,28 @@ def _parse_one(item: object) -> McpServerSpec:
         raise ValueError(f"has a name longer than {MAX_NAME_CHARS} characters")
     if any(ord(c) < 32 or ord(c) == 127 for c in name):
         raise ValueError("has a control character in its name")
-    if kind == "stdio":
-        command = _text(item, "command", required=True)
-        if not command.strip():
-            raise ValueError("has an empty command")
-        args = _list(item, "args", MAX_ARGS)
-        arg_values = []
-        for i, arg in enumerate(args):
-            if not isinstance(arg, str):
-                raise ValueError(f"argument {i + 1} is not a string")
-            _check_text(arg, f"argument {i + 1}")
-            arg_values.append(arg)
-        env = _pairs(item, "env", "environment variable")
-        for env_name, _ in env:
-            if "=" in env_name:
-                raise ValueError(f"environment variable name {_clip(env_name)!r} contains '='")
-        return McpServerSpec(name=name, transport="stdio", command=command, args=tuple(arg_values), env=env)
+    return name
+
+
+def _stdio_spec(item: dict[str, object], name: str) -> McpServerSpec:
+    command = _text(item, "command", required=True)
+    if not command.strip():
+        raise ValueError("has an empty command")
+    args = _list(item, "args", MAX_ARGS)
+    arg_values = []
+    for i, arg in enumerate(args):
+        if not isinstance(arg, str):
+            raise ValueError(f"argument {i + 1} is not a string")
+        _check_text(arg, f"argument {i + 1}")
+        arg_values.append(arg)
+    env = _pairs(item, "env", "environment variable")
+    for env_name, _ in env:
+        if "=" in env_name:
+            raise ValueError(f"environment variable name {_clip(env_name)!r} contains '='")
+    return McpServerSpec(name=name, transport="stdio", command=command, args=tuple(arg_values), env=env)
+
+
+def _remote_spec(item: dict[str, object], name: str, kind: Transport) -> McpServerSpec:
     url = _text(item, "url", required=True)
     try:
         parts = urlsplit(url)

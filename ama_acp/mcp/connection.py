@@ -116,12 +116,7 @@ class StderrTail:
                 if not chunk:
                     break
                 read += len(chunk)
-                room = max(0, STDERR_KEEP_BUDGET - kept)
-                if room:
-                    self._feed(chunk[:room].decode("utf-8", "replace"))
-                    kept += min(room, len(chunk))
-                if len(chunk) > room:
-                    self._drop(len(chunk) - room)
+                kept += self._keep(chunk, max(0, STDERR_KEEP_BUDGET - kept))
         except (OSError, anyio.ClosedResourceError):
             pass  # the pipe was closed under the read: the tail so far is what there is
         finally:
@@ -130,6 +125,14 @@ class StderrTail:
                 self._push(self._partial)
                 self._partial = ""
             self.ended.set()
+
+    def _keep(self, chunk: bytes, room: int) -> int:
+        """Keep what of `chunk` fits in `room` bytes, drop the rest; returns the bytes kept."""
+        if room:
+            self._feed(chunk[:room].decode("utf-8", "replace"))
+        if len(chunk) > room:
+            self._drop(len(chunk) - room)
+        return min(room, len(chunk))
 
     def _drop(self, count: int) -> None:
         if not self.dropped:
@@ -183,24 +186,28 @@ def transport(
 ) -> AbstractAsyncContextManager[Streams]:
     """The SDK transport for a spec (entered by the caller, in the server's own task)."""
     if spec.transport == "stdio":
-        from ama_acp.tools.programs import find_program, safe_path
-
         assert stderr is not None and stderr.writer is not None
-        env = child_environment(spec)
-        # The command by absolute path (tools/programs.py): a bare name never finds an `npx` the project ships
-        # through a relative PATH entry, since the server runs in the project. The inherited PATH (not one the
-        # editor set for this server) is held to the same rule, so `#!/usr/bin/env node` finds no project node.
-        roots = (cwd,) if cwd else ()
-        found = find_program(spec.command or "", workspace_roots=roots, cwd=cwd, path=env.get("PATH", os.defpath))
-        if found.path is None:
-            raise ToolError(found.why_not())  # the server's problem: "did not start: …" (hub._describe)
-        if not any(name == "PATH" for name, _ in spec.env):
-            env["PATH"] = safe_path(env.get("PATH", os.defpath), roots)
-        # ama's own stdio transport, not the SDK's stdio_client: a bounded line reader and a bounded stop (mcp/stdio.py).
-        return stdio_transport(found.path, list(spec.args), env=env, cwd=cwd, stderr=stderr.writer)
+        return _stdio(spec, cwd, stderr.writer)
     if spec.transport == "http":
         return _http_transport(spec)
     return sse_client(spec.url or "", headers=dict(spec.headers) or None)
+
+
+def _stdio(spec: McpServerSpec, cwd: str | None, stderr: IO[str]) -> AbstractAsyncContextManager[Streams]:
+    from ama_acp.tools.programs import find_program, safe_path
+
+    env = child_environment(spec)
+    # The command by absolute path (tools/programs.py): a bare name never finds an `npx` the project ships
+    # through a relative PATH entry, since the server runs in the project. The inherited PATH (not one the
+    # editor set for this server) is held to the same rule, so `#!/usr/bin/env node` finds no project node.
+    roots = (cwd,) if cwd else ()
+    found = find_program(spec.command or "", workspace_roots=roots, cwd=cwd, path=env.get("PATH", os.defpath))
+    if found.path is None:
+        raise ToolError(found.why_not())  # the server's problem: "did not start: …" (hub._describe)
+    if not any(name == "PATH" for name, _ in spec.env):
+        env["PATH"] = safe_path(env.get("PATH", os.defpath), roots)
+    # ama's own stdio transport, not the SDK's stdio_client: a bounded line reader and a bounded stop (mcp/stdio.py).
+    return stdio_transport(found.path, list(spec.args), env=env, cwd=cwd, stderr=stderr)
 
 
 async def open_session(stack: AsyncExitStack, streams: Streams, *, on_message: MessageHandlerFnT) -> ClientSession:

@@ -196,10 +196,7 @@ class McpHub:
         tool = self._by_wire.get(wire_name)
         if tool is None:
             raise ToolError(f"there is no MCP tool {wire_name!r} (its server may have stopped)")
-        server = next((s for s in self._servers if s.name == tool.server), None)
-        session = server.session if server is not None else None
-        if server is None or server.state != "ready" or session is None:
-            raise ToolError(f"MCP server {tool.server!r} is not running")
+        server, session = self._ready_server(tool)
         if not isinstance(arguments, dict):
             raise ToolError(f"the arguments for {wire_name!r} are not an object")
         from ama_acp.mcp import connection
@@ -213,6 +210,14 @@ class McpHub:
             raise ToolError(
                 f"MCP server {server.name!r}: {tool.name!r} failed unexpectedly ({type(exc).__name__})"
             ) from None
+
+    def _ready_server(self, tool: McpTool) -> tuple[_Server, ClientSession]:
+        """The tool's server and its session, when it is ready; a ToolError otherwise."""
+        server = next((s for s in self._servers if s.name == tool.server), None)
+        session = server.session if server is not None else None
+        if server is None or server.state != "ready" or session is None:
+            raise ToolError(f"MCP server {tool.server!r} is not running")
+        return server, session
 
     # -- one server's life ----------------------------------------------------------------------------------
 
@@ -242,6 +247,10 @@ class McpHub:
             self._end(server, "closed")
             return
         self._end(server, "failed")
+        await self._report(server, reason)
+
+    async def _report(self, server: _Server, reason: str | None) -> None:
+        """Say once why a server failed: to the log, to whoever lists the tools, and to on_problem."""
         problem = ServerProblem(server.name, reason or "stopped", server.stderr_tail)
         log.warning(
             "MCP server %r %s%s",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Callable
 from typing import Literal
 
 import msgspec
@@ -75,38 +76,61 @@ def _item(item: object) -> McpContent:
     if not isinstance(item, dict):
         return McpContent(kind="text", text="(a content item that is not an object)")
     kind = item.get("type")
-    if kind == "text":
-        return McpContent(kind="text", text=_str(item.get("text")) or "")
-    if kind == "image":
-        data, mime = _str(item.get("data")), _str(item.get("mimeType"))
-        if data is None or mime is None or not mime.startswith("image/"):
-            return McpContent(kind="text", text="(an image without data or an image MIME type)")
-        if len(data) > MAX_IMAGE_BYTES:
-            return McpContent(kind="text", text=f"(an image of {len(data)} base64 characters, too large to show)")
-        if not _is_base64(data):
-            return McpContent(kind="text", text="(an image whose data is not base64)")
-        return McpContent(kind="image", data=data, mime_type=mime)
-    if kind == "audio":
-        return McpContent(kind="text", text=f"(audio, {_str(item.get('mimeType')) or 'unknown type'}: not shown)")
-    if kind == "resource":
-        resource = item.get("resource")
-        if not isinstance(resource, dict):
-            return McpContent(kind="text", text="(an embedded resource without contents)")
-        uri, mime = _str(resource.get("uri")), _str(resource.get("mimeType"))
-        text = _str(resource.get("text"))
-        if text is not None:
-            return McpContent(kind="resource", text=text, mime_type=mime, uri=uri)
-        blob = _str(resource.get("blob"))
-        size = f"{len(blob) * 3 // 4} bytes" if blob is not None else "no data"
-        return McpContent(
-            kind="resource", text=f"(binary resource, {mime or 'unknown type'}, {size})", mime_type=mime, uri=uri
-        )
-    if kind == "resource_link":
-        uri = _str(item.get("uri"))
-        name = _str(item.get("name")) or uri or "resource"
-        return McpContent(kind="resource", text=f"(a link to {name})", mime_type=_str(item.get("mimeType")), uri=uri)
-    shown = kind[:40] if isinstance(kind, str) else type(kind).__name__
-    return McpContent(kind="text", text=f"(a content item of unknown type {shown!r})")
+    read = _ITEM_KINDS.get(kind) if isinstance(kind, str) else None
+    if read is None:
+        shown = kind[:40] if isinstance(kind, str) else type(kind).__name__
+        return McpContent(kind="text", text=f"(a content item of unknown type {shown!r})")
+    return read(item)
+
+
+def _text_item(item: dict[str, object]) -> McpContent:
+    return McpContent(kind="text", text=_str(item.get("text")) or "")
+
+
+def _image_item(item: dict[str, object]) -> McpContent:
+    data, mime = _str(item.get("data")), _str(item.get("mimeType"))
+    if data is None or mime is None or not mime.startswith("image/"):
+        return McpContent(kind="text", text="(an image without data or an image MIME type)")
+    if len(data) > MAX_IMAGE_BYTES:
+        return McpContent(kind="text", text=f"(an image of {len(data)} base64 characters, too large to show)")
+    if not _is_base64(data):
+        return McpContent(kind="text", text="(an image whose data is not base64)")
+    return McpContent(kind="image", data=data, mime_type=mime)
+
+
+def _audio_item(item: dict[str, object]) -> McpContent:
+    return McpContent(kind="text", text=f"(audio, {_str(item.get('mimeType')) or 'unknown type'}: not shown)")
+
+
+def _resource_item(item: dict[str, object]) -> McpContent:
+    resource = item.get("resource")
+    if not isinstance(resource, dict):
+        return McpContent(kind="text", text="(an embedded resource without contents)")
+    uri, mime = _str(resource.get("uri")), _str(resource.get("mimeType"))
+    text = _str(resource.get("text"))
+    if text is not None:
+        return McpContent(kind="resource", text=text, mime_type=mime, uri=uri)
+    blob = _str(resource.get("blob"))
+    size = f"{len(blob) * 3 // 4} bytes" if blob is not None else "no data"
+    return McpContent(
+        kind="resource", text=f"(binary resource, {mime or 'unknown type'}, {size})", mime_type=mime, uri=uri
+    )
+
+
+def _resource_link_item(item: dict[str, object]) -> McpContent:
+    uri = _str(item.get("uri"))
+    name = _str(item.get("name")) or uri or "resource"
+    return McpContent(kind="resource", text=f"(a link to {name})", mime_type=_str(item.get("mimeType")), uri=uri)
+
+
+# The content item types of MCP's CallToolResult, each with what ama makes of one.
+_ITEM_KINDS: dict[str, Callable[[dict[str, object]], McpContent]] = {
+    "text": _text_item,
+    "image": _image_item,
+    "audio": _audio_item,
+    "resource": _resource_item,
+    "resource_link": _resource_link_item,
+}
 
 
 def _is_base64(data: str) -> bool:

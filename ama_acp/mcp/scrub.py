@@ -14,8 +14,8 @@ Which names are secret is `ama_acp.secrets.is_secret_name`, the rule ama's own e
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
+from collections.abc import Callable, Iterable
+from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit, urlunsplit
 
 from ama_acp.secrets import is_secret_name
 
@@ -61,23 +61,58 @@ def _secret_flag(arg: str) -> bool:
 
 def _public_arg(arg: str) -> tuple[str, list[str]]:
     """One argument made fit to store, and the secret values taken out of it."""
-    if "://" in arg and _URL.search(arg):
-        public = scrub_urls(arg)
-        return public, ([arg] if public != arg else [])
+    for rule in _ARG_RULES:
+        public = rule(arg)
+        if public is not None:
+            return public
+    return arg, []
+
+
+def _url_arg(arg: str) -> tuple[str, list[str]] | None:
+    if "://" not in arg or not _URL.search(arg):
+        return None
+    public = scrub_urls(arg)
+    return public, ([arg] if public != arg else [])
+
+
+def _assignment_arg(arg: str) -> tuple[str, list[str]] | None:
+    """`--token=VALUE`, `KEY=VALUE`: the value, when the name is a secret's or the value looks like a key."""
     name, eq, value = arg.partition("=")
     if eq and value and (is_secret_name(_flag_name(name)) or looks_like_key(value)):
         return f"{name}={REDACTED}", [value]
+    return None
+
+
+def _header_arg(arg: str) -> tuple[str, list[str]] | None:
     header = _HEADER_LIKE.match(arg)
-    if header and (
-        header.group(1).lower() in ("authorization", "proxy-authorization", "cookie") or is_secret_name(header.group(1))
-    ):
-        return f"{header.group(1)}: {REDACTED}", [header.group(2).strip(), *header.group(2).split()[1:]]
+    if header is None:
+        return None
+    name, value = header.group(1), header.group(2)
+    if name.lower() in ("authorization", "proxy-authorization", "cookie") or is_secret_name(name):
+        return f"{name}: {REDACTED}", [value.strip(), *value.split()[1:]]
+    return None
+
+
+def _auth_scheme_arg(arg: str) -> tuple[str, list[str]] | None:
+    """`Bearer TOKEN` and the like: the token."""
     scheme, space, token = arg.partition(" ")
     if space and scheme.lower() in ("bearer", "basic", "token") and token.strip():
         return f"{scheme} {REDACTED}", [token.strip()]
-    if looks_like_key(arg):
-        return REDACTED, [arg]
-    return arg, []
+    return None
+
+
+def _key_arg(arg: str) -> tuple[str, list[str]] | None:
+    return (REDACTED, [arg]) if looks_like_key(arg) else None
+
+
+# Tried in order; the first that finds a secret in an argument says how it is stored.
+_ARG_RULES: tuple[Callable[[str], tuple[str, list[str]] | None], ...] = (
+    _url_arg,
+    _assignment_arg,
+    _header_arg,
+    _auth_scheme_arg,
+    _key_arg,
+)
 
 
 def _args(args: Iterable[str]) -> tuple[list[str], list[str]]:
@@ -152,23 +187,34 @@ def url_secrets(url: str) -> list[str]:
         parts = urlsplit(url)
     except ValueError:
         return [url]
-    out: list[str] = []
-    if parts.username and (parts.password is None or looks_like_key(unquote(parts.username))):
-        out.extend((parts.username, unquote(parts.username)))  # `https://TOKEN@host/` is a token
-    if parts.password:
-        out.extend((parts.password, unquote(parts.password)))
-    if parts.query:
-        out.append(parts.query)
-        for name, value in parse_qsl(parts.query, keep_blank_values=False):
-            # Only credentials: redacting `?workspace=my-project` everywhere would garble the session.
-            if is_secret_name(name) or looks_like_key(value) or name.lower() in ("key", "auth", "sig", "signature"):
-                out.append(value)
+    out = [*_userinfo_secrets(parts), *_query_secrets(parts.query)]
     if parts.fragment:
         out.append(parts.fragment)
     out.extend(_path(parts.path)[1])
     if out:
         out.append(url)
     return [value for value in dict.fromkeys(out) if value]
+
+
+def _userinfo_secrets(parts: SplitResult) -> list[str]:
+    out: list[str] = []
+    if parts.username and (parts.password is None or looks_like_key(unquote(parts.username))):
+        out.extend((parts.username, unquote(parts.username)))  # `https://TOKEN@host/` is a token
+    if parts.password:
+        out.extend((parts.password, unquote(parts.password)))
+    return out
+
+
+def _query_secrets(query: str) -> list[str]:
+    """The query string and the values in it that are credentials."""
+    if not query:
+        return []
+    out = [query]
+    for name, value in parse_qsl(query, keep_blank_values=False):
+        # Only credentials: redacting `?workspace=my-project` everywhere would garble the session.
+        if is_secret_name(name) or looks_like_key(value) or name.lower() in ("key", "auth", "sig", "signature"):
+            out.append(value)
+    return out
 
 
 def scrub_urls(text: str) -> str:

@@ -116,10 +116,17 @@ def tools_from_listing(server: str, raw_tools: object, taken: set[str]) -> tuple
     """The entries of a tools/list result (JSON, already decoded) → McpTools with wire names not in `taken`,
     in the server's order; and a line for the log about each entry left out (no name, a repeated name, over
     the limit)."""
-    dropped: list[str] = []
     if not isinstance(raw_tools, list):
         return [], ["the tool list is not a list"]
-    entries: list[tuple[str, dict[str, object]]] = []  # (the server's name for it, its entry)
+    dropped: list[str] = []
+    entries = _named_entries(raw_tools, dropped)
+    names = wire_names(server, [name for name, _ in entries], taken)
+    return [_tool(server, wire, *entry) for wire, entry in zip(names, entries, strict=True)], dropped
+
+
+def _named_entries(raw_tools: list[object], dropped: list[str]) -> list[tuple[str, dict[str, object]]]:
+    """(the server's name for it, its entry) for each entry kept; a line in `dropped` for each left out."""
+    entries: list[tuple[str, dict[str, object]]] = []
     seen: set[str] = set()
     for index, raw in enumerate(raw_tools):
         name = raw.get("name") if isinstance(raw, dict) else None
@@ -134,8 +141,7 @@ def tools_from_listing(server: str, raw_tools: object, taken: set[str]) -> tuple
             break
         seen.add(name)
         entries.append((name, raw))
-    names = wire_names(server, [name for name, _ in entries], taken)
-    return [_tool(server, wire, *entry) for wire, entry in zip(names, entries, strict=True)], dropped
+    return entries
 
 
 def _tool(server: str, wire_name: str, name: str, raw: dict[str, object]) -> McpTool:
@@ -196,6 +202,11 @@ def cap_declarations(
         kept.append(tool)
     if not big and not over:
         return kept, None
+    return kept, _left_out(server, big, over, schema_limit, server_limit)
+
+
+def _left_out(server: str, big: list[str], over: list[str], schema_limit: int, server_limit: int) -> str:
+    """The sentence for the person: which tools' declarations were too large, and why."""
     parts: list[str] = []
     if big:
         parts.append(
@@ -207,4 +218,4 @@ def cap_declarations(
             + ", ".join(over[:10])
             + (f" and {len(over) - 10} more" if len(over) > 10 else "")
         )
-    return kept, f"MCP server {server!r}: tools left out, their declarations are too large ({'; '.join(parts)})."
+    return f"MCP server {server!r}: tools left out, their declarations are too large ({'; '.join(parts)})."

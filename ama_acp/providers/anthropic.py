@@ -355,15 +355,9 @@ class _MessageState:
             case "content_block_stop":
                 self._block_stop(data, out)
             case "message_delta":
-                reason = data.delta.stop_reason if data.delta else None
-                if reason:
-                    self.stop = _STOPS.get(reason, "end_turn")
-                _take_usage(self.usage, data.usage)
+                self._message_delta(data)
             case "message_stop":
-                unfinished = [i for i, b in self.blocks.items() if b.kind == "tool_use"]
-                if unfinished:
-                    raise malformed(f"message_stop while tool_use block {unfinished[0]} was still open")
-                return Finished(stop=self.stop, usage=_usage(self.usage))
+                return self._message_stop()
             case "error":
                 raise _error_event(data.error)
         # ping and unknown events are ignored, as the API's versioning policy asks
@@ -371,6 +365,18 @@ class _MessageState:
 
     def end(self) -> Finished | None:
         return None  # no message_stop: a broken stream
+
+    def _message_delta(self, data: _Event) -> None:
+        reason = data.delta.stop_reason if data.delta else None
+        if reason:
+            self.stop = _STOPS.get(reason, "end_turn")
+        _take_usage(self.usage, data.usage)
+
+    def _message_stop(self) -> Finished:
+        unfinished = [i for i, b in self.blocks.items() if b.kind == "tool_use"]
+        if unfinished:
+            raise malformed(f"message_stop while tool_use block {unfinished[0]} was still open")
+        return Finished(stop=self.stop, usage=_usage(self.usage))
 
     def _block_start(self, data: _Event, out: list[ProviderEvent]) -> None:
         cb = data.content_block
@@ -383,6 +389,10 @@ class _MessageState:
             raise malformed(f"tool_use block {index} without an id or a name")
         block = self.blocks[index] = _OpenBlock(cb.type, cb.id or "", cb.name or "")
         self.started, self.last = self.started + 1, index
+        self._block_content(cb, block, out)
+
+    def _block_content(self, cb: _ContentBlock, block: _OpenBlock, out: list[ProviderEvent]) -> None:
+        """What a content block carries from its start (the API sends it empty; some copies do not)."""
         match cb.type:
             case "text" if cb.text:
                 out += self.held.text(cb.text)
@@ -401,9 +411,11 @@ class _MessageState:
         delta = data.delta or _NO_DELTA
         if found is None:
             raise malformed(f"content_block_delta for block {index}, which was never started (or has stopped)")
-        want = _DELTA_FOR.get(delta.type or "")
-        if want is not None and want != found.kind and found.kind in _KNOWN_BLOCKS:
+        if not _extends(delta, found):
             raise malformed(f"a {delta.type} for the {found.kind} block {index}")
+        self._add_delta(delta, found, out)
+
+    def _add_delta(self, delta: _Delta, found: _OpenBlock, out: list[ProviderEvent]) -> None:
         match delta.type:
             case "text_delta" if delta.text:
                 out += self.held.text(delta.text)
@@ -425,6 +437,13 @@ class _MessageState:
         elif ended.kind == "tool_use":
             out += self.held.take()
             out.append(ToolCallEvent(id=ended.id, name=ended.name, arguments="".join(ended.parts) or "{}"))
+
+
+def _extends(delta: _Delta, block: _OpenBlock) -> bool:
+    """Whether `delta` may extend `block`: a delta of another block's kind is a broken stream, while a kind of
+    delta or block ama does not know is let through (the API adds new ones)."""
+    want = _DELTA_FOR.get(delta.type or "")
+    return want is None or want == block.kind or block.kind not in _KNOWN_BLOCKS
 
 
 _USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")

@@ -116,54 +116,52 @@ def prompt_tokens(usage: Usage | None) -> int | None:
 
 def judge(facts: CacheFacts | None, first: ProbeRequest, second: ProbeRequest) -> list[Verdict]:
     """Whether the catalog's facts hold, as far as two requests can tell."""
-    out: list[Verdict] = []
     read = second.usage.cache_read if second.usage is not None else None
     prompt = prompt_tokens(second.usage) or prompt_tokens(first.usage)
     minimum = facts.min_tokens if facts is not None else None
-    if second.failure is not None:
-        out.append(Verdict("read", None, f"the second request failed: {second.failure}"))
-    elif read is None:
-        out.append(Verdict("read", None, "the provider reported no cache figure for the second request"))
-    else:
-        share = f" ({read / prompt * 100:.1f} % of the {prompt:,}-token prompt)" if prompt else ""
-        out.append(Verdict("read", read > 0, f"the second request read {read:,} tokens from the cache{share}"))
-    if minimum is None:
-        out.append(Verdict("minTokens", None, "the catalog does not know the minimum: nothing to check"))
-    elif read is None or prompt is None:
-        out.append(Verdict("minTokens", None, "without the provider's cache and prompt figures it cannot be told"))
-    elif prompt < minimum:
-        out.append(
-            Verdict(
-                "minTokens", None, f"the prompt came to {prompt:,} tokens, under the minimum {minimum:,}: not tested"
-            )
-        )
-    elif 0 < read < minimum:
-        out.append(
-            Verdict(
-                "minTokens", False, f"the cache served {read:,} tokens, fewer than the catalog's minimum {minimum:,}"
-            )
-        )
-    elif read == 0:
-        out.append(
-            Verdict(
-                "minTokens",
-                False,
-                f"a {prompt:,}-token prompt (over the minimum {minimum:,}) was not served from the cache — or the "
-                "provider missed its cache this once (hits are not guaranteed): run the probe again",
-            )
-        )
-    else:
-        out.append(Verdict("minTokens", True, f"a {prompt:,}-token prompt, over the minimum {minimum:,}, was cached"))
     ttl = facts.ttl_seconds if facts is not None else None
-    out.append(
-        Verdict(
-            "lifetime",
-            None,
-            "not checked: one run cannot tell how long the cache lives (it would have to wait past "
-            + (f"the catalog's {ttl:,} s)" if ttl is not None else "a lifetime the catalog does not know)"),
+    return [_read_verdict(second, read, prompt), _minimum_verdict(minimum, read, prompt), _lifetime_verdict(ttl)]
+
+
+def _read_verdict(second: ProbeRequest, read: int | None, prompt: int | None) -> Verdict:
+    if second.failure is not None:
+        return Verdict("read", None, f"the second request failed: {second.failure}")
+    if read is None:
+        return Verdict("read", None, "the provider reported no cache figure for the second request")
+    share = f" ({read / prompt * 100:.1f} % of the {prompt:,}-token prompt)" if prompt else ""
+    return Verdict("read", read > 0, f"the second request read {read:,} tokens from the cache{share}")
+
+
+def _minimum_verdict(minimum: int | None, read: int | None, prompt: int | None) -> Verdict:
+    if minimum is None:
+        return Verdict("minTokens", None, "the catalog does not know the minimum: nothing to check")
+    if read is None or prompt is None:
+        return Verdict("minTokens", None, "without the provider's cache and prompt figures it cannot be told")
+    if prompt < minimum:
+        return Verdict(
+            "minTokens", None, f"the prompt came to {prompt:,} tokens, under the minimum {minimum:,}: not tested"
         )
+    if 0 < read < minimum:
+        return Verdict(
+            "minTokens", False, f"the cache served {read:,} tokens, fewer than the catalog's minimum {minimum:,}"
+        )
+    if read == 0:
+        return Verdict(
+            "minTokens",
+            False,
+            f"a {prompt:,}-token prompt (over the minimum {minimum:,}) was not served from the cache — or the "
+            "provider missed its cache this once (hits are not guaranteed): run the probe again",
+        )
+    return Verdict("minTokens", True, f"a {prompt:,}-token prompt, over the minimum {minimum:,}, was cached")
+
+
+def _lifetime_verdict(ttl: int | None) -> Verdict:
+    return Verdict(
+        "lifetime",
+        None,
+        "not checked: one run cannot tell how long the cache lives (it would have to wait past "
+        + (f"the catalog's {ttl:,} s)" if ttl is not None else "a lifetime the catalog does not know)"),
     )
-    return out
 
 
 def report_lines(report: ProbeReport, usd: Callable[[float | None], str]) -> list[str]:
@@ -176,25 +174,26 @@ def report_lines(report: ProbeReport, usd: Callable[[float | None], str]) -> lis
         "(ama's estimate)",
         f"catalog: lifetime {ttl}, minimum {minimum}",
     ]
-    for name, req in (("first", report.first), ("second", report.second)):
-        if req.failure is not None:
-            lines.append(f"{name}: failed: {req.failure}")
-            continue
-        u = req.usage
-        if u is None:
-            lines.append(f"{name}: the provider reported no usage")
-            continue
-
-        def fig(v: int | None) -> str:
-            return "not reported" if v is None else f"{v:,}"
-
-        lines.append(
-            f"{name}: input {fig(u.input)}, cache read {fig(u.cache_read)}, cache write {fig(u.cache_write)}, "
-            f"output {fig(u.output)}; cost {usd(req.cost)}"
-        )
+    lines += [_request_line(name, req, usd) for name, req in (("first", report.first), ("second", report.second))]
     if report.second.failure is None and report.second.usage is not None:
         lines.append(f"without the cache the second request would have cost {usd(report.uncached_cost)}")
     for v in report.verdicts:
         mark = {True: "holds", False: "does not hold", None: "not told"}[v.holds]
         lines.append(f"{v.fact}: {mark} — {v.text}")
     return lines
+
+
+def _request_line(name: str, req: ProbeRequest, usd: Callable[[float | None], str]) -> str:
+    if req.failure is not None:
+        return f"{name}: failed: {req.failure}"
+    u = req.usage
+    if u is None:
+        return f"{name}: the provider reported no usage"
+    return (
+        f"{name}: input {_figure(u.input)}, cache read {_figure(u.cache_read)}, "
+        f"cache write {_figure(u.cache_write)}, output {_figure(u.output)}; cost {usd(req.cost)}"
+    )
+
+
+def _figure(v: int | None) -> str:
+    return "not reported" if v is None else f"{v:,}"

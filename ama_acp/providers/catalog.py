@@ -419,6 +419,33 @@ def price_for(info: ModelInfo | None, usage: Usage | None) -> Price | None:
     return chosen
 
 
+def _config_only(entry: ModelEntry) -> ModelInfo | None:
+    """A model the catalog does not know, as a `[[models]]` entry defines it; None for an id that is not
+    provider/model."""
+    provider, sep, model = entry.id.partition("/")
+    if not sep or not provider or not model:
+        log.warning("[[models]] id %r is not provider/model; ignored", entry.id)
+        return None
+    return ModelInfo(id=entry.id, provider=provider, model=model, name=model, source="config [[models]]")
+
+
+# The `[[models]]` fields that, when set, replace the catalog's figure as they are.
+_TAKEN_AS_GIVEN = ("context_window", "max_output", "reasoning", "name")
+
+
+def _overrides(entry: ModelEntry, base: ModelInfo) -> dict[str, object]:
+    """The fields of `base` a `[[models]]` entry changes, with their new values."""
+    changes: dict[str, object] = {name: getattr(entry, name) for name in _TAKEN_AS_GIVEN}
+    changes = {name: value for name, value in changes.items() if value is not None}
+    if entry.price is not None:
+        # An explicit price is the whole truth for that model: the catalog's size tiers no longer apply.
+        changes["price"] = entry.price
+        changes["price_tiers"] = ()
+    if entry.cache is not None:
+        changes["cache"] = with_overrides(base.cache, entry.cache.ttl_seconds, entry.cache.min_tokens)
+    return changes
+
+
 class Catalog:
     """The built-in models merged with the config's `[[models]]`."""
 
@@ -432,26 +459,10 @@ class Catalog:
     def _merge(self, entry: ModelEntry) -> ModelInfo | None:
         base = self.get(entry.id)
         if base is None:
-            provider, sep, model = entry.id.partition("/")
-            if not sep or not provider or not model:
-                log.warning("[[models]] id %r is not provider/model; ignored", entry.id)
-                return None
-            base = ModelInfo(id=entry.id, provider=provider, model=model, name=model, source="config [[models]]")
-        changes: dict[str, object] = {}
-        if entry.context_window is not None:
-            changes["context_window"] = entry.context_window
-        if entry.max_output is not None:
-            changes["max_output"] = entry.max_output
-        if entry.price is not None:
-            # An explicit price is the whole truth for that model: the catalog's size tiers no longer apply.
-            changes["price"] = entry.price
-            changes["price_tiers"] = ()
-        if entry.reasoning is not None:
-            changes["reasoning"] = entry.reasoning
-        if entry.name is not None:
-            changes["name"] = entry.name
-        if entry.cache is not None:
-            changes["cache"] = with_overrides(base.cache, entry.cache.ttl_seconds, entry.cache.min_tokens)
+            base = _config_only(entry)
+        if base is None:
+            return None
+        changes = _overrides(entry, base)
         if changes and base.source != "config [[models]]":
             changes["source"] = f"{base.source} Overridden by config: {', '.join(sorted(changes))}."
         return msgspec.structs.replace(base, **changes)

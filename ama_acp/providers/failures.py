@@ -91,17 +91,21 @@ def error_detail(raw: bytes | str) -> str:
         obj = msgspec.json.decode(text)
     except msgspec.DecodeError:
         obj = None
-    found: object = None  # a value of the decoded body, unchecked until the isinstance below
-    if isinstance(obj, dict):
-        err = obj.get("error")
-        if isinstance(err, dict):
-            found = err.get("message") or err.get("type") or err.get("code")
-        elif isinstance(err, str):
-            found = err
-        found = found or obj.get("message") or obj.get("detail")
+    found = _error_field(obj) if isinstance(obj, dict) else None
     msg = found if isinstance(found, str) and found else (text.strip() or "no error text")
     msg = " ".join(msg.split())
     return msg if len(msg) <= MAX_DETAIL else msg[:MAX_DETAIL] + "…"
+
+
+def _error_field(obj: dict[object, object]) -> object:
+    """The field of a decoded error body that says what went wrong (a value, unchecked until the caller checks it)."""
+    found: object = None
+    err = obj.get("error")
+    if isinstance(err, dict):
+        found = err.get("message") or err.get("type") or err.get("code")
+    elif isinstance(err, str):
+        found = err
+    return found or obj.get("message") or obj.get("detail")
 
 
 def scrub(text: str, secret: str | None) -> str:
@@ -124,26 +128,43 @@ def give_up(out: Outcome, *, who: str, key: KeyHint, attempt: int, secret: str |
     """The `Failure` a person reads when `out` ends the request after `attempt` retries; `who` names the
     provider and its URL."""
     tail = f" Gave up after {attempt} {'retry' if attempt == 1 else 'retries'}." if attempt else ""
-    match out.kind:
-        case "auth":
-            what = "rejected the API key" if key.has_key else "needs an API key"
-            msg = f"{who} {what} ({out.short()}). {key.instruction()}"
-        case "rate_limit" if out.retryable:
-            msg = f"{who} is rate-limiting requests ({out.short()}).{tail} Wait and try again."
-        case "rate_limit":
-            msg = f"{who} refused the request for quota or billing ({out.short()})."
-        case "bad_request":
-            msg = f"{who} rejected the request ({out.short()})."
-        case "timeout":
-            msg = f"{who} did not answer in time ({out.detail}).{tail}"
-        case "stream" if out.protocol:
-            msg = f"{who} sent a reply ama cannot read ({out.detail})."
-        case "stream":
-            msg = f"The reply from {who} broke off ({out.detail}).{tail}"
-        case _ if out.certificate:
-            msg = f"Cannot trust {who}: {out.detail}. Check the host name in the base URL. {CERTIFICATE_ADVICE}."
-        case _ if out.connect:
-            msg = f"Cannot reach {who} ({out.detail}). Check the base URL and the network.{tail}"
-        case _:
-            msg = f"{who} answered with a server error ({out.short()}).{tail}"
+    msg = _GIVE_UP[_give_up_case(out)].format(
+        who=who,
+        short=out.short(),
+        detail=out.detail,
+        tail=tail,
+        what="rejected the API key" if key.has_key else "needs an API key",
+        instruction=key.instruction(),
+        advice=CERTIFICATE_ADVICE,
+    )
     return Failure(kind=out.kind, message=scrub(msg, secret), status=out.status)
+
+
+# The sentence for each case of `_give_up_case`. The fields are filled by `give_up`.
+_GIVE_UP = {
+    "auth": "{who} {what} ({short}). {instruction}",
+    "rate_limit": "{who} is rate-limiting requests ({short}).{tail} Wait and try again.",
+    "quota": "{who} refused the request for quota or billing ({short}).",
+    "bad_request": "{who} rejected the request ({short}).",
+    "timeout": "{who} did not answer in time ({detail}).{tail}",
+    "protocol": "{who} sent a reply ama cannot read ({detail}).",
+    "stream": "The reply from {who} broke off ({detail}).{tail}",
+    "certificate": "Cannot trust {who}: {detail}. Check the host name in the base URL. {advice}.",
+    "connect": "Cannot reach {who} ({detail}). Check the base URL and the network.{tail}",
+    "server": "{who} answered with a server error ({short}).{tail}",
+}
+_NAMED_KINDS = ("auth", "rate_limit", "bad_request", "timeout", "stream")
+
+
+def _give_up_case(out: Outcome) -> str:
+    """Which sentence `out` gets: its kind, told apart where one kind has two causes (a rate limit that passes or
+    a quota that does not, a stream that broke off or one ama cannot read); any other kind by the transport."""
+    if out.kind == "rate_limit" and not out.retryable:
+        return "quota"
+    if out.kind == "stream" and out.protocol:
+        return "protocol"
+    if out.kind in _NAMED_KINDS:
+        return out.kind
+    if out.certificate:
+        return "certificate"
+    return "connect" if out.connect else "server"

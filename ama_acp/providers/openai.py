@@ -162,21 +162,27 @@ def _image_block(part: ImagePart) -> _ImagePart:
 
 def _assistant(msg: AssistantMessage, send_reasoning: bool) -> _AssistantMessage:
     text = "".join(p.text for p in msg.content if isinstance(p, TextPart))
-    calls: list[_ToolCall] = [
+    calls = _tool_calls(msg)
+    out: _AssistantMessage = {"role": "assistant", "content": text if text or not calls else None}
+    if calls:
+        out["tool_calls"] = calls
+        thinking = _plain_thinking(msg) if send_reasoning else ""
+        if thinking:
+            out["reasoning_content"] = thinking
+    return out
+
+
+def _tool_calls(msg: AssistantMessage) -> list[_ToolCall]:
+    return [
         {"id": p.id, "type": "function", "function": {"name": p.name, "arguments": p.arguments or "{}"}}
         for p in msg.content
         if isinstance(p, ToolCallPart)
     ]
-    out: _AssistantMessage = {"role": "assistant", "content": text if text or not calls else None}
-    if calls:
-        out["tool_calls"] = calls
-        if send_reasoning:
-            thinking = "".join(
-                p.text for p in msg.content if isinstance(p, ThinkingPart) and not p.redacted and not p.signature
-            )
-            if thinking:
-                out["reasoning_content"] = thinking
-    return out
+
+
+def _plain_thinking(msg: AssistantMessage) -> str:
+    """The reasoning that went out as plain text (not redacted, not signed by another dialect)."""
+    return "".join(p.text for p in msg.content if isinstance(p, ThinkingPart) and not p.redacted and not p.signature)
 
 
 def to_openai_messages(system: str, messages: list[Message], *, send_reasoning: bool = False) -> list[ChatMessage]:
@@ -202,14 +208,19 @@ def to_openai_messages(system: str, messages: list[Message], *, send_reasoning: 
         elif isinstance(msg, AssistantMessage):
             out.append(_assistant(msg, send_reasoning))
         else:
-            text = msg.text
-            images = [p for p in msg.content if isinstance(p, ImagePart)]
-            if images:
-                text = (text + "\n" if text else "") + f"({len(images)} image(s) attached below)"
-                pending_images.extend(_image_block(p) for p in images)
-            out.append({"role": "tool", "tool_call_id": msg.tool_call_id, "content": text})
+            out.append(_tool_message(msg, pending_images))
     flush_images()
     return out
+
+
+def _tool_message(msg: ToolResultMessage, pending_images: list[_Part]) -> ChatMessage:
+    """A tool result's text, saying how many images follow; the images go to `pending_images`."""
+    text = msg.text
+    images = [p for p in msg.content if isinstance(p, ImagePart)]
+    if images:
+        text = (text + "\n" if text else "") + f"({len(images)} image(s) attached below)"
+        pending_images.extend(_image_block(p) for p in images)
+    return {"role": "tool", "tool_call_id": msg.tool_call_id, "content": text}
 
 
 # --- response ----------------------------------------------------------------------------------------------
@@ -295,6 +306,15 @@ class _Call:
         self.name = ""
         self.args: list[str] = []
 
+    def add(self, tid: str | None, fn: _Function) -> None:
+        """A fragment: its id and name when the call has none yet, its piece of the arguments."""
+        if tid and not self.id:
+            self.id = tid
+        if fn.name and not self.name:
+            self.name = fn.name
+        if fn.arguments:
+            self.args.append(fn.arguments)
+
 
 def _stream_error(err: object) -> StreamError:
     """An `error` object inside the stream (vLLM, OpenRouter and others send them mid-stream)."""
@@ -336,7 +356,12 @@ class _Completion:
     def event(self, ev: SSEEvent, out: list[ProviderEvent]) -> Finished | None:
         if len(ev.data) < 32 and ev.data.strip() == "[DONE]":  # not a strip of every chunk
             return self._done(out)
-        chunk = _decode_chunk(ev.data)
+        self._chunk(_decode_chunk(ev.data), out)
+        if self.stop is not None and self.usage is not None:
+            return Finished(stop=self.stop, usage=self.usage)
+        return None
+
+    def _chunk(self, chunk: _Chunk, out: list[ProviderEvent]) -> None:
         if chunk.error:
             raise _stream_error(chunk.error)
         for choice in chunk.choices or ():
@@ -344,19 +369,25 @@ class _Completion:
                 self._choice(choice, out)
         if chunk.usage is not None:
             self.usage = openai_usage(chunk.usage) or self.usage
-        if self.stop is not None and self.usage is not None:
-            return Finished(stop=self.stop, usage=self.usage)
-        return None
 
     def end(self) -> Finished | None:
         """The stream ended without `[DONE]`: finished if the finish reason came (usage unknown), else broken."""
         return None if self.stop is None else Finished(stop=self.stop, usage=self.usage)
 
     def _choice(self, choice: _Choice, out: list[ProviderEvent]) -> None:
-        held = self.held
         delta = choice.delta or _NO_DELTA
         if self.stop is not None and (delta.content or delta.refusal or delta.tool_calls):
             raise malformed("content after the finish reason")
+        self._text(delta, out)
+        for tc in delta.tool_calls or ():
+            _add_fragment(self.calls, tc)
+        if choice.finish_reason and self.stop is None:
+            calls_done = self._finish(choice.finish_reason)
+            out += self.held.take() + calls_done
+
+    def _text(self, delta: _Delta, out: list[ProviderEvent]) -> None:
+        """The delta's reasoning, text and refusal, in that order, into the held deltas."""
+        held = self.held
         thought = delta.reasoning_content or delta.reasoning
         if isinstance(thought, str) and thought:
             out += held.thinking(thought)
@@ -365,11 +396,6 @@ class _Completion:
         if delta.refusal:
             self.refused = True
             out += held.text(delta.refusal)
-        for tc in delta.tool_calls or ():
-            _add_fragment(self.calls, tc)
-        if choice.finish_reason and self.stop is None:
-            calls_done = self._finish(choice.finish_reason)
-            out += held.take() + calls_done
 
     def _done(self, out: list[ProviderEvent]) -> Finished:
         """`[DONE]`: the reply is complete, with the tool calls still open if no finish reason came."""
@@ -394,25 +420,25 @@ class _Completion:
 
 
 def _add_fragment(calls: dict[int, _Call], tc: _ToolFragment) -> None:
-    idx = tc.index
     tid = tc.id
     fn = tc.function or _Function()
-    if idx is None:
-        # Servers that leave `index` out send a new call with an id and its later fragments without one.
-        same = [k for k, c in calls.items() if tid and c.id == tid]
-        idx = same[0] if same else (len(calls) if tid or not calls else max(calls))
+    idx = tc.index if tc.index is not None else _unindexed(calls, tid)
     call = calls.get(idx)
     if call is None:
         # The first fragment of a call names it (OpenAI also sends its id; a few copies do not).
         if not tid and not fn.name:
             raise malformed(f"a tool-call fragment for index {idx}, which was never started")
         call = calls[idx] = _Call()
-    if tid and not call.id:
-        call.id = tid
-    if fn.name and not call.name:
-        call.name = fn.name
-    if fn.arguments:
-        call.args.append(fn.arguments)
+    call.add(tid, fn)
+
+
+def _unindexed(calls: dict[int, _Call], tid: str | None) -> int:
+    """The index of a fragment without one: servers that leave `index` out send a new call with an id and its
+    later fragments without one."""
+    same = [k for k, c in calls.items() if tid and c.id == tid]
+    if same:
+        return same[0]
+    return len(calls) if tid or not calls else max(calls)
 
 
 # --- provider ----------------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import os
 import tomllib
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Literal
@@ -116,36 +116,31 @@ class ScriptedProvider:
         self._previous_input: int | None = None  # the last request's estimate, for usage="cached"
 
     async def stream(self, request: pb.ModelRequest) -> AsyncGenerator[pb.ProviderEvent, None]:
-        index = max(self._next, sum(1 for m in request.messages if isinstance(m, AssistantMessage)))
-        self._next = index + 1
-        if index >= len(self._script.reply):
-            reply = Reply(text="(The scripted model has no more replies in its script.)")
-        else:
-            reply = self._script.reply[index]
+        reply = self._reply(request)
         if reply.failure is not None:
             yield pb.Failure(reply.failure.kind, reply.failure.message)
             return
         yield pb.Accepted()  # as a real provider's 2xx stream: billed from here on, even if cut short
-        out_chars = 0
-        for kind, text in (("thinking", reply.thinking), ("text", reply.text)):
-            step = max(1, reply.chunk)
-            for i in range(0, len(text), step):
-                if reply.delay:
-                    await anyio.sleep(reply.delay)
-                piece = text[i : i + step]
-                yield pb.ThinkingDelta(piece) if kind == "thinking" else pb.TextDelta(piece)
-            out_chars += len(text)
-        calls = []
-        for i, call in enumerate(reply.tool_calls):
-            args = call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments)
-            calls.append(pb.ToolCallEvent(call.id or f"call_{i + 1}", call.name, args))
-            out_chars += len(call.name) + len(args)
+        for delta in _deltas(reply):
+            if reply.delay:
+                await anyio.sleep(reply.delay)
+            yield delta
+        calls = _tool_calls(reply)
         for event in calls:
             yield event
         if reply.hang:
             await anyio.sleep(reply.hang)
+        out_chars = len(reply.thinking) + len(reply.text) + sum(len(c.name) + len(c.arguments) for c in calls)
         stop: pb.StopKind = reply.stop or ("tool_use" if calls else "end_turn")
         yield pb.Finished(stop, self._usage(reply, request, out_chars))
+
+    def _reply(self, request: pb.ModelRequest) -> Reply:
+        """The script's next reply: the one after the last given, or after the conversation's last answer."""
+        index = max(self._next, sum(1 for m in request.messages if isinstance(m, AssistantMessage)))
+        self._next = index + 1
+        if index >= len(self._script.reply):
+            return Reply(text="(The scripted model has no more replies in its script.)")
+        return self._script.reply[index]
 
     def _usage(self, reply: Reply, request: pb.ModelRequest, out_chars: int) -> Usage | None:
         if isinstance(reply.usage, Usage):
@@ -160,3 +155,20 @@ class ScriptedProvider:
         shared = min(previous or 0, total)
         read = shared // CACHE_STEP * CACHE_STEP if shared >= CACHE_MINIMUM else 0
         return Usage(input=total - read, output=output, cache_read=read, cache_write=0)
+
+
+def _deltas(reply: Reply) -> Iterator[pb.ThinkingDelta | pb.TextDelta]:
+    """The reply's thinking, then its text, in pieces of `chunk` characters."""
+    step = max(1, reply.chunk)
+    for i in range(0, len(reply.thinking), step):
+        yield pb.ThinkingDelta(reply.thinking[i : i + step])
+    for i in range(0, len(reply.text), step):
+        yield pb.TextDelta(reply.text[i : i + step])
+
+
+def _tool_calls(reply: Reply) -> list[pb.ToolCallEvent]:
+    calls = []
+    for i, call in enumerate(reply.tool_calls):
+        args = call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments)
+        calls.append(pb.ToolCallEvent(call.id or f"call_{i + 1}", call.name, args))
+    return calls

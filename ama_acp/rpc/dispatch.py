@@ -28,6 +28,7 @@ import re
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any, TypeGuard, TypeVar, overload
 
 import msgspec
@@ -121,34 +122,46 @@ def too_deep(value: object, limit: int = MAX_DEPTH) -> bool:
 
 
 def classify(message: Any) -> Incoming:  # Any: the decoder's output, not yet looked at
-    if isinstance(message, list):
-        return Invalid(None, AcpError.invalid_request("batches are not supported in ACP v1; send one message a line"))
     if not isinstance(message, dict):
-        return Invalid(None, AcpError.invalid_request("a message must be a JSON object"))
+        return Invalid(None, _not_an_object(message))
     deep = too_deep(message)
     if "method" not in message:
         return _classify_response(message, deep)
-    raw_id = message.get("id")
-    has_id = "id" in message
-    if has_id and raw_id is not None and not is_request_id(raw_id):
+    if "id" not in message:  # checked before anything is refused: no error may answer a notification (R13)
+        return _classify_notification(message, deep)
+    req_id = message["id"]
+    if req_id is not None and not is_request_id(req_id):
         return Invalid(None, AcpError.invalid_request("id must be a string or an integer"))
-    req_id: RequestId = raw_id if has_id else None
-    method = message["method"]
-    params = message.get("params", {})
-    if not has_id:  # checked before anything is refused: no error may answer a notification (R13)
-        usable = not deep and isinstance(method, str) and message.get("jsonrpc") == "2.0" and isinstance(params, dict)
-        return Notification(method if isinstance(method, str) else "", params if usable else None)
     if deep:
         return Invalid(req_id, AcpError.invalid_request(f"the message nests deeper than {MAX_DEPTH} levels"))
+    method = message["method"]
     if not isinstance(method, str):
         return Invalid(req_id, AcpError.invalid_request("method must be a string"))
     if message.get("jsonrpc") != "2.0":
         return Invalid(req_id, AcpError.invalid_request('jsonrpc must be "2.0"'))
-    if isinstance(params, list):
-        return Invalid(req_id, AcpError.invalid_params("params must be an object (ACP passes params by name)"))
+    params = message.get("params", {})
     if not isinstance(params, dict):
-        return Invalid(req_id, AcpError.invalid_request("params must be an object"))
+        return Invalid(req_id, _params_not_an_object(params))
     return Request(req_id, method, params)
+
+
+def _not_an_object(message: object) -> AcpError:
+    if isinstance(message, list):
+        return AcpError.invalid_request("batches are not supported in ACP v1; send one message a line")
+    return AcpError.invalid_request("a message must be a JSON object")
+
+
+def _params_not_an_object(params: object) -> AcpError:
+    if isinstance(params, list):
+        return AcpError.invalid_params("params must be an object (ACP passes params by name)")
+    return AcpError.invalid_request("params must be an object")
+
+
+def _classify_notification(message: dict[str, Any], deep: bool) -> Notification:
+    method = message["method"]
+    params = message.get("params", {})
+    usable = not deep and isinstance(method, str) and message.get("jsonrpc") == "2.0" and isinstance(params, dict)
+    return Notification(method if isinstance(method, str) else "", params if usable else None)
 
 
 def _classify_response(message: dict[str, Any], deep: bool) -> Incoming:
@@ -198,19 +211,14 @@ def _top_level_scalars(line: bytes) -> tuple[JSONObject, bool]:
     if not line.lstrip().startswith(b"{"):
         return found, False
     depth = 0
-    key: str | None = None
-    value_from: int | None = None  # just after the ':' of a wanted member at depth 1
-    for count, m in enumerate(_TOKEN.finditer(line)):
-        if count == _SCAN_TOKENS:
-            break
+    key: str | None = None  # the member name last seen at depth 1
+    wanted: str | None = None  # `id` or `method` just after its ':', at `value_from`: the next token ends it
+    value_from = 0
+    for m in islice(_TOKEN.finditer(line), _SCAN_TOKENS):
         tok = m.group()
-        if value_from is not None and key is not None:
-            text = tok if tok[:1] == b'"' and not line[value_from : m.start()].strip() else line[value_from : m.start()]
-            try:
-                found[key] = msgspec.json.decode(text.strip())
-            except msgspec.DecodeError:
-                found[key] = []  # present, but not a scalar (an object or array starts here): no usable id
-            value_from = None
+        if wanted is not None:
+            found[wanted] = _member_value(line[value_from : m.start()], tok)
+            wanted = None
         first = tok[:1]
         if first in (b"[", b"{"):
             depth += len(tok)
@@ -220,15 +228,30 @@ def _top_level_scalars(line: bytes) -> tuple[JSONObject, bool]:
                 return found, True
         elif tok == b":":
             if depth == 1 and key in ("id", "method"):
-                value_from = m.end()
+                wanted, value_from = key, m.end()
         elif tok == b",":
             key = None
         elif depth == 1:
-            try:
-                key = msgspec.json.decode(tok)
-            except msgspec.DecodeError:
-                key = None
+            key = _member_key(tok)
     return found, False
+
+
+def _member_value(between: bytes, tok: bytes) -> JSONValue:
+    """A member's value from what follows its `:`: the string token itself, or the bytes up to that token."""
+    text = tok if tok[:1] == b'"' and not between.strip() else between
+    try:
+        value: JSONValue = msgspec.json.decode(text.strip())
+    except msgspec.DecodeError:
+        return []  # present, but not a scalar (an object or array starts here): no usable id
+    return value
+
+
+def _member_key(tok: bytes) -> str | None:
+    try:
+        key = msgspec.json.decode(tok)
+    except msgspec.DecodeError:
+        return None
+    return key if isinstance(key, str) else None
 
 
 # --- the method table ----------------------------------------------------------------------------------------

@@ -125,16 +125,23 @@ _MAX_TEXT = 500
 
 
 def _client_text(message: str, data: Any) -> str:
-    detail = data if isinstance(data, str) else None
-    if isinstance(data, dict):
-        detail = next((v for k in _DETAIL_KEYS if isinstance(v := data.get(k), str) and v.strip()), None)
+    detail = _detail(data)
     message = message.strip()
-    if detail and detail.strip() and detail.strip() not in message:
+    if detail and detail not in message:
         generic = not message or message.lower().rstrip(".") in _GENERIC
-        message = detail.strip() if generic else f"{message}: {detail.strip()}"
+        message = detail if generic else f"{message}: {detail}"
     if not message:
         message = "the client answered with an error and no message"
     return clip(" ".join(message.split()), _MAX_TEXT)
+
+
+def _detail(data: Any) -> str | None:
+    """The client's own words in an error's `data`: a string, or the first string member of _DETAIL_KEYS that
+    is not blank; stripped."""
+    text = data if isinstance(data, str) else None
+    if isinstance(data, dict):
+        text = next((v for k in _DETAIL_KEYS if isinstance(v := data.get(k), str) and v.strip()), None)
+    return text.strip() if text is not None and text.strip() else None
 
 
 def clip(text: str, limit: int = 200) -> str:

@@ -101,13 +101,7 @@ class Peer:
             await self.send_message({"jsonrpc": "2.0", "id": req_id, "method": method, "params": params})
             if self._writer.closed:  # the client stopped reading: it will never answer
                 raise PeerClosed(method)
-            try:
-                with anyio.fail_after(timeout if timeout is not None else math.inf):
-                    await pending.event.wait()
-            except TimeoutError:
-                if cancel_notice and not self.closed:
-                    await self.notify("$/cancel_request", {"requestId": req_id})  # R24
-                raise
+            await self._answer_to(pending, timeout, cancel_notice=cancel_notice)
         finally:
             self._pending.close(pending)
             if not pending.done:
@@ -117,6 +111,16 @@ class Peer:
         if pending.error is not None:
             raise pending.error
         return pending.result
+
+    async def _answer_to(self, pending: Pending, timeout: float | None, *, cancel_notice: bool) -> None:
+        """Wait for the client's answer to our request, at most `timeout` seconds (then TimeoutError)."""
+        try:
+            with anyio.fail_after(timeout if timeout is not None else math.inf):
+                await pending.event.wait()
+        except TimeoutError:
+            if cancel_notice and not self.closed:
+                await self.notify("$/cancel_request", {"requestId": pending.id})  # R24
+            raise
 
     # --- input -------------------------------------------------------------------------------------------
 
@@ -170,11 +174,7 @@ class Peer:
             log.warning("invalid message: %s", incoming.error.message)
             self._answer(tg, incoming.id, incoming.error)
         elif isinstance(incoming, Notification):
-            if incoming.method == "$/cancel_request":
-                self._handle_cancel_request(incoming.params)
-            elif incoming.params is not None and self._dispatcher.has(incoming.method, notification=True):
-                tg.start_soon(self._contained, self._notification, incoming, name=incoming.method)
-            # else: unknown or unusable notification, ignored silently (R13, R16)
+            self._route_notification(incoming, tg)
         else:
             # Registered now, not when the task starts: a `$/cancel_request` on the very next line finds it.
             scope = anyio.CancelScope()
@@ -182,6 +182,13 @@ class Peer:
             if incoming.id is not None and tracked:
                 self._running[incoming.id] = (incoming.method, incoming.params, scope)
             tg.start_soon(self._contained, self._serve, incoming, scope, tracked, name=incoming.method)
+
+    def _route_notification(self, note: Notification, tg: TaskGroup) -> None:
+        if note.method == "$/cancel_request":
+            self._handle_cancel_request(note.params)
+        elif note.params is not None and self._dispatcher.has(note.method, notification=True):
+            tg.start_soon(self._contained, self._notification, note, name=note.method)
+        # else: unknown or unusable notification, ignored silently (R13, R16)
 
     def _answer(self, tg: TaskGroup, req_id: RequestId, error: AcpError) -> None:
         tg.start_soon(self._contained, self.send_message, {"jsonrpc": "2.0", "id": req_id, "error": error.to_dict()})

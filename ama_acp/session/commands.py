@@ -6,7 +6,8 @@ from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from ama_acp.conversation.messages import TextPart, UserMessage
-from ama_acp.session.store.entries import CommandEntry, CommandOutputEntry, Entry
+from ama_acp.session.facets import Persists, UsesModel
+from ama_acp.session.store.entries import CommandEntry, CommandOutputEntry
 from ama_acp.wire import types as w
 
 
@@ -40,11 +41,8 @@ class ListsTasks(Protocol):
     def describe(self) -> str: ...
 
 
-class CommandSession(Protocol):
+class CommandSession(UsesModel, Persists, Protocol):
     """What the commands use of a session (session/live.py `Session`)."""
-
-    @property
-    def model_id(self) -> str: ...
 
     @property
     def rt(self) -> Models: ...
@@ -60,10 +58,6 @@ class CommandSession(Protocol):
 
     @property
     def tasks(self) -> ListsTasks: ...
-
-    def persist(self, entry: Entry) -> None: ...
-
-    async def send(self, update: w.SessionUpdate) -> None: ...
 
     async def set_model(self, model_id: str) -> None: ...
 
@@ -146,7 +140,7 @@ async def rewind_command(session: CommandSession, arg: str) -> str:
 
 
 async def tasks_command(session: CommandSession, _arg: str) -> str:
-    """The children of the `task` tool: each one's state, tokens, context and cost."""
+    """The tasks of the `task` tool: each one's state, tokens, context and cost."""
     await say(session, session.tasks.describe())
     return "end_turn"
 

@@ -143,12 +143,18 @@ class _Rebuild:
                 c.prune([c.position(i) for i in entry.message_indices])
                 self._measured(entry.meter)
             case en.PromptEntry():
-                if entry.system is not None and self.conversation.frozen_prompt is None:
-                    self.conversation.frozen_prompt = entry.system  # the next request starts with these bytes
-                self.conversation.tell(Setting(entry.mode_id, tuple(entry.additional_directories)))
+                self._prompt(entry)
             case en.ModelEntry():
-                self.switched = self.switched or entry.model_id != self.model_id
-                self.model_id = entry.model_id
+                self._model(entry.model_id)
+
+    def _prompt(self, entry: en.PromptEntry) -> None:
+        if entry.system is not None and self.conversation.frozen_prompt is None:
+            self.conversation.frozen_prompt = entry.system  # the next request starts with these bytes
+        self.conversation.tell(Setting(entry.mode_id, tuple(entry.additional_directories)))
+
+    def _model(self, model_id: str) -> None:
+        self.switched = self.switched or model_id != self.model_id
+        self.model_id = model_id
 
     def _measured(self, meter: StoredState | None) -> None:
         if (state := stored_state(meter, MeterState)) is not None:

@@ -17,7 +17,7 @@ from ama_acp.session.store import session_store as st
 from ama_acp.session.store.cwd import normal_cwd, same_cwd
 from ama_acp.session.store.entries import DirectoriesEntry
 from ama_acp.session.store.listing import InvalidCursor
-from ama_acp.session.tasks import stored as child_sessions
+from ama_acp.session.tasks import stored as stored_tasks
 from ama_acp.wire import types as w
 
 if TYPE_CHECKING:
@@ -119,8 +119,8 @@ class Lifecycle:
             session.ctx.reopen.servers_known(session.tools.mcp)
 
     async def load(self, req: w.LoadSessionRequest) -> w.LoadSessionResponse:
-        if (child := child_sessions.child_id(req.session_id)) is not None:  # a task's child: read, not opened
-            return await self._open_child(child, req.cwd, replay=True)
+        if (task := stored_tasks.parse_task_session_id(req.session_id)) is not None:  # a task: read, not opened
+            return await self._open_stored_task(task, req.cwd, replay=True)
         session, loaded = await self._open(req.session_id, req.cwd, req.additional_directories)
         self._connect_mcp(session, req.mcp_servers)  # the editor's list of this load wins (R69)
         for update in replay_updates(loaded):  # all history before the response (R67)
@@ -130,8 +130,8 @@ class Lifecycle:
         return w.LoadSessionResponse(modes=options.mode_state(session.mode), config_options=session.config_options())
 
     async def resume(self, req: w.ResumeSessionRequest) -> w.LoadSessionResponse:
-        if (child := child_sessions.child_id(req.session_id)) is not None:
-            return await self._open_child(child, req.cwd, replay=False)
+        if (task := stored_tasks.parse_task_session_id(req.session_id)) is not None:
+            return await self._open_stored_task(task, req.cwd, replay=False)
         session, _ = await self._open(req.session_id, req.cwd, req.additional_directories)
         self._connect_mcp(session, req.mcp_servers)  # R75
         defer(functools.partial(_announce_resumed, session))  # no replay (R74): all after the response
@@ -184,10 +184,12 @@ class Lifecycle:
             next_cursor=cursor,
         )
 
-    async def _open_child(self, child: child_sessions.ChildId, cwd: str, *, replay: bool) -> w.LoadSessionResponse:
+    async def _open_stored_task(
+        self, task: stored_tasks.TaskSessionId, cwd: str, *, replay: bool
+    ) -> w.LoadSessionResponse:
         m = self.m
-        return await child_sessions.open_child(
-            child,
+        return await stored_tasks.open_task(
+            task,
             cwd,
             replay=replay,
             read_parent=self._read,
@@ -197,8 +199,8 @@ class Lifecycle:
         )
 
     async def close(self, req: w.SessionIdRequest) -> w.Empty:
-        if child_sessions.child_id(req.session_id) is not None:
-            return w.Empty()  # a loaded child was never made live (session/tasks/stored.py): nothing to close
+        if stored_tasks.parse_task_session_id(req.session_id) is not None:
+            return w.Empty()  # a loaded task was never made live (session/tasks/stored.py): nothing to close
         if self.m.live(req.session_id) is None:
             raise AcpError.session_not_found(req.session_id)
         await self.m.close(req.session_id)

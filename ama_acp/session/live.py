@@ -81,7 +81,7 @@ class Session:
         self.host = SessionHost(runtime, self, restored.wire_ids if restored is not None else None)
         self.compactor = Compactor(runtime, self, self.host)
         self.approver = Approver(self)
-        self.tasks = TaskRunner(runtime, self)  # the `task` tool's children (session/tasks/runner.py)
+        self.tasks = TaskRunner(runtime, self)  # the `task` tool's tasks (session/tasks/runner.py)
         self.tool_ctx = tool_context(runtime, self)
         self.tool_ctx.workspace = RecordingWorkspace(self.tool_ctx.workspace, self.checkpoints)
         self.rewinder = Rewinder(self)

@@ -77,6 +77,15 @@ def prepare_first_prompt(config: Config, model_id: str | None) -> None:
         tls.ssl_context()  # cached for the process (functools.cache): what each request's client is built with
 
 
+def _folder(path: object, field: str) -> str:
+    """`path`, when it names an existing folder absolutely; else the request's error, naming its `field`."""
+    if not isinstance(path, str) or not path or not os.path.isabs(path):
+        raise AcpError.invalid_params(f"{field}: must be an absolute path, got {path!r}")
+    if not os.path.isdir(path):
+        raise AcpError.invalid_params(f"{field}: no such directory {path!r}")
+    return path
+
+
 class _Opening(NamedTuple):
     """A session/new answered whose Session is not built yet: what building it needs, as it was asked."""
 
@@ -201,7 +210,7 @@ class SessionManager:
         if session is None:
             from ama_acp.session.tasks.stored import refuse
 
-            raise refuse(session_id) or AcpError.session_not_found(session_id)  # a task's child is restricted
+            raise refuse(session_id) or AcpError.session_not_found(session_id)  # a task's session is restricted
         return session
 
     def live(self, session_id: str) -> Session | None:
@@ -220,17 +229,11 @@ class SessionManager:
         return bool(self.sessions or self._opening)
 
     def check_dirs(self, cwd: str, additional: list[str] | None) -> list[str]:
-        if not os.path.isabs(cwd):
-            raise AcpError.invalid_params(f"cwd: must be an absolute path, got {cwd!r}")
-        if not os.path.isdir(cwd):
-            raise AcpError.invalid_params(f"cwd: no such directory {cwd!r}")
+        _folder(cwd, "cwd")
         dirs: list[str] = []
         for i, d in enumerate(additional or []):
-            if not isinstance(d, str) or not d or not os.path.isabs(d):
-                raise AcpError.invalid_params(f"additionalDirectories[{i}]: must be an absolute path, got {d!r}")
-            if not os.path.isdir(d):
-                raise AcpError.invalid_params(f"additionalDirectories[{i}]: no such directory {d!r}")
-            d = normal_cwd(d)  # one spelling, as the cwd has: `/x/proj/` is the cwd `/x/proj`, not a second root
+            # One spelling, as the cwd has: `/x/proj/` is the cwd `/x/proj`, not a second root.
+            d = normal_cwd(_folder(d, f"additionalDirectories[{i}]"))
             if d != cwd and d not in dirs:
                 dirs.append(d)
         return dirs

@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING, Protocol
 
 import anyio
 
-from ama_acp.config import Config
 from ama_acp.conversation.messages import ImagePart
 from ama_acp.conversation.tools import ToolSpec
 from ama_acp.secrets import is_secret, register_secret_values
+from ama_acp.session.facets import Identified, ReportsUsage, Rooted
+from ama_acp.session.runtime import Configured, KnowsClient
 from ama_acp.tools.base import Location, ToolKind, ToolResult
 from ama_acp.wire import types as w
 
@@ -37,32 +38,18 @@ PREFIX = "mcp__"
 DEADLINE_MARGIN = 5.0
 
 
-class McpRuntime(Protocol):
-    @property
-    def config(self) -> Config: ...
-
-    @property
-    def client_caps(self) -> w.ClientCapabilities: ...
+class McpRuntime(Configured, KnowsClient, Protocol):
+    """The `[mcp]` table, and whether the client takes notices (session/manager.py `SessionManager`)."""
 
 
-class McpSession(Protocol):
+class McpSession(Identified, Rooted, ReportsUsage, Protocol):
     """What the servers of a session read of it, and how they speak to the person (session/live.py)."""
-
-    @property
-    def id(self) -> str: ...
-
-    @property
-    def cwd(self) -> str: ...
 
     @property
     def closed(self) -> bool: ...
 
     @property
     def rt(self) -> McpRuntime: ...
-
-    async def send(self, update: w.SessionUpdate) -> None: ...
-
-    async def report_usage(self, force: bool = False, message_end: bool = False) -> None: ...
 
 
 class McpToolAdapter:

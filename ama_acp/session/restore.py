@@ -209,23 +209,35 @@ def replay_updates(loaded: LoadedSession) -> list[w.SessionUpdate]:
 
 
 def _message_updates(m: Message, mid: str) -> list[w.SessionUpdate]:
-    out: list[w.SessionUpdate] = []
     match m:
         case UserMessage(origin="ama"):
-            pass  # ama's own note to the model (a mode reminder): the person never wrote it
+            return []  # ama's own note to the model (a mode reminder): the person never wrote it
         case UserMessage():
-            for part in m.content:
-                if isinstance(part, TextPart):
-                    out.append(w.UserMessageChunk(content=w.TextContent(text=part.text), message_id=mid))
-                elif isinstance(part, ImagePart):
-                    image = w.ImageContent(data=part.data, mime_type=part.mime_type)
-                    out.append(w.UserMessageChunk(content=image, message_id=mid))
+            return _prompt_updates(m, mid)
         case AssistantMessage():
-            for said in m.content:
-                if isinstance(said, ThinkingPart) and said.text and not said.redacted:
-                    out.append(w.AgentThoughtChunk(content=w.TextContent(text=said.text), message_id=mid))
-                elif isinstance(said, TextPart) and said.text:
-                    out.append(w.AgentMessageChunk(content=w.TextContent(text=said.text), message_id=mid))
+            return _reply_updates(m, mid)
+    return []
+
+
+def _prompt_updates(m: UserMessage, mid: str) -> list[w.SessionUpdate]:
+    out: list[w.SessionUpdate] = []
+    for part in m.content:
+        if isinstance(part, TextPart):
+            out.append(w.UserMessageChunk(content=w.TextContent(text=part.text), message_id=mid))
+        elif isinstance(part, ImagePart):
+            image = w.ImageContent(data=part.data, mime_type=part.mime_type)
+            out.append(w.UserMessageChunk(content=image, message_id=mid))
+    return out
+
+
+def _reply_updates(m: AssistantMessage, mid: str) -> list[w.SessionUpdate]:
+    """What the model thought (unless redacted) and said; an empty part is not replayed."""
+    out: list[w.SessionUpdate] = []
+    for said in m.content:
+        if isinstance(said, ThinkingPart) and said.text and not said.redacted:
+            out.append(w.AgentThoughtChunk(content=w.TextContent(text=said.text), message_id=mid))
+        elif isinstance(said, TextPart) and said.text:
+            out.append(w.AgentMessageChunk(content=w.TextContent(text=said.text), message_id=mid))
     return out
 
 

@@ -2,8 +2,9 @@
 
 Sessions see the manager only through this seam, so they can be built in tests from anything that has these
 members. The parts of a session each declare the narrower slice they use (compacting.py `CompactingRuntime`,
-host.py `HostRuntime`, accounting.py `AccountingRuntime`, …), which this Protocol satisfies; nothing here names
-a session, so the session package has no import circle.
+host.py `HostRuntime`, accounting.py `AccountingRuntime`, …), which this Protocol satisfies, built from the
+slices here that several of them share; nothing here names a session, so the session package has no import
+circle.
 """
 
 from __future__ import annotations
@@ -29,18 +30,30 @@ if TYPE_CHECKING:  # only for annotations: imported lazily by the manager (start
 Spawn = Callable[[Callable[[], Coroutine[Any, Any, None]]], object]
 
 
-class Runtime(Protocol):
+class Configured(Protocol):
+    """The configuration the connection started with."""
+
     @property
     def config(self) -> Config: ...
+
+
+class KnowsClient(Protocol):
+    """What the client advertised in `initialize` (ama calls nothing it did not)."""
 
     @property
     def client_caps(self) -> w.ClientCapabilities: ...
 
-    @property
-    def commands(self) -> Commands: ...
+
+class Stores(Protocol):
+    """Where the session files are kept."""
 
     @property
     def store(self) -> SessionStore: ...
+
+
+class Runtime(Configured, KnowsClient, Stores, Protocol):
+    @property
+    def commands(self) -> Commands: ...
 
     def tool(self, name: str) -> Tool | None: ...
 

@@ -104,6 +104,11 @@ def check_url(text: str) -> str:
         raise SetupError("the URL is empty")
     if len(url) > MAX_URL or any(ord(c) <= 32 or not c.isprintable() for c in url):  # lone surrogates too
         raise SetupError("the URL holds spaces or control characters, or is too long")
+    _check_url_parts(url)
+    return url.rstrip("/")
+
+
+def _check_url_parts(url: str) -> None:
     try:
         parts = urlsplit(url)
         port = parts.port  # raises for a port that is not a number in range
@@ -118,7 +123,6 @@ def check_url(text: str) -> str:
     if parts.query or parts.fragment or url.endswith(("?", "#")):
         raise SetupError("the URL has a query or fragment: give the base URL only (e.g. http://127.0.0.1:8080/v1)")
     del port
-    return url.rstrip("/")
 
 
 def check_name(text: str) -> str:

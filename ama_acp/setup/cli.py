@@ -146,9 +146,7 @@ class Setup:
 
     def run(self) -> int:
         self._check_flags()
-        args = self.args
-        config_path = Path(args.config).expanduser() if args.config else default_config_path(dict(self.env))
-        cred_path = Path(args.credentials).expanduser() if args.credentials else credentials_path(self.env)
+        config_path, cred_path = self._paths()
         # Both files are read before any question: one that cannot be used is exit 2, and never overwritten.
         existing = read_existing(config_path)
         stored = check_credentials(cred_path)
@@ -158,16 +156,11 @@ class Setup:
         option, key, verdict = self._verified(option, key)
         model = self._model(option, cfg, verdict)
         catalog = Catalog(cfg.models)
-        table = (
-            None if option.builtin else ProviderTable(option.name, option.kind, option.base_url, option.key_variable)
-        )
+        table = _provider_table(option)
         window = self._window(option, model, catalog, verdict)
-        in_config = any(entry.id == model for entry in cfg.models)
-        # A catalog model gets a `[[models]]` entry only to carry a window it was given (an override).
-        add_model = model not in catalog or (window.given is not None and not in_config)
+        add_model = _adds_model_entry(model, cfg, catalog, window)
         rendered = render(existing, model, table, add_model=add_model, context_window=window.given)
-        keys = {option.key_variable: key.value} if key.store and key.value and option.key_variable else {}
-        plan = Plan(config_path, rendered.text, existing.text, cred_path, keys)
+        plan = Plan(config_path, rendered.text, existing.text, cred_path, _keys_to_store(option, key))
         if self.interactive and not self._confirmed(plan, model):
             raise c.SetupError("nothing was written", code=1)
         _uninterrupted(plan)
@@ -180,6 +173,13 @@ class Setup:
             )
         return 0
 
+    def _paths(self) -> tuple[Path, Path]:
+        """The config file and the credentials file to write: the flags, else the defaults."""
+        args = self.args
+        config_path = Path(args.config).expanduser() if args.config else default_config_path(dict(self.env))
+        cred_path = Path(args.credentials).expanduser() if args.credentials else credentials_path(self.env)
+        return config_path, cred_path
+
     def _check_flags(self) -> None:
         a = self.args
         if a.context_window is not None:
@@ -187,11 +187,7 @@ class Setup:
                 a.context_window = c.check_context_window(a.context_window)
             except c.SetupError as exc:
                 raise c.SetupError(f"--context-window: {exc}") from None
-        custom_only = (("--base-url", a.base_url), ("--name", a.name), ("--no-key", a.no_key))
-        if a.provider and a.provider.strip() != c.CUSTOM:
-            given = [flag for flag, value in custom_only if value]
-            if given:
-                raise c.SetupError(f"{', '.join(given)} go with --provider custom only")
+        _check_custom_only(a)
         if a.no_key and (a.api_key_stdin or a.api_key_env):
             raise c.SetupError("--no-key excludes --api-key-stdin and --api-key-env")
         if a.api_key_stdin and a.api_key_env:
@@ -200,37 +196,49 @@ class Setup:
     # --- the provider -----------------------------------------------------------------------------------------
 
     def _provider(self) -> c.ProviderOption:
-        a, io = self.args, self.io
-        name = a.provider.strip() if a.provider else None
-        if name is None and (a.base_url or a.name or a.no_key):
-            name = c.CUSTOM  # the flags only a custom server takes say which provider this is
-        if name is None:
-            if not self.interactive:
-                raise c.SetupError(
-                    f"--provider is needed ({', '.join(c.builtin_names())} or custom), or run `ama setup` in a "
-                    "terminal to be asked"
-                )
-            name = prompts.choose_provider(io)
-        if name != c.CUSTOM:
-            if name not in BUILTIN_ENDPOINTS:
-                raise c.SetupError(f"unknown provider {name!r}: one of {', '.join(c.builtin_names())}, or custom")
-            return c.builtin_option(name, self.env)
-        url = self._answer(a.base_url, "--base-url", c.check_url, "Server base URL (e.g. http://127.0.0.1:8080/v1)")
-        pname = c.check_name(a.name) if a.name else None
-        if pname is None:
-            pname = (
-                prompts.ask_checked(io, "A short name for it", c.check_name, "local") if self.interactive else "local"
+        name = self._provider_name()
+        if name == c.CUSTOM:
+            return self._custom_provider()
+        if name not in BUILTIN_ENDPOINTS:
+            raise c.SetupError(f"unknown provider {name!r}: one of {', '.join(c.builtin_names())}, or custom")
+        return c.builtin_option(name, self.env)
+
+    def _provider_name(self) -> str:
+        """--provider, else custom when a flag only a custom server takes is given, else asked."""
+        a = self.args
+        given: str | None = a.provider
+        if given:
+            return given.strip()
+        if a.base_url or a.name or a.no_key:
+            return c.CUSTOM
+        if not self.interactive:
+            raise c.SetupError(
+                f"--provider is needed ({', '.join(c.builtin_names())} or custom), or run `ama setup` in a "
+                "terminal to be asked"
             )
-        if a.no_key:
-            needs_key = False
-        elif a.api_key_stdin or a.api_key_env or not self.interactive:
-            needs_key = True
+        return prompts.choose_provider(self.io)
+
+    def _custom_provider(self) -> c.ProviderOption:
+        a = self.args
+        url = self._answer(a.base_url, "--base-url", c.check_url, "Server base URL (e.g. http://127.0.0.1:8080/v1)")
+        if a.name:
+            name = c.check_name(a.name)
+        elif self.interactive:
+            name = prompts.ask_checked(self.io, "A short name for it", c.check_name, "local")
         else:
-            needs_key = prompts.yes_no(io, "Does the server need an API key?", False)
+            name = "local"
         variable = None
-        if needs_key:
-            variable = c.check_env_name(a.api_key_env) if a.api_key_env else c.key_variable_for(pname)
-        return c.custom_option(pname, url, variable)
+        if self._custom_needs_key():
+            variable = c.check_env_name(a.api_key_env) if a.api_key_env else c.key_variable_for(name)
+        return c.custom_option(name, url, variable)
+
+    def _custom_needs_key(self) -> bool:
+        a = self.args
+        if a.no_key:
+            return False
+        if a.api_key_stdin or a.api_key_env or not self.interactive:
+            return True
+        return prompts.yes_no(self.io, "Does the server need an API key?", False)
 
     def _answer(self, given: str | None, flag: str, check: prompts.Check, question: str) -> str:
         if given is not None:
@@ -245,41 +253,44 @@ class Setup:
     # --- the key ----------------------------------------------------------------------------------------------
 
     def _key(self, option: c.ProviderOption, stored: Mapping[str, str], cred_path: Path) -> Key:
-        a, io = self.args, self.io
+        """The key, first found: stdin (--api-key-stdin), the environment, the credentials file, asked."""
         variable = option.key_variable
         if variable is None:
             return Key(None, False)
-        if a.api_key_stdin:
-            line = self.stdin.readline(c.MAX_KEY + 2)
-            try:
-                return Key(c.check_key(line), True)
-            except c.SetupError as exc:
-                raise c.SetupError(f"the key on stdin: {exc}") from None
-        source = c.check_env_name(a.api_key_env) if a.api_key_env else variable
-        in_env = self.env.get(source)
-        if a.api_key_env and not in_env:
-            raise c.SetupError(f"{source} is not set in the environment (--api-key-env reads the key from it)")
-        if in_env and (
-            a.api_key_env
-            or not self.interactive
-            or prompts.yes_no(io, f"{source} is set in the environment: store that key for ama?", True)
-        ):
-            try:
-                return Key(c.check_key(in_env), True)
-            except c.SetupError as exc:
-                raise c.SetupError(f"the key in {source}: {exc}") from None
-        if stored.get(variable) and (
-            not self.interactive
-            or prompts.yes_no(io, f"A key for {variable} is already stored in {cred_path}: keep it?", True)
-        ):
-            return Key(stored[variable], False)
+        if self.args.api_key_stdin:
+            return _checked_key(self.stdin.readline(c.MAX_KEY + 2), "the key on stdin")
+        found = self._key_in_env(variable) or self._key_stored(variable, stored, cred_path)
+        if found is not None:
+            return found
         if self.interactive:
-            return Key(prompts.ask_key(io, option), True)
+            return Key(prompts.ask_key(self.io, option), True)
         raise c.SetupError(
             f"no key for {option.label}: pass it on stdin with --api-key-stdin, or name the environment variable "
             "that holds it with --api-key-env VAR"
             + ("" if option.builtin else ", or --no-key for a server without one")
         )
+
+    def _key_in_env(self, variable: str) -> Key | None:
+        """The key in --api-key-env's variable (which must hold one), else in the provider's, if it is to be used."""
+        a = self.args
+        source = c.check_env_name(a.api_key_env) if a.api_key_env else variable
+        in_env = self.env.get(source)
+        if a.api_key_env and not in_env:
+            raise c.SetupError(f"{source} is not set in the environment (--api-key-env reads the key from it)")
+        if not in_env:
+            return None
+        if a.api_key_env or self._agreed(f"{source} is set in the environment: store that key for ama?"):
+            return _checked_key(in_env, f"the key in {source}")
+        return None
+
+    def _key_stored(self, variable: str, stored: Mapping[str, str], cred_path: Path) -> Key | None:
+        if stored.get(variable) and self._agreed(f"A key for {variable} is already stored in {cred_path}: keep it?"):
+            return Key(stored[variable], False)
+        return None
+
+    def _agreed(self, question: str) -> bool:
+        """Yes when nobody can be asked, else the person's answer (yes by default)."""
+        return not self.interactive or prompts.yes_no(self.io, question, True)
 
     # --- the check --------------------------------------------------------------------------------------------
 
@@ -299,20 +310,30 @@ class Setup:
                 raise c.SetupError(f"{verdict.message}; nothing was written", code=1)
             self.io.say(f"  {verdict.message}.")
             if verdict.refused:
-                if option.key_variable is None:  # a custom server that wants a key after all
-                    option = replace(option, key_variable=c.key_variable_for(option.name))
-                self.io.say("  Paste the key again (Ctrl-C to stop).")
-                key = Key(prompts.ask_key(self.io, option), True)
-                register_secret_values([key.value or ""])
+                option, key = self._key_again(option)
                 continue
             action = prompts.after_failure(self.io, custom=not option.builtin)
-            if action == "quit":
-                raise c.SetupError("nothing was written", code=1)
             if action == "skip":
                 return option, key, Verdict(True, "not checked")
-            if action == "url":
-                url = prompts.ask_checked(self.io, "Server base URL", c.check_url)
-                option = c.custom_option(option.name, url, option.key_variable)
+            option = self._next_try(option, action)
+
+    def _key_again(self, option: c.ProviderOption) -> tuple[c.ProviderOption, Key]:
+        """The server refused the key: ask for another (a custom server may want one after all)."""
+        if option.key_variable is None:
+            option = replace(option, key_variable=c.key_variable_for(option.name))
+        self.io.say("  Paste the key again (Ctrl-C to stop).")
+        key = Key(prompts.ask_key(self.io, option), True)
+        register_secret_values([key.value or ""])
+        return option, key
+
+    def _next_try(self, option: c.ProviderOption, action: str) -> c.ProviderOption:
+        """The provider to check again after a failure the person chose to retry ("retry" or "url"), or quit."""
+        if action == "quit":
+            raise c.SetupError("nothing was written", code=1)
+        if action == "url":
+            url = prompts.ask_checked(self.io, "Server base URL", c.check_url)
+            return c.custom_option(option.name, url, option.key_variable)
+        return option
 
     # --- the model --------------------------------------------------------------------------------------------
 
@@ -328,10 +349,7 @@ class Setup:
             if len(entries) > len(shown):
                 self.io.say(f"({len(entries) - len(shown)} more models are listed by the server: type any id)")
             return prompts.choose_model(self.io, option, shown, default)
-        if default is not None and (option.builtin or len(entries) == 1):
-            return default
-        listed = ", ".join(e.value for e in entries[:10]) + (", …" if len(entries) > 10 else "")
-        raise c.SetupError("--model is needed" + (f" (the server lists {listed})" if entries else ""))
+        return _unasked_model(option, entries, default)
 
     def _model_entries(
         self, option: c.ProviderOption, cfg: Config, verdict: Verdict
@@ -341,17 +359,14 @@ class Setup:
         if option.builtin:
             known = [m for m in Catalog(cfg.models).all() if m.provider == option.name]
             entries = [prompts.Entry(m.id, f"{m.id}  ({m.name})" if m.name != m.model else m.id) for m in known]
-            ids = [e.value for e in entries]
-            preferred = DEFAULT_MODELS.get(option.name)
-            return entries, preferred if preferred in ids else (ids[0] if ids else None)
+            return entries, _preselected(entries, DEFAULT_MODELS.get(option.name))
         entries = []
         for name in verdict.models:
             try:
                 entries.append(prompts.Entry(c.model_id(option, name), c.model_id(option, name)))
             except c.SetupError:
                 continue
-        ids = [e.value for e in entries]
-        return entries, cfg.model if cfg.model in ids else (ids[0] if ids else None)
+        return entries, _preselected(entries, cfg.model)
 
     # --- the context window -----------------------------------------------------------------------------------
 
@@ -396,7 +411,15 @@ class Setup:
         say(f"Wrote {plan.config_path}: model = {model}{extra}.")
         if rendered.comments_lost:
             say("  (Its layout could not be edited in place: it was rewritten, and its comments were not kept.)")
-        variable = option.key_variable
+        self._report_key(plan, option.key_variable, key)
+        if self.env.get("AMA_MODEL") and self.env.get("AMA_MODEL") != model:
+            say("Note: AMA_MODEL is set in this environment; ama uses it before the config's model.")
+        default = default_config_path(dict(self.env))
+        hint = "" if plan.config_path == default else f" --config {plan.config_path}"
+        say(f"Check with: ama doctor{hint}")
+
+    def _report_key(self, plan: Plan, variable: str | None, key: Key) -> None:
+        say = self.io.say
         if plan.keys:
             say(f"Stored {variable} in {plan.credentials_path} (readable only by you).")
         elif variable and key.value:
@@ -405,19 +428,69 @@ class Setup:
             say("No key is needed for this server.")
         if plan.credentials_path != credentials_path(self.env) and plan.keys:
             say(f"  ama reads that file only when AMA_CREDENTIALS names it: AMA_CREDENTIALS={plan.credentials_path}")
-        if variable and self.env.get(variable) and key.value and self.env.get(variable) != key.value:
+        in_env = self.env.get(variable) if variable else None
+        if in_env and key.value and in_env != key.value:
             say(f"Note: {variable} is also set in this environment, with another value; ama uses that one first.")
-        if self.env.get("AMA_MODEL") and self.env.get("AMA_MODEL") != model:
-            say("Note: AMA_MODEL is set in this environment; ama uses it before the config's model.")
-        default = default_config_path(dict(self.env))
-        hint = "" if plan.config_path == default else f" --config {plan.config_path}"
-        say(f"Check with: ama doctor{hint}")
 
 
 @dataclass(frozen=True)
 class Window:
     given: int | None  # to write into the model's [[models]] entry
     known: int | None  # what ama will know for the model afterwards (None: the meter is off)
+
+
+def _check_custom_only(a: argparse.Namespace) -> None:
+    """--base-url, --name and --no-key describe a custom server: with another --provider they are a mistake."""
+    if not a.provider or a.provider.strip() == c.CUSTOM:
+        return
+    custom_only = (("--base-url", a.base_url), ("--name", a.name), ("--no-key", a.no_key))
+    given = [flag for flag, value in custom_only if value]
+    if given:
+        raise c.SetupError(f"{', '.join(given)} go with --provider custom only")
+
+
+def _checked_key(text: str, where: str) -> Key:
+    try:
+        return Key(c.check_key(text), True)
+    except c.SetupError as exc:
+        raise c.SetupError(f"{where}: {exc}") from None
+
+
+def _provider_table(option: c.ProviderOption) -> ProviderTable | None:
+    """The `[providers.NAME]` table a custom server needs; a built-in provider needs none."""
+    if option.builtin:
+        return None
+    return ProviderTable(option.name, option.kind, option.base_url, option.key_variable)
+
+
+def _adds_model_entry(model: str, cfg: Config, catalog: Catalog, window: Window) -> bool:
+    """A model the catalog does not know gets a `[[models]]` entry; a catalog model only to carry a window it was
+    given (an override), and only when the config has no entry for it yet."""
+    if model not in catalog:
+        return True
+    return window.given is not None and not any(entry.id == model for entry in cfg.models)
+
+
+def _keys_to_store(option: c.ProviderOption, key: Key) -> dict[str, str]:
+    if key.store and key.value and option.key_variable:
+        return {option.key_variable: key.value}
+    return {}
+
+
+def _preselected(entries: list[prompts.Entry], preferred: str | None) -> str | None:
+    """`preferred` when it is offered, else the first offered, else None."""
+    ids = [e.value for e in entries]
+    if preferred in ids:
+        return preferred
+    return ids[0] if ids else None
+
+
+def _unasked_model(option: c.ProviderOption, entries: list[prompts.Entry], default: str | None) -> str:
+    """The model without a --model and nobody to ask: the default, when it is not a guess among many."""
+    if default is not None and (option.builtin or len(entries) == 1):
+        return default
+    listed = ", ".join(e.value for e in entries[:10]) + (", …" if len(entries) > 10 else "")
+    raise c.SetupError("--model is needed" + (f" (the server lists {listed})" if entries else ""))
 
 
 def _listed_window(option: c.ProviderOption, model: str, verdict: Verdict) -> int | None:

@@ -51,19 +51,32 @@ def _by_number(answer: str, entries: Sequence[Entry], default: int | None) -> st
     return None
 
 
-def pick(io: Io, title: str, entries: Sequence[Entry], prompt: str, default: int | None = None) -> str:
-    """A numbered list; the answer is a number, an entry's value, or (with a default) nothing."""
-    _list(io, title, entries)
+def _ask_listed(io: Io, entries: Sequence[Entry], prompt: str, default: int | None, unnumbered: Check) -> str:
+    """The answer to a numbered list (already shown): an entry chosen by number (nothing: the default's), or what
+    `unnumbered` makes of any other answer; asked again, saying why, while `unnumbered` refuses it."""
     suffix = f" [{default}]" if default is not None else ""
     while True:
         answer = io.ask(f"{prompt}{suffix}: ").strip()
         numbered = _by_number(answer, entries, default)
         if numbered is not None:
             return numbered
+        try:
+            return unnumbered(answer)
+        except c.SetupError as exc:
+            io.say(f"  {exc}.")
+
+
+def pick(io: Io, title: str, entries: Sequence[Entry], prompt: str, default: int | None = None) -> str:
+    """A numbered list; the answer is a number, an entry's value, or (with a default) nothing."""
+
+    def by_value(answer: str) -> str:
         for entry in entries:
             if answer == entry.value:
                 return entry.value
-        io.say(f"  Type a number from 1 to {len(entries)}.")
+        raise c.SetupError(f"Type a number from 1 to {len(entries)}")
+
+    _list(io, title, entries)
+    return _ask_listed(io, entries, prompt, default, by_value)
 
 
 def choose_provider(io: Io) -> str:
@@ -134,21 +147,15 @@ def choose_model(io: Io, option: c.ProviderOption, entries: Sequence[Entry], def
     listed = {e.value for e in entries}
     numbered = list(entries)
     preset = next((i for i, e in enumerate(numbered, 1) if e.value == default), None)
-    _list(io, "Default model (type a number, or any model id):", numbered)
-    suffix = f" [{preset}]" if preset is not None else ""
-    while True:
-        answer = io.ask(f"Model{suffix}: ").strip()
-        picked = _by_number(answer, numbered, preset)
-        if picked is not None:
-            return picked
-        try:
-            chosen = c.model_id(option, answer)
-        except c.SetupError as exc:
-            io.say(f"  {exc}.")
-            continue
+
+    def typed(answer: str) -> str:
+        chosen = c.model_id(option, answer)
         if chosen not in listed:
             io.say(f"  {chosen} is not in the list; it is used as typed.")
         return chosen
+
+    _list(io, "Default model (type a number, or any model id):", numbered)
+    return _ask_listed(io, numbered, "Model", preset, typed)
 
 
 def ask_context_window(io: Io, model: str) -> int | None:

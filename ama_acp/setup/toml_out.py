@@ -50,20 +50,29 @@ def value(v: Any) -> str:
     if isinstance(v, int):
         return str(v)
     if isinstance(v, float):
-        if math.isnan(v):
-            return "nan"
-        if math.isinf(v):
-            return "inf" if v > 0 else "-inf"
-        return repr(v)  # repr round-trips and is TOML: 1.0, 1e+16, 5e-324
+        return _float(v)
     if isinstance(v, str):
         return string(v)
     if isinstance(v, dt.datetime | dt.date | dt.time):
         return v.isoformat()
+    return _inline(v)
+
+
+def _inline(v: Any) -> str:
+    """An inline array or table."""
     if isinstance(v, list | tuple):
         return "[" + ", ".join(value(item) for item in v) + "]"
     if isinstance(v, Mapping):
         return "{" + ", ".join(f"{key(k)} = {value(item)}" for k, item in v.items()) + "}"
     raise TypeError(f"no TOML form for {type(v).__name__}")
+
+
+def _float(v: float) -> str:
+    if math.isnan(v):
+        return "nan"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return repr(v)  # repr round-trips and is TOML: 1.0, 1e+16, 5e-324
 
 
 def _is_table_array(v: Any) -> bool:
@@ -83,13 +92,21 @@ def _table(lines: list[str], path: list[str], table: Mapping[str, Any]) -> None:
             lines.append(f"{key(k)} = {value(v)}")
     for k, v in table.items():
         if isinstance(v, Mapping):
-            # A table holding only tables needs no header of its own: `[providers.local]` defines `providers`.
-            only_tables = bool(v) and all(isinstance(x, Mapping) or _is_table_array(x) for x in v.values())
-            if not only_tables:
-                lines.extend(["", "[" + ".".join(key(p) for p in [*path, k]) + "]"])
-            _table(lines, [*path, k], v)
+            _sub_table(lines, [*path, k], v)
     for k, v in table.items():
         if _is_table_array(v):
             for item in v:
-                lines.extend(["", "[[" + ".".join(key(p) for p in [*path, k]) + "]]"])
+                lines.extend(["", "[[" + _dotted([*path, k]) + "]]"])
                 _table(lines, [*path, k], item)
+
+
+def _sub_table(lines: list[str], path: list[str], table: Mapping[str, Any]) -> None:
+    # A table holding only tables needs no header of its own: `[providers.local]` defines `providers`.
+    only_tables = bool(table) and all(isinstance(x, Mapping) or _is_table_array(x) for x in table.values())
+    if not only_tables:
+        lines.extend(["", "[" + _dotted(path) + "]"])
+    _table(lines, path, table)
+
+
+def _dotted(path: list[str]) -> str:
+    return ".".join(key(p) for p in path)

@@ -69,6 +69,11 @@ def verify(
             failed = f"its TLS certificate failed verification ({_clean(why, key)})"
             return Verdict(False, f"cannot trust {host}: {failed}. {CERTIFICATE_ADVICE}")
         return Verdict(False, f"cannot reach {host}: {_clean(_reason(exc), key)}")
+    return _judged(option, key, host, status, body)
+
+
+def _judged(option: ProviderOption, key: str | None, host: str, status: int, body: bytes) -> Verdict:
+    """What the server's answer says of the key and the URL."""
     if status in (401, 403):
         where = f"create a new one at {option.key_page}" if option.key_page else f"ask for the key {host} expects"
         return Verdict(False, f"the key was refused (HTTP {status}): check it, or {where}", refused=True)

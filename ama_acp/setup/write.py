@@ -162,47 +162,67 @@ def _patch(
     """The existing text with the changes made in place; None when its shape is one this does not edit (the
     caller then rewrites the file). Not trusted: the caller checks that it loads to the merged data."""
     nl = "\r\n" if "\r\n" in text else "\n"
+    lines = _lines(text, nl)
+    first_header = next((i for i, line in enumerate(lines) if _HEADER.match(line)), len(lines))
+    lines = _set_keys(lines, 0, first_header, {"model": model_id}, nl, top=True)
+    patched = lines if provider is None else _patch_provider(lines, data, provider, nl)
+    if patched is None:
+        return None
+    if add_model:
+        patched += _block("[[models]]", _model_entry(model_id, context_window), patched, nl)
+    elif context_window is not None:
+        patched = _patch_window(patched, data, model_id, context_window, nl)
+    return None if patched is None else "".join(patched)
+
+
+def _lines(text: str, nl: str) -> list[str]:
+    """`text` as lines that keep their ends, the last one ended too."""
     # TOML lines end at \n (or \r\n) only; str.splitlines would also split at \x85, \u2028 and the other
     # Unicode breaks, which may sit inside a string value.
     lines = text.split("\n")
     lines = [line + "\n" for line in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
     if lines and not lines[-1].endswith(("\n", "\r")):
         lines[-1] += nl
-    first_header = next((i for i, line in enumerate(lines) if _HEADER.match(line)), len(lines))
-    lines = _set_keys(lines, 0, first_header, {"model": model_id}, nl, top=True)
-    if provider is not None:
-        updates = {"kind": provider.kind, "base_url": provider.base_url, "api_key_env": provider.api_key_env}
-        if provider.name in data.get("providers", {}):
-            header = re.compile(
-                r"^\s*\[\s*providers\s*\.\s*("
-                + re.escape(provider.name)
-                + r'|"'
-                + re.escape(provider.name)
-                + r'")\s*\]\s*(#.*)?$'
-            )
-            found = [i for i, line in enumerate(lines) if header.match(line.rstrip("\r\n"))]
-            if len(found) != 1:
-                return None  # defined with dotted keys or inline: rewrite
-            start = found[0] + 1
-            end = next((i for i in range(start, len(lines)) if _HEADER.match(lines[i])), len(lines))
-            lines = _set_keys(lines, start, end, updates, nl)
-        else:
-            lines += _block(f"[providers.{toml_out.key(provider.name)}]", updates, lines, nl)
-    if add_model:
-        lines += _block("[[models]]", _model_entry(model_id, context_window), lines, nl)
-    elif context_window is not None:
-        # The n-th `[[models]]` header is the n-th entry when the file spells every entry so (not `models = […]`).
-        entries = data.get("models", [])
-        headers = [i for i, line in enumerate(lines) if _MODELS_HEADER.match(line.rstrip("\r\n"))]
-        if len(headers) != len(entries):
-            return None
-        for n, entry in enumerate(entries):
-            if isinstance(entry, dict) and entry.get("id") == model_id:
-                start = headers[n] + 1
-                end = next((i for i in range(start, len(lines)) if _HEADER.match(lines[i])), len(lines))
-                lines = _set_keys(lines, start, end, {"context_window": context_window}, nl)
-                headers = [i for i, line in enumerate(lines) if _MODELS_HEADER.match(line.rstrip("\r\n"))]
-    return "".join(lines)
+    return lines
+
+
+def _table_end(lines: list[str], start: int) -> int:
+    """Where the table whose keys begin at `start` ends: the next header, or the end of the file."""
+    return next((i for i in range(start, len(lines)) if _HEADER.match(lines[i])), len(lines))
+
+
+def _patch_provider(lines: list[str], data: Mapping[str, Any], provider: ProviderTable, nl: str) -> list[str] | None:
+    """The provider's keys set in its `[providers.NAME]` table, or the table appended; None when the file
+    defines it some other way (dotted keys, inline)."""
+    updates = {"kind": provider.kind, "base_url": provider.base_url, "api_key_env": provider.api_key_env}
+    if provider.name not in data.get("providers", {}):
+        return lines + _block(f"[providers.{toml_out.key(provider.name)}]", updates, lines, nl)
+    name = re.escape(provider.name)
+    header = re.compile(r"^\s*\[\s*providers\s*\.\s*(" + name + r'|"' + name + r'")\s*\]\s*(#.*)?$')
+    found = [i for i, line in enumerate(lines) if header.match(line.rstrip("\r\n"))]
+    if len(found) != 1:
+        return None
+    start = found[0] + 1
+    return _set_keys(lines, start, _table_end(lines, start), updates, nl)
+
+
+def _patch_window(
+    lines: list[str], data: Mapping[str, Any], model_id: str, context_window: int, nl: str
+) -> list[str] | None:
+    """`context_window` set in the model's `[[models]]` entry; None when the entries are not all spelled so."""
+    # The n-th `[[models]]` header is the n-th entry when the file spells every entry so (not `models = […]`).
+    entries = data.get("models", [])
+    if len(_models_headers(lines)) != len(entries):
+        return None
+    for n, entry in enumerate(entries):
+        if isinstance(entry, dict) and entry.get("id") == model_id:
+            start = _models_headers(lines)[n] + 1
+            lines = _set_keys(lines, start, _table_end(lines, start), {"context_window": context_window}, nl)
+    return lines
+
+
+def _models_headers(lines: list[str]) -> list[int]:
+    return [i for i, line in enumerate(lines) if _MODELS_HEADER.match(line.rstrip("\r\n"))]
 
 
 def _block(header: str, values: Mapping[str, object], lines: list[str], nl: str) -> list[str]:
@@ -224,19 +244,18 @@ def _set_keys(
         line = f"{name} = {toml_out.value(new)}{nl}" if new is not None else None
         if at:
             out[at[0]] = line if line is not None else ""
-            continue
-        if line is None:
-            continue
-        keyed = [i for i in region if out[i].strip() and not out[i].lstrip().startswith("#")]
-        if keyed:
-            out.insert(keyed[-1] + 1, line)
-        elif top:
-            out.insert(0, line)
-        else:
-            out.insert(start, line)
-        region = range(start, end + 1)
-        end += 1
+        elif line is not None:
+            out.insert(_new_key_at(out, region, top), line)
+            region = range(start, region.stop + 1)
     return out
+
+
+def _new_key_at(lines: list[str], region: range, top: bool) -> int:
+    """Where a new key of the table in `region` goes: after its last key line, else at the table's top."""
+    keyed = [i for i in region if lines[i].strip() and not lines[i].lstrip().startswith("#")]
+    if keyed:
+        return keyed[-1] + 1
+    return 0 if top else region.start
 
 
 def write_atomic(path: Path, data: bytes) -> None:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import difflib
 import functools
 import os
-from collections.abc import Awaitable, Callable
-from typing import TypeVar, cast
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Generic, TypeVar, cast
 
 from ama_acp.tools.base import FileDiff, JSONObject, JSONValue, Location, ToolArgs, ToolError, ToolResult
 from ama_acp.tools.context import ToolContext
@@ -51,64 +53,105 @@ def _object(schema: JSONObject, value: dict[str, object], where: str) -> dict[st
     out: dict[str, object] = {}
     for key, item in value.items():
         if key not in props:
-            if schema.get("additionalProperties", True) is False:
-                allowed = ", ".join(f"`{k}`" for k in props) or "none"
-                raise ToolError(f"Unknown argument `{where}{key}`. Allowed: {allowed}.")
+            _check_extra(schema, props, f"{where}{key}")
             out[key] = item
-            continue
-        if item is None:
-            continue
-        out[key] = _value(_subschema(props[key]), item, f"{where}{key}")
-    required = schema.get("required")
-    for name in required if isinstance(required, list) else []:
-        if name not in out:
-            raise ToolError(f"Missing required argument `{where}{name}`.")
+        elif item is not None:
+            out[key] = _value(_subschema(props[key]), item, f"{where}{key}")
+    _check_required(schema, out, where)
     for key, sub in props.items():
         if key not in out and isinstance(sub, dict) and "default" in sub:
             out[key] = sub["default"]
     return out
 
 
+def _check_required(schema: JSONObject, given: dict[str, object], where: str) -> None:
+    required = schema.get("required")
+    for name in required if isinstance(required, list) else []:
+        if name not in given:
+            raise ToolError(f"Missing required argument `{where}{name}`.")
+
+
+def _check_extra(schema: JSONObject, props: JSONObject, where: str) -> None:
+    """Refuse an argument the schema does not name, unless it allows additional ones."""
+    if schema.get("additionalProperties", True) is False:
+        allowed = ", ".join(f"`{k}`" for k in props) or "none"
+        raise ToolError(f"Unknown argument `{where}`. Allowed: {allowed}.")
+
+
 def _value(schema: JSONObject, value: object, where: str) -> object:
     kind = schema.get("type")
-    if kind == "string":
-        if not isinstance(value, str):
-            raise ToolError(f"Argument `{where}` must be a string.")
-        _check_text(value, where)
-    elif kind == "integer":
-        value = _integer(value, where)
-    elif kind == "number":
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ToolError(f"Argument `{where}` must be a number.")
-    elif kind == "boolean":
-        if isinstance(value, str) and value.lower() in ("true", "false"):
-            value = value.lower() == "true"
-        if not isinstance(value, bool):
-            raise ToolError(f"Argument `{where}` must be true or false.")
-    elif kind == "array":
-        if not isinstance(value, list):
-            raise ToolError(f"Argument `{where}` must be an array.")
-        min_items = schema.get("minItems", 0)
-        if isinstance(min_items, int) and len(value) < min_items:
-            raise ToolError(f"Argument `{where}` needs at least {min_items} item(s).")
-        items = _subschema(schema.get("items"))
-        if items:
-            value = [_value(items, v, f"{where}[{i}]") for i, v in enumerate(value)]
-    elif kind == "object":
-        if not isinstance(value, dict):
-            raise ToolError(f"Argument `{where}` must be an object.")
-        value = _object(schema, value, f"{where}.")
+    check = _KIND_CHECKS.get(kind) if isinstance(kind, str) else None
+    if check is not None:
+        value = check(schema, value, where)
     enum = schema.get("enum")
     if isinstance(enum, list) and value not in enum:
         choices = ", ".join(f"`{c}`" for c in enum)
         raise ToolError(f"Argument `{where}` must be one of {choices}, not `{value}`.")
+    _check_bounds(schema, value, where)
+    return value
+
+
+def _check_bounds(schema: JSONObject, value: object, where: str) -> None:
     # Bounds are given only to integers and numbers, which the kinds above have checked `value` to be.
     minimum, maximum = schema.get("minimum"), schema.get("maximum")
     if isinstance(minimum, int | float) and isinstance(value, int | float) and value < minimum:
         raise ToolError(f"Argument `{where}` must be at least {minimum}.")
     if isinstance(maximum, int | float) and isinstance(value, int | float) and value > maximum:
         raise ToolError(f"Argument `{where}` must be at most {maximum}.")
+
+
+def _string(schema: JSONObject, value: object, where: str) -> str:
+    if not isinstance(value, str):
+        raise ToolError(f"Argument `{where}` must be a string.")
+    _check_text(value, where)
     return value
+
+
+def _number(schema: JSONObject, value: object, where: str) -> object:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ToolError(f"Argument `{where}` must be a number.")
+    return value
+
+
+def _boolean(schema: JSONObject, value: object, where: str) -> bool:
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        value = value.lower() == "true"
+    if not isinstance(value, bool):
+        raise ToolError(f"Argument `{where}` must be true or false.")
+    return value
+
+
+def _array(schema: JSONObject, value: object, where: str) -> list[object]:
+    if not isinstance(value, list):
+        raise ToolError(f"Argument `{where}` must be an array.")
+    min_items = schema.get("minItems", 0)
+    if isinstance(min_items, int) and len(value) < min_items:
+        raise ToolError(f"Argument `{where}` needs at least {min_items} item(s).")
+    items = _subschema(schema.get("items"))
+    if not items:
+        return value
+    return [_value(items, v, f"{where}[{i}]") for i, v in enumerate(value)]
+
+
+def _whole(schema: JSONObject, value: object, where: str) -> int:
+    return _integer(value, where)
+
+
+def _nested(schema: JSONObject, value: object, where: str) -> dict[str, object]:
+    if not isinstance(value, dict):
+        raise ToolError(f"Argument `{where}` must be an object.")
+    return _object(schema, value, f"{where}.")
+
+
+# Each JSON-schema `type` the tools use, and the check that gives a value of it (a kind not listed: any value).
+_KIND_CHECKS: dict[str, Callable[[JSONObject, object, str], object]] = {
+    "string": _string,
+    "integer": _whole,
+    "number": _number,
+    "boolean": _boolean,
+    "array": _array,
+    "object": _nested,
+}
 
 
 # Arguments that are file content, where a NUL byte is data; everywhere else (paths, commands, globs) a NUL
@@ -147,11 +190,22 @@ def arg_str(args: object, key: str, default: str = "") -> str:
     return value if isinstance(value, str) else default
 
 
+def closed_object(properties: JSONObject, *required: str) -> JSONObject:
+    """The schema of a JSON object with these properties, `required` among them, and no others: a tool's
+    arguments, or an item of a list argument (`validate` refuses any argument the schema does not name)."""
+    return {"type": "object", "properties": properties, "required": [*required], "additionalProperties": False}
+
+
 # The `path` argument of the tools that take one file, as the model sees it.
 FILE_PATH_PARAM: JSONObject = {
     "type": "string",
     "description": "File path, absolute or relative to the working directory.",
 }
+
+
+def directory_path_param(what: str) -> JSONObject:
+    """The optional `path` argument of a DirectoryTool, as the model sees it: `what` it names, and its default."""
+    return {"type": "string", "description": f"{what} Default: the working directory."}
 
 
 def path_locations(args: object, cwd: str, default: str | None = None, line: int | None = None) -> list[Location]:
@@ -265,6 +319,40 @@ def refuse_git_internals(resolved: ResolvedPath, shown: str) -> None:
             )
 
 
+@dataclass(frozen=True)
+class Target:
+    """The file or directory a call's `path` names: as the policy resolved it, as the model is shown it, and
+    what is there (None: nothing)."""
+
+    resolved: ResolvedPath
+    shown: str
+    stat: FileStat | None
+
+    @property
+    def path(self) -> str:
+        """Absolute, symlinks kept: the path the workspace is asked about."""
+        return self.resolved.path
+
+
+async def locate(ctx: ToolContext, path: str) -> Target:
+    """The target of a tool that reads, lists or searches; what may be done with it is the tool's to check."""
+    resolved = ctx.resolve(path)
+    return Target(resolved, display_path(resolved.path, ctx.cwd), await ctx.workspace.stat(resolved.path))
+
+
+async def file_to_change(ctx: ToolContext, path: str, verb: str) -> Target:
+    """The target of write_file and edit_file (`verb`: "written", "edited"): refused inside .git, when it is a
+    directory, and when it is anything but a regular file or a file not there yet."""
+    resolved = ctx.resolve(path)
+    shown = display_path(resolved.path, ctx.cwd)
+    refuse_git_internals(resolved, shown)
+    st = await ctx.workspace.stat(resolved.path)
+    if st is not None and st.is_dir:
+        raise ToolError(f"{shown} is a directory.")
+    require_regular(resolved, st, shown, verb)
+    return Target(resolved, shown, st)
+
+
 async def missing_file_error(workspace: Workspace, path: str, cwd: str, hint: str = "") -> ToolError:
     """'File not found', with the closest names in its directory when there are any."""
     shown = display_path(path, cwd)
@@ -300,3 +388,36 @@ def os_errors_as_tool_errors(run: _Run) -> _Run:
 
     # The same signature as `run` (wraps copies its name and docstring; the cast says so to the checker).
     return cast(_Run, wrapper)
+
+
+# A DirectoryTool's arguments as `validate` checked them: its own TypedDict.
+_Args = TypeVar("_Args", bound=Mapping[str, object])
+
+
+class DirectoryTool(ABC, Generic[_Args]):
+    """What list_dir, find_files and search share: an optional `path` naming where the call looks (search also
+    takes one file), the working directory when it names nothing. `run` checks the arguments and locates the
+    path; the tool's own `look` does the rest."""
+
+    parameters: JSONObject
+    checked_as: type[_Args]  # what `validate` makes of arguments that meet `parameters`
+
+    def locations(self, args: ToolArgs, cwd: str) -> list[Location]:
+        return path_locations(args, cwd, default=".")
+
+    @staticmethod
+    def where(args: ToolArgs) -> str:
+        """For a title: " in PATH", or nothing when the call looks in the working directory."""
+        path = arg_str(args, "path")
+        return f" in {path}" if path else ""
+
+    @os_errors_as_tool_errors
+    async def run(self, args: ToolArgs, ctx: ToolContext) -> ToolResult:
+        checked = validate(self.parameters, args, self.checked_as)
+        path = checked.get("path")
+        target = await locate(ctx, path if isinstance(path, str) and path else ".")
+        return await self.look(checked, target, ctx)
+
+    @abstractmethod
+    async def look(self, checked: _Args, target: Target, ctx: ToolContext) -> ToolResult:
+        """The call, once its arguments are checked and its `path` is located (`target`)."""

@@ -5,22 +5,22 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import NotRequired, TypedDict
 
 from ama_acp.tools.base import JSONObject, Location, ToolArgs, ToolError, ToolKind, ToolResult
 from ama_acp.tools.common import (
     FILE_PATH_PARAM,
     arg_str,
+    closed_object,
     diff_too_big,
-    display_path,
+    file_to_change,
     first_changed_line,
     make_diff,
     missing_file_error,
     os_errors_as_tool_errors,
     path_locations,
     plural,
-    refuse_git_internals,
-    require_regular,
     validate,
 )
 from ama_acp.tools.context import ToolContext
@@ -52,17 +52,15 @@ class EditTool:
         "it unique. Several edits in one call are applied in order, each to the result of the previous one, and "
         "the file changes only if all of them apply. Read the file first. To create a file use write_file."
     )
-    parameters: JSONObject = {
-        "type": "object",
-        "properties": {
+    parameters: JSONObject = closed_object(
+        {
             "path": FILE_PATH_PARAM,
             "edits": {
                 "type": "array",
                 "minItems": 1,
                 "description": "Replacements, applied in order.",
-                "items": {
-                    "type": "object",
-                    "properties": {
+                "items": closed_object(
+                    {
                         "old_text": {"type": "string", "description": "Exact text to replace."},
                         "new_text": {"type": "string", "description": "The replacement."},
                         "replace_all": {
@@ -71,14 +69,14 @@ class EditTool:
                             "default": False,
                         },
                     },
-                    "required": ["old_text", "new_text"],
-                    "additionalProperties": False,
-                },
+                    "old_text",
+                    "new_text",
+                ),
             },
         },
-        "required": ["path", "edits"],
-        "additionalProperties": False,
-    }
+        "path",
+        "edits",
+    )
 
     def title(self, args: ToolArgs) -> str:
         return f"Edit {arg_str(args, 'path', 'file')}"
@@ -89,14 +87,8 @@ class EditTool:
     @os_errors_as_tool_errors
     async def run(self, args: ToolArgs, ctx: ToolContext) -> ToolResult:
         checked = validate(self.parameters, args, EditArgs)
-        resolved = ctx.resolve(checked["path"])
-        path = resolved.path
-        shown = display_path(path, ctx.cwd)
-        refuse_git_internals(resolved, shown)
-        st = await ctx.workspace.stat(path)
-        if st is not None and st.is_dir:
-            raise ToolError(f"{shown} is a directory.")
-        require_regular(resolved, st, shown, "edited")
+        target = await file_to_change(ctx, checked["path"], "edited")
+        path, shown = target.path, target.shown
         try:
             original = await ctx.workspace.read_text(path)
         except FileNotFoundError:
@@ -137,21 +129,9 @@ def apply_edits(original: str, edits: Sequence[Edit], shown: str) -> tuple[str, 
         old, new = edit["old_text"], edit["new_text"]
         if crlf:
             old, new = old.replace("\r\n", "\n"), new.replace("\r\n", "\n")
-        if not old:
-            raise ToolError(f"{label}old_text is empty. To create or overwrite a whole file use write_file.")
-        if old == new:
-            raise ToolError(f"{label}old_text and new_text are the same; nothing would change.")
-        found = text.count(old)
-        if found == 0:
-            raise ToolError(f"{label}old_text was not found in {shown}. " + _not_found_hint(old, text, base, i))
-        if found > 1 and not edit.get("replace_all", False):
-            lines = _match_lines(text, old)
-            where = ", ".join(map(str, lines[:10])) + (", ..." if len(lines) > 10 else "")
-            raise ToolError(
-                f"{label}old_text occurs {found} times in {shown} (at lines {where}). Include more surrounding "
-                "lines to make it unique, or set replace_all to true to replace every occurrence."
-            )
-        if edit.get("replace_all", False):
+        replace_all = edit.get("replace_all", False)
+        found = _occurrences(text, old, new, replace_all, _Where(label, shown, base, i))
+        if replace_all:
             text = text.replace(old, new)
             replacements += found
         else:
@@ -160,6 +140,37 @@ def apply_edits(original: str, edits: Sequence[Edit], shown: str) -> tuple[str, 
     if crlf:
         text = text.replace("\n", "\r\n")
     return text, replacements
+
+
+@dataclass(frozen=True)
+class _Where:
+    """Which edit of a call a refusal is about, and what it needs to say why."""
+
+    label: str  # "Edit 2: ", or "" when the call has one edit
+    shown: str  # the file as the model knows it
+    base: str  # the text before the call's first edit
+    index: int  # 1-based
+
+
+def _occurrences(text: str, old: str, new: str, replace_all: bool, where: _Where) -> int:
+    """How often `old` occurs in `text`; raises a ToolError when the edit cannot apply as asked."""
+    label = where.label
+    if not old:
+        raise ToolError(f"{label}old_text is empty. To create or overwrite a whole file use write_file.")
+    if old == new:
+        raise ToolError(f"{label}old_text and new_text are the same; nothing would change.")
+    found = text.count(old)
+    if found == 0:
+        hint = _not_found_hint(old, text, where.base, where.index)
+        raise ToolError(f"{label}old_text was not found in {where.shown}. " + hint)
+    if found > 1 and not replace_all:
+        lines = _match_lines(text, old)
+        at = ", ".join(map(str, lines[:10])) + (", ..." if len(lines) > 10 else "")
+        raise ToolError(
+            f"{label}old_text occurs {found} times in {where.shown} (at lines {at}). Include more surrounding "
+            "lines to make it unique, or set replace_all to true to replace every occurrence."
+        )
+    return found
 
 
 def _match_lines(text: str, needle: str) -> list[int]:
@@ -184,23 +195,25 @@ def _not_found_hint(old: str, text: str, base: str, index: int) -> str:
             f"Ignoring indentation and trailing spaces it matches at line {loose}: copy the exact whitespace "
             "(tabs or spaces) from read_file."
         )
+    return _closest_line(old_lines, file_lines) or "Read the file again to see its current content."
+
+
+def _closest_line(old_lines: list[str], file_lines: list[str]) -> str | None:
+    """A hint naming the file's line closest to the first line of `old_lines`, if one is close enough."""
     first = next((line.strip() for line in old_lines if line.strip()), "")
-    if first and len(file_lines) <= _HINT_MAX_LINES:
-        stripped = [line.strip() for line in file_lines]
-        close = difflib.get_close_matches(first, stripped, n=1, cutoff=0.6)
-        if close:
-            n = stripped.index(close[0]) + 1
-            return f"The closest line is {n}: `{file_lines[n - 1].strip()[:200]}`. Read the file again and retry."
-    return "Read the file again to see its current content."
+    if not first or len(file_lines) > _HINT_MAX_LINES:
+        return None
+    stripped = [line.strip() for line in file_lines]
+    close = difflib.get_close_matches(first, stripped, n=1, cutoff=0.6)
+    if not close:
+        return None
+    n = stripped.index(close[0]) + 1
+    return f"The closest line is {n}: `{file_lines[n - 1].strip()[:200]}`. Read the file again and retry."
 
 
 def _loose_match(old_lines: list[str], file_lines: list[str]) -> int | None:
     """The line where `old_lines` match with whitespace at line ends ignored, if they do."""
-    want = [line.strip() for line in old_lines]
-    while want and not want[0]:
-        want.pop(0)
-    while want and not want[-1]:
-        want.pop()
+    want = _without_blank_ends([line.strip() for line in old_lines])
     if not want:
         return None
     have = [line.strip() for line in file_lines]
@@ -208,3 +221,12 @@ def _loose_match(old_lines: list[str], file_lines: list[str]) -> int | None:
         if have[i] == want[0] and have[i : i + len(want)] == want:
             return i + 1
     return None
+
+
+def _without_blank_ends(lines: list[str]) -> list[str]:
+    start, end = 0, len(lines)
+    while start < end and not lines[start]:
+        start += 1
+    while end > start and not lines[end - 1]:
+        end -= 1
+    return lines[start:end]

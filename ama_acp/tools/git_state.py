@@ -179,14 +179,25 @@ async def _filter_overrides(git: str, cwd: str, env: dict[str, str]) -> dict[str
         return {}
     if out.code != 0 or len(out.head) >= KEEP_BYTES:
         return f"its filter drivers could not be listed (git config exit {out.code})"
+    drivers = _driver_names(out.head)
+    if len(drivers) > MAX_FILTER_DRIVERS:
+        return f"its config names {len(drivers)} filter drivers"
+    return _config_env(drivers)
+
+
+def _driver_names(keys: bytes | bytearray) -> set[str]:
+    """The filter drivers named by `git config -z --name-only` keys (`filter.<name>.<variable>`)."""
     drivers: set[str] = set()
-    for key in out.head.decode("utf-8", errors="surrogateescape").split("\0"):
+    for key in keys.decode("utf-8", errors="surrogateescape").split("\0"):
         section, _, rest = key.partition(".")
         name, dot, _var = rest.rpartition(".")
         if key and section == "filter" and dot:
             drivers.add(name)
-    if len(drivers) > MAX_FILTER_DRIVERS:
-        return f"its config names {len(drivers)} filter drivers"
+    return drivers
+
+
+def _config_env(drivers: set[str]) -> dict[str, str]:
+    """GIT_CONFIG_* variables that empty each driver's programs and make none of them required."""
     pairs = [(f"filter.{name}.{var}", "") for name in sorted(drivers) for var in _FILTER_VARS]
     pairs += [(f"filter.{name}.required", "false") for name in sorted(drivers)]
     env_vars = {"GIT_CONFIG_COUNT": str(len(pairs))}
@@ -213,52 +224,71 @@ async def _read(cwd: str, seconds: float, roots: tuple[str, ...]) -> GitState | 
         return None
     env = helper_env(roots)
     env["GIT_NO_LAZY_FETCH"] = "1"  # a partial clone fetches no missing object for a diff (git ≥ 2.44)
-    head: str | None = None
-    status: Listing | None = None
-    diff: Listing | None = None
-    problems: list[str] = []
+    read = _Reading()
     work_tree = False
     with anyio.move_on_after(seconds) as scope:
         inside = await _git(git, cwd, env, "rev-parse", "--is-inside-work-tree")
         if inside is None or inside.code != 0 or inside.head.strip() != b"true":
             return None
         work_tree = True
-        branch = await _git(git, cwd, env, "symbolic-ref", "--quiet", "--short", "HEAD")
-        if branch is not None and branch.code == 0 and branch.head.strip():
-            head = "branch " + _decode(branch.head.strip())
-        else:
-            sha = await _git(git, cwd, env, "rev-parse", "--short", "HEAD")
-            if sha is not None and sha.code == 0 and sha.head.strip():
-                head = "detached HEAD at " + _decode(sha.head.strip())
-        overrides = await _filter_overrides(git, cwd, env)
-        if isinstance(overrides, str):
-            problems.append(f"status and diff, since {overrides}")
-        else:
-            env.update(overrides)
-            out = await _git(git, cwd, env, *_PLAIN, *_NO_SUBMODULES, "status", "--short", "--ignore-submodules=all")
-            if out is not None and out.code == 0:
-                status = _lines(out)
-            else:
-                problems.append(f"git status failed (exit {out.code if out else 'none'})")
-            out = await _git(
-                git,
-                cwd,
-                env,
-                *_PLAIN,
-                *_NO_SUBMODULES,
-                "diff",
-                "--stat=200",
-                "--no-color",
-                "--no-ext-diff",
-                "--no-textconv",
-                "--ignore-submodules=all",
-            )
-            if out is not None and out.code == 0:
-                diff = _lines(out, keep_last=True)
-            else:
-                problems.append(f"git diff --stat failed (exit {out.code if out else 'none'})")
+        read.head = await _head(git, cwd, env)
+        await _read_changes(read, git, cwd, env)
     if not work_tree:  # timed out before git said whether this is a work tree: nothing to say
         return None
     if scope.cancelled_caught:
-        problems.append(f"git did not answer within {seconds:g} s")
-    return GitState(head, status, diff, problems)
+        read.problems.append(f"git did not answer within {seconds:g} s")
+    return GitState(read.head, read.status, read.diff, read.problems)
+
+
+@dataclass
+class _Reading:
+    """What has been read so far: kept when the time runs out part way."""
+
+    head: str | None = None
+    status: Listing | None = None
+    diff: Listing | None = None
+    problems: list[str] = field(default_factory=list)
+
+
+def _answer(out: _Output | None) -> bytes | bytearray:
+    """A short answer's output, stripped, when the command succeeded; b"" otherwise."""
+    return out.head.strip() if out is not None and out.code == 0 else b""
+
+
+async def _head(git: str, cwd: str, env: dict[str, str]) -> str | None:
+    if branch := _answer(await _git(git, cwd, env, "symbolic-ref", "--quiet", "--short", "HEAD")):
+        return "branch " + _decode(branch)
+    if sha := _answer(await _git(git, cwd, env, "rev-parse", "--short", "HEAD")):
+        return "detached HEAD at " + _decode(sha)
+    return None
+
+
+async def _read_changes(read: _Reading, git: str, cwd: str, env: dict[str, str]) -> None:
+    """`git status --short` and `git diff --stat`, with every filter driver switched off first (or neither)."""
+    overrides = await _filter_overrides(git, cwd, env)
+    if isinstance(overrides, str):
+        read.problems.append(f"status and diff, since {overrides}")
+        return
+    env.update(overrides)
+    out = await _git(git, cwd, env, *_PLAIN, *_NO_SUBMODULES, "status", "--short", "--ignore-submodules=all")
+    if out is not None and out.code == 0:
+        read.status = _lines(out)
+    else:
+        read.problems.append(f"git status failed (exit {out.code if out else 'none'})")
+    out = await _git(
+        git,
+        cwd,
+        env,
+        *_PLAIN,
+        *_NO_SUBMODULES,
+        "diff",
+        "--stat=200",
+        "--no-color",
+        "--no-ext-diff",
+        "--no-textconv",
+        "--ignore-submodules=all",
+    )
+    if out is not None and out.code == 0:
+        read.diff = _lines(out, keep_last=True)
+    else:
+        read.problems.append(f"git diff --stat failed (exit {out.code if out else 'none'})")

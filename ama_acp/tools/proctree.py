@@ -22,24 +22,38 @@ def new_marker() -> str:
     return uuid.uuid4().hex
 
 
-def _live(pid: str) -> bool:
+def proc_pids() -> list[str] | None:
+    """The process ids /proc lists; None when it cannot be read."""
+    try:
+        return [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return None
+
+
+def stat_fields(pid: str) -> list[bytes] | None:
+    """The fields of /proc/<pid>/stat from the state on (state, ppid, pgrp, ...); None when it is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read()
     except OSError:
-        return False
+        return None
     # The state follows the command name, which may hold spaces and parentheses: look after the last ')'.
-    fields = stat[stat.rfind(b")") + 2 :].split()
-    return bool(fields) and fields[0] not in (b"Z", b"X")  # zombies hold nothing; they only wait to be reaped
+    return stat[stat.rfind(b")") + 2 :].split()
+
+
+def _live(pid: str) -> bool:
+    fields = stat_fields(pid)
+    if not fields:
+        return False
+    return fields[0] not in (b"Z", b"X")  # zombies hold nothing; they only wait to be reaped
 
 
 def marked_pids(marker: str) -> list[int]:
     """Live processes whose environment carries `AMA_RUN_ID=<marker>`."""
     needle = f"{MARKER_VAR}={marker}".encode()
     me = os.getpid()
-    try:
-        pids = [p for p in os.listdir("/proc") if p.isdigit()]
-    except OSError:
+    pids = proc_pids()
+    if pids is None:
         return []
     found: list[int] = []
     for pid in pids:

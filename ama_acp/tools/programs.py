@@ -104,20 +104,28 @@ def _lookup(name: str, path_value: str, roots: tuple[str, ...], cwd: str | None)
     inside = _Roots(roots)
     passed_over: dict[str, None] = {}  # in PATH order, each once
     for entry in path_value.split(os.pathsep):
-        if not _usable_entry(entry, inside):
-            candidate = os.path.join(cwd or os.curdir, entry, name)
-            if _executable(candidate) is None:
-                passed_over[f"{os.path.join(entry, name) if entry else name} ({_refused_entry_kind(entry)})"] = None
-            continue
-        candidate = os.path.join(entry, name)
-        if _executable(candidate) is not None:
-            continue
-        if inside.contains(candidate):  # e.g. a global `npm link` into the project
-            passed_over[f"{candidate} (a link into the workspace)"] = None
-            _tell(f"{candidate} is skipped: a link to a program inside the workspace, which ama does not run")
-            continue
-        return Lookup(name, candidate)
+        found = _in_entry(name, entry, inside, cwd, passed_over)
+        if found is not None:
+            return Lookup(name, found)
     return Lookup(name, None, tuple(passed_over))
+
+
+def _in_entry(name: str, entry: str, inside: _Roots, cwd: str | None, passed_over: dict[str, None]) -> str | None:
+    """The program `name` in one PATH entry, when ama may run it from there. One it may not run is added to
+    `passed_over`, with why."""
+    if not _usable_entry(entry, inside):
+        candidate = os.path.join(cwd or os.curdir, entry, name)
+        if _executable(candidate) is None:
+            passed_over[f"{os.path.join(entry, name) if entry else name} ({_refused_entry_kind(entry)})"] = None
+        return None
+    candidate = os.path.join(entry, name)
+    if _executable(candidate) is not None:
+        return None
+    if inside.contains(candidate):  # e.g. a global `npm link` into the project
+        passed_over[f"{candidate} (a link into the workspace)"] = None
+        _tell(f"{candidate} is skipped: a link to a program inside the workspace, which ama does not run")
+        return None
+    return candidate
 
 
 def _configured(name: str, cwd: str | None) -> Lookup:

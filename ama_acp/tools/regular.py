@@ -60,18 +60,7 @@ def open_regular(path: str, *, write: bool = False) -> int:
     """A file descriptor for the regular file at `path` (opened for writing, created if missing, NOT
     truncated, when `write`). Raises NotRegularFileError for anything else, OSError as open does."""
     verb = "written" if write else "read"
-    root = special_root(os.path.realpath(path))
-    if root is not None:
-        raise NotRegularFileError(refusal(path, f"under {root}, a kernel file system", verb))
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        if not write:
-            raise
-    else:
-        what = describe_mode(st.st_mode)
-        if what is not None:  # refused before opening: opening some devices already does something
-            raise NotRegularFileError(refusal(path, what, verb))
+    _refuse_before_open(path, write, verb)
     flags = _OPEN_FLAGS | ((os.O_WRONLY | os.O_CREAT) if write else os.O_RDONLY)
     try:
         fd = os.open(path, flags, 0o666)
@@ -80,18 +69,40 @@ def open_regular(path: str, *, write: bool = False) -> int:
             raise NotRegularFileError(refusal(path, "a FIFO (named pipe)", verb)) from None
         raise
     try:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
-            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
-        what = describe_mode(mode)
-        if what is not None:
-            raise NotRegularFileError(refusal(path, what, verb))
+        _refuse_opened(fd, path, verb)
         # Blocking again for the actual I/O: O_NONBLOCK was only there so the open itself could not hang.
         os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)
         raise
     return fd
+
+
+def _refuse_before_open(path: str, write: bool, verb: str) -> None:
+    """Refuse a path under a kernel file system, or one that is there and not a regular file (opening some
+    devices already does something). A missing file is refused only for reading, by os.stat's own error."""
+    root = special_root(os.path.realpath(path))
+    if root is not None:
+        raise NotRegularFileError(refusal(path, f"under {root}, a kernel file system", verb))
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        if not write:
+            raise
+        return
+    what = describe_mode(st.st_mode)
+    if what is not None:
+        raise NotRegularFileError(refusal(path, what, verb))
+
+
+def _refuse_opened(fd: int, path: str, verb: str) -> None:
+    """Refuse what `fd` turned out to be when it is not a regular file: a path swapped after the checks."""
+    mode = os.fstat(fd).st_mode
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+    what = describe_mode(mode)
+    if what is not None:
+        raise NotRegularFileError(refusal(path, what, verb))
 
 
 def read_regular(path: str, max_bytes: int) -> bytes:

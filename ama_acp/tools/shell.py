@@ -6,7 +6,7 @@ import signal
 from typing import NotRequired, TypedDict
 
 from ama_acp.tools.base import JSONObject, Location, ToolArgs, ToolError, ToolKind, ToolResult
-from ama_acp.tools.common import arg_int, arg_str, os_errors_as_tool_errors, short, validate
+from ama_acp.tools.common import arg_int, arg_str, closed_object, os_errors_as_tool_errors, short, validate
 from ama_acp.tools.context import ToolContext
 
 DEFAULT_TIMEOUT = 120
@@ -35,9 +35,8 @@ class ShellTool:
         f"most {MAX_TIMEOUT}), with everything it started. Output above about 30 KB keeps its beginning and end. "
         "To read, find or search files prefer read_file, find_files and search."
     )
-    parameters: JSONObject = {
-        "type": "object",
-        "properties": {
+    parameters: JSONObject = closed_object(
+        {
             "command": {"type": "string", "description": "The command line."},
             "timeout": {
                 "type": "integer",
@@ -51,9 +50,8 @@ class ShellTool:
                 "description": "What the command does, in a few words, for the person watching.",
             },
         },
-        "required": ["command"],
-        "additionalProperties": False,
-    }
+        "command",
+    )
 
     def title(self, args: ToolArgs) -> str:
         return f"Run `{short(arg_str(args, 'command'), 80)}`"

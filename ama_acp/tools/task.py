@@ -1,9 +1,9 @@
-"""task: hand a piece of work to a child agent with a fresh context of its own.
+"""task: hand a piece of work — a task — to a helper agent with a fresh context of its own.
 
-This module is the declaration only (what the model sees, how a call is shown). The child runs where the
-session is: session/turn/host.py hands a `task` call to the session's task runner (session/tasks/runner.py), which has the
-model, the tools, the approval and the meter a child needs; a tool cannot reach them (tools/ sits below
-session/ in docs/architecture.md).
+This module is the declaration only (what the model sees, how a call is shown). The task runs where the
+session is: session/turn/host.py hands a `task` call to the session's task runner (session/tasks/runner.py),
+which has the model, the tools, the approval and the meter a task needs; a tool cannot reach them (tools/ sits
+below session/ in docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ama_acp.tools.base import JSONObject, Location, ToolArgs, ToolError, ToolKind, ToolResult
+from ama_acp.tools.common import closed_object
 from ama_acp.tools.context import ToolContext
 
 NAME = "task"
@@ -38,16 +39,14 @@ class TaskTool:
             "complete prompt: the helper cannot see this conversation. Several task calls in one response run at "
             "the same time. A helper cannot start tasks of its own.\n\nAgents:\n" + listed
         )
-        self.parameters: JSONObject = {
-            "type": "object",
-            "properties": {
+        self.parameters: JSONObject = closed_object(
+            {
                 "prompt": {"type": "string", "description": "The whole task, with everything the helper needs."},
                 "description": {"type": "string", "description": "A short title (3–8 words) shown to the user."},
                 "agent": {"type": "string", "enum": list(known), "description": "Which agent; default `general`."},
             },
-            "required": ["prompt"],
-            "additionalProperties": False,
-        }
+            "prompt",
+        )
 
     def title(self, args: ToolArgs) -> str:
         description = args.get("description") if isinstance(args, dict) else None
@@ -62,5 +61,5 @@ class TaskTool:
         return []
 
     async def run(self, args: ToolArgs, ctx: ToolContext) -> ToolResult:
-        # Reached only where no session runs the call (a child's tool set never has this tool).
+        # Reached only where no session runs the call (a task's tool set never has this tool).
         raise ToolError("The task tool is not available here: a helper agent cannot start tasks of its own.")

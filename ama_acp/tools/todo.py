@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TypedDict
 
 from ama_acp.tools.base import JSONObject, Location, ToolArgs, ToolError, ToolKind, ToolResult
-from ama_acp.tools.common import validate
+from ama_acp.tools.common import closed_object, validate
 from ama_acp.tools.context import ToolContext
 
 _MARK = {"completed": "[x]", "in_progress": "[~]", "pending": "[ ]"}
@@ -29,27 +29,24 @@ class TodoTool:
         "whole list, so send every item each time with its current status. Mark an item `in_progress` when you "
         "start it (one at a time) and `completed` as soon as it is done. Skip it for simple one-step requests."
     )
-    parameters: JSONObject = {
-        "type": "object",
-        "properties": {
+    parameters: JSONObject = closed_object(
+        {
             "todos": {
                 "type": "array",
                 "description": "The complete list, in order.",
-                "items": {
-                    "type": "object",
-                    "properties": {
+                "items": closed_object(
+                    {
                         "content": {"type": "string", "description": "The task, in a short imperative sentence."},
                         "status": {"type": "string", "enum": ["pending", "in_progress", "completed"]},
                         "priority": {"type": "string", "enum": ["high", "medium", "low"], "default": "medium"},
                     },
-                    "required": ["content", "status"],
-                    "additionalProperties": False,
-                },
+                    "content",
+                    "status",
+                ),
             },
         },
-        "required": ["todos"],
-        "additionalProperties": False,
-    }
+        "todos",
+    )
 
     def title(self, args: ToolArgs) -> str:
         todos = args.get("todos") if isinstance(args, dict) else None

@@ -30,7 +30,7 @@ import msgspec
 from anyio.abc import Process
 
 from ama_acp.errors import ToolError
-from ama_acp.tools.proctree import MARKER_VAR, marked_pids, new_marker, signal_marked
+from ama_acp.tools.proctree import MARKER_VAR, marked_pids, new_marker, proc_pids, signal_marked, stat_fields
 from ama_acp.tools.regular import describe_mode, open_regular
 
 
@@ -191,21 +191,16 @@ def _group_alive(pgid: int) -> bool:
         return True
     if not sys.platform.startswith("linux"):
         return True
-    try:
-        pids = [p for p in os.listdir("/proc") if p.isdigit()]
-    except OSError:
+    pids = proc_pids()
+    if pids is None:
         return True
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        # The command name may hold spaces and parentheses: fields after the last ')' are fixed.
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != b"Z":
-            return True
-    return False
+    return any(_live_in_group(pid, pgid) for pid in pids)
+
+
+def _live_in_group(pid: str, pgid: int) -> bool:
+    """Whether the process `pid` (still there) is in the group and not a zombie."""
+    fields = stat_fields(pid)
+    return fields is not None and len(fields) > 2 and int(fields[2]) == pgid and fields[0] != b"Z"
 
 
 def _killpg(pgid: int, sig: int) -> None:

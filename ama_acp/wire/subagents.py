@@ -1,7 +1,8 @@
 """The UNSTABLE `subagent_update` session update (schema/v1/schema.unstable.json `SubagentUpdate`,
-`StateUpdate`, `IdleStateUpdate`, `ErrorStopReason`): a parent session announces a child session it owns, and
-reports the state of the child's work. Apart from wire/types.py, which holds it in `SessionUpdate`, to keep
-each module one sitting long; the same conventions (camelCase, absent optionals left out).
+`StateUpdate`, `IdleStateUpdate`, `ErrorStopReason`): a parent session announces a subagent session it owns
+(the schema's "child session"; ama's tasks, session/tasks/subagent_view.py), and reports the state of its work.
+Apart from wire/types.py, which holds it in `SessionUpdate`, to keep each module one sitting long; the same
+conventions (camelCase, absent optionals left out).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ class _Out(msgspec.Struct, rename="camel", omit_defaults=True, frozen=True):
 
 
 class SubagentUsage(_Out, frozen=True):
-    """The unstable `Usage` of finished work: the child's billed tokens (like a PromptResponse's, S1)."""
+    """The unstable `Usage` of finished work: the subagent session's billed tokens. The same schema type as a
+    PromptResponse's (wire/types.py `TurnUsage`, S1)."""
 
     total_tokens: int
     input_tokens: int
@@ -28,14 +30,14 @@ class SubagentUsage(_Out, frozen=True):
 
 
 class SubagentError(_Out, frozen=True):
-    """The JSON-RPC error object of a child that failed (`ErrorStopReason.error`)."""
+    """The JSON-RPC error object of a subagent session that failed (`ErrorStopReason.error`)."""
 
     code: int
     message: str
 
 
 class SubagentState(_Out, frozen=True):
-    """`StateUpdate`: a whole snapshot of a child's foreground work. `stopReason`, `usage` and `error` only with
+    """`StateUpdate`: a whole snapshot of a subagent session's foreground work. `stopReason`, `usage` and `error` only with
     `idle` (IdleStateUpdate, ErrorStopReason)."""
 
     state: Literal["running", "idle", "requires_action", "unknown"]
@@ -45,8 +47,8 @@ class SubagentState(_Out, frozen=True):
 
 
 class SubagentUpdate(_Out, tag_field="sessionUpdate", tag="subagent_update", frozen=True):
-    """A child session this session owns, announced on the parent's session id before any update under the
-    child's. Omitted fields keep their previous values (UNSET, never null: null would clear them)."""
+    """A subagent session this session owns, announced on the parent's session id before any update under its
+    own. Omitted fields keep their previous values (UNSET, never null: null would clear them)."""
 
     session_id: str
     title: str | UnsetType = UNSET

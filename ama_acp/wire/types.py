@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import UNSET, UnsetType, field
 
-from ama_acp.wire.subagents import SubagentUpdate
+from ama_acp.wire.subagents import SubagentUpdate, SubagentUsage
 
 Meta = dict[str, Any]
 
@@ -93,7 +93,7 @@ class ClientCapabilities(_In, frozen=True):
     terminal: bool = False
     session: ClientSessionCapabilities | None = None
     auth: AuthCapabilities = AuthCapabilities()
-    # UNSTABLE `subagents` (SubagentCapabilities, `{}`): the editor shows each child of a `task` call as a session
+    # UNSTABLE `subagents` (SubagentCapabilities, `{}`): the editor shows the task of each `task` call as a session
     # of its own (session/tasks/subagent_view.py). Any: the schema reads a malformed value as "not advertised" (it defaults
     # on error), so it is checked where it is read (session/tasks/subagent_view.py), never a refused initialize.
     subagents: Any = None
@@ -288,15 +288,9 @@ class PromptRequest(_In, frozen=True):
     prompt: list[ContentBlock]
 
 
-class TurnUsage(_Out, frozen=True):
-    """The unstable `Usage` of a PromptResponse: the turn's billed tokens (S1)."""
-
-    total_tokens: int
-    input_tokens: int
-    output_tokens: int
-    thought_tokens: int | None = None
-    cached_read_tokens: int | None = None
-    cached_write_tokens: int | None = None
+# The unstable `Usage` of a PromptResponse: the turn's billed tokens (S1). The schema has one `Usage`, which a
+# subagent_update reports too: declared once, in wire/subagents.py.
+TurnUsage = SubagentUsage
 
 
 StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
@@ -370,7 +364,7 @@ class ToolCallUpdate(_Update, tag="tool_call_update", frozen=True):
     kind: str | None = None
     content: list[ToolCallContent] | None = None
     locations: list[ToolCallLocation] | None = None
-    meta: Meta | None = field(default=None, name="_meta")  # a task call's child figures (`ama.task`)
+    meta: Meta | None = field(default=None, name="_meta")  # on a task call: the task's figures (`ama.task`)
 
 
 PlanPriority = Literal["high", "medium", "low"]

@@ -202,20 +202,27 @@ class Agent:
             if not isinstance(exc.__cause__, RpcError) or exc.__cause__.code != AUTH_REQUIRED:
                 raise
             # The agent asks to sign in first (ACP allows it): sign in once, as an editor would, and retry.
-            method = self.config.auth_method or next(iter(self.agent_auth_methods()), None)
-            if method is None:
-                raise SignInNeeded(f"session/new needs sign-in and no agent auth method is advertised: {exc}") from exc
-            err = await self.error_of("authenticate", {"methodId": method})
-            if err is not None:
-                raise SignInNeeded(
-                    f"session/new needs sign-in; authenticate {method!r} answered {err.code}: {err.message}"
-                ) from exc
+            await self._sign_in(exc)
             result = await self.call("session/new", params)
         sid = result.get("sessionId")
         if not isinstance(sid, str) or not sid:
             raise AgentFailure(f"session/new answered no session id: {result!r:.300}")
         self.conn.session_cwds[sid] = str(cwd or self.config.workspace)
         return sid, result
+
+    async def _sign_in(self, refused: AgentFailure) -> None:
+        """Authenticate with --auth-method or the first agent auth method advertised; SignInNeeded when that is
+        not possible (`refused` is the session/new failure that asked for it)."""
+        method = self.config.auth_method or next(iter(self.agent_auth_methods()), None)
+        if method is None:
+            raise SignInNeeded(
+                f"session/new needs sign-in and no agent auth method is advertised: {refused}"
+            ) from refused
+        err = await self.error_of("authenticate", {"methodId": method})
+        if err is not None:
+            raise SignInNeeded(
+                f"session/new needs sign-in; authenticate {method!r} answered {err.code}: {err.message}"
+            ) from refused
 
     async def start_prompt(self, sid: str, prompt: str | list[dict[str, Any]]) -> PendingRequest:
         blocks = [{"type": "text", "text": prompt}] if isinstance(prompt, str) else prompt

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 PREFIX = "acp-conformance:"
 VERBS = frozenset({"reply", "slow", "read", "write", "run", "mcp", "think", "plan", "delegate"})
+_NEEDS_ARGUMENT = frozenset({"read", "write", "run", "mcp", "delegate"})  # the others may have an empty text
 
 
 @dataclass(frozen=True)
@@ -49,21 +50,24 @@ def parse_directive(text: str) -> Directive | None:
         if not line.startswith(PREFIX):
             continue
         verb, _, rest = line[len(PREFIX) :].strip().partition(" ")
-        rest = rest.strip()
-        if verb == "reply":
-            found = Directive("reply", text=rest)
-        elif verb == "slow":
-            found = Directive("slow")
-        elif verb in ("think", "plan"):
-            found = Directive(verb, text=rest)
-        elif verb == "read" and rest:
-            found = Directive("read", path=rest)
-        elif verb == "write" and rest:
-            path, _, content = rest.partition(" ")
-            found = Directive("write", path=path, text=content)
-        elif verb in ("run", "mcp", "delegate") and rest:
-            found = Directive(verb, text=rest)
+        parsed = _directive(verb, rest.strip())
+        if parsed is not None:
+            found = parsed
     return found
+
+
+def _directive(verb: str, rest: str) -> Directive | None:
+    """The directive of one line's verb and the rest of the line (None: an unknown verb, or a missing argument)."""
+    if verb not in VERBS or (verb in _NEEDS_ARGUMENT and not rest):
+        return None
+    if verb == "slow":
+        return Directive("slow")
+    if verb == "read":
+        return Directive("read", path=rest)
+    if verb == "write":
+        path, _, content = rest.partition(" ")
+        return Directive("write", path=path, text=content)
+    return Directive(verb, text=rest)
 
 
 def delegated_prompt(text: str) -> str:

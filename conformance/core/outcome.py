@@ -146,10 +146,15 @@ def overall(req: Requirement, findings: list[Finding]) -> tuple[Status, list[Fin
         seen = [f for f in mine if f.status in (Status.PASS, Status.FAIL)]
         if seen:
             return Status.PASS, seen
-    statuses = {f.status for f in mine}
+    return _decided(req, mine)
+
+
+def _decided(req: Requirement, mine: list[Finding]) -> tuple[Status, list[Finding]]:
+    """The first of FAIL, PASS, NOT_TESTED and SKIPPED that `mine` holds, with its findings (none: see `overall`)."""
     for status in (Status.FAIL, Status.PASS, Status.NOT_TESTED, Status.SKIPPED):
-        if status in statuses:
-            return status, [f for f in mine if f.status is status]
+        decided = [f for f in mine if f.status is status]
+        if decided:
+            return status, decided
     if req.gate is not None and req.gate.startswith("used:"):
         return Status.SKIPPED, []
     return Status.NOT_TESTED, []

@@ -24,7 +24,7 @@ from typing import Any
 
 from ama_acp.textsafe import one_line
 from ama_conformance.core.outcome import Finding, Status, overall
-from ama_conformance.core.runner import RunRecord
+from ama_conformance.core.runner import GroupRecord, RunRecord
 from ama_conformance.core.wire_checks import TRANSCRIPT_IDS
 from ama_conformance.groups.catalog import GROUPS
 from ama_conformance.requirements.registry import REGISTRY, Profile, Requirement, Tier
@@ -143,11 +143,15 @@ def outcomes(record: RunRecord, profiles: tuple[Profile, ...], ran: set[str] | N
         if req.profile not in profiles or (ran is not None and req.id not in ran):
             continue
         status, findings = overall(req, record.findings)
-        shared_only = req.id in TRANSCRIPT_IDS and not any(req.id in owned.get(f.group, ()) for f in findings)
-        if ran is not None and status is Status.NOT_TESTED and shared_only:
+        if ran is not None and status is Status.NOT_TESTED and _shared_only(req.id, findings, owned):
             continue
         out.append(Outcome(req, status, findings))
     return out
+
+
+def _shared_only(rid: str, findings: list[Finding], owned: dict[str, set[str]]) -> bool:
+    """Whether `rid` is a transcript check that no group declaring it reported on."""
+    return rid in TRANSCRIPT_IDS and not any(rid in owned.get(f.group, ()) for f in findings)
 
 
 def verdict(profile: Profile, results: list[Outcome]) -> Verdict:
@@ -155,22 +159,30 @@ def verdict(profile: Profile, results: list[Outcome]) -> Verdict:
     deciding = [o for o in mine if o.req.tier.decides]
     failed = [o.req.id for o in deciding if o.status is Status.FAIL]
     untested = [o for o in deciding if o.status is Status.NOT_TESTED]
+    return Verdict(profile, failed, [o.req.id for o in untested], _status_counts(mine), _causes(untested, mine))
+
+
+def _status_counts(rows: list[Outcome]) -> dict[str, int]:
+    return {s.name: sum(1 for o in rows if o.status is s) for s in Status}
+
+
+def _causes(untested: list[Outcome], mine: list[Outcome]) -> dict[str, list[str]]:
+    """Each reason that left deciding requirements untested, and the ids it left so."""
     by_id = {o.req.id: o for o in mine}
-
-    def root(o: Outcome, seen: frozenset[str]) -> str:
-        """The reason behind a chain of blocked steps: a group stopped at R103 that R103 itself could not be
-        tested for is blocked for R103's own reason (one sign-in, one unreachable model: one reason)."""
-        blocked = _STOPPED.match(o.cause)
-        ahead = by_id.get(blocked.group(1)) if blocked else None
-        if ahead is not None and ahead.status is Status.NOT_TESTED and ahead.req.id not in seen:
-            return root(ahead, seen | {o.req.id})
-        return o.cause
-
     causes: dict[str, list[str]] = {}
     for o in untested:
-        causes.setdefault(one_line(root(o, frozenset({o.req.id}))), []).append(o.req.id)
-    counts = {s.name: sum(1 for o in mine if o.status is s) for s in Status}
-    return Verdict(profile, failed, [o.req.id for o in untested], counts, causes)
+        causes.setdefault(one_line(_root_cause(o, by_id, frozenset({o.req.id}))), []).append(o.req.id)
+    return causes
+
+
+def _root_cause(o: Outcome, by_id: dict[str, Outcome], seen: frozenset[str]) -> str:
+    """The reason behind a chain of blocked steps: a group stopped at R103 that R103 itself could not be tested
+    for is blocked for R103's own reason (one sign-in, one unreachable model: one reason)."""
+    blocked = _STOPPED.match(o.cause)
+    ahead = by_id.get(blocked.group(1)) if blocked else None
+    if ahead is not None and ahead.status is Status.NOT_TESTED and ahead.req.id not in seen:
+        return _root_cause(ahead, by_id, seen | {o.req.id})
+    return o.cause
 
 
 def _tier_word(tier: Tier, status: Status) -> str:
@@ -202,28 +214,37 @@ def _rows(o: Outcome) -> list[str]:
     return lines
 
 
+def _profile_lines(profile: Profile, results: list[Outcome]) -> list[str]:
+    """A profile's part of the text report: its heading, then each tier's heading and rows ([] if none ran)."""
+    mine = [o for o in results if o.req.profile is profile]
+    if not mine:
+        return []
+    lines = [
+        "",
+        "== ACP v1 ==" if profile is Profile.ACP else "== usage profile (reported apart; never decides ACP) ==",
+    ]
+    for tier in Tier:
+        rows = [o for o in mine if o.req.tier is tier]
+        if rows:
+            lines.append(f"-- {tier.value} ({len(rows)}: {_tier_counts(tier, rows)})")
+            for o in rows:
+                lines += _rows(o)
+    return lines
+
+
+def _tier_counts(tier: Tier, rows: list[Outcome]) -> str:
+    """How many rows of a tier have each status that occurs, e.g. `12 pass, 1 fail`."""
+    return ", ".join(
+        f"{sum(1 for o in rows if o.status is s)} {_tier_word(tier, s)}"
+        for s in Status
+        if any(o.status is s for o in rows)
+    )
+
+
 def text(results: list[Outcome], verdicts: list[Verdict], seconds: float, partial: bool) -> str:
     lines: list[str] = []
     for profile in (Profile.ACP, Profile.USAGE):
-        mine = [o for o in results if o.req.profile is profile]
-        if not mine:
-            continue
-        lines.append("")
-        lines.append(
-            "== ACP v1 ==" if profile is Profile.ACP else "== usage profile (reported apart; never decides ACP) =="
-        )
-        for tier in Tier:
-            rows = [o for o in mine if o.req.tier is tier]
-            if not rows:
-                continue
-            counts = ", ".join(
-                f"{sum(1 for o in rows if o.status is s)} {_tier_word(tier, s)}"
-                for s in Status
-                if any(o.status is s for o in rows)
-            )
-            lines.append(f"-- {tier.value} ({len(rows)}: {counts})")
-            for o in rows:
-                lines += _rows(o)
+        lines += _profile_lines(profile, results)
     lines.append("")
     for v in verdicts:
         lines += v.lines
@@ -245,51 +266,50 @@ def as_json(record: RunRecord, results: list[Outcome], verdicts: list[Verdict], 
             "agentCapabilities": record.init.get("agentCapabilities"),
             "authMethods": record.init.get("authMethods"),
         },
-        "verdicts": [
-            {
-                "profile": v.profile.value,
-                "verdict": v.name,
-                "conformant": v.conformant,
-                "failed": v.failed,
-                "notTested": v.untested,
-                "notTestedBecause": [{"reason": reason, "ids": ids} for reason, ids in v.causes.items()],
-                "counts": v.counts,
-            }
-            for v in verdicts
-        ],
-        "requirements": [
-            {
-                "id": o.req.id,
-                "tier": o.req.tier.value,
-                "profile": o.req.profile.value,
-                "gate": o.req.gate,
-                "section": o.req.section,
-                "text": o.req.text,
-                "status": o.status.value,
-                "label": o.label,
-                # An informational requirement's findings are observations whatever their check said.
-                "findings": [
-                    {
-                        "group": f.group,
-                        "status": (o.status if o.req.tier is Tier.INFORMATIONAL else f.status).value,
-                        "detail": f.detail,
-                    }
-                    for f in o.findings
-                ],
-            }
-            for o in results
-        ],
-        "groups": [
-            {
-                "name": g.name,
-                "seconds": g.seconds,
-                "stopped": g.stopped,
-                "agents": [
-                    asdict(a) if g.name in failing_groups else {"endedBy": a.ended_by, "returncode": a.returncode}
-                    for a in g.agents
-                ],
-            }
-            for g in record.groups
-        ],
+        "verdicts": [_verdict_json(v) for v in verdicts],
+        "requirements": [_requirement_json(o) for o in results],
+        "groups": [_group_json(g, whole=g.name in failing_groups) for g in record.groups],
         "seconds": record.seconds,
+    }
+
+
+def _verdict_json(v: Verdict) -> dict[str, Any]:
+    return {
+        "profile": v.profile.value,
+        "verdict": v.name,
+        "conformant": v.conformant,
+        "failed": v.failed,
+        "notTested": v.untested,
+        "notTestedBecause": [{"reason": reason, "ids": ids} for reason, ids in v.causes.items()],
+        "counts": v.counts,
+    }
+
+
+def _requirement_json(o: Outcome) -> dict[str, Any]:
+    # An informational requirement's findings are observations whatever their check said.
+    observed = o.req.tier is Tier.INFORMATIONAL
+    return {
+        "id": o.req.id,
+        "tier": o.req.tier.value,
+        "profile": o.req.profile.value,
+        "gate": o.req.gate,
+        "section": o.req.section,
+        "text": o.req.text,
+        "status": o.status.value,
+        "label": o.label,
+        "findings": [
+            {"group": f.group, "status": (o.status if observed else f.status).value, "detail": f.detail}
+            for f in o.findings
+        ],
+    }
+
+
+def _group_json(g: GroupRecord, *, whole: bool) -> dict[str, Any]:
+    """A group's record, with its agents' whole records (stderr, transcript) where `whole`: for a group that
+    reported on a requirement that failed or went untested."""
+    return {
+        "name": g.name,
+        "seconds": g.seconds,
+        "stopped": g.stopped,
+        "agents": [asdict(a) if whole else {"endedBy": a.ended_by, "returncode": a.returncode} for a in g.agents],
     }

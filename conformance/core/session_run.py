@@ -13,9 +13,10 @@ import anyio
 from ama_acp.textsafe import one_line
 from ama_conformance.core.config import RunConfig
 from ama_conformance.core.placeholders import PlaceholderError, expand
-from ama_conformance.core.report import as_json, outcomes, text, verdict
+from ama_conformance.core.report import Verdict, as_json, outcomes, text, verdict
+from ama_conformance.core.runner import RunRecord
 from ama_conformance.core.wire_checks import TRANSCRIPT_IDS
-from ama_conformance.groups.base import ModelView
+from ama_conformance.groups.base import Group, ModelView
 from ama_conformance.groups.catalog import GROUPS
 from ama_conformance.schema.validate import SchemaUnavailable
 
@@ -55,15 +56,7 @@ def execute(config: RunConfig, report_json: str | None, strict: bool = False) ->
     except (ValueError, SchemaUnavailable) as exc:
         sys.stderr.write(f"ama conformance: {one_line(str(exc))}\n")
         return USAGE_ERROR
-    ran = {rid for g in chosen for rid in g.ids} | set(TRANSCRIPT_IDS) if config.select else None
-    results = outcomes(record, config.profiles, ran)
-    verdicts = [verdict(p, results) for p in config.profiles]
-    sys.stdout.write(text(results, verdicts, record.seconds, partial=bool(config.select)))
-    if record.startup is not None:
-        sys.stdout.write(startup_text(config))
-    if report_json:
-        data = as_json(record, results, verdicts, config.command)
-        Path(report_json).write_text(json.dumps(data, indent=1, ensure_ascii=False), encoding="utf-8")
+    verdicts = _report(config, record, chosen, report_json)
     errors = [g.suite_error for g in record.groups if g.suite_error]
     if errors:  # the verdict cannot be trusted: say so, and exit as for any other failure to run the suite
         sys.stderr.write(
@@ -75,6 +68,20 @@ def execute(config: RunConfig, report_json: str | None, strict: bool = False) ->
     if config.startup.exited:  # the command could not run: like a command that is not found, not a verdict
         return USAGE_ERROR
     return max(v.exit_code(strict) for v in verdicts)  # NO VIOLATION FOUND exits 0 unless --strict
+
+
+def _report(config: RunConfig, record: RunRecord, chosen: list[Group], report_json: str | None) -> list[Verdict]:
+    """Write the text report (and the JSON one when asked for); the verdicts, one a profile."""
+    ran = {rid for g in chosen for rid in g.ids} | set(TRANSCRIPT_IDS) if config.select else None
+    results = outcomes(record, config.profiles, ran)
+    verdicts = [verdict(p, results) for p in config.profiles]
+    sys.stdout.write(text(results, verdicts, record.seconds, partial=bool(config.select)))
+    if record.startup is not None:
+        sys.stdout.write(startup_text(config))
+    if report_json:
+        data = as_json(record, results, verdicts, config.command)
+        Path(report_json).write_text(json.dumps(data, indent=1, ensure_ascii=False), encoding="utf-8")
+    return verdicts
 
 
 STDERR_LINES = 20  # the lines of the agent's stderr a start-up failure shows

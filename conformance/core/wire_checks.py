@@ -80,6 +80,11 @@ def _short(raw: str) -> str:
     return raw if len(raw) <= _SHOWN else raw[:_SHOWN] + "…"
 
 
+def _relative(path: Any) -> bool:
+    """Whether `path` is a path that R30 refuses: a string, not absolute."""
+    return isinstance(path, str) and not path.startswith("/")
+
+
 @dataclass
 class ClientView:
     """What the client of this group advertised."""
@@ -94,6 +99,13 @@ class _Turn:
     tools: dict[str, str] = field(default_factory=dict)  # toolCallId -> last status
     cancelled: bool = False
 
+    def track(self, kind: str, tid: str, status: Any) -> None:
+        """The last status of a tool call; one announced without a status is pending."""
+        if kind == "tool_call":
+            self.tools[tid] = status if isinstance(status, str) else "pending"
+        elif isinstance(status, str):
+            self.tools[tid] = status
+
 
 class TranscriptAnalyzer:
     def __init__(self, stable: WireValidator, unstable: WireValidator, client: ClientView, checks: Checks) -> None:
@@ -101,7 +113,6 @@ class TranscriptAnalyzer:
         self.problems: dict[str, list[str]] = {}
         self.notes: dict[str, list[str]] = {}
         self.our_pending: dict[str, tuple[str, Any]] = {}  # id -> (method, params)
-        self.our_methods: dict[str, str] = {}
         self.answered: set[str] = set()
         self.agent_pending: dict[str, str] = {}
         self.null_errors_expected = 0
@@ -139,42 +150,53 @@ class TranscriptAnalyzer:
         except ValueError:
             self.null_errors_expected += 1
             return
-        is_call = isinstance(msg, dict) and isinstance(msg.get("method"), str)
-        is_response = isinstance(msg, dict) and "id" in msg and ("result" in msg or "error" in msg)
-        if not is_call and not is_response:
-            self.null_errors_expected += 1  # a deliberately invalid message: a null-id error may answer it
-            if isinstance(msg, dict) and "method" in msg and "id" in msg:
-                self.our_pending[_key(msg["id"])] = ("", {})  # an invalid request: it may be answered by its id
-            return
-        method = msg.get("method")
+        if isinstance(msg, dict) and isinstance(msg.get("method"), str):
+            if "id" in msg:
+                self._our_request(msg)
+            else:
+                self._our_notification(msg)
+        elif isinstance(msg, dict) and "id" in msg and ("result" in msg or "error" in msg):
+            self._our_response(msg)
+        else:
+            self._our_invalid(msg)
+
+    def _our_invalid(self, msg: Any) -> None:
+        self.null_errors_expected += 1  # a deliberately invalid message: a null-id error may answer it
+        if isinstance(msg, dict) and "method" in msg and "id" in msg:
+            self.our_pending[_key(msg["id"])] = ("", {})  # an invalid request: it may be answered by its id
+
+    def _our_response(self, msg: dict[str, Any]) -> None:
+        """Our answer to an agent request: a terminal it created is known by its id from then on."""
+        rid = _key(msg.get("id"))
+        sent_for = self.agent_pending.pop(rid, None)
+        result = msg.get("result")
+        if sent_for == "terminal/create" and isinstance(result, dict) and isinstance(result.get("terminalId"), str):
+            self.terminals[result["terminalId"]] = self.pending_create.pop(rid, "")
+
+    def _our_notification(self, msg: dict[str, Any]) -> None:
+        self.notified = True
         params = obj(msg.get("params"))
-        if not is_call:  # our response to an agent request
-            rid = _key(msg.get("id"))
-            sent_for = self.agent_pending.pop(rid, None)
-            result = msg.get("result")
-            if sent_for == "terminal/create" and isinstance(result, dict) and isinstance(result.get("terminalId"), str):
-                self.terminals[result["terminalId"]] = self.pending_create.pop(rid, "")
-            return
-        if "id" not in msg:
-            self.notified = True
-            if method == "session/cancel" and isinstance(params.get("sessionId"), str):
-                turn = self.turns.get(params["sessionId"])
-                if turn is not None:
-                    turn.cancelled = True
-            return
+        if msg["method"] == "session/cancel" and isinstance(params.get("sessionId"), str):
+            turn = self.turns.get(params["sessionId"])
+            if turn is not None:
+                turn.cancelled = True
+
+    def _our_request(self, msg: dict[str, Any]) -> None:
+        method: str = msg["method"]
+        params = obj(msg.get("params"))
         if "jsonrpc" not in msg:
             self.null_errors_expected += 1
-        key = _key(msg["id"])
-        self.our_pending[key] = (method, params)
+        self.our_pending[_key(msg["id"])] = (method, params)
         if method == "initialize":
             self.subagents = isinstance(obj(params.get("clientCapabilities")).get("subagents"), dict)
-        self.our_methods[key] = method
         sid = params.get("sessionId")
-        if method == "session/prompt" and isinstance(sid, str):
+        if not isinstance(sid, str):
+            return
+        if method == "session/prompt":
             self.prompting[sid] = self.prompting.get(sid, 0) + 1
             self.ended.discard(sid)
             self.turns[sid] = _Turn()
-        elif method in ("session/load", "session/resume") and isinstance(sid, str):
+        elif method in ("session/load", "session/resume"):
             self.known.add(sid)
             self.replaying.add(sid)
             self.ended.discard(sid)
@@ -232,40 +254,43 @@ class TranscriptAnalyzer:
     def _response(self, msg: dict[str, Any], raw: str) -> None:
         rid = msg.get("id")
         key = _key(rid)
-        if "result" in msg and "error" in msg:
-            self.problem("R12", f"a response with both result and error: {_short(raw)}")
-        if "error" in msg and isinstance(msg["error"], dict):
-            message = msg["error"].get("message")
-            if isinstance(message, str) and ("\n" in message or len(message) > 200):
-                self.problem("R14", f"error message is not one short sentence: {message[:120]!r}")
+        self._response_envelope(msg, raw)
         if key in self.our_pending:
-            method, params = self.our_pending.pop(key)
-            self.answered.add(key)
-            if not method:
-                return  # the answer to a deliberately invalid request: its code is R17.1's business
-            if not isinstance(rid, str | int | None):
-                return  # an id of another JSON type can only be the agent's (R11 is judged by the key match)
-            self._validate(msg, {rid: method}, method, result=True)
-            if "result" in msg and not method.startswith("_"):
-                md = self.stable.tables.agent_results.get(method)
-                self._root_fields(md.definition if md else None, msg["result"], f"the {method} result")
-                self._configs(msg["result"], f"the {method} result")
-            self._after_response(method, params, msg)
-            return
-        if key in self.answered:
+            self._answer(rid, key, msg)
+        elif key in self.answered:
             self.problem("R12", f"a second response to request id {rid!r}: {_short(raw)}")
-            return
-        if rid is None and "error" in msg and self.null_errors_expected > 0:
+        elif rid is None and "error" in msg and self.null_errors_expected > 0:
             self.null_errors_expected -= 1
             self._validate(msg, {}, "", result=True)
-            return
-        if self.notified:
+        elif self.notified:
             self.problem("R13", f"a response the client never asked for (after its notifications): {_short(raw)}")
         else:
             self.problem("R11", f"a response to id {rid!r}, which the client never used: {_short(raw)}")
 
-    def _after_response(self, method: str, params: dict[str, Any], msg: dict[str, Any]) -> None:
-        result = msg.get("result")
+    def _response_envelope(self, msg: dict[str, Any], raw: str) -> None:
+        """R12 and R14, whatever the response answers: one outcome, and an error message of one short sentence."""
+        if "result" in msg and "error" in msg:
+            self.problem("R12", f"a response with both result and error: {_short(raw)}")
+        message = obj(msg.get("error")).get("message")
+        if isinstance(message, str) and ("\n" in message or len(message) > 200):
+            self.problem("R14", f"error message is not one short sentence: {message[:120]!r}")
+
+    def _answer(self, rid: Any, key: str, msg: dict[str, Any]) -> None:
+        """The agent's response to a request of ours."""
+        method, params = self.our_pending.pop(key)
+        self.answered.add(key)
+        if not method:
+            return  # the answer to a deliberately invalid request: its code is R17.1's business
+        if not isinstance(rid, str | int | None):
+            return  # an id of another JSON type can only be the agent's (R11 is judged by the key match)
+        self._validate(msg, {rid: method}, method, result=True)
+        if "result" in msg and not method.startswith("_"):
+            md = self.stable.tables.agent_results.get(method)
+            self._root_fields(md.definition if md else None, msg["result"], f"the {method} result")
+            self._configs(msg["result"], f"the {method} result")
+        self._after_response(method, params, msg.get("result"))
+
+    def _after_response(self, method: str, params: dict[str, Any], result: Any) -> None:
         sid = params.get("sessionId")
         if method == "session/new" and isinstance(result, dict) and isinstance(result.get("sessionId"), str):
             self.known.add(result["sessionId"])
@@ -273,16 +298,22 @@ class TranscriptAnalyzer:
             self.replaying.discard(sid)
             self.ended.add(sid)  # no turn is running: nothing of a turn may follow until the next prompt
         elif method == "session/prompt" and isinstance(sid, str):
-            self.prompts_answered += 1
-            self.prompting[sid] = max(0, self.prompting.get(sid, 0) - 1)
-            if self.prompting[sid] == 0:
-                self.ended.add(sid)
-                turn = self.turns.get(sid)
-                stop = result.get("stopReason") if isinstance(result, dict) else None
-                if turn is not None and stop != "cancelled" and not turn.cancelled:
-                    open_calls = [t for t, s in turn.tools.items() if s in ("pending", "in_progress")]
-                    if open_calls:
-                        self.problem("R123", f"the turn ended with tool calls still {turn.tools}: {open_calls}")
+            self._prompt_answered(sid, result)
+
+    def _prompt_answered(self, sid: str, result: Any) -> None:
+        """A turn ends when the last prompt running in its session is answered: R123 on the tool calls it left."""
+        self.prompts_answered += 1
+        self.prompting[sid] = max(0, self.prompting.get(sid, 0) - 1)
+        if self.prompting[sid] != 0:
+            return
+        self.ended.add(sid)
+        turn = self.turns.get(sid)
+        stop = result.get("stopReason") if isinstance(result, dict) else None
+        if turn is None or stop == "cancelled" or turn.cancelled:
+            return
+        open_calls = [t for t, s in turn.tools.items() if s in ("pending", "in_progress")]
+        if open_calls:
+            self.problem("R123", f"the turn ended with tool calls still {turn.tools}: {open_calls}")
 
     def _agent_request(self, msg: dict[str, Any], raw: str) -> None:
         method = msg["method"]
@@ -296,29 +327,44 @@ class TranscriptAnalyzer:
         params = obj(msg.get("params"))
         md = self.stable.tables.agent_requests.get(method)
         self._root_fields(md.definition if md else None, params, f"the {method} params")
+        self._offered(method, raw)
+        self._absolute_paths(method, params)
+        if method == "terminal/create":
+            self.pending_create[key] = str(params.get("sessionId", ""))
+        elif method == "terminal/release":
+            self._terminal_released(params.get("terminalId"))
+        elif method == "session/request_permission":
+            self._permission(params.get("options"))
+
+    def _offered(self, method: str, raw: str) -> None:
+        """R131, R132, R138: calls for what the client never offered."""
         if method in _FS and not self.client.fs:
             self.problem("R131", f"{method} called although the client did not offer it: {_short(raw)}")
         if method.startswith("terminal/") and not self.client.terminal:
             self.problem("R132", f"{method} called although the client did not offer terminals: {_short(raw)}")
         if method == "elicitation/create":
             self.problem("R138", f"elicitation/create although the client advertised no elicitation: {_short(raw)}")
+
+    def _absolute_paths(self, method: str, params: dict[str, Any]) -> None:
+        if method not in _FS and method != "terminal/create":
+            return
         for name in ("path", "cwd"):
             value = params.get(name)
-            if (method in _FS or method == "terminal/create") and isinstance(value, str) and not value.startswith("/"):
+            if _relative(value):
                 self.problem("R30", f"{method} {name} is not absolute: {value!r}")
-        if method == "terminal/create":
-            self.pending_create[key] = str(params.get("sessionId", ""))
-        if method == "terminal/release" and isinstance(params.get("terminalId"), str):
-            tid = params["terminalId"]
-            self.released.add(tid)
-            if tid not in self.embedded:
-                self.problem("R134", f"terminal {tid!r} released without having been shown in a tool call")
-        if method == "session/request_permission":
-            self.permissions += 1
-            options = params.get("options")
-            ids = [o.get("optionId") for o in arr(options) if isinstance(o, dict)]
-            if len(ids) != len(set(ids)):
-                self.problem("R136", f"permission option ids repeat: {ids}")
+
+    def _terminal_released(self, tid: Any) -> None:
+        if not isinstance(tid, str):
+            return
+        self.released.add(tid)
+        if tid not in self.embedded:
+            self.problem("R134", f"terminal {tid!r} released without having been shown in a tool call")
+
+    def _permission(self, options: Any) -> None:
+        self.permissions += 1
+        ids = [o.get("optionId") for o in arr(options) if isinstance(o, dict)]
+        if len(ids) != len(set(ids)):
+            self.problem("R136", f"permission option ids repeat: {ids}")
 
     def _agent_notification(self, msg: dict[str, Any], raw: str) -> None:
         method = msg["method"]
@@ -326,23 +372,36 @@ class TranscriptAnalyzer:
         params = obj(msg.get("params"))
         md = self.stable.tables.agent_notifications.get(method)
         self._root_fields(md.definition if md else None, params, f"the {method} params")
-        if method != "session/update":
-            return
         sid = params.get("sessionId")
         update = params.get("update")
-        if not isinstance(sid, str) or not isinstance(update, dict):
-            return
+        if method == "session/update" and isinstance(sid, str) and isinstance(update, dict):
+            self._session_update(sid, update, raw)
+
+    def _session_update(self, sid: str, update: dict[str, Any], raw: str) -> None:
         kind = update.get("sessionUpdate")
-        child = update.get("sessionId") if kind == "subagent_update" and self.subagents else None
-        if isinstance(child, str) and sid in self.known:
+        self._session_named(sid, kind, update.get("sessionId"))
+        self._root_fields("SessionUpdate", update, f"the {kind} update")
+        self._kind_offered(kind)
+        if kind in TURN_KINDS and sid in self.ended and sid not in self.replaying:
+            self.problem("R105", f"a {kind} for session {sid!r} after its turn was answered: {_short(raw)}")
+        self._configs(update, f"the {kind} update")
+        if kind in ("tool_call", "tool_call_update"):
+            self._tool(sid, kind, update)
+
+    def _session_named(self, sid: str, kind: Any, child: Any) -> None:
+        """R115: an update names a session some response named, or (with sub-agents) a child announced in one."""
+        if kind == "subagent_update" and self.subagents and isinstance(child, str) and sid in self.known:
             self.known.add(child)
             self.children.add(child)
-        if sid not in self.known:
-            if self.subagents:
-                self.unannounced.append((sid, str(kind)))
-            else:
-                self.problem("R115", f"a {kind} update for session {sid!r}, which no response has named yet")
-        self._root_fields("SessionUpdate", update, f"the {kind} update")
+        if sid in self.known:
+            return
+        if self.subagents:
+            self.unannounced.append((sid, str(kind)))
+        else:
+            self.problem("R115", f"a {kind} update for session {sid!r}, which no response has named yet")
+
+    def _kind_offered(self, kind: Any) -> None:
+        """R116: an update kind the client opted in to, or one the stable schema defines."""
         needed = _OPTIONAL_KINDS.get(str(kind))
         if needed is not None and self.client.session_caps.get(needed) is None:
             self.problem("R116", f"a {kind} update although the client did not advertise session.{needed}")
@@ -350,41 +409,42 @@ class TranscriptAnalyzer:
             pass  # the client opted in to it (R116.1 is the subagents group's)
         elif isinstance(kind, str) and kind not in self.stable_kinds and kind in self.unstable_kinds:
             self.problem("R116", f"a {kind} update, a kind only the unstable schema defines")
-        if kind in TURN_KINDS and sid in self.ended and sid not in self.replaying:
-            self.problem("R105", f"a {kind} for session {sid!r} after its turn was answered: {_short(raw)}")
-        self._configs(update, f"the {kind} update")
-        if kind in ("tool_call", "tool_call_update"):
-            self._tool(sid, kind, update)
 
     def _tool(self, sid: str, kind: str, update: dict[str, Any]) -> None:
         tid = update.get("toolCallId")
         if not isinstance(tid, str):
             return
-        seen = self.announced.setdefault(sid, set())
         replay = sid in self.replaying
+        self._tool_announced(sid, kind, tid, replay)
+        turn = self.turns.get(sid)
+        if turn is not None and not replay:
+            turn.track(kind, tid, update.get("status"))
+        self._tool_shown(tid, update)
+
+    def _tool_announced(self, sid: str, kind: str, tid: str, replay: bool) -> None:
+        """R120 and R122: a tool call is announced once, and updated only once announced (a replay repeats)."""
+        seen = self.announced.setdefault(sid, set())
         if kind == "tool_call":
             if tid in seen and not replay:
                 self.problem("R120", f"tool call id {tid!r} announced twice in session {sid!r}")
             seen.add(tid)
         elif tid not in seen and not replay:
             self.problem("R122", f"tool_call_update for {tid!r}, never announced in session {sid!r}")
-        turn = self.turns.get(sid)
-        status = update.get("status")
-        if turn is not None and not replay:
-            if kind == "tool_call":
-                turn.tools[tid] = status if isinstance(status, str) else "pending"
-            elif isinstance(status, str):
-                turn.tools[tid] = status
+
+    def _tool_shown(self, tid: str, update: dict[str, Any]) -> None:
+        """What a tool call shows: R30 on its locations and diffs, and the terminals it embeds (for R134)."""
         for loc in update.get("locations") or ():
-            if isinstance(loc, dict) and isinstance(loc.get("path"), str) and not loc["path"].startswith("/"):
+            if isinstance(loc, dict) and _relative(loc.get("path")):
                 self.problem("R30", f"tool call {tid!r} location is not absolute: {loc['path']!r}")
         for item in update.get("content") or ():
-            if not isinstance(item, dict):
-                continue
-            if item.get("type") == "terminal" and isinstance(item.get("terminalId"), str):
-                self.embedded.add(item["terminalId"])
-            if item.get("type") == "diff" and isinstance(item.get("path"), str) and not item["path"].startswith("/"):
-                self.problem("R30", f"tool call {tid!r} diff path is not absolute: {item['path']!r}")
+            if isinstance(item, dict):
+                self._tool_content(tid, item)
+
+    def _tool_content(self, tid: str, item: dict[str, Any]) -> None:
+        if item.get("type") == "terminal" and isinstance(item.get("terminalId"), str):
+            self.embedded.add(item["terminalId"])
+        if item.get("type") == "diff" and _relative(item.get("path")):
+            self.problem("R30", f"tool call {tid!r} diff path is not absolute: {item['path']!r}")
 
     def _configs(self, holder: Any, where: str) -> None:
         if not isinstance(holder, dict) or not isinstance(holder.get("configOptions"), list):
@@ -419,14 +479,7 @@ class TranscriptAnalyzer:
         for entry in transcript:
             self.feed(entry)
         for v in violations:
-            if v.kind == "invalid_utf8":
-                self.problem("R1", f"a stdout line is not UTF-8: {_short(v.raw or '')}")
-            elif v.kind == "unterminated_line":
-                self.problem("R3", "the last stdout line ends without a newline")
-            elif v.kind == "line_too_long":
-                self.problem("R4", v.detail)
-            elif v.kind == "outside_run":
-                self.problem("H1", v.detail)
+            self._violation(v)
         unreleased = sorted(set(self.terminals) - self.released)
         if unreleased:
             self.problem("R133", f"terminals never released: {unreleased}")
@@ -437,6 +490,18 @@ class TranscriptAnalyzer:
                     f"a {kind} update for session {sid!r}, which neither a response nor a child announcement named",
                 )
         self._report(ended_by, stderr)
+
+    def _violation(self, v: Violation) -> None:
+        """What the connection saw below the messages: bytes that are not UTF-8, a cut line, a line too long, and
+        an access outside the run's directories."""
+        if v.kind == "invalid_utf8":
+            self.problem("R1", f"a stdout line is not UTF-8: {_short(v.raw or '')}")
+        elif v.kind == "unterminated_line":
+            self.problem("R3", "the last stdout line ends without a newline")
+        elif v.kind == "line_too_long":
+            self.problem("R4", v.detail)
+        elif v.kind == "outside_run":
+            self.problem("H1", v.detail)
 
     def _vacuous(self, rid: str) -> str | None:
         """Why `rid` had nothing to judge in this transcript (then it is NOT_TESTED here, never passed), or None."""
@@ -461,19 +526,25 @@ class TranscriptAnalyzer:
                 pass  # a pass needs a tool to have run without the capability: the tools-unoffered group decides
             elif (why := self._vacuous(rid)) is not None:
                 c.untested(rid, why)
-            elif rid == "R7":
-                if ended_by == "eof":
-                    c.passed(rid, "exited on its own after stdin closed")
-                elif ended_by in ("terminated", "killed"):
-                    c.failed(rid, f"still running when the exit grace ran out after stdin closed: {ended_by}")
-            elif rid == "R5":
-                c.passed(rid, f"{len(stderr.encode())} bytes on stderr (kept in the JSON report)")
-            elif rid in ("R133", "R134"):
-                if self.terminals:
-                    c.passed(rid, f"{len(self.terminals)} terminal(s) created, all released")
-            elif rid == "R136":
-                if self.permissions:
-                    c.passed(rid, f"{self.permissions} permission request(s), option ids unique")
             else:
-                note = "; ".join(list(dict.fromkeys(self.notes.get(rid, [])))[:3])  # each distinct note once
-                c.passed(rid, note)
+                self._clean(rid, ended_by, stderr)
+
+    def _clean(self, rid: str, ended_by: str | None, stderr: str) -> None:
+        """`rid` found nothing wrong: a pass, where the transcript gave it something to judge."""
+        c = self.checks
+        if rid == "R7":
+            if ended_by == "eof":
+                c.passed(rid, "exited on its own after stdin closed")
+            elif ended_by in ("terminated", "killed"):
+                c.failed(rid, f"still running when the exit grace ran out after stdin closed: {ended_by}")
+        elif rid == "R5":
+            c.passed(rid, f"{len(stderr.encode())} bytes on stderr (kept in the JSON report)")
+        elif rid in ("R133", "R134"):
+            if self.terminals:
+                c.passed(rid, f"{len(self.terminals)} terminal(s) created, all released")
+        elif rid == "R136":
+            if self.permissions:
+                c.passed(rid, f"{self.permissions} permission request(s), option ids unique")
+        else:
+            note = "; ".join(list(dict.fromkeys(self.notes.get(rid, [])))[:3])  # each distinct note once
+            c.passed(rid, note)

@@ -8,12 +8,14 @@ cascade. A group reports findings only for the ids it declares; the transcript c
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ama_acp.client.errors import RpcError
 from ama_conformance.core.agent import Agent, Policy
 from ama_conformance.core.config import RunConfig
 from ama_conformance.core.directives import directive_line
@@ -77,6 +79,15 @@ class GroupContext:
             sid, result = await agent.new_session()
         return agent, sid, result
 
+    async def sign_in(self, agent: Agent, methods: list[str], rid: str) -> tuple[str, RpcError | None] | None:
+        """`authenticate` with the method the run names (else the first of `methods`, the advertised ones): (the
+        method, the error it got or None). None, and `rid` untested, when the run names one not advertised."""
+        method = self.config.auth_method or methods[0]
+        if method not in methods:
+            self.checks.untested(rid, f"--auth-method {method!r} is not among the advertised {methods}")
+            return None
+        return method, await agent.error_of("authenticate", {"methodId": method})
+
     def file(self, name: str, text: str) -> Path:
         """A file of this group in the session directory (names are per group: no two groups share one)."""
         path = self.config.workspace / f"{self.checks.group}-{name}"
@@ -104,6 +115,20 @@ class GroupContext:
     @property
     def slow_prompt(self) -> str:
         return self.config.cancel_prompt or self.ask("slow")
+
+
+def transcript_messages(agent: Agent) -> list[tuple[str, dict[str, Any]]]:
+    """(direction, message) for each line of `agent`'s transcript that is a JSON object, in order ("in": from the
+    agent); any other line is R4's business."""
+    out = []
+    for entry in list(agent.conn.transcript):
+        try:
+            msg = json.loads(entry.raw)
+        except ValueError:
+            continue
+        if isinstance(msg, dict):
+            out.append((entry.direction, msg))
+    return out
 
 
 GroupFn = Callable[[GroupContext], Awaitable[None]]

@@ -3,7 +3,10 @@ new sessions after `logout`, when sessions need sign-in at all (R51)."""
 
 from __future__ import annotations
 
-from ama_conformance.core.agent import AUTH_REQUIRED
+from typing import Any
+
+from ama_acp.client.errors import RpcError
+from ama_conformance.core.agent import AUTH_REQUIRED, Agent
 from ama_conformance.groups.base import GroupContext, group
 
 
@@ -29,34 +32,44 @@ async def coverage_auth(ctx: GroupContext) -> None:
     with c.needs("R33"):
         # Whether this agent's sessions need sign-in at all (ACP lets them): what R51 expects after a logout.
         before = await agent.error_of("session/new", params)
-    gated = before is not None and before.code == AUTH_REQUIRED
     if methods:
-        method = ctx.config.auth_method or methods[0]
         with c.at("R49"):
-            if method not in methods:
-                c.untested("R49", f"--auth-method {method!r} is not among the advertised {methods}")
-            else:
-                err = await agent.error_of("authenticate", {"methodId": method})
-                if err is not None:  # sign-in the suite cannot give: R48 reports it, nothing to judge here
-                    c.untested("R49", f"authenticate {method!r} answered error {err.code}: {err.message}")
-                else:
-                    after = await agent.error_of("session/new", params)
-                    c.check(
-                        "R49",
-                        after is None or after.code != AUTH_REQUIRED,
-                        f"before authenticate session/new got {_said(before)}; after it, {_said(after)}",
-                    )
+            await _signed_in(ctx, "R49", agent, methods, params, before)
     if not logout:
         c.skip("R51", "auth.logout not advertised")
         return
     with c.at("R51"):
-        await agent.call("logout", {})  # that it answers {} is R50's business; an error fails here
-        again = await agent.error_of("session/new", params)
-        if not gated:
-            c.skip("R51", f"this agent's sessions need no sign-in (session/new before any got {_said(before)})")
-        else:
-            c.check(
-                "R51",
-                again is not None and again.code == AUTH_REQUIRED,
-                f"after logout a new session got {_said(again)}",
-            )
+        await _logged_out(ctx, "R51", agent, params, before)
+
+
+async def _signed_in(
+    ctx: GroupContext, rid: str, agent: Agent, methods: list[str], params: dict[str, Any], before: RpcError | None
+) -> None:
+    """R49: after a successful authenticate, session/new no longer answers auth_required."""
+    signed = await ctx.sign_in(agent, methods, rid)
+    if signed is None:
+        return
+    method, err = signed
+    if err is not None:  # sign-in the suite cannot give: R48 reports it, nothing to judge here
+        ctx.checks.untested(rid, f"authenticate {method!r} answered error {err.code}: {err.message}")
+        return
+    after = await agent.error_of("session/new", params)
+    ctx.checks.check(
+        rid,
+        after is None or after.code != AUTH_REQUIRED,
+        f"before authenticate session/new got {_said(before)}; after it, {_said(after)}",
+    )
+
+
+async def _logged_out(
+    ctx: GroupContext, rid: str, agent: Agent, params: dict[str, Any], before: RpcError | None
+) -> None:
+    """R51: after logout, a new session needs sign-in again (when sessions needed it before any)."""
+    await agent.call("logout", {})  # that it answers {} is R50's business; an error fails here
+    again = await agent.error_of("session/new", params)
+    if before is None or before.code != AUTH_REQUIRED:
+        ctx.checks.skip(rid, f"this agent's sessions need no sign-in (session/new before any got {_said(before)})")
+        return
+    ctx.checks.check(
+        rid, again is not None and again.code == AUTH_REQUIRED, f"after logout a new session got {_said(again)}"
+    )

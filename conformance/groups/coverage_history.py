@@ -22,6 +22,10 @@ def _has_id(update: dict[str, Any]) -> bool:
     return isinstance(update.get("messageId"), str)
 
 
+def _ids_of(updates: list[dict[str, Any]], kinds: tuple[str, ...]) -> set[str]:
+    return {str(u["messageId"]) for u in updates if u.get("sessionUpdate") in kinds and _has_id(u)}
+
+
 def id_reuse(turns: list[list[dict[str, Any]]]) -> list[str]:
     """The message-id problems of a session's updates, split by turn: an id the user's message and the agent's
     share, or an id that comes back in a later turn (another message). Within one turn an agent's thought and
@@ -29,12 +33,13 @@ def id_reuse(turns: list[list[dict[str, Any]]]) -> list[str]:
     problems: list[str] = []
     earlier: dict[str, int] = {}
     for n, updates in enumerate(turns):
-        user = {str(u["messageId"]) for u in updates if u.get("sessionUpdate") == "user_message_chunk" and _has_id(u)}
-        agent = {str(u["messageId"]) for u in updates if u.get("sessionUpdate") in _AGENT_CHUNKS and _has_id(u)}
+        user, agent = _ids_of(updates, ("user_message_chunk",)), _ids_of(updates, _AGENT_CHUNKS)
         problems += [f"messageId {m!r} names both a user message and an agent message" for m in sorted(user & agent)]
-        for m in sorted(user | agent):
-            if m in earlier:
-                problems.append(f"messageId {m!r} of turn {n + 1} was already used in turn {earlier[m] + 1}")
+        problems += [
+            f"messageId {m!r} of turn {n + 1} was already used in turn {earlier[m] + 1}"
+            for m in sorted(user | agent)
+            if m in earlier
+        ]
         for m in user | agent:
             earlier.setdefault(m, n)
     return problems
@@ -80,6 +85,84 @@ def _bleed(bodies: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+def _count(updates: list[dict[str, Any]], kind: str) -> int:
+    """How many `kind` updates; tool calls by their id (a call is announced once, whatever its updates)."""
+    found = _kinds(updates, kind)
+    return len({u.get("toolCallId") for u in found}) if kind == "tool_call" else len(found)
+
+
+_REPLAYED = (("tool_call", "tool calls"), ("agent_thought_chunk", "thoughts"), ("plan", "plans"))
+
+
+def _replay_gaps(live: list[dict[str, Any]], replay: list[dict[str, Any]]) -> list[str]:
+    """What the replay of a session leaves out of its live turns: tool calls, thoughts, plans, and the tool calls
+    its tool_call_updates name."""
+    gaps = []
+    for kind, what in _REPLAYED:
+        had, shown = _count(live, kind), _count(replay, kind)
+        if had and not shown:
+            gaps.append(f"the live turns had {had} {what}, the replay none")
+        elif kind == "tool_call" and shown < had:
+            gaps.append(f"the live turns had {had} tool calls, the replay {shown}")
+    announced = {str(u.get("toolCallId")) for u in _kinds(replay, "tool_call")}
+    orphans = sorted({str(u.get("toolCallId")) for u in _kinds(replay, "tool_call_update")} - announced)
+    if orphans:
+        gaps.append(f"replayed tool_call_updates for calls the replay never announced: {orphans[:3]}")
+    return gaps
+
+
+def _replayed(live: list[dict[str, Any]], replay: list[dict[str, Any]]) -> str:
+    thoughts, plans = len(_kinds(replay, "agent_thought_chunk")), len(_kinds(replay, "plan"))
+    return (
+        f"replayed {_count(replay, 'tool_call')} tool call(s), {thoughts} thought chunk(s) and {plans} plan(s); "
+        f"live: {len(_kinds(live, 'agent_thought_chunk'))} thought chunk(s), {len(_kinds(live, 'plan'))} plan(s)"
+    )
+
+
+def _ids_unique(ctx: GroupContext, rid: str, turns: list[list[list[dict[str, Any]]]]) -> None:
+    """R117 over the live turns of each session (`turns`: per session, per turn)."""
+    if not any(_ids(t) for session in turns for t in session):
+        ctx.checks.skip(rid, "the agent sent no messageId")
+        return
+    problems = [p for session in turns for p in id_reuse(session)]
+    ctx.checks.check(rid, not problems, "; ".join(problems[:3]) or "each message id named one message")
+
+
+def _apart_for_the_model(ctx: GroupContext, rid: str) -> bool:
+    """R53.1 as the suite's model saw it: whether it saw both sessions (and judged them), else False."""
+    bodies = ctx.model.bodies() if ctx.model else []
+    if not (any(MARK_ONE in json.dumps(b) for b in bodies) and any(MARK_TWO in json.dumps(b) for b in bodies)):
+        return False
+    bleed = _bleed(bodies)
+    ctx.checks.check(rid, not bleed, "; ".join(bleed[:2]) or "each session's model requests held its own turns only")
+    return True
+
+
+def _apart_in_the_replay(ctx: GroupContext, rid: str, replay: list[dict[str, Any]]) -> None:
+    """R53.1 as the replay of the first session shows it, for an agent the suite's model did not see."""
+    text = json.dumps(replay)
+    if MARK_ONE not in text:
+        ctx.checks.untested(rid, "the first session's replay does not hold its own words either (R66's business)")
+        return
+    ctx.checks.check(
+        rid,
+        MARK_TWO not in text,
+        "the first session's replay "
+        + ("carries the second session's words" if MARK_TWO in text else "holds its own turns only"),
+    )
+
+
+async def _live_turns(ctx: GroupContext, agent: Agent, one: str, two: str) -> list[list[list[dict[str, Any]]]]:
+    """The turns of each session: the first's marker, the second's, then a read, a thought and a plan in the first."""
+    source = ctx.file("history.txt", "a file the first session reads\n")
+    turns_one = [await _turn(ctx, agent, one, ctx.ask("reply", MARK_ONE))]
+    turns_two = [await _turn(ctx, agent, two, ctx.ask("reply", MARK_TWO))]
+    turns_one.append(await _turn(ctx, agent, one, ctx.ask("read", str(source))))
+    turns_one.append(await _turn(ctx, agent, one, ctx.ask("think", "history-thought-5b2a")))
+    turns_one.append(await _turn(ctx, agent, one, ctx.ask("plan", "history-plan-step")))
+    return [turns_one, turns_two]
+
+
 @group("coverage-history", ("R53.1", "R117", "R66.1", "R68"))
 async def coverage_history(ctx: GroupContext) -> None:
     c = ctx.checks
@@ -89,24 +172,11 @@ async def coverage_history(ctx: GroupContext) -> None:
     with c.needs("R33"):
         one, _ = await agent.new_session()
         two, _ = await agent.new_session()
-    source = ctx.file("history.txt", "a file the first session reads\n")
-    turns_one = [await _turn(ctx, agent, one, ctx.ask("reply", MARK_ONE))]
-    turns_two = [await _turn(ctx, agent, two, ctx.ask("reply", MARK_TWO))]
-    turns_one.append(await _turn(ctx, agent, one, ctx.ask("read", str(source))))
-    turns_one.append(await _turn(ctx, agent, one, ctx.ask("think", "history-thought-5b2a")))
-    turns_one.append(await _turn(ctx, agent, one, ctx.ask("plan", "history-plan-step")))
-    live = [u for t in turns_one for u in t]
+    turns = await _live_turns(ctx, agent, one, two)
+    live = [u for t in turns[0] for u in t]
     with c.at("R117"):
-        if not _ids(live + [u for t in turns_two for u in t]):
-            c.skip("R117", "the agent sent no messageId")
-        else:
-            problems = id_reuse(turns_one) + id_reuse(turns_two)
-            c.check("R117", not problems, "; ".join(problems[:3]) or "each message id named one message")
-    bodies = ctx.model.bodies() if ctx.model else []
-    seen_by_model = any(MARK_ONE in json.dumps(b) for b in bodies) and any(MARK_TWO in json.dumps(b) for b in bodies)
-    if seen_by_model:
-        bleed = _bleed(bodies)
-        c.check("R53.1", not bleed, "; ".join(bleed[:2]) or "each session's model requests held its own turns only")
+        _ids_unique(ctx, "R117", turns)
+    seen_by_model = _apart_for_the_model(ctx, "R53.1")
     await agent.close()
     fresh = await ctx.spawn(permission="allow")
     with c.needs("R36"):
@@ -121,43 +191,26 @@ async def coverage_history(ctx: GroupContext) -> None:
         mark = fresh.mark()
         await fresh.call("session/load", {"sessionId": one, "cwd": str(ctx.config.workspace), "mcpServers": []})
         replay = fresh.updates_since(mark, one, TURN_KINDS)
-        gaps = []
-        for kind, what in (("tool_call", "tool calls"), ("agent_thought_chunk", "thoughts"), ("plan", "plans")):
-            had, shown = len(_kinds(live, kind)), len(_kinds(replay, kind))
-            if kind == "tool_call":
-                had = len({u.get("toolCallId") for u in _kinds(live, kind)})
-                shown = len({u.get("toolCallId") for u in _kinds(replay, kind)})
-            if had and not shown:
-                gaps.append(f"the live turns had {had} {what}, the replay none")
-            elif kind == "tool_call" and shown < had:
-                gaps.append(f"the live turns had {had} tool calls, the replay {shown}")
-        announced = {u.get("toolCallId") for u in _kinds(replay, "tool_call")}
-        orphans = sorted(
-            {str(u.get("toolCallId")) for u in _kinds(replay, "tool_call_update")} - set(map(str, announced))
-        )
-        if orphans:
-            gaps.append(f"replayed tool_call_updates for calls the replay never announced: {orphans[:3]}")
-        if not _kinds(live, "tool_call"):
-            c.untested("R66.1", "no tool ran in the live turns (its model called none: run with --model-env)")
-        else:
-            c.check(
-                "R66.1",
-                not gaps,
-                "; ".join(gaps)
-                or f"replayed {len(announced)} tool call(s), {len(_kinds(replay, 'agent_thought_chunk'))} thought chunk(s) and {len(_kinds(replay, 'plan'))} plan(s); live: {len(_kinds(live, 'agent_thought_chunk'))} thought chunk(s), {len(_kinds(live, 'plan'))} plan(s)",
-            )
-    if not seen_by_model and MARK_ONE not in json.dumps(replay):
-        c.untested("R53.1", "the first session's replay does not hold its own words either (R66's business)")
-    elif not seen_by_model:
-        c.check(
-            "R53.1",
-            MARK_TWO not in json.dumps(replay),
-            "the first session's replay "
-            + ("carries the second session's words" if MARK_TWO in json.dumps(replay) else "holds its own turns only"),
-        )
+        _replay_complete(ctx, "R66.1", live, replay)
+    if not seen_by_model:
+        _apart_in_the_replay(ctx, "R53.1", replay)
     with c.at("R68"):
-        if not _ids(replay):
-            c.skip("R68", "no messageId in the replay")
-        else:
-            problems = id_reuse(by_user_turn(replay))
-            c.check("R68", not problems, "; ".join(problems[:3]) or "each replayed message had an id of its own")
+        _replay_ids(ctx, "R68", replay)
+
+
+def _replay_complete(ctx: GroupContext, rid: str, live: list[dict[str, Any]], replay: list[dict[str, Any]]) -> None:
+    """R66.1: the replay holds the tool calls, thoughts and plans of the live turns."""
+    if not _kinds(live, "tool_call"):
+        ctx.checks.untested(rid, "no tool ran in the live turns (its model called none: run with --model-env)")
+        return
+    gaps = _replay_gaps(live, replay)
+    ctx.checks.check(rid, not gaps, "; ".join(gaps) or _replayed(live, replay))
+
+
+def _replay_ids(ctx: GroupContext, rid: str, replay: list[dict[str, Any]]) -> None:
+    """R68: each replayed message has an id of its own."""
+    if not _ids(replay):
+        ctx.checks.skip(rid, "no messageId in the replay")
+        return
+    problems = id_reuse(by_user_turn(replay))
+    ctx.checks.check(rid, not problems, "; ".join(problems[:3]) or "each replayed message had an id of its own")

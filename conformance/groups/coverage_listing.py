@@ -8,7 +8,7 @@ process reopens the first without its roots and lists again, as an editor does a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,17 +34,22 @@ class Listing:
                     return info
         return None
 
+    def ids(self) -> list[str]:
+        return [
+            str(s.get("sessionId")) for page in self.pages for s in arr(page.get("sessions")) if isinstance(s, dict)
+        ]
+
     @property
     def empty_tail(self) -> bool:
         """A cursor led to a last page with nothing on it: the page before promised results that did not exist."""
         return len(self.pages) > 1 and not arr(self.pages[-1].get("sessions"))
 
 
-async def list_all(agent: Agent) -> Listing:
+async def list_all(agent: Agent, **filters: str) -> Listing:
     pages: list[dict[str, Any]] = []
     cursor = None
     for _ in range(100):  # pages; a cursor loop that never ends is cut off
-        page = await agent.call("session/list", {"cursor": cursor} if cursor else {})
+        page = await agent.call("session/list", dict(filters) | ({"cursor": cursor} if cursor else {}))
         pages.append(page)
         cursor = page.get("nextCursor")
         if not isinstance(cursor, str):
@@ -112,6 +117,32 @@ async def _new_with_roots(ctx: GroupContext, agent: Agent, roots: list[str]) -> 
     return sid
 
 
+@dataclass
+class _Seen:
+    """What the group gathered on its way to the checks that judge it at the end."""
+
+    roots: list[str]  # the session's additional roots (none when the agent does not advertise them)
+    listing: bool  # whether the agent advertises session/list
+    walks: list[Listing] = field(default_factory=list)
+    titles: list[tuple[bool, str]] = field(default_factory=list)
+    taken: list[str] = field(default_factory=list)  # the malformed additionalDirectories an agent took
+
+    async def walk(self, agent: Agent, sid: str) -> Listing:
+        """One walk through `agent`'s list, and the title it shows of `sid` against the one `agent` set."""
+        self.walks.append(await list_all(agent))
+        title = _title_seen(agent, sid, self.walks[-1])
+        if title is not None:
+            self.titles.append(title)
+        return self.walks[-1]
+
+
+def _reopen_method(agent: Agent) -> str | None:
+    """How a fresh process opens a stored session again, or None when the agent offers no way."""
+    if agent.advertised("loadSession"):
+        return "session/load"
+    return "session/resume" if agent.advertised("sessionCapabilities.resume") else None
+
+
 @group("coverage-listing", ("R82", "R84", "R85", "R65.1", "R64"))
 async def coverage_listing(ctx: GroupContext) -> None:
     c = ctx.checks
@@ -119,99 +150,133 @@ async def coverage_listing(ctx: GroupContext) -> None:
     with c.needs("R36"):
         await agent.initialize()
     roots = _roots(ctx) if agent.advertised("sessionCapabilities.additionalDirectories") else []
-    listing = agent.advertised("sessionCapabilities.list")
-    if not roots:
+    seen = _Seen(roots, agent.advertised("sessionCapabilities.list"))
+    if not seen.roots:
         for rid in ("R65.1", "R64"):
             c.skip(rid, "sessionCapabilities.additionalDirectories not advertised")
-    if not listing:
+    if not seen.listing:
         for rid in ("R82", "R84", "R85"):
             c.skip(rid, "sessionCapabilities.list not advertised")
-    if not roots and not listing:
+    if not seen.roots and not seen.listing:
         return
-    cwd = str(ctx.config.workspace)
+    sid = await _first_process(ctx, agent, seen, "R84", "R65.1")
+    await _reopened(ctx, seen, sid, _reopen_method(agent), "R64", "R65.1")
+    _pages_and_titles(ctx, seen.walks, seen.titles, "R82", "R85")
+
+
+async def _first_process(ctx: GroupContext, agent: Agent, seen: _Seen, listed: str, malformed: str) -> str:
+    """A session with the roots and one without, prompted and listed (`listed`: R84); malformed roots offered to
+    `session/new` (`malformed`: R65.1). The process ends; the session with the roots is returned."""
+    c = ctx.checks
     with c.needs("R33"):
-        sid = await _new_with_roots(ctx, agent, roots) if roots else (await agent.new_session())[0]
+        sid = await _new_with_roots(ctx, agent, seen.roots) if seen.roots else (await agent.new_session())[0]
         plain, _ = await agent.new_session()
     with c.needs("R103"):
         await agent.prompt(sid, ctx.ask("reply", "a session to list"))
-    walks: list[Listing] = []
-    titles: list[tuple[bool, str]] = []
-    if listing:
-        with c.at("R84"):
-            walks.append(await list_all(agent))
-            info, other = walks[0].info(sid), walks[0].info(plain)
-            shown = info.get("additionalDirectories") if info is not None else None
-            extra = (other or {}).get("additionalDirectories")
-            if info is None:
-                c.untested("R84", "the session is not listed (R79's business)")
-            elif extra or (not roots and shown):
-                c.failed("R84", f"additionalDirectories {shown or extra!r} listed for a session that has none")
-            elif not roots or shown is None:
-                c.skip("R84", "the listing leaves additionalDirectories out (it may)")
-            else:
-                c.check("R84", shown == roots, f"the session has roots {roots}; session/list shows {shown!r}")
-        titles += [t for t in [_title_seen(agent, sid, walks[-1])] if t is not None]
-    taken: list[str] = []
-    if roots:
-        with c.at("R65.1"):
-            taken = await _rejects(agent, "session/new", {"cwd": cwd, "mcpServers": []}, ("relative/dir", [5], [None]))
+    if seen.listing:
+        with c.at(listed):
+            _roots_listed(ctx, listed, await seen.walk(agent, sid), sid, plain, seen.roots)
+    if seen.roots:
+        with c.at(malformed):
+            params = {"cwd": str(ctx.config.workspace), "mcpServers": []}
+            seen.taken = await _rejects(agent, "session/new", params, ("relative/dir", [5], [None]))
     await agent.close()
-    method = "session/load" if agent.advertised("loadSession") else "session/resume"
-    if method == "session/resume" and not agent.advertised("sessionCapabilities.resume"):
-        c.skip("R64", "neither loadSession nor sessionCapabilities.resume is advertised")
-        if roots:
-            c.check("R65.1", not taken, "; ".join(taken) or "session/new refused each malformed additionalDirectories")
-        _pages_and_titles(ctx, walks, titles, "R82", "R85")
+    return sid
+
+
+def _roots_listed(ctx: GroupContext, rid: str, listing: Listing, sid: str, plain: str, roots: list[str]) -> None:
+    """R84: the list shows the roots a session has as they were given, and none for a session without."""
+    c = ctx.checks
+    info, other = listing.info(sid), listing.info(plain)
+    if info is None:
+        c.untested(rid, "the session is not listed (R79's business)")
+        return
+    shown = info.get("additionalDirectories")
+    extra = (other or {}).get("additionalDirectories")
+    if extra or (not roots and shown):
+        c.failed(rid, f"additionalDirectories {shown or extra!r} listed for a session that has none")
+    elif not roots or shown is None:
+        c.skip(rid, "the listing leaves additionalDirectories out (it may)")
+    else:
+        c.check(rid, shown == roots, f"the session has roots {roots}; session/list shows {shown!r}")
+
+
+async def _reopened(
+    ctx: GroupContext, seen: _Seen, sid: str, method: str | None, left_out: str, malformed: str
+) -> None:
+    """A fresh process reopens the session with `method` without its roots (no additionalDirectories: the stored
+    ones must stay out, `left_out`: R64) and is offered malformed roots to reopen with (`malformed`: R65.1).
+    Without a way to reopen, `malformed` is judged on what `session/new` took."""
+    c = ctx.checks
+    if method is None:
+        c.skip(left_out, "neither loadSession nor sessionCapabilities.resume is advertised")
+        if seen.roots:
+            c.check(
+                malformed,
+                not seen.taken,
+                "; ".join(seen.taken) or "session/new refused each malformed additionalDirectories",
+            )
         return
     fresh = await ctx.spawn()
     with c.needs("R36"):
         await fresh.initialize()
-    reopen = {"sessionId": sid, "cwd": cwd, "mcpServers": []}
+    reopen = {"sessionId": sid, "cwd": str(ctx.config.workspace), "mcpServers": []}
     with c.needs("R66" if method == "session/load" else "R74"):
-        await fresh.call(method, reopen)  # no additionalDirectories: the stored roots must stay out
-        if listing:
-            walks.append(await list_all(fresh))
-            titles += [t for t in [_title_seen(fresh, sid, walks[-1])] if t is not None]
-    if roots:
-        with c.at("R64"):
-            info = walks[-1].info(sid) if listing else None
-            if not listing:
-                c.untested("R64", "without session/list no client can see which roots the reopened session has")
-            elif not (walks[0].info(sid) or {}).get("additionalDirectories"):
-                c.untested("R64", "session/list did not show the roots the session had, so it cannot show them back")
-            elif info is None:
-                c.untested("R64", "the reopened session is not listed (R79's business)")
-            else:
-                shown = arr(info.get("additionalDirectories"))
-                c.check(
-                    "R64",
-                    not shown,
-                    f"{method} without additionalDirectories; session/list then shows {shown or 'none'}",
-                )
-        with c.at("R65.1"):
-            taken += await _rejects(fresh, method, reopen, _BAD_ENTRIES)
-            c.check("R65.1", not taken, "; ".join(taken) or f"session/new and {method} refused every malformed entry")
-    _pages_and_titles(ctx, walks, titles, "R82", "R85")
+        await fresh.call(method, reopen)
+        if seen.listing:
+            await seen.walk(fresh, sid)
+    if not seen.roots:
+        return
+    with c.at(left_out):
+        _roots_left_out(ctx, left_out, seen, sid, method)
+    with c.at(malformed):
+        seen.taken += await _rejects(fresh, method, reopen, _BAD_ENTRIES)
+        c.check(
+            malformed,
+            not seen.taken,
+            "; ".join(seen.taken) or f"session/new and {method} refused every malformed entry",
+        )
+
+
+def _roots_left_out(ctx: GroupContext, rid: str, seen: _Seen, sid: str, method: str) -> None:
+    """R64: after a reopening without additionalDirectories, the list shows the session with none."""
+    c = ctx.checks
+    if not seen.listing:
+        c.untested(rid, "without session/list no client can see which roots the reopened session has")
+        return
+    info = seen.walks[-1].info(sid)
+    if not (seen.walks[0].info(sid) or {}).get("additionalDirectories"):
+        c.untested(rid, "session/list did not show the roots the session had, so it cannot show them back")
+    elif info is None:
+        c.untested(rid, "the reopened session is not listed (R79's business)")
+    else:
+        shown = arr(info.get("additionalDirectories"))
+        c.check(rid, not shown, f"{method} without additionalDirectories; session/list then shows {shown or 'none'}")
 
 
 def _pages_and_titles(
     ctx: GroupContext, walks: list[Listing], titles: list[tuple[bool, str]], pages_id: str, title_id: str
 ) -> None:
     """R82 and R85 over every walk through the list (none when the list is not advertised: skipped already)."""
-    c = ctx.checks
     if not walks:
         return
+    _pages(ctx, walks, pages_id)
+    _titles(ctx, titles, title_id)
+
+
+def _pages(ctx: GroupContext, walks: list[Listing], rid: str) -> None:
     if not any(len(w.pages) > 1 for w in walks):
-        c.skip(pages_id, "every listing fit on one page: no cursor to judge")
-    else:
-        empty = [w for w in walks if w.empty_tail]
-        c.check(
-            pages_id,
-            not empty,
-            "a nextCursor led to an empty last page" if empty else "each nextCursor led to more sessions",
-        )
+        ctx.checks.skip(rid, "every listing fit on one page: no cursor to judge")
+        return
+    empty = [w for w in walks if w.empty_tail]
+    ctx.checks.check(
+        rid, not empty, "a nextCursor led to an empty last page" if empty else "each nextCursor led to more sessions"
+    )
+
+
+def _titles(ctx: GroupContext, titles: list[tuple[bool, str]], rid: str) -> None:
     if not titles:
-        c.skip(title_id, "the agent set no title with session_info_update")
-    else:
-        wrong = [what for ok, what in titles if not ok]
-        c.check(title_id, not wrong, "; ".join(wrong) or titles[-1][1])
+        ctx.checks.skip(rid, "the agent set no title with session_info_update")
+        return
+    wrong = [what for ok, what in titles if not ok]
+    ctx.checks.check(rid, not wrong, "; ".join(wrong) or titles[-1][1])

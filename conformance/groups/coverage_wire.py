@@ -11,7 +11,7 @@ from ama_acp.client.errors import RpcError
 from ama_acp.client.handlers import RESOURCE_NOT_FOUND
 from ama_conformance.core.agent import Agent, AgentFailure
 from ama_conformance.core.values import arr, obj
-from ama_conformance.groups.base import GroupContext, group
+from ama_conformance.groups.base import GroupContext, group, transcript_messages
 
 # Ids no client of this suite uses for anything else: a plain string (for a session/new), and a digit-only
 # string an agent that reads ids as numbers would answer as the integer 990001 (for an error answer, so a wrong
@@ -20,17 +20,7 @@ STRING_IDS = ("acp-conformance-string-id", "990001")
 
 
 def _messages(agent: Agent, direction: str) -> list[dict[str, Any]]:
-    out = []
-    for entry in list(agent.conn.transcript):
-        if entry.direction != direction:
-            continue
-        try:
-            msg = json.loads(entry.raw)
-        except ValueError:
-            continue
-        if isinstance(msg, dict):
-            out.append(msg)
-    return out
+    return [msg for way, msg in transcript_messages(agent) if way == direction]
 
 
 def _answer_to(agent: Agent, rid: str) -> dict[str, Any] | None:
@@ -78,27 +68,30 @@ def own_cancels(agent: Agent) -> tuple[list[str], list[str]]:
     return named, problems
 
 
+async def _string_id(agent: Agent, rid: str, method: str, params: dict[str, Any]) -> tuple[bool, str]:
+    """(whether it is fine, what happened) for a request with the string id `rid`: answered under that same id."""
+    line = {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
+    await agent.conn.send_raw(json.dumps(line))
+    answered = await agent.wait_for(functools.partial(_answered, agent, rid))
+    answer = _answer_to(agent, rid)
+    if not answered or answer is None:
+        return False, f"{method} with id {rid!r} got no response"
+    if answer["id"] != rid:
+        return False, f"{method} with id {rid!r} was answered under {answer['id']!r}"
+    return True, f"{method} answered under {rid!r}"
+
+
 @group("coverage-wire", ("R11", "R30.1", "R143", "R24"))
 async def coverage_wire(ctx: GroupContext) -> None:
     c = ctx.checks
     agent, sid = await ctx.ready(permission="allow")
     with c.at("R11"):
-        bad, seen = [], []
-        for rid, method, params in (
-            (STRING_IDS[1], "_acp_conformance/string_id", {}),
-            (STRING_IDS[0], "session/new", {"cwd": str(ctx.config.workspace), "mcpServers": []}),
-        ):
-            line = {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
-            await agent.conn.send_raw(json.dumps(line))
-            answered = await agent.wait_for(functools.partial(_answered, agent, rid))
-            answer = _answer_to(agent, rid)
-            if not answered or answer is None:
-                bad.append(f"{method} with id {rid!r} got no response")
-            elif answer["id"] != rid:
-                bad.append(f"{method} with id {rid!r} was answered under {answer['id']!r}")
-            else:
-                seen.append(f"{method} answered under {rid!r}")
-        c.check("R11", not bad, "; ".join(bad or seen))
+        outcomes = [
+            await _string_id(agent, STRING_IDS[1], "_acp_conformance/string_id", {}),
+            await _string_id(agent, STRING_IDS[0], "session/new", {"cwd": str(ctx.config.workspace), "mcpServers": []}),
+        ]
+        bad = [what for ok, what in outcomes if not ok]
+        c.check("R11", not bad, "; ".join(bad or [what for _, what in outcomes]))
     # R30.1: a read of a file that is there, the likeliest turn to name a line.
     source = ctx.file("lines.txt", "first line\nsecond line\n")
     with c.needs("R103"):

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from ama_acp.client.handlers import RpcError
-from ama_conformance.core.agent import AgentFailure
+from ama_conformance.core.agent import Agent, AgentFailure
 from ama_conformance.core.outcome import describe
 from ama_conformance.core.values import arr
 from ama_conformance.groups.base import GroupContext, group
@@ -17,17 +17,24 @@ def _is_version(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 65535
 
 
+async def _observed(agent: Agent, what: str, method: str, params: dict[str, Any]) -> str:
+    """What the agent answered `method`, as an observation: an error, a result, or no answer at all."""
+    try:
+        err = await agent.error_of(method, params)
+        return f"{what}: {'error ' + str(err.code) if err else 'a result'}"
+    except Exception as exc:
+        return f"{what}: no answer ({describe(exc)})"
+
+
 @group("initialize", ("R36", "R41", "R42", "R44"))
 async def initialize(ctx: GroupContext) -> None:
     c = ctx.checks
     # Before initialize: the spec says nothing (R44), so what the agent does is recorded, not judged — no answer
     # at all included (its process may even have ended): it blocks nothing, R36 is tested on a fresh process.
     early = await ctx.spawn()
-    try:
-        err = await early.error_of("session/new", {"cwd": str(ctx.config.workspace), "mcpServers": []})
-        before = f"session/new before initialize: {'error ' + str(err.code) if err else 'a result'}"
-    except Exception as exc:
-        before = f"session/new before initialize: no answer ({describe(exc)})"
+    before = await _observed(
+        early, "session/new before initialize", "session/new", {"cwd": str(ctx.config.workspace), "mcpServers": []}
+    )
     await early.close()
     agent = await ctx.spawn()
     with c.at("R36"):
@@ -53,46 +60,55 @@ async def initialize(ctx: GroupContext) -> None:
         if terminal
         else "no terminal auth method (none asked for)",
     )
-    try:
-        again = await agent.error_of("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
-        second = f"a second initialize: {'error ' + str(again.code) if again else 'a result'}"
-    except Exception as exc:
-        second = f"a second initialize: no answer ({describe(exc)})"
+    second = await _observed(
+        agent, "a second initialize", "initialize", {"protocolVersion": 1, "clientCapabilities": {}}
+    )
     c.passed("R44", f"{before}; {second}")
+
+
+def _version_problem(asked: int, answer: Any) -> str | None:
+    """What is wrong with `answer` to an initialize that asked for version `asked`, if anything."""
+    if not _is_version(answer):
+        return f"asked {asked}, answered {answer!r}, not an integer version"
+    if asked == 1 and answer != 1:
+        return f"asked 1 (a version every v1 agent supports), answered {answer}"
+    if asked != 1 and answer not in (asked, 1):
+        return f"asked {asked}, answered {answer}: neither the version asked nor the agent's latest (1)"
+    if asked in (0, 65535) and answer == asked:
+        # 2 may one day be supported and then is rightly echoed; 0 was a pre-release and 65535 exists nowhere.
+        return f"asked {asked}, answered {asked}: an echo of a version no agent supports"
+    return None
+
+
+async def _negotiated(ctx: GroupContext, asked: int) -> tuple[str, str | None]:
+    """(what a fresh process answered an initialize asking for `asked`, the problem with it if any)."""
+    agent = await ctx.spawn()
+    try:
+        # No answer at all (silence, a dead process) is initialize's own failure, R36's; an error answer to a
+        # version the agent does not support is a failed negotiation, R37's (1 it must support: R36 again).
+        with ctx.checks.needs("R36"):
+            try:
+                answer = (await agent.initialize(asked)).get("protocolVersion")
+            except AgentFailure as exc:
+                if asked == 1 or not isinstance(exc.__cause__, RpcError):
+                    raise
+                cause = exc.__cause__
+                return f"{asked}→error", f"asked {asked}, answered {cause.code} ({cause.message}), not a result"
+    finally:
+        await agent.close()
+    return f"{asked}→{answer!r}", _version_problem(asked, answer)
 
 
 @group("versions", ("R37",))
 async def versions(ctx: GroupContext) -> None:
     """One fresh process per requested version: a v1 agent answers 1 to all of them."""
-    c = ctx.checks
     seen, bad = [], []
     for asked in (1, 0, 2, 65535):
-        agent = await ctx.spawn()
-        try:
-            # No answer at all (silence, a dead process) is initialize's own failure, R36's; an error answer to a
-            # version the agent does not support is a failed negotiation, R37's (1 it must support: R36 again).
-            with c.needs("R36"):
-                try:
-                    answer = (await agent.initialize(asked)).get("protocolVersion")
-                except AgentFailure as exc:
-                    if asked == 1 or not isinstance(exc.__cause__, RpcError):
-                        raise
-                    bad.append(f"asked {asked}, answered {exc.__cause__.code} ({exc.__cause__.message}), not a result")
-                    seen.append(f"{asked}→error")
-                    continue
-        finally:
-            await agent.close()
-        seen.append(f"{asked}→{answer!r}")
-        if not _is_version(answer):
-            bad.append(f"asked {asked}, answered {answer!r}, not an integer version")
-        elif asked == 1 and answer != 1:
-            bad.append(f"asked 1 (a version every v1 agent supports), answered {answer}")
-        elif asked != 1 and answer not in (asked, 1):
-            bad.append(f"asked {asked}, answered {answer}: neither the version asked nor the agent's latest (1)")
-        elif asked in (0, 65535) and answer == asked:
-            # 2 may one day be supported and then is rightly echoed; 0 was a pre-release and 65535 exists nowhere.
-            bad.append(f"asked {asked}, answered {asked}: an echo of a version no agent supports")
-    c.check("R37", not bad, "; ".join(bad) or ", ".join(seen))
+        what, problem = await _negotiated(ctx, asked)
+        seen.append(what)
+        if problem is not None:
+            bad.append(problem)
+    ctx.checks.check("R37", not bad, "; ".join(bad) or ", ".join(seen))
 
 
 @group("auth", ("R47", "R48", "R50"))
@@ -106,22 +122,10 @@ async def auth(ctx: GroupContext) -> None:
         for rid in ("R47", "R48"):
             c.skip(rid, "no agent-type auth method advertised")
     else:
-        method = ctx.config.auth_method or methods[0]
         with c.at("R48"):
-            if method not in methods:
-                c.untested("R48", f"--auth-method {method!r} is not among the advertised {methods}")
-            else:
-                err = await agent.error_of("authenticate", {"methodId": method})
-                if err is not None:
-                    # ACP defines only authenticate's success: an error says the sign-in needs what the suite cannot
-                    # give (a browser, a person, a key), so R48 could not be tested — never a failure.
-                    c.untested(
-                        "R48",
-                        f"authenticate {method!r} answered error {err.code}: {err.message} (a sign-in the suite "
-                        "cannot give: configure the agent, or name another method with --auth-method)",
-                    )
-                else:
-                    c.passed("R48", f"authenticate {method!r} answered {{}}")
+            signed = await ctx.sign_in(agent, methods, "R48")
+            if signed is not None:
+                _judge_sign_in(ctx, "R48", *signed)
         with c.at("R47"):
             err = await agent.error_of("authenticate", {"methodId": "acp-conformance-no-such-method"})
             c.check("R47", err is not None, "an unknown method id gets " + (f"error {err.code}" if err else "a result"))
@@ -131,6 +135,19 @@ async def auth(ctx: GroupContext) -> None:
         with c.at("R50"):
             result = await agent.call("logout", {})
             c.check("R50", not {k for k in result if k != "_meta"}, f"logout answered {result!r:.200}")
+
+
+def _judge_sign_in(ctx: GroupContext, rid: str, method: str, err: RpcError | None) -> None:
+    if err is None:
+        ctx.checks.passed(rid, f"authenticate {method!r} answered {{}}")
+        return
+    # ACP defines only authenticate's success: an error says the sign-in needs what the suite cannot give (a
+    # browser, a person, a key), so R48 could not be tested — never a failure.
+    ctx.checks.untested(
+        rid,
+        f"authenticate {method!r} answered error {err.code}: {err.message} (a sign-in the suite "
+        "cannot give: configure the agent, or name another method with --auth-method)",
+    )
 
 
 @group("sessions", ("R33", "R53", "R56", "R65"))

@@ -93,6 +93,18 @@ def _seen(ok: bool, how: str, log: Path) -> str:
     return f"the MCP server was started {how}; it got {got}" if ok else f"the MCP server was not started ({how})"
 
 
+async def _reopened_with_server(ctx: GroupContext, sid: str, method: str, rid: str, name: str) -> Agent:
+    """A fresh process reopens `sid` with `method`, naming a stdio MCP server of the suite's, which it must start
+    (`rid`)."""
+    agent = await _fresh(ctx)
+    server, log = server_spec(ctx, name)
+    with ctx.checks.at(rid):
+        await agent.call(method, {"sessionId": sid, "cwd": str(ctx.config.workspace), "mcpServers": [server]})
+        ok, how = await started(ctx, agent, sid, log)
+        ctx.checks.check(rid, ok, _seen(ok, how, log))
+    return agent
+
+
 @group("mcp-reopen", ("R69", "R75.1"))
 async def mcp_reopen(ctx: GroupContext) -> None:
     """The session is reopened in a fresh process each time, as after an editor restart: loaded (R69), then
@@ -102,23 +114,12 @@ async def mcp_reopen(ctx: GroupContext) -> None:
     if stored is None:
         return
     sid, gates = stored
-    params = {"sessionId": sid, "cwd": str(ctx.config.workspace)}
     if "loadSession" not in gates:
         c.skip("R69", "loadSession not advertised")
     else:
-        agent = await _fresh(ctx)
-        server, log = server_spec(ctx, "conformance-load")
-        with c.at("R69"):
-            await agent.call("session/load", params | {"mcpServers": [server]})
-            ok, how = await started(ctx, agent, sid, log)
-            c.check("R69", ok, _seen(ok, how, log))
-        await agent.close()
+        loaded = await _reopened_with_server(ctx, sid, "session/load", "R69", "conformance-load")
+        await loaded.close()
     if "sessionCapabilities.resume" not in gates:
         c.skip("R75.1", "sessionCapabilities.resume not advertised")
         return
-    agent = await _fresh(ctx)
-    server, log = server_spec(ctx, "conformance-resume")
-    with c.at("R75.1"):
-        await agent.call("session/resume", params | {"mcpServers": [server]})
-        ok, how = await started(ctx, agent, sid, log)
-        c.check("R75.1", ok, _seen(ok, how, log))
+    await _reopened_with_server(ctx, sid, "session/resume", "R75.1", "conformance-resume")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ama_acp.client.connection import PendingRequest
+from ama_acp.client.errors import RpcError
 from ama_conformance.core.agent import Agent, AgentFailure
 from ama_conformance.core.outcome import Checks
 from ama_conformance.groups.base import GroupContext, group
@@ -44,18 +45,43 @@ def _ended(pending: PendingRequest) -> bool:
 
 
 async def _mid_turn(
-    c: Checks, rid: str, agent: Agent, pending: PendingRequest, method: str, params: dict[str, Any]
+    c: Checks, rid: str, agent: Agent, sid: str, pending: PendingRequest, method: str, params: dict[str, Any]
 ) -> None:
     """`method` sent while the turn runs must be answered while it still runs. An agent that waits for the turn
-    runs into the request timeout (a FAIL); a turn that ends on its own meanwhile leaves it untested."""
+    runs into the request timeout (a FAIL); a turn that ends on its own meanwhile leaves it untested. The turn
+    is cancelled after."""
     if pending.done:
         c.untested(rid, "the turn ended before the change could be sent: give a longer --cancel-prompt")
-        return
-    await agent.call(method, params)
-    if _ended(pending):  # (a fresh look: the turn may have ended while the change was answered)
-        c.untested(rid, "the turn ended on its own while the change was answered: give a longer --cancel-prompt")
     else:
-        c.passed(rid, f"{method} was answered while the turn ran")
+        await agent.call(method, params)
+        if _ended(pending):  # (a fresh look: the turn may have ended while the change was answered)
+            c.untested(rid, "the turn ended on its own while the change was answered: give a longer --cancel-prompt")
+        else:
+            c.passed(rid, f"{method} was answered while the turn ran")
+    await agent.conn.cancel(sid)
+    try:
+        await agent.finish(pending)
+    except AgentFailure:
+        pass  # how a cancelled turn ends is R110's business
+
+
+def _skip_all(ctx: GroupContext, reason: str) -> None:
+    for rid in ctx.own:
+        ctx.checks.skip(rid, reason)
+
+
+def _error_or(err: RpcError | None, otherwise: str) -> str:
+    """How the agent answered a request that should fail: its error code, or `otherwise`."""
+    return f"error {err.code}" if err else otherwise
+
+
+def _entries(listed: Any) -> list[dict[str, Any]]:
+    """The objects in a list the agent sent (iterated as it came: R4 reports one of the wrong type)."""
+    return [o for o in listed or [] if isinstance(o, dict)]
+
+
+def _mode_ids(state: Any) -> list[Any]:
+    return [m.get("id") for m in _entries((state or {}).get("availableModes"))]
 
 
 @group("modes", ("R91", "R91.1", "R92", "R127"))
@@ -63,10 +89,9 @@ async def modes(ctx: GroupContext) -> None:
     c = ctx.checks
     agent, sid, result = await ctx.opened()
     state = result.get("modes")
-    available = [m.get("id") for m in (state or {}).get("availableModes") or [] if isinstance(m, dict)]
+    available = _mode_ids(state)
     if not isinstance(state, dict) or not available:
-        for rid in ctx.own:
-            c.skip(rid, "session/new returned no modes")
+        _skip_all(ctx, "session/new returned no modes")
         return
     current = state.get("currentModeId")
     with c.at("R91"):
@@ -75,23 +100,39 @@ async def modes(ctx: GroupContext) -> None:
         c.passed("R91", f"set_mode to each of {available}")
     with c.at("R91.1"):
         err = await agent.error_of("session/set_mode", {"sessionId": sid, "modeId": "acp-conformance-no-such-mode"})
-        c.check("R91.1", err is not None, "an unknown mode got " + (f"error {err.code}" if err else "{}"))
+        c.check("R91.1", err is not None, "an unknown mode got " + _error_or(err, "{}"))
     pending = await running_turn(ctx, agent, sid)
     with c.at("R92"):
         other = next((m for m in available if m != current), current)
-        await _mid_turn(c, "R92", agent, pending, "session/set_mode", {"sessionId": sid, "modeId": other})
-        await agent.conn.cancel(sid)
-        try:
-            await agent.finish(pending)
-        except AgentFailure:
-            pass  # how a cancelled turn ends is R110's business
+        await _mid_turn(c, "R92", agent, sid, pending, "session/set_mode", {"sessionId": sid, "modeId": other})
         await agent.call("session/set_mode", {"sessionId": sid, "modeId": current})
+    _modes_named(c, "R127", agent, sid, available)
+
+
+def _modes_named(c: Checks, rid: str, agent: Agent, sid: str, available: list[Any]) -> None:
+    """R127: every current_mode_update names an advertised mode."""
     named = [u.get("currentModeId") for u in agent.conn.updates_for(sid, "current_mode_update")]
     bad = [m for m in named if m not in available]
     if named:
-        c.check("R127", not bad, f"current_mode_update named {named[:6]}" + (f"; not advertised: {bad}" if bad else ""))
+        c.check(rid, not bad, f"current_mode_update named {named[:6]}" + (f"; not advertised: {bad}" if bad else ""))
     else:
-        c.skip("R127", "the agent sent no current_mode_update")
+        c.skip(rid, "the agent sent no current_mode_update")
+
+
+def _set_answer_complete(
+    c: Checks, rid: str, options: list[Any], option: dict[str, Any], value: str, answer: Any
+) -> None:
+    """R94: the answer to a set_config_option lists every option, the one set with its new value."""
+    ids = [o.get("id") for o in _entries(options)]
+    after = answer.get("configOptions")
+    listed = _entries(after)
+    after_ids = [o.get("id") for o in listed]
+    now = next((o.get("currentValue") for o in listed if o.get("id") == option["id"]), None)
+    c.check(
+        rid,
+        isinstance(after, list) and set(ids) <= set(after_ids) and now == value,
+        f"set {option['id']}={value!r}: the answer lists {after_ids} with {option['id']}={now!r}",
+    )
 
 
 @group("config", ("R94", "R97", "R97.1"))
@@ -100,43 +141,25 @@ async def config(ctx: GroupContext) -> None:
     agent, sid, result = await ctx.opened()
     options = result.get("configOptions")
     if not isinstance(options, list) or not options:
-        for rid in ctx.own:
-            c.skip(rid, "session/new returned no configOptions")
+        _skip_all(ctx, "session/new returned no configOptions")
         return
     pick = switchable(options, prefer="mode")
     if pick is None:
-        for rid in ctx.own:
-            c.skip(rid, "no select option has a second value to switch to")
+        _skip_all(ctx, "no select option has a second value to switch to")
         return
     option, value = pick
-    ids = [o.get("id") for o in options if isinstance(o, dict)]
     with c.at("R94"):
         answer = await agent.call(
             "session/set_config_option", {"sessionId": sid, "configId": option["id"], "value": value}
         )
-        after = answer.get("configOptions")
-        after_ids = [o.get("id") for o in after or [] if isinstance(o, dict)]
-        now = next(
-            (o.get("currentValue") for o in after or [] if isinstance(o, dict) and o.get("id") == option["id"]), None
-        )
-        c.check(
-            "R94",
-            isinstance(after, list) and set(ids) <= set(after_ids) and now == value,
-            f"set {option['id']}={value!r}: the answer lists {after_ids} with {option['id']}={now!r}",
-        )
+        _set_answer_complete(c, "R94", options, option, value, answer)
     with c.at("R97"):
         err = await agent.error_of(
             "session/set_config_option",
             {"sessionId": sid, "configId": option["id"], "value": "acp-conformance-no-such-value"},
         )
-        c.check("R97", err is not None, "a value not offered got " + (f"error {err.code}" if err else "a result"))
+        c.check("R97", err is not None, "a value not offered got " + _error_or(err, "a result"))
     pending = await running_turn(ctx, agent, sid)
     with c.at("R97.1"):
-        back = option.get("currentValue")
-        params = {"sessionId": sid, "configId": option["id"], "value": back}
-        await _mid_turn(c, "R97.1", agent, pending, "session/set_config_option", params)
-        await agent.conn.cancel(sid)
-        try:
-            await agent.finish(pending)
-        except AgentFailure:
-            pass  # how a cancelled turn ends is R110's business
+        params = {"sessionId": sid, "configId": option["id"], "value": option.get("currentValue")}
+        await _mid_turn(c, "R97.1", agent, sid, pending, "session/set_config_option", params)

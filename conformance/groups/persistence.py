@@ -9,8 +9,9 @@ from __future__ import annotations
 import time
 
 from ama_conformance.core.agent import TURN_KINDS, Agent
-from ama_conformance.core.values import arr
+from ama_conformance.core.outcome import Checks
 from ama_conformance.groups.base import GroupContext, group
+from ama_conformance.groups.coverage_listing import list_all
 from ama_conformance.groups.turns import raced, running_turn, settle
 
 
@@ -36,6 +37,19 @@ async def _stored_session(ctx: GroupContext, gate: str, marker: str) -> tuple[Ag
     return fresh, sid
 
 
+async def _reopened(ctx: GroupContext, gate: str, marker: str, method: str, rid: str) -> tuple[Agent, str, int] | None:
+    """The stored session (`_stored_session`) opened again with `method` in the fresh process, the step `rid`
+    judges: the agent, the session and the mark from before the request. None when `gate` is not advertised."""
+    stored = await _stored_session(ctx, gate, marker)
+    if stored is None:
+        return None
+    agent, sid = stored
+    with ctx.checks.at(rid):
+        mark = agent.mark()
+        await agent.call(method, {"sessionId": sid, "cwd": str(ctx.config.workspace), "mcpServers": []})
+    return agent, sid, mark
+
+
 _USAGE = frozenset({"usage_update"})
 METER_WAIT = 5.0  # seconds a metered agent has to send its usage after a load or resume
 
@@ -59,13 +73,11 @@ async def _meter_restored(ctx: GroupContext, agent: Agent, sid: str, mark: int, 
 @group("load", ("R66", "R67", "R70", "R71", "R72", "R56"))
 async def load(ctx: GroupContext) -> None:
     c = ctx.checks
-    stored = await _stored_session(ctx, "loadSession", "replayed-marker-5d1e")
-    if stored is None:
+    reopened = await _reopened(ctx, "loadSession", "replayed-marker-5d1e", "session/load", "R66")
+    if reopened is None:
         return
-    agent, sid = stored
+    agent, sid, mark = reopened
     with c.at("R66"):
-        mark = agent.mark()
-        await agent.call("session/load", {"sessionId": sid, "cwd": str(ctx.config.workspace), "mcpServers": []})
         replay = agent.updates_since(mark, sid, TURN_KINDS)
         kinds = [u.get("sessionUpdate") for u in replay]
         first_user = kinds.index("user_message_chunk") if "user_message_chunk" in kinds else -1
@@ -108,13 +120,11 @@ async def load(ctx: GroupContext) -> None:
 @group("resume", ("R74", "R75", "R77"))
 async def resume(ctx: GroupContext) -> None:
     c = ctx.checks
-    stored = await _stored_session(ctx, "sessionCapabilities.resume", "resumed-marker-2b7c")
-    if stored is None:
+    reopened = await _reopened(ctx, "sessionCapabilities.resume", "resumed-marker-2b7c", "session/resume", "R74")
+    if reopened is None:
         return
-    agent, sid = stored
+    agent, sid, mark = reopened
     with c.at("R74"):
-        mark = agent.mark()
-        await agent.call("session/resume", {"sessionId": sid, "cwd": str(ctx.config.workspace), "mcpServers": []})
         await agent.barrier()
         history = agent.updates_since(mark, sid, TURN_KINDS)
         c.check(
@@ -136,7 +146,6 @@ async def list_delete(ctx: GroupContext) -> None:
     with c.needs("R36"):
         await agent.initialize()
     listing = agent.advertised("sessionCapabilities.list")
-    deleting = agent.advertised("sessionCapabilities.delete")
     if not listing:
         for rid in ("R79", "R80", "R81", "R83", "R86"):
             c.skip(rid, "sessionCapabilities.list not advertised")
@@ -144,45 +153,9 @@ async def list_delete(ctx: GroupContext) -> None:
         sid, _ = await agent.new_session()
     with c.needs("R103"):
         await agent.prompt(sid, ctx.ask("reply", "a session to list"))
-
-    async def all_ids(**filters: str) -> list[str]:
-        ids: list[str] = []
-        cursor = None
-        for _ in range(100):  # pages; a cursor loop that never ends is cut off
-            params = dict(filters) | ({"cursor": cursor} if cursor else {})
-            page = await agent.call("session/list", params)
-            sessions = page.get("sessions")
-            ids += [str(s.get("sessionId")) for s in arr(sessions) if isinstance(s, dict)]
-            cursor = page.get("nextCursor")
-            if not isinstance(cursor, str):
-                break
-        return ids
-
     if listing:
-        with c.at("R79"):
-            ids = await all_ids()
-            c.check(
-                "R79",
-                sid in ids,
-                f"{len(ids)} session(s) listed, this run's {'among them' if sid in ids else 'missing'}",
-            )
-        with c.at("R80"):
-            empty = ctx.config.scratch / "no-sessions-here"
-            empty.mkdir(exist_ok=True)
-            page = await agent.call("session/list", {"cwd": str(empty)})
-            c.check(
-                "R80",
-                page.get("sessions") == [],
-                f"a filter matching nothing answered sessions={page.get('sessions')!r:.100}",
-            )
-        with c.at("R81"):
-            page = await agent.call("session/list", {"cwd": str(ctx.config.workspace)})
-            cwds = {s.get("cwd") for s in page.get("sessions") or [] if isinstance(s, dict)}
-            c.check("R81", cwds <= {str(ctx.config.workspace)}, f"cwds under the filter: {sorted(map(str, cwds))[:3]}")
-        with c.at("R83"):
-            err = await agent.error_of("session/list", {"cursor": "acp-conformance-never-issued"})
-            c.check("R83", err is not None, "an unknown cursor got " + (f"error {err.code}" if err else "a page"))
-    if not deleting:
+        await _listed(ctx, agent, sid, found="R79", empty="R80", filtered="R81", cursor="R83")
+    if not agent.advertised("sessionCapabilities.delete"):
         for rid in ("R86", "R87"):
             if not c.reported(rid):
                 c.skip(rid, "sessionCapabilities.delete not advertised")
@@ -193,12 +166,41 @@ async def list_delete(ctx: GroupContext) -> None:
     with c.at("R86"):
         await agent.call("session/delete", {"sessionId": sid})
         if listing:
-            ids = await all_ids()
+            ids = (await list_all(agent)).ids()
             c.check(
                 "R86",
                 sid not in ids,
                 "the deleted session is " + ("still listed" if sid in ids else "gone from the list"),
             )
+
+
+async def _listed(
+    ctx: GroupContext, agent: Agent, sid: str, *, found: str, empty: str, filtered: str, cursor: str
+) -> None:
+    """The session is listed (`found`); a filter that matches nothing lists nothing (`empty`), one by the
+    workspace only its sessions (`filtered`); a cursor never issued is refused (`cursor`)."""
+    c = ctx.checks
+    with c.at(found):
+        ids = (await list_all(agent)).ids()
+        c.check(
+            found, sid in ids, f"{len(ids)} session(s) listed, this run's {'among them' if sid in ids else 'missing'}"
+        )
+    with c.at(empty):
+        nowhere = ctx.config.scratch / "no-sessions-here"
+        nowhere.mkdir(exist_ok=True)
+        page = await agent.call("session/list", {"cwd": str(nowhere)})
+        c.check(
+            empty,
+            page.get("sessions") == [],
+            f"a filter matching nothing answered sessions={page.get('sessions')!r:.100}",
+        )
+    with c.at(filtered):
+        page = await agent.call("session/list", {"cwd": str(ctx.config.workspace)})
+        cwds = {s.get("cwd") for s in page.get("sessions") or [] if isinstance(s, dict)}
+        c.check(filtered, cwds <= {str(ctx.config.workspace)}, f"cwds under the filter: {sorted(map(str, cwds))[:3]}")
+    with c.at(cursor):
+        err = await agent.error_of("session/list", {"cursor": "acp-conformance-never-issued"})
+        c.check(cursor, err is not None, "an unknown cursor got " + (f"error {err.code}" if err else "a page"))
 
 
 @group("close", ("R88", "R89"))
@@ -225,22 +227,27 @@ async def close(ctx: GroupContext) -> None:
             stop = (await agent.finish(pending)).get("stopReason")
         except Exception as exc:  # the prompt's own answer is what R88 judges
             error = str(exc)
-        when = "before" if answered else "after"
-        if error is not None:  # never an allowed outcome, however soon after the close it came
-            c.failed("R88", f"the running prompt answered an error ({error}), {when} the close response")
-        elif stop == "cancelled":
-            # The spec asks for `cancelled`; in what order the two responses go out, it does not say.
-            c.passed("R88", f"the running prompt ended 'cancelled', {when} the close response")
-        elif answered and raced(sent, stop):
-            c.untested(
-                "R88",
-                f"the running prompt ended {stop!r} as the close arrived, already on its way (give a longer --cancel-prompt)",
-            )
-        else:
-            c.failed("R88", f"the running prompt ended {stop!r}, not 'cancelled', {when} the close response")
+        _judge_close(c, "R88", sent, answered, stop, error)
         await settle(agent)  # late chunks of the closed session's turn: R105
     c.check(
         "R89",
         isinstance(closed, dict) and not {k for k in closed if k != "_meta"},
         f"session/close answered {closed!r:.100}",
     )
+
+
+def _judge_close(c: Checks, rid: str, sent: float, answered: bool, stop: object, error: str | None) -> None:
+    """R88: the prompt a session/close interrupted ended `cancelled` (`answered`: before the close's response)."""
+    when = "before" if answered else "after"
+    if error is not None:  # never an allowed outcome, however soon after the close it came
+        c.failed(rid, f"the running prompt answered an error ({error}), {when} the close response")
+    elif stop == "cancelled":
+        # The spec asks for `cancelled`; in what order the two responses go out, it does not say.
+        c.passed(rid, f"the running prompt ended 'cancelled', {when} the close response")
+    elif answered and raced(sent, stop):
+        c.untested(
+            rid,
+            f"the running prompt ended {stop!r} as the close arrived, already on its way (give a longer --cancel-prompt)",
+        )
+    else:
+        c.failed(rid, f"the running prompt ended {stop!r}, not 'cancelled', {when} the close response")

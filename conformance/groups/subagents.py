@@ -91,6 +91,15 @@ class Children:
     def knows(self, sid: str) -> bool:
         return sid in self.known or sid in self.announced
 
+    def running(self) -> list[str]:
+        """The children announced `running` at some point."""
+        return [child for child, states in self.states.items() if any(s == "running" for _, s in states)]
+
+    def still_running(self, child: str) -> bool:
+        """Whether `child`'s last state before the parent's prompt response was `running`."""
+        before = [s for at, s in self.states[child] if at < (self.answered or 0)]
+        return before[-1:] == ["running"]
+
 
 @group("subagents", ("R116.1", "R115.1", "R123.1"))
 async def subagents(ctx: GroupContext) -> None:
@@ -100,14 +109,7 @@ async def subagents(ctx: GroupContext) -> None:
     with c.needs("R103"):
         await agent.prompt(sid, _ask(PLAIN_MARK))
     with c.at("R116.1"):
-        sent = [p for p in agent.conn.updates if obj(p.get("update")).get("sessionUpdate") == "subagent_update"]
-        ran = _child_ran(ctx, PLAIN_MARK)
-        if sent:
-            c.failed("R116.1", f"{len(sent)} subagent_update(s) to a client without the capability: {sent[0]!r:.300}")
-        elif ran:
-            c.passed("R116.1", "the agent delegated and announced no child to a client that did not opt in")
-        else:
-            c.skip("R116.1", NO_SIGN if ran is None else NOT_DELEGATED)
+        _none_unasked(ctx, "R116.1", agent)
 
     # A client that advertises `subagents: {}` (unstable), otherwise the same.
     opted = await ctx.spawn()
@@ -120,34 +122,59 @@ async def subagents(ctx: GroupContext) -> None:
         await opted.prompt(parent, _ask(OPTED_MARK))
     seen = Children({parent}).read(opted, parent)
     with c.at("R115.1"):
-        late = {child: at for child, at in seen.early.items() if child in seen.announced}
-        if late:
-            child, at = next(iter(late.items()))
-            c.failed(
-                "R115.1",
-                f"an update for child {child!r} came before the subagent_update announcing it "
-                f"(message {at + 1} of the transcript; announced at message {seen.announced[child] + 1})",
-            )
-        elif seen.announced:
-            c.passed("R115.1", f"{len(seen.announced)} child session(s), each announced before its first update")
-        else:
-            ran = _child_ran(ctx, OPTED_MARK)
-            why = "the agent delegated but announced no child" if ran else NO_SIGN if ran is None else NOT_DELEGATED
-            c.skip("R115.1", why)
+        _announced_first(ctx, "R115.1", seen)
     with c.at("R123.1"):
-        running = [child for child, states in seen.states.items() if any(s == "running" for _, s in states)]
-        if not running or seen.answered is None:
-            c.skip("R123.1", "no child was announced running")
-        else:
-            left = [
-                child
-                for child in running
-                if [s for at, s in seen.states[child] if at < (seen.answered or 0)][-1:] == ["running"]
-            ]
-            c.check(
-                "R123.1",
-                not left,
-                f"still running when the parent's prompt was answered: {left}"
-                if left
-                else f"{len(running)} child(ren) given a final state before the parent's prompt response",
-            )
+        _ended_in_time(ctx, "R123.1", seen)
+
+
+def _none_unasked(ctx: GroupContext, rid: str, agent: Agent) -> None:
+    """R116.1: no subagent_update to a client that did not advertise `subagents`."""
+    c = ctx.checks
+    sent = [p for p in agent.conn.updates if obj(p.get("update")).get("sessionUpdate") == "subagent_update"]
+    ran = _child_ran(ctx, PLAIN_MARK)
+    if sent:
+        c.failed(rid, f"{len(sent)} subagent_update(s) to a client without the capability: {sent[0]!r:.300}")
+    elif ran:
+        c.passed(rid, "the agent delegated and announced no child to a client that did not opt in")
+    else:
+        c.skip(rid, NO_SIGN if ran is None else NOT_DELEGATED)
+
+
+def _announced_first(ctx: GroupContext, rid: str, seen: Children) -> None:
+    """R115.1: each child announced before any update under its id."""
+    c = ctx.checks
+    late = {child: at for child, at in seen.early.items() if child in seen.announced}
+    if late:
+        child, at = next(iter(late.items()))
+        c.failed(
+            rid,
+            f"an update for child {child!r} came before the subagent_update announcing it "
+            f"(message {at + 1} of the transcript; announced at message {seen.announced[child] + 1})",
+        )
+    elif seen.announced:
+        c.passed(rid, f"{len(seen.announced)} child session(s), each announced before its first update")
+    else:
+        c.skip(rid, _why_no_child(ctx))
+
+
+def _why_no_child(ctx: GroupContext) -> str:
+    ran = _child_ran(ctx, OPTED_MARK)
+    if ran is None:
+        return NO_SIGN
+    return "the agent delegated but announced no child" if ran else NOT_DELEGATED
+
+
+def _ended_in_time(ctx: GroupContext, rid: str, seen: Children) -> None:
+    """R123.1: a child announced running is given a final state before the parent's prompt response."""
+    running = seen.running()
+    if not running or seen.answered is None:
+        ctx.checks.skip(rid, "no child was announced running")
+        return
+    left = [child for child in running if seen.still_running(child)]
+    ctx.checks.check(
+        rid,
+        not left,
+        f"still running when the parent's prompt was answered: {left}"
+        if left
+        else f"{len(running)} child(ren) given a final state before the parent's prompt response",
+    )

@@ -36,6 +36,22 @@ def _reads(agent: Agent) -> list[str]:
     ]
 
 
+def _resolved_in_session(ctx: GroupContext, rid: str, agent: Agent, sid: str, name: str) -> None:
+    """R54: which marker the agent (or its model) got says which directory it resolved `name` against."""
+    reads = _reads(agent)
+    seen = _agent_text(agent, sid) + (json.dumps(ctx.model.bodies()) if ctx.model else "")
+    right = str(ctx.config.workspace / name) in reads or "marker-session-cwd-7f3a" in seen
+    wrong = str(ctx.config.cwd / name) in reads or "marker-process-cwd-91cc" in seen
+    if right or wrong:
+        ctx.checks.check(
+            rid,
+            right and not wrong,
+            f"a relative path read from the {'session' if right else 'process'} directory; fs reads: {reads}",
+        )
+    else:
+        ctx.checks.untested(rid, "the agent read neither file (its model called no read tool; run with --model-env)")
+
+
 @group("tools", ("R54", "R102", "R136.1"))
 async def tools(ctx: GroupContext) -> None:
     """The client offers fs and terminals and allows what the agent asks; then rejects one write."""
@@ -50,18 +66,7 @@ async def tools(ctx: GroupContext) -> None:
         with c.needs("R103"):
             await agent.prompt(sid, ctx.ask("read", name))
         with c.at("R54"):
-            reads = _reads(agent)
-            seen = _agent_text(agent, sid) + (json.dumps(ctx.model.bodies()) if ctx.model else "")
-            right = str(ctx.config.workspace / name) in reads or "marker-session-cwd-7f3a" in seen
-            wrong = str(ctx.config.cwd / name) in reads or "marker-process-cwd-91cc" in seen
-            if right or wrong:
-                c.check(
-                    "R54",
-                    right and not wrong,
-                    f"a relative path read from the {'session' if right else 'process'} directory; fs reads: {reads}",
-                )
-            else:
-                c.untested("R54", "the agent read neither file (its model called no read tool; run with --model-env)")
+            _resolved_in_session(ctx, "R54", agent, sid, name)
     finally:
         (ctx.config.cwd / name).unlink(missing_ok=True)
     with c.at("R102"):

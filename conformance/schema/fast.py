@@ -30,6 +30,7 @@ Check = Callable[[Any], bool]
 # Of the keywords the validator class implements, those this module does not compile send their node there too;
 # keywords the class does not implement (annotations, `x-…`) are ignored, as jsonschema ignores them.
 _IDENTIFIERS = frozenset({"$id", "$anchor", "$dynamicAnchor", "$recursiveAnchor", "$recursiveRef"})
+_OBJECT_KEYWORDS = frozenset({"properties", "required", "additionalProperties"})  # compiled together by `_object`
 
 
 def _always(instance: object) -> bool:
@@ -172,71 +173,41 @@ class FastChecker:
             return None
         if node is False:
             return _never
-        if not isinstance(node, dict) or any(k in node for k in _IDENTIFIERS):
+        if not isinstance(node, dict) or not _IDENTIFIERS.isdisjoint(node):
             raise _Unsupported(pointer)
-        checks: list[Check] = []
-        handled = {"properties", "required", "additionalProperties"}
-        for key, value in node.items():
-            if key not in self._keywords or key in handled:
-                continue
-            at = f"{pointer}/{_escape(key)}"
-            check = self._keyword(key, value, node, at)
-            if check is not None:
-                checks.append(check)
-        if any(k in node for k in handled):
+        checks = self._keyword_checks(node, pointer)
+        if not _OBJECT_KEYWORDS.isdisjoint(node):
             checks.append(self._object(node, pointer))
         return _all(checks)
 
+    def _keyword_checks(self, node: dict[str, Any], pointer: str) -> list[Check]:
+        """The checks of the keywords of ``node`` that are not about an object's members (``_object`` does those)."""
+        checks: list[Check] = []
+        for key, value in node.items():
+            if key not in self._keywords or key in _OBJECT_KEYWORDS:
+                continue
+            check = self._keyword(key, value, node, f"{pointer}/{_escape(key)}")
+            if check is not None:
+                checks.append(check)
+        return checks
+
     def _keyword(self, key: str, value: Any, node: Mapping[str, Any], at: str) -> Check | None:
-        if key == "$ref":
-            if not isinstance(value, str) or not value.startswith("#") or "%" in value:
-                raise _Unsupported(at)
-            return self._ref(value[1:])
-        if key == "type":
-            return self._type(value, at)
-        if key == "const":
-            return self._const(value)
-        if key == "enum":
-            return self._enum(value, at)
-        if key in ("allOf", "anyOf", "oneOf"):
-            return self._combinator(key, value, at)
-        if key == "not":
-            inner = self._sub(value, at)
-            if inner is None:
-                return _never
-            return lambda x: not inner(x)
-        if key == "items":
-            if "prefixItems" in node:
-                raise _Unsupported(at)
-            item = self._sub(value, at)
-            if item is None:
-                return None
-
-            def each(x: Any) -> bool:
-                if isinstance(x, list):
-                    for i in x:
-                        if not item(i):
-                            return False
-                return True
-
-            return each
-        if key == "format":
-            if not isinstance(value, str) or value not in self._formats:
-                return None  # a format the checker does not know is not checked by jsonschema either
-            return self._formats[value]
-        if key in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
-            return self._bound(key, value, at)
-        if key in ("minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties"):
-            return self._size(key, value, at)
-        if key in ("unevaluatedProperties", "unevaluatedItems", "uniqueItems"):
-            if value is True or (key == "uniqueItems" and value is False):
-                return None  # unevaluated members checked against `true`: always valid
-            raise _Unsupported(at)
+        compile_keyword = _KEYWORDS.get(key)
+        if compile_keyword is not None:
+            return compile_keyword(self, key, value, node, at)
         if key == self._tagged:
             return self._tagged_union(value, at)
         raise _Unsupported(at)
 
-    def _type(self, value: Any, at: str) -> Check:
+    # Each compiles one keyword: (its name, its value, the node holding it, its pointer) -> its check, None when
+    # it accepts everything; ``_KEYWORDS`` below maps each keyword to one of them.
+
+    def _ref_keyword(self, key: str, value: Any, node: Mapping[str, Any], at: str) -> Check | None:
+        if not isinstance(value, str) or not value.startswith("#") or "%" in value:
+            raise _Unsupported(at)
+        return self._ref(value[1:])
+
+    def _type(self, key: str, value: Any, node: Mapping[str, Any], at: str) -> Check:
         names = [value] if isinstance(value, str) else value
         if not isinstance(names, list) or not all(isinstance(n, str) and n in _TYPES for n in names):
             raise _Unsupported(at)
@@ -245,13 +216,13 @@ class FastChecker:
             return preds[0]
         return lambda x: any(p(x) for p in preds)
 
-    def _const(self, value: Any) -> Check:
+    def _const(self, key: str, value: Any, node: Mapping[str, Any], at: str) -> Check:
         if isinstance(value, str):
             return lambda x: x == value  # jsonschema's equal() with a string on one side
         equal = self._equal
         return lambda x: equal(x, value)
 
-    def _enum(self, value: Any, at: str) -> Check:
+    def _enum(self, key: str, value: Any, node: Mapping[str, Any], at: str) -> Check:
         if not isinstance(value, list):
             raise _Unsupported(at)
         equal = self._equal
@@ -263,17 +234,24 @@ class FastChecker:
             return lambda x: x in strings if type(x) is str else any(equal(m, x) for m in members)
         return lambda x: any(equal(m, x) for m in members)
 
-    def _combinator(self, key: str, value: Any, at: str) -> Check | None:
+    def _branches(self, value: Any, at: str) -> list[Check | None]:
+        """The compiled branches of an ``allOf`` / ``anyOf`` / ``oneOf``."""
         if not isinstance(value, list) or not value:
             raise _Unsupported(at)
-        subs = [self._sub(v, f"{at}/{i}") for i, v in enumerate(value)]
-        if key == "allOf":
-            return _all([s for s in subs if s is not None])
+        return [self._sub(v, f"{at}/{i}") for i, v in enumerate(value)]
+
+    def _all_of(self, key: str, value: Any, node: Mapping[str, Any], at: str) -> Check | None:
+        return _all([s for s in self._branches(value, at) if s is not None])
+
+    def _any_of(self, key: str, value: Any, node: Mapping[str, Any], at: str) -> Check | None:
+        subs = self._branches(value, at)
+        if any(s is None for s in subs):
+            return None
         branches = tuple(s or _always for s in subs)
-        if key == "anyOf":
-            if any(s is None for s in subs):
-                return None
-            return lambda x: any(b(x) for b in branches)
+        return lambda x: any(b(x) for b in branches)
+
+    def _one_of(self, key: str, value: Any, node: Mapping[str, Any], at: str) -> Check:
+        branches = tuple(s or _always for s in self._branches(value, at))
 
         def one_of(x: Any) -> bool:
             found = False
@@ -286,7 +264,34 @@ class FastChecker:
 
         return one_of
 
-    def _bound(self, key: str, value: Any, at: str) -> Check:
+    def _not(self, key: str, value: Any, node: Mapping[str, Any], at: str) -> Check:
+        inner = self._sub(value, at)
+        if inner is None:
+            return _never
+        return lambda x: not inner(x)
+
+    def _items(self, key: str, value: Any, node: Mapping[str, Any], at: str) -> Check | None:
+        if "prefixItems" in node:
+            raise _Unsupported(at)
+        item = self._sub(value, at)
+        if item is None:
+            return None
+
+        def each(x: Any) -> bool:
+            if isinstance(x, list):
+                for i in x:
+                    if not item(i):
+                        return False
+            return True
+
+        return each
+
+    def _format(self, key: str, value: Any, node: Mapping[str, Any], at: str) -> Check | None:
+        if not isinstance(value, str) or value not in self._formats:
+            return None  # a format the checker does not know is not checked by jsonschema either
+        return self._formats[value]
+
+    def _bound(self, key: str, value: Any, node: Mapping[str, Any], at: str) -> Check:
         if not _is_number(value):
             raise _Unsupported(at)
         if key == "minimum":
@@ -297,13 +302,19 @@ class FastChecker:
             return lambda x: not _is_number(x) or not x <= value
         return lambda x: not _is_number(x) or not x >= value
 
-    def _size(self, key: str, value: Any, at: str) -> Check:
+    def _size(self, key: str, value: Any, node: Mapping[str, Any], at: str) -> Check:
         if not _is_integer(value):
             raise _Unsupported(at)
         kind = _SIZED[key[3:]]
         if key.startswith("min"):
             return lambda x: not isinstance(x, kind) or len(x) >= value
         return lambda x: not isinstance(x, kind) or len(x) <= value
+
+    def _accepting(self, key: str, value: Any, node: Mapping[str, Any], at: str) -> None:
+        """``unevaluated*: true`` and ``uniqueItems: false``: nothing to check. Any other value: jsonschema's."""
+        if value is True or (key == "uniqueItems" and value is False):
+            return None  # unevaluated members checked against `true`: always valid
+        raise _Unsupported(at)
 
     def _object(self, node: Mapping[str, Any], pointer: str) -> Check:
         """``properties``, ``required`` and ``additionalProperties`` of one node, in one pass over the members."""
@@ -316,52 +327,19 @@ class FastChecker:
         props: dict[str, Check | None] = {
             name: self._sub(sub, f"{pointer}/properties/{_escape(name)}") for name, sub in props_node.items()
         }
-        names = tuple(required)
-        if "additionalProperties" in node:
-            extra_node = node["additionalProperties"]
-            if isinstance(extra_node, dict):
-                extra: Check | None = self._sub(extra_node, f"{pointer}/additionalProperties")
-            elif not extra_node:  # jsonschema: `not aP` (false) rejects any extra member
-                extra = _never
-            else:
-                extra = None
-        else:
-            extra = None
-        typed = {k: c for k, c in props.items() if c is not None}
-
+        extra = self._additional(node, pointer)
         if extra is None:
-            if not typed:
-                return lambda x: not isinstance(x, dict) or all(n in x for n in names)
+            return _open_object(tuple(required), {k: c for k, c in props.items() if c is not None})
+        return _closed_object(tuple(required), {k: c or _always for k, c in props.items()}, extra)
 
-            def open_object(x: Any) -> bool:
-                if not isinstance(x, dict):
-                    return True
-                for n in names:
-                    if n not in x:
-                        return False
-                for k, v in x.items():
-                    c = typed.get(k)
-                    if c is not None and not c(v):
-                        return False
-                return True
-
-            return open_object
-
-        other: Check = extra
-        checks: dict[str, Check] = {k: c or _always for k, c in props.items()}
-
-        def closed_object(x: Any) -> bool:
-            if not isinstance(x, dict):
-                return True
-            for n in names:
-                if n not in x:
-                    return False
-            for k, v in x.items():
-                if not checks.get(k, other)(v):
-                    return False
-            return True
-
-        return closed_object
+    def _additional(self, node: Mapping[str, Any], pointer: str) -> Check | None:
+        """The check of the members ``properties`` does not name (None: any is valid)."""
+        extra_node = node.get("additionalProperties", True)
+        if isinstance(extra_node, dict):
+            return self._sub(extra_node, f"{pointer}/additionalProperties")
+        if not extra_node:  # jsonschema: `not aP` (false) rejects any extra member
+            return _never
+        return None
 
     def _tagged_union(self, spec: Any, at: str) -> Check | None:
         if (
@@ -384,6 +362,66 @@ class FastChecker:
             return branch is None or branch(x)  # a missing / unknown tag: `required` / `enum` beside it
 
         return dispatch
+
+
+def _open_object(names: tuple[str, ...], typed: dict[str, Check]) -> Check:
+    """An object whose required members are ``names`` and whose members named in ``typed`` pass their check; any
+    other member is valid. (``_closed_object`` with ``_always`` would do the same, a call per unchecked member
+    slower: this loop is the fast path's hottest.)"""
+    if not typed:
+        return lambda x: not isinstance(x, dict) or all(n in x for n in names)
+
+    def open_object(x: Any) -> bool:
+        if not isinstance(x, dict):
+            return True
+        for n in names:
+            if n not in x:
+                return False
+        for k, v in x.items():
+            c = typed.get(k)
+            if c is not None and not c(v):
+                return False
+        return True
+
+    return open_object
+
+
+def _closed_object(names: tuple[str, ...], checks: dict[str, Check], other: Check) -> Check:
+    """An object whose required members are ``names``, each member passing its check in ``checks`` or, for a name
+    it does not hold, ``other``."""
+
+    def closed_object(x: Any) -> bool:
+        if not isinstance(x, dict):
+            return True
+        for n in names:
+            if n not in x:
+                return False
+        for k, v in x.items():
+            if not checks.get(k, other)(v):
+                return False
+        return True
+
+    return closed_object
+
+
+_KeywordCompiler = Callable[[FastChecker, str, Any, Mapping[str, Any], str], Check | None]
+_KEYWORDS: dict[str, _KeywordCompiler] = {
+    "$ref": FastChecker._ref_keyword,
+    "type": FastChecker._type,
+    "const": FastChecker._const,
+    "enum": FastChecker._enum,
+    "allOf": FastChecker._all_of,
+    "anyOf": FastChecker._any_of,
+    "oneOf": FastChecker._one_of,
+    "not": FastChecker._not,
+    "items": FastChecker._items,
+    "format": FastChecker._format,
+    **dict.fromkeys(("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"), FastChecker._bound),
+    **dict.fromkeys(
+        ("minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties"), FastChecker._size
+    ),
+    **dict.fromkeys(("unevaluatedProperties", "unevaluatedItems", "uniqueItems"), FastChecker._accepting),
+}
 
 
 def _format_check(func: Callable[[Any], object], raises: Any) -> Check:

@@ -8,7 +8,7 @@ instance matches, every branch's fields count (the suite must not call a field u
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 _MAX_DEPTH = 12
@@ -50,19 +50,30 @@ def _collect_props(
         out.update(props)
     for part in node.get("allOf", ()) or ():
         out.update(_collect_props(schema, part, instance, depth + 1, only_direct=only_direct))
-    if only_direct:
-        return out
-    for key in ("oneOf", "anyOf"):
-        branches = [b for b in node.get(key, ()) or () if isinstance(_resolve(schema, b), Mapping)]
-        if not branches:
-            continue
-        tagged = [(b, _tag_matches(_resolve(schema, b), instance, schema)) for b in branches]
-        chosen = [b for b, match in tagged if match is True]
-        if not chosen:
-            chosen = [b for b, match in tagged if match is None] or branches
-        for b in chosen:
-            out.update(_collect_props(schema, b, instance, depth + 1))
+    if not only_direct:
+        out.update(_union_props(schema, node, instance, depth))
     return out
+
+
+def _union_props(
+    schema: Mapping[str, Any], node: Mapping[str, Any], instance: Mapping[str, Any], depth: int
+) -> dict[str, Any]:
+    """The fields of the branches of the node's `oneOf` and `anyOf` that `instance` may be."""
+    out: dict[str, Any] = {}
+    for key in ("oneOf", "anyOf"):
+        for branch in _chosen(schema, node.get(key, ()) or (), instance):
+            out.update(_collect_props(schema, branch, instance, depth + 1))
+    return out
+
+
+def _chosen(schema: Mapping[str, Any], union: Iterable[Any], instance: Mapping[str, Any]) -> list[Any]:
+    """The branches whose tag the instance matches; failing that, those that pin no tag; failing that, all."""
+    branches = [b for b in union if isinstance(_resolve(schema, b), Mapping)]
+    tagged = [(b, _tag_matches(_resolve(schema, b), instance, schema)) for b in branches]
+    chosen = [b for b, match in tagged if match is True]
+    if not chosen:
+        chosen = [b for b, match in tagged if match is None] or branches
+    return chosen
 
 
 def allowed_fields(schema: Mapping[str, Any], definition: str, instance: Mapping[str, Any]) -> set[str] | None:
@@ -80,11 +91,16 @@ def unknown_fields(
     """(fields no schema defines, fields only the unstable schema defines) at the root of `instance`."""
     if not isinstance(instance, Mapping):
         return [], []
-    allowed = allowed_fields(stable, definition, instance)
-    if allowed is None:
-        return [], []
-    extra = sorted(k for k in instance if k not in allowed and k != "_meta")
+    extra = _extra_fields(stable, definition, instance)
     if not extra:
         return [], []
     loose = allowed_fields(unstable, definition, instance) or set()
     return [k for k in extra if k not in loose], [k for k in extra if k in loose]
+
+
+def _extra_fields(schema: Mapping[str, Any], definition: str, instance: Mapping[str, Any]) -> list[str]:
+    """The fields at the root of `instance` that `$defs/<definition>` does not name (`_meta` aside), sorted."""
+    allowed = allowed_fields(schema, definition, instance)
+    if allowed is None:
+        return []
+    return sorted(k for k in instance if k not in allowed and k != "_meta")

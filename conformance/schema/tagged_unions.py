@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 
@@ -15,18 +16,31 @@ def _union_tag(branches: object) -> str | None:
         return None
     candidates: set[str] | None = None
     for b in branches:
-        props = b.get("properties")
-        if b.get("type") != "object" or not isinstance(props, dict):
+        tags = _pinned(b)
+        if tags is None:
             return None
-        tags = {
-            k
-            for k, v in props.items()
-            if isinstance(v, dict) and "const" in v and k in b.get("required", ()) and isinstance(v["const"], str)
-        }
         candidates = tags if candidates is None else candidates & tags
         if not candidates:
             return None
-    for tag in sorted(candidates or ()):
+    return _distinct_tag(branches, candidates or ())
+
+
+def _pinned(branch: dict) -> set[str] | None:
+    """The required properties an object branch pins to a string ``const`` (None: not an object branch)."""
+    props = branch.get("properties")
+    if branch.get("type") != "object" or not isinstance(props, dict):
+        return None
+    required = branch.get("required", ())
+    return {
+        k
+        for k, v in props.items()
+        if isinstance(v, dict) and "const" in v and k in required and isinstance(v["const"], str)
+    }
+
+
+def _distinct_tag(branches: list[dict], candidates: Iterable[str]) -> str | None:
+    """The first of ``candidates`` (by name) whose constants differ from branch to branch."""
+    for tag in sorted(candidates):
         consts = [b["properties"][tag]["const"] for b in branches]
         if len(set(consts)) == len(consts):
             return tag

@@ -46,7 +46,7 @@ from ama_conformance.schema.files import SCHEMA_DIR as SCHEMA_DIR
 from ama_conformance.schema.files import SchemaUnavailable as SchemaUnavailable
 from ama_conformance.schema.files import schema_path as schema_path
 from ama_conformance.schema.files import stable_schema_path as stable_schema_path
-from ama_conformance.schema.method_tables import derive_method_tables
+from ama_conformance.schema.method_tables import MethodDef, derive_method_tables
 from ama_conformance.schema.tagged_unions import TAGGED_UNION_KEYWORD, optimize_tagged_unions, tagged_union_keyword
 
 _MAX_SHOWN = 600  # characters of the offending message quoted in a failure
@@ -264,52 +264,53 @@ class WireValidator:
         method = msg["method"]
         is_request = "id" in msg
         kind = "request" if is_request else "notification"
-        extra = set(msg) - _REQUEST_KEYS
-        if extra:
-            raise AssertionError(f"ACP violation: {kind} has unexpected members {sorted(extra)}: {_shorten(msg)}")
-        if not isinstance(method, str) or not method:
-            raise AssertionError(f"ACP violation: {kind} method must be a non-empty string: {_shorten(msg)}")
-        if is_request:
-            self.check_definition("RequestId", msg["id"], what=f"{method} request id", where="$.id", msg=msg)
-            if msg["id"] is None:
-                raise AssertionError(f"ACP violation: {method} request uses a null id: {_shorten(msg)}")
-        if "params" in msg and msg["params"] is not None and not isinstance(msg["params"], Mapping | list):
-            raise AssertionError(f"ACP violation: {method} params must be an object or array: {_shorten(msg)}")
+        self._call_envelope(msg, method, kind)
         if method.startswith("_"):
             return  # extension method: envelope only
-        table = self.tables.agent_requests if is_request else self.tables.agent_notifications
-        other = self.tables.agent_notifications if is_request else self.tables.agent_requests
-        md = table.get(method)
-        if md is None:
-            if method in other:
-                raise AssertionError(
-                    f"ACP violation: {method!r} is a {'notification' if is_request else 'request'} in the schema but "
-                    f"the agent sent it as a {kind}: {_shorten(msg)}"
-                )
-            known = sorted(table)
-            raise AssertionError(
-                f"ACP violation: the agent sent a {kind} with method {method!r}, which the schema does not define for the "
-                f"agent side (known: {known}; extension methods must start with '_'): {_shorten(msg)}"
-            )
+        md = self._call_definition(msg, method, is_request)
         if "params" not in msg:
             raise AssertionError(
                 f"ACP violation: {method} {kind} has no params (expects {md.definition}): {_shorten(msg)}"
             )
         self.check_definition(md.definition, msg["params"], what=f"{method} params", where="$.params", msg=msg)
 
+    def _call_envelope(self, msg: Mapping[str, Any], method: object, kind: str) -> None:
+        """The JSON-RPC members of a request or notification, whatever its method."""
+        extra = set(msg) - _REQUEST_KEYS
+        if extra:
+            raise AssertionError(f"ACP violation: {kind} has unexpected members {sorted(extra)}: {_shorten(msg)}")
+        if not isinstance(method, str) or not method:
+            raise AssertionError(f"ACP violation: {kind} method must be a non-empty string: {_shorten(msg)}")
+        if "id" in msg:
+            self.check_definition("RequestId", msg["id"], what=f"{method} request id", where="$.id", msg=msg)
+            if msg["id"] is None:
+                raise AssertionError(f"ACP violation: {method} request uses a null id: {_shorten(msg)}")
+        if "params" in msg and msg["params"] is not None and not isinstance(msg["params"], Mapping | list):
+            raise AssertionError(f"ACP violation: {method} params must be an object or array: {_shorten(msg)}")
+
+    def _call_definition(self, msg: Mapping[str, Any], method: str, is_request: bool) -> MethodDef:
+        """The schema's entry for a method the agent calls, as the request or notification it sent."""
+        table = self.tables.agent_requests if is_request else self.tables.agent_notifications
+        other = self.tables.agent_notifications if is_request else self.tables.agent_requests
+        md = table.get(method)
+        if md is not None:
+            return md
+        kind, other_kind = ("request", "notification") if is_request else ("notification", "request")
+        if method in other:
+            raise AssertionError(
+                f"ACP violation: {method!r} is a {other_kind} in the schema but the agent sent it as a {kind}: "
+                f"{_shorten(msg)}"
+            )
+        raise AssertionError(
+            f"ACP violation: the agent sent a {kind} with method {method!r}, which the schema does not define for the "
+            f"agent side (known: {sorted(table)}; extension methods must start with '_'): {_shorten(msg)}"
+        )
+
     def _validate_response(self, msg: Mapping[str, Any], request_methods: Mapping[Any, str]) -> None:
         rid = msg["id"]
-        extra = set(msg) - _RESPONSE_KEYS
-        if extra:
-            raise AssertionError(f"ACP violation: response has unexpected members {sorted(extra)}: {_shorten(msg)}")
-        has_result, has_error = "result" in msg, "error" in msg
-        if has_result and has_error:
-            raise AssertionError(f"ACP violation: response has both result and error: {_shorten(msg)}")
-        if not has_result and not has_error:
-            raise AssertionError(f"ACP violation: response has neither result nor error: {_shorten(msg)}")
-        if not _is_id(rid):
-            raise AssertionError(f"ACP violation: response id must be a string, integer or null: {_shorten(msg)}")
+        _response_envelope(msg)
         self.check_definition("RequestId", rid, what="response id", where="$.id", msg=msg)
+        has_error = "error" in msg
         if has_error:
             self.check_definition(self.tables.error_definition, msg["error"], what="error", where="$.error", msg=msg)
             if rid is None:
@@ -319,9 +320,10 @@ class WireValidator:
                 f"ACP violation: response to id {rid!r}, which the client never sent "
                 f"(sent ids: {_shorten(list(request_methods), 200)}): {_shorten(msg)}"
             )
-        if has_error:
-            return
-        method = request_methods[rid]
+        if not has_error:
+            self._validate_result(msg, rid, request_methods[rid])
+
+    def _validate_result(self, msg: Mapping[str, Any], rid: Any, method: str) -> None:
         if method.startswith("_"):
             return  # extension request: envelope only
         md = self.tables.agent_results.get(method)
@@ -366,6 +368,20 @@ class WireValidator:
         return msg
 
 
+def _response_envelope(msg: Mapping[str, Any]) -> None:
+    """The JSON-RPC members of a response, whatever it answers: one outcome, and an id of a JSON-RPC type."""
+    extra = set(msg) - _RESPONSE_KEYS
+    if extra:
+        raise AssertionError(f"ACP violation: response has unexpected members {sorted(extra)}: {_shorten(msg)}")
+    has_result, has_error = "result" in msg, "error" in msg
+    if has_result and has_error:
+        raise AssertionError(f"ACP violation: response has both result and error: {_shorten(msg)}")
+    if not has_result and not has_error:
+        raise AssertionError(f"ACP violation: response has neither result nor error: {_shorten(msg)}")
+    if not _is_id(msg["id"]):
+        raise AssertionError(f"ACP violation: response id must be a string, integer or null: {_shorten(msg)}")
+
+
 def _explain(error, depth: int = 0) -> list:
     """The specific causes of a oneOf/anyOf failure, following the variant whose tag matched.
 
@@ -376,25 +392,35 @@ def _explain(error, depth: int = 0) -> list:
     """
     if error.validator not in ("oneOf", "anyOf") or not error.context or depth > 8:
         return [error]
+    kept, expected = _variants(error)
+    if not kept:
+        return [("expected", error, expected)]
+    out: list = []
+    for e in min(kept, key=_reach):  # several plausible variants: explain the one that got furthest
+        out.extend(_explain(e, depth + 1))
+    return out
+
+
+def _variants(error) -> tuple[list[list], list]:
+    """The errors of each branch of a oneOf/anyOf that may be the instance's variant, and the tag values of the
+    branches that are not (their const / enum on a discriminator failed)."""
     branches: dict[Any, list] = {}
     for sub in error.context:
         branches.setdefault(sub.relative_schema_path[0], []).append(sub)
-    kept: list = []
+    kept: list[list] = []
     expected: list = []
     for subs in branches.values():
         tags = [e for e in subs if e.validator in ("const", "enum") and len(e.relative_path) <= 1]
         if tags:
             expected.extend(e.validator_value if e.validator == "const" else tuple(e.validator_value) for e in tags)
-            continue
-        kept.append(subs)
-    if not kept:
-        return [("expected", error, expected)]
-    if len(kept) > 1:  # several plausible variants: explain the one that got furthest
-        kept.sort(key=lambda subs: (-max(len(e.absolute_path) for e in subs), len(subs)))
-    out: list = []
-    for e in kept[0]:
-        out.extend(_explain(e, depth + 1))
-    return out
+        else:
+            kept.append(subs)
+    return kept, expected
+
+
+def _reach(subs: list) -> tuple[int, int]:
+    """A variant's errors ranked: deepest into the instance first, then fewest."""
+    return -max(len(e.absolute_path) for e in subs), len(subs)
 
 
 @functools.lru_cache(maxsize=4)

@@ -82,7 +82,10 @@ def _valid_id(id_: Any) -> bool:
     return isinstance(id_, str) or (isinstance(id_, int) and not isinstance(id_, bool))
 
 
-def handle(line: bytes) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+Reply = tuple[dict[str, Any] | None, dict[str, Any]]  # the answer to a line (None: none), what to log of it
+
+
+def handle(line: bytes) -> Reply:
     """The reply to one input line (None for a notification or a response) and what to log about it."""
     try:
         msg = json.loads(line)
@@ -90,22 +93,36 @@ def handle(line: bytes) -> tuple[dict[str, Any] | None, dict[str, Any]]:
         return _error(None, PARSE_ERROR, "Parse error"), {"method": None, "error": "parse error"}
     if not isinstance(msg, dict):
         return _error(None, INVALID_REQUEST, "Invalid Request: not an object"), {"method": None, "error": "invalid"}
-    method, params, has_id, id_ = msg.get("method"), msg.get("params"), "id" in msg, msg.get("id")
+    method, params = msg.get("method"), msg.get("params")
     entry: dict[str, Any] = {"method": method if isinstance(method, str) else None}
-    if has_id:
-        entry["id"] = id_
+    if "id" in msg:
+        entry["id"] = msg.get("id")
     if params is not None:
         entry["params"] = params
     if not isinstance(method, str):
-        if has_id and ("result" in msg or "error" in msg):
-            return None, {**entry, "response": True}  # a response; this server never asks, so nothing to match
-        entry["error"] = "invalid"
-        return _error(id_ if _valid_id(id_) else None, INVALID_REQUEST, "Invalid Request: no method"), entry
-    if not has_id:
+        return _not_a_request(msg, entry)
+    if "id" not in msg:
         return None, entry  # a notification (notifications/initialized, cancelled, ...): nothing to answer
+    return _request(msg, method, entry)
+
+
+def _invalid(msg: dict[str, Any], entry: dict[str, Any], message: str) -> Reply:
+    id_ = msg.get("id")
+    entry["error"] = "invalid"
+    return _error(id_ if _valid_id(id_) else None, INVALID_REQUEST, message), entry
+
+
+def _not_a_request(msg: dict[str, Any], entry: dict[str, Any]) -> Reply:
+    """A message without a method: a response (this server never asks, so nothing to match), or invalid."""
+    if "id" in msg and ("result" in msg or "error" in msg):
+        return None, {**entry, "response": True}
+    return _invalid(msg, entry, "Invalid Request: no method")
+
+
+def _request(msg: dict[str, Any], method: str, entry: dict[str, Any]) -> Reply:
+    id_, params = msg.get("id"), msg.get("params")
     if msg.get("jsonrpc") != "2.0" or not _valid_id(id_):
-        entry["error"] = "invalid"
-        return _error(id_ if _valid_id(id_) else None, INVALID_REQUEST, "Invalid Request"), entry
+        return _invalid(msg, entry, "Invalid Request")
     if params is not None and not isinstance(params, dict):
         return _error(id_, INVALID_PARAMS, "Invalid params: not an object"), entry
     try:

@@ -140,55 +140,55 @@ def _by_name(tools: list[tuple[str, dict[str, Any]]], words: tuple[str, ...]) ->
     return [(name, schema) for _, _, name, schema in sorted(ranked, key=lambda r: (r[0], r[1]))]
 
 
-def choose_call(directive: Directive, tools: list[tuple[str, dict[str, Any]]]) -> ToolCall | None:
-    """The one tool call that carries out `directive` with the best fitting of `tools` ((name, input schema)
-    pairs), or None when none fits (or the directive calls no tool)."""
-    verb = directive.verb
-    if verb == "mcp":
-        # MCP tools reach the model under a prefixed name (e.g. mcp__server__NAME): an exact name first.
-        exact = [t for t in tools if t[0] == directive.text]
-        fits = exact or [t for t in tools if t[0].endswith(directive.text)]
-        if not fits:
-            return None
-        name, schema = fits[0]
-        return ToolCall(name, _fill(schema, {"text": "conformance"}))
-    if verb == "plan":
-        return _plan_call(directive.text or "Conformance step", tools)
-    if verb == "delegate":
-        return _delegate_call(directive.text, tools)
-    if verb not in NAME_WORDS:
+def _mcp_call(directive: Directive, tools: list[tuple[str, dict[str, Any]]]) -> ToolCall | None:
+    # MCP tools reach the model under a prefixed name (e.g. mcp__server__NAME): an exact name first.
+    exact = [t for t in tools if t[0] == directive.text]
+    fits = exact or [t for t in tools if t[0].endswith(directive.text)]
+    if not fits:
         return None
-    for name, schema in _by_name(tools, NAME_WORDS[verb]):
-        props = _properties(schema)
-        if verb == "run":
-            key = _first_key(props, COMMAND_KEYS)
-            if key is None:
-                continue
-            command: Any = directive.text
-            if "array" in _types(props[key]) and "string" not in _types(props[key]):
-                command = ["sh", "-c", directive.text]
-            return ToolCall(name, _fill(schema, {key: command}))
-        path_key = _first_key(props, PATH_KEYS)
-        if path_key is None:
-            continue
-        given = {path_key: _path_value(path_key, directive.path)}
-        if verb == "write":
-            content_key = _first_key(props, CONTENT_KEYS)
-            if content_key is None:
-                continue
-            given[content_key] = directive.text
-        return ToolCall(name, _fill(schema, given))
+    name, schema = fits[0]
+    return ToolCall(name, _fill(schema, {"text": "conformance"}))
+
+
+def _read_call(directive: Directive, tools: list[tuple[str, dict[str, Any]]]) -> ToolCall | None:
+    for name, schema in _by_name(tools, NAME_WORDS["read"]):
+        key = _first_key(_properties(schema), PATH_KEYS)
+        if key is not None:
+            return ToolCall(name, _fill(schema, {key: _path_value(key, directive.path)}))
     return None
 
 
-def _delegate_call(text: str, tools: list[tuple[str, dict[str, Any]]]) -> ToolCall | None:
-    """A call to a delegation (task) tool whose sub-agent is asked to reply `text` (directives.delegated_prompt)."""
+def _write_call(directive: Directive, tools: list[tuple[str, dict[str, Any]]]) -> ToolCall | None:
+    for name, schema in _by_name(tools, NAME_WORDS["write"]):
+        props = _properties(schema)
+        key, content_key = _first_key(props, PATH_KEYS), _first_key(props, CONTENT_KEYS)
+        if key is not None and content_key is not None:
+            return ToolCall(name, _fill(schema, {key: _path_value(key, directive.path), content_key: directive.text}))
+    return None
+
+
+def _run_call(directive: Directive, tools: list[tuple[str, dict[str, Any]]]) -> ToolCall | None:
+    for name, schema in _by_name(tools, NAME_WORDS["run"]):
+        props = _properties(schema)
+        key = _first_key(props, COMMAND_KEYS)
+        if key is None:
+            continue
+        command: Any = directive.text
+        if "array" in _types(props[key]) and "string" not in _types(props[key]):
+            command = ["sh", "-c", directive.text]
+        return ToolCall(name, _fill(schema, {key: command}))
+    return None
+
+
+def _delegate_call(directive: Directive, tools: list[tuple[str, dict[str, Any]]]) -> ToolCall | None:
+    """A call to a delegation (task) tool whose sub-agent is asked to reply the directive's text
+    (directives.delegated_prompt)."""
     for name, schema in _by_name(tools, NAME_WORDS["delegate"]):
         props = _properties(schema)
         key = _first_key(props, PROMPT_KEYS)
         if key is None or "string" not in _types(props[key]):
             continue
-        given = {key: delegated_prompt(text)}
+        given = {key: delegated_prompt(directive.text)}
         title = _first_key({k: v for k, v in props.items() if k != key}, TITLE_KEYS)
         if title is not None:
             given[title] = "Conformance delegation"
@@ -196,9 +196,10 @@ def _delegate_call(text: str, tools: list[tuple[str, dict[str, Any]]]) -> ToolCa
     return None
 
 
-def _plan_call(step: str, tools: list[tuple[str, dict[str, Any]]]) -> ToolCall | None:
+def _plan_call(directive: Directive, tools: list[tuple[str, dict[str, Any]]]) -> ToolCall | None:
     """A call to a plan (todo) tool with one item: the first array property whose items are objects gets one,
-    its text property set to `step` and every other required property its enum's first value or a neutral one."""
+    its text property set to the step and every other required property its enum's first value or a neutral one."""
+    step = directive.text or "Conformance step"
     for name, schema in _by_name(tools, NAME_WORDS["plan"]):
         for key, prop in _properties(schema).items():
             items = prop.get("items") if isinstance(prop, dict) and "array" in _types(prop) else None
@@ -209,6 +210,24 @@ def _plan_call(step: str, tools: list[tuple[str, dict[str, Any]]]) -> ToolCall |
                 continue
             return ToolCall(name, _fill(schema, {key: [_fill(items, {text_key: step})]}))
     return None
+
+
+# Each verb that calls a tool, and how its call is chosen.
+_CALLS: dict[str, Callable[[Directive, list[tuple[str, dict[str, Any]]]], ToolCall | None]] = {
+    "mcp": _mcp_call,
+    "plan": _plan_call,
+    "delegate": _delegate_call,
+    "read": _read_call,
+    "write": _write_call,
+    "run": _run_call,
+}
+
+
+def choose_call(directive: Directive, tools: list[tuple[str, dict[str, Any]]]) -> ToolCall | None:
+    """The one tool call that carries out `directive` with the best fitting of `tools` ((name, input schema)
+    pairs), or None when none fits (or the directive calls no tool)."""
+    chooser = _CALLS.get(directive.verb)
+    return chooser(directive, tools) if chooser is not None else None
 
 
 # --- deciding the answer -------------------------------------------------------------------------------------
@@ -248,13 +267,20 @@ _ROLES = {
 }
 
 
-def request_problem(dialect: str, body: Any) -> tuple[str, str | None] | None:
-    """Why a real API would refuse `body` as malformed (message, offending parameter), or None."""
-    if not isinstance(body, dict):
-        return "The request body must be a JSON object.", None
+Problem = tuple[str, str | None]  # why a real API refuses a body, and the parameter at fault
+# The optional parameters each dialect checks the type of, when present.
+_TYPED: dict[str, tuple[tuple[str, type, str], ...]] = {
+    "openai": (("stream", bool, "a boolean"), ("tools", list, "an array"), ("stream_options", dict, "an object")),
+    "anthropic": (("stream", bool, "a boolean"), ("tools", list, "an array")),
+}
+
+
+def _model_problem(dialect: str, body: dict[str, Any]) -> Problem | None:
     model = body.get("model")
-    if not isinstance(model, str) or not model:
-        return "model: a non-empty string is required.", "model"
+    return None if isinstance(model, str) and model else ("model: a non-empty string is required.", "model")
+
+
+def _messages_problem(dialect: str, body: dict[str, Any]) -> Problem | None:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         return "messages: a non-empty array is required.", "messages"
@@ -263,15 +289,30 @@ def request_problem(dialect: str, body: Any) -> tuple[str, str | None] | None:
         role = msg.get("role") if isinstance(msg, dict) else None
         if not isinstance(role, str) or role not in roles:
             return f"messages.{i}: an object with a role among {', '.join(sorted(roles))} is required.", "messages"
-    if "stream" in body and not isinstance(body["stream"], bool) and body["stream"] is not None:
-        return "stream: a boolean is required.", "stream"
-    if "tools" in body and not isinstance(body["tools"], list) and body["tools"] is not None:
-        return "tools: an array is required.", "tools"
-    options = body.get("stream_options")
-    if dialect == "openai" and options is not None and not isinstance(options, dict):
-        return "stream_options: an object is required.", "stream_options"
+    return None
+
+
+def _typed_problem(dialect: str, body: dict[str, Any]) -> Problem | None:
+    for key, kind, what in _TYPED[dialect]:
+        if body.get(key) is not None and not isinstance(body[key], kind):
+            return f"{key}: {what} is required.", key
+    return None
+
+
+def _pairing_problem(dialect: str, body: dict[str, Any]) -> Problem | None:
     pairing = (openai_pairing_error if dialect == "openai" else anthropic_pairing_error)(body)
     return (pairing, "messages") if pairing is not None else None
+
+
+def request_problem(dialect: str, body: Any) -> Problem | None:
+    """Why a real API would refuse `body` as malformed (message, offending parameter), or None."""
+    if not isinstance(body, dict):
+        return "The request body must be a JSON object.", None
+    for check in (_model_problem, _messages_problem, _typed_problem, _pairing_problem):
+        problem = check(dialect, body)
+        if problem is not None:
+            return problem
+    return None
 
 
 def _tokens(chars: int) -> int:
@@ -301,11 +342,43 @@ class _BadBody(Exception):
         self.status = status
 
 
-_OPENAI_PATHS = ("/v1/chat/completions", "/chat/completions")
-_ANTHROPIC_PATHS = ("/v1/messages", "/messages")
+_DIALECTS = {
+    "/v1/chat/completions": "openai",
+    "/chat/completions": "openai",
+    "/v1/messages": "anthropic",
+    "/messages": "anthropic",
+}
 _MODELS_PATHS = ("/v1/models", "/models")
 _CHUNK_SIZE = re.compile(rb"[0-9a-fA-F]{1,8}")
 _LENGTH = re.compile(r"[0-9]{1,12}")  # str.isdigit() would take "²", and int() refuses thousands of digits
+
+
+def _parsed(dialect: str, text: str) -> tuple[Any, Problem | None]:
+    """A request body's JSON (None when it is none), and why a real API would refuse it, if it would."""
+    try:
+        body = json.loads(text) if text else None
+    except ValueError:
+        return None, ("The request body is not valid JSON.", None)
+    return body, request_problem(dialect, body)
+
+
+def _reply(answer: Answer, call_id: str, ticks: int, input_tokens: int) -> dict[str, Any]:
+    """The reply (model_dialects' shape) that carries `answer`; a slow one's text is one tick (sent `ticks` times)."""
+    reply: dict[str, Any] = {"chunk_size": 16}
+    if answer.slow:
+        reply.update(text=TICK_TEXT, chunk_size=len(TICK_TEXT))  # one delta, repeated `ticks` times
+        out_chars = len(TICK_TEXT) * ticks
+    elif answer.call is not None:
+        reply["tool_calls"] = [{"id": call_id, "name": answer.call.name, "arguments": answer.call.arguments}]
+        out_chars = len(answer.call.name) + len(json.dumps(answer.call.arguments))
+    else:
+        reply["text"] = answer.text
+        out_chars = len(answer.text)
+        if answer.thinking:
+            reply["thinking"] = answer.thinking
+            out_chars += len(answer.thinking)
+    reply["usage"] = {"input": input_tokens, "output": _tokens(out_chars)}
+    return reply
 
 
 def _is_tick(data: str) -> bool:
@@ -402,7 +475,7 @@ class _Handler(ModelHandler):
 
     def _post(self) -> None:
         path = self.path.split("?")[0]
-        dialect = "openai" if path in _OPENAI_PATHS else "anthropic" if path in _ANTHROPIC_PATHS else ""
+        dialect = _DIALECTS.get(path, "")
         try:
             raw = self._read_body()
         except _BadBody as bad:
@@ -410,13 +483,7 @@ class _Handler(ModelHandler):
             self.send_json(bad.status, invalid_request(dialect or "openai", str(bad), None))
             return
         text = raw.decode("utf-8", errors="replace")
-        try:
-            body = json.loads(text) if text else None
-        except ValueError:
-            body = None
-            problem: tuple[str, str | None] | None = ("The request body is not valid JSON.", None)
-        else:
-            problem = request_problem(dialect or "openai", body)
+        body, problem = _parsed(dialect or "openai", text)
         self.owner._record(RecordedRequest(self.path, self._headers(), body))
         if not dialect:
             self.send_json(404, {"error": {"message": f"scripted model: no endpoint POST {path}", "type": "not_found"}})
@@ -429,49 +496,42 @@ class _Handler(ModelHandler):
         self._answer(dialect, body, answer, call_id, _tokens(len(text)))
 
     def _answer(self, dialect: str, body: dict[str, Any], answer: Answer, call_id: str, input_tokens: int) -> None:
-        model = body["model"]
-        stream = body.get("stream") is True
         # One tick now, then one every `tick` seconds for `slow_seconds` (bounded: an absurd ratio is not a crash).
         ticks = 1 + int(min(self.owner.slow_seconds / self.owner.tick, 1e9)) if answer.slow else 0
-        reply: dict[str, Any] = {"chunk_size": 16}
-        if answer.slow:
-            reply.update(text=TICK_TEXT, chunk_size=len(TICK_TEXT))  # one delta, repeated `ticks` times below
-            out_chars = len(TICK_TEXT) * ticks
-        elif answer.call is not None:
-            reply["tool_calls"] = [{"id": call_id, "name": answer.call.name, "arguments": answer.call.arguments}]
-            out_chars = len(answer.call.name) + len(json.dumps(answer.call.arguments))
-        else:
-            reply["text"] = answer.text
-            out_chars = len(answer.text)
-            if answer.thinking:
-                reply["thinking"] = answer.thinking
-                out_chars += len(answer.thinking)
-        reply["usage"] = {"input": input_tokens, "output": _tokens(out_chars)}
-        if not stream:
-            if answer.slow:
-                if self._wait_or_gone(self.owner.slow_seconds):
-                    return
-                reply["text"] = TICK_TEXT * ticks
-            whole = openai_completion(reply, model) if dialect == "openai" else anthropic_message(reply, model)
-            self.send_json(200, whole)
+        reply = _reply(answer, call_id, ticks, input_tokens)
+        if body.get("stream") is not True:
+            self._answer_whole(dialect, body["model"], answer, reply, ticks)
             return
         if dialect == "openai":
             options = body.get("stream_options") or {}
-            events = render_openai(reply, model, bool(options.get("include_usage")))
+            events = render_openai(reply, body["model"], bool(options.get("include_usage")))
         else:
-            events = render_anthropic(reply, model)
+            events = render_anthropic(reply, body["model"])
         self.start_chunked(200, "text/event-stream", {"cache-control": "no-cache"})
         for name, data in events:
-            if answer.slow and _is_tick(data):
-                # The one tick delta: sent now, then every `tick` seconds until the client hangs up.
-                self.write_chunk(sse_event(name, data))
-                for _ in range(ticks - 1):
-                    if self._wait_or_gone(self.owner.tick):
-                        return
-                    self.write_chunk(sse_event(name, data))
-                continue
-            self.write_chunk(sse_event(name, data))
+            event = sse_event(name, data)
+            self.write_chunk(event)
+            # The one tick delta of a slow answer: again every `tick` seconds until the client hangs up.
+            if answer.slow and _is_tick(data) and self._tick_on(ticks - 1, event):
+                return
         self.end_chunks()
+
+    def _answer_whole(self, dialect: str, model: str, answer: Answer, reply: dict[str, Any], ticks: int) -> None:
+        """The answer to a request that does not stream: a slow one after `slow_seconds`, all its ticks at once."""
+        if answer.slow:
+            if self._wait_or_gone(self.owner.slow_seconds):
+                return
+            reply["text"] = TICK_TEXT * ticks
+        whole = openai_completion(reply, model) if dialect == "openai" else anthropic_message(reply, model)
+        self.send_json(200, whole)
+
+    def _tick_on(self, more: int, event: bytes) -> bool:
+        """A slow answer's tick `more` times again, one every `tick` seconds; True when the client hung up."""
+        for _ in range(more):
+            if self._wait_or_gone(self.owner.tick):
+                return True
+            self.write_chunk(event)
+        return False
 
     def _wait_or_gone(self, seconds: float) -> bool:
         """Wait `seconds`; True as soon as the client hangs up (or the server closes) meanwhile."""

@@ -63,7 +63,34 @@ def _usage(reply: dict[str, Any]) -> dict[str, int] | None:
     return u
 
 
+def _messages(body: Any) -> list[Any]:
+    """A request's `messages`, or none when the body has no list of them."""
+    messages = body.get("messages") if isinstance(body, dict) else None
+    return messages if isinstance(messages, list) else []
+
+
 # --- OpenAI dialect ----------------------------------------------------------------------------------------
+
+
+def _openai_finish(reply: dict[str, Any]) -> str:
+    return reply.get("finish_reason") or _OPENAI_STOPS.get(_stop(reply), "stop")
+
+
+def _openai_call_deltas(reply: dict[str, Any], size: int) -> list[dict[str, Any]]:
+    """The `tool_calls` deltas of a reply's calls, in order: each call's head, then its arguments in pieces; with
+    `interleave`, the calls' deltas taken in turn (as a model streaming parallel calls may send them)."""
+    streams: list[list[dict[str, Any]]] = []
+    for i, call in enumerate(reply.get("tool_calls") or []):
+        first = {"index": i, "id": call["id"], "type": "function", "function": {"name": call["name"], "arguments": ""}}
+        frags = [{"index": i, "function": {"arguments": p}} for p in _pieces(_arguments(call), size)]
+        streams.append([first, *frags])
+    return _in_turn(streams) if reply.get("interleave") else [frag for s in streams for frag in s]
+
+
+def _in_turn(streams: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The first item of each stream, then the second of each, and so on."""
+    longest = max((len(s) for s in streams), default=0)
+    return [s[k] for k in range(longest) for s in streams if k < len(s)]
 
 
 def render_openai(reply: dict[str, Any], model: str, include_usage: bool) -> list[tuple[str, str]]:
@@ -82,19 +109,8 @@ def render_openai(reply: dict[str, Any], model: str, include_usage: bool) -> lis
     field_name = reply.get("reasoning_field", "reasoning_content")
     out += [chunk({field_name: p}) for p in _pieces(reply.get("thinking", ""), size)]
     out += [chunk({"content": p}) for p in _pieces(reply.get("text", ""), size)]
-    calls = reply.get("tool_calls") or []
-    streams: list[list[dict[str, Any]]] = []
-    for i, call in enumerate(calls):
-        first = {"index": i, "id": call["id"], "type": "function", "function": {"name": call["name"], "arguments": ""}}
-        frags = [{"index": i, "function": {"arguments": p}} for p in _pieces(_arguments(call), size)]
-        streams.append([first, *frags])
-    if reply.get("interleave"):
-        longest = max((len(s) for s in streams), default=0)
-        order = [s[k] for k in range(longest) for s in streams if k < len(s)]
-    else:
-        order = [frag for s in streams for frag in s]
-    out += [chunk({"tool_calls": [frag]}) for frag in order]
-    out.append(chunk({}, reply.get("finish_reason") or _OPENAI_STOPS.get(_stop(reply), "stop")))
+    out += [chunk({"tool_calls": [frag]}) for frag in _openai_call_deltas(reply, size)]
+    out.append(chunk({}, _openai_finish(reply)))
     usage = _usage(reply)
     if include_usage and usage is not None:
         out.append(("", json.dumps({**base, "choices": [], "usage": _openai_usage(usage)})))
@@ -121,42 +137,49 @@ def openai_error(status: int, message: str) -> dict[str, Any]:
 # --- Anthropic dialect -------------------------------------------------------------------------------------
 
 
+_Block = tuple[dict[str, Any], list[dict[str, Any]]]  # a content block's start, and its deltas
+
+
+def _anthropic_blocks(reply: dict[str, Any], size: int) -> list[_Block]:
+    """A reply's content blocks, in the order Anthropic sends them: thinking, text, then the tool calls."""
+    blocks: list[_Block] = []
+    if reply.get("redacted_thinking"):
+        blocks.append(({"type": "redacted_thinking", "data": reply["redacted_thinking"]}, []))
+    if reply.get("thinking"):
+        thinking = reply["thinking"]
+        sig = reply.get("signature") or "sig-" + hashlib.sha256(thinking.encode()).hexdigest()[:16]
+        deltas = [{"type": "thinking_delta", "thinking": p} for p in _pieces(thinking, size)]
+        blocks.append(
+            (
+                {"type": "thinking", "thinking": "", "signature": ""},
+                [*deltas, {"type": "signature_delta", "signature": sig}],
+            )
+        )
+    if reply.get("text"):
+        blocks.append(
+            ({"type": "text", "text": ""}, [{"type": "text_delta", "text": p} for p in _pieces(reply["text"], size)])
+        )
+    for call in reply.get("tool_calls") or []:
+        deltas = [{"type": "input_json_delta", "partial_json": p} for p in _pieces(_arguments(call), size)]
+        blocks.append(({"type": "tool_use", "id": call["id"], "name": call["name"], "input": {}}, deltas))
+    return blocks
+
+
 def render_anthropic(reply: dict[str, Any], model: str) -> list[tuple[str, str]]:
     def ev(obj: dict[str, Any]) -> tuple[str, str]:
         return (obj["type"], json.dumps(obj))
 
     if "events" in reply:
         return [ev(e) if isinstance(e, dict) else ("", e) for e in reply["events"]]
-    size = reply.get("chunk_size", 5)
     usage = _usage(reply) or {}
     out = [
         ev({"type": "message_start", "message": _anthropic_message(model, [], None, usage, 1)}),
         ev({"type": "ping"}),
     ]
-    index = 0
-
-    def block(start: dict[str, Any], deltas: list[dict[str, Any]]) -> None:
-        nonlocal index
+    for index, (start, deltas) in enumerate(_anthropic_blocks(reply, reply.get("chunk_size", 5))):
         out.append(ev({"type": "content_block_start", "index": index, "content_block": start}))
         out.extend(ev({"type": "content_block_delta", "index": index, "delta": d}) for d in deltas)
         out.append(ev({"type": "content_block_stop", "index": index}))
-        index += 1
-
-    if reply.get("redacted_thinking"):
-        block({"type": "redacted_thinking", "data": reply["redacted_thinking"]}, [])
-    if reply.get("thinking"):
-        thinking = reply["thinking"]
-        sig = reply.get("signature") or "sig-" + hashlib.sha256(thinking.encode()).hexdigest()[:16]
-        deltas = [{"type": "thinking_delta", "thinking": p} for p in _pieces(thinking, size)]
-        block(
-            {"type": "thinking", "thinking": "", "signature": ""},
-            [*deltas, {"type": "signature_delta", "signature": sig}],
-        )
-    if reply.get("text"):
-        block({"type": "text", "text": ""}, [{"type": "text_delta", "text": p} for p in _pieces(reply["text"], size)])
-    for call in reply.get("tool_calls") or []:
-        deltas = [{"type": "input_json_delta", "partial_json": p} for p in _pieces(_arguments(call), size)]
-        block({"type": "tool_use", "id": call["id"], "name": call["name"], "input": {}}, deltas)
     out.append(
         ev(
             {
@@ -198,12 +221,18 @@ def anthropic_error(status: int, message: str) -> dict[str, Any]:
 # --- what the real APIs check before answering ------------------------------------------------------------
 
 
+def _call_ids(msg: dict[str, Any]) -> list[Any]:
+    """The ids of an assistant message's `tool_calls`: a hostile body's may be any JSON value, and only a list's
+    objects are calls."""
+    calls = msg.get("tool_calls")
+    return [c.get("id") for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
+
+
 def openai_pairing_error(body: Any) -> str | None:
     """OpenAI's check: each assistant `tool_calls[].id` must be answered by `role: tool` messages before the
     next other message, and each tool message must answer such a call. The wording is OpenAI's."""
-    messages = body.get("messages") if isinstance(body, dict) else None
     pending: list[Any] = []
-    for i, msg in enumerate(messages if isinstance(messages, list) else []):
+    for i, msg in enumerate(_messages(body)):
         if not isinstance(msg, dict):
             continue
         if msg.get("role") == "tool":
@@ -217,9 +246,7 @@ def openai_pairing_error(body: Any) -> str | None:
         if pending:
             break
         if msg.get("role") == "assistant":
-            calls = msg.get("tool_calls")
-            # A hostile body's tool_calls may be any JSON value: only a list's objects are calls.
-            pending = [c.get("id") for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
+            pending = _call_ids(msg)
     if pending:
         return (
             "An assistant message with 'tool_calls' must be followed by tool messages responding to each "
@@ -235,38 +262,45 @@ def _blocks_of(msg: Any, kind: str) -> list[tuple[int, dict[str, Any]]]:
     return [(j, b) for j, b in enumerate(content) if isinstance(b, dict) and b.get("type") == kind]
 
 
+def _tool_uses_unanswered(at: int, ids: list[Any]) -> str:
+    return (
+        f"messages.{at}: `tool_use` ids were found without `tool_result` blocks immediately after: "
+        f"{', '.join(map(str, ids))}. Each `tool_use` block must have a corresponding `tool_result` "
+        "block in the next message."
+    )
+
+
+def _anthropic_answers(i: int, msg: Any, expected: list[Any]) -> str | None:
+    """Anthropic's complaint, if any, about message `i` as the answer to the previous message's `tool_use` ids
+    (`expected`): a user message with a `tool_result` for each, and for nothing else."""
+    role = msg.get("role") if isinstance(msg, dict) else None
+    results = _blocks_of(msg, "tool_result")
+    answered = [b.get("tool_use_id") for _, b in results]
+    missing = [t for t in expected if role != "user" or t not in answered]
+    if missing:
+        return _tool_uses_unanswered(i - 1, missing)
+    for j, block in results:
+        if block.get("tool_use_id") not in expected:
+            return (
+                f"messages.{i}.content.{j}: unexpected `tool_use_id` found in `tool_result` blocks: "
+                f"{block.get('tool_use_id')}. Each `tool_result` block must have a corresponding `tool_use` "
+                "block in the previous message."
+            )
+    return None
+
+
 def anthropic_pairing_error(body: Any) -> str | None:
     """Anthropic's check: each `tool_use` block must be answered by a `tool_result` with its id in the next
     message (a user message), and each `tool_result` must answer a `tool_use` of the previous message."""
-    messages = body.get("messages") if isinstance(body, dict) else None
-    msgs: list[Any] = messages if isinstance(messages, list) else []
+    msgs = _messages(body)
     expected: list[Any] = []
     for i, msg in enumerate(msgs):
-        role = msg.get("role") if isinstance(msg, dict) else None
-        results = _blocks_of(msg, "tool_result")
-        answered = [b.get("tool_use_id") for _, b in results]
-        missing = [t for t in expected if role != "user" or t not in answered]
-        if missing:
-            return (
-                f"messages.{i - 1}: `tool_use` ids were found without `tool_result` blocks immediately after: "
-                f"{', '.join(map(str, missing))}. Each `tool_use` block must have a corresponding `tool_result` "
-                "block in the next message."
-            )
-        for j, block in results:
-            if block.get("tool_use_id") not in expected:
-                return (
-                    f"messages.{i}.content.{j}: unexpected `tool_use_id` found in `tool_result` blocks: "
-                    f"{block.get('tool_use_id')}. Each `tool_result` block must have a corresponding `tool_use` "
-                    "block in the previous message."
-                )
-        expected = [b.get("id") for _, b in _blocks_of(msg, "tool_use")] if role == "assistant" else []
-    if expected:
-        return (
-            f"messages.{len(msgs) - 1}: `tool_use` ids were found without `tool_result` blocks immediately "
-            f"after: {', '.join(map(str, expected))}. Each `tool_use` block must have a corresponding "
-            "`tool_result` block in the next message."
-        )
-    return None
+        problem = _anthropic_answers(i, msg, expected)
+        if problem is not None:
+            return problem
+        assistant = isinstance(msg, dict) and msg.get("role") == "assistant"
+        expected = [b.get("id") for _, b in _blocks_of(msg, "tool_use")] if assistant else []
+    return _tool_uses_unanswered(len(msgs) - 1, expected) if expected else None
 
 
 def invalid_request(dialect: str, message: str, param: str | None = "messages") -> dict[str, Any]:
@@ -299,7 +333,7 @@ def openai_completion(reply: dict[str, Any], model: str) -> dict[str, Any]:
                 "index": 0,
                 "message": message,
                 "logprobs": None,
-                "finish_reason": reply.get("finish_reason") or _OPENAI_STOPS.get(_stop(reply), "stop"),
+                "finish_reason": _openai_finish(reply),
             }
         ],
         "usage": _openai_usage(usage),
@@ -394,25 +428,24 @@ def _result_texts(dialect: str, msg: dict[str, Any]) -> list[str]:
     return ["\n".join(_texts(block.get("content"))) for _, block in _blocks_of(msg, "tool_result")]
 
 
+def _prompt_text(dialect: str, msg: dict[str, Any]) -> str | None:
+    """The text of `msg` when it is a prompt: a user message with text that carries no tool results."""
+    if msg.get("role") != "user" or _is_tool_result(dialect, msg):
+        return None
+    text = "\n".join(_texts(msg.get("content")))
+    return text if text.strip() else None
+
+
 def prompt_and_results(dialect: str, body: Any) -> tuple[str | None, list[str]]:
     """The text of the latest user message that is a prompt (has text and carries no tool results: an
     Anthropic user message with tool_result blocks answers tool calls, whatever text rides along), and the
     texts of the tool results that came after it, oldest first. (None, []) when there is no such message."""
-    messages = body.get("messages") if isinstance(body, dict) else None
-    if not isinstance(messages, list):
-        return None, []
-    msgs = [m for m in messages if isinstance(m, dict)]
+    msgs = [m for m in _messages(body) if isinstance(m, dict)]
     for i in range(len(msgs) - 1, -1, -1):
-        msg = msgs[i]
-        if msg.get("role") != "user" or _is_tool_result(dialect, msg):
-            continue
-        text = "\n".join(_texts(msg.get("content")))
-        if not text.strip():
-            continue
-        results = [
-            t for later in msgs[i + 1 :] if _is_tool_result(dialect, later) for t in _result_texts(dialect, later)
-        ]
-        return text, results
+        text = _prompt_text(dialect, msgs[i])
+        if text is not None:
+            later = [m for m in msgs[i + 1 :] if _is_tool_result(dialect, m)]
+            return text, [t for m in later for t in _result_texts(dialect, m)]
     return None, []
 
 

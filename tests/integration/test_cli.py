@@ -60,6 +60,20 @@ def test_malformed_config_is_a_clear_error_naming_the_line(tmp_path):
     assert out.returncode == 2 and "line 2" in out.stderr and out.stdout == ""
 
 
+def test_a_config_file_that_sets_the_data_dir_is_refused(tmp_path):
+    """Someone other than the person may write the config file; the data directory holds their sessions."""
+    ama = Ama(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    ama.config.write_text(f'model = "scripted/demo"\ndata_dir = "{elsewhere}"\n')
+    out = ama_cli(ama, "-p", "fix it", "--config", str(ama.config))
+    assert out.returncode == 2 and out.stdout == ""
+    assert f"{ama.config}: `data_dir` (at line 2) cannot be set in a config file" in out.stderr
+    assert "--data-dir" in out.stderr and "AMA_DATA_DIR" in out.stderr
+    assert not elsewhere.exists() and not (tmp_path / "xdg-data").exists()
+    report = json.loads(ama_cli(ama, "doctor", "--json", "--no-network").stdout)
+    assert "`data_dir` (at line 2)" in report["config"]["error"] and report["promptWouldWork"] is False
+
+
 def test_models_lists_the_catalog_and_config_models(tmp_path):
     ama = Ama(tmp_path)
     ama.config.write_text('[[models]]\nid = "local/tiny"\ncontext_window = 4096\n')

@@ -1,6 +1,6 @@
-"""External ACP agents as `task` children, over real pipes: ama as the parent (run_ama), the editor ama's own
-client, the child a real subprocess (tests/support/acp_fixtures/task_agent.py) that ama starts through its
-client. Each test's prompt to the child is a list of the fixture's directives."""
+"""External ACP agents carrying out tasks, over real pipes: ama as the parent (run_ama), the editor ama's own
+client, the agent a real subprocess (tests/support/acp_fixtures/task_agent.py) that ama starts through its
+client. Each test's prompt to the task is a list of the fixture's directives."""
 
 from __future__ import annotations
 
@@ -104,7 +104,7 @@ async def test_an_external_agent_answers_and_its_reported_figures_are_its_own(tm
             parent_cost = ((1000 + 1200) * 1.0 + (50 + 20) * 2.0) / 1e6
             assert s["cost"]["amount"] == pytest.approx(parent_cost + 0.05)
             assert s["billed"]["requests"] == 2  # the parent's own; the agent's are its business
-            assert s["contextTokens"] < 5000  # the child's 1,200 never entered the parent's context
+            assert s["contextTokens"] < 5000  # the task's 1,200 never entered the parent's context
             assert s["external"]["byAgent"] == {
                 "ext": {"tasks": 1, "requests": 1, "tokens": 1500, "cost": {"amount": 0.05, "currency": "USD"}}
             }
@@ -326,10 +326,10 @@ async def test_a_forwarded_permission_open_at_the_parents_cancel_is_answered_can
             assert as_object(await pending.wait(timeout=10))["stopReason"] == "cancelled"
             assert all_gone(pids)
             assert open_calls(conn, sid) == []
-            if subagents:  # asked in the child's session; the call ama announced for it is settled, the child ended
-                child = subagent_updates(conn, sid)[0]["sessionId"]
-                assert asked[0]["sessionId"] == child
-                assert open_calls(conn, child) == []
+            if subagents:  # asked in the task's session; the call ama announced for it is settled, the task ended
+                task_sid = subagent_updates(conn, sid)[0]["sessionId"]
+                assert asked[0]["sessionId"] == task_sid
+                assert open_calls(conn, task_sid) == []
                 assert subagent_updates(conn, sid)[-1]["state"] == {"state": "idle", "stopReason": "cancelled"}
             else:
                 assert [outcome for _, outcome in conn.permission_log] == [{"outcome": "cancelled"}]
@@ -356,7 +356,7 @@ HOSTILE = [
 ]
 
 
-async def test_with_subagents_an_external_child_is_a_session_of_its_own_fed_only_what_decodes(tmp_path):
+async def test_with_subagents_an_external_task_is_a_session_of_its_own_fed_only_what_decodes(tmp_path):
     ama = Ama(tmp_path)
     raw = "".join(f"raw {json.dumps(u)}\n" for u in HOSTILE)
     directives = f"tool Looking around\nsay Found it.\nusage 10 1000\nusage 10 1000\n{raw}usage 20 1000"
@@ -367,15 +367,15 @@ async def test_with_subagents_an_external_child_is_a_session_of_its_own_fed_only
             sid, tid = await run_task(conn, ama, directives)
             assert finals(conn, sid)[tid]["status"] == "completed"
             first, *_, last = subagent_updates(conn, sid)
-            child = first["sessionId"]
-            assert child == f"{sid}.task-1" and first["title"] == "Look" and first["state"] == {"state": "running"}
+            task_sid = first["sessionId"]
+            assert task_sid == f"{sid}.task-1" and first["title"] == "Look" and first["state"] == {"state": "running"}
             assert last == {
                 "sessionUpdate": "subagent_update",
-                "sessionId": child,
+                "sessionId": task_sid,
                 "state": {"state": "idle", "stopReason": "end_turn"},
             }
-            announced_first(conn, sid, child)
-            updates = conn.updates_for(child)
+            announced_first(conn, sid, task_sid)
+            updates = conn.updates_for(task_sid)
             assert [u["sessionUpdate"] for u in updates] == [
                 "user_message_chunk",  # the task ama sent it
                 "tool_call",
@@ -400,10 +400,10 @@ async def test_with_subagents_an_external_child_is_a_session_of_its_own_fed_only
                 "title": "Run\N{REPLACEMENT CHARACTER} it",  # kind `other`, status `pending`: the defaults, left out
                 "content": [{"type": "content", "content": {"type": "text", "text": "out"}}],
             }
-            # Its figures and its session id on the task call, as for ama's own children.
+            # Its figures and its session id on the task call, as for ama's own tasks.
             meta = [u["_meta"]["ama"]["task"] for u in conn.updates_for(sid, "tool_call_update") if "_meta" in u]
-            assert meta[-1]["sessionId"] == child and meta[-1]["contextTokens"] == 20
-            assert (await stats(conn, sid))["tasks"][0]["sessionId"] == child
+            assert meta[-1]["sessionId"] == task_sid and meta[-1]["contextTokens"] == 20
+            assert (await stats(conn, sid))["tasks"][0]["sessionId"] == task_sid
 
 
 @pytest.mark.parametrize("directive", ["permission execute Run make", "ask execute Run make"])
@@ -417,17 +417,17 @@ async def test_with_subagents_an_agents_permission_names_its_session_and_an_anno
         async with run_ama(ama, env=KEY, options=options) as conn:
             sid, tid = await run_task(conn, ama, directives, mode="manual")
             assert "permission: yes" in tool_messages(llm.requests[1].body)[0][1]
-            child = subagent_updates(conn, sid)[0]["sessionId"]
+            task_sid = subagent_updates(conn, sid)[0]["sessionId"]
             [(params, _)] = permission_asks(conn)
-            assert params["sessionId"] == child
+            assert params["sessionId"] == task_sid
             call_id = params["toolCall"]["toolCallId"]
-            # The editor saw that call in the child's session before it was asked about it.
+            # The editor saw that call in the task's session before it was asked about it.
             order = written(conn)
             asked = next(i for i, m in enumerate(order) if m.get("method") == "session/request_permission")
             shown = [
                 i
                 for i, m in enumerate(order)
-                if (m.get("params") or {}).get("sessionId") == child
+                if (m.get("params") or {}).get("sessionId") == task_sid
                 and (m["params"].get("update") or {}).get("toolCallId") == call_id
             ]
             assert shown and shown[0] < asked
@@ -435,12 +435,12 @@ async def test_with_subagents_an_agents_permission_names_its_session_and_an_anno
                 assert call_id == "a0"  # the agent's own call, as it announced it
             else:  # the agent named a call it never announced: ama announced one and settled it with the answer
                 assert call_id.startswith(tid + ".")
-                assert conn.updates_for(child, "tool_call_update")[-1] == {
+                assert conn.updates_for(task_sid, "tool_call_update")[-1] == {
                     "sessionUpdate": "tool_call_update",
                     "toolCallId": call_id,
                     "status": "completed",
                 }
-            assert open_calls(conn, child) == [] or directive.startswith("ask")
+            assert open_calls(conn, task_sid) == [] or directive.startswith("ask")
 
 
 async def test_with_subagents_an_agents_write_is_asked_and_settled_in_its_session(tmp_path):
@@ -452,17 +452,17 @@ async def test_with_subagents_an_agents_write_is_asked_and_settled_in_its_sessio
         options = ClientOptions(permission="allow_once", extra_capabilities={"subagents": {}})
         async with run_ama(ama, env=KEY, options=options) as conn:
             sid, _ = await run_task(conn, ama, directives, mode="manual")
-            child = subagent_updates(conn, sid)[0]["sessionId"]
+            task_sid = subagent_updates(conn, sid)[0]["sessionId"]
             [(params, _)] = permission_asks(conn)
-            assert params["sessionId"] == child
+            assert params["sessionId"] == task_sid
             assert any(c.get("type") == "diff" for c in params["toolCall"]["content"])
-            [call] = conn.updates_for(child, "tool_call")
+            [call] = conn.updates_for(task_sid, "tool_call")
             assert call["toolCallId"] == params["toolCall"]["toolCallId"] and call["kind"] == "edit"
-            assert open_calls(conn, child) == []  # settled: completed once written
+            assert open_calls(conn, task_sid) == []  # settled: completed once written
             assert (ama.workspace / "out.txt").read_text() == "hello"
 
 
-async def test_with_subagents_a_cancelled_or_dead_external_child_ends_with_its_final_state(tmp_path):
+async def test_with_subagents_a_cancelled_or_dead_external_task_ends_with_its_final_state(tmp_path):
     ama = Ama(tmp_path)
     with LLMServer() as llm:
         pids = external(ama, llm.openai_url)
@@ -477,14 +477,14 @@ async def test_with_subagents_a_cancelled_or_dead_external_child_ends_with_its_f
             await conn.wait_for(lambda: len(pids_of(pids)) == 2, timeout=10)
             await conn.cancel(sid)
             assert as_object(await pending.wait(timeout=10))["stopReason"] == "cancelled"
-            child = subagent_updates(conn, sid)[0]["sessionId"]
+            task_sid = subagent_updates(conn, sid)[0]["sessionId"]
             assert subagent_updates(conn, sid)[-1]["state"] == {"state": "idle", "stopReason": "cancelled"}
             assert all_gone(pids)
 
             llm.enqueue({"tool_calls": [task_call("t2", "say partial\ndie 3", "Die", "ext")]}, {"text": "it died"})
             assert (await conn.prompt(sid, "again", timeout=20))["stopReason"] == "end_turn"
             last = subagent_updates(conn, sid)[-1]
-            assert last["sessionId"] != child and last["sessionId"] == f"{sid}.task-2"
+            assert last["sessionId"] != task_sid and last["sessionId"] == f"{sid}.task-2"
             state = last["state"]
             assert state["stopReason"] == "error" and "exit code 3" in state["error"]["message"]
             assert "partial" in "".join(
@@ -492,7 +492,7 @@ async def test_with_subagents_a_cancelled_or_dead_external_child_ends_with_its_f
             )
 
 
-async def test_a_load_lists_external_children_with_their_figures_and_unknowns_stay_unknown(tmp_path):
+async def test_a_load_lists_external_tasks_with_their_figures_and_unknowns_stay_unknown(tmp_path):
     ama = Ama(tmp_path)
     reported = "say The answer is 42.\nusage 1200 200000 0.05\ntokens 1500"
     with LLMServer() as llm:

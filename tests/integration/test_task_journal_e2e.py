@@ -1,4 +1,4 @@
-"""The children of `task` calls kept beside their session (session/store/task_journal.py, issue 28 point 6): after a
+"""Tasks kept beside their session (session/store/task_journal.py, issue 28 point 6): after a
 load, `/tasks` and `_ama/session_stats` still list them with their figures; `session/delete` removes them."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from tests.support.llm_server import LLMServer
 pytestmark = pytest.mark.anyio
 
 
-async def test_a_load_lists_the_children_of_earlier_connections_and_a_delete_removes_them(tmp_path):
+async def test_a_load_lists_the_tasks_of_earlier_connections_and_a_delete_removes_them(tmp_path):
     ama = Ama(tmp_path)
     (ama.workspace / "notes.txt").write_text("heron\n")
     with LLMServer() as llm:
@@ -37,7 +37,7 @@ async def test_a_load_lists_the_children_of_earlier_connections_and_a_delete_rem
         kept = ama.data / "tasks" / f"{sid}.jsonl"
         [line] = kept.read_bytes().splitlines()
         stored = json.loads(line)
-        # The child's whole conversation is kept: its task, its call, the file it read, its answer.
+        # The task's whole conversation is kept: its prompt, its call, the file it read, its answer.
         assert [m["type"] for m in stored["messages"]] == ["user", "assistant", "tool_result", "assistant"]
         assert "heron" in json.dumps(stored["messages"][2])
 
@@ -48,7 +48,7 @@ async def test_a_load_lists_the_children_of_earlier_connections_and_a_delete_rem
             assert after == before and after["status"] == "completed" and after["tokens"] == 970
             await conn.prompt(sid, "/tasks", timeout=10)
             assert "`explore` — Read notes: completed; 2 requests, 970 tokens billed" in agent_text(conn, sid)
-            # A new child after the load is numbered after the kept one: its session id is new to the editor.
+            # A new task after the load is numbered after the kept one: its session id is new to the editor.
             llm.enqueue({"tool_calls": [task_call("t2", "Say hi.", "Greet")]}, {"text": "hi"}, {"text": "ok"})
             assert (await conn.prompt(sid, "again", timeout=20))["stopReason"] == "end_turn"
             assert subagent_updates(conn, sid)[0]["sessionId"] == f"{sid}.task-2"

@@ -1,5 +1,5 @@
-"""The `task` tool over real pipes: ama as the parent, its own children on the real local model server, the
-editor without `clientCapabilities.subagents` (the child's progress in the task call's content and `_meta`)."""
+"""The `task` tool over real pipes: ama as the parent, its own tasks on the real local model server, the
+editor without `clientCapabilities.subagents` (the task's progress in the task call's content and `_meta`)."""
 
 from __future__ import annotations
 
@@ -114,24 +114,24 @@ async def test_a_task_reads_a_file_answers_and_is_billed_to_the_parent_but_not_i
             final = finals(conn, sid)[tid]
             assert final["status"] == "completed" and "heron" in text_of(final)
 
-            # The child: a fresh context (its task only), a helper's system prompt, the explore agent's tools.
-            child_first, child_second, parent_last = (r.body for r in llm.requests[1:4])
-            assert [m["role"] for m in child_first["messages"]] == ["system", "user"]
-            assert "helper agent" in child_first["messages"][0]["content"]
-            names = {t["function"]["name"] for t in child_first["tools"]}
+            # The task: a fresh context (its prompt only), a helper's system prompt, the explore agent's tools.
+            task_first, task_second, parent_last = (r.body for r in llm.requests[1:4])
+            assert [m["role"] for m in task_first["messages"]] == ["system", "user"]
+            assert "helper agent" in task_first["messages"][0]["content"]
+            names = {t["function"]["name"] for t in task_first["tools"]}
             assert names == {"read_file", "list_dir", "find_files", "search"}
-            assert "heron" in tool_messages(child_second)[0][1]
-            # The parent's conversation holds the task call and its result, nothing of the child's own.
+            assert "heron" in tool_messages(task_second)[0][1]
+            # The parent's conversation holds the task call and its result, nothing of the task's own.
             assert tool_messages(parent_last) == [("t1", "It says the secret word is heron.")]
             assert "read_file" not in str(parent_last["messages"])
 
-            # Progress in the task call: the child's tool call as a line, its figures in `_meta.ama.task`.
+            # Progress in the task call: the task's tool call as a line, its figures in `_meta.ama.task`.
             progress = [u for u in conn.updates_for(sid, "tool_call_update") if u["toolCallId"] == tid and "_meta" in u]
             assert any("Read notes.txt" in text_of(u) for u in progress)
             figures = progress[-1]["_meta"]["ama"]["task"]
             assert figures["agent"] == "explore" and figures["contextWindow"] == 100000
 
-            # The parent's meter never moved with the child's 41,000-token context.
+            # The parent's meter never moved with the task's 41,000-token context.
             used = [u["used"] for u in conn.updates_for(sid, "usage_update")]
             assert used and max(used) < 5000
 
@@ -141,17 +141,17 @@ async def test_a_task_reads_a_file_answers_and_is_billed_to_the_parent_but_not_i
             assert task["status"] == "completed" and task["requests"] == 2
             assert task["tokens"] == 40000 + 30 + 41000 + 40
             assert task["contextTokens"] >= 41000 and s["contextTokens"] < 5000
-            child_cost = ((40000 + 41000) * 1.0 + (30 + 40) * 2.0) / 1e6
+            task_cost = ((40000 + 41000) * 1.0 + (30 + 40) * 2.0) / 1e6
             parent_cost = ((1000 + 1200) * 1.0 + (50 + 20) * 2.0) / 1e6
-            assert task["cost"]["amount"] == pytest.approx(child_cost)
-            assert s["cost"]["amount"] == pytest.approx(child_cost + parent_cost)
+            assert task["cost"]["amount"] == pytest.approx(task_cost)
+            assert s["cost"]["amount"] == pytest.approx(task_cost + parent_cost)
             assert s["billed"]["requests"] == 4
 
             await conn.prompt(sid, "/tasks", timeout=10)
             shown = "".join(u["content"]["text"] for u in conn.updates_for(sid, "agent_message_chunk"))
             assert "`explore` — Read notes: completed" in shown
 
-        # A load replays the task call and its result, and keeps the cost with the children's part.
+        # A load replays the task call and its result, and keeps the cost with the tasks' part.
         async with run_ama(ama, env=KEY) as conn:
             await conn.initialize()
             await conn.request("session/load", {"sessionId": sid, "cwd": str(ama.workspace), "mcpServers": []})
@@ -162,10 +162,10 @@ async def test_a_task_reads_a_file_answers_and_is_billed_to_the_parent_but_not_i
             replayed = finals(conn, sid)
             assert any("heron" in text_of(u) for u in replayed.values())
             s = await stats(conn, sid)
-            assert s["cost"]["amount"] == pytest.approx(child_cost + parent_cost)
+            assert s["cost"]["amount"] == pytest.approx(task_cost + parent_cost)
 
 
-async def test_a_child_on_a_model_without_a_price_makes_the_session_cost_unknown(tmp_path):
+async def test_a_task_on_a_model_without_a_price_makes_the_session_cost_unknown(tmp_path):
     ama = Ama(tmp_path)
     with LLMServer() as llm:
         configure(ama, llm.openai_url)
@@ -200,16 +200,16 @@ async def test_task_calls_of_one_response_run_side_by_side_up_to_max_parallel(tm
             assert (await conn.prompt(sid, "go", timeout=20))["stopReason"] == "end_turn"
             first, second = llm.requests[1].time, llm.requests[2].time
             if parallel == 2:
-                assert second - first < 0.5  # the second child did not wait for the first
+                assert second - first < 0.5  # the second task did not wait for the first
             else:
-                assert second - first >= 0.8  # it waited for the first child's whole reply
-            # The results enter the parent's conversation in call order, whichever child finished first.
+                assert second - first >= 0.8  # it waited for the first task's whole reply
+            # The results enter the parent's conversation in call order, whichever task finished first.
             results = tool_messages(llm.requests[3].body)
             assert [cid for cid, _ in results] == ["t1", "t2"]
             assert sorted(text for _, text in results) == ["a" * 30, "b" * 30]
 
 
-async def test_cancelling_the_parent_cancels_the_child_and_every_call_is_closed(tmp_path):
+async def test_cancelling_the_parent_cancels_the_task_and_every_call_is_closed(tmp_path):
     ama = Ama(tmp_path)
     with LLMServer() as llm:
         configure(ama, llm.openai_url)
@@ -230,7 +230,7 @@ async def test_cancelling_the_parent_cancels_the_child_and_every_call_is_closed(
             assert dangling(llm.requests[-1].body) == []
 
 
-async def test_a_child_that_hangs_past_the_timeout_fails_its_call_with_the_reason(tmp_path):
+async def test_a_task_that_hangs_past_the_timeout_fails_its_call_with_the_reason(tmp_path):
     ama = Ama(tmp_path)
     with LLMServer() as llm:
         configure(ama, llm.openai_url, tail="[tasks]\ntimeout = 1\n")
@@ -244,7 +244,7 @@ async def test_a_child_that_hangs_past_the_timeout_fails_its_call_with_the_reaso
             assert (await stats(conn, sid))["tasks"][0]["status"] == "failed"
 
 
-async def test_a_childs_edit_asks_the_editor_under_the_parents_mode(tmp_path):
+async def test_a_tasks_edit_asks_the_editor_under_the_parents_mode(tmp_path):
     ama = Ama(tmp_path)
     asked: list[dict[str, Any]] = []
 
@@ -273,7 +273,7 @@ async def test_a_childs_edit_asks_the_editor_under_the_parents_mode(tmp_path):
             assert finals(conn, sid)[tid]["status"] == "completed"
 
 
-async def test_a_child_on_a_small_window_gets_a_big_result_cut_to_its_own_window(tmp_path):
+async def test_a_task_on_a_small_window_gets_a_big_result_cut_to_its_own_window(tmp_path):
     ama = Ama(tmp_path)
     (ama.workspace / "big.txt").write_text("".join(f"line {i} of a long file\n" for i in range(5000)))
     with LLMServer() as llm:
@@ -287,14 +287,14 @@ async def test_a_child_on_a_small_window_gets_a_big_result_cut_to_its_own_window
         async with run_ama(ama, env=KEY) as conn:
             sid = await start(conn, ama)
             assert (await conn.prompt(sid, "go", timeout=20))["stopReason"] == "end_turn"
-            child_tools = {t["function"]["name"] for t in llm.requests[1].body["tools"]}
-            assert child_tools == {"read_file"}
+            task_tools = {t["function"]["name"] for t in llm.requests[1].body["tools"]}
+            assert task_tools == {"read_file"}
             [(_, seen)] = tool_messages(llm.requests[2].body)
-            assert len(seen) < 4000 * 4  # the 4,000-token window of the child's model, not the parent's 100,000
+            assert len(seen) < 4000 * 4  # the 4,000-token window of the task's model, not the parent's 100,000
             assert "line 0 of a long file" in seen
 
 
-async def test_a_model_switch_of_the_parent_does_not_move_a_running_child(tmp_path):
+async def test_a_model_switch_of_the_parent_does_not_move_a_running_task(tmp_path):
     ama = Ama(tmp_path)
     with LLMServer() as llm:
         configure(ama, llm.openai_url)
@@ -315,10 +315,10 @@ async def test_a_model_switch_of_the_parent_does_not_move_a_running_child(tmp_pa
             )
             assert as_object(await pending.wait(timeout=20))["stopReason"] == "end_turn"
             models = [r.body["model"] for r in llm.requests]
-            assert models == ["big", "big", "big", "small"]  # the child kept its model; the parent's next is new
+            assert models == ["big", "big", "big", "small"]  # the task kept its model; the parent's next is new
 
 
-async def test_a_childs_permission_request_open_at_the_parents_cancel_is_answered_cancelled(tmp_path):
+async def test_a_tasks_permission_request_open_at_the_parents_cancel_is_answered_cancelled(tmp_path):
     ama = Ama(tmp_path)
     asked: list[dict[str, Any]] = []
 
@@ -346,7 +346,7 @@ async def test_a_childs_permission_request_open_at_the_parents_cancel_is_answere
             assert (await stats(conn, sid))["tasks"][0]["status"] == "cancelled"
 
 
-async def test_closing_the_session_mid_task_ends_the_child(tmp_path):
+async def test_closing_the_session_mid_task_ends_the_task(tmp_path):
     ama = Ama(tmp_path)
     with LLMServer() as llm:
         configure(ama, llm.openai_url)
@@ -357,7 +357,7 @@ async def test_closing_the_session_mid_task_ends_the_child(tmp_path):
                 "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}
             )
             await conn.wait_for(lambda: len(llm.requests) >= 2, timeout=10)
-            with anyio.fail_after(10):  # the close does not wait for the hung child's model
+            with anyio.fail_after(10):  # the close does not wait for the hung task's model
                 await conn.request("session/close", {"sessionId": sid})
             assert as_object(await pending.wait(timeout=10))["stopReason"] == "cancelled"
             assert open_calls(conn, sid) == []

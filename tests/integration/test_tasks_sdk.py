@@ -2,7 +2,7 @@
 (issue 28, Done-when), through real pipes: the SDK's `spawn_agent_process` starts ama behind the tee of
 test_official_sdk.py, and every line both sides wrote is checked against the pinned schema when it closes.
 
-Without `subagents` (all the SDK's typed API can say) the child's progress shows as the task call's content.
+Without `subagents` (all the SDK's typed API can say) the task's progress shows as the task call's content.
 With it, the SDK cannot take part: its `ClientCapabilities` has no `subagents` field and drops it from
 `initialize`, and its `SessionNotification` has no `subagent_update` variant, so the notification fails its
 validation and is dropped (logged) before the client's `session_update` sees it. The second test pins exactly
@@ -39,7 +39,7 @@ def _text(update: dict[str, Any]) -> str:
     return "".join(c["content"]["text"] for c in update.get("content") or [] if c.get("type") == "content")
 
 
-async def test_without_subagents_the_sdk_sees_the_child_as_the_task_calls_content(tmp_path):
+async def test_without_subagents_the_sdk_sees_the_task_as_the_task_calls_content(tmp_path):
     from acp import text_block
 
     ama = Ama(tmp_path)
@@ -54,12 +54,12 @@ async def test_without_subagents_the_sdk_sees_the_child_as_the_task_calls_conten
             [call] = [u for u in client.of(sid, "tool_call") if u["title"].startswith("Task")]
             updates = [u for u in client.of(sid, "tool_call_update") if u["toolCallId"] == call["toolCallId"]]
             shown = "\n".join(_text(u) for u in updates)
-            assert "notes.txt" in shown and "heron" in shown  # the child's call as a line, its answer
+            assert "notes.txt" in shown and "heron" in shown  # the task's call as a line, its answer
             assert updates[-1]["status"] == "completed"
             figures = [u["_meta"]["ama"]["task"] for u in updates if "_meta" in u]
             assert figures and figures[-1]["agent"] == "explore" and figures[-1]["tokens"] > 0  # its own figures
             assert all("sessionId" not in f for f in figures)
-            assert {s for s, _ in client.updates} == {sid}  # no session of the child's own
+            assert {s for s, _ in client.updates} == {sid}  # no session of the task's own
             assert not [
                 m
                 for m in wire.received()
@@ -97,9 +97,9 @@ async def test_the_sdk_cannot_advertise_subagents_nor_receive_a_subagent_update(
             sid = new.session_id
             done = await step(conn.prompt(session_id=sid, prompt=[text_block("go")]), "session/prompt", 15)
             assert done.stop_reason == "end_turn"
-            child = f"{sid}.task-1"
+            task_sid = f"{sid}.task-1"
 
-            # ama did its part: the child announced on the parent (the tee's copy of its stdout, schema-checked).
+            # ama did its part: the task's session announced on the parent (the tee's copy of its stdout, schema-checked).
             announced = [
                 m["params"]["update"]
                 for m in wire.received()
@@ -107,7 +107,7 @@ async def test_the_sdk_cannot_advertise_subagents_nor_receive_a_subagent_update(
                 and m["params"]["sessionId"] == sid
                 and m["params"]["update"]["sessionUpdate"] == "subagent_update"
             ]
-            assert [u["sessionId"] for u in announced] == [child, child]
-            # 3. The SDK dropped both `subagent_update`s before its client; only the child's ordinary updates came.
+            assert [u["sessionId"] for u in announced] == [task_sid, task_sid]
+            # 3. The SDK dropped both `subagent_update`s before its client; only the task's ordinary updates came.
             assert not [u for _, u in client.updates if u["sessionUpdate"] == "subagent_update"]
-            assert client.of(child, "user_message_chunk") and client.of(child, "tool_call")
+            assert client.of(task_sid, "user_message_chunk") and client.of(task_sid, "tool_call")

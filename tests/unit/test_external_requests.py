@@ -17,7 +17,7 @@ from ama_acp.agent import events as ev
 from ama_acp.agent.loop import Refusal
 from ama_acp.rpc.dispatch import JSONObject
 from ama_acp.rpc.errors import AcpError
-from ama_acp.session.tasks.external.requests import ChildRequests
+from ama_acp.session.tasks.external.requests import ExternalRequests
 from ama_acp.tools.context import ToolContext
 from ama_acp.tools.paths import PathPolicy
 from ama_acp.tools.workspace import LocalWorkspace
@@ -76,7 +76,7 @@ params = st.one_of(
 @given(st.sampled_from(["request_permission", "read_text_file", "write_text_file"]), params)
 def test_any_request_is_answered_or_refused_with_an_acp_error(tmp_path_factory: Any, method: str, p: Any) -> None:
     root = tmp_path_factory.mktemp("ws")
-    handler = ChildRequests(Parent(root), "call_1", "ext")
+    handler = ExternalRequests(Parent(root), "call_1", "ext")
     handler.session_id = SID
 
     async def call() -> None:
@@ -104,7 +104,7 @@ def test_the_mode_decides_what_it_can_and_the_person_the_rest(
     tmp_path: Path, mode: str, kind: str, asked: bool, chosen: str
 ) -> None:
     parent = Parent(tmp_path, mode)
-    handler = ChildRequests(parent, "call_1", "ext")
+    handler = ExternalRequests(parent, "call_1", "ext")
     handler.session_id = SID
     request: JSONObject = {
         "sessionId": SID,
@@ -132,7 +132,7 @@ def test_the_mode_decides_what_it_can_and_the_person_the_rest(
 
 
 def test_another_session_id_is_refused(tmp_path: Path) -> None:
-    handler = ChildRequests(Parent(tmp_path), "call_1", "ext")
+    handler = ExternalRequests(Parent(tmp_path), "call_1", "ext")
     handler.session_id = SID
     with pytest.raises(AcpError, match="sessionId"):
         request: JSONObject = {"sessionId": "other", "path": str(tmp_path / "f")}

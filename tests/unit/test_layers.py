@@ -45,7 +45,7 @@ ALLOWED: dict[str, set[str]] = {
     # the editor's MCP servers: connections and their tools, below the sessions that use them
     "mcp": {"conversation", "config", "errors", "secrets", "redact", "tools"},
     # the ACP side: sessions map the agent to the protocol; the server dispatches to them
-    # (and the ACP client: an external agent as a `task` child is driven through it, session/tasks/external/agent.py)
+    # (and the ACP client: an external agent carrying out a task is driven through it, session/tasks/external/agent.py)
     "session": {"__init__", "conversation", "wire", "errors", "textsafe", "rpc", "client", *SUPPORT, *AGENT_SIDE},
     "handlers": {"__init__", "wire", "errors", "rpc", "config", "session"},
     "server": {"config", "errors", "rpc", "handlers", "logs"},
@@ -284,6 +284,62 @@ def test_the_narrow_import_check_can_fail(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setattr(__import__(__name__, fromlist=["x"]), "PACKAGE", fake_root / "ama_acp")
     problems = narrow_import_violations()
     assert len(problems) == 1 and problems[0].startswith("ama_acp/session/compacting.py:"), problems
+
+
+# The rooms of session/, bottom to top: what each subpackage may import of the rest of session/ (its own modules and
+# anything outside session/ are the table above's business). The store knows no other room; the editor seam and the
+# accounting sit on it; a turn and the history on those; delegated tasks on a turn. The modules at the top of
+# session/ (the manager, the lifecycle, the live session, restore) put the rooms together. `facets`, `runtime`,
+# `conversation` and `commands` are top-level modules the rooms share (Protocols and values).
+SHARED = {"facets", "runtime", "conversation", "commands"}
+ROOMS: dict[str, set[str]] = {
+    "store": set(),
+    "editor": {"store", *SHARED},
+    "accounting": {"store", *SHARED},
+    "history": {"store", "accounting", *SHARED},
+    "turn": {"store", "editor", "accounting", "mcp", *SHARED},
+    "tasks": {"store", "editor", "accounting", "turn", "restore", *SHARED},
+}
+
+
+def room_of(module: str) -> str | None:
+    """`ama_acp.session.store.reader` → `store`; `ama_acp.session.live` → `live`; outside session/ → None."""
+    pieces = module.split(".")
+    return pieces[2] if pieces[:2] == ["ama_acp", "session"] and len(pieces) > 2 else None
+
+
+def room_violations() -> list[str]:
+    out: list[str] = []
+    for path in sorted((PACKAGE / "session").rglob("*.py")):
+        source = room_of(module_name(path))
+        if source not in ROOMS:
+            continue
+        for line, name in sorted(set(modules_imported(path))):
+            target = room_of(name)
+            if target is not None and target != source and target not in ROOMS[source]:
+                out.append(f"{path.relative_to(ROOT)}:{line}: session/{source}/ imports session/{target}")
+    return out
+
+
+def test_the_rooms_of_session_keep_their_floors() -> None:
+    problems = room_violations()
+    assert not problems, "session/'s rooms import against their order:\n" + "\n".join(problems)
+
+
+def test_the_room_check_can_fail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store importing a turn's module (a room above it) is caught; a turn importing the store is not."""
+    fake_root = tmp_path / "repo"
+    session = fake_root / "ama_acp" / "session"
+    for room in ("store", "turn"):
+        (session / room).mkdir(parents=True)
+        (session / room / "__init__.py").write_text("")
+    (fake_root / "ama_acp" / "__init__.py").write_text("")
+    (session / "__init__.py").write_text("")
+    (session / "turn" / "host.py").write_text("from ama_acp.session.store import reader\n")
+    (session / "store" / "reader.py").write_text("def f():\n    from ama_acp.session.turn.host import X\n")
+    monkeypatch.setattr(__import__(__name__, fromlist=["x"]), "ROOT", fake_root)
+    monkeypatch.setattr(__import__(__name__, fromlist=["x"]), "PACKAGE", fake_root / "ama_acp")
+    assert room_violations() == ["ama_acp/session/store/reader.py:2: session/store/ imports session/turn"]
 
 
 def test_every_preloaded_name_imports() -> None:

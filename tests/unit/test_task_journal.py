@@ -1,4 +1,4 @@
-"""session/store/task_journal.py: the kept children of a session's `task` calls, read as hostile input."""
+"""session/store/task_journal.py: a session's kept tasks, read as hostile input."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from ama_acp.conversation.messages import AssistantMessage, Message, TextPart, UserMessage
 from ama_acp.session.store.task_journal import TaskFigures, TaskJournal, decode_lines, journal_path, remove_task_journal
+from ama_acp.session.tasks.figures import task_lines
 from tests.support.hypothesis_profiles import examples
 
 FIGURES: dict[str, object] = {
@@ -67,7 +68,7 @@ def test_any_bytes_decode_to_the_valid_lines_only_and_never_raise(lines: list[by
 
 @settings(max_examples=examples(50))
 @given(figures)
-def test_a_kept_child_reads_back_as_it_was_listed(f: dict[str, object]) -> None:
+def test_a_kept_task_reads_back_as_it_was_listed(f: dict[str, object]) -> None:
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -77,7 +78,7 @@ def test_a_kept_child_reads_back_as_it_was_listed(f: dict[str, object]) -> None:
         assert back.figures() == f
 
 
-def test_the_conversation_is_kept_and_a_second_journal_sees_both_children(tmp_path: Path) -> None:
+def test_the_conversation_is_kept_and_a_second_journal_sees_both_tasks(tmp_path: Path) -> None:
     path = journal_path(tmp_path, "s1")
     first = TaskJournal(lambda: path)
     assert first.previous() == []
@@ -87,10 +88,10 @@ def test_the_conversation_is_kept_and_a_second_journal_sees_both_children(tmp_pa
     ]
     first.append(FIGURES, messages)
     first.append({**FIGURES, "id": "call_2", "status": "failed", "error": "boom"}, [])
-    assert first.previous() == []  # read before the first write: this connection's children are its records
+    assert first.previous() == []  # read before the first write: this connection's tasks are its records
     kept = TaskJournal(lambda: path).previous()
     assert [t.id for t in kept] == ["call_1", "call_2"]
-    assert kept[1].lines() == [
+    assert task_lines(kept[1].figures()) == [
         "- `explore` — Read notes: failed; 2 requests, 970 tokens billed; context 940 tokens of 100,000; "
         "$0.0010 (local/big)",
         "  boom",
@@ -125,13 +126,13 @@ def test_a_record_that_does_not_fit_or_a_disk_that_refuses_is_logged_not_raised(
     assert not (tmp_path / "t.jsonl").exists()
 
 
-def test_a_session_that_runs_unsaved_keeps_no_children(tmp_path: Path) -> None:
+def test_a_session_that_runs_unsaved_keeps_no_tasks(tmp_path: Path) -> None:
     path = journal_path(tmp_path, "s1")
     TaskJournal(lambda: path, lambda: False).append(FIGURES, [])
     assert not path.exists()
 
 
-def test_an_external_child_keeps_its_unknown_figures_unknown(tmp_path: Path) -> None:
+def test_an_external_task_keeps_its_unknown_figures_unknown(tmp_path: Path) -> None:
     path = journal_path(tmp_path, "s1")
     known = ("tokens", "contextTokens", "contextWindow", "contextPercent", "cost")
     unknown = {**{k: v for k, v in FIGURES.items() if k not in known}, "agent": "ext", "external": True}
@@ -139,10 +140,10 @@ def test_an_external_child_keeps_its_unknown_figures_unknown(tmp_path: Path) -> 
     TaskJournal(lambda: path).append({**FIGURES, "agent": "ext", "external": True}, [])
     quiet, told = TaskJournal(lambda: path).previous()
     assert quiet.figures() == unknown  # nothing made up on the way back: absent stays absent, never 0
-    assert quiet.lines() == [
+    assert task_lines(quiet.figures()) == [
         "- `ext` (external) — Read notes: completed; tokens not reported; context not reported; cost unknown "
         "(local/big)"
     ]
-    assert told.lines() == [
+    assert task_lines(told.figures()) == [
         "- `ext` (external) — Read notes: completed; 970 tokens; context 940 tokens of 100,000; $0.0010 (local/big)"
     ]

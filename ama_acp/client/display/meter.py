@@ -59,7 +59,10 @@ def _ama(usage: Usage) -> AmaMeta | None:
 def is_estimated(usage: object) -> bool:
     """Whether the figure is ama's estimate rather than a provider's reading: its `_meta.ama.source` says
     `estimate` or `prefix`. An agent that says nothing about provenance is taken at its word."""
-    ama = _ama(lenient(Usage, usage))
+    return _estimated(_ama(lenient(Usage, usage)))
+
+
+def _estimated(ama: AmaMeta | None) -> bool:
     return ama is not None and ama.source in ESTIMATED_SOURCES
 
 
@@ -93,17 +96,26 @@ def format_ctx(usage: object, colour: bool = False) -> str:
     used = _count(figures.used)
     percent = context_percent(usage)
     ama = _ama(figures)
-    approx = "≈" if ama is not None and ama.source in ESTIMATED_SOURCES else ""
+    approx = "≈" if _estimated(ama) else ""
     if percent is None or used is None:
         tokens = f" ({approx}{used:,} tokens)" if used is not None else ""
         return f"ctx ?{tokens} {format_cost(figures.cost)}"
     text = f"ctx {approx}{format_percent(percent)}"
     if colour and percent > RED_ABOVE:
         text = RED + BOLD + text + RESET
-    parts = [text, f"({approx}{used:,} / {figures.size:,})", format_cost(figures.cost)]
-    if ama is not None and ama.source is not None:
-        parts.append(f"[source {ama.source}]")
-    parts.append(meter_bar(percent, colour))
-    if ama is not None and ama.tier in ("warning", "danger"):
-        parts.append(f"tier {ama.tier}")
-    return " ".join(parts)
+    shown = [text, f"({approx}{used:,} / {figures.size:,})", format_cost(figures.cost)]
+    return " ".join([*shown, *_source(ama), meter_bar(percent, colour), *_tier(ama)])
+
+
+def _source(ama: AmaMeta | None) -> list[str]:
+    """`[source usage]`: where the figure came from, when the agent says."""
+    if ama is None or ama.source is None:
+        return []
+    return [f"[source {ama.source}]"]
+
+
+def _tier(ama: AmaMeta | None) -> list[str]:
+    """`tier warning`: only the tiers that call for attention."""
+    if ama is None or ama.tier not in ("warning", "danger"):
+        return []
+    return [f"tier {ama.tier}"]

@@ -92,28 +92,35 @@ class ToolCalls:
         return f"▸ {state.title} [{state.kind}] {chain}".rstrip()
 
     def _show(self, sid: str, state: _ToolState, call: agent.ToolCall, new_status: bool) -> None:
-        screen = self._screen
         ended = bool(state.statuses) and state.statuses[-1] in ("completed", "failed")
-        key = ("tool", sid, state.id)
         if new_status:
-            if screen.colour and screen.last_line_is(key):
-                # A terminal can show the status change in place instead of a second line.
-                screen.rewrite_last_line()
-                screen.line(self._line(state), key=key)
-            elif len(state.statuses) == 1 or ended or screen.colour:
-                screen.line(self._line(state), key=key)
+            self._show_status(sid, state, ended)
+        self._show_contents(state, call)
+        if ended:
+            # A terminal's output is complete only when the call ends.
+            for tid in state.terminals:
+                self._terminal_output(state, tid)
+
+    def _show_status(self, sid: str, state: _ToolState, ended: bool) -> None:
+        screen = self._screen
+        key = ("tool", sid, state.id)
+        if screen.colour and screen.last_line_is(key):
+            # A terminal can show the status change in place instead of a second line.
+            screen.rewrite_last_line()
+            screen.line(self._line(state), key=key)
+        elif len(state.statuses) == 1 or ended or screen.colour:
+            screen.line(self._line(state), key=key)
+
+    def _show_contents(self, state: _ToolState, call: agent.ToolCall) -> None:
+        """The diffs and texts the update carries; the client terminals it embeds are noted for the end."""
         for item in objects(call.content):
             content = lenient(agent.ToolCallContent, item)
             if content.type == "terminal":
                 if str(content.terminal_id) not in state.terminals:
                     state.terminals.append(str(content.terminal_id))
-            elif not (state.terminals and screen.terminal_output and content.type == "content"):
+            elif not (state.terminals and self._screen.terminal_output and content.type == "content"):
                 # With a live terminal to show, its output replaces the text copy of it.
                 self._content(state, content)
-        if ended:
-            # A terminal's output is complete only when the call ends.
-            for tid in state.terminals:
-                self._terminal_output(state, tid)
 
     def _terminal_output(self, state: _ToolState, tid: str) -> None:
         if f"terminal:{tid}" in state.shown:
@@ -127,30 +134,45 @@ class ToolCalls:
             screen.line(screen.style(DIM, "  │ " + text_line))
 
     def _content(self, state: _ToolState, item: agent.ToolCallContent) -> None:
-        screen = self._screen
         if item.type == "diff":
-            sig_path = None if item.path is UNSET else item.path
-            # The text as shown (str() of whatever the agent sent: a list too) is what a repeat is judged by.
-            new_text = "" if item.new_text is UNSET else str(item.new_text)
-            sig = f"diff:{sig_path}:{hash(new_text)}:{hash(item.old_text)}"
-            if sig in state.shown:
-                return
-            state.shown.add(sig)
-            path = screen.shorten("?" if item.path is UNSET else str(item.path))
-            header = f"  {path}" + (" (new file)" if item.old_text is None else "")
-            screen.line(screen.style(BOLD, header))
-            for diff_line in compact_diff(path, item.old_text, new_text):
-                code = GREEN if diff_line.startswith("+") else RED if diff_line.startswith("-") else ""
-                code = CYAN if diff_line.startswith("@@") else code
-                screen.line("    " + (screen.style(code, diff_line) if code else diff_line))
+            self._diff(state, item)
         elif item.type == "content":
-            text = block_text(item.content)
-            sig = f"text:{hash(text)}"
-            if not text.strip() or sig in state.shown:
-                return
-            state.shown.add(sig)
-            for text_line in clip_lines(text):
-                screen.line(screen.style(DIM, "  │ " + text_line))
+            self._text(state, item)
+
+    def _diff(self, state: _ToolState, item: agent.ToolCallContent) -> None:
+        screen = self._screen
+        sig_path = None if item.path is UNSET else item.path
+        # The text as shown (str() of whatever the agent sent: a list too) is what a repeat is judged by.
+        new_text = "" if item.new_text is UNSET else str(item.new_text)
+        sig = f"diff:{sig_path}:{hash(new_text)}:{hash(item.old_text)}"
+        if sig in state.shown:
+            return
+        state.shown.add(sig)
+        path = screen.shorten("?" if item.path is UNSET else str(item.path))
+        header = f"  {path}" + (" (new file)" if item.old_text is None else "")
+        screen.line(screen.style(BOLD, header))
+        for diff_line in compact_diff(path, item.old_text, new_text):
+            code = _diff_colour(diff_line)
+            screen.line("    " + (screen.style(code, diff_line) if code else diff_line))
+
+    def _text(self, state: _ToolState, item: agent.ToolCallContent) -> None:
+        text = block_text(item.content)
+        sig = f"text:{hash(text)}"
+        if not text.strip() or sig in state.shown:
+            return
+        state.shown.add(sig)
+        for text_line in clip_lines(text):
+            self._screen.line(self._screen.style(DIM, "  │ " + text_line))
+
+
+def _diff_colour(line: str) -> str:
+    if line.startswith("@@"):
+        return CYAN
+    if line.startswith("+"):
+        return GREEN
+    if line.startswith("-"):
+        return RED
+    return ""
 
 
 def _one_line(text: str) -> str:

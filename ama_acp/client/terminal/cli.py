@@ -30,7 +30,7 @@ from ama_acp.client.display.meter import context_percent
 from ama_acp.client.display.render import Renderer, Writer
 from ama_acp.client.errors import RpcError
 from ama_acp.client.handlers import PermissionPolicy
-from ama_acp.client.terminal import sessions
+from ama_acp.client.terminal import sessions, tty_input
 from ama_acp.client.terminal.agent_stderr import AgentStderr
 from ama_acp.client.terminal.program_status import Emitter
 from ama_acp.client.terminal.repl import LineSource, run_line, terminal_permission, typed_lines
@@ -255,34 +255,49 @@ class _Client:
             on_permission=self.renderer.permission,
         )
         self.renderer.terminal_output = conn.terminal_output
-        self.step, code = "start", EXIT_OK
+        self.step = "start"
         try:
             async with conn:
                 if stderr is not None:
                     stderr.spawned()
-                self.step = "initialize"
-                init = await conn.initialize(timeout=INIT_TIMEOUT)
-                self._show_agent(init)
-                if self.args.list:
-                    self.step = "session/list"
-                    found = await sessions.list_sessions(conn, init, self.cwd)
-                    for text in sessions.session_lines(found, self.cwd, one_line):
-                        self.renderer.line(text)
-                else:
-                    code = await self._converse(conn, init)
-                self.step = "shutdown"
-                self.renderer.end_stream()
-                rc = await conn.close()
-                if rc not in (0, None) and code == EXIT_OK:
-                    self.err.write(f"ama acp-client: the agent exited with code {rc} after stdin closed\n")
+                code = await self._session(conn)
         except (Exception, KeyboardInterrupt) as exc:
-            self.renderer.end_stream()
-            if isinstance(exc, KeyboardInterrupt):
-                exc = Interrupted("interrupted")
-            code, message = describe_failure(exc, self.step)
-            self.err.write(f"ama acp-client: {one_line(message)}\n")
+            code = self._failed(exc)
         finally:
             self.status.clear()
+        return self._checked(conn, code)
+
+    async def _session(self, conn: AgentProcess) -> int:
+        """Initialize, list the sessions or converse in one, and close the agent: the exit code."""
+        self.step = "initialize"
+        init = await conn.initialize(timeout=INIT_TIMEOUT)
+        self._show_agent(init)
+        code = EXIT_OK
+        if self.args.list:
+            self.step = "session/list"
+            found = await sessions.list_sessions(conn, init, self.cwd)
+            for text in sessions.session_lines(found, self.cwd, one_line):
+                self.renderer.line(text)
+        else:
+            code = await self._converse(conn, init)
+        self.step = "shutdown"
+        self.renderer.end_stream()
+        rc = await conn.close()
+        if rc not in (0, None) and code == EXIT_OK:
+            self.err.write(f"ama acp-client: the agent exited with code {rc} after stdin closed\n")
+        return code
+
+    def _failed(self, exc: BaseException) -> int:
+        """Say what failed (Ctrl-C as an interruption): the exit code."""
+        self.renderer.end_stream()
+        if isinstance(exc, KeyboardInterrupt):
+            exc = Interrupted("interrupted")
+        code, message = describe_failure(exc, self.step)
+        self.err.write(f"ama acp-client: {one_line(message)}\n")
+        return code
+
+    def _checked(self, conn: AgentProcess, code: int) -> int:
+        """The exit code once the run's protocol violations and unreleased terminals are told."""
         if report_violations(conn, self.err) and code == EXIT_OK:
             code = EXIT_VIOLATIONS
         unreleased = conn.terminals.unreleased()
@@ -328,24 +343,12 @@ class _Client:
 
 
 async def _main(args: argparse.Namespace, command: list[str], out: Writer, err: Writer, stdin: IO[str] | None) -> int:
-    from ama_acp.client.terminal import tty_input
-
     mode = program_status_mode(args, err)
     write = _flushing_writer(out)
     tmux = tty_input.in_tmux(os.environ)
     async with AsyncExitStack() as stack:
-        term: tty_input.TerminalInput | None = None
-        if stdin is not None and os.name == "posix" and stdin.isatty():
-            term = stack.enter_context(tty_input.TerminalInput(stdin.fileno(), write))
-            term.set_signals(True)  # Ctrl-C is SIGINT except while a line is read (a hung agent can be left)
-        isatty = getattr(out, "isatty", None)
-        stdout_tty = bool(isatty and isatty())
-        decision = tty_input.resolve_mode(mode, stdin_tty=term is not None, stdout_tty=stdout_tty, tmux=tmux)
-        emitter: Emitter | None = None
-        if decision == "on":
-            emitter = Emitter(write, tmux=tmux, app=APP)
-        elif decision == "detect" and term is not None and await term.detect_program_status():
-            emitter = Emitter(write, app=APP)
+        term = _terminal_input(stack, stdin, write)
+        emitter = await _status_emitter(mode, term, out, write, tmux)
         client = _Client(args, out, err, term, stdin)
         client.use_status(emitter)
         code = EXIT_ERROR
@@ -362,6 +365,31 @@ async def _main(args: argparse.Namespace, command: list[str], out: Writer, err: 
             err.write(f"ama acp-client: ended by {signal.Signals(ended_by[0]).name}\n")
             return 128 + ended_by[0]
         return code
+
+
+def _terminal_input(
+    stack: AsyncExitStack, stdin: IO[str] | None, write: Callable[[str], None]
+) -> tty_input.TerminalInput | None:
+    """The terminal the person types at, raw for the run (None when stdin is not one)."""
+    if stdin is None or os.name != "posix" or not stdin.isatty():
+        return None
+    term = stack.enter_context(tty_input.TerminalInput(stdin.fileno(), write))
+    term.set_signals(True)  # Ctrl-C is SIGINT except while a line is read (a hung agent can be left)
+    return term
+
+
+async def _status_emitter(
+    mode: str, term: tty_input.TerminalInput | None, out: Writer, write: Callable[[str], None], tmux: bool
+) -> Emitter | None:
+    """Where program status goes: None when the mode, the terminals or the terminal's answer say not to send it."""
+    isatty = getattr(out, "isatty", None)
+    stdout_tty = bool(isatty and isatty())
+    decision = tty_input.resolve_mode(mode, stdin_tty=term is not None, stdout_tty=stdout_tty, tmux=tmux)
+    if decision == "on":
+        return Emitter(write, tmux=tmux, app=APP)
+    if decision == "detect" and term is not None and await term.detect_program_status():
+        return Emitter(write, app=APP)
+    return None
 
 
 async def _end_on_signals(scope: anyio.CancelScope, ended_by: list[int]) -> None:

@@ -122,6 +122,11 @@ def body(report: Report) -> str | None:
         return None
     if report.id is not None and not valid_id(report.id):
         return None
+    return _fitted([*_field_pairs(report), *_text_pairs(report)])
+
+
+def _field_pairs(report: Report) -> list[str]:
+    """state and id, then each of kind, progress and app that is valid with that state."""
     pairs = [f"state={report.state}"]
     if report.id is not None:
         pairs.append(f"id={report.id}")
@@ -131,11 +136,21 @@ def body(report: Report) -> str | None:
         pairs.append(f"progress={report.progress}")
     if report.app is not None and _SEGMENT.fullmatch(report.app):
         pairs.append(f"app={report.app}")
-    if report.state != "clear":
-        for key, text, limit in (("title", report.title, MAX_TITLE_BYTES), ("msg", report.msg, MAX_MSG_BYTES)):
-            encoded = _b64_text(text, limit)
-            if encoded is not None:
-                pairs.append(f"{key}={encoded}")
+    return pairs
+
+
+def _text_pairs(report: Report) -> list[str]:
+    if report.state == "clear":
+        return []
+    pairs = []
+    for key, text, limit in (("title", report.title, MAX_TITLE_BYTES), ("msg", report.msg, MAX_MSG_BYTES)):
+        encoded = _b64_text(text, limit)
+        if encoded is not None:
+            pairs.append(f"{key}={encoded}")
+    return pairs
+
+
+def _fitted(pairs: list[str]) -> str | None:
     # Each text has its own limit, so this does not happen with the limits above (about 3.2 KB at most); the
     # rule stands anyway: the texts go, from the last, and anything else too long sends nothing.
     while len(_osc(":".join(pairs))) > MAX_SEQUENCE_BYTES:
@@ -236,6 +251,9 @@ class Emitter:
     def _forget(self, key: str) -> None:
         self._wanted.pop(key, None)
         self._sent.pop(key, None)
+        self._cancel_timer(key)
+
+    def _cancel_timer(self, key: str) -> None:
         timer = self._timers.pop(key, None)
         if timer is not None:
             timer.cancel()
@@ -255,17 +273,24 @@ class Emitter:
         if last is not None and last.body == text:
             return
         head = f"{report.state}:{report.kind or ''}"
-        wait = last.at + self._throttle - self._clock.now() if last is not None and last.head == head else 0.0
+        wait = self._wait(last, head)
         if wait > 0 and report.state != "clear":
             if key not in self._timers:  # one timer per id: when it fires, the newest report then is sent
                 self._timers[key] = self._clock.call_later(wait, lambda: self._due(key))
             return
-        timer = self._timers.pop(key, None)
-        if timer is not None:
-            timer.cancel()
+        self._send(key, report, text, head)
+
+    def _send(self, key: str, report: Report, text: str, head: str) -> None:
+        self._cancel_timer(key)
         seq = _osc(text)
         self._write(wrap_for_tmux(seq) if self._tmux else seq)
         if report.state == "clear":
             self._sent.pop(key, None)
         else:
             self._sent[key] = _Sent(text, head, self._clock.now())
+
+    def _wait(self, last: _Sent | None, head: str) -> float:
+        """Milliseconds before a report with this head may follow the last one sent (0: at once)."""
+        if last is None or last.head != head:
+            return 0.0
+        return last.at + self._throttle - self._clock.now()

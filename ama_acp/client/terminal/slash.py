@@ -140,26 +140,34 @@ def plan(command: Command, session_id: str, state: SessionState) -> Call | None:
         return None
     if command.name == "option":
         config_id, value = command.args
-        pairs = [(cid, str(o.get("name") or cid)) for cid, o in options.items()]
-        found = _match(config_id, pairs)
-        if found is None:
-            raise CommandError(f"the agent offers no option {config_id!r}; options: {_listing(pairs)}")
-        return option_call(session_id, options[found], value)
+        return _option_plan(session_id, options, config_id, value)
     (wanted,) = command.args
     if command.name == "mode":
-        modes = state.modes.get(session_id)
-        if modes:
-            mode = _match(wanted, list(modes.items()))
-            if mode is None:
-                raise CommandError(f"no mode {wanted!r}; modes: {_listing(list(modes.items()))}")
-            return Call("session/set_mode", {"sessionId": session_id, "modeId": mode}, f"mode: {modes[mode]}")
-        option = _option_by_category(options, "mode")
-        if option is None:
-            raise CommandError("the agent offers no modes for this session")
-        return option_call(session_id, option, wanted)
+        return _mode_plan(session_id, state.modes.get(session_id), options, wanted)
     option = _option_by_category(options, "model")
     if option is None:
         raise CommandError("the agent offers no model choice for this session (no config option of category model)")
+    return option_call(session_id, option, wanted)
+
+
+def _option_plan(session_id: str, options: dict[str, JSONObject], config_id: str, value: str) -> Call:
+    pairs = [(cid, str(o.get("name") or cid)) for cid, o in options.items()]
+    found = _match(config_id, pairs)
+    if found is None:
+        raise CommandError(f"the agent offers no option {config_id!r}; options: {_listing(pairs)}")
+    return option_call(session_id, options[found], value)
+
+
+def _mode_plan(session_id: str, modes: dict[str, str] | None, options: dict[str, JSONObject], wanted: str) -> Call:
+    """session/set_mode when the agent reported modes; else its config option of category `mode`."""
+    if modes:
+        mode = _match(wanted, list(modes.items()))
+        if mode is None:
+            raise CommandError(f"no mode {wanted!r}; modes: {_listing(list(modes.items()))}")
+        return Call("session/set_mode", {"sessionId": session_id, "modeId": mode}, f"mode: {modes[mode]}")
+    option = _option_by_category(options, "mode")
+    if option is None:
+        raise CommandError("the agent offers no modes for this session")
     return option_call(session_id, option, wanted)
 
 

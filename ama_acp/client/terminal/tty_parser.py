@@ -160,29 +160,40 @@ class InputParser:
 
     def _ground(self, b: int) -> bool:
         if self._need:
-            if self._lo <= b <= self._hi:
-                self._cp = (self._cp << 6) | (b & 0x3F)
-                self._need -= 1
-                self._lo, self._hi = 0x80, 0xBF
-                if not self._need:
-                    self._char(chr(self._cp))
-                return True
-            self._need = 0
-            self._out.append(Text("\ufffd"))  # an incomplete character; the byte is read on its own
-            return False
+            return self._continuation(b)
         if b < 0x80:
-            if b == _ESC:
-                self._begin(_ESCAPE, "esc", b)
-            elif 0x20 <= b < 0x7F:
-                self._out.append(Text(chr(b)))
-            elif b == 0x09:
-                self._out.append(Text(" "))
-            elif (key := _KEYS.get(b)) is not None:
-                self._out.append(Key(key))
-                self._after_cr = b == 0x0D
-            else:
-                self._out.append(IgnoredSequence("control", bytes((b,))))
+            self._ascii(b)
+        else:
+            self._lead_byte(b)
+        return True
+
+    def _continuation(self, b: int) -> bool:
+        """A byte after a UTF-8 lead byte: consumed when it continues the character."""
+        if self._lo <= b <= self._hi:
+            self._cp = (self._cp << 6) | (b & 0x3F)
+            self._need -= 1
+            self._lo, self._hi = 0x80, 0xBF
+            if not self._need:
+                self._char(chr(self._cp))
             return True
+        self._need = 0
+        self._out.append(Text("\ufffd"))  # an incomplete character; the byte is read on its own
+        return False
+
+    def _ascii(self, b: int) -> None:
+        if b == _ESC:
+            self._begin(_ESCAPE, "esc", b)
+        elif 0x20 <= b < 0x7F:
+            self._out.append(Text(chr(b)))
+        elif b == 0x09:
+            self._out.append(Text(" "))
+        elif (key := _KEYS.get(b)) is not None:
+            self._out.append(Key(key))
+            self._after_cr = b == 0x0D
+        else:
+            self._out.append(IgnoredSequence("control", bytes((b,))))
+
+    def _lead_byte(self, b: int) -> None:
         # A UTF-8 lead byte, with the range its first continuation byte must fall in (no overlong forms, no
         # surrogates, nothing above U+10FFFF).
         if 0xC2 <= b <= 0xDF:
@@ -193,7 +204,6 @@ class InputParser:
             self._lead(b & 0x07, 3, 0x90 if b == 0xF0 else 0x80, 0x8F if b == 0xF4 else 0xBF)
         else:
             self._out.append(Text("\ufffd"))
-        return True
 
     def _lead(self, bits: int, need: int, lo: int, hi: int) -> None:
         self._cp, self._need, self._lo, self._hi = bits, need, lo, hi

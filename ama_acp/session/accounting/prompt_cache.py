@@ -128,87 +128,97 @@ class SessionCache:
         """S2 `cache`: unknown figures are left out (U15); `state` always."""
         model = self._session.model_id
         facts = self.facts(model)
-        out: dict[str, object] = {"state": self.state()}
-        if facts is not None and facts.ttl_seconds is not None:
-            out["lifetimeSeconds"] = facts.ttl_seconds
-        if facts is not None and facts.min_tokens is not None:
-            out["minTokens"] = facts.min_tokens
-        if totals.cache_read is not None:
-            out["readTokens"] = totals.cache_read
-        if totals.cache_write is not None:
-            out["writeTokens"] = totals.cache_write
-        rate = totals.cache_read_share()
-        if rate is not None:
-            out["cacheHitRate"] = rate
         saved = self.ledger.saved
-        if saved is not None and (totals.cache_read is not None or totals.cache_write is not None):
-            out["saved"] = {"amount": round(saved, 6), "currency": "USD"}
+        traffic = totals.cache_read is not None or totals.cache_write is not None
         since = self.ledger.seconds_since_write(model)
-        if since is not None:
-            out["secondsSinceLastWrite"] = int(since)
-        if self.last_event is not None:
-            e = self.last_event
-            out["lastPruning"] = {"decision": e.kind, "tokens": e.used, "cache": e.state}
-        return out
+        e = self.last_event
+        figures: dict[str, object | None] = {
+            "lifetimeSeconds": facts.ttl_seconds if facts is not None else None,
+            "minTokens": facts.min_tokens if facts is not None else None,
+            "readTokens": totals.cache_read,
+            "writeTokens": totals.cache_write,
+            "cacheHitRate": totals.cache_read_share(),
+            "saved": {"amount": round(saved, 6), "currency": "USD"} if saved is not None and traffic else None,
+            "secondsSinceLastWrite": int(since) if since is not None else None,
+            "lastPruning": {"decision": e.kind, "tokens": e.used, "cache": e.state} if e is not None else None,
+        }
+        return {"state": self.state()} | {k: v for k, v in figures.items() if v is not None}
 
     def lines(self, totals: BilledTotals, thresholds: tuple[int | None, int | None]) -> list[str]:
         """/context's cache lines: the figures, the state of the current model's cache, and the pruning rule."""
+        state = self.state()
+        lines = (
+            self._figures_line(totals),
+            self._state_line(state),
+            _rule_line(state, thresholds),
+            _decision_line(self.last_event),
+        )
+        return [line for line in lines if line is not None]
+
+    def _figures_line(self, totals: BilledTotals) -> str | None:
+        """What the cache read, wrote and saved; None when no request reported either."""
+        if totals.cache_read is None and totals.cache_write is None:
+            return None
+        read = f"{totals.cache_read:,}" if totals.cache_read is not None else "no reads reported"
+        write = f", {totals.cache_write:,} written" if totals.cache_write is not None else ""
+        saved = self.ledger.saved
+        worth = (
+            f"saved ${saved:.4f} against uncached prices"
+            if saved is not None
+            else "what it saved is unknown (a request was unpriced, or its usage never came)"
+        )
+        return f"**Cache:** {read} tokens read{write}; {worth}."
+
+    def _state_line(self, state: CacheState) -> str:
+        """The current model's cache: its facts, and why it is warm, cold or unknown."""
         model = self._session.model_id
         facts = self.facts(model)
-        out: list[str] = []
-        if totals.cache_read is not None or totals.cache_write is not None:
-            read = f"{totals.cache_read:,}" if totals.cache_read is not None else "no reads reported"
-            write = f", {totals.cache_write:,} written" if totals.cache_write is not None else ""
-            saved = self.ledger.saved
-            worth = (
-                f"saved ${saved:.4f} against uncached prices"
-                if saved is not None
-                else "what it saved is unknown (a request was unpriced, or its usage never came)"
-            )
-            out.append(f"**Cache:** {read} tokens read{write}; {worth}.")
         ttl = facts.ttl_seconds if facts is not None else None
         minimum = facts.min_tokens if facts is not None else None
         known = (
             f"lifetime {_duration(ttl) if ttl is not None else 'unknown'}, "
             f"minimum {f'{minimum:,} tokens' if minimum is not None else 'unknown'}"
         )
-        state = self.state()
-        since = self.ledger.seconds_since_write(model)
-        if state == WARM and since is not None:
-            why = f"warm: last written {_duration(since)} ago"
-        elif state == COLD and since is not None:
-            why = f"cold: idle {_duration(since)}, past its lifetime"
-        elif state == COLD:
-            why = "cold: this conversation has not been sent to this model yet"
-        elif ttl is None:
-            why = "warm or cold unknown: the lifetime of this model's cache is unknown"
-        else:
-            why = "warm or cold unknown: the last write is unknown (a request's usage never came, or an older session file)"
-        out.append(f"Cache of {model} ({known}): {why}.")
-        auto, prune_at = thresholds
-        if auto is not None and prune_at is not None:
-            early = early_prune_at(auto)
-            if state == COLD and early < prune_at:
-                out.append(
-                    f"The cached prefix is lost anyway, so pruning runs early, from {early:,} tokens (pruneAt "
-                    f"{prune_at:,})."
-                )
-            elif early < prune_at:
-                out.append(
-                    f"Pruning waits for pruneAt ({prune_at:,} tokens); it runs early, from {early:,}, only when the "
-                    "cache is known to be cold."
-                )
-        e = self.last_event
-        if e is not None:
-            if e.kind == "early":
-                out.append(f"Last pruning decision: pruned early at {e.used:,} tokens — the cache was cold.")
-            else:
-                reason = "warm" if e.state == WARM else "not known to be cold"
-                out.append(
-                    f"Last pruning decision: kept the context at {e.used:,} tokens, under pruneAt — the cache was "
-                    f"{reason}."
-                )
-        return out
+        return f"Cache of {model} ({known}): {_why(state, self.ledger.seconds_since_write(model), ttl)}."
+
+
+def _why(state: CacheState, since: float | None, ttl: int | None) -> str:
+    """Why the cache is in `state`, given the seconds since its last write and its lifetime (None: unknown)."""
+    if state == WARM and since is not None:
+        return f"warm: last written {_duration(since)} ago"
+    if state == COLD and since is not None:
+        return f"cold: idle {_duration(since)}, past its lifetime"
+    if state == COLD:
+        return "cold: this conversation has not been sent to this model yet"
+    if ttl is None:
+        return "warm or cold unknown: the lifetime of this model's cache is unknown"
+    return "warm or cold unknown: the last write is unknown (a request's usage never came, or an older session file)"
+
+
+def _rule_line(state: CacheState, thresholds: tuple[int | None, int | None]) -> str | None:
+    """When pruning runs, as the cache decides it; None without thresholds or without room for an early prune."""
+    auto, prune_at = thresholds
+    if auto is None or prune_at is None:
+        return None
+    early = early_prune_at(auto)
+    if early >= prune_at:
+        return None
+    if state == COLD:
+        return f"The cached prefix is lost anyway, so pruning runs early, from {early:,} tokens (pruneAt {prune_at:,})."
+    return (
+        f"Pruning waits for pruneAt ({prune_at:,} tokens); it runs early, from {early:,}, only when the "
+        "cache is known to be cold."
+    )
+
+
+def _decision_line(e: PruneEvent | None) -> str | None:
+    """The latest pruning decision between the early threshold and pruneAt, if there was one."""
+    if e is None:
+        return None
+    if e.kind == "early":
+        return f"Last pruning decision: pruned early at {e.used:,} tokens — the cache was cold."
+    reason = "warm" if e.state == WARM else "not known to be cold"
+    return f"Last pruning decision: kept the context at {e.used:,} tokens, under pruneAt — the cache was {reason}."
 
 
 __all__ = ["COLD", "UNKNOWN", "WARM", "PruneEvent", "SessionCache"]

@@ -17,7 +17,7 @@ import msgspec
 
 from ama_acp.agent.instruction_files import nested_section
 from ama_acp.agent.instructions import SessionInstructions
-from ama_acp.config import Config, Price
+from ama_acp.config import Price
 from ama_acp.context.billing import BilledTotals, Billing, BillingState
 from ama_acp.context.estimate import Estimator, make_estimator
 from ama_acp.context.meter import ESTIMATE, PREFIX, USAGE, ContextFigures, ContextMeter, MeterState, reported
@@ -42,6 +42,8 @@ from ama_acp.conversation.tools import ToolSpec
 from ama_acp.session.accounting.held_figure import PendingPrefix, mcp_digests, stored_digests
 from ama_acp.session.accounting.prompt_cache import SessionCache
 from ama_acp.session.conversation import StoredFigures
+from ama_acp.session.facets import Identified, UsesModel
+from ama_acp.session.runtime import Configured
 from ama_acp.wire import types as w
 
 log = logging.getLogger(__name__)
@@ -52,11 +54,8 @@ def shared_estimator(name: str) -> Estimator:
     return make_estimator(name)
 
 
-class AccountingRuntime(Protocol):
+class AccountingRuntime(Configured, Protocol):
     """What the accounting needs from the sessions' shared runtime."""
-
-    @property
-    def config(self) -> Config: ...
 
     def context_window(self, model_id: str) -> int | None:
         """The model's window in tokens; None when the catalog does not know it."""
@@ -83,14 +82,8 @@ class DeclaredTools(Protocol):
         ...
 
 
-class AccountedSession(Protocol):
+class AccountedSession(Identified, UsesModel, Protocol):
     """What the accounting reads from its session."""
-
-    @property
-    def id(self) -> str: ...
-
-    @property
-    def model_id(self) -> str: ...
 
     @property
     def tools(self) -> DeclaredTools: ...
@@ -360,20 +353,7 @@ class SessionContext:
         risen = self.tiers.update(f.tier)
         if risen is not None and (self._pending_tier is None or rank(risen) > rank(self._pending_tier)):
             self._pending_tier = risen
-        model = self._session.model_id
-        if f.source == USAGE and f.window is not None and f.usage_tokens > f.window:
-            if (model, f.window) not in self._told_over:
-                self._told_over.add((model, f.window))
-                self._pending_over = ContextNotice(
-                    severity="warning",
-                    title="Usage above the known window",
-                    text=(
-                        f"The provider reported {f.usage_tokens:,} tokens for the last request, more tokens than the "
-                        f"{f.window:,}-token window ama knows for {model}: the window in the catalog or the config "
-                        "(context_window) is likely wrong. The meter shows the reading as a lower bound (100 %)."
-                    ),
-                    meta={"ama": {"tierCaps": caps_meta(self._rt.config.tiers.caps)}},
-                )
+        self._note_over_window(f)
         if not deliver:
             return []
         out: list[ContextNotice] = []
@@ -384,6 +364,26 @@ class SessionContext:
             out.append(self._tier_notice(tier, f))
         self._pending_tier, self._pending_over = None, None
         return out
+
+    def _note_over_window(self, f: ContextFigures) -> None:
+        """A provider's reading over the window the catalog knows: the notice waits for delivery, once per model
+        and window."""
+        if f.source != USAGE or f.window is None or f.usage_tokens <= f.window:
+            return
+        model = self._session.model_id
+        if (model, f.window) in self._told_over:
+            return
+        self._told_over.add((model, f.window))
+        self._pending_over = ContextNotice(
+            severity="warning",
+            title="Usage above the known window",
+            text=(
+                f"The provider reported {f.usage_tokens:,} tokens for the last request, more tokens than the "
+                f"{f.window:,}-token window ama knows for {model}: the window in the catalog or the config "
+                "(context_window) is likely wrong. The meter shows the reading as a lower bound (100 %)."
+            ),
+            meta={"ama": {"tierCaps": caps_meta(self._rt.config.tiers.caps)}},
+        )
 
     def _tier_notice(self, tier: str, f: ContextFigures) -> ContextNotice:
         """A tier notice worded from the figures of now: with the caps in force, and in the session's first one

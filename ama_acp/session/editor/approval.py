@@ -12,11 +12,8 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
-from contextlib import AbstractContextManager
 from typing import Protocol
 from urllib.parse import urlsplit
-
-import anyio
 
 from ama_acp.agent import events as ev
 from ama_acp.agent.loop import CANCELLED_FOR_MODEL, CANCELLED_FOR_PERSON, Refusal
@@ -25,6 +22,7 @@ from ama_acp.permissions import Approvals, decide, deny_reason, path_problem
 from ama_acp.rpc.errors import ClientError
 from ama_acp.session.editor.client import ClientRequests, EditorClient, MalformedAnswer, PeerEditor, clip
 from ama_acp.session.editor.updates import locations
+from ama_acp.session.facets import Cancellable, Identified, ToolGuard
 from ama_acp.tools.base import FileDiff, Location, Tool, ToolError
 from ama_acp.tools.common import diff_too_big
 from ama_acp.tools.context import ToolContext
@@ -45,24 +43,9 @@ REJECTED_FOR_PERSON = "You rejected this call."
 Args = Mapping[str, object]
 
 
-class ApprovalSession(Protocol):
-    """What the approver needs of its session."""
-
-    @property
-    def id(self) -> str: ...
-
-    @property
-    def mode(self) -> str:
-        """The permission mode now (it may change while the person is asked)."""
-        ...
-
-    @property
-    def cancelled(self) -> bool: ...
-
-    @property
-    def tool_ctx(self) -> ToolContext:
-        """Where the call's paths resolve, and the workspace an edit's preview reads."""
-        ...
+class ApprovalSession(Identified, ToolGuard, Cancellable, Protocol):
+    """What the approver needs of its session: the mode is read again once the person answers; the tool
+    context is where the call's paths resolve, and the workspace an edit's preview reads."""
 
     @property
     def rt(self) -> ClientRequests:
@@ -72,8 +55,6 @@ class ApprovalSession(Protocol):
     def tool(self, name: str) -> Tool | None: ...
 
     def cancel(self) -> None: ...
-
-    def graceful(self, timeout: float, grace: float) -> AbstractContextManager[anyio.CancelScope]: ...
 
 
 class Approver:
@@ -133,16 +114,7 @@ class Approver:
         self, call: ev.ToolCallRequested, kind: str, outside: list[str], args: Args, memory_kind: str
     ) -> Refusal | None:
         where = f" (outside the project: {', '.join(_shown_path(p) for p in outside)})" if outside else ""
-        if memory_kind.startswith("fetch:"):
-            covers = f"fetches from {_short(memory_kind.removeprefix('fetch:') or 'this address')} in this session"
-        else:
-            covers = always_scope(kind, outside, call.title if memory_kind != kind else None)
-        opts = [
-            w.PermissionOption(option_id="allow_once", name="Allow once", kind="allow_once"),
-            w.PermissionOption(option_id="allow_always", name=f"Always allow {covers}", kind="allow_always"),
-            w.PermissionOption(option_id="reject_once", name="Reject", kind="reject_once"),
-            w.PermissionOption(option_id="reject_always", name=f"Always reject {covers}", kind="reject_always"),
-        ]
+        opts = _options(_covers(call.title, kind, outside, memory_kind))
         request = w.RequestPermissionRequest(
             session_id=self.s.id,
             tool_call=w.ToolCallFields(
@@ -156,6 +128,17 @@ class Approver:
             ),
             options=opts,
         )
+        answer = await self._answer(request)
+        if answer is None or self.s.cancelled:
+            self.s.cancel()
+            return Refusal(CANCELLED_FOR_MODEL, CANCELLED_FOR_PERSON)
+        if isinstance(answer, Refusal):
+            return answer
+        return self._judge(answer, kind, outside, {o.option_id for o in opts}, memory_kind)
+
+    async def _answer(self, request: w.RequestPermissionRequest) -> w.RequestPermissionResponse | Refusal | None:
+        """The client's answer; one that cannot be had is a rejection with its reason. None when the turn's
+        cancel ended the wait."""
         answer: w.RequestPermissionResponse | Refusal | None = None
         # Shielded from the turn's cancel: on session/cancel the wait shrinks to CANCEL_GRACE, so the client's
         # `cancelled` answer closes the dialog instead of a withdrawn request leaving it open.
@@ -168,12 +151,7 @@ class Approver:
                 answer = _failed(exc.message or str(exc))
             except Exception as exc:  # a client that cannot ask counts as a rejection, with the reason
                 answer = _failed(str(exc) or type(exc).__name__)
-        if scope.cancelled_caught or self.s.cancelled or answer is None:  # None: the scope ended the wait
-            self.s.cancel()
-            return Refusal(CANCELLED_FOR_MODEL, CANCELLED_FOR_PERSON)
-        if isinstance(answer, Refusal):
-            return answer
-        return self._judge(answer, kind, outside, {o.option_id for o in opts}, memory_kind)
+        return None if scope.cancelled_caught else answer
 
     def _judge(
         self, answer: w.RequestPermissionResponse, kind: str, outside: list[str], offered: set[str], memory_kind: str
@@ -282,6 +260,23 @@ def _memory_kind(name: str, kind: str, args: Args) -> str:
             host = None
         return f"fetch:{(host or '').lower()}"
     return kind
+
+
+def _covers(title: str, kind: str, outside: list[str], memory_kind: str) -> str:
+    """What an "always" answer covers, as its option names it: a fetch's site, else the kind's scope (a tool
+    remembered on its own, an MCP tool's, by the call's title)."""
+    if memory_kind.startswith("fetch:"):
+        return f"fetches from {_short(memory_kind.removeprefix('fetch:') or 'this address')} in this session"
+    return always_scope(kind, outside, title if memory_kind != kind else None)
+
+
+def _options(covers: str) -> list[w.PermissionOption]:
+    return [
+        w.PermissionOption(option_id="allow_once", name="Allow once", kind="allow_once"),
+        w.PermissionOption(option_id="allow_always", name=f"Always allow {covers}", kind="allow_always"),
+        w.PermissionOption(option_id="reject_once", name="Reject", kind="reject_once"),
+        w.PermissionOption(option_id="reject_always", name=f"Always reject {covers}", kind="reject_always"),
+    ]
 
 
 def always_scope(kind: str, outside: list[str], mcp_title: str | None = None) -> str:

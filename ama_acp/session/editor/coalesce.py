@@ -105,8 +105,7 @@ class ChunkCoalescer:
         if self._pending and not same:
             async with self._lock:
                 await self._flush_locked()
-        if not self._pending and (not same or time.monotonic() - self._last_sent >= self.window):
-            # The first delta of a message, or one after a quiet spell: no reason to wait.
+        if self._sends_at_once(same):
             self._kind, self._message_id = kind, message_id
             async with self._lock:
                 await self._write(kind, message_id, text)
@@ -118,6 +117,11 @@ class ChunkCoalescer:
                 await self._flush_locked()
         elif len(self._pending) == 1 and self._armed is not None:
             self._armed.set()  # the timer sends it one window after the last chunk
+
+    def _sends_at_once(self, same: bool) -> bool:
+        """Nothing is held, and the delta starts a message (`same`: it continues the last one) or follows a
+        quiet spell: no reason to wait."""
+        return not self._pending and (not same or time.monotonic() - self._last_sent >= self.window)
 
     async def flush(self) -> None:
         async with self._lock:

@@ -5,8 +5,7 @@ them, else the local disk and subprocesses. ama never calls a client method the 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Awaitable
 from contextvars import ContextVar
 from typing import Protocol, TypeVar
 
@@ -15,6 +14,8 @@ import anyio.lowlevel
 
 from ama_acp.rpc.errors import ClientError
 from ama_acp.session.editor.client import ClientRequests, EditorClient, MalformedAnswer, PeerEditor
+from ama_acp.session.facets import Cancellable, Identified, Located, Sends
+from ama_acp.session.runtime import KnowsClient
 from ama_acp.tools.base import ToolError
 from ama_acp.tools.context import ToolContext
 from ama_acp.tools.paths import PathPolicy
@@ -38,36 +39,17 @@ CREATE_GRACE = 2.0
 _T = TypeVar("_T")
 
 
-class EditorRuntime(ClientRequests, Protocol):
+class EditorRuntime(ClientRequests, KnowsClient, Protocol):
     """What `tool_context` needs of the runtime: what the client offered, and the way to ask it."""
 
-    @property
-    def client_caps(self) -> w.ClientCapabilities: ...
 
-
-class TerminalHost(Protocol):
+class TerminalHost(Identified, Cancellable, Sends, Protocol):
     """What the editor's workspace needs of its session: the id its requests carry, the turn's cancel (a
     terminal/create is waited out gracefully, see `Session.graceful`) and the updates that embed a terminal."""
 
-    @property
-    def id(self) -> str: ...
 
-    @property
-    def cancelled(self) -> bool: ...
-
-    def graceful(self, timeout: float, grace: float) -> AbstractContextManager[anyio.CancelScope]: ...
-
-    async def send(self, update: w.SessionUpdate) -> None: ...
-
-
-class WorkspaceSession(TerminalHost, Protocol):
+class WorkspaceSession(TerminalHost, Located, Protocol):
     """What `tool_context` needs of the session: the above, and the folders its tools may work in."""
-
-    @property
-    def cwd(self) -> str: ...
-
-    @property
-    def additional_directories(self) -> Sequence[str]: ...
 
 
 class EditorWorkspace(LocalWorkspace):
@@ -158,24 +140,13 @@ class EditorWorkspace(LocalWorkspace):
         )
         ref = w.TerminalRequest(session_id=sid, terminal_id=terminal_id)
         wire_id = current_tool_call.get()
-        timed_out = False
         kept: CutShort | None = None  # a cancelled run whose terminal the call's final update still shows
-        exited = w.WaitForTerminalExitResponse()
         try:
             if wire_id is not None:  # the person watches the command run inside the tool call
                 await self._session.send(
                     w.ToolCallUpdate(tool_call_id=wire_id, content=[w.TerminalRef(terminal_id=terminal_id)])
                 )
-            with anyio.move_on_after(timeout) as scope:
-                exited = await self._editor.wait_for_terminal_exit(ref)
-            if scope.cancelled_caught:
-                timed_out = True
-                await self._ask(
-                    "terminal/kill", TERMINAL_TIMEOUT, self._editor.kill_terminal(ref, timeout=TERMINAL_TIMEOUT)
-                )
-            output = await self._ask(
-                "terminal/output", TERMINAL_TIMEOUT, self._editor.terminal_output(ref, timeout=TERMINAL_TIMEOUT)
-            )
+            return await self._run_to_end(ref, timeout)
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
                 try:
@@ -191,6 +162,19 @@ class EditorWorkspace(LocalWorkspace):
         finally:
             if kept is None:
                 await self._release(ref)
+
+    async def _run_to_end(self, ref: w.TerminalRequest, timeout: float) -> CommandResult:
+        """The command in the terminal waited for (killed once `timeout` passes), then what it printed."""
+        exited = w.WaitForTerminalExitResponse()
+        with anyio.move_on_after(timeout) as scope:
+            exited = await self._editor.wait_for_terminal_exit(ref)
+        if scope.cancelled_caught:
+            await self._ask(
+                "terminal/kill", TERMINAL_TIMEOUT, self._editor.kill_terminal(ref, timeout=TERMINAL_TIMEOUT)
+            )
+        output = await self._ask(
+            "terminal/output", TERMINAL_TIMEOUT, self._editor.terminal_output(ref, timeout=TERMINAL_TIMEOUT)
+        )
         status = output.exit_status
         if status is None or (status.exit_code is None and status.signal is None):  # the output's says nothing
             status = exited
@@ -199,7 +183,7 @@ class EditorWorkspace(LocalWorkspace):
             signal=_signal_number(status.signal),
             output=output.output,
             truncated=output.truncated,
-            timed_out=timed_out,
+            timed_out=scope.cancelled_caught,
         )
 
     async def _keep_for_final_update(self, ref: w.TerminalRequest, wire_id: str | None) -> CutShort | None:

@@ -104,21 +104,30 @@ def completed_turns(entries: list[en.Entry]) -> list[en.Entry]:
     settings chosen since. What the turn wrote so far (its prompt, replies, tool calls, usage, a compaction)
     is left out: the fork holds the last completed turn, never a half-streamed reply. When a turn entry
     follows that prompt, its turn ended and every entry is kept."""
-    start = None
-    for i in range(len(entries) - 1, -1, -1):
-        entry = entries[i]
-        if isinstance(entry, en.CommandEntry) or (
-            isinstance(entry, en.MessageEntry)
-            and isinstance(entry.message, UserMessage)
-            and entry.message.origin == "person"
-        ):
-            start = i
-            break
+    start = _last_said(entries)
     if start is None or any(isinstance(e, en.TurnEntry) for e in entries[start:]):
         return list(entries)  # no turn, or the last one ended: nothing is running in this file
     if start > 0 and isinstance(entries[start - 1], en.TitleEntry):
         start -= 1
     return entries[:start] + [e for e in entries[start:] if isinstance(e, _SETTINGS)]
+
+
+def _last_said(entries: list[en.Entry]) -> int | None:
+    """The index of the last thing the person said (a prompt, or a slash command); None when they said nothing."""
+    for i in range(len(entries) - 1, -1, -1):
+        if _said_by_person(entries[i]):
+            return i
+    return None
+
+
+def _said_by_person(entry: en.Entry) -> bool:
+    if isinstance(entry, en.CommandEntry):
+        return True
+    return (
+        isinstance(entry, en.MessageEntry)
+        and isinstance(entry.message, UserMessage)
+        and entry.message.origin == "person"
+    )
 
 
 def fork_title(title: str | None) -> str | None:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import logging
 import os
 import stat
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -31,7 +30,9 @@ import anyio
 
 from ama_acp.conversation.messages import Message
 from ama_acp.session.conversation import Conversation, StoredFigures
+from ama_acp.session.facets import Identified, Located, Persists, UsesModel
 from ama_acp.session.history.checkpoints import CheckpointLog, Checkpoints, FileRecord
+from ama_acp.session.runtime import Stores
 from ama_acp.session.store import entries as en
 from ama_acp.session.store.checkpoint_files import BlobStore, Unreadable, file_digest
 from ama_acp.textsafe import one_line
@@ -50,11 +51,6 @@ class _Journal(Protocol):
     def saving(self) -> bool: ...
 
 
-class _Runtime(Protocol):
-    @property
-    def store(self) -> SessionStore: ...
-
-
 class _Accounting(Protocol):
     reopen: PendingPrefix | None
 
@@ -66,23 +62,11 @@ class _Tools(Protocol):
     def mcp(self) -> ServerStatus | None: ...
 
 
-class RewoundSession(Protocol):
+class RewoundSession(Identified, Located, UsesModel, Persists, Protocol):
     """What a rewind uses of its session (session/live.py `Session`)."""
 
     @property
-    def id(self) -> str: ...
-
-    @property
-    def cwd(self) -> str: ...
-
-    @property
-    def additional_directories(self) -> Sequence[str]: ...
-
-    @property
-    def model_id(self) -> str: ...
-
-    @property
-    def rt(self) -> _Runtime: ...
+    def rt(self) -> Stores: ...
 
     @property
     def journal(self) -> _Journal: ...
@@ -95,10 +79,6 @@ class RewoundSession(Protocol):
 
     conversation: Conversation
     checkpoints: Checkpoints
-
-    def persist(self, entry: en.Entry) -> None: ...
-
-    async def send(self, update: w.SessionUpdate) -> None: ...
 
 
 @dataclass
@@ -251,13 +231,18 @@ def _restore_one(
         return None
     if now != last:
         return "it changed since ama last wrote it"
-    if record.before is None:
+    return _put_back(path, record.before, policy, blobs, out)
+
+
+def _put_back(path: str, before: str | None, policy: PathPolicy, blobs: BlobStore, out: Outcome) -> str | None:
+    """The file as it was before the prompt (`before` its digest; None: it did not exist, so it is removed)."""
+    if before is None:
         why = _remove(path, policy)
         if why is None:
             out.restored.append(path)
             out.removed.append(path)
         return why
-    data = blobs.get(record.before)
+    data = blobs.get(before)
     if data is None:
         return "its saved copy is missing or damaged"
     why = _write_back(path, data, policy)
@@ -271,26 +256,35 @@ def _parent_fd(path: str, policy: PathPolicy, create: bool) -> int | str:
     folders; else why not."""
     parent = os.path.dirname(path)
     if create:
-        missing = []
-        probe = parent
-        while not os.path.lexists(probe) and probe != os.path.dirname(probe):
-            missing.append(probe)
-            probe = os.path.dirname(probe)
-        if not policy.contains(os.path.realpath(probe)) or os.path.realpath(probe) != probe:
-            return "its folder is outside the session's folders"
-        for folder in reversed(missing):
-            try:
-                os.mkdir(folder)
-            except FileExistsError:
-                pass
-            except OSError as exc:
-                return f"its folder cannot be made ({exc.strerror or exc})"
+        why = _make_folders(parent, policy)
+        if why is not None:
+            return why
     if os.path.realpath(parent) != parent or not policy.contains(parent):
         return "its folder is a symbolic link now, or outside the session's folders"
     try:
         return os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
         return f"its folder cannot be opened ({exc.strerror or exc})"
+
+
+def _make_folders(parent: str, policy: PathPolicy) -> str | None:
+    """`parent` and the folders above it that are missing, made below the nearest existing one, which must be a
+    real folder inside the session's folders; None when done, else why not."""
+    missing = []
+    probe = parent
+    while not os.path.lexists(probe) and probe != os.path.dirname(probe):
+        missing.append(probe)
+        probe = os.path.dirname(probe)
+    if not policy.contains(os.path.realpath(probe)) or os.path.realpath(probe) != probe:
+        return "its folder is outside the session's folders"
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder)
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            return f"its folder cannot be made ({exc.strerror or exc})"
+    return None
 
 
 def _remove(path: str, policy: PathPolicy) -> str | None:
@@ -344,24 +338,7 @@ def _write_back(path: str, data: bytes, policy: PathPolicy) -> str | None:
 
 
 def summary(number: int, total: int, first_line: str, out: Outcome, cwd: str, undone: int, rebuilt: bool) -> str:
-    span = f"prompt {number}" if number == total else f"prompts {number}–{total}"
-    lines = [f"Rewound to before prompt {number} ({first_line}): {span} left the conversation."]
-    if not rebuilt:
-        lines[0] = (
-            f"Rewound the files to before prompt {number} ({first_line}), but the session file could not be "
-            "written or read again (the log says why), so the conversation is unchanged here."
-        )
-    restored = [p for p in out.restored if p not in out.removed]
-    if restored:
-        lines.append("Restored: " + ", ".join(_shown(p, cwd) for p in restored))
-    if out.removed:
-        lines.append("Removed (created since): " + ", ".join(_shown(p, cwd) for p in out.removed))
-    if out.already:
-        lines.append("Already as before: " + ", ".join(_shown(p, cwd) for p in out.already))
-    for path, why in out.kept:
-        lines.append(f"Left as it is: {_shown(path, cwd)} — {why}.")
-    if not (restored or out.removed or out.already or out.kept):
-        lines.append("ama changed no files since then.")
+    lines = [_headline(number, total, first_line, rebuilt), *_file_lines(out, cwd)]
     if undone:
         lines.append(
             f"This also undid {undone} compaction{'s' if undone > 1 else ''}: the conversation is back as it was "
@@ -369,6 +346,25 @@ def summary(number: int, total: int, first_line: str, out: Outcome, cwd: str, un
             "ama compacts again when the context fills."
         )
     return "\n".join(lines)
+
+
+def _headline(number: int, total: int, first_line: str, rebuilt: bool) -> str:
+    if not rebuilt:
+        return (
+            f"Rewound the files to before prompt {number} ({first_line}), but the session file could not be "
+            "written or read again (the log says why), so the conversation is unchanged here."
+        )
+    span = f"prompt {number}" if number == total else f"prompts {number}–{total}"
+    return f"Rewound to before prompt {number} ({first_line}): {span} left the conversation."
+
+
+def _file_lines(out: Outcome, cwd: str) -> list[str]:
+    """What the rewind did to each file, a line an outcome."""
+    restored = [p for p in out.restored if p not in out.removed]
+    named = (("Restored", restored), ("Removed (created since)", out.removed), ("Already as before", out.already))
+    lines = [f"{label}: " + ", ".join(_shown(p, cwd) for p in paths) for label, paths in named if paths]
+    lines += [f"Left as it is: {_shown(path, cwd)} — {why}." for path, why in out.kept]
+    return lines or ["ama changed no files since then."]
 
 
 def checkpoints_folder(store: SessionStore, session_id: str) -> Path:

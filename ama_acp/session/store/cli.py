@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ama_acp.config import Config
+    from ama_acp.conversation.messages import Message
     from ama_acp.session.store.listing import SessionSummary
     from ama_acp.session.store.session_store import LoadedSession, SessionStore
 
@@ -82,35 +83,34 @@ def _summary(s: SessionSummary) -> dict[str, str | None]:
 
 
 def _show(loaded: LoadedSession, as_json: bool) -> int:
-    import msgspec
-
-    from ama_acp.session.store import entries as en
-    from ama_acp.textsafe import one_line, visible
-
     if as_json:
+        import msgspec
+
         sys.stdout.write(
             json.dumps({"header": msgspec.to_builtins(loaded.header), "entries": msgspec.to_builtins(loaded.entries)})
             + "\n"
         )
         return 0
-    # What the file says is shown, never obeyed: a message's text keeps its lines (`visible`), every other
-    # field is one line (`one_line`), each with its controls made visible (ama_acp/textsafe.py).
+    sys.stdout.write("\n".join(_lines(loaded)) + "\n")
+    return 0
+
+
+def _lines(loaded: LoadedSession) -> list[str]:
+    import msgspec
+
+    from ama_acp.session.store import entries as en
+    from ama_acp.textsafe import one_line
+
+    # What the file says is shown, never obeyed: a message's text keeps its lines (`visible`, in `_message_line`),
+    # every other field is one line (`one_line`), each with its controls made visible (ama_acp/textsafe.py).
     h = loaded.header
     sid, created, cwd = (one_line(str(f)) for f in (h.session_id, h.created_at, h.cwd))
     out = [f"session {sid}  created {created}  in {cwd}"]
     for e in loaded.entries:
         if isinstance(e, en.MessageEntry):
-            m = e.message
-            role = type(m).__name__.replace("Message", "").lower()
-            text = (
-                getattr(m, "text", "")
-                if not hasattr(m, "content") or role != "user"
-                else "".join(getattr(p, "text", "[image]") for p in m.content)
-            )
-            if role == "toolresult":
-                continue
-            if text:
-                out.append(f"[{role}] {visible(str(text)[:500])}")
+            line = _message_line(e.message)
+            if line is not None:
+                out.append(line)
         elif isinstance(e, en.ToolCallEntry):
             out.append(f"  ▸ {one_line(str(e.title))} [{one_line(str(e.kind))}] {one_line(str(e.status))}")
         elif isinstance(e, en.UsageEntry):
@@ -120,5 +120,20 @@ def _show(loaded: LoadedSession, as_json: bool) -> int:
             out.append(f"title: {one_line(str(e.title))}")
     if loaded.torn_tail:
         out.append("(the last line was torn by a crash and was skipped)")
-    sys.stdout.write("\n".join(out) + "\n")
-    return 0
+    return out
+
+
+def _message_line(m: Message) -> str | None:
+    """A message as `show` prints it: a person's prompt with its images marked, a reply's text; tool results and
+    empty messages are left out."""
+    from ama_acp.textsafe import visible
+
+    role = type(m).__name__.replace("Message", "").lower()
+    if role == "toolresult":
+        return None
+    text = (
+        getattr(m, "text", "")
+        if not hasattr(m, "content") or role != "user"
+        else "".join(getattr(p, "text", "[image]") for p in m.content)
+    )
+    return f"[{role}] {visible(str(text)[:500])}" if text else None

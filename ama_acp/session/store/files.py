@@ -37,13 +37,10 @@ class NotRegularFile(StoreError, OSError):
 
 def kind_of(mode: int) -> str:
     """What a file of this `st_mode` is, in words (the tools' words for the kinds they refuse too)."""
-    if stat.S_ISREG(mode):
-        return "a regular file"
-    if stat.S_ISDIR(mode):
-        return "a directory"
     if stat.S_ISLNK(mode):
         return "a symbolic link"
-    return describe_mode(mode) or "not a regular file"
+    # describe_mode names every other kind (None for a directory or a regular file).
+    return describe_mode(mode) or ("a directory" if stat.S_ISDIR(mode) else "a regular file")
 
 
 def open_regular(path: Path, flags: int = os.O_RDONLY) -> tuple[int, os.stat_result]:

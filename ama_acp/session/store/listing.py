@@ -101,6 +101,47 @@ def _iso(mtime_ns: int) -> str:
     return datetime.fromtimestamp(mtime_ns / 1e9, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+class _Wanted(msgspec.Struct, frozen=True):
+    """Which sessions a listing takes: those of one folder (None: any), only the prompted ones or all, and
+    only those after the cursor's position (None: from the newest)."""
+
+    cwd: str | None
+    spoken_only: bool
+    after: tuple[int, str] | None
+
+    def admits(self, session_id: str, rec: _Cached) -> bool:
+        if rec.cwd is None:  # its header is unreadable
+            return False
+        if self.cwd is not None and normal_cwd(rec.cwd) != self.cwd:
+            return False
+        if self.spoken_only and not rec.spoken:
+            return False
+        return self.after is None or (rec.mtime_ns, session_id) < self.after
+
+
+def _summary(session_id: str, rec: _Cached) -> SessionSummary:
+    return SessionSummary(
+        session_id=session_id,
+        cwd=normal_cwd(rec.cwd or ""),  # a file stored before the normal form may hold `/x/proj/`
+        title=rec.title,
+        updated_at=_iso(rec.mtime_ns),
+        created_at=rec.created_at,
+        additional_directories=list(rec.dirs),
+    )
+
+
+def _stat(de: os.DirEntry[str], path: Path) -> os.stat_result | None:
+    """The file's own status (a link, to /dev/zero or round a loop, is not followed); None when it is gone or
+    cannot be looked at."""
+    try:
+        return de.stat(follow_symlinks=False)
+    except FileNotFoundError:  # deleted while we looked
+        return None
+    except OSError as exc:
+        log.warning("cannot stat session file %s: %s", path, exc)
+        return None
+
+
 class SessionLister:
     def __init__(self, sessions_dir: Path, is_valid_id: Callable[[str], bool], max_line: int) -> None:
         self.dir = sessions_dir
@@ -117,31 +158,12 @@ class SessionLister:
         after = decode_cursor(cursor) if cursor is not None else None
         if page_size < 1:
             raise ValueError("page_size must be at least 1")
-        want_cwd = normal_cwd(cwd) if cwd is not None else None
-        rows: list[tuple[int, str, _Cached]] = []
-        for session_id, rec in self._refresh().items():
-            if rec.cwd is None or (want_cwd is not None and normal_cwd(rec.cwd) != want_cwd):
-                continue
-            if spoken_only and not rec.spoken:
-                continue
-            if after is not None and (rec.mtime_ns, session_id) >= after:
-                continue
-            rows.append((rec.mtime_ns, session_id, rec))
+        wanted = _Wanted(normal_cwd(cwd) if cwd is not None else None, spoken_only, after)
+        rows = [(rec.mtime_ns, sid, rec) for sid, rec in self._refresh().items() if wanted.admits(sid, rec)]
         rows.sort(key=lambda r: (r[0], r[1]), reverse=True)
         page = rows[:page_size]
         next_cursor = encode_cursor(page[-1][0], page[-1][1]) if len(rows) > page_size else None
-        summaries = [
-            SessionSummary(
-                session_id=sid,
-                cwd=normal_cwd(rec.cwd or ""),  # a file stored before the normal form may hold `/x/proj/`
-                title=rec.title,
-                updated_at=_iso(mtime_ns),
-                created_at=rec.created_at,
-                additional_directories=list(rec.dirs),
-            )
-            for mtime_ns, sid, rec in page
-        ]
-        return summaries, next_cursor
+        return [_summary(sid, rec) for _, sid, rec in page], next_cursor
 
     def _refresh(self) -> dict[str, _Cached]:
         """Every session file with what it yields, from the cache where the file has not changed."""
@@ -170,12 +192,8 @@ class SessionLister:
         """What one session file yields (None: left out of this listing) and whether that is new to the cache;
         `rec` is what the cache holds for it."""
         path = self.dir / de.name
-        try:
-            st = de.stat(follow_symlinks=False)  # a link (to /dev/zero, a loop) is not followed
-        except FileNotFoundError:  # deleted while we looked
-            return None, False
-        except OSError as exc:
-            log.warning("cannot stat session file %s: %s", path, exc)
+        st = _stat(de, path)
+        if st is None:
             return None, False
         if rec is not None and (rec.ino, rec.size, rec.mtime_ns) == (st.st_ino, st.st_size, st.st_mtime_ns):
             return rec, False
@@ -189,13 +207,19 @@ class SessionLister:
         # Append-only: the bytes the cache saw are still there unless the file was replaced or cut.
         if rec is not None and (rec.ino != st.st_ino or st.st_size < rec.scanned or rec.cwd is None):
             rec = None
+        scanned = self._rescan(path, rec)
+        return scanned, scanned is not None
+
+    def _rescan(self, path: Path, rec: _Cached | None) -> _Cached | None:
+        """The file scanned on from where `rec` stopped (from the start without one); None when it is gone or
+        cannot be read."""
         try:
-            return _scan(path, rec, self._max_line), True
+            return _scan(path, rec, self._max_line)
         except FileNotFoundError:
-            return None, False
+            return None
         except OSError as exc:
             log.warning("cannot read session file %s: %s", path, exc)
-            return None, False
+            return None
 
     def _load_index(self) -> dict[str, _Cached]:
         try:

@@ -99,6 +99,15 @@ def read_contained(folder: Path, rel: str, limit: int = MAX_HANDOFF_BYTES) -> st
     """The text of `folder/rel` if it is a regular file inside `folder` (after resolving every symlink) of at
     most `limit` bytes; else None. A session file is not trusted to name what ama reads (`/etc/passwd`,
     `../../.ssh/id_rsa`, a symlink out, a FIFO that would block the load)."""
+    target = _contained(folder, rel)
+    if target is None:
+        return None
+    data = _read_regular(target, limit)
+    return data.decode("utf-8", errors="replace") if data is not None else None
+
+
+def _contained(folder: Path, rel: str) -> str | None:
+    """The real path `rel` names inside `folder`; None when it names `folder` itself, or anything outside it."""
     if not isinstance(rel, str) or not rel or "\0" in rel or os.path.isabs(rel):
         return None
     parent = os.path.realpath(folder.parent)
@@ -108,6 +117,12 @@ def read_contained(folder: Path, rel: str, limit: int = MAX_HANDOFF_BYTES) -> st
     target = os.path.realpath(os.path.join(root, rel))
     if os.path.commonpath([root, target]) != root or target == root:
         return None
+    return target
+
+
+def _read_regular(target: str, limit: int) -> bytes | None:
+    """The bytes of `target` if it is a regular file (never a link, never a FIFO that would block) of at most
+    `limit` bytes; else None."""
     try:
         fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
@@ -121,6 +136,4 @@ def read_contained(folder: Path, rel: str, limit: int = MAX_HANDOFF_BYTES) -> st
         return None
     finally:
         os.close(fd)
-    if len(data) > limit:
-        return None
-    return data.decode("utf-8", errors="replace")
+    return data if len(data) <= limit else None

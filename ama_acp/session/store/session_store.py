@@ -204,34 +204,17 @@ class SessionStore:
         """Append to an existing session. A torn last line (from a crash) is cut off first, so the next
         entry starts on a line of its own. Only a regular file is opened (NotASessionFile otherwise)."""
         path = self.path(session_id)
-        try:
-            fd, _ = open_regular(path, os.O_RDWR | os.O_APPEND)
-        except (FileNotFoundError, NotADirectoryError):
-            raise SessionNotFound(f"no session {session_id}") from None
-        except NotRegularFile as exc:
-            raise NotASessionFile(path, exc.kind) from None
-        except OSError as exc:  # e.g. a read-only file: the session can be read but not continued on disk
-            raise SessionWriteError(path, in_words(exc), exc) from exc
+        fd = _open_for_append(path, session_id)
         lock_for_writing(fd, path)
         try:
             info = os.fstat(fd)
             if not _names(path, info):  # deleted (or replaced) between the open and the lock
                 raise SessionNotFound(f"no session {session_id} (its file was removed while it was opened)")
-            size = info.st_size
             first = first_line(fd, MAX_LINE_BYTES)
             if first is None:
                 raise SessionFormatError(f"{path}: the header line is incomplete or longer than {MAX_LINE_BYTES} bytes")
             decode_header(first, path)  # never append to a file of a newer format
-            if os.pread(fd, 1, size - 1) != b"\n":
-                end = _last_newline(fd, size) + 1
-                log.warning("%s: cut off a torn last line at byte offset %d (%d bytes)", path, end, size - end)
-                try:
-                    os.ftruncate(fd, end)
-                except OSError as exc:
-                    raise SessionWriteError(
-                        path, f"its torn last line cannot be cut off: {in_words(exc)}", exc
-                    ) from exc
-                size = end
+            size = _cut_torn_line(fd, path, info.st_size)
         except BaseException as exc:
             os.close(fd)
             if isinstance(exc, OSError) and not isinstance(exc, SessionWriteError):  # a pread that failed (EIO)
@@ -272,22 +255,9 @@ class SessionStore:
             sid = folder.name
             if sid == except_id or not is_valid_session_id(sid):
                 continue
-            file = self.path(sid)
-            try:
-                info = os.lstat(folder)
-                if not stat.S_ISDIR(info.st_mode):  # a file, or a symlink: not a folder of ours
-                    continue
-                touched = info.st_mtime
-                try:
-                    touched, orphan = max(touched, os.lstat(file).st_mtime), False
-                except FileNotFoundError:
-                    orphan = True
-            except OSError:
-                continue
-            if not orphan and ((keep_days > 0 and touched >= cutoff) or in_use(file)):
-                continue
-            shutil.rmtree(folder, ignore_errors=True)
-            removed += 1
+            if _expired(folder, self.path(sid), keep_days, cutoff):
+                shutil.rmtree(folder, ignore_errors=True)
+                removed += 1
         return removed
 
     def delete(self, session_id: str) -> None:
@@ -310,11 +280,55 @@ class SessionStore:
             elif stat.S_ISLNK(info.st_mode):  # a link in its place: the link goes, never what it points to
                 folder.unlink()
         remove_checkpoints(self.sessions_dir.parent, session_id)  # its /rewind copies go with it
-        remove_task_journal(
-            self.sessions_dir.parent, session_id
-        )  # and its task children (session/store/task_journal.py)
+        remove_task_journal(self.sessions_dir.parent, session_id)  # and its tasks (session/store/task_journal.py)
         if not existed:
             raise SessionNotFound(f"no session {session_id}")
+
+
+def _open_for_append(path: Path, session_id: str) -> int:
+    """A descriptor on the session's file, for appending; only a regular file is opened."""
+    try:
+        fd, _ = open_regular(path, os.O_RDWR | os.O_APPEND)
+    except (FileNotFoundError, NotADirectoryError):
+        raise SessionNotFound(f"no session {session_id}") from None
+    except NotRegularFile as exc:
+        raise NotASessionFile(path, exc.kind) from None
+    except OSError as exc:  # e.g. a read-only file: the session can be read but not continued on disk
+        raise SessionWriteError(path, in_words(exc), exc) from exc
+    return fd
+
+
+def _cut_torn_line(fd: int, path: Path, size: int) -> int:
+    """The file's size once a torn last line (no newline: a crash mid-write) is cut off, so the next entry
+    starts on a line of its own."""
+    if os.pread(fd, 1, size - 1) == b"\n":
+        return size
+    end = _last_newline(fd, size) + 1
+    log.warning("%s: cut off a torn last line at byte offset %d (%d bytes)", path, end, size - end)
+    try:
+        os.ftruncate(fd, end)
+    except OSError as exc:
+        raise SessionWriteError(path, f"its torn last line cannot be cut off: {in_words(exc)}", exc) from exc
+    return end
+
+
+def _expired(folder: Path, file: Path, keep_days: int, cutoff: float) -> bool:
+    """Whether a handoff folder is to go: a real folder whose session file is gone, or whose session is neither
+    touched since `cutoff` (with `keep_days` 0, whatever its age) nor open in an ama process (its file locked)."""
+    try:
+        info = os.lstat(folder)
+        if not stat.S_ISDIR(info.st_mode):  # a file, or a symlink: not a folder of ours
+            return False
+        touched = info.st_mtime
+        try:
+            touched = max(touched, os.lstat(file).st_mtime)
+        except FileNotFoundError:
+            return True  # its session is gone: nothing will read the folder again
+    except OSError:
+        return False
+    if keep_days > 0 and touched >= cutoff:
+        return False
+    return not in_use(file)
 
 
 def _names(path: Path, info: os.stat_result) -> bool:

@@ -1,12 +1,13 @@
-"""The children of a session's `task` calls, kept beside the session (issue 28 point 6).
+"""The tasks of a session's `task` calls, kept beside the session (issue 28 point 6).
 
-One JSON line per finished child in `<data dir>/tasks/<session id>.jsonl`: its record as `_ama/session_stats`
+One JSON line per finished task in `<data dir>/tasks/<session id>.jsonl`: its record as `_ama/session_stats`
 `tasks` shows it (agent, description, model, status, requests, tokens, context figures, cost, error, its
-session id, `external`) and its whole conversation (its task, its replies, its tool results as it saw them). An
-external agent's conversation is its own: ama keeps what it saw of it, the task it sent and the answer's text. A load lists
-the children again (`/tasks`, the stats); the conversation is kept for a person or a later reader, not replayed.
-Removed with the session (store.py `delete`). A fork or a rewind does not copy or cut it: a fork starts with
-no tasks listed, a rewind keeps the children of the turns it undid (their cost stays spent).
+session id, `external`) and its whole conversation (its prompt, its replies, its tool results as it saw them).
+An external agent's conversation is its own: ama keeps what it saw of it, the task it sent and the answer's text.
+A load of the session lists the tasks again (`/tasks`, the stats) and replays none of their conversations, kept
+for a person, a later reader, and session/load of the task's own id (session/tasks/stored.py). Removed with the session (store.py `delete`). A
+fork or a rewind does not copy or cut it: a fork starts with no tasks listed, a rewind keeps the tasks of the
+turns it undid (their cost stays spent).
 
 The file is input like any other: each line is decoded on its own into a typed record; a line that does not
 decode (cut short by a crash, edited by hand) is skipped with a log line, never an error of the session.
@@ -39,7 +40,7 @@ class StoredCost(msgspec.Struct, frozen=True):
 
 
 class TaskFigures(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
-    """One child as `_ama/session_stats` `tasks` lists it (session/tasks/child.py `TaskRecord.figures`)."""
+    """One task as `_ama/session_stats` `tasks` lists it (session/tasks/record.py `TaskRecord.figures`)."""
 
     id: str
     agent: str
@@ -48,7 +49,7 @@ class TaskFigures(msgspec.Struct, frozen=True, rename="camel", omit_defaults=Tru
     status: str
     requests: Count
     # An external agent's (session/tasks/external/agent.py) are the figures it reported: one it never reported is
-    # absent here as in its record (unknown, never 0). ama's own children always carry both.
+    # absent here as in its record (unknown, never 0). ama's own loop's tasks always carry both.
     tokens: Count | None = None
     context_tokens: Count | None = None
     external: bool = False
@@ -63,42 +64,20 @@ class TaskFigures(msgspec.Struct, frozen=True, rename="camel", omit_defaults=Tru
         assert isinstance(out, dict)
         return out
 
-    def lines(self) -> list[str]:
-        """Its lines in `/tasks`, worded as a live child's (session/tasks/runner.py `describe`, external_task.py `line`)."""
-        window = f" of {self.context_window:,}" if self.context_window is not None else ""
-        cost = f"${self.cost.amount:.4f}" if self.cost is not None else "cost unknown"
-        title = self.description or "(no description)"
-        if self.external:
-            tokens = f"{self.tokens:,} tokens" if self.tokens is not None else "tokens not reported"
-            context = (
-                f"context {self.context_tokens:,} tokens{window}"
-                if self.context_tokens is not None
-                else "context not reported"
-            )
-            line = f"- `{self.agent}` (external) — {title}: {self.status}; {tokens}; {context}; {cost} ({self.model})"
-        else:
-            billed = f"{self.tokens:,} tokens billed" if self.tokens is not None else "tokens unknown"
-            context = f"{self.context_tokens:,} tokens{window}" if self.context_tokens is not None else "unknown"
-            line = (
-                f"- `{self.agent}` — {title}: {self.status}; {self.requests} requests, {billed}; "
-                f"context {context}; {cost} ({self.model})"
-            )
-        return [line, f"  {self.error}"] if self.error else [line]
-
 
 class StoredTask(TaskFigures, frozen=True, rename="camel", omit_defaults=True):
-    """A line of the file: the figures and the child's conversation."""
+    """A line of the file: the figures and the task's conversation."""
 
     messages: list[Message] = []
 
 
 def journal_path(data_dir: Path, session_id: str) -> Path:
-    """The file of a session's children (`session_id` is a store id: it holds no separator)."""
+    """The file of a session's tasks (`session_id` is a store id: it holds no separator)."""
     return data_dir / "tasks" / f"{session_id}.jsonl"
 
 
 def remove_task_journal(data_dir: Path, session_id: str) -> None:
-    """A deleted session's children go with it (a link in the file's place loses the link, never its target)."""
+    """A deleted session's tasks go with it (a link in the file's place loses the link, never its target)."""
     try:
         journal_path(data_dir, session_id).unlink()
     except FileNotFoundError:
@@ -130,11 +109,11 @@ class TaskJournal:
     ) -> None:
         self._path = path  # a function: the store's folder is known when the session is, not before
         self._saving = saving  # whether the session's own file is written (an unsaved session keeps nothing)
-        self._redact = redact  # the session file's redactor: a child's results or answer may hold a secret
+        self._redact = redact  # the session file's redactor: a task's results or answer may hold a secret
         self._previous: list[TaskFigures] | None = None
 
     def previous(self) -> list[TaskFigures]:
-        """The children stored before this session was opened here (read once, at the first call)."""
+        """The tasks stored before this session was opened here (read once, at the first call)."""
         if self._previous is None:
             self._previous = self._read()
         return self._previous
@@ -162,8 +141,8 @@ class TaskJournal:
         return decode_lines(data)
 
     def append(self, figures: dict[str, object], messages: Sequence[Message]) -> None:
-        """Keep one finished child. Never raises: a task's answer does not depend on its record being saved."""
-        self.previous()  # read before the first write, so this child is not listed twice
+        """Keep one finished task. Never raises: its answer does not depend on its record being saved."""
+        self.previous()  # read before the first write, so this task is not listed twice
         if not self._saving():
             return
         try:

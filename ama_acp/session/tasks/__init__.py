@@ -1,1 +1,2 @@
-"""Delegated work (`task`): the runner, a task's child loop or external agent, what the editor sees of it, stored tasks opened again."""
+"""Delegated work (`task`): the runner, the workers that carry a task out (ama's own loop, an external agent),
+what the editor sees of a task, stored tasks opened again."""

@@ -18,7 +18,7 @@ import logging
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, NoReturn, Protocol
+from typing import Literal, NoReturn, Protocol
 
 import anyio
 
@@ -37,19 +37,17 @@ from ama_acp.agent.compaction import (
 from ama_acp.agent.inventory import LIST_CAPS, Header, build_inventory
 from ama_acp.agent.loop import TurnEnd
 from ama_acp.agent.pruning import PLACEHOLDER, candidates
-from ama_acp.config import Config
 from ama_acp.context.meter import USAGE, ContextFigures
 from ama_acp.conversation.messages import Message, Usage
 from ama_acp.errors import StoreError
 from ama_acp.providers import base as pb
 from ama_acp.session.accounting.session_context import DeclaredTools, SessionContext
 from ama_acp.session.conversation import Conversation
+from ama_acp.session.facets import Identified, Located, Persists, ReportsUsage, UsesModel
+from ama_acp.session.runtime import Configured, KnowsClient, Stores
 from ama_acp.session.store import entries as en
 from ama_acp.tools.git_state import read_git_state
 from ama_acp.wire import types as w
-
-if TYPE_CHECKING:
-    from ama_acp.session.store.session_store import SessionStore
 
 log = logging.getLogger(__name__)
 
@@ -59,17 +57,8 @@ HELD = "Automatic compaction is held until the context shrinks or you run /compa
 MAX_AUTO_PER_TURN = 3
 
 
-class CompactingRuntime(Protocol):
+class CompactingRuntime(Configured, KnowsClient, Stores, Protocol):
     """What compaction needs from the sessions' shared runtime (session/manager.py `SessionManager`)."""
-
-    @property
-    def config(self) -> Config: ...
-
-    @property
-    def client_caps(self) -> w.ClientCapabilities: ...
-
-    @property
-    def store(self) -> SessionStore: ...
 
 
 class Saved(Protocol):
@@ -91,20 +80,8 @@ class HandoffModel(Protocol):
     def build_request(self) -> pb.ModelRequest: ...
 
 
-class CompactedSession(Protocol):
+class CompactedSession(Identified, Located, UsesModel, Persists, ReportsUsage, Protocol):
     """What compaction reads of its session (session/live.py `Session`) and the parts it works through."""
-
-    @property
-    def id(self) -> str: ...
-
-    @property
-    def cwd(self) -> str: ...
-
-    @property
-    def additional_directories(self) -> list[str]: ...
-
-    @property
-    def model_id(self) -> str: ...
 
     @property
     def conversation(self) -> Conversation: ...
@@ -117,12 +94,6 @@ class CompactedSession(Protocol):
 
     @property
     def tools(self) -> DeclaredTools: ...  # its MCP servers are named in the handoff request (the environment)
-
-    def persist(self, entry: en.Entry) -> None: ...
-
-    async def send(self, update: w.SessionUpdate) -> None: ...
-
-    async def report_usage(self, force: bool = False, message_end: bool = False) -> None: ...
 
 
 @dataclass

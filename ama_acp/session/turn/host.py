@@ -15,7 +15,6 @@ from ama_acp.agent import events as ev
 from ama_acp.agent.instructions import SessionInstructions
 from ama_acp.agent.loop import Refusal
 from ama_acp.agent.prompt import Setting, setting_reminder
-from ama_acp.agent.result_fit import fit_result, result_budget, tool_chars
 from ama_acp.config import Config
 from ama_acp.conversation.messages import (
     AssistantMessage,
@@ -31,16 +30,16 @@ from ama_acp.session.accounting.session_context import SessionContext
 from ama_acp.session.conversation import Conversation
 from ama_acp.session.editor.outbox import Outbox
 from ama_acp.session.editor.updates import cut_short_update, plan_update, to_update
-from ama_acp.session.editor.workspaces import current_tool_call
+from ama_acp.session.facets import Located, Persists, UsesModel
 from ama_acp.session.store import entries as en
+from ama_acp.session.turn.tool_runner import Room, room, run_tool
 from ama_acp.session.turn.toolcalls import ToolCallRecords
 from ama_acp.session.turn.toolset import SessionTools
 from ama_acp.session.turn.wire_ids import WireIds
 from ama_acp.tools.base import Tool, ToolError, ToolResult
-from ama_acp.tools.context import ToolContext, result_chars
-from ama_acp.tools.registry import run_with_deadline
+from ama_acp.tools.context import ToolContext
 from ama_acp.tools.task import NAME as TASK
-from ama_acp.tools.workspace import CutShort, cut_short
+from ama_acp.tools.workspace import CutShort
 from ama_acp.wire import types as w
 
 
@@ -73,29 +72,21 @@ class Prepares(Protocol):
     async def before_request(self) -> None: ...
 
 
-class HostedSession(Protocol):
-    """What the host reads of its session (session/live.py `Session`) and the parts it works through."""
-
-    @property
-    def cwd(self) -> str: ...
-
-    @property
-    def additional_directories(self) -> list[str]: ...
+class SessionSetting(Located, Protocol):
+    """Where a session works and in which mode: what its system prompt is written for (agent/prompt.py), and a
+    task's of its own loop too (session/tasks/loop_worker.py)."""
 
     @property
     def mode(self) -> str: ...
 
     @property
-    def model_id(self) -> str: ...
+    def instructions(self) -> SessionInstructions: ...
 
-    @property
-    def thought_level(self) -> str: ...
 
-    @property
-    def conversation(self) -> Conversation: ...
-
-    @property
-    def ctx(self) -> SessionContext: ...
+class SessionParts(Persists, Protocol):
+    """What a conversation's host works through of its session, the session's own and a task's alike
+    (session/tasks/worker.py `TaskParent`): its tools, their context and its approval, its thought level, its file
+    and its updates."""
 
     @property
     def tools(self) -> SessionTools: ...
@@ -107,13 +98,23 @@ class HostedSession(Protocol):
     def approver(self) -> Approves: ...
 
     @property
+    def thought_level(self) -> str: ...
+
+
+class HostedSession(SessionSetting, SessionParts, UsesModel, Protocol):
+    """What the host reads of its session (session/live.py `Session`) and the parts it works through."""
+
+    @property
+    def conversation(self) -> Conversation: ...
+
+    @property
+    def ctx(self) -> SessionContext: ...
+
+    @property
     def compactor(self) -> Prepares: ...
 
     @property
     def outbox(self) -> Outbox: ...
-
-    @property
-    def instructions(self) -> SessionInstructions: ...
 
     @property
     def tasks(self) -> RunsTasks: ...
@@ -123,10 +124,6 @@ class HostedSession(Protocol):
     def base_prompt(self) -> str:
         """The system prompt without the project instructions (what the first request freezes)."""
         ...
-
-    def persist(self, entry: en.Entry) -> None: ...
-
-    async def send(self, update: w.SessionUpdate) -> None: ...
 
     async def report_usage(self, force: bool = False, message_end: bool = False) -> None: ...
 
@@ -234,23 +231,33 @@ class SessionHost:
             return
         shown = self.calls.shown(event)
         if isinstance(event, ev.ToolCallFinished):
-            cut = self._cut.pop(event.wire_id, None)
-            if cut is not None and (cut.output or cut.terminal_id is not None):
-                try:
-                    await self._finish_cut_short(event, cut, shown)
-                finally:
-                    if cut.release is not None:  # only now: the final update above still shows the terminal
-                        await cut.release()
-                return
-        if isinstance(event, ev.ToolCallFinished) and (record := self.calls.settled(event)) is not None:
+            await self._finished(event, shown)
+        elif shown:
+            await self._show(event)
+
+    async def _finished(self, event: ev.ToolCallFinished, shown: bool) -> None:
+        """A call's end: its record kept, its final update (with what a cancel left of its command), its plan."""
+        cut = self._cut.pop(event.wire_id, None)
+        if cut is not None and (cut.output or cut.terminal_id is not None):
+            try:
+                await self._finish_cut_short(event, cut, shown)
+            finally:
+                if cut.release is not None:  # only now: the final update above still shows the terminal
+                    await cut.release()
+            return
+        if (record := self.calls.settled(event)) is not None:
             self._s.persist(record)
-        update = to_update(event) if shown else None
-        if update is not None:
-            await self._s.send(update)
-        if isinstance(event, ev.ToolCallFinished) and event.result.plan is not None:
+        if shown:
+            await self._show(event)
+        if event.result.plan is not None:
             plan = list(event.result.plan)
             self._s.persist(en.PlanEntry(entries=plan))
             await self._s.send(plan_update(plan))
+
+    async def _show(self, event: ev.AgentEvent) -> None:
+        update = to_update(event)
+        if update is not None:
+            await self._s.send(update)
 
     async def _finish_cut_short(self, event: ev.ToolCallFinished, cut: CutShort, shown: bool) -> None:
         """The final update of a command cancelled while it ran: its terminal or output so far, and the line
@@ -280,30 +287,17 @@ class SessionHost:
         tool = self._s.tools.tool(name)
         if tool is None:
             raise ToolError(f"There is no tool named {name!r}.")
-        if name == TASK:  # a child conversation, run by the session (the tool is a declaration)
+        if name == TASK:  # a task, carried out by the session's task runner (the tool is a declaration)
             result = await self._s.tasks.run(args, wire_id)
-            # Sized when the child is done: its siblings' results that finished first count (they enter the
+            # Sized when the task is done: its siblings' results that finished first count (they enter the
             # conversation only after the last of them, agent/loop.py), so together they keep to the share.
-            budget, window = self._result_budget()
-            if window is not None:
-                result = fit_result(result, budget, self._s.ctx.meter.estimator.text, window)
+            result = self._room().fit(result)
             self._fitted += self._s.ctx.meter.estimator.text(result.text)
             return result
         self._touched(tool, args)
-        budget, window = self._result_budget()
-        token = current_tool_call.set(wire_id)
-        room = result_chars.set(tool_chars(budget))
+        space = self._room()
         sink = self._cut[wire_id] = CutShort()  # stays empty unless a cancel cuts a command short
-        cut_token = cut_short.set(sink)
-        try:
-            result = await run_with_deadline(tool, args, self._s.tool_ctx)
-        finally:
-            cut_short.reset(cut_token)
-            result_chars.reset(room)
-            current_tool_call.reset(token)
-        if window is None:
-            return result
-        return fit_result(result, budget, self._s.ctx.meter.estimator.text, window)
+        return await run_tool(tool, args, self._s.tool_ctx, space, wire_id, sink)
 
     def _touched(self, tool: Tool, args: dict[str, object]) -> None:
         """The instruction files of the folders the call works in are announced before the next request."""
@@ -313,17 +307,10 @@ class SessionHost:
             return
         self._s.instructions.touched(paths, self._s.conversation.messages)
 
-    def _result_budget(self) -> tuple[int | None, int | None]:
-        """(tokens the next tool result may take, the window) — see agent/result_fit.py."""
+    def _room(self) -> Room:
+        """What the next tool result may take of the session's context (session/turn/tool_runner.py)."""
         ctx = self._s.ctx
-        f = ctx.figures()
-        auto, _ = ctx.meter.thresholds()  # held or not: a compaction may still have to keep the result
-        unseen = 0
-        for message in reversed(self._s.conversation.messages):
-            if isinstance(message, AssistantMessage):
-                break
-            unseen += ctx.meter.estimator.message(message)
-        return result_budget(f.window, auto, f.used + self._fitted, unseen + self._fitted), f.window
+        return room(ctx.meter, ctx.figures(), self._s.conversation.messages, self._fitted)
 
     # --- billing and failures -----------------------------------------------------------------------------
 

@@ -113,41 +113,56 @@ def walk_files(root: str, budget: Budget | None = None) -> tuple[list[str], bool
 def _walk(root: str, rel_dir: str, stack: list[_RuleSet], budget: Budget) -> Iterator[str | None]:
     """Relative file paths; None once the budget is spent (the caller stops there)."""
     here = os.path.join(root, rel_dir) if rel_dir else root
-    try:
-        # Never a FIFO or device: a `.gitignore` that is a pipe would block the walk for good.
-        text = read_regular(os.path.join(here, ".gitignore"), MAX_GITIGNORE_BYTES).decode("utf-8", "replace")
-        rules = parse_gitignore(text)
-        if rules:
-            stack = [*stack, _RuleSet(rel_dir, rules)]
-    except OSError:
-        pass
-    try:
-        with os.scandir(here) as it:
-            entries = []
-            for e in it:
-                if budget.exhausted():
-                    yield None
-                    return
-                entries.append(e)
-    except OSError:
+    stack = _with_gitignore(here, rel_dir, stack)
+    entries = _scan(here, budget)
+    if entries is None:
+        yield None
         return
-    entries.sort(key=lambda e: e.name)
     for e in entries:
         if budget.exhausted():
             yield None
             return
-        rel = f"{rel_dir}/{e.name}" if rel_dir else e.name
-        try:
-            # Symlinked directories are not followed: they may loop or lead out of the workspace.
-            is_dir = e.is_dir(follow_symlinks=False)
-        except OSError:
-            continue
-        if is_dir:
-            if e.name in ALWAYS_SKIP or _ignored(rel, True, stack):
-                continue
-            yield from _walk(root, rel, stack, budget)
-        elif not _ignored(rel, False, stack):
+        yield from _visit(root, rel_dir, e, stack, budget)
+
+
+def _with_gitignore(here: str, rel_dir: str, stack: list[_RuleSet]) -> list[_RuleSet]:
+    """The rules in force in `here`: those of its parents, then its own .gitignore's."""
+    try:
+        # Never a FIFO or device: a `.gitignore` that is a pipe would block the walk for good.
+        text = read_regular(os.path.join(here, ".gitignore"), MAX_GITIGNORE_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return stack
+    rules = parse_gitignore(text)
+    return [*stack, _RuleSet(rel_dir, rules)] if rules else stack
+
+
+def _scan(here: str, budget: Budget) -> list[os.DirEntry[str]] | None:
+    """The directory's entries by name ([] when it cannot be read); None once the budget is spent."""
+    entries = []
+    try:
+        with os.scandir(here) as it:
+            for e in it:
+                if budget.exhausted():
+                    return None
+                entries.append(e)
+    except OSError:
+        return []
+    return sorted(entries, key=lambda e: e.name)
+
+
+def _visit(root: str, rel_dir: str, e: os.DirEntry[str], stack: list[_RuleSet], budget: Budget) -> Iterator[str | None]:
+    """The entry itself when it is a file no rule ignores, or the files under it when it is a directory."""
+    rel = f"{rel_dir}/{e.name}" if rel_dir else e.name
+    try:
+        # Symlinked directories are not followed: they may loop or lead out of the workspace.
+        is_dir = e.is_dir(follow_symlinks=False)
+    except OSError:
+        return
+    if not is_dir:
+        if not _ignored(rel, False, stack):
             yield rel
+    elif e.name not in ALWAYS_SKIP and not _ignored(rel, True, stack):
+        yield from _walk(root, rel, stack, budget)
 
 
 # --- git -----------------------------------------------------------------------------------------------

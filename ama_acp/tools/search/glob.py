@@ -9,11 +9,12 @@ from typing import NotRequired, TypedDict
 from ama_acp.tools.base import JSONObject, Location, ToolArgs, ToolError, ToolKind, ToolResult
 from ama_acp.tools.budget import Budget, run_bounded
 from ama_acp.tools.common import (
+    DirectoryTool,
+    Target,
     arg_str,
+    closed_object,
+    directory_path_param,
     display_path,
-    os_errors_as_tool_errors,
-    path_locations,
-    validate,
 )
 from ama_acp.tools.context import ToolContext
 from ama_acp.tools.search.filewalk import glob_regex, list_files
@@ -29,7 +30,7 @@ class GlobArgs(TypedDict):
     path: NotRequired[str]
 
 
-class GlobTool:
+class GlobTool(DirectoryTool[GlobArgs]):
     name = "find_files"
     kind: ToolKind = "search"
     description = (
@@ -38,32 +39,21 @@ class GlobTool:
         "files directly in `path` and `**/*.md` matches at any depth. Files ignored by .gitignore are left out. "
         "Results are sorted by modification time, newest first. To search file contents use search."
     )
-    parameters: JSONObject = {
-        "type": "object",
-        "properties": {
+    parameters: JSONObject = closed_object(
+        {
             "pattern": {"type": "string", "description": "Glob, relative to `path`."},
-            "path": {
-                "type": "string",
-                "description": "Directory to search in. Default: the working directory.",
-            },
+            "path": directory_path_param("Directory to search in."),
         },
-        "required": ["pattern"],
-        "additionalProperties": False,
-    }
+        "pattern",
+    )
+    checked_as = GlobArgs
 
     def title(self, args: ToolArgs) -> str:
-        where = arg_str(args, "path")
-        return f"Find `{arg_str(args, 'pattern', '*')}`" + (f" in {where}" if where else "")
+        return f"Find `{arg_str(args, 'pattern', '*')}`{self.where(args)}"
 
-    def locations(self, args: ToolArgs, cwd: str) -> list[Location]:
-        return path_locations(args, cwd, default=".")
-
-    @os_errors_as_tool_errors
-    async def run(self, args: ToolArgs, ctx: ToolContext) -> ToolResult:
-        checked = validate(self.parameters, args, GlobArgs)
-        root = ctx.resolve(checked.get("path") or ".").path
-        shown_root = display_path(root, ctx.cwd)
-        if not await ctx.workspace.is_dir(root):
+    async def look(self, checked: GlobArgs, target: Target, ctx: ToolContext) -> ToolResult:
+        root, shown_root = target.path, target.shown
+        if target.stat is None or not target.stat.is_dir:
             raise ToolError(f"Not a directory: {shown_root}.")
         pattern = _relative_pattern(checked["pattern"], root)
         try:
@@ -72,16 +62,7 @@ class GlobTool:
             raise ToolError(f"Unusable `pattern`: {e}.") from None
 
         files, stopped = await list_files(root, workspace_roots=ctx.policy.roots)
-        matched, cut = await run_bounded(FILTER_SECONDS, _filter, pattern, files)
-        note = ""
-        if not matched and not cut and "/" not in pattern:
-            # The model often means "anywhere" when it writes `*.py`; say so instead of returning nothing.
-            deep, cut = await run_bounded(FILTER_SECONDS, _filter, "**/" + pattern, files)
-            if deep:
-                matched = deep
-                note = f"No files match `{pattern}` directly in {shown_root}; showing matches for `**/{pattern}`.\n"
-        stopped = stopped or cut
-
+        matched, cut, note = await _match(pattern, files, shown_root)
         found = await run_bounded(FILTER_SECONDS, _newest_first, root, matched)
         if not found:
             return ToolResult(text=f"No files match `{pattern}` in {shown_root}.", locations=[Location(root)])
@@ -89,9 +70,22 @@ class GlobTool:
         text = note + "\n".join(lines)
         if len(found) > MAX_RESULTS:
             text += f"\n[... {len(found) - MAX_RESULTS} more files not shown. Use a narrower pattern or path.]"
-        if stopped:
+        if stopped or cut:
             text += "\n[The directory is very large; the search stopped early and may have missed files.]"
         return ToolResult(text=text, locations=[Location(root)])
+
+
+async def _match(pattern: str, files: list[str], shown_root: str) -> tuple[list[str], bool, str]:
+    """The files the pattern matches, whether matching stopped early (out of time), and a note for the model
+    when the matches are those of `**/pattern` instead."""
+    matched, cut = await run_bounded(FILTER_SECONDS, _filter, pattern, files)
+    if matched or cut or "/" in pattern:
+        return matched, cut, ""
+    # The model often means "anywhere" when it writes `*.py`; say so instead of returning nothing.
+    deep, cut = await run_bounded(FILTER_SECONDS, _filter, "**/" + pattern, files)
+    if not deep:
+        return matched, cut, ""
+    return deep, cut, f"No files match `{pattern}` directly in {shown_root}; showing matches for `**/{pattern}`.\n"
 
 
 def _relative_pattern(pattern: str, root: str) -> str:

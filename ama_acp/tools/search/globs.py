@@ -79,48 +79,57 @@ def _translate(pat: str, depth: int) -> str:
     if depth > MAX_BRACE_DEPTH:
         raise GlobError(f"the glob nests braces deeper than {MAX_BRACE_DEPTH}")
     out: list[str] = []
-    i, n = 0, len(pat)
-    while i < n:
-        c = pat[i]
-        if c == "*":
-            # A run of stars: one is `*`; two or more are `**`, which before a '/' means "any directories".
-            run = i
-            while i < n and pat[i] == "*":
-                i += 1
-            if i - run == 1:
-                out.append("[^/]*")
-            elif i < n and pat[i] == "/":
-                i += 1
-                # `**/**/` means exactly what `**/` means: one keeps the regex small for `**/` repeated.
-                if not out or out[-1] != _ANY_DIRS:
-                    out.append(_ANY_DIRS)
-            else:
-                out.append(".*")
-            continue
-        if c == "?":
-            out.append("[^/]")
-        elif c == "[":
-            end = _closing_bracket(pat, i)
-            if end == -1:
-                out.append(_literal(c))
-            else:
-                out.append(_char_class(pat[i + 1 : end]))
-                i = end
-        elif c == "{":
-            end = _closing_brace(pat, i)
-            if end == -1:
-                out.append(_literal(c))
-            else:
-                alts = _split_alternatives(pat[i + 1 : end])
-                out.append("(?:" + "|".join(_translate(a, depth + 1) for a in alts) + ")")
-                i = end
-        elif c == "\\" and i + 1 < n:
-            i += 1
-            out.append(_literal(pat[i]))
-        else:
-            out.append(_literal(c))
-        i += 1
+    i = 0
+    while i < len(pat):
+        piece, i = _next_piece(pat, i, out[-1] if out else "", depth)
+        if piece:
+            out.append(piece)
     return "".join(out)
+
+
+def _next_piece(pat: str, i: int, previous: str, depth: int) -> tuple[str, int]:
+    """The regex for the construct starting at `pat[i]` ("" when it adds nothing), and the index after it.
+    `previous`: the piece before it."""
+    c = pat[i]
+    if c == "*":
+        return _stars(pat, i, previous)
+    if c == "?":
+        return "[^/]", i + 1
+    if c == "[":
+        return _bracket(pat, i)
+    if c == "{":
+        return _braces(pat, i, depth)
+    if c == "\\" and i + 1 < len(pat):
+        return _literal(pat[i + 1]), i + 2
+    return _literal(c), i + 1
+
+
+def _stars(pat: str, i: int, previous: str) -> tuple[str, int]:
+    # A run of stars: one is `*`; two or more are `**`, which before a '/' means "any directories".
+    run = i
+    while i < len(pat) and pat[i] == "*":
+        i += 1
+    if i - run == 1:
+        return "[^/]*", i
+    if i < len(pat) and pat[i] == "/":
+        # `**/**/` means exactly what `**/` means: one keeps the regex small for `**/` repeated.
+        return ("" if previous == _ANY_DIRS else _ANY_DIRS), i + 1
+    return ".*", i
+
+
+def _bracket(pat: str, i: int) -> tuple[str, int]:
+    end = _closing_bracket(pat, i)
+    if end == -1:  # no class: a literal '['
+        return _literal("["), i + 1
+    return _char_class(pat[i + 1 : end]), end + 1
+
+
+def _braces(pat: str, i: int, depth: int) -> tuple[str, int]:
+    end = _closing_brace(pat, i)
+    if end == -1:  # no alternatives: a literal '{'
+        return _literal("{"), i + 1
+    alts = _split_alternatives(pat[i + 1 : end])
+    return "(?:" + "|".join(_translate(a, depth + 1) for a in alts) + ")", end + 1
 
 
 def _literal(c: str) -> str:
@@ -147,6 +156,14 @@ def _char_class(body: str) -> str:
     negate = body[:1] in ("!", "^")
     if negate:
         body = body[1:]
+    inner = "".join(_class_range(lo, hi) for lo, hi in _without_slash(_class_ranges(body)))
+    if negate:
+        return "[^/" + inner + "]"
+    return "[" + inner + "]" if inner else "[^\\x00-\\x{10ffff}]"  # an empty class matches nothing
+
+
+def _class_ranges(body: str) -> list[tuple[int, int]]:
+    """The code point ranges a class's body names: `a`, `a-z`, `\\]`."""
     ranges: list[tuple[int, int]] = []
     i = 0
     while i < len(body):
@@ -165,21 +182,22 @@ def _char_class(body: str) -> str:
                 ranges.append((ord(lo), ord(hi)))
             continue
         ranges.append((ord(lo), ord(lo)))
+    return ranges
+
+
+def _without_slash(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
     # A class never matches '/': '[a/]' must not let a one-segment pattern cross into another directory.
     slash = ord("/")
     kept: list[tuple[int, int]] = []
-    for lo_cp, hi_cp in ranges:
-        if lo_cp <= slash <= hi_cp:
-            if lo_cp < slash:
-                kept.append((lo_cp, slash - 1))
-            if slash < hi_cp:
-                kept.append((slash + 1, hi_cp))
-        else:
-            kept.append((lo_cp, hi_cp))
-    inner = "".join(_class_range(lo_cp, hi_cp) for lo_cp, hi_cp in kept)
-    if negate:
-        return "[^/" + inner + "]"
-    return "[" + inner + "]" if inner else "[^\\x00-\\x{10ffff}]"  # an empty class matches nothing
+    for lo, hi in ranges:
+        if not lo <= slash <= hi:
+            kept.append((lo, hi))
+            continue
+        if lo < slash:
+            kept.append((lo, slash - 1))
+        if slash < hi:
+            kept.append((slash + 1, hi))
+    return kept
 
 
 def _class_range(lo: int, hi: int) -> str:

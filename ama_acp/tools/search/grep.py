@@ -25,19 +25,20 @@ from typing import NotRequired, TypedDict
 import anyio
 import msgspec
 import re2  # type: ignore[import-untyped]  # google-re2 ships neither stubs nor py.typed
-from anyio.abc import Process
+from anyio.abc import ByteReceiveStream, Process
 
 from ama_acp.tools.base import JSONObject, Location, ToolArgs, ToolError, ToolKind, ToolResult
 from ama_acp.tools.budget import Budget, run_bounded
 from ama_acp.tools.common import (
+    DirectoryTool,
+    Target,
     arg_str,
+    closed_object,
+    directory_path_param,
     display_path,
-    os_errors_as_tool_errors,
-    path_locations,
     plural,
     require_regular,
     short,
-    validate,
 )
 from ama_acp.tools.context import ToolContext
 from ama_acp.tools.regular import read_regular
@@ -62,6 +63,14 @@ class GrepArgs(TypedDict):
     context: int
 
 
+@dataclass(frozen=True)
+class _Query:
+    pattern: str
+    glob: str | None
+    ignore_case: bool
+    context: int  # lines before and after each match
+
+
 @dataclass
 class _FileHits:
     path: str  # absolute
@@ -75,7 +84,7 @@ class _Found:
     complete: bool = True  # False: stopped at COUNT_LIMIT or out of time
 
 
-class GrepTool:
+class GrepTool(DirectoryTool[GrepArgs]):
     name = "search"
     kind: ToolKind = "search"
     description = (
@@ -85,11 +94,10 @@ class GrepTool:
         "and ask for surrounding lines with `context`. Use it to locate code before reading it; to find files "
         "by name use find_files."
     )
-    parameters: JSONObject = {
-        "type": "object",
-        "properties": {
+    parameters: JSONObject = closed_object(
+        {
             "pattern": {"type": "string", "description": "Regular expression to look for."},
-            "path": {"type": "string", "description": "Directory or file to search. Default: the working directory."},
+            "path": directory_path_param("Directory or file to search."),
             "glob": {"type": "string", "description": "Only search files matching this glob, e.g. `*.py`."},
             "ignore_case": {"type": "boolean", "description": "Match case-insensitively.", "default": False},
             "context": {
@@ -100,142 +108,131 @@ class GrepTool:
                 "default": 0,
             },
         },
-        "required": ["pattern"],
-        "additionalProperties": False,
-    }
+        "pattern",
+    )
+    checked_as = GrepArgs
 
     def __init__(self, use_ripgrep: bool = True) -> None:
         self.use_ripgrep = use_ripgrep
 
     def title(self, args: ToolArgs) -> str:
-        where = arg_str(args, "path")
-        return f"Search for `{short(arg_str(args, 'pattern'), 50)}`" + (f" in {where}" if where else "")
+        return f"Search for `{short(arg_str(args, 'pattern'), 50)}`{self.where(args)}"
 
-    def locations(self, args: ToolArgs, cwd: str) -> list[Location]:
-        return path_locations(args, cwd, default=".")
-
-    @os_errors_as_tool_errors
-    async def run(self, args: ToolArgs, ctx: ToolContext) -> ToolResult:
-        checked = validate(self.parameters, args, GrepArgs)
-        target = ctx.resolve(checked.get("path") or ".").path
-        shown = display_path(target, ctx.cwd)
-        st = await ctx.workspace.stat(target)
-        if st is None:
-            raise ToolError(f"Path not found: {shown}.")
-        pattern = checked["pattern"]
-        if not pattern:
+    async def look(self, checked: GrepArgs, target: Target, ctx: ToolContext) -> ToolResult:
+        if target.stat is None:
+            raise ToolError(f"Path not found: {target.shown}.")
+        if not checked["pattern"]:
             raise ToolError("`pattern` is empty.")
-        glob = checked.get("glob") or None
-        ignore_case = checked["ignore_case"]
-        context = checked["context"]
-
-        if not st.is_dir:
-            require_regular(ctx.resolve(target), st, shown, "searched")
-        if glob is not None:
+        query = _Query(checked["pattern"], checked.get("glob") or None, checked["ignore_case"], checked["context"])
+        is_dir = target.stat.is_dir
+        if not is_dir:
+            require_regular(target.resolved, target.stat, target.shown, "searched")
+        if query.glob is not None:
             try:
-                glob_match(glob, "x")
+                glob_match(query.glob, "x")
             except GlobError as e:
                 raise ToolError(f"Unusable `glob`: {e}.") from None
 
-        found: _Found | None = None
+        found = await self._search(query, target.path, is_dir, ctx)
+        if found.matches:
+            text = _format(found, query.context, ctx.cwd)
+        else:
+            text = _no_matches(query, target.shown, found.complete)
+        return ToolResult(text=text, locations=[Location(target.path)])
+
+    async def _search(self, query: _Query, target: str, is_dir: bool, ctx: ToolContext) -> _Found:
         # Where no helper is taken from: the session's roots, and the searched directory when it is elsewhere.
-        roots = (*ctx.policy.roots, target if st.is_dir else os.path.dirname(target))
+        roots = (*ctx.policy.roots, target if is_dir else os.path.dirname(target))
         rg = helper_program("rg", roots) if self.use_ripgrep else None
         if rg:
-            found = await _ripgrep(rg, pattern, target, glob, ignore_case, context, ctx.cwd, helper_env(roots))
-        if found is None:  # no rg, or rg refused the pattern or failed to run
-            regex = compile_pattern(pattern, ignore_case)
-            if st.is_dir:
-                rels, stopped = await list_files(target, workspace_roots=ctx.policy.roots)
-                paths = [os.path.join(target, r) for r in rels if glob is None or glob_match(glob, r)]
-            else:
-                paths, stopped = [target], False
-            found = await run_bounded(SEARCH_SECONDS, _python_search, paths, regex, context, st.is_dir)
-            found.complete = found.complete and not stopped
+            found = await _ripgrep(rg, query, target, ctx.cwd, helper_env(roots))
+            if found is not None:
+                return found
+        # No rg, or rg refused the pattern or failed to run.
+        regex = compile_pattern(query.pattern, query.ignore_case)
+        if is_dir:
+            rels, stopped = await list_files(target, workspace_roots=ctx.policy.roots)
+            paths = [os.path.join(target, r) for r in rels if query.glob is None or glob_match(query.glob, r)]
+        else:
+            paths, stopped = [target], False
+        found = await run_bounded(SEARCH_SECONDS, _python_search, paths, regex, query.context, is_dir)
+        found.complete = found.complete and not stopped
+        return found
 
-        text = _format(found, context, ctx.cwd)
-        if not found.matches:
-            where = f" in {shown}" + (f" (files matching `{glob}`)" if glob else "")
-            text = f"No matches for `{pattern}`{where}."
-            if not found.complete:
-                text = (
-                    f"No matches for `{pattern}`{where} before the search stopped early (out of time); "
-                    "it did not look everywhere. Narrow the path or glob."
-                )
-        return ToolResult(text=text, locations=[Location(target)])
+
+def _no_matches(query: _Query, shown: str, complete: bool) -> str:
+    where = f" in {shown}" + (f" (files matching `{query.glob}`)" if query.glob else "")
+    if complete:
+        return f"No matches for `{query.pattern}`{where}."
+    return (
+        f"No matches for `{query.pattern}`{where} before the search stopped early (out of time); "
+        "it did not look everywhere. Narrow the path or glob."
+    )
 
 
 # --- ripgrep -------------------------------------------------------------------------------------------
 
 
-async def _ripgrep(
-    rg: str,
-    pattern: str,
-    target: str,
-    glob: str | None,
-    ignore_case: bool,
-    context: int,
-    cwd: str,
-    env: dict[str, str],
-) -> _Found | None:
-    """Matches found by ripgrep, or None when ripgrep rejected the pattern or failed to run."""
+def _rg_argv(rg: str, query: _Query, target: str) -> list[str] | None:
+    """ripgrep's command line for the query, or None when it cannot carry it."""
     argv = [rg, "--json", "--no-config", "--hidden", "--glob", "!.git", "--no-require-git", "--sort", "path"]
     argv += ["--max-filesize", "10M"]
-    if ignore_case:
+    if query.ignore_case:
         argv.append("--ignore-case")
-    if context:
-        argv += ["--context", str(context)]
-    if glob:
-        argv += ["--glob", glob]
-    argv += ["--regexp", pattern, "--", target]
+    if query.context:
+        argv += ["--context", str(query.context)]
+    if query.glob:
+        argv += ["--glob", query.glob]
+    argv += ["--regexp", query.pattern, "--", target]
     if any("\x00" in arg for arg in argv):  # no argv can carry a NUL: the RE2 fallback searches for it instead
         return None
+    return argv
 
-    found = _Found()
-    by_path: dict[str, _FileHits] = {}
-    stored = 0
+
+async def _ripgrep(rg: str, query: _Query, target: str, cwd: str, env: dict[str, str]) -> _Found | None:
+    """Matches found by ripgrep, or None when ripgrep rejected the pattern or failed to run."""
+    argv = _rg_argv(rg, query, target)
+    if argv is None:
+        return None
     try:
         proc = await anyio.open_process(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=env
         )
     except (OSError, ValueError):  # ValueError: an argument the OS cannot take (checked above, kept as a net)
         return None
+    output = _RgOutput()
     stderr = bytearray()
     async with proc:
         assert proc.stdout is not None and proc.stderr is not None
-        err_stream = proc.stderr
-
-        async def drain_stderr() -> None:
-            async for chunk in err_stream:
-                if len(stderr) < 8192:
-                    stderr.extend(chunk)
-
         with anyio.move_on_after(SEARCH_SECONDS) as scope:
             async with anyio.create_task_group() as tg:
                 # Drained to its end, not cancelled: the error message says whether the pattern was refused.
-                tg.start_soon(drain_stderr)
-                buffer = b""
-                async for chunk in proc.stdout:
-                    buffer += chunk
-                    *complete, buffer = buffer.split(b"\n")
-                    for raw in complete:
-                        stored = _take(raw, found, by_path, stored)
-                    if found.matches >= COUNT_LIMIT:
-                        found.complete = False
-                        _kill(proc)
-                        break
-                else:
-                    _take(buffer, found, by_path, stored)
+                tg.start_soon(_drain, proc.stderr, stderr)
+                await output.read(proc.stdout, proc)
+        found = output.found
         if scope.cancelled_caught:
             found.complete = False
         _kill(proc)
         await proc.wait()
-    if proc.returncode == 2 and not found.matches and found.complete:
-        # rg exits 2 for a bad pattern and also for unreadable files; only the first means "try Python".
-        if b"regex" in stderr or b"error parsing" in stderr or not stderr:
-            return None
-    found.files = [f for f in by_path.values() if f.lines]
+    if _refused_pattern(proc.returncode, found, stderr):
+        return None
+    found.files = [f for f in output.by_path.values() if f.lines]
     return found
+
+
+async def _drain(stream: ByteReceiveStream, into: bytearray) -> None:
+    """Read `stream` to its end, keeping its first 8 KiB."""
+    async for chunk in stream:
+        if len(into) < 8192:
+            into.extend(chunk)
+
+
+def _refused_pattern(code: int | None, found: _Found, stderr: bytes | bytearray) -> bool:
+    """Whether ripgrep refused the pattern (then the RE2 fallback tries it) rather than searched."""
+    if code != 2 or found.matches or not found.complete:
+        return False
+    # rg exits 2 for a bad pattern and also for unreadable files; only the first means "try Python".
+    return b"regex" in stderr or b"error parsing" in stderr or not stderr
 
 
 def _kill(proc: Process) -> None:
@@ -246,29 +243,60 @@ def _kill(proc: Process) -> None:
             os.kill(proc.pid, signal.SIGKILL)
 
 
-def _take(raw: bytes, found: _Found, by_path: dict[str, _FileHits], stored: int) -> int:
+class _RgOutput:
+    """ripgrep's --json output, one line at a time, gathered into a _Found."""
+
+    def __init__(self) -> None:
+        self.found = _Found()
+        self.by_path: dict[str, _FileHits] = {}
+        self.stored = 0  # matches kept to be shown
+
+    async def read(self, stdout: ByteReceiveStream, proc: Process) -> None:
+        """Take every line of `stdout`; past COUNT_LIMIT matches, stop counting and kill ripgrep."""
+        buffer = b""
+        async for chunk in stdout:
+            buffer += chunk
+            *complete, buffer = buffer.split(b"\n")
+            for raw in complete:
+                self.take(raw)
+            if self.found.matches >= COUNT_LIMIT:
+                self.found.complete = False
+                _kill(proc)
+                return
+        self.take(buffer)
+
+    def take(self, raw: bytes) -> None:
+        event = _rg_event(raw)
+        if event is None:
+            return
+        is_match, data = event
+        if is_match:
+            self.found.matches += 1
+        # Context and matches beyond what is shown need not be kept; counting is enough.
+        if self.stored >= MAX_MATCHES + 1:
+            return
+        path = _rg_text(data.get("path", {}))
+        hits = self.by_path.setdefault(path, _FileHits(path))
+        text = _rg_text(data.get("lines", {})).rstrip("\n").removesuffix("\r")
+        number = data.get("line_number")  # an integer, or null when ripgrep did not count lines
+        hits.lines.append((number if isinstance(number, int) else 0, is_match, text))
+        self.stored += is_match
+
+
+def _rg_event(raw: bytes) -> tuple[bool, dict[str, object]] | None:
+    """One line of ripgrep's --json output as (is a match, its data) when it is a match or a context line."""
     if not raw.strip():
-        return stored
+        return None
     try:
-        msg: object = msgspec.json.decode(raw)  # one line of ripgrep's --json output, checked below as far as used
+        msg: object = msgspec.json.decode(raw)  # checked below as far as used
     except msgspec.DecodeError:
-        return stored
+        return None
     if not isinstance(msg, dict) or not isinstance(data := msg.get("data"), dict):
-        return stored
+        return None
     kind = msg.get("type")
     if kind not in ("match", "context"):
-        return stored
-    is_match: bool = kind == "match"
-    if is_match:
-        found.matches += 1
-    # Context and matches beyond what is shown need not be kept; counting is enough.
-    if stored >= MAX_MATCHES + 1:
-        return stored
-    path = _rg_text(data.get("path", {}))
-    hits = by_path.setdefault(path, _FileHits(path))
-    text = _rg_text(data.get("lines", {})).rstrip("\n").removesuffix("\r")
-    hits.lines.append((int(data.get("line_number") or 0), is_match, text))
-    return stored + is_match
+        return None
+    return kind == "match", data
 
 
 def _rg_text(obj: object) -> str:
@@ -355,7 +383,6 @@ def _search_bytes(
 ) -> int:
     """Count and keep the matching lines of one file. On bytes, so each search resumes where the last one
     stopped without re-encoding the text: the whole file costs time linear in its size."""
-    hits = _FileHits(path)
     kept: dict[int, tuple[bool, bytes]] = {}
     pos = 0
     line_no = 1  # the number of the line starting at `counted`
@@ -367,9 +394,7 @@ def _search_bytes(
         m = regex.search(data, pos)
         if m is None:
             break
-        start = data.rfind(b"\n", 0, m.start()) + 1
-        end = data.find(b"\n", m.start())
-        end = len(data) if end == -1 else end
+        start, end = _line_around(data, m.start())
         if start == len(data):
             break  # an empty match after the final newline (or in an empty file): there is no line there
         line_no += data.count(b"\n", counted, start)
@@ -381,12 +406,24 @@ def _search_bytes(
             if context:
                 _context_lines(data, start, end, line_no, context, kept)
         pos = end + 1
+    if kept:
+        found.files.append(_file_hits(path, kept))
+    return stored
+
+
+def _line_around(data: bytes, at: int) -> tuple[int, int]:
+    """Where the line holding byte `at` starts, and where it ends (its newline, or the end of `data`)."""
+    start = data.rfind(b"\n", 0, at) + 1
+    end = data.find(b"\n", at)
+    return start, len(data) if end == -1 else end
+
+
+def _file_hits(path: str, kept: dict[int, tuple[bool, bytes]]) -> _FileHits:
+    hits = _FileHits(path)
     for number in sorted(kept):
         is_match, raw = kept[number]
         hits.lines.append((number, is_match, raw.decode("utf-8", "replace").removesuffix("\r")))
-    if hits.lines:
-        found.files.append(hits)
-    return stored
+    return hits
 
 
 def _context_lines(
@@ -413,53 +450,72 @@ def _context_lines(
 
 
 def _format(found: _Found, context: int, cwd: str) -> str:
-    out: list[str] = []
-    used = 0
-    shown = 0
-    cut = False
-    # Where the output may end: after a match and the context that follows it, never on the leading
-    # context of a match that did not fit.
-    good_end = 0
+    listing = _Listing(context)
     for hits in found.files:
-        name = display_path(hits.path, cwd)
-        previous: int | None = None
-        last_match = -(10**9)
-        for number, is_match, text in hits.lines:
-            if is_match and shown >= MAX_MATCHES:
-                cut = True
-                break
-            if len(text) > MAX_LINE_CHARS:
-                text = text[:MAX_LINE_CHARS] + " …"
-            if context and out and (previous is None or number != previous + 1):
-                out.append("--")
-            sep = ":" if is_match else "-"
-            entry = f"{name}{sep}{number}{sep}{text}"
-            if used + len(entry) > MAX_OUTPUT_CHARS:
-                cut = True
-                break
-            out.append(entry)
-            used += len(entry) + 1
-            previous = number
-            if is_match:
-                shown += 1
-                last_match = number
-            if is_match or number <= last_match + context:
-                good_end = len(out)
-        if cut:
+        if not listing.add(hits, display_path(hits.path, cwd)):
             break
-    if cut:
-        del out[good_end:]
-
     if found.complete:
         header = f"{found.matches} match{'' if found.matches == 1 else 'es'}"
-        header += f" in {plural(len(found.files), 'file')}" if not cut else ""
+        header += f" in {plural(len(found.files), 'file')}" if not listing.cut else ""
     else:
         header = f"At least {found.matches} matches"
-    lines = [header + ":", *out]
-    hidden = found.matches - shown
+    lines = [header + ":", *listing.out]
+    hidden = found.matches - listing.shown
     if hidden > 0:
         more = f"{hidden}+" if not found.complete else str(hidden)
         lines.append(f"[... {more} more matches not shown. Narrow the pattern, path or glob.]")
     elif not found.complete:
         lines.append("[The search stopped early (too many matches or too slow); results may be incomplete.]")
     return "\n".join(lines)
+
+
+class _Listing:
+    """The output's lines, file by file, within MAX_MATCHES matches and MAX_OUTPUT_CHARS characters."""
+
+    def __init__(self, context: int) -> None:
+        self.context = context
+        self.out: list[str] = []
+        self.used = 0  # characters
+        self.shown = 0  # matches
+        self.cut = False
+        # Where the output may end: after a match and the context that follows it, never on the leading
+        # context of a match that did not fit.
+        self.good_end = 0
+
+    def add(self, hits: _FileHits, name: str) -> bool:
+        """Add one file's lines; False when they did not all fit (the output then ends at a good end)."""
+        previous: int | None = None
+        last_match = -(10**9)
+        for number, is_match, text in hits.lines:
+            if is_match and self.shown >= MAX_MATCHES:
+                return self._stop()
+            if self._starts_a_group(previous, number):
+                self.out.append("--")
+            entry = _entry(name, number, is_match, text)
+            if self.used + len(entry) > MAX_OUTPUT_CHARS:
+                return self._stop()
+            self.out.append(entry)
+            self.used += len(entry) + 1
+            previous = number
+            if is_match:
+                self.shown += 1
+                last_match = number
+            if is_match or number <= last_match + self.context:
+                self.good_end = len(self.out)
+        return True
+
+    def _starts_a_group(self, previous: int | None, number: int) -> bool:
+        """Whether a `--` goes before this line: with context, lines that do not follow on are set apart."""
+        return bool(self.context and self.out) and (previous is None or number != previous + 1)
+
+    def _stop(self) -> bool:
+        self.cut = True
+        del self.out[self.good_end :]
+        return False
+
+
+def _entry(name: str, number: int, is_match: bool, text: str) -> str:
+    if len(text) > MAX_LINE_CHARS:
+        text = text[:MAX_LINE_CHARS] + " …"
+    sep = ":" if is_match else "-"
+    return f"{name}{sep}{number}{sep}{text}"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 from ama_acp.tools.base import JSONObject, Location, ToolArgs, ToolKind, ToolResult
-from ama_acp.tools.common import arg_str, validate
+from ama_acp.tools.common import arg_str, closed_object, validate
 from ama_acp.tools.context import ToolContext
 
 if TYPE_CHECKING:
@@ -42,9 +42,8 @@ class WebFetchTool:
         "documentation, issues or pages the person points you at; the person may be asked first. "
         "Local and private network addresses are refused unless the person allowed them."
     )
-    parameters: JSONObject = {
-        "type": "object",
-        "properties": {
+    parameters: JSONObject = closed_object(
+        {
             "url": {"type": "string", "description": "The full URL, with http:// or https://."},
             "max_chars": {
                 "type": "integer",
@@ -58,9 +57,8 @@ class WebFetchTool:
                 "description": "Return an HTML page's source instead of Markdown (default false).",
             },
         },
-        "required": ["url"],
-        "additionalProperties": False,
-    }
+        "url",
+    )
 
     def __init__(
         self,

@@ -34,6 +34,7 @@ import time
 
 TYPE_CHECKING = False  # typing itself is not imported: a stdlib script, as cheap to start as it can be
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 _queue: list[dict[str, Any]] = []
@@ -94,114 +95,178 @@ def say(sid: str, text: str) -> None:
     update(sid, {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}})
 
 
+class Line:
+    """One line of a turn's script: `VERB REST`, its number in the prompt, and the turn's result it may add to."""
+
+    def __init__(self, sid: str, n: int, rest: str, result: dict[str, Any]) -> None:
+        self.sid, self.n, self.rest, self.result = sid, n, rest, result
+
+
+def _say(line: Line) -> None:
+    say(line.sid, line.rest)
+
+
+def _usage(line: Line) -> None:
+    parts = line.rest.split()
+    body: dict[str, Any] = {"sessionUpdate": "usage_update", "used": int(parts[0]), "size": int(parts[1])}
+    if len(parts) > 2:
+        body["cost"] = {"amount": float(parts[2]), "currency": "USD"}
+    update(line.sid, body)
+
+
+def _tokens(line: Line) -> None:
+    line.result["usage"] = {"totalTokens": int(line.rest), "inputTokens": int(line.rest), "outputTokens": 0}
+
+
+def _permission(line: Line, shown: bool) -> None:
+    """`permission KIND TITLE` asks with no tool call shown first; `ask KIND TITLE` shows the call, then asks."""
+    sid = line.sid
+    kind, _, title = line.rest.partition(" ")
+    call_id = f"a{line.n}" if shown else f"p{line.n}"
+    if shown:
+        update(sid, {"sessionUpdate": "tool_call", "toolCallId": call_id, "title": title, "kind": kind})
+    answer = request(
+        "session/request_permission",
+        {
+            "sessionId": sid,
+            "toolCall": {"toolCallId": call_id, "title": title, "kind": kind, "status": "pending"},
+            "options": [
+                {"optionId": "yes", "name": "Yes", "kind": "allow_once"},
+                {"optionId": "no", "name": "No", "kind": "reject_once"},
+            ],
+        },
+    )
+    outcome = (answer.get("result") or {}).get("outcome") or {}
+    say(sid, f"permission: {outcome.get('optionId') or outcome.get('outcome') or answer.get('error')}\n")
+
+
+def _read(line: Line) -> None:
+    answer = request("fs/read_text_file", {"sessionId": line.sid, "path": line.rest})
+    if "result" in answer:
+        say(line.sid, f"read: {answer['result']['content']}\n")
+    else:
+        say(line.sid, f"read error: {answer['error']['message']}\n")
+
+
+def _write(line: Line) -> None:
+    path, _, content = line.rest.partition(" ")
+    answer = request("fs/write_text_file", {"sessionId": line.sid, "path": path, "content": content})
+    say(line.sid, "write: ok\n" if "result" in answer else f"write error: {answer['error']['message']}\n")
+
+
+def _term(line: Line) -> None:
+    sid = line.sid
+    cwd, *command = line.rest.split()
+    params = {"sessionId": sid, "command": command[0], "args": command[1:]}
+    if cwd != "-":
+        params["cwd"] = cwd
+    made = request("terminal/create", params)
+    if "error" in made:
+        say(sid, f"term error: {made['error']['message']}\n")
+        return
+    tid = made["result"]["terminalId"]
+    request("terminal/wait_for_exit", {"sessionId": sid, "terminalId": tid})
+    out = request("terminal/output", {"sessionId": sid, "terminalId": tid})["result"]
+    request("terminal/release", {"sessionId": sid, "terminalId": tid})
+    code = (out.get("exitStatus") or {}).get("exitCode")
+    say(sid, f"term {tid}: {out['output'].strip()} exit {code}\n")
+
+
+def _termopen(line: Line) -> None:
+    command = line.rest.split()
+    made = request("terminal/create", {"sessionId": line.sid, "command": command[0], "args": command[1:]})
+    say(line.sid, f"termopen {made.get('result', {}).get('terminalId')}\n")
+
+
+def _termout(line: Line) -> None:
+    out = request("terminal/output", {"sessionId": line.sid, "terminalId": line.rest})
+    if "error" in out:
+        say(line.sid, f"termout error: {out['error']['message']}\n")
+    else:
+        say(line.sid, f"termout: {out['result']['output'].strip()}\n")
+
+
+def _env(line: Line) -> None:
+    value = os.environ.get(line.rest)
+    say(line.sid, f"env {line.rest}={value}\n" if value is not None else f"env {line.rest} unset\n")
+
+
+def _tool(line: Line) -> None:
+    call = f"t{line.n}"
+    update(line.sid, {"sessionUpdate": "tool_call", "toolCallId": call, "title": line.rest, "status": "pending"})
+    update(line.sid, {"sessionUpdate": "tool_call_update", "toolCallId": call, "status": "completed"})
+
+
+def _spawn(line: Line) -> None:
+    import subprocess  # here, not at the top: most starts never spawn (a cheaper start)
+
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+    )
+    note_pid(child.pid)
+
+
+def _die(line: Line) -> None:
+    sys.stderr.write("task_agent: dying on purpose\n")
+    sys.stderr.flush()
+    os._exit(int(line.rest or "1"))
+
+
+def _wait(line: Line) -> dict[str, Any] | None:
+    """Reads the client's messages until its session/cancel (the turn ends cancelled); others wait their turn."""
+    while True:
+        raw = sys.stdin.readline()
+        if not raw:
+            sys.exit(0)
+        message = parse(raw)
+        if message.get("method") == "session/cancel":
+            note("session/cancel")
+            return {"stopReason": "cancelled"}
+        _queue.append(message)
+
+
+def _hang(line: Line) -> None:
+    while True:
+        time.sleep(3600)
+
+
+# A verb's handler may return the turn's result, ending the turn there.
+VERBS: dict[str, Callable[[Line], dict[str, Any] | None]] = {
+    "say": _say,
+    "usage": _usage,
+    "tokens": _tokens,
+    "permission": lambda line: _permission(line, shown=False),
+    "ask": lambda line: _permission(line, shown=True),
+    "read": _read,
+    "write": _write,
+    "term": _term,
+    "termopen": _termopen,
+    "termout": _termout,
+    "caps": lambda line: say(line.sid, f"terminal: {_caps.get('terminal')}\n"),
+    "raw": lambda line: update(line.sid, json.loads(line.rest)),
+    "env": _env,
+    "tool": _tool,
+    "spawn": _spawn,
+    "die": _die,
+    "wait": _wait,
+    "hang": _hang,
+}
+
+
 def turn(sid: str, text: str) -> dict[str, Any]:
     global _cancelled
     _cancelled = False
     result: dict[str, Any] = {"stopReason": "end_turn"}
-    for n, line in enumerate(text.splitlines()):
+    for n, script_line in enumerate(text.splitlines()):
         if _cancelled:
             return {"stopReason": "cancelled"}
-        word, _, rest = line.strip().partition(" ")
-        if word == "say":
-            say(sid, rest)
-        elif word == "usage":
-            parts = rest.split()
-            body: dict[str, Any] = {"sessionUpdate": "usage_update", "used": int(parts[0]), "size": int(parts[1])}
-            if len(parts) > 2:
-                body["cost"] = {"amount": float(parts[2]), "currency": "USD"}
-            update(sid, body)
-        elif word == "tokens":
-            result["usage"] = {"totalTokens": int(rest), "inputTokens": int(rest), "outputTokens": 0}
-        elif word in ("permission", "ask"):
-            kind, _, title = rest.partition(" ")
-            call_id = f"p{n}"
-            if word == "ask":
-                call_id = f"a{n}"
-                update(sid, {"sessionUpdate": "tool_call", "toolCallId": call_id, "title": title, "kind": kind})
-            answer = request(
-                "session/request_permission",
-                {
-                    "sessionId": sid,
-                    "toolCall": {"toolCallId": call_id, "title": title, "kind": kind, "status": "pending"},
-                    "options": [
-                        {"optionId": "yes", "name": "Yes", "kind": "allow_once"},
-                        {"optionId": "no", "name": "No", "kind": "reject_once"},
-                    ],
-                },
-            )
-            outcome = (answer.get("result") or {}).get("outcome") or {}
-            say(sid, f"permission: {outcome.get('optionId') or outcome.get('outcome') or answer.get('error')}\n")
-        elif word == "read":
-            answer = request("fs/read_text_file", {"sessionId": sid, "path": rest})
-            if "result" in answer:
-                say(sid, f"read: {answer['result']['content']}\n")
-            else:
-                say(sid, f"read error: {answer['error']['message']}\n")
-        elif word == "write":
-            path, _, content = rest.partition(" ")
-            answer = request("fs/write_text_file", {"sessionId": sid, "path": path, "content": content})
-            say(sid, "write: ok\n" if "result" in answer else f"write error: {answer['error']['message']}\n")
-        elif word == "term":
-            cwd, *command = rest.split()
-            params = {"sessionId": sid, "command": command[0], "args": command[1:]}
-            if cwd != "-":
-                params["cwd"] = cwd
-            made = request("terminal/create", params)
-            if "error" in made:
-                say(sid, f"term error: {made['error']['message']}\n")
-                continue
-            tid = made["result"]["terminalId"]
-            request("terminal/wait_for_exit", {"sessionId": sid, "terminalId": tid})
-            out = request("terminal/output", {"sessionId": sid, "terminalId": tid})["result"]
-            request("terminal/release", {"sessionId": sid, "terminalId": tid})
-            code = (out.get("exitStatus") or {}).get("exitCode")
-            say(sid, f"term {tid}: {out['output'].strip()} exit {code}\n")
-        elif word == "termopen":
-            command = rest.split()
-            made = request("terminal/create", {"sessionId": sid, "command": command[0], "args": command[1:]})
-            say(sid, f"termopen {made.get('result', {}).get('terminalId')}\n")
-        elif word == "termout":
-            out = request("terminal/output", {"sessionId": sid, "terminalId": rest})
-            if "error" in out:
-                say(sid, f"termout error: {out['error']['message']}\n")
-            else:
-                say(sid, f"termout: {out['result']['output'].strip()}\n")
-        elif word == "caps":
-            say(sid, f"terminal: {_caps.get('terminal')}\n")
-        elif word == "raw":
-            update(sid, json.loads(rest))
-        elif word == "env":
-            value = os.environ.get(rest)
-            say(sid, f"env {rest}={value}\n" if value is not None else f"env {rest} unset\n")
-        elif word == "tool":
-            update(sid, {"sessionUpdate": "tool_call", "toolCallId": f"t{n}", "title": rest, "status": "pending"})
-            update(sid, {"sessionUpdate": "tool_call_update", "toolCallId": f"t{n}", "status": "completed"})
-        elif word == "spawn":
-            import subprocess  # here, not at the top: most starts never spawn (a cheaper start)
-
-            child = subprocess.Popen(
-                [sys.executable, "-c", "import time; time.sleep(60)"],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-            )
-            note_pid(child.pid)
-        elif word == "die":
-            sys.stderr.write("task_agent: dying on purpose\n")
-            sys.stderr.flush()
-            os._exit(int(rest or "1"))
-        elif word == "wait":
-            while True:
-                line = sys.stdin.readline()
-                if not line:
-                    sys.exit(0)
-                message = parse(line)
-                if message.get("method") == "session/cancel":
-                    note("session/cancel")
-                    return {"stopReason": "cancelled"}
-                _queue.append(message)
-        elif word == "hang":
-            while True:
-                time.sleep(3600)
+        word, _, rest = script_line.strip().partition(" ")
+        handler = VERBS.get(word)
+        ended = handler(Line(sid, n, rest, result)) if handler is not None else None
+        if ended is not None:
+            return ended
     return result
 
 

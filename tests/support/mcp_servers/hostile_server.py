@@ -66,6 +66,70 @@ def tools(mode: str, mb: float) -> list[dict[str, Any]]:
     return listed
 
 
+def _start(mode: str, mb: float) -> bool:
+    """What the mode does before any message; True when that was all (the server then waits for EOF)."""
+    if mode == "stubborn":
+        for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            signal.signal(signum, signal.SIG_IGN)
+    if mode == "long-line":
+        sys.stdout.buffer.write(b'{"jsonrpc": "2.0", "method": "' + b"x" * int(mb * 1_000_000))
+        sys.stdout.buffer.flush()
+        sys.stdin.buffer.read()
+        return True
+    if mode == "stderr-flood":
+        block = (b"flood " * 170 + b"\n") * 64
+
+        def flood() -> None:
+            while True:
+                os.write(2, block)
+
+        threading.Thread(target=flood, daemon=True).start()
+    return False
+
+
+def _initialize(message: dict[str, Any]) -> None:
+    result = {
+        "protocolVersion": message["params"]["protocolVersion"],
+        "capabilities": {"tools": {"listChanged": True}},
+        "serverInfo": {"name": "hostile", "version": "1"},
+    }
+    send({"jsonrpc": "2.0", "id": message.get("id"), "result": result})
+
+
+def _storm(count: int, folder: Path) -> None:
+    def storm() -> None:
+        # Spread over a few seconds (a burst is coalesced by any client that reads slower than it arrives).
+        for i in range(count):
+            send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+            if i % 10 == 9:
+                time.sleep(0.01)
+        (folder / "storm.done").write_text("done")
+
+    threading.Thread(target=storm, daemon=True).start()
+
+
+def _call(message: dict[str, Any], folder: Path) -> None:
+    mid = message.get("id")
+    name = message["params"]["name"]
+    args = message["params"].get("arguments") or {}
+    if name == "sleep":
+        seconds = float(args.get("seconds", 1))
+
+        def answer() -> None:
+            time.sleep(seconds)  # the tool's work: being slow is what it is for
+            content = [{"type": "text", "text": f"slept {seconds}"}]
+            send({"jsonrpc": "2.0", "id": mid, "result": {"content": content}})
+
+        threading.Thread(target=answer, daemon=True).start()
+        return
+    if name == "echo":
+        (folder / "echo.written").write_text(str(args.get("text", "")))
+        text = str(args.get("text", ""))
+    else:
+        text = f"no tool {name}"
+    send({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": text}]}})
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("mode")
@@ -75,24 +139,8 @@ def main() -> None:
     folder = Path(os.environ.get("HOSTILE_DIR") or ".")
     (folder / "pid").write_text(str(os.getpid()))
     listed_count = 0
-
-    if ns.mode == "stubborn":
-        for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
-            signal.signal(signum, signal.SIG_IGN)
-    if ns.mode == "long-line":
-        sys.stdout.buffer.write(b'{"jsonrpc": "2.0", "method": "' + b"x" * int(ns.mb * 1_000_000))
-        sys.stdout.buffer.flush()
-        sys.stdin.buffer.read()
+    if _start(ns.mode, ns.mb):
         return
-    if ns.mode == "stderr-flood":
-        block = (b"flood " * 170 + b"\n") * 64
-
-        def flood() -> None:
-            while True:
-                os.write(2, block)
-
-        threading.Thread(target=flood, daemon=True).start()
-
     for raw in sys.stdin.buffer:
         try:
             message = json.loads(raw)
@@ -100,56 +148,15 @@ def main() -> None:
             continue
         method, mid = message.get("method"), message.get("id")
         if method == "initialize":
-            send(
-                {
-                    "jsonrpc": "2.0",
-                    "id": mid,
-                    "result": {
-                        "protocolVersion": message["params"]["protocolVersion"],
-                        "capabilities": {"tools": {"listChanged": True}},
-                        "serverInfo": {"name": "hostile", "version": "1"},
-                    },
-                }
-            )
+            _initialize(message)
         elif method == "notifications/initialized" and ns.mode == "list-changed":
-
-            def storm() -> None:
-                # Spread over a few seconds (a burst is coalesced by any client that reads slower than it arrives).
-                for i in range(ns.count):
-                    send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
-                    if i % 10 == 9:
-                        time.sleep(0.01)
-                (folder / "storm.done").write_text("done")
-
-            threading.Thread(target=storm, daemon=True).start()
+            _storm(ns.count, folder)
         elif method == "tools/list":
             listed_count += 1
             (folder / "tools_list.count").write_text(str(listed_count))
             send({"jsonrpc": "2.0", "id": mid, "result": {"tools": tools(ns.mode, ns.mb)}})
         elif method == "tools/call":
-            name = message["params"]["name"]
-            args = message["params"].get("arguments") or {}
-            if name == "echo":
-                (folder / "echo.written").write_text(str(args.get("text", "")))
-                text = str(args.get("text", ""))
-            elif name == "sleep":
-                seconds = float(args.get("seconds", 1))
-
-                def answer(mid: Any = mid, seconds: float = seconds) -> None:
-                    time.sleep(seconds)  # the tool's work: being slow is what it is for
-                    send(
-                        {
-                            "jsonrpc": "2.0",
-                            "id": mid,
-                            "result": {"content": [{"type": "text", "text": f"slept {seconds}"}]},
-                        }
-                    )
-
-                threading.Thread(target=answer, daemon=True).start()
-                continue
-            else:
-                text = f"no tool {name}"
-            send({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": text}]}})
+            _call(message, folder)
         elif mid is not None and method is not None:
             send({"jsonrpc": "2.0", "id": mid, "result": {}})
     if ns.mode == "stubborn":

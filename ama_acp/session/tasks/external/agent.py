@@ -1,12 +1,14 @@
-"""An external ACP agent as a `task` child (`[agents.NAME] command = …`, issue 28 point 2).
+"""A task carried out by an external ACP agent (`[agents.NAME] command = …`, issue 28 point 2): session/tasks/
+worker.py `TaskWorker`, run by the runner like a task of ama's own loop.
 
 ama starts the agent through its own ACP client (client/connection.py `AgentProcess`, the agent the leader of
 a process group of its own), initializes it, opens a session in the parent's cwd (no MCP servers), sends the task
 as one prompt and returns the text of that turn's `agent_message_chunk`s as the task call's result. What the
-agent asks of its client is answered as the parent session answers its own tools (session/tasks/external/requests.py);
-terminals are offered when the editor offers them, and forwarded there (session/tasks/external/terminals.py). Its `usage_update`s are its own figures: context used and size, and its cumulative
-cost (USD only; any other currency is not added up) — a figure it never reports stays unknown, never 0. Its
-cost joins the parent's; an agent that reports none makes the parent's cost unknown, as an unpriced request does.
+agent asks of its client is answered as the parent session answers its own tools (session/tasks/external/
+requests.py); terminals are offered when the editor offers them, and forwarded there (session/tasks/external/
+terminals.py). Its `usage_update`s are its own figures: context used and size, and its cumulative cost (USD only;
+any other currency is not added up) — a figure it never reports stays unknown, never 0. Its cost joins the
+parent's; an agent that reports none makes the parent's cost unknown, as an unpriced request does.
 
 Whatever way the task ends — its answer, a failure, `[tasks] timeout`, the parent's cancel or close, ama's exit
 (which cancels every turn) — the agent is sent `session/cancel` if its turn still runs, given `STOP_GRACE` seconds,
@@ -16,24 +18,27 @@ its stdin closed, and its whole process group ended.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 import anyio
 
 from ama_acp.client.process_group import end_group
 from ama_acp.config import AgentConfig, Config
-from ama_acp.conversation.messages import Usage
+from ama_acp.conversation.messages import AssistantMessage, Message, TextPart, Usage, UserMessage
 from ama_acp.redact import redact
 from ama_acp.rpc.dispatch import JSONObject
 from ama_acp.secrets import is_secret, register_secret_values
+from ama_acp.session.facets import Rooted
 from ama_acp.session.store import entries as en
-from ama_acp.session.tasks.child import TEXT_SHOWN, ChildParent, ChildView, TaskRecord
-from ama_acp.session.tasks.external.requests import ChildRequests, ExternalParent
-from ama_acp.session.tasks.external.terminals import ChildTerminals
+from ama_acp.session.tasks.call_view import TEXT_SHOWN
+from ama_acp.session.tasks.external.requests import ExternalParent, ExternalRequests
+from ama_acp.session.tasks.external.terminals import ExternalTerminals
 from ama_acp.session.tasks.external.updates import decode_update
-from ama_acp.session.tasks.external.view import CallView, ShowsExternal
-from ama_acp.tools.base import ToolError, ToolResult
+from ama_acp.session.tasks.external.view import ShowsExternal
+from ama_acp.session.tasks.record import ExternalTaskRecord
+from ama_acp.session.tasks.worker import TaskParent
+from ama_acp.tools.base import ToolError
 
 if TYPE_CHECKING:
     from ama_acp.client.connection import AgentProcess, PendingRequest
@@ -46,98 +51,12 @@ ANSWER_CHARS = 4_000_000
 MAX_LINES = 1000
 
 
-class ExternalTaskParent(ExternalParent, ChildParent, Protocol):
-    """What an external task needs of its session (session/live.py `Session`)."""
-
-    @property
-    def cwd(self) -> str: ...
+class ExternalTaskParent(ExternalParent, TaskParent, Rooted, Protocol):
+    """What an external agent's task needs of its session (session/live.py `Session`)."""
 
 
-@dataclass
-class ExternalTaskRecord(TaskRecord):
-    """A task handed to an external agent: its figures are the ones it reported, nothing else."""
-
-    prompts: int = 0  # the prompts ama sent it (its own model requests are its business)
-    tokens: int | None = None  # its turn's `usage.totalTokens`, when its prompt response carried one
-    context_used: int | None = None
-    context_size: int | None = None
-    cost_usd: float | None = None  # its latest cumulative cost in USD; None: unknown
-
-    def figures(self) -> dict[str, object]:
-        out: dict[str, object] = {
-            "id": self.id,
-            "agent": self.agent,
-            "external": True,
-            "description": self.description,
-            "model": self.model,
-            "status": self.status,
-            "requests": self.prompts,
-        }
-        if self.tokens is not None:
-            out["tokens"] = self.tokens
-        if self.context_used is not None:
-            out["contextTokens"] = self.context_used
-        if self.context_size:
-            out["contextWindow"] = self.context_size
-            if self.context_used is not None:
-                out["contextPercent"] = round(100 * self.context_used / self.context_size, 1)
-        if self.cost_usd is not None:
-            out["cost"] = {"amount": round(self.cost_usd, 6), "currency": "USD"}
-        if self.error is not None:
-            out["error"] = self.error
-        if self.session_id is not None:
-            out["sessionId"] = self.session_id
-        return out
-
-    def line(self) -> str:
-        """Its line in `/tasks`."""
-        tokens = f"{self.tokens:,} tokens" if self.tokens is not None else "tokens not reported"
-        if self.context_used is not None:
-            context = f"context {self.context_used:,} tokens" + (
-                f" of {self.context_size:,}" if self.context_size else ""
-            )
-        else:
-            context = "context not reported"
-        cost = f"${self.cost_usd:.4f}" if self.cost_usd is not None else "cost unknown"
-        title = self.description or "(no description)"
-        return f"- `{self.agent}` (external) — {title}: {self.status}; {tokens}; {context}; {cost} ({self.model})"
-
-
-def by_agent(tasks: list[dict[str, object]]) -> dict[str, dict[str, object]]:
-    """`_ama/session_stats` `external.byAgent` from the stats' `tasks` (those kept from earlier connections
-    included): per external agent, its tasks, the prompts sent, and the tokens and cost it reported — a sum left
-    out when any of its tasks did not report that figure (unknown, never a partial sum)."""
-    out: dict[str, dict[str, object]] = {}
-    sums: dict[str, tuple[int | None, float | None]] = {}
-    for t in tasks:
-        agent = t.get("agent")
-        if t.get("external") is not True or not isinstance(agent, str):
-            continue
-        requests = t.get("requests")
-        entry = out.setdefault(agent, {"tasks": 0, "requests": 0})
-        entry["tasks"] = _int(entry["tasks"]) + 1
-        entry["requests"] = _int(entry["requests"]) + (requests if isinstance(requests, int) else 0)
-        tokens, cost = sums.get(agent, (0, 0.0))
-        reported = t.get("tokens")
-        tokens = tokens + reported if tokens is not None and isinstance(reported, int) else None
-        money = t.get("cost")
-        amount = money.get("amount") if isinstance(money, dict) else None
-        cost = cost + amount if cost is not None and isinstance(amount, int | float) else None
-        sums[agent] = (tokens, cost)
-    for agent, (tokens, cost) in sums.items():
-        if tokens is not None:
-            out[agent]["tokens"] = tokens
-        if cost is not None:
-            out[agent]["cost"] = {"amount": round(cost, 6), "currency": "USD"}
-    return out
-
-
-def _int(value: object) -> int:
-    return value if isinstance(value, int) else 0
-
-
-class ExternalTask:
-    """One task call run by an external agent, start to end."""
+class ExternalWorker:
+    """One task carried out by an external agent, its process started and ended with it."""
 
     def __init__(
         self,
@@ -145,7 +64,8 @@ class ExternalTask:
         parent: ExternalTaskParent,
         record: ExternalTaskRecord,
         spec: AgentConfig,
-        view: ShowsExternal | None = None,
+        prompt: str,
+        view: ShowsExternal,
         terminals: bool = False,
     ):
         assert spec.command is not None
@@ -153,72 +73,55 @@ class ExternalTask:
         self._p = parent
         self.record = record
         self._spec = spec
-        self._requests = ChildRequests(parent, record.id, record.agent)
-        # The task call's content, or a child session of its own (subagents: session/tasks/external/view.py).
-        self._view: ShowsExternal = view if view is not None else CallView(ChildView(parent, record))
-        self._requests.child = self._view.child
+        self._prompt = prompt
+        # The task call's content, or a session of its own (subagents: session/tasks/external/view.py).
+        self.view = view
+        self._requests = ExternalRequests(parent, record.id, record.agent, view.subagent)
         # The editor's terminals, forwarded (session/tasks/external/terminals.py), only when the editor offers them.
-        self._terminals = ChildTerminals(parent, self._requests, record.agent) if terminals else None
+        self._terminals = ExternalTerminals(parent, self._requests, record.agent) if terminals else None
+        self._conn: AgentProcess | None = None
         self._answer: list[str] = []
         self._answer_chars = 0
-        self._titles: dict[str, int] = {}
         self._changed = anyio.Event()
         self._pending: PendingRequest | None = None  # the prompt, while the agent's turn runs
-        self._stop_reason = "end_turn"  # its turn's stop reason, once it answered
 
-    @property
+    async def work(self) -> str:
+        try:
+            self._conn = self._connection()
+            return await self._converse(self._conn, self._prompt)
+        finally:
+            self._bill_parent()  # no await: a cancel cannot cut it short
+
+    def why_failed(self, exc: Exception) -> str:
+        from ama_acp.client.errors import AgentExited, AgentStartError, RpcError
+
+        if isinstance(exc, AgentStartError):
+            return f"The external agent could not start: {exc}"
+        if isinstance(exc, AgentExited):
+            code = f" (exit code {exc.returncode})" if exc.returncode is not None else ""
+            return f"The external agent exited before it answered{code}.{self._stderr()}"
+        if isinstance(exc, RpcError):
+            return f"The external agent answered with an error: {exc.message}"
+        if isinstance(exc, TimeoutError):
+            return f"The external agent did not answer within {START_TIMEOUT:g} s."
+        if isinstance(exc, ToolError):
+            return str(exc)
+        # A bug of ours or a broken pipe: the call fails with the reason, the session lives.
+        return f"The external agent could not run: {type(exc).__name__}: {exc}"
+
+    def fault(self, stop: str) -> str | None:
+        return None if self.answer() else f"The external agent ended without an answer (it stopped: {stop})."
+
     def answer(self) -> str:
         """The text of the agent's turn so far (its answer once the task ended)."""
         return "".join(self._answer).strip()
 
-    async def run(self, prompt: str, limiter: anyio.CapacityLimiter) -> ToolResult:
-        try:
-            return await self._run(prompt, limiter)
-        finally:  # the child's last state, however it ended (shielded: a cancel must not swallow it)
-            with anyio.CancelScope(shield=True):
-                await self._view.ended(self._stop_reason)
-
-    async def _run(self, prompt: str, limiter: anyio.CapacityLimiter) -> ToolResult:
-        from ama_acp.client.errors import AgentExited, AgentStartError, RpcError
-
-        record = self.record
-        timeout = self._cfg.tasks.timeout
-        conn: AgentProcess | None = None
-        stop = "end_turn"
-        try:
-            async with limiter:
-                record.status = "running"
-                await self._view.started()
-                with anyio.move_on_after(timeout) as scope:
-                    conn = self._connection()
-                    stop = self._stop_reason = await self._converse(conn, prompt)
-        except anyio.get_cancelled_exc_class():
-            record.status = "cancelled"
-            raise
-        except AgentStartError as exc:
-            raise self._failed(f"The external agent could not start: {exc}") from exc
-        except AgentExited as exc:
-            code = f" (exit code {exc.returncode})" if exc.returncode is not None else ""
-            raise self._failed(f"The external agent exited before it answered{code}.{self._stderr(conn)}") from exc
-        except RpcError as exc:
-            raise self._failed(f"The external agent answered with an error: {exc.message}") from exc
-        except TimeoutError as exc:
-            raise self._failed(f"The external agent did not answer within {START_TIMEOUT:g} s.") from exc
-        except ToolError as exc:
-            raise self._failed(str(exc)) from exc
-        except Exception as exc:  # a bug of ours or a broken pipe: the call fails with the reason, the session lives
-            raise self._failed(f"The external agent could not run: {type(exc).__name__}: {exc}") from exc
-        finally:
-            self._bill_parent()  # no await: a cancel cannot cut it short
-        if scope.cancelled_caught:
-            raise self._failed(f"The task did not finish within {timeout:g} s ([tasks] timeout) and was stopped.")
-        answer = "".join(self._answer).strip()
-        if not answer:
-            raise self._failed(f"The external agent ended without an answer (it stopped: {stop}).")
-        record.status = "completed"
-        if stop != "end_turn":
-            answer += f"\n\n[ama: the helper agent stopped early ({stop}); this answer may be incomplete.]"
-        return ToolResult(text=answer)
+    def kept(self) -> list[Message]:
+        """Its conversation is its agent's: ama keeps what it saw of it, the task it sent and the answer."""
+        seen: list[Message] = [UserMessage(content=[TextPart(self._prompt)])]
+        if answer := self.answer():
+            seen.append(AssistantMessage(content=[TextPart(answer)], model=self.record.model))
+        return seen
 
     def _connection(self) -> AgentProcess:
         from ama_acp.client.connection import CAPTURE, AgentProcess, ClientOptions
@@ -295,7 +198,7 @@ class ExternalTask:
                 raise error
             if result is None:
                 return "cancelled"
-            await self._view.show()  # its last lines and figures, which the pump may not have sent yet
+            await self.view.show()  # its last lines and figures, which the pump may not have sent yet
             stop = result.get("stopReason")
             self._take_usage(result.get("usage"))
             return stop if isinstance(stop, str) else "end_turn"
@@ -346,35 +249,35 @@ class ExternalTask:
             return
         forwarded = decode_update(update)  # re-built from typed values, or None (never forwarded as it came)
         if forwarded is not None:
-            self._view.take(forwarded)
+            self.view.take(forwarded)
         kind = update.get("sessionUpdate")
-        r = self.record
-        if kind == "agent_message_chunk":
-            content = update.get("content")
-            if isinstance(content, dict) and content.get("type") == "text" and isinstance(content.get("text"), str):
-                text = str(content["text"])
-                room = ANSWER_CHARS - self._answer_chars
-                if room > 0:  # past the bound the rest is dropped: the result is cut to the window later anyway
-                    self._answer.append(text[:room])
-                    self._answer_chars += min(len(text), room)
-                r.text = (r.text + text)[-2 * TEXT_SHOWN :]
-        elif kind == "tool_call":
-            call_id, title = update.get("toolCallId"), update.get("title")
-            fresh = isinstance(call_id, str) and call_id not in self._titles and len(self._titles) < MAX_LINES
-            if fresh and isinstance(call_id, str) and isinstance(title, str):
-                r.text = ""
-                self._titles[call_id] = len(r.lines)
-                r.lines.append("→ " + _line(title))
-        elif kind == "tool_call_update":
-            call_id, status = update.get("toolCallId"), update.get("status")
-            at = self._titles.get(call_id) if isinstance(call_id, str) else None
-            if at is not None and status in ("completed", "failed"):
-                r.lines[at] = ("✓" if status == "completed" else "✗") + r.lines[at][1:]
-        elif kind == "usage_update":
-            self._take_usage_update(update)
+        read = _READERS.get(kind) if isinstance(kind, str) else None
+        if read is not None:
+            read(self, update)
         elif forwarded is None:
             return
         self._changed.set()
+
+    def _take_text(self, update: JSONObject) -> None:
+        content = update.get("content")
+        if isinstance(content, dict) and content.get("type") == "text" and isinstance(content.get("text"), str):
+            text = str(content["text"])
+            room = ANSWER_CHARS - self._answer_chars
+            if room > 0:  # past the bound the rest is dropped: the result is cut to the window later anyway
+                self._answer.append(text[:room])
+                self._answer_chars += min(len(text), room)
+            self.record.text = (self.record.text + text)[-2 * TEXT_SHOWN :]
+
+    def _take_tool_call(self, update: JSONObject) -> None:
+        call_id, title = update.get("toolCallId"), update.get("title")
+        r = self.record
+        if isinstance(call_id, str) and isinstance(title, str) and call_id not in r.calls and len(r.calls) < MAX_LINES:
+            r.call_started(call_id, title)
+
+    def _take_tool_call_update(self, update: JSONObject) -> None:
+        call_id, status = update.get("toolCallId"), update.get("status")
+        if isinstance(call_id, str) and status in ("completed", "failed"):
+            self.record.call_ended(call_id, status == "completed")
 
     def _take_usage_update(self, update: JSONObject) -> None:
         used, size = update.get("used"), update.get("size")
@@ -399,7 +302,7 @@ class ExternalTask:
         while True:
             await self._changed.wait()
             self._changed = anyio.Event()
-            await self._view.show()
+            await self.view.show()
 
     # --- the end ---------------------------------------------------------------------------------------
 
@@ -408,7 +311,7 @@ class ExternalTask:
         if self.record.prompts == 0:
             return  # it never got the task: nothing was billed
         ctx = self._p.ctx
-        ctx.billing.add_child_cost(self.record.cost_usd)
+        ctx.billing.add_task_cost(self.record.cost_usd)
         self._p.persist(
             en.UsageEntry(
                 model_id=self.record.model,
@@ -420,17 +323,22 @@ class ExternalTask:
             )
         )
 
-    def _failed(self, reason: str) -> ToolError:
-        self.record.status = "failed"
-        self.record.error = reason
-        return ToolError(reason)
-
-    def _stderr(self, conn: AgentProcess | None) -> str:
+    def _stderr(self) -> str:
+        conn = self._conn
         if conn is None or not conn.stderr_tail:
             return ""
         tail = redact(bytes(conn.stderr_tail).decode("utf-8", errors="replace")).strip()[-STDERR_SHOWN:]
         shown = "".join(c if c.isprintable() or c == "\n" else "?" for c in tail)
         return f" Its last words (stderr):\n{shown}" if shown else ""
+
+
+# What the record takes of each kind of the agent's updates (its answer, its lines, its figures).
+_READERS: dict[str, Callable[[ExternalWorker, JSONObject], None]] = {
+    "agent_message_chunk": ExternalWorker._take_text,
+    "tool_call": ExternalWorker._take_tool_call,
+    "tool_call_update": ExternalWorker._take_tool_call_update,
+    "usage_update": ExternalWorker._take_usage_update,
+}
 
 
 def _environment(spec: AgentConfig) -> dict[str, str]:
@@ -447,11 +355,6 @@ def _environment(spec: AgentConfig) -> dict[str, str]:
 
 def _count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**53
-
-
-def _line(title: str) -> str:
-    line = " ".join(title.split())
-    return line if len(line) <= 120 else line[:119] + "…"
 
 
 def shown_command(spec: AgentConfig) -> str:

@@ -1,5 +1,5 @@
-"""What an external ACP agent (a `task` child, session/tasks/external/agent.py) asks of its client, answered by ama as
-its parent session would answer its own tools: the same workspace, the same mode, the same person.
+"""What an external ACP agent carrying out a task (session/tasks/external/agent.py) asks of its client, answered by
+ama as its parent session would answer its own tools: the same workspace, the same mode, the same person.
 
 - `fs/read_text_file` and `fs/write_text_file`: a path outside the session's workspace is refused outright (the
   workspace boundary); inside it the parent's approver judges the call as ama's own `read_file` / `write_file`
@@ -10,10 +10,10 @@ its parent session would answer its own tools: the same workspace, the same mode
   leaves to the person is forwarded to the editor with the parent's session id, the agent's own options and a
   tool call id under the task call's, and the person's choice goes back.
 - `terminal/*`: forwarded to the editor when it offers terminals (session/tasks/external/terminals.py, which uses
-  `approve_call` here); otherwise not advertised to the child.
+  `approve_call` here); otherwise not advertised to the agent.
 
-With `clientCapabilities.subagents` the agent is a child session of its own (session/tasks/external/view.py): what is
-asked of the editor names that session and a tool call announced in it (`child`), and a file request's call is
+With `clientCapabilities.subagents` the task is a session of its own (session/tasks/external/view.py): what is
+asked of the editor names that session and a tool call announced in it (`subagent`), and a file request's call is
 settled (completed or failed) when it is answered.
 
 Every request is hostile input: decoded here, a malformed one answered with an error for that request only.
@@ -39,7 +39,7 @@ from ama_acp.tools.context import ToolContext
 from ama_acp.wire import types as w
 
 if TYPE_CHECKING:
-    from ama_acp.session.tasks.external.view import ChildSession
+    from ama_acp.session.tasks.external.view import SubagentSession
 
 log = logging.getLogger(__name__)
 
@@ -92,23 +92,25 @@ def _error(code: int, message: str) -> AcpError:
     return AcpError(code, message)
 
 
-class ChildRequests:
-    """The handlers for one external child's requests (set on its `AgentProcess`)."""
+class ExternalRequests:
+    """The handlers for one external agent's requests (set on its `AgentProcess`)."""
 
-    def __init__(self, parent: ExternalParent, task_id: str, agent: str) -> None:
+    def __init__(
+        self, parent: ExternalParent, task_id: str, agent: str, subagent: SubagentSession | None = None
+    ) -> None:
         self._p = parent
         self._task = task_id
         self._agent = agent
         self._calls = 0
-        self.session_id: str | None = None  # the child's session, once session/new answered
+        self.session_id: str | None = None  # the agent's session, once session/new answered
         self.forwarded = 0  # permission requests that reached the editor
-        self.child: ChildSession | None = None  # its own session at the editor (subagents), else the parent's
+        self.subagent = subagent  # the task's own session at the editor (subagents); None: the parent's
 
-    def _wire_id(self) -> str:
+    def next_wire_id(self) -> str:
         self._calls += 1
         return f"{self._task}.x{self._calls}"
 
-    def _session(self, params: JSONObject) -> None:
+    def check_session(self, params: JSONObject) -> None:
         if self.session_id is None or params.get("sessionId") != self.session_id:
             raise _error(INVALID_PARAMS, "`sessionId` is not the session ama opened for this agent")
 
@@ -123,57 +125,49 @@ class ChildRequests:
             raise _error(INVALID_PARAMS, f"Refused: {value} is outside this session's workspace")
         return resolved.path or resolved.abs_path
 
-    def next_wire_id(self) -> str:
-        return self._wire_id()
-
-    def check_session(self, params: JSONObject) -> None:
-        self._session(params)
-
-    async def settle(self, call_id: str | None, ok: bool) -> None:
-        await self._settle(call_id, ok)
-
     async def _approve(self, name: str, kind: str, path: str, args: dict[str, object]) -> str | None:
         title = f"{self._agent}: {'Read' if kind == 'read' else 'Write'} {path}"
-        call = ev.ToolCallRequested(self._wire_id(), name, title, kind, [Location(path)], args)
+        call = ev.ToolCallRequested(self.next_wire_id(), name, title, kind, [Location(path)], args)
         return await self.approve_call(call, args)
 
     async def approve_call(self, call: ev.ToolCallRequested, args: dict[str, object]) -> str | None:
-        """Judged as ama's own call; the id of the call announced in the child's session (to settle), if any.
+        """Judged as ama's own call; the id of the call announced in the task's session (to settle), if any.
         A refusal is this request's error."""
-        child = self.child
-        if child is None:
+        subagent = self.subagent
+        if subagent is None:
             refusal = await self._p.approver.approve(call, args)
         else:
-            await child.call_for(call)
-            refusal = await child.approver.approve(call, args)
+            await subagent.call_for(call)
+            refusal = await subagent.approver.approve(call, args)
         if refusal is not None:
-            if child is not None:
-                await child.settle(call.wire_id, False)
+            if subagent is not None:
+                await subagent.settle(call.wire_id, False)
             raise _error(INVALID_PARAMS, f"Refused: {refusal.for_person}")
-        return call.wire_id if child is not None else None
+        return call.wire_id if subagent is not None else None
 
-    async def _settle(self, call_id: str | None, ok: bool) -> None:
-        if self.child is not None and call_id is not None:
-            await self.child.settle(call_id, ok)
+    async def settle(self, call_id: str | None, ok: bool) -> None:
+        """The end of a call announced in the task's session for a request; nothing without one."""
+        if self.subagent is not None and call_id is not None:
+            await self.subagent.settle(call_id, ok)
 
     async def read_text_file(self, params: JSONObject) -> dict[str, object]:
-        self._session(params)
+        self.check_session(params)
         path = self._path(params)
         line, limit = _uint(params, "line"), _uint(params, "limit")
         shown = await self._approve("read_file", "read", path, {"path": path})
         try:
             text = await self._p.tool_ctx.workspace.read_text(path, line, limit)
         except FileNotFoundError:
-            await self._settle(shown, False)
+            await self.settle(shown, False)
             raise _error(RESOURCE_NOT_FOUND, f"File not found: {path}") from None
         except (OSError, ValueError) as exc:  # a folder, a binary file, a file that went away
-            await self._settle(shown, False)
+            await self.settle(shown, False)
             raise _error(INTERNAL_ERROR, f"Cannot read {path}: {exc}") from None
-        await self._settle(shown, True)
+        await self.settle(shown, True)
         return {"content": text}
 
     async def write_text_file(self, params: JSONObject) -> dict[str, object]:
-        self._session(params)
+        self.check_session(params)
         path = self._path(params)
         content = params.get("content")
         if not isinstance(content, str):
@@ -182,19 +176,13 @@ class ChildRequests:
         try:
             await self._p.tool_ctx.workspace.write_text(path, content)
         except (OSError, ValueError) as exc:
-            await self._settle(shown, False)
+            await self.settle(shown, False)
             raise _error(INTERNAL_ERROR, f"Cannot write {path}: {exc}") from None
-        await self._settle(shown, True)
+        await self.settle(shown, True)
         return {}
 
     async def request_permission(self, params: JSONObject) -> dict[str, object]:
-        try:
-            req = msgspec.convert(params, _PermissionParams)
-        except msgspec.ValidationError as exc:
-            raise _error(INVALID_PARAMS, f"Invalid session/request_permission params: {exc}") from None
-        self._session(params)
-        if not 1 <= len(req.options) <= MAX_OPTIONS:
-            raise _error(INVALID_PARAMS, f"`options` must hold 1–{MAX_OPTIONS} options")
+        req = self._permission_request(params)
         call = req.tool_call
         kind = call.kind if call.kind in _KINDS else "execute"
         paths = [loc.path for loc in call.locations or [] if os.path.isabs(loc.path) and not path_problem(loc.path)]
@@ -203,32 +191,44 @@ class ChildRequests:
         if decision != "ask":
             return _outcome(_choose(req.options, "allow" if decision == "allow" else "reject"))
         answer = await self._forward(req, kind, paths)
-        if answer is None:
-            return _outcome(None)
-        chosen = next((o for o in req.options if o.option_id == answer), None)
+        return _outcome(None if answer is None else self._confirmed(req.options, answer, kind, inside))
+
+    def _permission_request(self, params: JSONObject) -> _PermissionParams:
+        try:
+            req = msgspec.convert(params, _PermissionParams)
+        except msgspec.ValidationError as exc:
+            raise _error(INVALID_PARAMS, f"Invalid session/request_permission params: {exc}") from None
+        self.check_session(params)
+        if not 1 <= len(req.options) <= MAX_OPTIONS:
+            raise _error(INVALID_PARAMS, f"`options` must hold 1–{MAX_OPTIONS} options")
+        return req
+
+    def _confirmed(self, options: list[w.PermissionOption], answer: str, kind: str, inside: bool) -> str | None:
+        """The person's choice as the agent gets it: a reject when it is no option of the agent's, or an allow the
+        mode no longer allows."""
+        chosen = next((o for o in options if o.option_id == answer), None)
         if chosen is None:
             log.warning("the editor chose an option the external agent never offered")
-            return _outcome(_choose(req.options, "reject"))
+            return _choose(options, "reject")
         if chosen.kind.startswith("allow") and decide(self._p.mode, kind, inside) == "deny":
-            return _outcome(_choose(req.options, "reject"))  # switched to Read only while the person was asked
-        return _outcome(chosen.option_id)
+            return _choose(options, "reject")  # switched to Read only while the person was asked
+        return chosen.option_id
 
     async def _forward(self, req: _PermissionParams, kind: str, paths: list[str]) -> str | None:
         """The person's choice (an optionId), or None when the dialog was cancelled or could not be shown."""
         call = req.tool_call
-        title = " ".join((call.title or "A request of the helper agent").split())[:_TITLE_CHARS]
-        title = "".join(c if c.isprintable() else "\N{REPLACEMENT CHARACTER}" for c in title)
-        call_id, session_id = self._wire_id(), self._p.id
-        child = self.child
-        if child is not None:  # its own session: the agent's call when the editor saw it, else one announced now
-            shown = ev.ToolCallRequested(call_id, "permission", f"{self._agent}: {title}", kind, [], {})
-            call_id, session_id = await child.call_for(shown, call.tool_call_id or None), child.session_id
+        title = f"{self._agent}: {_title(call.title)}"
+        call_id, session_id = self.next_wire_id(), self._p.id
+        subagent = self.subagent
+        if subagent is not None:  # its own session: the agent's call when the editor saw it, else one announced now
+            shown = ev.ToolCallRequested(call_id, "permission", title, kind, [], {})
+            call_id, session_id = await subagent.call_for(shown, call.tool_call_id or None), subagent.session_id
         request = w.RequestPermissionRequest(
             session_id=session_id,
             tool_call=w.ToolCallFields(
                 tool_call_id=call_id,
                 status="pending",
-                title=f"{self._agent}: {title}",
+                title=title,
                 kind=kind,
                 locations=[w.ToolCallLocation(path=p) for p in paths] or None,
                 raw_input=call.raw_input,
@@ -240,16 +240,20 @@ class ChildRequests:
             answer = await PeerEditor(self._p.rt.client_request).request_permission(request)
         except Exception as exc:  # an editor that cannot ask: the agent is told `cancelled`, nothing runs
             log.info("forwarding an external agent's permission request failed: %s", type(exc).__name__)
-            if child is not None:
-                with anyio.CancelScope(shield=True), anyio.move_on_after(1.0):
-                    await child.settle(call_id, False)
+            with anyio.CancelScope(shield=True), anyio.move_on_after(1.0):
+                await self.settle(call_id, False)
             return None
         outcome = answer.outcome
         chosen = outcome.option_id if isinstance(outcome, w.SelectedPermissionOutcome) else None
-        if child is not None:  # a call ama announced for the question ends with the answer
-            allowed = any(o.option_id == chosen and o.kind.startswith("allow") for o in req.options)
-            await child.settle(call_id, allowed)
+        # A call ama announced for the question ends with the answer.
+        await self.settle(call_id, any(o.option_id == chosen and o.kind.startswith("allow") for o in req.options))
         return chosen
+
+
+def _title(title: str | None) -> str:
+    """The agent's title for its request, as one printable line."""
+    line = " ".join((title or "A request of the helper agent").split())[:_TITLE_CHARS]
+    return "".join(c if c.isprintable() else "\N{REPLACEMENT CHARACTER}" for c in line)
 
 
 def _choose(options: list[w.PermissionOption], meaning: str) -> str | None:

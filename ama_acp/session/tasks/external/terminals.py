@@ -3,7 +3,7 @@
 Offered to the agent only when the editor offers terminals. `terminal/create` is judged as ama's own
 `run_command`: its cwd (the session's folder when it names none) must be an absolute path inside the session's
 workspace, and the parent's mode decides — Read only refuses, Manual asks the person (the parent's approval, in
-the child's session when the editor sees one), Full access runs it. The editor's terminal id never reaches the
+the task's session when the editor sees one), Full access runs it. The editor's terminal id never reaches the
 agent: the agent gets an id of ama's (`term-<n>`), valid on its own connection only, so it cannot name another
 session's terminals; output, wait_for_exit, kill and release go to the editor under the mapped id. Terminals the
 agent leaves open are killed and released when its task ends.
@@ -24,7 +24,7 @@ from ama_acp.permissions import path_problem
 from ama_acp.rpc.dispatch import JSONObject
 from ama_acp.rpc.errors import INTERNAL_ERROR, INVALID_PARAMS, AcpError
 from ama_acp.session.editor.client import PeerEditor
-from ama_acp.session.tasks.external.requests import ChildRequests, ExternalParent
+from ama_acp.session.tasks.external.requests import ExternalParent, ExternalRequests
 from ama_acp.tools.base import Location
 from ama_acp.wire import types as w
 
@@ -56,10 +56,10 @@ class _Which(msgspec.Struct, frozen=True, rename="camel"):
     terminal_id: str
 
 
-class ChildTerminals:
-    """The terminal handlers of one external child (set on its `AgentProcess` when the editor offers terminals)."""
+class ExternalTerminals:
+    """The terminal handlers of one external agent (set on its `AgentProcess` when the editor offers terminals)."""
 
-    def __init__(self, parent: ExternalParent, requests: ChildRequests, agent: str) -> None:
+    def __init__(self, parent: ExternalParent, requests: ExternalRequests, agent: str) -> None:
         self._p = parent
         self._r = requests
         self._agent = agent

@@ -4,7 +4,7 @@ The agent is another vendor's program and hostile like any input: each update is
 a new update is built from them — never the agent's JSON forwarded as it came. What ama forwards: its text and
 thoughts (text blocks only), its tool calls and their updates (title, kind, status, locations, and content
 re-built as text blocks and diffs; terminals and other blocks left out), its plan, and its `usage_update` (used,
-size, cost). Anything else (its commands, its modes, an unknown kind) is not the editor's business in a child
+size, cost). Anything else (its commands, its modes, an unknown kind) is not the editor's business in a task's
 session and is dropped quietly; a known kind that does not decode is dropped with a log line.
 """
 
@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
+from functools import partial
 from typing import Annotated, Literal
 
 import msgspec
 
+from ama_acp.rpc.dispatch import JSONObject
 from ama_acp.wire import types as w
 
 log = logging.getLogger(__name__)
@@ -23,7 +26,6 @@ log = logging.getLogger(__name__)
 ID_CHARS = 200  # a tool call id past this is not an id ama keeps
 TITLE_CHARS = 300
 MAX_ITEMS = 100  # content blocks, locations, plan entries of one update
-FORWARDED = frozenset({"agent_message_chunk", "agent_thought_chunk", "tool_call", "tool_call_update", "plan"})
 KINDS = frozenset({"read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"})
 
 Status = Literal["pending", "in_progress", "completed", "failed"]
@@ -93,53 +95,79 @@ def decode_update(update: object) -> w.SessionUpdate | None:
     if not isinstance(update, dict):
         return None
     kind = update.get("sessionUpdate")
-    if kind not in FORWARDED and kind != "usage_update":
+    decode = _DECODERS.get(kind) if isinstance(kind, str) else None
+    if decode is None:
         return None
     try:
-        if kind in ("agent_message_chunk", "agent_thought_chunk"):
-            block = msgspec.convert(update, _Chunk).content
-            if block.type != "text" or block.text is None:
-                return None  # images, resources of a helper: not shown (the answer is its text)
-            text = w.TextContent(text=block.text)
-            return (
-                w.AgentMessageChunk(content=text)
-                if kind == "agent_message_chunk"
-                else w.AgentThoughtChunk(content=text)
-            )
-        if kind == "plan":
-            plan = msgspec.convert(update, _Plan)
-            return w.Plan(entries=[w.PlanEntry(_title(e.content, 2000), e.priority, e.status) for e in plan.entries])
-        if kind == "usage_update":
-            u = msgspec.convert(update, _Usage)
-            cost = None
-            if u.cost is not None and math.isfinite(u.cost.amount):
-                cost = w.Cost(amount=u.cost.amount, currency=_title(u.cost.currency, 8))
-            return w.UsageUpdate(used=u.used, size=u.size, cost=cost)
-        call = msgspec.convert(update, _Call)
+        return decode(update)
     except msgspec.ValidationError as exc:
         log.warning("an external agent's %s was malformed and not forwarded: %s", kind, str(exc)[:200])
         return None
-    content = _content(call.content)
-    locations = [w.ToolCallLocation(path=loc.path, line=loc.line) for loc in call.locations or []] or None
-    kind_of = call.kind if call.kind in KINDS else None
-    call_id = _title(call.tool_call_id, ID_CHARS)
-    if update.get("sessionUpdate") == "tool_call":
-        return w.ToolCall(
-            tool_call_id=call_id,
-            title=_title(call.title or "A tool call", TITLE_CHARS),
-            kind=kind_of or "other",
-            status=call.status or "pending",
-            content=content,
-            locations=locations,
-        )
+
+
+def _chunk(
+    shown_as: type[w.AgentMessageChunk] | type[w.AgentThoughtChunk], update: JSONObject
+) -> w.SessionUpdate | None:
+    block = msgspec.convert(update, _Chunk).content
+    if block.type != "text" or block.text is None:
+        return None  # images, resources of a helper: not shown (the answer is its text)
+    return shown_as(content=w.TextContent(text=block.text))
+
+
+def _plan(update: JSONObject) -> w.SessionUpdate:
+    plan = msgspec.convert(update, _Plan)
+    return w.Plan(entries=[w.PlanEntry(_title(e.content, 2000), e.priority, e.status) for e in plan.entries])
+
+
+def _usage(update: JSONObject) -> w.SessionUpdate:
+    u = msgspec.convert(update, _Usage)
+    cost = None
+    if u.cost is not None and math.isfinite(u.cost.amount):
+        cost = w.Cost(amount=u.cost.amount, currency=_title(u.cost.currency, 8))
+    return w.UsageUpdate(used=u.used, size=u.size, cost=cost)
+
+
+def _tool_call(update: JSONObject) -> w.SessionUpdate:
+    call = msgspec.convert(update, _Call)
+    return w.ToolCall(
+        tool_call_id=_title(call.tool_call_id, ID_CHARS),
+        title=_title(call.title or "A tool call", TITLE_CHARS),
+        kind=_kind(call) or "other",
+        status=call.status or "pending",
+        content=_content(call.content),
+        locations=_locations(call),
+    )
+
+
+def _tool_call_update(update: JSONObject) -> w.SessionUpdate:
+    call = msgspec.convert(update, _Call)
     return w.ToolCallUpdate(
-        tool_call_id=call_id,
+        tool_call_id=_title(call.tool_call_id, ID_CHARS),
         status=call.status,
         title=_title(call.title, TITLE_CHARS) if call.title is not None else None,
-        kind=kind_of,
-        content=content,
-        locations=locations,
+        kind=_kind(call),
+        content=_content(call.content),
+        locations=_locations(call),
     )
+
+
+# What ama forwards, kind by kind; any other kind is dropped quietly.
+_DECODERS: dict[str, Callable[[JSONObject], w.SessionUpdate | None]] = {
+    "agent_message_chunk": partial(_chunk, w.AgentMessageChunk),
+    "agent_thought_chunk": partial(_chunk, w.AgentThoughtChunk),
+    "tool_call": _tool_call,
+    "tool_call_update": _tool_call_update,
+    "plan": _plan,
+    "usage_update": _usage,
+}
+
+
+def _kind(call: _Call) -> str | None:
+    return call.kind if call.kind in KINDS else None
+
+
+def _locations(call: _Call) -> list[w.ToolCallLocation] | None:
+    return [w.ToolCallLocation(path=loc.path, line=loc.line) for loc in call.locations or []] or None
 
 
 def _content(items: list[_Item] | None) -> list[w.ToolCallContent] | None:

@@ -1,13 +1,14 @@
 """What the person sees of an external agent's task (session/tasks/external/agent.py).
 
-Without `clientCapabilities.subagents`: the task call's content and `_meta` (`CallView`, session/tasks/child.py
-`ChildView`). With it: a child session like ama's own children (session/tasks/subagent_view.py), `ExternalSubagentView` —
-announced with `subagent_update` on the parent before any update under its id, the task as its user message, then
-the agent's own updates re-built from typed values (session/tasks/external/updates.py) under the child's id: a
-`tool_call_update` only for a call announced there, its `usage_update` only when it changed; at the end the final
-state (`idle` with the stop reason, `error` with the reason, or `cancelled`). What the agent asks of the editor
-(a permission, a file read or write) names the child's session and a tool call announced there: the agent's own
-call when it announced one, else a call ama announces for the request and settles when it is answered.
+Without `clientCapabilities.subagents`: the task call's content and `_meta` (session/tasks/call_view.py
+`CallView`, as for a task of ama's own loop). With it: a session of its own like a task of ama's own loop
+(session/tasks/subagent_view.py), `ExternalSubagentView` — announced with `subagent_update` on the parent before
+any update under its id, the task as its user message, then the agent's own updates re-built from typed values
+(session/tasks/external/updates.py) under the task's session id: a `tool_call_update` only for a call announced
+there, its `usage_update` only when it changed; at the end the final state (`idle` with the stop reason, `error`
+with the reason, or `cancelled`). What the agent asks of the editor (a permission, a file read or write) names
+the task's session and a tool call announced there: the agent's own call when it announced one, else a call ama
+announces for the request and settles when it is answered.
 """
 
 from __future__ import annotations
@@ -18,13 +19,9 @@ from typing import Protocol
 import anyio
 
 from ama_acp.agent import events as ev
-from ama_acp.session.tasks.child import ChildRuntime, ChildView, TaskRecord
-from ama_acp.session.tasks.subagent_view import (
-    FINAL_SEND_S,
-    AnnouncedChild,
-    SubagentParent,
-    end_state,
-)
+from ama_acp.session.tasks.record import ExternalTaskRecord
+from ama_acp.session.tasks.subagent_view import FINAL_SEND_S, AnnouncedSubagent, SubagentParent
+from ama_acp.session.tasks.worker import ShowsTask, TaskRuntime
 from ama_acp.session.turn.host import Approves
 from ama_acp.wire import subagents as sw
 from ama_acp.wire import types as w
@@ -32,12 +29,13 @@ from ama_acp.wire import types as w
 log = logging.getLogger(__name__)
 
 MAX_QUEUED = 10_000  # updates waiting to go out; past this a flood is dropped (its figures still count)
-MAX_CALLS = 1000  # tool call ids kept for one child
+MAX_CALLS = 1000  # tool call ids kept for one task
 STOP_REASONS = frozenset({"end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"})
 
 
-class ChildSession(Protocol):
-    """The child session the agent's requests are asked in (session/tasks/external/requests.py)."""
+class SubagentSession(Protocol):
+    """The task's session at the editor, where the agent's requests are asked (session/tasks/external/
+    requests.py)."""
 
     @property
     def session_id(self) -> str: ...
@@ -54,48 +52,33 @@ class ChildSession(Protocol):
         ...
 
 
-class ShowsExternal(Protocol):
-    child: ChildSession | None
+class ShowsExternal(ShowsTask, Protocol):
+    """What the person sees of an external agent's task, told by its worker."""
 
-    async def started(self) -> None: ...
-
-    async def show(self) -> None: ...
-
-    def take(self, update: w.SessionUpdate) -> None: ...
-
-    async def ended(self, stop: str) -> None: ...
-
-
-class CallView:
-    """The task call's content and `_meta` (no subagents): the agent's updates are read into the record only."""
-
-    child: ChildSession | None = None
-
-    def __init__(self, view: ChildView) -> None:
-        self._view = view
-
-    async def started(self) -> None:
-        await self._view.show()
+    @property
+    def subagent(self) -> SubagentSession | None:
+        """The task's session at the editor; None: the agent's requests name the parent's session."""
+        ...
 
     async def show(self) -> None:
-        await self._view.show()
+        """Send what changed: the updates taken since, the figures."""
 
     def take(self, update: w.SessionUpdate) -> None:
-        return None
-
-    async def ended(self, stop: str) -> None:
-        return None
+        """One decoded update of the agent (called from the connection's reader: no await)."""
 
 
-class ExternalSubagentView(AnnouncedChild):
+class ExternalSubagentView(AnnouncedSubagent[ExternalTaskRecord]):
+    """`ShowsExternal` with `subagents`: the task's session at the editor."""
+
+    FAILED = "The external agent failed."
+
     def __init__(
-        self, rt: ChildRuntime, parent: SubagentParent, record: TaskRecord, prompt: str, child_id: str
+        self, rt: TaskRuntime, parent: SubagentParent, record: ExternalTaskRecord, prompt: str, session_id: str
     ) -> None:
-        super().__init__(rt, parent, record, prompt, child_id)  # asks in the child's name, the parent's memory
-        self.child: ChildSession | None = self
+        super().__init__(rt, parent, record, prompt, session_id)  # asks in the task's name, the parent's memory
         self._queue: list[w.SessionUpdate] = []
         self._ids: set[str] = set()  # the agent's tool calls taken (queued or sent)
-        self._sent: set[str] = set()  # the tool calls the editor has seen in the child's session
+        self._sent: set[str] = set()  # the tool calls the editor has seen in the task's session
         self._ours: set[str] = set()  # the calls ama announced for a request
         self._usage: w.UsageUpdate | None = None  # the last one forwarded (deduplication)
         self._dropped = 0
@@ -132,6 +115,10 @@ class ExternalSubagentView(AnnouncedChild):
             log.warning("%d updates of %s were dropped (a flood)", self._dropped, self.session_id)
             self._dropped = 0
 
+    @property
+    def subagent(self) -> SubagentSession:
+        return self
+
     async def show(self) -> None:
         if self._announced:
             await self._flush()
@@ -163,24 +150,16 @@ class ExternalSubagentView(AnnouncedChild):
             await self._out(w.ToolCallUpdate(tool_call_id=call_id, status=status))
 
     async def _out(self, update: w.SessionUpdate) -> None:
-        """One update under the child's id, whole: the pump is cancelled when the agent's turn ends, and a cancel
+        """One update under the task's session id, whole: the pump is cancelled when the agent's turn ends, and a cancel
         in the middle of a write would lose an update already taken from the queue (its tool call, its end)."""
         with anyio.CancelScope(shield=True), anyio.move_on_after(FINAL_SEND_S):
             await self._rt.send_update(self.session_id, update)
 
-    async def ended(self, stop: str) -> None:
-        if not self._announced:  # cancelled while it waited for a slot: the editor never heard of it
-            return
-        reason = stop if stop in STOP_REASONS else "end_turn"
-        state = end_state(
-            self._record, "The external agent failed.", lambda: sw.SubagentState(state="idle", stop_reason=reason)
-        )
-        try:
-            with anyio.move_on_after(FINAL_SEND_S):
-                await self._flush()  # what it said last, before its end
-                for call_id in sorted(self._ours):  # asked about when it was cancelled: nothing of it ran
-                    await self.settle(call_id, False)
-                await self._figures()
-                await self._p.send(sw.SubagentUpdate(session_id=self.session_id, state=state))
-        except Exception as exc:  # the connection is gone (a close, the end of input): the child's end still stands
-            log.info("the last state of %s was not sent: %s", self.session_id, exc)
+    def _completed(self, stop: str) -> sw.SubagentState:
+        return sw.SubagentState(state="idle", stop_reason=stop if stop in STOP_REASONS else "end_turn")
+
+    async def _last_words(self) -> None:
+        await self._flush()  # what it said last, before its end
+        for call_id in sorted(self._ours):  # asked about when it was cancelled: nothing of it ran
+            await self.settle(call_id, False)
+        await self._figures()

@@ -1,4 +1,4 @@
-"""session/tasks/stored.py: a child's id parsed strictly, its journal line found safely, its history rebuilt."""
+"""session/tasks/stored.py: a task's session id parsed strictly, its journal line found safely, its history rebuilt."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from ama_acp.conversation.messages import (
 from ama_acp.session.store import entries as en
 from ama_acp.session.store.session_store import is_valid_session_id
 from ama_acp.session.store.task_journal import StoredTask
-from ama_acp.session.tasks.stored import ChildId, child_id, find_child, history, meter, refuse
+from ama_acp.session.tasks.stored import TaskSessionId, find_task, history, meter, parse_task_session_id, refuse
 from tests.support.hypothesis_profiles import examples
 
 PARENT = "ses_01a2286878d46e614eadbd86"
@@ -28,24 +28,24 @@ PARENT = "ses_01a2286878d46e614eadbd86"
 
 @settings(max_examples=examples(400))
 @given(st.text(alphabet=st.sampled_from("ses_01aZ.-/\\task-09 \x00é"), max_size=60) | st.text(max_size=60))
-def test_a_child_id_is_parsed_only_in_its_exact_form(text: str) -> None:
-    child = child_id(text)
-    if child is not None:
-        assert is_valid_session_id(child.parent) and child.number >= 1
-        assert child.session_id == text  # nothing else (no `/`, no leading zero, no extra part) parses
+def test_a_task_id_is_parsed_only_in_its_exact_form(text: str) -> None:
+    task_id = parse_task_session_id(text)
+    if task_id is not None:
+        assert is_valid_session_id(task_id.parent) and task_id.number >= 1
+        assert task_id.session_id == text  # nothing else (no `/`, no leading zero, no extra part) parses
         assert "/" not in text and "\\" not in text and ".." not in text
 
 
 @settings(max_examples=examples(200))
 @given(st.from_regex(r"[A-Za-z0-9_-]{1,128}", fullmatch=True), st.integers(min_value=1, max_value=999_999_999))
 def test_every_parent_and_positive_number_round_trips(parent: str, number: int) -> None:
-    assert child_id(f"{parent}.task-{number}") == ChildId(parent, number)
+    assert parse_task_session_id(f"{parent}.task-{number}") == TaskSessionId(parent, number)
     assert refuse(f"{parent}.task-{number}") is not None and refuse(parent) is None
 
 
-def test_odd_ids_are_not_children() -> None:
+def test_odd_ids_are_not_task_ids() -> None:
     for bad in (f"{PARENT}.task-0", f"{PARENT}.task-01", f"{PARENT}.task-", f"../{PARENT}.task-1", None, 7):
-        assert child_id(bad) is None, bad
+        assert parse_task_session_id(bad) is None, bad
 
 
 def _task(n: int, messages: list[dict[str, object]], **extra: object) -> dict[str, object]:
@@ -74,13 +74,13 @@ def test_the_journal_line_is_found_and_damaged_or_linked_journals_are_not_truste
         json.dumps(_task(2, [], contextWindow=1000)),
     ]
     path.write_text("\n".join(lines) + "\n")
-    found = find_child(tmp_path, ChildId(PARENT, 2))
+    found = find_task(tmp_path, TaskSessionId(PARENT, 2))
     assert found is not None and found.context_window == 1000
-    assert find_child(tmp_path, ChildId(PARENT, 3)) is None
-    assert find_child(tmp_path, ChildId("ses_other", 1)) is None  # no file
+    assert find_task(tmp_path, TaskSessionId(PARENT, 3)) is None
+    assert find_task(tmp_path, TaskSessionId("ses_other", 1)) is None  # no file
     path.rename(tasks / "real.jsonl")
     os.symlink(tasks / "real.jsonl", path)
-    assert find_child(tmp_path, ChildId(PARENT, 2)) is None  # a link is not followed
+    assert find_task(tmp_path, TaskSessionId(PARENT, 2)) is None  # a link is not followed
 
 
 def test_history_pairs_each_call_with_its_result_and_ends_an_unanswered_one_failed() -> None:

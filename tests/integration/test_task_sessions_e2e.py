@@ -1,7 +1,7 @@
-"""A finished child of a `task` call loaded by its id, `<parent id>.task-<n>` (session/tasks/stored.py, issue 28
-point 6), through real pipes: ama as the parent on the local model server, ama's client as the editor. The load
-replays the child's own conversation and reports its meter; a prompt on it is refused (a child is restricted);
-a bad id is an unknown session; the parent's delete takes the child along."""
+"""A finished task loaded by its session id, `<parent id>.task-<n>` (session/tasks/stored.py, issue 28 point 6),
+through real pipes: ama as the parent on the local model server, ama's client as the editor. The load replays
+the task's own conversation and reports its meter; a prompt on it is refused (a task's session is restricted);
+a bad id is an unknown session; the parent's delete takes the task along."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ async def _refused(conn: AgentProcess, method: str, params: dict[str, Any]) -> R
     return caught.value
 
 
-async def _parent_with_a_child(ama: Ama, llm: LLMServer) -> tuple[str, dict[str, Any]]:
+async def _parent_with_a_task(ama: Ama, llm: LLMServer) -> tuple[str, dict[str, Any]]:
     (ama.workspace / "notes.txt").write_text("heron\n")
     llm.enqueue(
         {"tool_calls": [task_call("t1", "Read notes.txt", "Read notes", "explore")]},
@@ -51,17 +51,17 @@ async def _parent_with_a_child(ama: Ama, llm: LLMServer) -> tuple[str, dict[str,
     return sid, figures
 
 
-async def test_loading_a_child_replays_its_conversation_and_meter_and_refuses_a_prompt(tmp_path):
+async def test_loading_a_task_replays_its_conversation_and_meter_and_refuses_a_prompt(tmp_path):
     ama = Ama(tmp_path)
     with LLMServer() as llm:
         configure(ama, llm.openai_url)
-        sid, figures = await _parent_with_a_child(ama, llm)
-        child = f"{sid}.task-1"
-        async with run_ama(ama, env=KEY) as conn:  # any editor, with or without `subagents`, may read a child
+        sid, figures = await _parent_with_a_task(ama, llm)
+        task_sid = f"{sid}.task-1"
+        async with run_ama(ama, env=KEY) as conn:  # any editor, with or without `subagents`, may read a task
             await conn.initialize()
-            await conn.request("session/load", _open(child, ama))
+            await conn.request("session/load", _open(task_sid, ama))
             # The whole history came before the response: the task, its text, its call with its result, its answer.
-            kinds = [u["sessionUpdate"] for u in conn.updates_for(child)]
+            kinds = [u["sessionUpdate"] for u in conn.updates_for(task_sid)]
             assert kinds[:5] == [
                 "user_message_chunk",
                 "agent_message_chunk",
@@ -69,7 +69,7 @@ async def test_loading_a_child_replays_its_conversation_and_meter_and_refuses_a_
                 "tool_call_update",
                 "agent_message_chunk",
             ]
-            said = conn.updates_for(child)
+            said = conn.updates_for(task_sid)
             assert said[0]["content"]["text"] == "Read notes.txt"
             assert said[1]["content"]["text"] == "Reading it." and said[4]["content"]["text"] == "It says heron."
             call, end = said[2], said[3]
@@ -81,47 +81,47 @@ async def test_loading_a_child_replays_its_conversation_and_meter_and_refuses_a_
             assert end["toolCallId"] == call["toolCallId"] and end["status"] == "completed"
             assert "heron" in end["content"][0]["content"]["text"]
             # After the response: its title and its own meter, from the figures stored with it.
-            await conn.wait_for(lambda: bool(conn.updates_for(child, "usage_update")), timeout=5)
-            [usage] = conn.updates_for(child, "usage_update")
+            await conn.wait_for(lambda: bool(conn.updates_for(task_sid, "usage_update")), timeout=5)
+            [usage] = conn.updates_for(task_sid, "usage_update")
             assert (usage["used"], usage["size"]) == (figures["contextTokens"], figures["contextWindow"])
             assert usage["cost"] == figures["cost"]
-            assert [u["title"] for u in conn.updates_for(child, "session_info_update")] == ["Read notes"]
+            assert [u["title"] for u in conn.updates_for(task_sid, "session_info_update")] == ["Read notes"]
             assert conn.updates_for(sid) == []  # the parent was not opened
 
             # Restricted: a prompt (or a mode change) on it is refused, naming the parent to continue in.
             refused = await _refused(
-                conn, "session/prompt", {"sessionId": child, "prompt": [{"type": "text", "text": "more"}]}
+                conn, "session/prompt", {"sessionId": task_sid, "prompt": [{"type": "text", "text": "more"}]}
             )
             assert refused.code == -32602 and sid in refused.message
-            assert refused.data == {"sessionId": child, "parentSessionId": sid}
-            mode = await _refused(conn, "session/set_mode", {"sessionId": child, "modeId": "full_access"})
+            assert refused.data == {"sessionId": task_sid, "parentSessionId": sid}
+            mode = await _refused(conn, "session/set_mode", {"sessionId": task_sid, "modeId": "full_access"})
             assert mode.code == -32602
-            await conn.request("session/close", {"sessionId": child})  # nothing live: still an answer
+            await conn.request("session/close", {"sessionId": task_sid})  # nothing live: still an answer
 
             # Resume: no replay, only the meter again.
-            before = len(conn.updates_for(child))
-            await conn.request("session/resume", _open(child, ama))
-            await conn.wait_for(lambda: len(conn.updates_for(child, "usage_update")) == 2, timeout=5)
-            assert {u["sessionUpdate"] for u in conn.updates_for(child)[before:]} <= {
+            before = len(conn.updates_for(task_sid))
+            await conn.request("session/resume", _open(task_sid, ama))
+            await conn.wait_for(lambda: len(conn.updates_for(task_sid, "usage_update")) == 2, timeout=5)
+            assert {u["sessionUpdate"] for u in conn.updates_for(task_sid)[before:]} <= {
                 "usage_update",
                 "session_info_update",
             }
 
             listed = as_object(await conn.request("session/list", {}))
-            assert [s["sessionId"] for s in listed["sessions"]] == [sid]  # children belong to their parent
+            assert [s["sessionId"] for s in listed["sessions"]] == [sid]  # tasks belong to their parent
 
-            # The parent still loads as before, and its delete takes the child along.
+            # The parent still loads as before, and its delete takes the task along.
             await conn.request("session/load", _open(sid, ama))
             await conn.request("session/delete", {"sessionId": sid})
-            gone = await _refused(conn, "session/load", _open(child, ama))
+            gone = await _refused(conn, "session/load", _open(task_sid, ama))
             assert gone.code == -32002
 
 
-async def test_a_child_id_is_checked_strictly_and_only_its_parents_folder_opens_it(tmp_path):
+async def test_a_task_id_is_checked_strictly_and_only_its_parents_folder_opens_it(tmp_path):
     ama = Ama(tmp_path)
     with LLMServer() as llm:
         configure(ama, llm.openai_url)
-        sid, _ = await _parent_with_a_child(ama, llm)
+        sid, _ = await _parent_with_a_task(ama, llm)
         (ama.data / "tasks" / "x.task-1.jsonl").write_text("")  # a file a crafted id would like to reach
         async with run_ama(ama, env=KEY) as conn:
             await conn.initialize()
