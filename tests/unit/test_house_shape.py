@@ -103,3 +103,31 @@ def test_the_map_names_every_folder() -> None:
 def test_the_map_check_can_fail() -> None:
     text = "# A\n\n## The map\n\n| folder | job |\n|---|---|\n| `ama_acp/` (top) | x |\n| `ama_acp/rpc/` | y |\n\n## Next\n"
     assert mapped_folders(text) == {"ama_acp", "ama_acp/rpc"}
+
+
+MAX_IGNORES = 10  # issue 37: the tests are type-checked, with at most ten `type: ignore` (each with its reason)
+
+
+def ignores(paths: list[Path]) -> list[str]:
+    """Every `# type: ignore` comment (comments only: a string that mentions one is not one)."""
+    import io
+    import tokenize
+
+    found = []
+    for path in paths:
+        for tok in tokenize.generate_tokens(io.StringIO(path.read_text(encoding="utf-8")).readline):
+            if tok.type == tokenize.COMMENT and re.search(r"#\s*type:\s*ignore", tok.string):
+                found.append(f"{path.relative_to(path.parents[1])}:{tok.start[0]}")
+    return found
+
+
+def test_the_tests_keep_few_type_ignores() -> None:
+    found = ignores(sorted((ROOT / "tests").rglob("*.py")))
+    assert len(found) <= MAX_IGNORES, f"{len(found)} `type: ignore` in tests/ (at most {MAX_IGNORES}): {found}"
+
+
+def test_the_ignore_count_can_fail(tmp_path: Path) -> None:
+    folder = tmp_path / "t"
+    folder.mkdir()
+    (folder / "a.py").write_text('x = f()  # type: ignore[no-untyped-call]\ny = "# type: ignore"\n')
+    assert ignores([folder / "a.py"]) == ["t/a.py:1"]
