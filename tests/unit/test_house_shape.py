@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -20,9 +21,14 @@ RUNNER = "ama_acp.session.turn.tool_runner"
 HOSTS = (PACKAGE / "session" / "turn" / "host.py", PACKAGE / "session" / "tasks" / "host.py")
 
 
+@functools.cache  # each module parsed once for every check here
+def _tree(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
 def _strings(path: Path) -> list[tuple[int, str]]:
     """Every string literal of the module's code (docstrings and comments say what they like)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = _tree(path)
     docs = {
         id(body[0].value)
         for node in ast.walk(tree)
@@ -77,7 +83,7 @@ def test_no_class_calls_a_task_a_child() -> None:
     found = [
         f"{path.relative_to(ROOT)}:{node.lineno} {node.name}"
         for path in sorted(PACKAGE.rglob("*.py"))
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        for node in ast.walk(_tree(path))
         if isinstance(node, ast.ClassDef) and "child" in node.name.lower()
     ]
     assert not found, found
@@ -115,7 +121,10 @@ def ignores(paths: list[Path]) -> list[str]:
 
     found = []
     for path in paths:
-        for tok in tokenize.generate_tokens(io.StringIO(path.read_text(encoding="utf-8")).readline):
+        text = path.read_text(encoding="utf-8")
+        if "type:" not in text:  # most files: no tokenizing needed
+            continue
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
             if tok.type == tokenize.COMMENT and re.search(r"#\s*type:\s*ignore", tok.string):
                 found.append(f"{path.relative_to(path.parents[1])}:{tok.start[0]}")
     return found

@@ -5,8 +5,8 @@ vendored schema/ rides along as `ama_conformance._schema`. The test builds the w
 
 from __future__ import annotations
 
-import ast
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -64,18 +64,25 @@ def test_the_suite_installs_as_ama_conformance_typed(wheel: set[str]) -> None:
     assert any(name.startswith("ama_acp/scripts/") and name.endswith(".toml") for name in wheel)
 
 
+IMPORT_OF_THE_FOLDER = re.compile(r"^\s*(?:from\s+conformance(?:\.[\w.]+)?\s+import|import\s+conformance\b)", re.M)
+
+
 def test_nothing_imports_the_suite_by_its_folder_name() -> None:
     """The folder is conformance/, the import name ama_conformance: an import of `conformance` would work from a
     checkout (the repository's root is on sys.path) and load a second copy of every module, then fail installed."""
-    found = []
-    for top in ("ama_acp", "conformance", "tests"):
-        for path in sorted((ROOT / top).rglob("*.py")):
-            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-                if not isinstance(node, ast.Import | ast.ImportFrom):
-                    continue
-                names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
-                if isinstance(node, ast.ImportFrom) and not node.level and node.module:
-                    names = [node.module]
-                if any(n == "conformance" or n.startswith("conformance.") for n in names):
-                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    found = [
+        f"{path.relative_to(ROOT)}:{text.count(chr(10), 0, match.start()) + 1}"
+        for top in ("ama_acp", "conformance", "tests")
+        for path in sorted((ROOT / top).rglob("*.py"))
+        for text in [path.read_text(encoding="utf-8")]
+        for match in IMPORT_OF_THE_FOLDER.finditer(text)
+    ]
     assert not found, found
+
+
+def test_the_import_check_can_fail() -> None:
+    text = "import os\nfrom conformance.core import agent\n    import conformance\nimport conformance_x\n"
+    assert [m.group(0).strip() for m in IMPORT_OF_THE_FOLDER.finditer(text)] == [
+        "from conformance.core import",
+        "import conformance",
+    ]
