@@ -86,3 +86,21 @@ def test_the_import_check_can_fail() -> None:
         "from conformance.core import",
         "import conformance",
     ]
+
+
+def test_the_suite_runs_by_path_from_a_checkout_not_installed() -> None:
+    """`python conformance/run.py` from a checkout where ama_conformance is not installed: run.py registers the
+    folder under that name (`-S`: the editable install's import hook is not loaded; the dependencies still are)."""
+    import sysconfig
+
+    env = {**os.environ, "PYTHONPATH": sysconfig.get_paths()["purelib"]}
+    done = subprocess.run(
+        [sys.executable, "-S", str(ROOT / "conformance" / "run.py"), "--help"],
+        cwd=ROOT.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith("usage: ama conformance")
