@@ -4,14 +4,18 @@ tokens, so 1,000 input tokens at 1.0 cost $0.001."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from typing import Any
 
 import pytest
 
 from ama_acp.client.connection import AgentProcess, ClientOptions
 from tests.integration.test_cancel_e2e import start
+from tests.integration.test_external_tasks_e2e import external, run_task
 from tests.integration.test_tasks_e2e import finals, stats, task_call, text_of
-from tests.support.harness import Ama, agent_text, run_ama
+from tests.support.harness import Ama, agent_text, clean_env, run_ama
 from tests.support.llm_server import LLMServer
 
 pytestmark = pytest.mark.anyio
@@ -77,6 +81,12 @@ async def test_told_at_80_percent_stopped_at_the_budget_raised_by_command_and_ke
             before = chunks(conn, sid)
             assert (await conn.prompt(sid, "four", timeout=15))["stopReason"] == "end_turn"
             assert len(llm.requests) == 3 and "reached its budget" in said_since(conn, sid, before)
+
+            # /compact asks the model too: not now.
+            before = chunks(conn, sid)
+            await conn.prompt(sid, "/compact", timeout=15)
+            assert said_since(conn, sid, before).startswith("Not compacted: this session has cost $0.0110")
+            assert len(llm.requests) == 3
 
             # /budget shows it; /budget with a bad figure says so and changes nothing.
             before = chunks(conn, sid)
@@ -175,3 +185,41 @@ async def test_a_malformed_budget_is_reported_with_its_file_and_line_and_ignored
         err = ama.stderr.read_text()
         assert f"ama: warning: {ama.config} (at line {line}): [budget] session_usd must be a positive number" in err
         assert "it is ignored" in err
+
+
+async def test_an_external_agents_reported_cost_counts_toward_the_budget(tmp_path):
+    ama = Ama(tmp_path)
+    directives = "say Done.\nusage 100 1000 0.05"  # the agent reports $0.05 spent
+    with LLMServer() as llm:
+        external(ama, llm.openai_url, tail="\n[budget]\nsession_usd = 0.04\n")
+        llm.enqueue(
+            {"tool_calls": [task_call("t1", directives, "Ask ext", "ext")], "usage": {"input": 1000, "output": 0}},
+            reply(100),  # never asked for
+        )
+        async with run_ama(ama, env=KEY) as conn:
+            sid, tid = await run_task(conn, ama, directives)
+            assert finals(conn, sid)[tid]["status"] == "completed"
+            assert len(llm.requests) == 1 and llm.pending == 1  # $0.051 of $0.04: the parent's next is not sent
+            assert "this session has cost $0.0510, which reached its budget of $0.0400" in agent_text(conn, sid)
+
+
+def test_print_mode_stopped_by_the_budget_exits_1_with_error_kind_budget(tmp_path):
+    ama = Ama(tmp_path)
+    with LLMServer() as llm:
+        configure(ama, llm.openai_url, budget="0.001")
+        list_dir = {"tool_calls": [{"id": "l1", "name": "list_dir", "arguments": {"path": "."}}]}
+        llm.enqueue({**list_dir, "usage": {"input": 2000, "output": 0}}, reply(100))
+        out = subprocess.run(
+            [sys.executable, "-m", "ama_acp", "-p", "look", "--output-format", "json"]
+            + ["--data-dir", str(ama.data), "--config", str(ama.config)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=ama.workspace,
+            env=clean_env(ama.tmp, KEY),
+        )
+        assert out.returncode == 1, out.stderr
+        result = json.loads(out.stdout)
+        assert result["stopReason"] == "end_turn" and result["error"]["kind"] == "budget"
+        assert "reached its budget of $0.0010" in result["error"]["message"]
+        assert len(llm.requests) == 1
