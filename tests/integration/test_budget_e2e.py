@@ -61,7 +61,7 @@ async def test_told_at_80_percent_stopped_at_the_budget_raised_by_command_and_ke
             assert budget_notices(conn, sid) == []
             await conn.prompt(sid, "two", timeout=15)  # $0.009: 90 %, told once
             (notice,) = budget_notices(conn, sid)
-            assert notice["severity"] == "warning" and notice["title"] == "Budget 80 % used"
+            assert notice["severity"] == "warning" and notice["title"] == "Budget nearly spent"
             assert "$0.0090" in notice["description"] and "$0.0100" in notice["description"]
             assert "/budget N" in notice["description"] and "session_usd" in notice["description"]
 

@@ -72,7 +72,7 @@ def test_the_notices_are_given_once_each() -> None:
     b = Budget(1.0)
     assert b.notes(0.79) == []
     ((severity, title, text),) = b.notes(0.8)
-    assert (severity, title) == ("warning", "Budget 80 % used") and "$0.8000" in text and "$1.00" in text
+    assert (severity, title) == ("warning", "Budget nearly spent") and "$0.8000" in text and "$1.00" in text
     assert b.notes(0.9) == [] and not b.reached(0.9)
     assert b.reached(1.0)
     ((_, title, text),) = b.notes(None)

@@ -83,7 +83,7 @@ class Budget:
             f"This session has cost {usd(cost)}, {cost / limit * 100:.0f} % of its {usd(limit)} budget. At the "
             f"budget ama sends no more requests; {HOW_TO_RAISE}."
         )
-        return [("warning", "Budget 80 % used", text)]
+        return [("warning", "Budget nearly spent", text)]
 
     def stop_reason(self, cost: float) -> str:
         """Why no request was sent: one sentence for the person (the turn's agent message, a task's failure)."""
