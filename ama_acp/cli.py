@@ -122,6 +122,8 @@ def load_config_or_exit(args: argparse.Namespace) -> Config:
     except ConfigError as exc:
         sys.stderr.write(f"ama: {exc}\n")
         raise SystemExit(2) from None
+    for warning in cfg.warnings:  # ignored, not refused (config.py): said before anything starts
+        sys.stderr.write(f"ama: warning: {warning}\n")
     from ama_acp.secrets import register_config
 
     # Before anything logs, writes a session or runs a command: the configured key variables are secrets too.

@@ -133,6 +133,12 @@ class TasksConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     timeout: float = 600.0  # seconds one task may run; past it its task call fails with the reason
 
 
+class BudgetConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """`[budget]`: what a session may spend (docs/configuration.md "Budget", session/accounting/budget.py)."""
+
+    session_usd: float | None = None  # USD; None: no budget. A malformed value is dropped before this is built.
+
+
 class AgentConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """`[agents.NAME]`: an agent the `task` tool can hand work to (docs/configuration.md "Delegation")."""
 
@@ -275,6 +281,10 @@ class Config(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     instructions: InstructionsConfig = InstructionsConfig()
     tasks: TasksConfig = TasksConfig()
     agents: dict[str, AgentConfig] = {}
+    budget: BudgetConfig = BudgetConfig()
+    # What was wrong in the file and ignored rather than refused (each names the file and the line); the command
+    # line prints them (cli.py). Never from the file itself:
+    warnings: tuple[str, ...] = ()
     # Filled from the command line / environment; a file that sets them is refused (_NOT_FROM_THE_FILE):
     data_dir: str = ""
     config_path: str = ""
@@ -312,6 +322,7 @@ def parse_config(text: str, origin: str = "config") -> Config:
         raise ConfigError(f"{origin}: {exc}") from None
     if (problem := _not_in_the_file(raw, text)) is not None:
         raise ConfigError(f"{origin}: {problem}")
+    warnings = _drop_bad_budget(raw, text, origin)
     try:
         cfg = msgspec.convert(raw, Config, strict=False)
     except msgspec.ValidationError as exc:
@@ -319,12 +330,56 @@ def parse_config(text: str, origin: str = "config") -> Config:
     for check in _CHECKS:
         if (problem := check(cfg)) is not None:
             raise ConfigError(f"{origin}: {problem}")
-    return cfg
+    return msgspec.structs.replace(cfg, warnings=warnings) if warnings else cfg
+
+
+def _drop_bad_budget(raw: dict[str, object], text: str, origin: str) -> tuple[str, ...]:
+    """A `[budget] session_usd` that is not a positive number of dollars is left out (no budget), and said: a typo
+    in a spending limit must not keep ama from starting, nor pass for a limit it is not."""
+    table = raw.get("budget")
+    if not isinstance(table, dict) or "session_usd" not in table:
+        return ()  # no budget, or a `budget` that is not a table (refused like any wrong type)
+    value = table["session_usd"]
+    if budget_usd(value) is not None:
+        return ()
+    del table["session_usd"]
+    line = _line_of(text, _BUDGET_LINE)
+    at = f" (at line {line})" if line is not None else ""
+    shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:39] + "…"
+    return (
+        f"{origin}{at}: [budget] session_usd must be a positive number of US dollars, not {shown}; it is "
+        "ignored: this config sets no budget",
+    )
+
+
+MAX_BUDGET_USD = 1e9  # past it, a figure is a typo, not a limit
+
+
+def budget_usd(value: object) -> float | None:
+    """A budget in USD (a positive, finite number up to MAX_BUDGET_USD), or None when `value` is not one: not a
+    number, a boolean, 0, negative, NaN or infinite."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    usd = float(value)
+    return usd if 0 < usd <= MAX_BUDGET_USD else None  # NaN fails both comparisons
+
+
+# A line that sets `session_usd`: under `[budget]`, as `budget.session_usd` or in an inline `budget = {…}`.
+_BUDGET_LINE = r"\s*(?:(?:\"?budget\"?\s*\.\s*)?\"?session_usd\"?\s*=|\"?budget\"?\s*=\s*\{.*session_usd)"
+
+
+def _line_of(text: str, pattern: str) -> int | None:
+    """The number of the first line that matches `pattern`, or None."""
+    import re
+
+    looks = re.compile(pattern)
+    return next((n for n, line in enumerate(text.split("\n"), 1) if looks.match(line)), None)
 
 
 # Fields of `Config` that only the command line and the environment set, and what to use instead. A config file
 # may be written by someone other than the person, and the data directory holds their sessions.
 _NOT_FROM_THE_FILE = {
+    "warnings": "it is ama's own list of what it ignored in the file",
     "data_dir": "use --data-dir or the environment variable AMA_DATA_DIR",
     "config_path": "name the file with --config or the environment variable AMA_CONFIG",
 }

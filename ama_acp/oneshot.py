@@ -182,7 +182,8 @@ def run_print(args: argparse.Namespace, cfg: Config) -> int:
 
 def _error(turn_error: tuple[str, str] | None, signum: int | None) -> dict[str, str] | None:
     """The json output's `error`: why there is no complete answer (null when there is one). `kind` is a provider
-    failure's kind (auth, rate_limit, server, timeout, stream, bad_request, config), `internal` or `interrupted`."""
+    failure's kind (auth, rate_limit, server, timeout, stream, bad_request, config), `budget` (the session's budget
+    was reached: session/turn/host.py), `internal` or `interrupted`."""
     if signum is not None:
         return {"kind": "interrupted", "message": f"stopped by {signal.Signals(signum).name}"}
     if turn_error is not None:

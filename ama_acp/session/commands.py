@@ -6,8 +6,9 @@ from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from ama_acp.conversation.messages import TextPart, UserMessage
+from ama_acp.session.accounting.budget import parse_budget
 from ama_acp.session.facets import Persists, UsesModel
-from ama_acp.session.store.entries import CommandEntry, CommandOutputEntry
+from ama_acp.session.store.entries import CommandEntry, CommandOutputEntry, ConfigEntry
 from ama_acp.wire import types as w
 
 
@@ -21,6 +22,12 @@ class Describes(Protocol):
     """session/accounting/session_context.py `SessionContext`."""
 
     def describe(self) -> str: ...
+
+    def describe_budget(self) -> str: ...
+
+    def set_budget(self, usd: float) -> None: ...
+
+    def budget_stop(self) -> str | None: ...
 
 
 class Compacts(Protocol):
@@ -130,7 +137,28 @@ async def model_command(session: CommandSession, arg: str) -> str:
 
 
 async def compact_command(session: CommandSession, arg: str) -> str:
+    why = session.ctx.budget_stop()  # a compaction is a request to the provider like any other
+    if why is not None:
+        await say(session, f"Not compacted: {why}")
+        return "end_turn"
     await session.compactor.compact(manual=True, instructions=arg)
+    return "end_turn"
+
+
+async def budget_command(session: CommandSession, arg: str) -> str:
+    """`/budget`: the session's budget and cost; `/budget N`: N dollars for this session from now on (stored with
+    it, so a load keeps it)."""
+    if arg:
+        usd = parse_budget(arg)
+        if usd is None:
+            shown = arg if len(arg) <= 40 else arg[:39] + "…"
+            await say(
+                session, f"Not a budget: {shown!r}. Type `/budget N` with N a positive number of dollars (`/budget 5`)."
+            )
+            return "end_turn"
+        session.ctx.set_budget(usd)
+        session.persist(ConfigEntry(config_id="budget", value=usd))
+    await say(session, session.ctx.describe_budget())
     return "end_turn"
 
 
@@ -150,6 +178,12 @@ def default_commands() -> Commands:
     cmds.add("context", "Show what fills the context window", None, context_command)
     cmds.add("compact", "Summarise the conversation to free the context window", "optional focus", compact_command)
     cmds.add("model", "Show or switch the model", "model id", model_command)
+    cmds.add(
+        "budget",
+        "Show the session's budget and cost; /budget N sets N dollars for this session",
+        "dollars",
+        budget_command,
+    )
     cmds.add("tasks", "Show the helper agents' tasks: state, tokens, context and cost", None, tasks_command)
     cmds.add(
         "rewind",

@@ -94,6 +94,8 @@ class Session:
         self.closed = False
         if restored is not None:
             self.ctx.reload(self.conversation.messages, restored.figures)
+            if restored.budget is not None:  # a /budget of an earlier connection holds over the config's
+                self.ctx.set_budget(restored.budget)
 
     # --- plumbing -----------------------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
+from ama_acp.config import budget_usd
 from ama_acp.conversation.messages import (
     AssistantMessage,
     ImagePart,
@@ -57,6 +58,7 @@ class Restored(NamedTuple):
     repair: list[en.Entry]
     # The prompts and the files each changed, for /rewind (session/history/checkpoints.py).
     checkpoints: CheckpointLog | None = None
+    budget: float | None = None  # the last `/budget N` of the file (None: the config's holds)
 
 
 def restore(
@@ -78,7 +80,15 @@ def restore(
             repair.append(_interrupted_record(call, settings.wire_ids.allocate(call.id), tool, setup.cwd))
         repair.append(en.MessageEntry(message=result))
     checkpoints = CheckpointLog.from_entries(loaded.entries)
-    return Restored(settings.result(), rebuilt.conversation, rebuilt.figures, settings.wire_ids, repair, checkpoints)
+    return Restored(
+        settings.result(),
+        rebuilt.conversation,
+        rebuilt.figures,
+        settings.wire_ids,
+        repair,
+        checkpoints,
+        settings.budget,
+    )
 
 
 class _Settings:
@@ -92,6 +102,7 @@ class _Settings:
         self.recorded_after: dict[str, int] = {}  # provider id → messages stored before its last tool-call record
         self.messages = 0  # MessageEntries so far
         self.last_assistant = 0  # MessageEntries stored once the last assistant message was
+        self.budget: float | None = None
 
     def apply(self, entry: en.Entry) -> None:
         match entry:
@@ -105,6 +116,8 @@ class _Settings:
                 self.mode = entry.mode_id
             case en.ConfigEntry(config_id="thought_level") if _thought_level(entry.value):
                 self.thought_level = entry.value
+            case en.ConfigEntry(config_id="budget") if budget_usd(entry.value) is not None:
+                self.budget = budget_usd(entry.value)
             case en.TitleEntry():
                 self.title = entry.title
             case en.ToolCallEntry():

@@ -39,6 +39,7 @@ from ama_acp.context.tiers import (
 )
 from ama_acp.conversation.messages import AssistantMessage, Message, Usage
 from ama_acp.conversation.tools import ToolSpec
+from ama_acp.session.accounting.budget import Budget
 from ama_acp.session.accounting.held_figure import PendingPrefix, mcp_digests, stored_digests
 from ama_acp.session.accounting.prompt_cache import SessionCache
 from ama_acp.session.conversation import StoredFigures
@@ -174,6 +175,7 @@ class SessionContext:
         self.cache = SessionCache(runtime, session)  # the prompt cache: saved cost, warm or cold (C1–C4)
         self.reporter = UsageReporter(cfg.tiers.caps)  # the caps ride in every usage_update (`tierCaps`)
         self.tiers = TierWatch()
+        self.budget = Budget(cfg.budget.session_usd)  # what the session may spend (session/accounting/budget.py)
         self.last_cost: float | None = None
         self._tools_json: str | None = None
         self._tools_for = -1  # the session's tools_version() the JSON was built from
@@ -343,7 +345,8 @@ class SessionContext:
         )
 
     def context_notices(self, deliver: bool) -> list[ContextNotice]:
-        """The notices due about the current figures (docs/context.md "Load tiers", "Readings over the window").
+        """The notices due about the current figures (docs/context.md "Load tiers", "Readings over the window"),
+        and the budget's (session/accounting/budget.py: 80 % used, or a cost too unknown to hold to it).
 
         Rises are recorded whenever this is called; with `deliver=False` (the caller may not speak now) they
         wait, and the next delivering call returns them. A tier notice that is no longer true by then (the fill
@@ -363,7 +366,23 @@ class SessionContext:
         if tier is not None and rank(f.tier) >= rank(tier):
             out.append(self._tier_notice(tier, f))
         self._pending_tier, self._pending_over = None, None
+        meta: dict[str, object] = {"ama": {"budget": self.budget.limit}}
+        out += [ContextNotice(sev, title, text, meta) for sev, title, text in self.budget.notes(self.billing.cost)]
         return out
+
+    def describe_budget(self) -> str:
+        """/budget: the budget, where it comes from, and the cost so far."""
+        return self.budget.describe(self.billing.cost)
+
+    def set_budget(self, usd: float) -> None:
+        self.budget.set(usd)
+
+    def budget_stop(self) -> str | None:
+        """Why no request may reach the provider now (the session's cost reached its budget), or None."""
+        cost = self.billing.cost
+        if cost is None or not self.budget.reached(cost):
+            return None
+        return self.budget.stop_reason(cost)
 
     def _note_over_window(self, f: ContextFigures) -> None:
         """A provider's reading over the window the catalog knows: the notice waits for delivery, once per model

@@ -17,7 +17,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
 from ama_acp.agent import events as ev
-from ama_acp.agent.loop import Refusal
+from ama_acp.agent.loop import Refusal, TurnEnd
 from ama_acp.context.request_size import tools_json
 from ama_acp.conversation.messages import AssistantMessage, Message, TextPart, Usage
 from ama_acp.conversation.tools import ToolSpec
@@ -101,7 +101,12 @@ class TaskHost:
         )
 
     async def before_request(self) -> None:
-        return None  # a task is not compacted: it is meant to fit; its results are cut to its window
+        # A task is not compacted (it is meant to fit; its results are cut to its window), but its requests are
+        # billed to its session and held to the session's budget.
+        why = self._p.ctx.budget_stop()
+        if why is not None:
+            self.failure = why
+            raise TurnEnd("end_turn")
 
     # --- its conversation ---------------------------------------------------------------------------------
 

@@ -66,6 +66,9 @@ class TaskRunner:
         """Run one task call to its end: the task's final answer, or a ToolError saying why there is none."""
         call = _arguments(args, wire_id)
         spec = self._agent(call.agent)
+        why = self._s.ctx.budget_stop()  # an external agent's spending cannot be stopped midway: it does not start
+        if why is not None:
+            raise ToolError(f"The task did not start: {why}")
         worker = self._external(spec, call) if spec.command is not None else self._loop(spec, call)
         return await self._carry_out(worker)
 

@@ -51,6 +51,11 @@ class ParentBilling(Protocol):
 
     def meter_state(self) -> dict[str, object]: ...
 
+    def budget_stop(self) -> str | None:
+        """Why no request may reach the provider now: the session's cost, its tasks' included, reached its budget
+        (session/accounting/budget.py); None while it may."""
+        ...
+
     def billing_state(self) -> dict[str, object]: ...
 
 

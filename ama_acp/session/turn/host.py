@@ -13,7 +13,7 @@ import msgspec
 
 from ama_acp.agent import events as ev
 from ama_acp.agent.instructions import SessionInstructions
-from ama_acp.agent.loop import Refusal
+from ama_acp.agent.loop import Refusal, TurnEnd
 from ama_acp.agent.prompt import Setting, setting_reminder
 from ama_acp.config import Config
 from ama_acp.conversation.messages import (
@@ -183,6 +183,7 @@ class SessionHost:
         )
 
     async def before_request(self) -> None:
+        await self.check_budget()  # first: compaction would send a request too
         mcp = self._s.tools.mcp
         if mcp is not None:
             await mcp.before_first_request()  # the first request waits (bounded) for servers still starting
@@ -191,6 +192,15 @@ class SessionHost:
         if note is not None:
             await self.append(note)
         await self._s.compactor.before_request()
+
+    async def check_budget(self) -> None:
+        """End the turn, saying why, when the session's cost reached its budget: no request reaches the provider."""
+        why = self._s.ctx.budget_stop()
+        if why is None:
+            return
+        self.turn_error = ("budget", why)
+        await self._s.send(w.AgentMessageChunk(content=w.TextContent(text=f"\n\n⚠ Stopped: {why}\n\n")))
+        raise TurnEnd("end_turn")
 
     async def tell_setting(self) -> bool:
         """Append a reminder when the mode or directories changed since the model was last told; True if one
