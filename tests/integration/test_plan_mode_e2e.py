@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from ama_acp.client.connection import AgentProcess, ClientOptions
-from tests.integration.test_cancel_e2e import KEY, configure, open_calls, start
+from ama_acp.client.handlers import RpcError
+from tests.integration.test_cancel_e2e import KEY, configure, dangling, open_calls, start
 from tests.integration.test_permissions_e2e import final_text, finals, tool_message
 from tests.support.harness import Ama, clean_env, local_config, permission_asks, run_ama
 from tests.support.json_values import as_object
@@ -190,3 +191,36 @@ def test_print_mode_answers_the_offer_without_hanging(tmp_path):
         assert out.returncode == 0, out.stderr
         assert "THE-PLAN" in out.stdout and "refused (no one to ask in -p mode)" in out.stderr
         assert "keep planning" in tool_message(llm.requests[-1].body, "x1")
+
+
+async def test_a_client_that_cannot_ask_gets_a_clear_result_and_the_mode_stays(tmp_path):
+    ama = Ama(tmp_path)
+
+    async def unable(params: dict[str, Any]) -> Any:
+        raise RpcError(-32601, "Method not found")
+
+    with LLMServer() as llm:
+        configure(ama, llm.openai_url)
+        llm.enqueue(call("x1", "exit_plan_mode", plan=PLAN_TEXT), {"text": "here is the plan"})
+        async with run_ama(ama, env=KEY) as conn:
+            conn.set_handler("session/request_permission", unable)
+            sid = await start(conn, ama, "plan")
+            assert (await conn.prompt(sid, "plan it", timeout=15))["stopReason"] == "end_turn"
+            assert modes_sent(conn, sid) == ["plan"]
+            assert finals(conn, sid)["x1"]["status"] == "failed"
+            assert "could not be asked (" in tool_message(llm.requests[-1].body, "x1")
+
+
+async def test_a_cancelled_offer_cancels_the_turn_and_leaves_no_call_open(tmp_path):
+    ama = Ama(tmp_path)
+    with LLMServer() as llm:
+        configure(ama, llm.openai_url)
+        llm.enqueue(call("x1", "exit_plan_mode", plan=PLAN_TEXT), {"text": "never asked for"})
+        async with run_ama(ama, env=KEY, options=ClientOptions(permission="cancel")) as conn:
+            sid = await start(conn, ama, "plan")
+            assert (await conn.prompt(sid, "plan it", timeout=15))["stopReason"] == "cancelled"
+            assert modes_sent(conn, sid) == ["plan"] and open_calls(conn, sid) == []
+            llm.clear()
+            llm.enqueue({"text": "next"})
+            assert (await conn.prompt(sid, "again", timeout=15))["stopReason"] == "end_turn"
+            assert dangling(llm.requests[-1].body) == []
