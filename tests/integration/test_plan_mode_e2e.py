@@ -9,11 +9,12 @@ import subprocess
 import sys
 from typing import Any
 
+import anyio
 import pytest
 
 from ama_acp.client.connection import AgentProcess, ClientOptions
 from ama_acp.client.handlers import RpcError
-from tests.integration.test_cancel_e2e import KEY, configure, dangling, open_calls, start
+from tests.integration.test_cancel_e2e import KEY, configure, dangling, open_calls, prompt, start
 from tests.integration.test_permissions_e2e import final_text, finals, tool_message
 from tests.support.harness import Ama, clean_env, local_config, permission_asks, run_ama
 from tests.support.json_values import as_object
@@ -224,3 +225,47 @@ async def test_a_cancelled_offer_cancels_the_turn_and_leaves_no_call_open(tmp_pa
             llm.enqueue({"text": "next"})
             assert (await conn.prompt(sid, "again", timeout=15))["stopReason"] == "end_turn"
             assert dangling(llm.requests[-1].body) == []
+
+
+async def test_a_mode_the_person_picks_while_asked_stands(tmp_path):
+    ama = Ama(tmp_path)
+    asked = anyio.Event()
+    click = anyio.Event()
+
+    async def slow_person(params: dict[str, Any]) -> str:
+        asked.set()
+        await click.wait()
+        return "switch_accept_edits"
+
+    with LLMServer() as llm:
+        configure(ama, llm.openai_url)
+        llm.enqueue(call("x1", "exit_plan_mode", plan=PLAN_TEXT), {"text": "ok"})
+        async with run_ama(ama, env=KEY, options=ClientOptions(permission=slow_person)) as conn:
+            sid = await start(conn, ama, "plan")
+            pending = await prompt(conn, sid, "plan it")
+            with anyio.fail_after(10):
+                await asked.wait()
+            await conn.request("session/set_mode", {"sessionId": sid, "modeId": "read_only"})
+            click.set()
+            assert as_object(await pending.wait(timeout=15))["stopReason"] == "end_turn"
+            assert modes_sent(conn, sid) == ["plan", "read_only"]
+            assert "changed to `read_only` while the user was asked" in tool_message(llm.requests[-1].body, "x1")
+
+
+async def test_a_session_loaded_in_plan_mode_plans_and_offers_again(tmp_path):
+    ama = Ama(tmp_path)
+    with LLMServer() as llm:
+        configure(ama, llm.openai_url)
+        llm.enqueue({"text": "a plan"})
+        async with run_ama(ama, env=KEY) as conn:
+            sid = await start(conn, ama, "plan")
+            await conn.prompt(sid, "plan it", timeout=15)
+        llm.enqueue({"text": "more plan"})
+        async with run_ama(ama, env=KEY) as conn:
+            await conn.initialize()
+            loaded = as_object(
+                await conn.request("session/load", {"sessionId": sid, "cwd": str(ama.workspace), "mcpServers": []})
+            )
+            assert loaded["modes"]["currentModeId"] == "plan"
+            await conn.prompt(sid, "go on", timeout=15)
+            assert "exit_plan_mode" in declared(llm.requests[-1].body)
