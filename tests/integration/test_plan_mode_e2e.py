@@ -269,3 +269,23 @@ async def test_a_session_loaded_in_plan_mode_plans_and_offers_again(tmp_path):
             assert loaded["modes"]["currentModeId"] == "plan"
             await conn.prompt(sid, "go on", timeout=15)
             assert "exit_plan_mode" in declared(llm.requests[-1].body)
+
+
+async def test_a_helper_of_a_task_plans_too_it_cannot_write_nor_offer(tmp_path):
+    ama = Ama(tmp_path)
+    task = {"prompt": "Write out.txt", "description": "Write a file", "agent": "general"}
+    with LLMServer() as llm:
+        configure(ama, llm.openai_url)
+        llm.enqueue(
+            call("t1", "task", **task),
+            call("w1", "write_file", path="out.txt", content="x\n"),  # the helper's
+            {"text": "could not write"},  # the helper's answer
+            {"text": "done"},
+        )
+        async with run_ama(ama, env=KEY) as conn:
+            sid = await start(conn, ama, "plan")
+            assert (await conn.prompt(sid, "go", timeout=20))["stopReason"] == "end_turn"
+            assert permission_asks(conn) == [] and not (ama.workspace / "out.txt").exists()
+            helper = llm.requests[1].body
+            assert "exit_plan_mode" not in declared(helper) and "write_file" in declared(helper)
+            assert "Plan mode" in tool_message(llm.requests[2].body, "w1")
