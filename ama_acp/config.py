@@ -290,7 +290,7 @@ class Config(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     config_path: str = ""
 
 
-MODES = ("manual", "accept_edits", "read_only", "full_access")
+MODES = ("manual", "accept_edits", "plan", "read_only", "full_access")
 
 
 def default_config_path(env: dict[str, str]) -> Path:

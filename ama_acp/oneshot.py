@@ -58,9 +58,12 @@ class _LocalPeer:
 
     async def request(self, method: str, params: Any, timeout: float | None = None) -> Any:
         if method == "session/request_permission":
-            title = msgspec.to_builtins(params)["toolCall"].get("title", "")
+            asked = msgspec.to_builtins(params)
+            title = asked["toolCall"].get("title", "")
             sys.stderr.write(f"✗ refused (no one to ask in -p mode): {one_line(str(title))}\n")
-            return {"outcome": {"outcome": "selected", "optionId": "reject_once"}}
+            # The request's own rejecting option: plan mode's offer names its "Keep planning" otherwise.
+            reject = next((o["optionId"] for o in asked["options"] if o["kind"] == "reject_once"), "reject_once")
+            return {"outcome": {"outcome": "selected", "optionId": reject}}
         raise RuntimeError(f"{method} is not available in -p mode")
 
 

@@ -17,6 +17,8 @@ RISKY_KINDS = WRITE_KINDS | {"execute"}
 # Calls that reach out of the machine (web_fetch): they change nothing here, so Read only does not refuse them,
 # but the URL itself can carry what the model read to anyone, so every mode but Full access asks.
 OUTBOUND_KINDS = frozenset({"fetch"})
+# The modes in which nothing is written or run: Plan is Read only while the model works out a plan.
+NO_WRITE_MODES = frozenset({"read_only", "plan"})
 
 
 def path_problem(path: str) -> str | None:
@@ -34,7 +36,7 @@ def path_problem(path: str) -> str | None:
 def decide(mode: str, kind: str, inside: bool) -> Decision:
     if mode == "full_access":
         return "allow"
-    if mode == "read_only" and kind in RISKY_KINDS:
+    if mode in NO_WRITE_MODES and kind in RISKY_KINDS:
         return "deny"
     if kind in OUTBOUND_KINDS:
         return "ask"
@@ -48,6 +50,11 @@ def decide(mode: str, kind: str, inside: bool) -> Decision:
 
 
 def deny_reason(mode: str, kind: str) -> str:
+    if mode == "plan":
+        return (
+            f"The session is in Plan mode: {kind} tools are not allowed while planning. "
+            "Put this step in the plan instead; the user switches to a mode that can edit once the plan is agreed."
+        )
     return (
         f"The session is in Read only mode: {kind} tools are not allowed. "
         "Tell the user what you would change, or ask them to switch the mode."

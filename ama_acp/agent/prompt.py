@@ -37,13 +37,24 @@ def system_prompt(cwd: str, additional_directories: list[str], mode: str) -> str
     lines.append(f"- Platform: {platform.system()} {platform.machine()}")
     if mode == "read_only":
         lines.append("- The session is read-only: you may read and search, but not edit files or run commands.")
+    elif mode == "plan":
+        lines.append(f"- The session is in plan mode: {PLANNING}.")
     return "\n".join(lines) + "\n"
 
+
+# What plan mode asks of the model; a helper agent of a task reads it too, hence "when you have it".
+PLANNING = (
+    "you may read, search and fetch, but not edit files or run commands (such calls are refused). Work out a "
+    "plan instead of acting: investigate, keep the steps with todo_write, and answer with the plan. When it is "
+    "ready, offer it with the exit_plan_mode tool (when you have it), which asks the user to switch to a mode "
+    "that can edit"
+)
 
 # What each permission mode means for the model (the modes themselves: session/options.py).
 MODE_RULES = {
     "manual": "you may edit files and run commands; the editor asks the user before each edit and each command",
     "accept_edits": "edits inside the project go ahead; the editor asks the user before each command",
+    "plan": PLANNING,
     "read_only": "you may read and search, but not edit files or run commands (such calls are refused)",
     "full_access": "edits and commands go ahead without asking the user",
 }

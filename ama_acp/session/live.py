@@ -39,6 +39,7 @@ from ama_acp.session.editor.workspaces import tool_context
 from ama_acp.session.history.checkpoints import CheckpointLog, Checkpoints, RecordingWorkspace
 from ama_acp.session.history.rewind import Rewinder, checkpoints_folder
 from ama_acp.session.options import SessionSetup
+from ama_acp.session.plan_mode import PLAN, PlanOffer
 from ama_acp.session.restore import Restored
 from ama_acp.session.runtime import Runtime
 from ama_acp.session.store import entries as en
@@ -48,6 +49,7 @@ from ama_acp.session.turn.compacting import Compactor
 from ama_acp.session.turn.host import SessionHost
 from ama_acp.session.turn.toolset import SessionTools
 from ama_acp.tools.base import Tool
+from ama_acp.tools.plan_exit import ExitPlanTool
 from ama_acp.wire import types as w
 
 log = logging.getLogger(__name__)
@@ -81,6 +83,7 @@ class Session:
         self.host = SessionHost(runtime, self, restored.wire_ids if restored is not None else None)
         self.compactor = Compactor(runtime, self, self.host)
         self.approver = Approver(self)
+        self.tools.offer_plan_exit(ExitPlanTool(PlanOffer(self)), lambda: self.mode == PLAN)
         self.tasks = TaskRunner(runtime, self)  # the `task` tool's tasks (session/tasks/runner.py)
         self.tool_ctx = tool_context(runtime, self)
         self.tool_ctx.workspace = RecordingWorkspace(self.tool_ctx.workspace, self.checkpoints)

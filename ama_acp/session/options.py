@@ -10,6 +10,7 @@ from ama_acp.wire import types as w
 MODE_NAMES = {
     "manual": ("Manual", "Asks before edits and commands"),
     "accept_edits": ("Accept edits", "Edits inside the project go ahead; commands ask"),
+    "plan": ("Plan", "Reads and searches only: the agent answers with a plan, then asks to switch to edit"),
     "read_only": ("Read only", "No edits, no commands: reading and searching only"),
     "full_access": ("Full access", "Nothing asks"),
 }

@@ -75,7 +75,7 @@ _ids = iter(range(1000, 10**9))
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 @given(
     batch=st.lists(calls, min_size=1, max_size=3),
-    mode=st.sampled_from(["manual", "accept_edits", "read_only"]),
+    mode=st.sampled_from(["manual", "accept_edits", "plan", "read_only"]),
     choices=st.lists(answers, min_size=3, max_size=3),
 )
 def test_any_tool_call_in_any_mode_with_any_answer_keeps_the_session_usable(agent, batch, mode, choices):

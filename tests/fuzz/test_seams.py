@@ -39,6 +39,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
 from ama_acp.client.connection import PendingRequest
+from ama_acp.session.options import MODE_NAMES
 from ama_acp.session.store.session_store import read_session
 from tests.support import leaks
 from tests.support.hypothesis_profiles import examples
@@ -65,7 +66,7 @@ PRICE: dict[str, tuple[float, float] | None] = {
 API_NAME = {"local/a": "a", "local/b": "b", "local/c": "c", "anth/d": "d"}
 MODEL_OF = {v: k for k, v in API_NAME.items()}
 MODELS = sorted(WINDOW)
-MODES = ["manual", "accept_edits", "read_only", "full_access"]
+MODES = list(MODE_NAMES)  # what session/new offers (checked against its answer when a session opens)
 
 
 def config_text(openai_url: str, anthropic_url: str) -> str:
@@ -209,6 +210,7 @@ class SeamMachine(RuleBasedStateMachine):
         self.log: list[str] = []  # the steps, for the failure report
         result = rig.request("session/new", {"cwd": str(self.ama.workspace), "mcpServers": []})
         self.sid: str = result["sessionId"]
+        assert [m["id"] for m in result["modes"]["availableModes"]] == MODES
         self._await_forced(0)
 
     # --- plumbing

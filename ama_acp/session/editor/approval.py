@@ -136,6 +136,11 @@ class Approver:
             return answer
         return self._judge(answer, kind, outside, {o.option_id for o in opts}, memory_kind)
 
+    async def ask(self, request: w.RequestPermissionRequest) -> w.RequestPermissionResponse | Refusal | None:
+        """A question of the session's own (session/plan_mode.py), asked as a tool call's is: the client's answer
+        decoded, a Refusal saying why there is none, or None when the turn's cancel ended the wait."""
+        return await self._answer(request)
+
     async def _answer(self, request: w.RequestPermissionRequest) -> w.RequestPermissionResponse | Refusal | None:
         """The client's answer; one that cannot be had is a rejection with its reason. None when the turn's
         cancel ended the wait."""

@@ -29,6 +29,7 @@ from ama_acp.session.turn.host import Approves
 from ama_acp.session.turn.tool_runner import room, run_tool
 from ama_acp.session.turn.toolset import describe_call
 from ama_acp.tools.base import ToolError, ToolResult
+from ama_acp.tools.plan_exit import NAME as PLAN_EXIT
 from ama_acp.tools.task import NAME as TASK
 
 
@@ -83,7 +84,8 @@ class TaskHost:
         return self._provider
 
     def specs(self) -> list[ToolSpec]:
-        """The tools the task may use: its agent's, never `task` (no recursion)."""
+        """The tools the task may use: its agent's, never `task` (no recursion) nor `exit_plan_mode` (only the
+        session's own turn offers its plan to the person)."""
         return [s for s in self._p.tools.tool_specs() if self._allowed(s.name)]
 
     def build_request(self) -> pb.ModelRequest:
@@ -132,7 +134,7 @@ class TaskHost:
     # --- tools --------------------------------------------------------------------------------------------
 
     def _allowed(self, name: str) -> bool:
-        return name != TASK and (self._names is None or name in self._names)
+        return name not in (TASK, PLAN_EXIT) and (self._names is None or name in self._names)
 
     def describe_tool(self, name: str, args: dict[str, object]) -> ev.ToolCallRequested | None:
         if not self._allowed(name):

@@ -5,7 +5,10 @@ fails or changes its tools.
 On a small window (under SMALL_WINDOW tokens) the heaviest of ama's own tools are not declared: `web_fetch` and
 `task` cost about 540 tokens of every request between them, and what they bring back (a web page, a helper's
 whole answer) could hardly fit; on an 8K window that room is what a compaction's handoff needs. The set follows
-the current model, so a switch to a bigger window declares them again (a changed set, like an MCP server's)."""
+the current model, so a switch to a bigger window declares them again (a changed set, like an MCP server's).
+
+`exit_plan_mode` (tools/plan_exit.py) is the session's own, not the runtime's: it is declared only while the
+session is in plan mode, so the set changes when the mode enters or leaves Plan."""
 
 from __future__ import annotations
 
@@ -37,6 +40,14 @@ class SessionTools:
         self._rt = runtime
         self._window = window  # the current model's window (None: unknown, every tool is declared)
         self.mcp: SessionMcp | None = None  # the editor's MCP servers for this session, once connected
+        self._plan_exit: Tool | None = None
+        self._planning: Callable[[], bool] = lambda: False
+
+    def offer_plan_exit(self, tool: Tool, planning: Callable[[], bool]) -> None:
+        """The session's `exit_plan_mode`, declared while `planning()` (the session is in plan mode). It is found
+        by name in any mode: a call from a request built in plan mode may run after a switch, and says so."""
+        self._plan_exit = tool
+        self._planning = planning
 
     def connect(self, mcp: SessionMcp) -> None:
         self.mcp = mcp
@@ -47,6 +58,8 @@ class SessionTools:
             found = self.mcp.tool(name)
             if found is not None:
                 return found
+        if self._plan_exit is not None and name == self._plan_exit.name:
+            return self._plan_exit
         return self._rt.tool(name)
 
     def tool_specs(self) -> list[ToolSpec]:
@@ -54,15 +67,21 @@ class SessionTools:
         specs = list(self._rt.tool_specs())
         if self._small_window():
             specs = [s for s in specs if s.name not in HEAVY_TOOLS]
+        plan_exit = self._plan_exit
+        if plan_exit is not None and self._planning():
+            specs.append(
+                ToolSpec(name=plan_exit.name, description=plan_exit.description, parameters=plan_exit.parameters)
+            )
         if self.mcp is not None:
             specs += self.mcp.tool_specs()
         return specs
 
     def tools_version(self) -> int:
         """Changes whenever `tool_specs()` does (an MCP server became ready, failed, or changed its tools; a
-        switch between a small and a bigger window)."""
+        switch between a small and a bigger window; the mode entering or leaving Plan)."""
         servers = self.mcp.version if self.mcp is not None else 0
-        return servers * 2 + self._small_window()
+        planning = self._plan_exit is not None and self._planning()
+        return (servers * 2 + self._small_window()) * 2 + planning
 
     def _small_window(self) -> bool:
         window = self._window()
