@@ -62,7 +62,8 @@ class _LocalPeer:
             title = asked["toolCall"].get("title", "")
             sys.stderr.write(f"✗ refused (no one to ask in -p mode): {one_line(str(title))}\n")
             # The request's own rejecting option: plan mode's offer names its "Keep planning" otherwise.
-            reject = next((o["optionId"] for o in asked["options"] if o["kind"] == "reject_once"), "reject_once")
+            options = [o for o in asked.get("options") or [] if isinstance(o, dict)]
+            reject = next((o.get("optionId") for o in options if o.get("kind") == "reject_once"), "reject_once")
             return {"outcome": {"outcome": "selected", "optionId": reject}}
         raise RuntimeError(f"{method} is not available in -p mode")
 
