@@ -151,7 +151,11 @@ class Session:
         points outside a turn); otherwise it waits for the next such point."""
         update = self.ctx.usage_update(force=force)
         if update is not None:
-            await self.send(update)
+            # The reporter now counts this figure as sent (D1): a cancel that cut the send would leave the editor
+            # one figure behind for good, every later identical figure suppressed (the seam fuzzer's long run: an
+            # early cancel during the check before a request lost the +1 token of the prompt it had appended).
+            with anyio.CancelScope(shield=True):
+                await self.send(update)
         caps = self.rt.client_caps.session
         as_notice = caps is not None and caps.notices is not None
         for n in self.ctx.context_notices(deliver=as_notice or message_end or self._turn_scope is None):

@@ -694,3 +694,22 @@ def test_seams(rig: Rig) -> None:
     finally:
         RIG = None
     assert rig.restarts == 0, f"ama died {rig.restarts} times during the run"
+
+
+def test_an_early_cancel_leaves_the_editor_the_figure_a_resume_gives_back(rig: Rig) -> None:
+    """Found by the long run (5,000 examples): a cancel while a command ran, then a prompt cancelled at once — its
+    check before the request sent the figure with the prompt counted, the cancel cut that send after the reporter
+    had counted it as sent, the turn's end then suppressed it as a duplicate, and the editor stayed one token behind
+    what a resume gave back. Every usage_update is now sent shielded from the turn's cancel."""
+    global RIG
+    RIG = rig
+    try:
+        machine = SeamMachine()
+        machine.prompt_cancel(point="tool", n=19950, out=90)
+        machine.seams_hold()
+        machine.prompt_cancel(point="early", n=1691, out=100)
+        machine.seams_hold()
+        machine.reload(how="resume", mcp=False, mid_reply=False, n=24465, out=45)  # asserts the same figure
+        machine.teardown()
+    finally:
+        RIG = None

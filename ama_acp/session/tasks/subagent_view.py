@@ -234,14 +234,14 @@ class SubagentView(AnnouncedSubagent[LoopTaskRecord]):
         payload = self._reporter.update(r.meter.figures(), r.billing.cost)
         if payload is not None:
             cost = payload.get("cost")
-            await self._chunks.send(
-                w.UsageUpdate(
-                    used=payload["used"],
-                    size=payload["size"],
-                    cost=w.Cost(amount=cost["amount"], currency=cost["currency"]) if cost else None,
-                    meta=payload["_meta"],
-                )
+            update = w.UsageUpdate(
+                used=payload["used"],
+                size=payload["size"],
+                cost=w.Cost(amount=cost["amount"], currency=cost["currency"]) if cost else None,
+                meta=payload["_meta"],
             )
+            with anyio.CancelScope(shield=True):  # counted as sent by the reporter (D1): a cancel must not cut it
+                await self._chunks.send(update)
         await self._figures()
 
     def _completed(self, stop: str) -> sw.SubagentState:
