@@ -231,6 +231,33 @@ def test_u9_prefix_change_after_request_is_an_edit() -> None:
     assert (f.source, f.used) == ("estimate", 1001 + 1500 + 1)
 
 
+def test_u9_a_prefix_that_comes_back_makes_the_anchor_exact_again() -> None:
+    """A tool declared in one mode only (plan mode's exit_plan_mode) or an MCP server that went and came back: while
+    the prefix differs the figure is an estimate; once the prefix the anchor was measured under is back, with only
+    appends since, the next request carries exactly that plus what came after — the anchor holds again, the same
+    figure a session loaded from its file gives (the seam fuzzer's long run found them apart)."""
+    m = meter()
+    m.append(assistant("x", usage=Usage(input=2600, output=10)))
+    m.set_prefix(SYSTEM, TOOLS + "plan")
+    assert m.figures().source == "estimate"
+    m.append(user("more " * 40))
+    m.append(assistant("unmeasured"))  # a reply without usage, while the anchor is set aside: counted after it
+    m.set_prefix(SYSTEM, TOOLS)
+    f = m.figures()
+    trailing = m.estimator.text("more " * 40) + m.estimator.text("unmeasured")
+    assert f.source == "usage" and f.usage_tokens == 2610 and f.trailing_tokens is not None
+    assert abs(f.trailing_tokens - trailing) <= 8  # the estimator's per-message overhead
+
+
+def test_u9_an_edit_while_the_prefix_differs_ends_the_anchor_for_good() -> None:
+    m = meter()
+    m.append(assistant("x", usage=Usage(input=2600, output=10)))
+    m.set_prefix(SYSTEM, TOOLS + "plan")
+    m.replace([user("compacted")])  # compaction or pruning: the context was edited
+    m.set_prefix(SYSTEM, TOOLS)
+    assert m.figures().source == "estimate"
+
+
 # -- derived figures -----------------------------------------------------------------------------------
 
 
