@@ -177,3 +177,26 @@ def test_a_certain_split_sees_the_words_the_shell_sees(words):
         return
     done = subprocess.run(["/bin/sh", "-c", line], capture_output=True, timeout=10, env={"PATH": os.defpath})
     assert done.stdout.decode("utf-8", "surrogateescape").split("\0")[:-1] == split.commands[0][2:]
+
+
+def test_a_hostile_project_file_is_reported_and_ignored_without_blocking(tmp_path):
+    from ama_acp.session.rules.sources import project_rules, write_project_rules
+
+    target = tmp_path / "real.toml"
+    target.write_text('allow = ["run_command"]\n')
+    link = tmp_path / "link.toml"
+    link.symlink_to(target)
+    fifo = tmp_path / "fifo.toml"
+    os.mkfifo(fifo)
+    garbage = tmp_path / "garbage.toml"
+    garbage.write_bytes(b"\xff\xfe allow = [")
+    for path in (link, fifo, garbage):
+        loaded = project_rules(str(path))
+        assert loaded.rules == [] and loaded.problems, path
+    assert project_rules(str(tmp_path / "missing.toml")).problems == []
+
+    written = tmp_path / "p" / "rules.toml"
+    write_project_rules(str(written), '/w/"odd"\x7f', {"allow": ['run_command(echo "a\\b" *)'], "ask": [], "deny": []})
+    loaded = project_rules(str(written))
+    assert [r.shown for r in loaded.rules] == ['run_command(echo "a\\b" *)'] and loaded.problems == []
+    assert oct(written.parent.stat().st_mode & 0o777) == "0o700"
