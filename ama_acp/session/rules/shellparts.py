@@ -45,35 +45,46 @@ def split_commands(line: str) -> Split:
                 words = []
             i += 1
             continue
-        if c in _UNCERTAIN or (c == "#" and word is None) or (c == "$" and line[i + 1 : i + 2] in ("(", "'", '"')):
-            out.certain = False  # `$'…'` and `$"…"` quote by other rules than '…' and "…"
+        if _uncertain_at(line, i, word is None):
+            out.certain = False
         if word is None:
             word = []
-        if c == "'":
-            end = line.find("'", i + 1)
-            if end < 0:
-                out.certain = False
-                end = n
-            word.append(line[i + 1 : end])
-            i = end + 1
-        elif c == '"':
-            i = _double_quoted(line, i + 1, word, out)
-        elif c == "\\":
-            if i + 1 >= n or line[i + 1] == "\n":
-                out.certain = False  # a line continuation, or a backslash at the very end
-            word.append(line[i + 1 : i + 2])
-            i += 2
-        else:
-            word.append(c)
-            i += 1
+        i = _piece(line, i, word, out)
     if word is not None:
         words.append("".join(word))
     if words:
         out.commands.append(words)
-    for command in out.commands:
-        if command[0] in ("{", "}") or command[-1] == "}":
-            out.certain = False  # a brace group: its commands run as one
+    if any(command[0] in ("{", "}") or command[-1] == "}" for command in out.commands):
+        out.certain = False  # a brace group: its commands run as one
     return out
+
+
+def _uncertain_at(line: str, i: int, word_start: bool) -> bool:
+    """Whether the unquoted character at `i` starts something the words do not describe (`$'…'` and `$"…"` quote
+    by other rules than '…' and "…")."""
+    c = line[i]
+    return c in _UNCERTAIN or (c == "#" and word_start) or (c == "$" and line[i + 1 : i + 2] in ("(", "'", '"'))
+
+
+def _piece(line: str, i: int, word: list[str], out: Split) -> int:
+    """One quoted string, escaped character or plain character of a word added to it; the index past it."""
+    c, n = line[i], len(line)
+    if c == "'":
+        end = line.find("'", i + 1)
+        if end < 0:
+            out.certain = False
+            end = n
+        word.append(line[i + 1 : end])
+        return end + 1
+    if c == '"':
+        return _double_quoted(line, i + 1, word, out)
+    if c == "\\":
+        if i + 1 >= n or line[i + 1] == "\n":
+            out.certain = False  # a line continuation, or a backslash at the very end
+        word.append(line[i + 1 : i + 2])
+        return i + 2
+    word.append(c)
+    return i + 1
 
 
 def _double_quoted(line: str, i: int, word: list[str], out: Split) -> int:
