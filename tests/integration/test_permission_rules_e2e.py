@@ -109,3 +109,44 @@ async def test_a_malformed_rule_is_reported_with_its_line_and_the_others_apply(t
     assert reported in listing, listing
     assert reported in ama.stderr.read_text()
     assert f"1. allow `run_command(echo *)` — config.toml line {line + 1}" in listing
+
+
+def tool(cid: str, name: str, **arguments: str) -> dict[str, Any]:
+    return {"tool_calls": [{"id": cid, "name": name, "arguments": arguments}]}
+
+
+async def test_path_rules_match_the_path_and_the_real_path_behind_a_link(tmp_path: Path) -> None:
+    ama = Ama(tmp_path)
+    secret = tmp_path / "secrets"
+    secret.mkdir()
+    (secret / "key").write_text("k")
+    (ama.workspace / "src").mkdir()
+    (ama.workspace / "src" / "key").symlink_to(secret / "key")
+    with LLMServer() as llm:
+        configure(ama, llm.openai_url, f'allow = ["write_file(src/**)"]\ndeny = ["read_file({secret}/**)"]')
+        llm.enqueue(
+            tool("w1", "write_file", path="src/new.txt", content="x\n"),
+            tool("w2", "write_file", path="other.txt", content="x\n"),
+            tool("r1", "read_file", path="src/key"),
+            {"text": "ok"},
+        )
+        async with run_ama(ama, env=KEY, options=ClientOptions(permission="reject_once")) as conn:
+            sid = await start(conn, ama)
+            assert (await conn.prompt(sid, "go", timeout=20))["stopReason"] == "end_turn"
+            done = finals(conn, sid)
+            assert done["w1"]["status"] == "completed", done["w1"]
+            assert asked_ids(conn) == ["w2"]
+            assert done["r1"]["status"] == "failed" and "permission rule denies" in final_text(done["r1"])
+    assert (ama.workspace / "src" / "new.txt").exists() and not (ama.workspace / "other.txt").exists()
+
+
+async def test_an_ask_rule_asks_even_in_full_access(tmp_path: Path) -> None:
+    ama = Ama(tmp_path)
+    with LLMServer() as llm:
+        configure(ama, llm.openai_url, 'allow = ["run_command"]\nask = ["run_command(touch *)"]')
+        llm.enqueue(command("c1", "echo a"), command("c2", "echo b; touch made.txt"), {"text": "ok"})
+        async with run_ama(ama, env=KEY, options=ClientOptions(permission="reject_once")) as conn:
+            sid = await start(conn, ama, "full_access")
+            assert (await conn.prompt(sid, "go", timeout=20))["stopReason"] == "end_turn"
+            assert asked_ids(conn) == ["c2"] and finals(conn, sid)["c1"]["status"] == "completed"
+    assert not (ama.workspace / "made.txt").exists()

@@ -130,5 +130,8 @@ def _relative(path: str, resolve: Callable[[str], ResolvedPath]) -> str | None:
     resolved = resolve(path)
     if not resolved.inside:
         return None
-    root = resolve(".").path.rstrip("/")
-    return path[len(root) + 1 :] if path.startswith(root + "/") else None
+    here = resolve(".")
+    for root in dict.fromkeys((here.path.rstrip("/"), here.abs_path.rstrip("/"))):  # as written, and its real path
+        if path.startswith(root + "/"):
+            return path[len(root) + 1 :]
+    return None
