@@ -78,6 +78,8 @@ def test_a_deny_holds_for_any_part_even_one_the_split_could_not_read():
     assert run("FOO=1 rm x", rm, anything) == "deny"
     assert run("echo $(date); rm x", rm, anything) == "deny"
     assert run("npm test", rm, anything) == "allow"
+    assert run("sudo env A=1 /usr/bin/rm -rf ~", rm, anything) == "deny"
+    assert run("command rm x", rm, anything) == "deny"
 
 
 def test_deny_wins_over_ask_and_ask_over_allow():

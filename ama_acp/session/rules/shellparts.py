@@ -106,13 +106,19 @@ def _double_quoted(line: str, i: int, word: list[str], out: Split) -> int:
     return n
 
 
+# Programs that run the rest of their words as a command, taking no argument of their own before it.
+WRAPPERS = frozenset({"command", "exec", "builtin", "nohup", "env", "sudo"})
+
+
 def program_words(words: list[str]) -> list[str]:
-    """The words from the program on: leading reserved words and `NAME=value` assignments left out (what a deny
-    rule is matched against; an allow rule sees the words as written, so `PATH=… npm test` is not `npm test`)."""
+    """The words from the program on: leading reserved words, `NAME=value` assignments and wrappers left out, the
+    program by its file name (what a deny rule is matched against; an allow rule sees the words as written, so
+    `PATH=… npm test` is not `npm test`)."""
     i = 0
-    while i < len(words) and (words[i] in RESERVED or _assignment(words[i])):
+    while i < len(words) and (words[i] in RESERVED or words[i] in WRAPPERS or _assignment(words[i])):
         i += 1
-    return words[i:]
+    rest = words[i:]
+    return [rest[0].rsplit("/", 1)[-1], *rest[1:]] if rest else rest
 
 
 def _assignment(word: str) -> bool:
