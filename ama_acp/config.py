@@ -139,6 +139,15 @@ class BudgetConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     session_usd: float | None = None  # USD; None: no budget. A malformed value is dropped before this is built.
 
 
+class PermissionsConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """`[permissions]`: `TOOL(PATTERN)` rules (docs/tools.md "Permission rules"). Each entry is checked where the
+    rules are read (session/rules/sources.py): a malformed one is reported with its line and left out."""
+
+    allow: list[object] = msgspec.field(default_factory=list)
+    ask: list[object] = msgspec.field(default_factory=list)
+    deny: list[object] = msgspec.field(default_factory=list)
+
+
 class AgentConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """`[agents.NAME]`: an agent the `task` tool can hand work to (docs/configuration.md "Delegation")."""
 
@@ -282,6 +291,7 @@ class Config(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     tasks: TasksConfig = TasksConfig()
     agents: dict[str, AgentConfig] = {}
     budget: BudgetConfig = BudgetConfig()
+    permissions: PermissionsConfig = PermissionsConfig()
     # What was wrong in the file and ignored rather than refused (each names the file and the line); the command
     # line prints them (cli.py). Never from the file itself:
     warnings: tuple[str, ...] = ()

@@ -48,6 +48,21 @@ class ListsTasks(Protocol):
     def describe(self) -> str: ...
 
 
+class KeepsRules(Protocol):
+    """session/rules/book.py `RuleBook`."""
+
+    def describe(self) -> str: ...
+
+    def remove(self, number: int) -> str | None: ...
+
+
+class Approves(Protocol):
+    """session/editor/approval.py `Approver`: its permission rules."""
+
+    @property
+    def rules(self) -> KeepsRules: ...
+
+
 class CommandSession(UsesModel, Persists, Protocol):
     """What the commands use of a session (session/live.py `Session`)."""
 
@@ -65,6 +80,9 @@ class CommandSession(UsesModel, Persists, Protocol):
 
     @property
     def tasks(self) -> ListsTasks: ...
+
+    @property
+    def approver(self) -> Approves: ...
 
     async def set_model(self, model_id: str) -> None: ...
 
@@ -173,6 +191,28 @@ async def tasks_command(session: CommandSession, _arg: str) -> str:
     return "end_turn"
 
 
+async def permissions_command(session: CommandSession, arg: str) -> str:
+    """`/permissions`: the rules in force and where each came from; `/permissions remove N` removes a project rule."""
+    rules = session.approver.rules
+    if arg:
+        verb, _, number = arg.partition(" ")
+        if verb != "remove" or not number.strip().isdigit():
+            await say(session, "Type `/permissions` to list the rules, `/permissions remove N` to remove rule N.")
+            return "end_turn"
+        try:
+            removed = rules.remove(int(number.strip()))
+        except OSError as exc:
+            removed, problem = None, f" ({exc.strerror or exc})"
+        else:
+            problem = ""
+        if removed is None:
+            await say(session, f"Rule {number.strip()} is not a rule of this project's file: not removed{problem}.")
+            return "end_turn"
+        await say(session, f"Removed `{removed}`.")
+    await say(session, rules.describe())
+    return "end_turn"
+
+
 def default_commands() -> Commands:
     cmds = Commands()
     cmds.add("context", "Show what fills the context window", None, context_command)
@@ -183,6 +223,12 @@ def default_commands() -> Commands:
         "Show the session's budget and cost; /budget N sets N dollars for this session",
         "dollars",
         budget_command,
+    )
+    cmds.add(
+        "permissions",
+        "List the permission rules in force; /permissions remove N removes a rule of this project",
+        "remove N",
+        permissions_command,
     )
     cmds.add("tasks", "Show the helper agents' tasks: state, tokens, context and cost", None, tasks_command)
     cmds.add(

@@ -41,6 +41,7 @@ from ama_acp.session.history.rewind import Rewinder, checkpoints_folder
 from ama_acp.session.options import SessionSetup
 from ama_acp.session.plan_mode import PLAN, PlanOffer
 from ama_acp.session.restore import Restored
+from ama_acp.session.rules.book import RuleBook
 from ama_acp.session.runtime import Runtime
 from ama_acp.session.store import entries as en
 from ama_acp.session.store.journal import Journal
@@ -83,6 +84,7 @@ class Session:
         self.host = SessionHost(runtime, self, restored.wire_ids if restored is not None else None)
         self.compactor = Compactor(runtime, self, self.host)
         self.approver = Approver(self)
+        self.approver.rules = RuleBook.of(runtime.config, self.cwd)  # the config's and this project's rules
         self.tools.offer_plan_exit(ExitPlanTool(PlanOffer(self)), lambda: self.mode == PLAN)
         self.tasks = TaskRunner(runtime, self)  # the `task` tool's tasks (session/tasks/runner.py)
         self.tool_ctx = tool_context(runtime, self)

@@ -94,7 +94,8 @@ async def test_mcp_requests_show_their_arguments_and_always_options_name_their_s
         assert [o["optionId"] for o in request["options"]] == [
             "allow_once", "allow_always", "reject_once", "reject_always",
         ]  # fmt: skip
-    assert _names(asked["c1"])["allow_always"] == "Always allow commands in this project"
+    # A command's "always" is a rule of the project, its program and subcommand (docs/tools.md "Permission rules").
+    assert _names(asked["c1"])["allow_always"] == "Always allow `echo hi …` in this project"
     assert _names(asked["c1"])["reject_always"] == "Always reject commands in this project"
     assert _names(asked["e1"])["allow_always"] == "Always allow file edits in this project"
     assert _names(asked["o1"])["allow_always"] == f"Always allow file edits in {outside.resolve()}"

@@ -294,7 +294,8 @@ def test_the_narrow_import_check_can_fail(tmp_path: Path, monkeypatch: pytest.Mo
 SHARED = {"facets", "runtime", "conversation", "commands"}
 ROOMS: dict[str, set[str]] = {
     "store": set(),
-    "editor": {"store", *SHARED},
+    "rules": set(),  # permission rules: the config's and the project file's (session/rules/)
+    "editor": {"store", "rules", *SHARED},
     "accounting": {"store", *SHARED},
     "history": {"store", "accounting", *SHARED},
     "turn": {"store", "editor", "accounting", "mcp", *SHARED},

@@ -23,6 +23,7 @@ from ama_acp.rpc.errors import ClientError
 from ama_acp.session.editor.client import ClientRequests, EditorClient, MalformedAnswer, PeerEditor, clip
 from ama_acp.session.editor.updates import locations
 from ama_acp.session.facets import Cancellable, Identified, ToolGuard
+from ama_acp.session.rules.book import RuleBook
 from ama_acp.tools.base import FileDiff, Location, Tool, ToolError
 from ama_acp.tools.common import diff_too_big
 from ama_acp.tools.context import ToolContext
@@ -62,6 +63,7 @@ class Approver:
         self.s = session
         self.editor: EditorClient = PeerEditor(session.rt.client_request)
         self.memory = Approvals()
+        self.rules = RuleBook.empty()  # the session's (session/rules/book.py); a task shares its parent's
 
     async def approve(self, call: ev.ToolCallRequested, args: Args) -> Refusal | None:
         tool = self.s.tool(call.name)
@@ -75,10 +77,17 @@ class Approver:
                     f"A path in this call {problem}, which no file name can hold. Fix the path.",
                     f"Not run: a path in this call {problem}.",
                 )
+        ruled = self.rules.judge(call.name, args, [loc.path for loc in call.locations], self.s.tool_ctx.resolve)
+        if ruled is not None and ruled[0] == "deny":  # in every mode, Full access too
+            why = f"A permission rule denies this call: `{ruled[1].shown}` ({ruled[1].origin})."
+            return Refusal(why + " Do not retry it; tell the user what you wanted to do.", "Not run: " + why)
         outside = self._outside_paths(call.locations, kind, args)
-        refusal = self._by_policy(kind, outside)
-        if refusal is not None or self._allowed_by_policy(kind, outside):
-            return refusal
+        refusal = self._by_policy(kind, outside)  # a mode's refusal stays one, whatever a rule allows
+        if refusal is not None or ruled is not None and ruled[0] == "ask":
+            return refusal or await self._ask(call, kind, outside, args, memory_kind)
+        # An allow rule skips the question, but not for a command run outside the project (its cwd).
+        if self._allowed_by_policy(kind, outside) or (ruled is not None and not (kind == "execute" and outside)):
+            return None
         remembered = self.memory.remembered(memory_kind, outside)
         if remembered is not None:
             if remembered:
@@ -114,7 +123,9 @@ class Approver:
         self, call: ev.ToolCallRequested, kind: str, outside: list[str], args: Args, memory_kind: str
     ) -> Refusal | None:
         where = f" (outside the project: {', '.join(_shown_path(p) for p in outside)})" if outside else ""
-        opts = _options(_covers(call.title, kind, outside, memory_kind))
+        proposal = None if outside else self.rules.proposal(call.name, args)
+        covers = _covers(call.title, kind, outside, memory_kind)
+        opts = _options(covers, _rule_covers(proposal) if proposal else covers)
         request = w.RequestPermissionRequest(
             session_id=self.s.id,
             tool_call=w.ToolCallFields(
@@ -134,7 +145,7 @@ class Approver:
             return Refusal(CANCELLED_FOR_MODEL, CANCELLED_FOR_PERSON)
         if isinstance(answer, Refusal):
             return answer
-        return self._judge(answer, kind, outside, {o.option_id for o in opts}, memory_kind)
+        return self._judge(answer, kind, outside, {o.option_id for o in opts}, memory_kind, proposal)
 
     async def ask(self, request: w.RequestPermissionRequest) -> w.RequestPermissionResponse | Refusal | None:
         """A question of the session's own (session/plan_mode.py), asked as a tool call's is: the client's answer
@@ -159,7 +170,13 @@ class Approver:
         return None if scope.cancelled_caught else answer
 
     def _judge(
-        self, answer: w.RequestPermissionResponse, kind: str, outside: list[str], offered: set[str], memory_kind: str
+        self,
+        answer: w.RequestPermissionResponse,
+        kind: str,
+        outside: list[str],
+        offered: set[str],
+        memory_kind: str,
+        proposal: str | None = None,
     ) -> Refusal | None:
         outcome = answer.outcome
         if isinstance(outcome, w.CancelledPermissionOutcome):
@@ -169,12 +186,20 @@ class Approver:
         if chosen not in offered:
             log.warning("permission answer chose an option never offered: %r", clip(chosen))
             return _malformed(f"it chose {clip(chosen)!r}, which was not one of the options")
-        if chosen in ("allow_always", "reject_always"):
+        if chosen == "allow_always" and proposal is not None:
+            self._write_rule(proposal)
+        elif chosen in ("allow_always", "reject_always"):
             self.memory.remember(memory_kind, outside, chosen == "allow_always")
         if chosen not in ("allow_once", "allow_always"):
             return Refusal(REJECTED_FOR_MODEL, REJECTED_FOR_PERSON)
         # The person answered the question asked under the mode of that moment; the current mode decides.
         return self._by_policy(kind, outside)
+
+    def _write_rule(self, rule: str) -> None:
+        try:
+            self.rules.add("allow", rule)
+        except OSError as exc:  # the call still runs: the person allowed it; only the rule is not kept
+            log.warning("permission rule %s not written: %s", rule, exc)
 
     async def _content(self, call: ev.ToolCallRequested, kind: str, args: Args) -> list[w.ToolCallContent]:
         """What the person needs to judge the call: the full command, the diff an edit would apply, an MCP tool's
@@ -275,10 +300,10 @@ def _covers(title: str, kind: str, outside: list[str], memory_kind: str) -> str:
     return always_scope(kind, outside, title if memory_kind != kind else None)
 
 
-def _options(covers: str) -> list[w.PermissionOption]:
+def _options(covers: str, allow_covers: str) -> list[w.PermissionOption]:
     return [
         w.PermissionOption(option_id="allow_once", name="Allow once", kind="allow_once"),
-        w.PermissionOption(option_id="allow_always", name=f"Always allow {covers}", kind="allow_always"),
+        w.PermissionOption(option_id="allow_always", name=f"Always allow {allow_covers}", kind="allow_always"),
         w.PermissionOption(option_id="reject_once", name="Reject", kind="reject_once"),
         w.PermissionOption(option_id="reject_always", name=f"Always reject {covers}", kind="reject_always"),
     ]
@@ -292,6 +317,13 @@ def always_scope(kind: str, outside: list[str], mcp_title: str | None = None) ->
     if not outside:
         return f"{noun} in this project"
     return f"{noun} in {_short(Approvals.scope(outside))}"
+
+
+def _rule_covers(rule: str) -> str:
+    """`run_command(npm test *)` as an option names it: "`npm test …` in this project"."""
+    pattern = rule.removeprefix("run_command(").removesuffix(")")
+    shown = pattern[:-2] + " …" if pattern.endswith(" *") else pattern
+    return f"`{_short(shown, 60)}` in this project"
 
 
 def _short(text: str, limit: int = 120) -> str:

@@ -111,6 +111,7 @@ def subagent_approver(parent: SubagentParent, session_id: str) -> Approver:
     """The parent's "always" answers cover the task's calls too: one memory, asked in the task's name."""
     approver = Approver(SubagentApproval(parent, session_id))
     approver.memory = parent.approver.memory
+    approver.rules = parent.approver.rules
     return approver
 
 
