@@ -114,6 +114,8 @@ class Approver:
         self, call: ev.ToolCallRequested, kind: str, outside: list[str], args: Args, memory_kind: str
     ) -> Refusal | None:
         where = f" (outside the project: {', '.join(_shown_path(p) for p in outside)})" if outside else ""
+        if kind == "execute" and self.s.tool_ctx.unsandboxed:
+            where += " (not sandboxed)"  # no Landlock here: nothing confines the command (tools/sandbox)
         opts = _options(_covers(call.title, kind, outside, memory_kind))
         request = w.RequestPermissionRequest(
             session_id=self.s.id,
