@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 import errno
-import json
-import platform
+import os
+import posix
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 
@@ -32,7 +33,7 @@ def test_another_os_has_no_landlock(monkeypatch):
 
 
 def test_another_machine_is_not_guessed_at(monkeypatch):
-    monkeypatch.setattr(platform, "machine", lambda: "riscv64")
+    monkeypatch.setattr(posix, "uname", lambda: SimpleNamespace(machine="riscv64"))
     abi, why = landlock.abi_version()
     assert abi == 0 and "riscv64" in why
 
@@ -45,8 +46,8 @@ def test_a_kernel_that_refuses_says_why(monkeypatch, err, said):
     def refuse(name: str, *args: object) -> int:
         raise OSError(err, "no")
 
-    monkeypatch.setattr(landlock, "_syscall", refuse)
-    if not sys.platform.startswith("linux") or platform.machine() not in landlock._MACHINES:
+    monkeypatch.setattr(landlock, "_libc_call", refuse)
+    if not sys.platform.startswith("linux") or os.uname().machine not in landlock._MACHINES:
         pytest.skip("the syscall is asked only on Linux x86_64/aarch64")
     abi, why = landlock.abi_version()
     assert abi == 0 and said in why
@@ -77,10 +78,11 @@ def test_the_state_says_what_is_confined():
 
 def spec_of(sandbox: Sandbox, argv: list[str]) -> tuple[list[str], list[str], bool]:
     env: dict[str, str] = {}
-    assert sandbox.wrap(argv, env, "/tmp/t") == [sys.executable, "-I", "-S", landlock.__file__]
-    spec = json.loads(env[landlock.SPEC_VAR])
-    assert spec["argv"] == argv
-    return spec["dirs"], spec["files"], spec["net"]
+    launcher = sandbox.wrap(argv, env, "/tmp/t")
+    assert launcher[:4] == [sys.executable, "-I", "-S", "-c"] and "landlock.main()" in launcher[4]
+    net, dirs, files, command = landlock.decode_spec(env[landlock.SPEC_VAR])
+    assert command == argv
+    return dirs, files, net
 
 
 def test_the_launcher_gets_the_roots_only_when_the_workspace_is_writable():
@@ -91,14 +93,14 @@ def test_the_launcher_gets_the_roots_only_when_the_workspace_is_writable():
     assert "/ws" not in dirs and net is True and "/dev/null" in files
 
 
-def launch(spec: dict[str, object], *command: str, cwd: str = "/") -> subprocess.CompletedProcess[str]:
-    env = {landlock.SPEC_VAR: json.dumps({**spec, "argv": list(command)})}
+def launch(spec: str, cwd: str = "/") -> subprocess.CompletedProcess[str]:
+    env = {landlock.SPEC_VAR: spec}
     argv = [sys.executable, "-I", "-S", landlock.__file__]
     return subprocess.run(argv, capture_output=True, text=True, cwd=cwd, env=env, timeout=30, check=False)
 
 
 def test_a_launcher_that_cannot_confine_runs_nothing(tmp_path):
-    done = launch({"dirs": []}, "/bin/sh", "-c", f"touch {tmp_path}/ran")  # no "files", no "net"
+    done = launch("2:1x" + landlock.encode_spec(True, [], [], ["/bin/sh", "-c", f"touch {tmp_path}/ran"]))
     assert done.returncode == 126 and "the command did not run" in done.stderr
     assert not (tmp_path / "ran").exists()
 
@@ -107,18 +109,30 @@ def test_a_launcher_that_cannot_confine_runs_nothing(tmp_path):
 def test_the_launcher_confines_writes_to_the_folders_it_names(tmp_path):
     ws = tmp_path / "ws"
     ws.mkdir()
-    spec = {"dirs": [str(ws), str(tmp_path / "missing")], "files": ["/dev/null"], "net": True}
     script = "echo a > ws/in && mkdir ws/d && mv ws/in ws/d/ && echo ok > /dev/null; echo b > out"
-    done = launch(spec, "/bin/sh", "-c", script, cwd=str(tmp_path))
+    dirs = [str(ws), str(tmp_path / "missing")]
+    done = launch(landlock.encode_spec(True, dirs, ["/dev/null"], ["/bin/sh", "-c", script]), cwd=str(tmp_path))
     assert (ws / "d" / "in").read_text() == "a\n"
     assert not (tmp_path / "out").exists() and "Permission denied" in done.stderr
 
 
 @needs_landlock
 def test_the_command_gets_default_signals_and_not_the_spec():
-    spec = {"dirs": [], "files": [], "net": True}
-    done = launch(spec, "/bin/sh", "-c", "grep -E '^SigIgn' /proc/self/status; echo spec=${AMA_SANDBOX-unset}")
+    script = "grep -E '^SigIgn' /proc/self/status; echo spec=${AMA_SANDBOX-unset}"
+    done = launch(landlock.encode_spec(True, [], [], ["/bin/sh", "-c", script]))
     assert "SigIgn:\t0000000000000000" in done.stdout and "spec=unset" in done.stdout
+
+
+@pytest.mark.parametrize("argv", [["/bin/sh"], ["/bin/sh", "-c", "echo '1:x' 3:: \u00e9\U0001f600 \udcff"], ["/p", ""]])
+def test_the_spec_survives_its_encoding(argv):
+    dirs = ["/a:b", "", "/ü"]
+    assert landlock.decode_spec(landlock.encode_spec(True, dirs, [], argv)) == (True, dirs, [], argv)
+
+
+@pytest.mark.parametrize("text", ["", "x", "1:0", "1:01:0", "1:21:01:0", "9:0", "1:01:01:0", "-1:"])
+def test_a_malformed_spec_is_refused(text):
+    with pytest.raises((ValueError, IndexError)):
+        landlock.decode_spec(text)
 
 
 def parse(text: str) -> tuple[SandboxConfig, tuple[str, ...]]:
