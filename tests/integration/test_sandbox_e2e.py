@@ -6,6 +6,7 @@ Skipped where the kernel has no Landlock: there is nothing to confine with.
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +19,7 @@ from ama_acp.client.demo import DEMO_MODEL
 from ama_acp.tools.sandbox import kernel_abi
 from ama_acp.tools.sandbox.landlock import NET_ABI
 from tests.support.harness import Ama, run_ama, write_script
-from tests.support.json_values import session_id
+from tests.support.json_values import as_object, session_id
 
 pytestmark = pytest.mark.anyio
 
@@ -32,8 +33,13 @@ def sandboxed_ama(tmp: Path, sandbox: str = "") -> Ama:
     return Ama(tmp)
 
 
-async def run_command(ama: Ama, command: str) -> str:
-    """The text of run_command's final update after the scripted model ran `command` (in full_access)."""
+async def run_command(ama: Ama, command: str, mode: str = "full_access") -> str:
+    """The text of run_command's final update after the scripted model ran `command` (in `mode`)."""
+    return (await run_command_in(ama, command, mode))[0]
+
+
+async def run_command_in(ama: Ama, command: str, mode: str) -> tuple[str, list[str], str]:
+    """The final update's text, the permission questions' titles and the agent's messages."""
     replies: list[dict[str, Any]] = [
         {"tool_calls": [{"id": "c", "name": "run_command", "arguments": {"command": command}}]},
         {"text": "ran"},
@@ -43,12 +49,14 @@ async def run_command(ama: Ama, command: str) -> str:
     async with run_ama(ama, "--model", "scripted/t", env={"AMA_SCRIPT": str(script)}, options=options) as conn:
         await conn.initialize()
         sid = session_id(await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))
-        await conn.request("session/set_mode", {"sessionId": sid, "modeId": "full_access"})
+        await conn.request("session/set_mode", {"sessionId": sid, "modeId": mode})
         result = await conn.prompt(sid, "go", timeout=30)
         assert result["stopReason"] == "end_turn"
         finals = [u for u in conn.updates_for(sid, "tool_call_update") if u.get("status") in ("completed", "failed")]
         assert len(finals) == 1
-        return str(finals[0]["content"][-1]["content"]["text"])
+        titles = [str(as_object(params)["toolCall"]["title"]) for params, _ in conn.permission_log]
+        said = "".join(u["content"]["text"] for u in conn.updates_for(sid, "agent_message_chunk"))
+        return str(finals[0]["content"][-1]["content"]["text"]), titles, said
 
 
 WRITES = "echo in > inside.txt && echo wrote-inside; echo out > {outside} && echo wrote-outside"
@@ -118,3 +126,20 @@ async def test_network_true_allows_the_connect(tmp_path, listener):
     ama = sandboxed_ama(tmp_path, "[sandbox]\nnetwork = true\n")
     text = await run_command(ama, CONNECT.format(port=listener))
     assert "connected" in text
+
+
+async def test_without_landlock_commands_run_unconfined_and_ama_says_so(tmp_path, monkeypatch, caplog):
+    """A kernel without Landlock, as ama sees it (ama runs in this process: tests/support/harness.run_ama)."""
+    from ama_acp.tools import sandbox
+
+    if os.environ.get("AMA_TEST_PROCESSES") == "1":
+        pytest.skip("ama runs as its own process here: this process cannot play the kernel for it")
+    monkeypatch.setattr(sandbox, "kernel_abi", lambda: (0, "the kernel has no Landlock (in this test)"))
+    monkeypatch.setattr(sandbox, "_told_unavailable", False)
+    ama = sandboxed_ama(tmp_path)
+    outside = tmp_path / "outside.txt"
+    text, titles, said = await run_command_in(ama, WRITES.format(outside=outside), "manual")
+    assert "wrote-outside" in text and outside.exists() and "sandbox" not in text
+    assert len(titles) == 1 and titles[0].endswith("(not sandboxed)")
+    assert said.count("The commands ama runs are not sandboxed: the kernel has no Landlock (in this test).") == 1
+    assert "commands are not sandboxed: the kernel has no Landlock" in caplog.text
