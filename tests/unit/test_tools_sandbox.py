@@ -161,3 +161,36 @@ def test_a_malformed_sandbox_is_reported_and_dropped_whole(text, said):
     sandbox, warnings = parse(text)
     assert sandbox == SandboxConfig()  # the default, never a part of what was written
     assert len(warnings) == 1 and said in warnings[0] and "it is ignored" in warnings[0]
+
+
+@pytest.mark.parametrize(
+    ("table", "mode", "mechanism"),
+    [("", WORKSPACE_WRITE, "landlock" if ABI >= 1 else None), ('[sandbox]\nmode = "off"\n', OFF, None)],
+)
+def test_doctor_reports_the_sandbox(tmp_path, table, mode, mechanism):
+    from ama_acp import doctor
+
+    config = tmp_path / "config.toml"
+    config.write_text(table)
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "c"), "XDG_DATA_HOME": str(tmp_path / "d")}
+    report = doctor.diagnose(config=str(config), env=env, network=False)
+    assert report.sandbox is not None
+    assert (report.sandbox.mode, report.sandbox.mechanism) == (mode, mechanism)
+    assert report.to_json()["sandbox"]["abi"] == (ABI if mode != OFF else 0)
+    line = next(line for line in doctor.render(report) if line.startswith("sandbox: "))
+    assert line == f"sandbox: {report.sandbox.summary}"
+    assert ("Landlock ABI" in line) == (mechanism is not None)
+
+
+def test_doctor_says_when_there_is_no_sandbox(tmp_path, monkeypatch):
+    from ama_acp import doctor
+    from ama_acp.tools import sandbox
+
+    monkeypatch.setattr(sandbox, "kernel_abi", lambda: (0, "the kernel has no Landlock (too old, or built without it)"))
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "c"), "XDG_DATA_HOME": str(tmp_path / "d")}
+    report = doctor.diagnose(env=env, network=False)
+    assert report.sandbox is not None and report.sandbox.mechanism is None
+    assert (
+        "sandbox: not available: the kernel has no Landlock (too old, or built without it); commands run unconfined"
+        in (doctor.render(report))
+    )
