@@ -148,6 +148,14 @@ class PermissionsConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True)
     deny: list[object] = msgspec.field(default_factory=list)
 
 
+class SandboxConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """`[sandbox]`: how the commands ama runs itself are confined (tools/sandbox, docs/configuration.md "Sandbox").
+    A malformed table is dropped whole before this is built (the default applies): never half-applied."""
+
+    mode: str = "workspace-write"  # or "read-only", "off"
+    network: bool = False  # TCP connect and bind allowed
+
+
 class AgentConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """`[agents.NAME]`: an agent the `task` tool can hand work to (docs/configuration.md "Delegation")."""
 
@@ -292,6 +300,7 @@ class Config(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     agents: dict[str, AgentConfig] = {}
     budget: BudgetConfig = BudgetConfig()
     permissions: PermissionsConfig = PermissionsConfig()
+    sandbox: SandboxConfig = SandboxConfig()
     # What was wrong in the file and ignored rather than refused (each names the file and the line); the command
     # line prints them (cli.py). Never from the file itself:
     warnings: tuple[str, ...] = ()
@@ -332,7 +341,7 @@ def parse_config(text: str, origin: str = "config") -> Config:
         raise ConfigError(f"{origin}: {exc}") from None
     if (problem := _not_in_the_file(raw, text)) is not None:
         raise ConfigError(f"{origin}: {problem}")
-    warnings = _drop_bad_budget(raw, text, origin)
+    warnings = _drop_bad_budget(raw, text, origin) + _drop_bad_sandbox(raw, text, origin)
     try:
         cfg = msgspec.convert(raw, Config, strict=False)
     except msgspec.ValidationError as exc:
@@ -360,6 +369,32 @@ def _drop_bad_budget(raw: dict[str, object], text: str, origin: str) -> tuple[st
         f"{origin}{at}: [budget] session_usd must be a positive number of US dollars, not {shown}; it is "
         "ignored: this config sets no budget",
     )
+
+
+def _drop_bad_sandbox(raw: dict[str, object], text: str, origin: str) -> tuple[str, ...]:
+    """A `[sandbox]` with an unknown key or a wrong value is dropped whole, and said: the default confinement
+    applies rather than a part of what was meant, and a typo does not keep ama from starting."""
+    table = raw.get("sandbox")
+    if table is None:
+        return ()
+    problem = "must be a table" if not isinstance(table, dict) else _sandbox_problem(table)
+    if problem is None:
+        return ()
+    del raw["sandbox"]
+    line = _line_of(text, r"\s*(\[\s*\"?sandbox\"?\s*\]|\"?sandbox\"?\s*[.=])")
+    at = f" (at line {line})" if line is not None else ""
+    return (f"{origin}{at}: [sandbox] {problem}; it is ignored: commands get the default sandbox",)
+
+
+def _sandbox_problem(table: dict[str, object]) -> str | None:
+    for key, value in table.items():
+        if key == "mode" and value not in ("workspace-write", "read-only", "off"):
+            return f'mode must be "workspace-write", "read-only" or "off", not {repr(value)[:40]}'
+        if key == "network" and not isinstance(value, bool):
+            return f"network must be true or false, not {repr(value)[:40]}"
+        if key not in ("mode", "network"):
+            return f"has no setting {key[:40]!r} (only mode and network)"
+    return None
 
 
 MAX_BUDGET_USD = 1e9  # past it, a figure is a typo, not a limit

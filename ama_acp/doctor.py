@@ -32,6 +32,7 @@ from ama_acp.providers.tls import CERTIFICATE_ADVICE, certificate_failure, tls_f
 from ama_acp.redact import MIN_SECRET_LENGTH, REDACTED
 from ama_acp.secrets import register_config, register_secret_values
 from ama_acp.textsafe import one_line
+from ama_acp.tools.sandbox import sandbox_state
 
 if TYPE_CHECKING:
     import httpx
@@ -95,6 +96,17 @@ class ProviderFact:
     listsModel: bool | None = None  # whether that list names the chosen model (None: not the chosen provider)
 
 
+@dataclass(frozen=True)
+class SandboxFact:
+    """How the commands ama runs itself are confined (tools/sandbox): `[sandbox]` and what the kernel offers."""
+
+    mode: str  # as configured: workspace-write | read-only | off
+    mechanism: str | None  # "landlock", or None when commands run unconfined
+    abi: int  # the kernel's Landlock ABI; 0: none
+    networkBlocked: bool
+    summary: str
+
+
 @dataclass
 class Report:
     config: FileFact
@@ -107,6 +119,7 @@ class Report:
     providers: list[ProviderFact]
     network: bool
     openPaths: list[PathFact] = field(default_factory=list)  # config/credentials paths others can change
+    sandbox: SandboxFact | None = None
     promptWouldWork: bool = False
     problem: str | None = None  # why a prompt would not work
 
@@ -413,6 +426,9 @@ def diagnose(
         network=network,
         openPaths=open_paths(_guarded_paths(Path(cfg_fact.path), Path(cred_fact.path))),
     )
+    box = sandbox_state(effective.sandbox)
+    mechanism = "landlock" if box.active else None
+    report.sandbox = SandboxFact(box.mode, mechanism, box.abi, box.network_blocked, box.summary())
     report.problem = _problem(report, chosen_provider)
     report.promptWouldWork = report.problem is None
     return report
@@ -481,6 +497,8 @@ def render(report: Report) -> list[str]:
     lines.append(f"sessions: {_found(report.sessionsDir, 'none yet')}")
     lines.append(f"log: {_found(report.logFile, 'none yet')}")
     lines += _provider_lines(report.providers, m.id)
+    if report.sandbox is not None:
+        lines.append(f"sandbox: {report.sandbox.summary}")
     if report.promptWouldWork:
         lines.append("result: a prompt would work" + ("" if report.network else " (providers not checked)"))
     else:

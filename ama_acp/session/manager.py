@@ -315,6 +315,8 @@ class SessionManager:
         from ama_acp.session.store.entries import McpServersEntry
 
         self.prune_handoffs_soon(session.id)  # every open (new, load, resume) comes through here
+        if why := session.tool_ctx.unsandboxed:  # no Landlock here (tools/sandbox): said once, as the session opens
+            self._tell_soon(session, f"The commands ama runs are not sandboxed: {why}.", "Sandbox")
 
         try:
             mcp = start(session, servers)
@@ -343,13 +345,13 @@ class SessionManager:
         except LookupError:  # not under the RPC peer: start now
             spawn(mcp.run)
 
-    def _tell_soon(self, session: Session, text: str) -> None:
+    def _tell_soon(self, session: Session, text: str, title: str = "MCP servers") -> None:
         """A warning to the person about something that went wrong while the session was built: after the
         response being written (E4), else in the background; under `ama -p` (no task group) the log has it."""
         caps = self.client_caps.session
         update: w.SessionUpdate
         if caps is not None and caps.notices is not None:
-            update = w.Notice(severity="warning", title="MCP servers", description=text)
+            update = w.Notice(severity="warning", title=title, description=text)
         else:
             update = w.AgentMessageChunk(content=w.TextContent(text=f"\n\n⚠ {text}\n\n"))
 

@@ -19,6 +19,9 @@ class ToolContext:
     workspace: Workspace
     cwd: str  # absolute; the session's working directory
     policy: PathPolicy
+    # Why the commands ama runs itself are not sandboxed though `[sandbox]` asks for it (no Landlock here); ""
+    # when they are, or when the mode is "off". The permission question for a command says so.
+    unsandboxed: str = ""
 
     def resolve(self, path: str) -> ResolvedPath:
         return self.policy.resolve(path, self.cwd)

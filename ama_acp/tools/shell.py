@@ -84,7 +84,16 @@ class ShellTool:
         else:
             parts.append(f"Exit code: {result.exit_code}")
         failed = result.timed_out or result.signal is not None or result.exit_code != 0
+        if failed and result.sandbox and any(sign in output for sign in _SANDBOX_SIGNS):
+            parts.append(
+                f"[The command ran in ama's sandbox, which blocks {result.sandbox}: the permission error above may "
+                "be the sandbox's. Work inside the workspace, or ask the person to run it.]"
+            )
         return ToolResult(text="\n\n".join(parts), is_error=failed)
+
+
+# How a refusal by the sandbox (EACCES, EPERM) reads in a command's output.
+_SANDBOX_SIGNS = ("Permission denied", "Operation not permitted", "EACCES", "EPERM", "PermissionError")
 
 
 def _signal_name(number: int) -> str:

@@ -16,10 +16,12 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import shutil
 import signal
 import stat as stat_mod
 import subprocess
 import sys
+import tempfile
 from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -32,6 +34,7 @@ from anyio.abc import Process
 from ama_acp.errors import ToolError
 from ama_acp.tools.proctree import MARKER_VAR, marked_pids, new_marker, proc_pids, signal_marked, stat_fields
 from ama_acp.tools.regular import describe_mode, open_regular
+from ama_acp.tools.sandbox import Sandbox
 
 
 @dataclass
@@ -82,6 +85,8 @@ class CommandResult(msgspec.Struct, frozen=True):
     output: str  # stdout and stderr interleaved; a note marks any part cut out of the middle
     truncated: bool  # output was longer than output_cap
     timed_out: bool
+    # What the sandbox it ran in refused ("writes outside the workspace and …"); "" when it ran unconfined.
+    sandbox: str = ""
 
 
 class Workspace(Protocol):
@@ -211,9 +216,12 @@ def _killpg(pgid: int, sig: int) -> None:
 class LocalWorkspace:
     """The local disk and local subprocesses."""
 
-    def __init__(self, *, kill_grace: float = 0.5, env: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, *, kill_grace: float = 0.5, env: Mapping[str, str] | None = None, sandbox: Sandbox | None = None
+    ) -> None:
         self.kill_grace = kill_grace
         self._env_base = env
+        self.sandbox = sandbox  # None or inactive: commands run unconfined
 
     # files
 
@@ -245,9 +253,23 @@ class LocalWorkspace:
         env = command_env(self._env_base)
         # Inherited by everything the command starts, so even a process that left the group is found.
         env[MARKER_VAR] = marker
+        argv, tmp = [*_shell(), command], None
+        if self.sandbox is not None and self.sandbox.state.active:
+            # The command's private temp folder: the one place outside the workspace it may write.
+            env["TMPDIR"] = tmp = tempfile.mkdtemp(prefix="ama-run-")
+            argv = self.sandbox.wrap(argv, env, tmp)
+        try:
+            return await self._run(argv, env, marker, cwd, timeout, output_cap)
+        finally:
+            if tmp is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
+
+    async def _run(
+        self, argv: list[str], env: dict[str, str], marker: str, cwd: str, timeout: float, output_cap: int
+    ) -> CommandResult:
         with anyio.CancelScope(shield=True):
             proc = await anyio.open_process(
-                [*_shell(), command],
+                argv,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
@@ -295,10 +317,11 @@ class LocalWorkspace:
                 sink.output = out.text()
 
         code = proc.returncode
+        confined = self.sandbox.state.blocked() if self.sandbox is not None and self.sandbox.state.active else ""
         if code is not None and code < 0:
-            return CommandResult(None, -code, out.text(), out.dropped > 0, timed_out)
+            return CommandResult(None, -code, out.text(), out.dropped > 0, timed_out, confined)
         # bash reports a child killed by a signal as 128+N; keep the exit code as the shell gave it.
-        return CommandResult(code, None, out.text(), out.dropped > 0, timed_out)
+        return CommandResult(code, None, out.text(), out.dropped > 0, timed_out, confined)
 
     async def _terminate(self, proc: Process, pgid: int, marker: str) -> None:
         """SIGTERM the group and every marked process, SIGKILL what is left after the grace period, and reap

@@ -155,7 +155,7 @@ async def test_command_runs_in_the_editor_terminal_or_locally(tmp_path, editor):
 @pytest.mark.parametrize("editor", [EDITOR, LOCAL])
 async def test_cancel_during_a_long_command_kills_it(tmp_path, editor):
     ama = Ama(tmp_path)
-    pidfile = tmp_path / "pid"
+    pidfile = ama.workspace / "pid"  # inside: the sandbox blocks writes elsewhere
     script = write_script(
         tmp_path / "s.json",
         [

@@ -55,7 +55,7 @@ ALLOWED: dict[str, set[str]] = {
     # entry points: wire the rest together; nothing imports them but each other
     "catalog_cli": {"config", "providers"},
     "oneshot": {"config", "conversation", "logs", "providers", "session", "textsafe", "wire"},
-    "doctor": {"config", "credentials", "errors", "providers", "redact", "secrets", "textsafe"},
+    "doctor": {"config", "credentials", "errors", "providers", "redact", "secrets", "textsafe", "tools"},
     "setup": {"config", "credentials", "errors", "providers", "secrets"},
     "cli": {
         "__init__",

@@ -123,6 +123,8 @@ class Approver:
         self, call: ev.ToolCallRequested, kind: str, outside: list[str], args: Args, memory_kind: str
     ) -> Refusal | None:
         where = f" (outside the project: {', '.join(_shown_path(p) for p in outside)})" if outside else ""
+        if kind == "execute" and self.s.tool_ctx.unsandboxed:
+            where += " (not sandboxed)"  # no Landlock here: nothing confines the command (tools/sandbox)
         proposal = None if outside else self.rules.proposal(call.name, args)
         covers = _covers(call.title, kind, outside, memory_kind)
         opts = _options(covers, _rule_covers(proposal) if proposal else covers)

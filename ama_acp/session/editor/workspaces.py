@@ -15,10 +15,11 @@ import anyio.lowlevel
 from ama_acp.rpc.errors import ClientError
 from ama_acp.session.editor.client import ClientRequests, EditorClient, MalformedAnswer, PeerEditor
 from ama_acp.session.facets import Cancellable, Identified, Located, Sends
-from ama_acp.session.runtime import KnowsClient
+from ama_acp.session.runtime import Configured, KnowsClient
 from ama_acp.tools.base import ToolError
 from ama_acp.tools.context import ToolContext
 from ama_acp.tools.paths import PathPolicy
+from ama_acp.tools.sandbox import OFF, Sandbox, sandbox_state
 from ama_acp.tools.workspace import CommandResult, CutShort, LocalWorkspace, cut_short
 from ama_acp.wire import types as w
 
@@ -39,8 +40,8 @@ CREATE_GRACE = 2.0
 _T = TypeVar("_T")
 
 
-class EditorRuntime(ClientRequests, KnowsClient, Protocol):
-    """What `tool_context` needs of the runtime: what the client offered, and the way to ask it."""
+class EditorRuntime(ClientRequests, KnowsClient, Configured, Protocol):
+    """What `tool_context` needs of the runtime: what the client offered, the way to ask it, and `[sandbox]`."""
 
 
 class TerminalHost(Identified, Cancellable, Sends, Protocol):
@@ -225,5 +226,9 @@ def tool_context(runtime: EditorRuntime, session: WorkspaceSession) -> ToolConte
         workspace: LocalWorkspace = EditorWorkspace(editor, session, fs_read, fs_write, terminal)
     else:
         workspace = LocalWorkspace()
-    policy = PathPolicy([session.cwd, *session.additional_directories])
-    return ToolContext(workspace=workspace, cwd=session.cwd, policy=policy)
+    roots = [session.cwd, *session.additional_directories]
+    # Commands ama runs itself (not those in the editor's terminal) are confined to the session's folders.
+    state = sandbox_state(runtime.config.sandbox)
+    workspace.sandbox = Sandbox(state, roots)
+    unsandboxed = state.reason if state.mode != OFF and not state.active else ""
+    return ToolContext(workspace=workspace, cwd=session.cwd, policy=PathPolicy(roots), unsandboxed=unsandboxed)
