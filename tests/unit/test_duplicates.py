@@ -18,7 +18,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 WINDOW = 6
-CEILING = 3  # pairs of places in ama_acp/ today (two `__all__`-like name lists, two schema types); lower it as pairs go
+CEILING = 4  # today: two `__all__`-like name lists, two schema types, one `anyio.open_process` keyword list in client/ and
+# tools/ (layers that may not share a module); lower it as pairs go
 THIN = {"", "(", ")", "[", "]", "{", "}", "),", "],", "},", "):", "else:", "try:", "finally:", "pass", "return", '"""'}
 
 
