@@ -62,6 +62,8 @@ FRESH: tuple[tuple[str, str, Callable[[], object]], ...] = (
     # warnings said once per process (tests read them in ama.log)
     ("ama_acp.context.estimate", "_warned", lambda: False),
     ("ama_acp.tools.programs", "_told", set),
+    ("ama_acp.tools.sandbox", "_told_unavailable", lambda: False),
+    ("ama_acp.session.rules.sources", "_REPORTED", set),
 )
 # Caches emptied for each run: their answers are logged once when computed (programs: refused PATH entries).
 CLEARED: tuple[tuple[str, str], ...] = (("ama_acp.tools.programs", "_lookup"),)
@@ -73,6 +75,9 @@ KEPT: tuple[tuple[str, str], ...] = (
     ("ama_acp.session.accounting.session_context", "shared_estimator"),
     ("ama_acp.tools.search.globs", "glob_regex"),
     ("ama_acp.context.tiers", "_exact_caps"),
+    # what the kernel offers for the sandbox (Landlock's ABI) and the libc symbols the launcher calls
+    ("ama_acp.tools.sandbox", "kernel_abi"),
+    ("ama_acp.tools.sandbox.landlock", "_functions"),
 )
 
 

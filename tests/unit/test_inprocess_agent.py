@@ -55,7 +55,8 @@ def module_state() -> set[tuple[str, str]]:
     root = Path(ama_acp.__file__).parent
     found: set[tuple[str, str]] = set()
     for path in sorted(root.rglob("*.py")):
-        module = ".".join(path.relative_to(root.parent).with_suffix("").parts)
+        parts = path.relative_to(root.parent).with_suffix("").parts
+        module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)  # a package's state is the package's
         tree = ast.parse(path.read_text(encoding="utf-8"))
         names = {name for node in ast.walk(tree) if isinstance(node, ast.Global) for name in node.names}
         for node in tree.body:
