@@ -153,11 +153,13 @@ def test_a_40_mib_line_parses_in_linear_time():
     took = _parse_lines(40 * 1024 * 1024)
     assert took < 2.0, f"40 MiB took {took:.2f}s"  # it took 29 s when each chunk re-copied the buffer
     # Growth, not absolute speed: the same 16 MiB as one line or as sixteen 1 MiB lines must cost about the
-    # same (a parser that re-copies its buffer per chunk pays 16x for the one long line). Best of 3 each,
-    # so a busy machine does not decide.
+    # same (a parser that re-copies its buffer per chunk copies ~2 GiB for the one long line: 50-100x). Best of
+    # 3 each, so a busy machine does not decide. The bound is 8, not 4: the one long line needs 16 MiB of fresh
+    # memory at once, and its page faults alone made it 4.5x here on an idle machine, the code before and after
+    # issue 37 alike (the sixteen short lines reuse what the allocator freed).
     short = min(_parse_lines(1024 * 1024, count=16) for _ in range(3))
     long = min(_parse_lines(16 * 1024 * 1024) for _ in range(3))
-    assert long / short < 4, f"16 x 1 MiB {short:.3f}s, 1 x 16 MiB {long:.3f}s"
+    assert long / short < 8, f"16 x 1 MiB {short:.3f}s, 1 x 16 MiB {long:.3f}s"
 
 
 def test_a_big_tool_argument_streams_through_the_provider():
