@@ -256,7 +256,7 @@ class LocalWorkspace:
         argv, tmp = [*_shell(), command], None
         if self.sandbox is not None and self.sandbox.state.active:
             # The command's private temp folder: the one place outside the workspace it may write.
-            env["TMPDIR"] = tmp = tempfile.mkdtemp(prefix="ama-run-")
+            env["TMPDIR"] = tmp = _private_temp()
             argv = self.sandbox.wrap(argv, env, tmp)
         try:
             return await self._run(argv, env, marker, cwd, timeout, output_cap)
@@ -425,3 +425,45 @@ def _list_dir(path: str) -> list[DirEntry]:
             size = st.st_size if stat_mod.S_ISREG(st.st_mode) else 0
             entries.append(DirEntry(e.name, is_dir, size, st.st_mtime, e.is_symlink(), describe_mode(st.st_mode)))
     return entries
+
+
+_RUN_PREFIX = "ama-run-"
+_swept = False
+
+
+def _private_temp() -> str:
+    """A command's private temp folder, `ama-run-<ama's pid>-…`. The first one a process makes also sweeps the
+    folders that processes which are gone left behind (an ama killed while its command ran cannot remove its
+    own): only directories of ours by that name, whose pid is no longer alive; never a link or another's."""
+    global _swept
+    if not _swept:
+        _swept = True
+        _sweep_dead_runs(tempfile.gettempdir())
+    return tempfile.mkdtemp(prefix=f"{_RUN_PREFIX}{os.getpid()}-")
+
+
+def _sweep_dead_runs(folder: str) -> None:
+    try:
+        names = [n for n in os.listdir(folder) if n.startswith(_RUN_PREFIX)]
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(_RUN_PREFIX) :].partition("-")[0]
+        path = os.path.join(folder, name)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if not pid.isdigit() or not stat_mod.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or _alive(int(pid)):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # someone else's process: alive
+    return True

@@ -56,7 +56,10 @@ def busy_replies(n: int) -> list[dict[str, Any]]:
 def test_sigkill_at_random_points_then_every_session_loads_and_prompts_again(tmp_path):
     ama = Ama(tmp_path)
     (ama.workspace / "f.txt").write_text("hello\n")
-    env = {"LOCAL_KEY": "local-test-key-123"}
+    # A command's private temp folder (the sandbox's) is removed when the command ends; a SIGKILL of ama in the
+    # middle leaves it where TMPDIR says: here, the test's own folder (the next process sweeps the dead ones).
+    (tmp_path / "cmdtmp").mkdir()
+    env = {"LOCAL_KEY": "local-test-key-123", "TMPDIR": str(tmp_path / "cmdtmp")}
     seed = int(os.environ.get("AMA_KILL_SEED", str(random.randrange(1 << 30))))
     rng = random.Random(seed)
     sids: list[str] = []

@@ -8,6 +8,7 @@ import os
 import posix
 import subprocess
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -194,3 +195,31 @@ def test_doctor_says_when_there_is_no_sandbox(tmp_path, monkeypatch):
         "sandbox: not available: the kernel has no Landlock (too old, or built without it); commands run unconfined"
         in (doctor.render(report))
     )
+
+
+def test_the_private_temp_folders_of_dead_processes_are_swept_and_nothing_else(tmp_path: Path) -> None:
+    """An ama killed while its command ran leaves `ama-run-<pid>-…`; the next process's first command removes it.
+    A live process's folder, a link by that name (to a folder elsewhere), a file and other names stay."""
+    import subprocess
+    import sys
+
+    from ama_acp.tools.workspace import _sweep_dead_runs
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    dead = tmp_path / f"ama-run-{gone.pid}-abc"
+    (dead / "sub").mkdir(parents=True)
+    (dead / "sub" / "f").write_text("x")
+    alive = tmp_path / f"ama-run-{os.getpid()}-def"
+    alive.mkdir()
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    (target / "keep").write_text("k")
+    (tmp_path / f"ama-run-{gone.pid}-link").symlink_to(target)
+    (tmp_path / f"ama-run-{gone.pid}-file").write_text("f")
+    (tmp_path / "ama-run-notapid-x").mkdir()
+    _sweep_dead_runs(str(tmp_path))
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert dead.name not in left
+    assert alive.name in left and (target / "keep").exists()
+    assert {f"ama-run-{gone.pid}-link", f"ama-run-{gone.pid}-file", "ama-run-notapid-x"} <= set(left)
