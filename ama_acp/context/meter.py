@@ -159,9 +159,6 @@ class ContextMeter:
         self._source = PREFIX
         self._anchor: int | None = None  # usage of the last trustworthy assistant message (source usage)
         self._trailing = 0  # estimates of the messages after the anchor
-        # The anchor set aside while the prefix differs from the one it was measured under: a prefix that comes
-        # back (a tool declared for one mode only, an MCP server that went and came back) makes it exact again.
-        self._set_aside = False
         self._untrusted = False  # the latest usage reading was untrustworthy (U11)
         self._window = _clean_window(window)
         self._reserve = reserve_tokens
@@ -207,12 +204,12 @@ class ContextMeter:
             if self._unverified and final:
                 self._to_estimate()  # a restored anchor whose prefix never came: void (the load's rule)
             elif not self._unverified:
-                self._source, self._set_aside = ESTIMATE, True  # U9: an estimate while the prefix differs
+                self._source = ESTIMATE  # U9: an estimate while the prefix differs; the anchor is set aside
             self._cached = None
-        elif self._set_aside and self._anchor_key == key:
+        elif self._set_aside() and self._anchor_key == key:
             # The prefix the anchor was measured under is back, and nothing edited the messages since: the next
             # request carries exactly what was measured plus what came after it.
-            self._source, self._set_aside = USAGE, False
+            self._source = USAGE
             self._cached = None
         if final:
             self._unverified = False
@@ -242,7 +239,6 @@ class ContextMeter:
             tokens = usage_tokens(message.usage, self._window) if measured else None
             if tokens is not None:
                 self._source = USAGE
-                self._set_aside = False
                 self._anchor = tokens
                 self._anchor_key = self._prefix_key
                 self._unverified = False  # measured now, under the prefix of now
@@ -252,7 +248,7 @@ class ContextMeter:
             if measured and reported(message.usage):
                 log.info("untrustworthy usage %s; the last trustworthy figure stands (U11)", message.usage)
                 self._untrusted = True
-            if self._source != USAGE and not self._set_aside:
+            if self._source != USAGE and not self._set_aside():
                 self._source = ESTIMATE  # a request was made: no longer the prefix, and nothing measured it
                 return
         self._trailing += n
@@ -401,7 +397,7 @@ class ContextMeter:
         self._messages = []
         self._messages_total = 0
         self._source, self._anchor, self._anchor_key, self._trailing = PREFIX, None, None, 0
-        self._unverified = self._set_aside = False
+        self._unverified = False
         self._untrusted = False
         self._cached = None
         fits = state is not None and state.source in SOURCES and 0 <= state.message_count <= len(msgs)
@@ -442,9 +438,14 @@ class ContextMeter:
 
     # -- internals ------------------------------------------------------------------------------------------
 
+    def _set_aside(self) -> bool:
+        """An anchor kept while the prefix differs from the one it was measured under (an estimate meanwhile): a
+        prefix that comes back (a tool declared for one mode only, an MCP server that went and came back) makes it
+        exact again. Every other way to an estimate drops the anchor."""
+        return self._source == ESTIMATE and self._anchor is not None
+
     def _to_estimate(self) -> None:
         self._source = ESTIMATE
-        self._set_aside = False
         self._anchor = None
         self._anchor_key = None
         self._unverified = False
