@@ -149,7 +149,7 @@ class PermissionsConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True)
 
 
 class SandboxConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """`[sandbox]`: how the commands ama runs itself are confined (tools/sandbox, docs/configuration.md "Sandbox").
+    """`[sandbox]`: how the commands ama runs itself are confined (sandbox/, docs/configuration.md "Sandbox").
     A malformed table is dropped whole before this is built (the default applies): never half-applied."""
 
     mode: str = "workspace-write"  # or "read-only", "off"

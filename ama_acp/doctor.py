@@ -30,9 +30,9 @@ from ama_acp.providers.model_list import model_list_items, models_request
 from ama_acp.providers.resolve import ModelError, api_key_env, provider_config, split_model_id, usable_model
 from ama_acp.providers.tls import CERTIFICATE_ADVICE, certificate_failure, tls_for
 from ama_acp.redact import MIN_SECRET_LENGTH, REDACTED
+from ama_acp.sandbox import sandbox_state
 from ama_acp.secrets import register_config, register_secret_values
 from ama_acp.textsafe import one_line
-from ama_acp.tools.sandbox import sandbox_state
 
 if TYPE_CHECKING:
     import httpx
@@ -98,7 +98,7 @@ class ProviderFact:
 
 @dataclass(frozen=True)
 class SandboxFact:
-    """How the commands ama runs itself are confined (tools/sandbox): `[sandbox]` and what the kernel offers."""
+    """How the commands ama runs itself are confined (sandbox/): `[sandbox]` and what the kernel offers."""
 
     mode: str  # as configured: workspace-write | read-only | off
     mechanism: str | None  # "landlock", or None when commands run unconfined

@@ -315,7 +315,7 @@ class SessionManager:
         from ama_acp.session.store.entries import McpServersEntry
 
         self.prune_handoffs_soon(session.id)  # every open (new, load, resume) comes through here
-        if why := session.tool_ctx.unsandboxed:  # no Landlock here (tools/sandbox): said once, as the session opens
+        if why := session.tool_ctx.unsandboxed:  # no Landlock here (sandbox/): said once, as the session opens
             self._tell_soon(session, f"The commands ama runs are not sandboxed: {why}.", "Sandbox")
 
         try:

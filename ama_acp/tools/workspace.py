@@ -32,9 +32,9 @@ import msgspec
 from anyio.abc import Process
 
 from ama_acp.errors import ToolError
+from ama_acp.sandbox import Sandbox
 from ama_acp.tools.proctree import MARKER_VAR, marked_pids, new_marker, proc_pids, signal_marked, stat_fields
 from ama_acp.tools.regular import describe_mode, open_regular
-from ama_acp.tools.sandbox import Sandbox
 
 
 @dataclass

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import anyio
 
 from ama_acp.config import SandboxConfig
-from ama_acp.tools.sandbox import Sandbox, sandbox_state
+from ama_acp.sandbox import Sandbox, sandbox_state
 from ama_acp.tools.workspace import LocalWorkspace
 
 RUNS = 40

@@ -16,8 +16,8 @@ import pytest
 
 from ama_acp.client.connection import ClientOptions
 from ama_acp.client.demo import DEMO_MODEL
-from ama_acp.tools.sandbox import kernel_abi
-from ama_acp.tools.sandbox.landlock import NET_ABI
+from ama_acp.sandbox import kernel_abi
+from ama_acp.sandbox.landlock import NET_ABI
 from tests.support.harness import Ama, run_ama, write_script
 from tests.support.json_values import as_object, session_id
 
@@ -130,7 +130,7 @@ async def test_network_true_allows_the_connect(tmp_path, listener):
 
 async def test_without_landlock_commands_run_unconfined_and_ama_says_so(tmp_path, monkeypatch, caplog):
     """A kernel without Landlock, as ama sees it (ama runs in this process: tests/support/harness.run_ama)."""
-    from ama_acp.tools import sandbox
+    from ama_acp import sandbox
 
     if os.environ.get("AMA_TEST_PROCESSES") == "1":
         pytest.skip("ama runs as its own process here: this process cannot play the kernel for it")

@@ -62,7 +62,7 @@ FRESH: tuple[tuple[str, str, Callable[[], object]], ...] = (
     # warnings said once per process (tests read them in ama.log)
     ("ama_acp.context.estimate", "_warned", lambda: False),
     ("ama_acp.tools.programs", "_told", set),
-    ("ama_acp.tools.sandbox", "_told_unavailable", lambda: False),
+    ("ama_acp.sandbox", "_told_unavailable", lambda: False),
     # the first sandboxed command of a process sweeps the private temp folders dead processes left
     ("ama_acp.tools.workspace", "_swept", lambda: False),
     ("ama_acp.session.rules.sources", "_REPORTED", set),
@@ -78,8 +78,8 @@ KEPT: tuple[tuple[str, str], ...] = (
     ("ama_acp.tools.search.globs", "glob_regex"),
     ("ama_acp.context.tiers", "_exact_caps"),
     # what the kernel offers for the sandbox (Landlock's ABI) and the libc symbols the launcher calls
-    ("ama_acp.tools.sandbox", "kernel_abi"),
-    ("ama_acp.tools.sandbox.landlock", "_functions"),
+    ("ama_acp.sandbox", "kernel_abi"),
+    ("ama_acp.sandbox.landlock", "_functions"),
 )
 
 

@@ -19,7 +19,15 @@ PACKAGE = ROOT / "ama_acp"
 # The parts of ama, bottom to top. A part may import itself and the parts listed for it, nothing else.
 GROUND = {"conversation", "wire", "errors", "textsafe", "__init__"}  # import nothing of ama (errors: and nothing else)
 SUPPORT = {"config", "secrets", "credentials", "redact", "logs"}  # ground utilities: configuration, secrets, logging
-AGENT_SIDE = {"context", "providers", "tools", "permissions", "agent", "mcp"}  # protocol-free: no wire, no rpc
+AGENT_SIDE = {
+    "context",
+    "providers",
+    "tools",
+    "permissions",
+    "agent",
+    "mcp",
+    "sandbox",
+}  # protocol-free: no wire, no rpc
 
 ALLOWED: dict[str, set[str]] = {
     # ground floor
@@ -40,7 +48,9 @@ ALLOWED: dict[str, set[str]] = {
     "context": {"conversation", "config", "errors"},
     "providers": {"conversation", "config", "errors", "secrets", "credentials", "context"},
     "permissions": {"errors"},
-    "tools": {"conversation", "config", "errors", "secrets", "redact", "permissions"},
+    # the sandbox of the commands ama runs for a model or an agent under test: below the tools and the client
+    "sandbox": {"config"},
+    "tools": {"conversation", "config", "errors", "secrets", "redact", "permissions", "sandbox"},
     "agent": {"conversation", "config", "errors", "context", "providers", "tools", "permissions"},
     # the editor's MCP servers: connections and their tools, below the sessions that use them
     "mcp": {"conversation", "config", "errors", "secrets", "redact", "tools"},
@@ -51,11 +61,11 @@ ALLOWED: dict[str, set[str]] = {
     "server": {"config", "errors", "rpc", "handlers", "logs"},
     # beside the agent: the ACP client (`ama acp-client`, `ama demo`) speaks the protocol, knows no agent; it
     # reads the `[client]` table of the same config file (config is support: it imports only errors)
-    "client": {"__init__", "wire", "errors", "textsafe", "rpc", "config"},
+    "client": {"__init__", "wire", "errors", "textsafe", "rpc", "config", "sandbox"},
     # entry points: wire the rest together; nothing imports them but each other
     "catalog_cli": {"config", "providers"},
     "oneshot": {"config", "conversation", "logs", "providers", "session", "textsafe", "wire"},
-    "doctor": {"config", "credentials", "errors", "providers", "redact", "secrets", "textsafe", "tools"},
+    "doctor": {"config", "credentials", "errors", "providers", "redact", "secrets", "textsafe", "tools", "sandbox"},
     "setup": {"config", "credentials", "errors", "providers", "secrets"},
     "cli": {
         "__init__",

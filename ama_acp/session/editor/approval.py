@@ -124,7 +124,7 @@ class Approver:
     ) -> Refusal | None:
         where = f" (outside the project: {', '.join(_shown_path(p) for p in outside)})" if outside else ""
         if kind == "execute" and self.s.tool_ctx.unsandboxed:
-            where += " (not sandboxed)"  # no Landlock here: nothing confines the command (tools/sandbox)
+            where += " (not sandboxed)"  # no Landlock here: nothing confines the command (sandbox/)
         proposal = None if outside else self.rules.proposal(call.name, args)
         covers = _covers(call.title, kind, outside, memory_kind)
         opts = _options(covers, _rule_covers(proposal) if proposal else covers)

@@ -13,13 +13,13 @@ import anyio
 import anyio.lowlevel
 
 from ama_acp.rpc.errors import ClientError
+from ama_acp.sandbox import OFF, Sandbox, sandbox_state
 from ama_acp.session.editor.client import ClientRequests, EditorClient, MalformedAnswer, PeerEditor
 from ama_acp.session.facets import Cancellable, Identified, Located, Sends
 from ama_acp.session.runtime import Configured, KnowsClient
 from ama_acp.tools.base import ToolError
 from ama_acp.tools.context import ToolContext
 from ama_acp.tools.paths import PathPolicy
-from ama_acp.tools.sandbox import OFF, Sandbox, sandbox_state
 from ama_acp.tools.workspace import CommandResult, CutShort, LocalWorkspace, cut_short
 from ama_acp.wire import types as w
 

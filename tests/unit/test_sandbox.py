@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 from ama_acp.config import SandboxConfig, parse_config
-from ama_acp.tools.sandbox import OFF, READ_ONLY, WORKSPACE_WRITE, Sandbox, SandboxState, kernel_abi, landlock
+from ama_acp.sandbox import OFF, READ_ONLY, WORKSPACE_WRITE, Sandbox, SandboxState, kernel_abi, landlock
 
 ABI, WHY = kernel_abi()
 needs_landlock = pytest.mark.skipif(ABI < 1, reason=f"no Landlock here: {WHY}")
@@ -184,8 +184,7 @@ def test_doctor_reports_the_sandbox(tmp_path, table, mode, mechanism):
 
 
 def test_doctor_says_when_there_is_no_sandbox(tmp_path, monkeypatch):
-    from ama_acp import doctor
-    from ama_acp.tools import sandbox
+    from ama_acp import doctor, sandbox
 
     monkeypatch.setattr(sandbox, "kernel_abi", lambda: (0, "the kernel has no Landlock (too old, or built without it)"))
     env = {"XDG_CONFIG_HOME": str(tmp_path / "c"), "XDG_DATA_HOME": str(tmp_path / "d")}

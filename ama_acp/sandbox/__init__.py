@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ama_acp.config import SandboxConfig
-from ama_acp.tools.sandbox import landlock
+from ama_acp.sandbox import landlock
 
 log = logging.getLogger(__name__)
 
