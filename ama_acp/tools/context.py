@@ -22,6 +22,9 @@ class ToolContext:
     # Why the commands ama runs itself are not sandboxed though `[sandbox]` asks for it (no Landlock here); ""
     # when they are, or when the mode is "off". The permission question for a command says so.
     unsandboxed: str = ""
+    # Whether those commands run in an active sandbox: only then is `run_command`'s `outside_sandbox` a run with
+    # more rights, which the person is asked about in every mode (session/editor/approval.py).
+    sandboxed: bool = False
 
     def resolve(self, path: str) -> ResolvedPath:
         return self.policy.resolve(path, self.cwd)

@@ -117,10 +117,13 @@ class Workspace(Protocol):
         """The directory's entries in no particular order."""
         ...
 
-    async def run_command(self, command: str, cwd: str, timeout: float, output_cap: int) -> CommandResult:
+    async def run_command(
+        self, command: str, cwd: str, timeout: float, output_cap: int, confined: bool = True
+    ) -> CommandResult:
         """Run a shell command line. It ends by `timeout` (seconds) and is killed with everything it started
         when it times out or the caller is cancelled. At most `output_cap` bytes of output are kept (the
-        head and the tail)."""
+        head and the tail). `confined`: in the sandbox, where there is one; False only for the one run outside
+        it that the person allowed (tools/shell.py `outside_sandbox`)."""
         ...
 
 
@@ -246,7 +249,9 @@ class LocalWorkspace:
 
     # commands
 
-    async def run_command(self, command: str, cwd: str, timeout: float, output_cap: int) -> CommandResult:
+    async def run_command(
+        self, command: str, cwd: str, timeout: float, output_cap: int, confined: bool = True
+    ) -> CommandResult:
         # Shielded: a cancel while asyncio still connects the pipes would kill only the shell (its own cleanup)
         # and orphan whatever it already started. With the handle in hand the finally below kills the group.
         marker = new_marker()
@@ -254,15 +259,18 @@ class LocalWorkspace:
         # Inherited by everything the command starts, so even a process that left the group is found.
         env[MARKER_VAR] = marker
         argv, tmp = [*_shell(), command], None
-        if self.sandbox is not None and self.sandbox.state.active:
+        box = self.sandbox if confined and self.sandbox is not None and self.sandbox.state.active else None
+        if box is not None:
             # The command's private temp folder: the one place outside the workspace it may write.
             env["TMPDIR"] = tmp = _private_temp()
-            argv = self.sandbox.wrap(argv, env, tmp)
+            argv = box.wrap(argv, env, tmp)
         try:
-            return await self._run(argv, env, marker, cwd, timeout, output_cap)
+            result = await self._run(argv, env, marker, cwd, timeout, output_cap)
         finally:
             if tmp is not None:
                 shutil.rmtree(tmp, ignore_errors=True)
+        # What the sandbox refused, for the model reading a failed command.
+        return result if box is None else msgspec.structs.replace(result, sandbox=box.state.blocked())
 
     async def _run(
         self, argv: list[str], env: dict[str, str], marker: str, cwd: str, timeout: float, output_cap: int
@@ -317,11 +325,10 @@ class LocalWorkspace:
                 sink.output = out.text()
 
         code = proc.returncode
-        confined = self.sandbox.state.blocked() if self.sandbox is not None and self.sandbox.state.active else ""
         if code is not None and code < 0:
-            return CommandResult(None, -code, out.text(), out.dropped > 0, timed_out, confined)
+            return CommandResult(None, -code, out.text(), out.dropped > 0, timed_out)
         # bash reports a child killed by a signal as 128+N; keep the exit code as the shell gave it.
-        return CommandResult(code, None, out.text(), out.dropped > 0, timed_out, confined)
+        return CommandResult(code, None, out.text(), out.dropped > 0, timed_out)
 
     async def _terminate(self, proc: Process, pgid: int, marker: str) -> None:
         """SIGTERM the group and every marked process, SIGKILL what is left after the grace period, and reap

@@ -70,7 +70,7 @@ async def test_a_write_outside_the_workspace_is_blocked_and_one_inside_allowed(t
     assert "wrote-inside" in text and (ama.workspace / "inside.txt").read_text() == "in\n"
     assert "wrote-outside" not in text and "Permission denied" in text
     assert not outside.exists()
-    assert "ama's sandbox, which blocks writes outside the workspace" in text  # the model is told why
+    assert "[Writes outside the workspace" in text and "are blocked by ama's sandbox" in text  # the model is told why
 
 
 @needs_landlock

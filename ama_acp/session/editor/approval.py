@@ -20,6 +20,7 @@ from ama_acp.agent.loop import CANCELLED_FOR_MODEL, CANCELLED_FOR_PERSON, Refusa
 from ama_acp.mcp.shown import shown_input
 from ama_acp.permissions import Approvals, decide, deny_reason, path_problem
 from ama_acp.rpc.errors import ClientError
+from ama_acp.session.editor import unconfined
 from ama_acp.session.editor.client import ClientRequests, EditorClient, MalformedAnswer, PeerEditor, clip
 from ama_acp.session.editor.updates import locations
 from ama_acp.session.facets import Cancellable, Identified, ToolGuard
@@ -38,6 +39,10 @@ PERMISSION_TIMEOUT = float("inf")  # a person decides; there is no deadline on t
 
 REJECTED_FOR_MODEL = "The user rejected this tool call. Do not retry it; ask them what to do instead."
 REJECTED_FOR_PERSON = "You rejected this call."
+ALWAYS_REJECTED = Refusal(
+    "The user rejected this kind of call for this session.",
+    "Rejected: you chose to always reject this kind of call in this session.",
+)
 
 
 # A tool call's arguments, as the model wrote them (a JSON object): read here only after a type check.
@@ -83,6 +88,12 @@ class Approver:
             return Refusal(why + " Do not retry it; tell the user what you wanted to do.", "Not run: " + why)
         outside = self._outside_paths(call.locations, kind, args)
         refusal = self._by_policy(kind, outside)  # a mode's refusal stays one, whatever a rule allows
+        try:
+            run_outside = refusal is None and unconfined.wanted(call.name, args, self.s.tool_ctx)
+        except ToolError as exc:
+            return Refusal(str(exc), f"Not run: {exc}")
+        if run_outside:  # the person's full rights: asked in every mode, over any allow rule or "always"
+            return await self._ask_unconfined(call, kind, outside, args)
         if refusal is not None or ruled is not None and ruled[0] == "ask":
             return refusal or await self._ask(call, kind, outside, args, memory_kind)
         # An allow rule skips the question, but not for a command run outside the project (its cwd).
@@ -90,12 +101,7 @@ class Approver:
             return None
         remembered = self.memory.remembered(memory_kind, outside)
         if remembered is not None:
-            if remembered:
-                return None
-            return Refusal(
-                "The user rejected this kind of call for this session.",
-                "Rejected: you chose to always reject this kind of call in this session.",
-            )
+            return None if remembered else ALWAYS_REJECTED
         return await self._ask(call, kind, outside, args, memory_kind)
 
     def _by_policy(self, kind: str, outside: list[str]) -> Refusal | None:
@@ -148,6 +154,38 @@ class Approver:
         if isinstance(answer, Refusal):
             return answer
         return self._judge(answer, kind, outside, {o.option_id for o in opts}, memory_kind, proposal)
+
+    async def _ask_unconfined(
+        self, call: ev.ToolCallRequested, kind: str, outside: list[str], args: Args
+    ) -> Refusal | None:
+        """A command to run once outside the sandbox (session/editor/unconfined.py): allow once or reject. An
+        "always allow" does not cover it; an "always reject" of commands refuses it."""
+        if self.memory.remembered(kind, outside) is False:
+            return ALWAYS_REJECTED
+        where = f" (outside the project: {', '.join(_shown_path(p) for p in outside)})" if outside else ""
+        warning = w.Content(content=w.TextContent(text=unconfined.WARNING))
+        request = w.RequestPermissionRequest(
+            session_id=self.s.id,
+            tool_call=w.ToolCallFields(
+                tool_call_id=call.wire_id,
+                title=unconfined.title(call.title) + where,
+                kind=kind,
+                status="pending",
+                content=[warning, *await self._content(call, kind, args)],
+                locations=locations(call.locations),
+                raw_input=shown_input(call.name, call.raw_input),
+            ),
+            options=unconfined.OPTIONS,
+        )
+        answer = await self._answer(request)
+        if answer is None or self.s.cancelled:
+            self.s.cancel()
+            return Refusal(CANCELLED_FOR_MODEL, CANCELLED_FOR_PERSON)
+        if isinstance(answer, Refusal):
+            return answer
+        if unconfined.declined(answer):
+            return unconfined.DECLINED
+        return self._judge(answer, kind, outside, {o.option_id for o in unconfined.OPTIONS}, kind)
 
     async def ask(self, request: w.RequestPermissionRequest) -> w.RequestPermissionResponse | Refusal | None:
         """A question of the session's own (session/plan_mode.py), asked as a tool call's is: the client's answer

@@ -122,9 +122,11 @@ class EditorWorkspace(LocalWorkspace):
             except Exception as exc:  # the client may be gone; the log says which terminal may be left
                 log.warning("terminal/release of %s failed: %s", ref.terminal_id, exc)
 
-    async def run_command(self, command: str, cwd: str, timeout: float, output_cap: int) -> CommandResult:
+    async def run_command(
+        self, command: str, cwd: str, timeout: float, output_cap: int, confined: bool = True
+    ) -> CommandResult:
         if not self._terminal:
-            return await super().run_command(command, cwd, timeout, output_cap)
+            return await super().run_command(command, cwd, timeout, output_cap, confined)
         sid = self._session.id
         terminal_id = await self._create_terminal(
             w.CreateTerminalRequest(
@@ -231,4 +233,6 @@ def tool_context(runtime: EditorRuntime, session: WorkspaceSession) -> ToolConte
     state = sandbox_state(runtime.config.sandbox)
     workspace.sandbox = Sandbox(state, roots)
     unsandboxed = state.reason if state.mode != OFF and not state.active else ""
-    return ToolContext(workspace=workspace, cwd=session.cwd, policy=PathPolicy(roots), unsandboxed=unsandboxed)
+    return ToolContext(
+        workspace=workspace, cwd=session.cwd, policy=PathPolicy(roots), unsandboxed=unsandboxed, sandboxed=state.active
+    )
