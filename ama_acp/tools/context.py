@@ -23,8 +23,9 @@ class ToolContext:
     # when they are, or when the mode is "off". The permission question for a command says so.
     unsandboxed: str = ""
     # Whether those commands run in an active sandbox: only then is `run_command`'s `outside_sandbox` a run with
-    # more rights, which the person is asked about in every mode (session/editor/approval.py).
-    sandboxed: bool = False
+    # more rights, which the person is asked about in every mode (session/editor/approval.py). True unless known
+    # otherwise: a context that forgot to say asks one question too many, never one too few.
+    sandboxed: bool = True
 
     def resolve(self, path: str) -> ResolvedPath:
         return self.policy.resolve(path, self.cwd)

@@ -55,9 +55,12 @@ def asked(conn: AgentProcess) -> list[dict[str, Any]]:
     return [params["toolCall"] for params, _ in permission_asks(conn)]
 
 
-async def one_turn(ama: Ama, options: ClientOptions, mode: str | None) -> tuple[AgentProcess, str]:
-    """A session in `mode`, prompted once; the connection (closed) and the session id."""
-    async with run_ama(ama, env=KEY, options=options) as conn:
+async def one_turn(
+    ama: Ama, options: ClientOptions, mode: str | None, process: bool = False
+) -> tuple[AgentProcess, str]:
+    """A session in `mode`, prompted once (`process`: in a real `ama --mode acp`); the connection (closed) and the
+    session id."""
+    async with run_ama(ama, env=KEY, options=options, process=process) as conn:
         sid = await start(conn, ama, mode)
         assert (await conn.prompt(sid, "go", timeout=30))["stopReason"] == "end_turn"
     return conn, sid
@@ -71,7 +74,7 @@ async def test_a_blocked_write_is_retried_outside_the_sandbox_once_the_person_al
     with LLMServer() as llm:
         configure(ama, llm.openai_url)
         llm.enqueue(command("c1", write_outside(target)), command("c2", write_outside(target), True), {"text": "done"})
-        conn, sid = await one_turn(ama, client("allow_once"), "full_access")
+        conn, sid = await one_turn(ama, client("allow_once"), "full_access", process=True)
         first = tool_message(llm.requests[1].body, "c1")
         assert "Permission denied" in first and "wrote-it" not in first
         assert "[Writes outside the workspace" in first and "are blocked by ama's sandbox" in first

@@ -62,12 +62,12 @@ def test_a_string_true_is_refused_though_validate_takes_it_for_other_booleans(tm
 
 
 def test_the_approver_asks_only_for_run_command_where_a_sandbox_is_on(tmp_path: Path) -> None:
-    ctx = ToolContext(LocalWorkspace(), str(tmp_path), PathPolicy([str(tmp_path)]), sandboxed=True)
+    ctx = ToolContext(LocalWorkspace(), str(tmp_path), PathPolicy([str(tmp_path)]))  # sandboxed unless told
     flag = {"command": "x", OUTSIDE_SANDBOX: True}
     assert unconfined.wanted("run_command", flag, ctx)
     assert not unconfined.wanted("write_file", flag, ctx)
     assert not unconfined.wanted("run_command", {"command": "x"}, ctx)
-    off = ToolContext(LocalWorkspace(), str(tmp_path), PathPolicy([str(tmp_path)]))
+    off = ToolContext(LocalWorkspace(), str(tmp_path), PathPolicy([str(tmp_path)]), sandboxed=False)
     assert not unconfined.wanted("run_command", flag, off)  # unconfined anyway: the usual question
     with pytest.raises(ToolError):
         unconfined.wanted("run_command", {"command": "x", OUTSIDE_SANDBOX: 1}, ctx)
