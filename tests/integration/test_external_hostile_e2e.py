@@ -176,7 +176,7 @@ async def test_what_an_agent_started_outside_its_process_group_ends_with_ama(tmp
     with LLMServer() as llm:
         pids = external(ama, llm.openai_url)
         llm.enqueue({"tool_calls": [task_call("t1", "daemons\nwait", "Daemons", "ext")]})
-        async with run_ama(ama, env=KEY, process=True) as conn:
+        async with run_ama(ama, env=KEY) as conn:
             sid = await start(conn, ama)
             await conn.start_request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]})
             await conn.wait_for(lambda: len(pids_of(pids)) == 3, timeout=20)
