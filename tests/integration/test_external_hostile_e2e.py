@@ -96,6 +96,23 @@ async def test_an_agent_found_outside_the_project_runs_with_the_path_filtered(tm
     assert f"env PATH={outside}\n" in result + "\n"
 
 
+async def test_an_agent_configured_by_its_path_runs_as_configured_even_inside_the_project(tmp_path):
+    ama = Ama(tmp_path)
+    ws = ama.workspace
+    program(ws / "tools/my-agent", f'exec "{sys.executable}" "{AGENT}"')  # the person named that exact file
+    nowhere = tmp_path / "no-programs"
+    nowhere.mkdir()
+    with LLMServer() as llm:
+        configure(
+            ama, llm.openai_url, tail=f'[agents.helper]\ndescription = "mine"\ncommand = "{ws / "tools/my-agent"}"\n'
+        )
+        llm.enqueue({"tool_calls": [task_call("t1", "say mine", "Help", "helper")]}, {"text": "ok"})
+        async with run_ama(ama, env={**KEY, "PATH": str(nowhere)}) as conn:
+            sid, tid = await run_task(conn, ama, "", mode="read_only")
+            assert finals(conn, sid)[tid]["status"] == "completed"
+            assert tool_messages(llm.requests[1].body)[0][1].startswith("mine")
+
+
 # --- 3. A flood of updates costs a bounded amount of memory ---------------------------------------------------
 
 
@@ -134,7 +151,7 @@ async def test_a_flood_of_updates_is_not_kept_and_the_person_is_told_once(tmp_pa
 # --- 4. No write into .git ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("mode", ["accept_edits", "full_access"])
+@pytest.mark.parametrize("mode", ["manual", "accept_edits", "full_access"])
 async def test_an_agents_write_into_git_is_refused_in_every_mode(tmp_path, mode):
     ama = Ama(tmp_path)
     ws = ama.workspace
