@@ -38,6 +38,10 @@ class ClientOptions:
     terminal_gate: Decide | None = None
     # The longest stdout line taken; a longer one is a `line_too_long` violation and the connection ends.
     max_line: int = MAX_LINE
+    # Whether the connection keeps what passed (`transcript`, `updates`, `notifications`, `requests_received`), for
+    # the tests and the conformance suite to read. False: nothing is kept, and a flood costs no memory: for a
+    # long-lived caller that takes the updates through `on_update` (an external agent carrying out a task).
+    history: bool = True
 
     def capabilities(self) -> JSONObject:
         caps: JSONObject = {"fs": {"readTextFile": self.fs, "writeTextFile": self.fs}, "terminal": self.terminal}
