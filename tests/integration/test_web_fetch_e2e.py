@@ -147,3 +147,24 @@ async def test_always_allow_for_a_fetch_covers_its_host_only(tmp_path):
                 "Always allow fetches from localhost in this session",
             ]
             assert web.hits == ["/a?1", "/a?2", "/a?3"]
+
+
+async def test_a_page_nested_50000_deep_costs_no_more_than_its_call(tmp_path):
+    """Issue 39 item 2: 850 KB of 50,000 nested list items, through a real `ama --mode acp`. It is converted in a
+    process of its own (a native crash there would end only that child), the model is told so, and the process
+    answers the next prompt."""
+    ama = Ama(tmp_path)
+    page = ("<html><body>" + "<ol><li>item" * 50_000 + "</ol>" * 50_000 + "</body></html>").encode()
+    with LLMServer() as llm, WebServer() as web:
+        web.route("/deep", body=page)
+        configure(ama, llm.openai_url, ["127.0.0.1"])
+        llm.enqueue(fetch_call(web.url("/deep")), {"text": "read it"})
+        async with run_ama(ama, env=KEY, process=True) as conn:
+            sid = await start(conn, ama, "full_access")
+            assert (await conn.prompt(sid, "read the deep page", timeout=60))["stopReason"] == "end_turn"
+            sent = tool_message(llm.requests[-1].body, "f1")
+            assert "more than 1,000 levels deep: it was turned into Markdown in a separate process" in sent
+            assert "1. item\n   1. item\n" in sent
+            llm.enqueue({"text": "still here"})
+            assert (await conn.prompt(sid, "and now?", timeout=20))["stopReason"] == "end_turn"
+            assert not conn.exited

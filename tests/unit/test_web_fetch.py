@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import ipaddress
+import re
 import ssl
 import threading
 import time
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ama_acp.tools.base import ToolError, ToolResult
@@ -23,6 +24,7 @@ from ama_acp.tools.context import ToolContext
 from ama_acp.tools.paths import PathPolicy
 from ama_acp.tools.registry import default_tools
 from ama_acp.tools.web.fetch import WebFetchTool
+from ama_acp.tools.web.nesting import NESTING_LIMIT, nesting
 from ama_acp.tools.web.netguard import IPAddress
 from ama_acp.tools.workspace import LocalWorkspace
 from tests.support.tls_certs import tls_server
@@ -391,6 +393,8 @@ def test_hostile_html_never_escapes_as_an_exception(ctx, web):
         b"<html><head><meta charset=rot13><title>x</title>",
         b"<meta charset=" + b"a" * 5000 + b">",
         bytes(range(256)) * 100,
+        b"<ol><li>item" * 50_000,  # issue 39 item 2: converted in a child process
+        b"<ul><li>" * 200_000 + b"<a href=x>" * 100_000,
     ]
     for i, page in enumerate(pages):
         web.route(f"/h{i}", content_type="text/html", body=page)
@@ -400,6 +404,28 @@ def test_hostile_html_never_escapes_as_an_exception(ctx, web):
             assert str(e)
         else:
             assert result.text.startswith("URL: ")
+
+
+_nests = st.sampled_from(
+    ["<li>", "<ol><li>x", "<ul><li>", "<div>", "<b>", "<blockquote>", "<table><tr><td>", "<a href=x>", "<p><span>",
+     "<svg>", "<select><option>", "<li><p>", "<dl><dd>", "<nav><ul><li>", "<div aria-hidden=true>"]
+)  # fmt: skip
+
+
+@settings(max_examples=8, deadline=None)
+@given(unit=_nests, close=st.booleans(), depth=st.sampled_from([900, 1_200, 60_000]))
+def test_a_page_nested_any_way_never_escapes(unit, close, depth):
+    """Nesting the converter's native code might not survive: never a crash, never another exception; a page
+    whose elements nest past the limit is converted apart, and the model is told."""
+    end = "".join(f"</{t}>" for t in reversed(re.findall(r"<(\w+)", unit))) if close else ""
+    page = ("<html><body>" + unit * depth + "deep" + end * depth).encode()
+    with WebServer() as web:
+        web.route("/", body=page)
+        ctx = ToolContext(LocalWorkspace(), "/", PathPolicy(["/"]))
+        result = fetch(WebFetchTool(LOCAL), ctx, web.url("/"))
+    assert result.text.startswith("URL: ")
+    if nesting(page.decode()).depth > NESTING_LIMIT:
+        assert "levels deep" in result.text
 
 
 # --- the tool as the registry declares it ---------------------------------------------------------------

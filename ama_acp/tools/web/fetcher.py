@@ -126,7 +126,7 @@ class _Fetch:
             lines.append(f"Title: {page.title}")
         shown_as = ""
         if kind == "html":
-            shown_as = " (its HTML source)" if self.raw or page.note else " (as Markdown)"
+            shown_as = " (its HTML source)" if self.raw or not page.converted else " (as Markdown)"
         lines.append(f"Content-Type: {mime or 'not given'}{shown_as}")
         if page.note:
             lines.append(f"[{page.note}]")
