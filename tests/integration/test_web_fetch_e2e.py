@@ -216,6 +216,12 @@ async def test_an_allowed_redirect_is_fetched_and_its_always_answer_remembered(t
             assert [p["toolCall"]["toolCallId"] for p, _ in asks] == ["f1", "f1"]  # f2: both origins remembered
             names = [o["name"] for p, _ in asks for o in p["options"] if o["optionId"] == "allow_always"]
             assert names[1] == f"Always allow fetches from 127.0.0.1:{there.port} in this session"
+            running = [
+                u
+                for u in conn.updates_for(sid, "tool_call_update")
+                if (u["toolCallId"], u.get("status")) == ("f1", "in_progress")
+            ]
+            assert len(running) == 2  # once asked about the redirect (pending), the call is shown running again
             assert there.hits == ["/there", "/there"]
             sent = tool_message(llm.requests[-1].body, "f2")
             assert sent.startswith(f"URL: {there.url('/there')}\nRedirected from: {url}\n")

@@ -153,7 +153,7 @@ class TaskHost:
         meter = self.record.meter
         space = room(meter, meter.figures(), self.messages)
         return await run_tool(
-            tool, args, self._p.tool_ctx, space, None, judge=judge_redirects(tool, wire_id, self.approve)
+            tool, args, self._p.tool_ctx, space, None, judge=judge_redirects(tool, wire_id, self.approve, self.emit)
         )
 
     # --- billing and failures -----------------------------------------------------------------------------

@@ -307,7 +307,7 @@ class SessionHost:
         self._touched(tool, args)
         space = self._room()
         sink = self._cut[wire_id] = CutShort()  # stays empty unless a cancel cuts a command short
-        judge = judge_redirects(tool, wire_id, self.approve)
+        judge = judge_redirects(tool, wire_id, self.approve, self.emit)
         return await run_tool(tool, args, self._s.tool_ctx, space, wire_id, sink, judge)
 
     def _touched(self, tool: Tool, args: dict[str, object]) -> None:

@@ -80,17 +80,22 @@ async def run_tool(
 
 
 Approve = Callable[[ev.ToolCallRequested, dict[str, object]], Awaitable[Refusal | None]]
+Emit = Callable[[ev.AgentEvent], Awaitable[None]]
 
 
-def judge_redirects(tool: Tool, wire_id: str, approve: Approve) -> RedirectJudge:
+def judge_redirects(tool: Tool, wire_id: str, approve: Approve, emit: Emit) -> RedirectJudge:
     """A redirect of `tool`'s call (web_fetch) to a new origin, judged by `approve` — the host's permissions — as a
     call of its own to that URL, under the call's id: the rules, the mode and the "always" answers, and the
-    person asked where they would be for a first request."""
+    person asked where they would be for a first request. Allowed, the call is marked running again (a question
+    shows it pending)."""
 
     async def judge(url: str, came_from: str) -> str | None:
         args: dict[str, object] = {"url": url}
         title = f"{tool.title(args)} (redirected from {short(came_from, 200)})"
         refusal = await approve(ev.ToolCallRequested(wire_id, tool.name, title, tool.kind, [], args), args)
-        return None if refusal is None else refusal.for_model
+        if refusal is not None:
+            return refusal.for_model
+        await emit(ev.ToolCallStarted(wire_id))
+        return None
 
     return judge
