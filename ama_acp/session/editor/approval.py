@@ -26,7 +26,6 @@ from ama_acp.session.rules.book import RuleBook
 from ama_acp.tools.base import FileDiff, Location, Tool, ToolError
 from ama_acp.tools.common import diff_too_big
 from ama_acp.tools.context import ToolContext
-from ama_acp.tools.web.origin import url_origin
 from ama_acp.wire import types as w
 
 log = logging.getLogger(__name__)
@@ -285,6 +284,8 @@ def _memory_kind(name: str, kind: str, args: Args) -> str:
     if name.startswith("mcp__"):
         return f"{kind}:{name}"
     if kind == "fetch":
+        from ama_acp.tools.web.origin import url_origin  # with the first fetch: ipaddress and socket (start-up time)
+
         url = args.get("url")
         origin = url_origin(url) if isinstance(url, str) else None
         return f"fetch:{origin.shown if origin else ''}"  # a malformed URL (refused by the tool too): no origin

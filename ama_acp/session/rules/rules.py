@@ -16,7 +16,6 @@ from typing import Literal
 
 from ama_acp.session.rules.shellparts import program_words, split_commands
 from ama_acp.tools.search.globs import GlobError, glob_match, glob_regex
-from ama_acp.tools.web.origin import origin_pattern, url_origin
 
 Verdict = Literal["allow", "ask", "deny"]
 VERDICTS: tuple[Verdict, ...] = ("deny", "ask", "allow")  # the order of precedence
@@ -67,6 +66,8 @@ def parse_rule(text: object, verdict: Verdict, origin: str) -> Rule | str:
         except GlobError as exc:
             return str(exc)
     elif tool in HOST_TOOLS:
+        from ama_acp.tools.web.origin import origin_pattern  # only for a web_fetch rule (start-up time)
+
         if origin_pattern(pattern) is None:
             return (
                 "a web_fetch pattern is a host, or a host and a port (no scheme or path): `docs.python.org`, "
@@ -107,6 +108,8 @@ def _covers(rule: Rule, call: Call) -> bool:
     if rule.tool in COMMAND_TOOLS:
         return _covers_command(rule, call.command)
     if rule.tool in HOST_TOOLS:
+        from ama_acp.tools.web.origin import origin_pattern, url_origin
+
         pattern, origin = origin_pattern(rule.pattern), url_origin(call.url) if call.url is not None else None
         return pattern is not None and origin is not None and pattern.covers(origin)
     # Every path of the call must match for an allow; any one for a deny or an ask (a move out of src/**).
