@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
 
@@ -12,6 +13,14 @@ from ama_acp.tools.workspace import Workspace
 # (agent/result_fit.py); None: only the tool's own bound. A tool that can cut where the model can read on
 # (read_file's `offset`) cuts there itself; the session cuts any result still too long.
 result_chars: ContextVar[int | None] = ContextVar("result_chars", default=None)
+
+# Whether the running call may go on to a URL of an origin it was not approved for (web_fetch following a
+# redirect: docs/tools.md "web_fetch"), given that URL and the one that led there: None to go on, else why not
+# (the model reads it). The session sets it for each call (session/turn/tool_runner.py) to its permissions — the
+# rules, the mode, the "always" answers, and a question to the person where they would ask. Unset (a tool run
+# with nobody to ask), every such step is refused.
+RedirectJudge = Callable[[str, str], Awaitable[str | None]]
+redirect_judge: ContextVar[RedirectJudge | None] = ContextVar("redirect_judge", default=None)
 
 
 @dataclass

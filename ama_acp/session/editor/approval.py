@@ -13,7 +13,6 @@ import logging
 import os
 from collections.abc import Mapping
 from typing import Protocol
-from urllib.parse import urlsplit
 
 from ama_acp.agent import events as ev
 from ama_acp.agent.loop import CANCELLED_FOR_MODEL, CANCELLED_FOR_PERSON, Refusal
@@ -318,17 +317,16 @@ _KIND_NOUNS = {
 
 def _memory_kind(name: str, kind: str, args: Args) -> str:
     """What an "always" answer is remembered under: the tool's kind, except that for an MCP tool it is that one
-    tool of that server, and for a fetch the URL's host — one click must not open every address on the web to
-    the model (a URL can carry out whatever it has read)."""
+    tool of that server, and for a fetch the URL's origin, its host and port (tools/web/origin.py) — one click
+    must not open every address on the web to the model (a URL can carry out whatever it has read)."""
     if name.startswith("mcp__"):
         return f"{kind}:{name}"
     if kind == "fetch":
+        from ama_acp.tools.web.origin import url_origin  # with the first fetch: ipaddress and socket (start-up time)
+
         url = args.get("url")
-        try:
-            host = urlsplit(url).hostname if isinstance(url, str) else None
-        except ValueError:  # a malformed URL (the tool refuses it too): remembered under no host at all
-            host = None
-        return f"fetch:{(host or '').lower()}"
+        origin = url_origin(url) if isinstance(url, str) else None
+        return f"fetch:{origin.shown if origin else ''}"  # a malformed URL (refused by the tool too): no origin
     return kind
 
 
@@ -367,8 +365,12 @@ def _rule_covers(rule: str) -> str:
 
 
 def _short(text: str, limit: int = 120) -> str:
-    """An option's name stays a line: a long directory or tool title keeps its start and end."""
-    return text if len(text) <= limit else text[: limit // 2 - 1] + "…" + text[-(limit // 2) :]
+    """An option's name stays a line: a long directory or tool title keeps its start and end, and says how much
+    of its middle is left out."""
+    if len(text) <= limit:
+        return text
+    side = max(1, (limit - len(f"…[+{len(text):,} chars]…")) // 2)
+    return f"{text[:side]}…[+{len(text) - 2 * side:,} chars]…{text[-side:]}"
 
 
 def _failed(reason: str) -> Refusal:
