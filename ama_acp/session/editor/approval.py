@@ -73,14 +73,8 @@ class Approver:
         tool = self.s.tool(call.name)
         kind = tool.kind if tool else "other"
         memory_kind = _memory_kind(call.name, kind, args)
-        cwd = args.get("cwd")
-        for path in [loc.path for loc in call.locations] + ([cwd] if isinstance(cwd, str) else []):
-            problem = path_problem(path)
-            if problem is not None:  # no file can have such a name, and the OS calls behind the policy refuse it
-                return Refusal(
-                    f"A path in this call {problem}, which no file name can hold. Fix the path.",
-                    f"Not run: a path in this call {problem}.",
-                )
+        if (bad := _bad_path(call, args)) is not None:
+            return bad
         ruled = self.rules.judge(call.name, args, [loc.path for loc in call.locations], self.s.tool_ctx.resolve)
         if ruled is not None and ruled[0] == "deny":  # in every mode, Full access too
             why = f"A permission rule denies this call: `{ruled[1].shown}` ({ruled[1].origin})."
@@ -133,14 +127,29 @@ class Approver:
         proposal = None if outside else self.rules.proposal(call.name, args)
         covers = _covers(call.title, kind, outside, memory_kind)
         opts = _options(covers, _rule_covers(proposal) if proposal else covers)
+        answer = await self._put(call, kind, call.title + where, await self._content(call, kind, args), opts)
+        if isinstance(answer, Refusal):
+            return answer
+        return self._judge(answer, kind, outside, {o.option_id for o in opts}, memory_kind, proposal)
+
+    async def _put(
+        self,
+        call: ev.ToolCallRequested,
+        kind: str,
+        title: str,
+        content: list[w.ToolCallContent],
+        opts: list[w.PermissionOption],
+    ) -> w.RequestPermissionResponse | Refusal:
+        """The question about `call` put to the person: their answer, or the Refusal that stands for none (the
+        turn cancelled while it was open, the client unable to ask)."""
         request = w.RequestPermissionRequest(
             session_id=self.s.id,
             tool_call=w.ToolCallFields(
                 tool_call_id=call.wire_id,
-                title=call.title + where,
+                title=title,
                 kind=kind,
                 status="pending",
-                content=await self._content(call, kind, args) or None,
+                content=content or None,
                 locations=locations(call.locations),
                 raw_input=shown_input(call.name, call.raw_input),
             ),
@@ -150,9 +159,7 @@ class Approver:
         if answer is None or self.s.cancelled:
             self.s.cancel()
             return Refusal(CANCELLED_FOR_MODEL, CANCELLED_FOR_PERSON)
-        if isinstance(answer, Refusal):
-            return answer
-        return self._judge(answer, kind, outside, {o.option_id for o in opts}, memory_kind, proposal)
+        return answer
 
     async def _ask_unconfined(
         self, call: ev.ToolCallRequested, kind: str, outside: list[str], args: Args
@@ -163,23 +170,8 @@ class Approver:
             return ALWAYS_REJECTED
         where = f" (outside the project: {', '.join(_shown_path(p) for p in outside)})" if outside else ""
         warning = w.Content(content=w.TextContent(text=unconfined.WARNING))
-        request = w.RequestPermissionRequest(
-            session_id=self.s.id,
-            tool_call=w.ToolCallFields(
-                tool_call_id=call.wire_id,
-                title=unconfined.title(call.title) + where,
-                kind=kind,
-                status="pending",
-                content=[warning, *await self._content(call, kind, args)],
-                locations=locations(call.locations),
-                raw_input=shown_input(call.name, call.raw_input),
-            ),
-            options=unconfined.OPTIONS,
-        )
-        answer = await self._answer(request)
-        if answer is None or self.s.cancelled:
-            self.s.cancel()
-            return Refusal(CANCELLED_FOR_MODEL, CANCELLED_FOR_PERSON)
+        content = [warning, *await self._content(call, kind, args)]
+        answer = await self._put(call, kind, unconfined.title(call.title) + where, content, unconfined.OPTIONS)
         if isinstance(answer, Refusal):
             return answer
         if unconfined.declined(answer):
@@ -313,6 +305,20 @@ _KIND_NOUNS = {
     "search": "searches",
     "fetch": "fetches",
 }
+
+
+def _bad_path(call: ev.ToolCallRequested, args: Args) -> Refusal | None:
+    """A refusal when a path of the call (a location, a command's cwd) is one no file name can hold: the OS calls
+    behind the policy would refuse it anyway."""
+    cwd = args.get("cwd")
+    for path in [loc.path for loc in call.locations] + ([cwd] if isinstance(cwd, str) else []):
+        problem = path_problem(path)
+        if problem is not None:
+            return Refusal(
+                f"A path in this call {problem}, which no file name can hold. Fix the path.",
+                f"Not run: a path in this call {problem}.",
+            )
+    return None
 
 
 def _memory_kind(name: str, kind: str, args: Args) -> str:
