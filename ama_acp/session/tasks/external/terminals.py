@@ -3,11 +3,11 @@
 Offered to the agent only when the editor offers terminals. `terminal/create` is judged as ama's own
 `run_command`: its cwd (the session's folder when it names none) must be an absolute path inside the session's
 workspace, and the parent's mode decides — Read only refuses, Manual asks the person (the parent's approval, in
-the task's session when the editor sees one), Full access runs it; in the session's sandbox, as ama's own commands
-(the editor runs the launcher, the agent's command at its end; the private temp folder goes with the terminal). The editor's terminal id never reaches the
-agent: the agent gets an id of ama's (`term-<n>`), valid on its own connection only, so it cannot name another
-session's terminals; output, wait_for_exit, kill and release go to the editor under the mapped id. Terminals the
-agent leaves open are killed and released when its task ends.
+the task's session when the editor sees one), Full access runs it — in the session's sandbox, as ama's own
+commands (the editor runs the launcher, the agent's command at its end; the private temp folder goes with the
+terminal). The editor's terminal id never reaches the agent: the agent gets an id of ama's (`term-<n>`), valid on
+its own connection only, so it cannot name another session's terminals; output, wait_for_exit, kill and release
+go to the editor under the mapped id. Terminals the agent leaves open are killed and released when its task ends.
 """
 
 from __future__ import annotations
