@@ -27,8 +27,12 @@ from ama_acp.client.terminal.cli import run_acp_client
 from ama_acp.sandbox import kernel_abi
 from ama_acp.sandbox.landlock import NET_ABI
 from tests.integration.test_external_terminals_e2e import creates, delegate
+from tests.integration.test_sandbox_retry_e2e import client as retry_client
+from tests.integration.test_sandbox_retry_e2e import command as retried
+from tests.integration.test_sandbox_retry_e2e import configure, one_turn, write_outside
 from tests.support.harness import Ama, clean_env, run_ama, write_script
 from tests.support.json_values import session_id
+from tests.support.llm_server import LLMServer
 
 ROOT = Path(__file__).resolve().parents[2]
 ABI, _ = kernel_abi()
@@ -92,11 +96,31 @@ async def test_run_command_in_the_editors_terminal_is_sandboxed(tmp_path: Path, 
     assert "blocked-outside" in text and not outside.exists()
     assert "wrote-inside" in text and (ama.workspace / "inside.txt").exists()
     assert OPEN not in text and "PermissionError" in text
-    assert "ama's sandbox, which blocks writes outside the workspace and network connections" in text
+    assert (
+        "Writes outside the workspace and network connections (TCP connect and bind) are blocked by ama's sandbox"
+        in text
+    )
 
 
 def _written(conn: AgentProcess) -> list[dict[str, Any]]:
     return [json.loads(e.raw) for e in conn.transcript if e.direction == "in"]
+
+
+@needs_net_rules
+@pytest.mark.anyio
+async def test_the_one_run_outside_the_sandbox_the_person_allowed_reaches_the_editor_without_the_launcher(
+    tmp_path: Path,
+) -> None:
+    ama = Ama(tmp_path)
+    target = tmp_path / "outside.txt"
+    with LLMServer() as llm:
+        configure(ama, llm.openai_url)
+        llm.enqueue(retried("c1", write_outside(target), True), {"text": "ok"})
+        conn, _ = await one_turn(ama, retry_client("allow_once", terminal=True), "full_access")
+    [made] = [m["params"] for m in _written(conn) if m.get("method") == "terminal/create"]
+    assert made["command"] == "/bin/sh" and made["args"] == ["-c", write_outside(target)]
+    assert {e["name"] for e in made["env"]} == {"TERM", "PAGER", "GIT_PAGER"}
+    assert target.read_text() == "out\n"
 
 
 # --- an external agent's terminal -----------------------------------------------------------------------------------
