@@ -79,8 +79,8 @@ def _report(config: RunConfig, record: RunRecord, chosen: list[Group], report_js
     sys.stdout.write(text(results, verdicts, record.seconds, partial=bool(config.select)))
     if record.startup is not None:
         sys.stdout.write(startup_text(config))
-    unconfined = unsandboxed(config.sandbox) if _asked_for_terminals(record) else ""
-    if unconfined:  # said once for the run, not per command
+    unconfined = unsandboxed(config.sandbox)
+    if unconfined and _asked_for_terminals(record):  # said once for the run, not per command
         sys.stdout.write(f"\nThe commands the agent asked to run (terminal/create) were not sandboxed: {unconfined}.\n")
     if report_json:
         data = as_json(record, results, verdicts, config.command)
