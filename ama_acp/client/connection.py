@@ -125,6 +125,8 @@ class AgentProcess:
         self.terminals.default_cwd = lambda sid: self.session_cwds.get(sid) if sid is not None else None
         self.terminals.roots = self._roots
         self.terminals.gate = self.options.terminal_gate
+        self.terminals.sandbox = self.options.sandbox
+        self.terminals.sandbox_roots = self.options.sandbox_roots
         gate = handlers.FileGate(self._roots, self.options.file_gate) if self.options.file_gate else None
         self._serving = Serving(
             self.options,

@@ -1,5 +1,7 @@
-"""The sandbox of the commands ama runs itself (`run_command` through `LocalWorkspace`): what `[sandbox]` asks
-for, what the kernel offers, and the launcher command line that confines a command (docs/tools.md "What runs").
+"""The sandbox of the commands ama runs on someone's behalf (`run_command`, locally or in the editor's terminal; an
+external agent's terminals; the terminals ama's client serves an agent under test): what `[sandbox]` asks for,
+what the kernel offers, and the launcher command line that confines a command (docs/tools.md "What runs").
+`temp.py` makes a command's private temp folder; `terminal.py` readies a command another program starts.
 
 Linux only, through Landlock (`landlock.py`): unprivileged, nothing to install. Reading stays allowed
 everywhere; writing only in the workspace roots, a private temp folder and the devices a shell needs; TCP
@@ -37,6 +39,9 @@ _LAUNCHER = (
     f"import sys; sys.path[:0] = [{os.path.dirname(os.path.abspath(__file__))!r}]; import landlock; "
     "sys.exit(landlock.main())"
 )
+# The launcher run as a script, for a command line a person reads (`Sandbox.launcher`): compiled at each start,
+# which a command started through an editor's terminal does not feel.
+_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "landlock.py")
 
 
 @dataclass(frozen=True)
@@ -109,3 +114,12 @@ class Sandbox:
             dirs += self.roots
         env[landlock.SPEC_VAR] = landlock.encode_spec(not self.state.network_blocked, dirs, list(DEVICES), argv)
         return [sys.executable, "-I", "-S", "-c", _LAUNCHER]
+
+    def launcher(self, argv: list[str], env: dict[str, str], tmp: str) -> list[str]:
+        """As `wrap`, but `argv` ends the launcher's own command line instead of riding in `env`: for a command
+        another program starts and shows, where the person reads the real command last (an editor's terminal
+        card: `python -I -S …/landlock.py /bin/sh -c 'make test'`). Only `env` and no shell syntax: an editor
+        that runs it through a shell gets the same command line."""
+        dirs = [tmp, *SHARED, *(self.roots if self.state.mode == WORKSPACE_WRITE else ())]
+        env[landlock.SPEC_VAR] = landlock.encode_spec(not self.state.network_blocked, dirs, list(DEVICES), [])
+        return [sys.executable, "-I", "-S", _SCRIPT, *argv]

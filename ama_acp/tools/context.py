@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
 
+from ama_acp.sandbox import Sandbox
 from ama_acp.tools.paths import PathPolicy, ResolvedPath
 from ama_acp.tools.workspace import Workspace
 
@@ -35,6 +36,9 @@ class ToolContext:
     # more rights, which the person is asked about in every mode (session/editor/approval.py). True unless known
     # otherwise: a context that forgot to say asks one question too many, never one too few.
     sandboxed: bool = True
+    # The session's sandbox (its folders, `[sandbox]`), for commands others start on its behalf: an external
+    # agent's terminals (session/tasks/external/terminals.py). None: such commands run unconfined.
+    sandbox: Sandbox | None = None
 
     def resolve(self, path: str) -> ResolvedPath:
         return self.policy.resolve(path, self.cwd)

@@ -16,12 +16,10 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import shutil
 import signal
 import stat as stat_mod
 import subprocess
 import sys
-import tempfile
 from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -33,6 +31,7 @@ from anyio.abc import Process
 
 from ama_acp.errors import ToolError
 from ama_acp.sandbox import Sandbox
+from ama_acp.sandbox.temp import private_temp, remove_temp
 from ama_acp.tools.proctree import MARKER_VAR, marked_pids, new_marker, proc_pids, signal_marked, stat_fields
 from ama_acp.tools.regular import describe_mode, open_regular
 
@@ -262,13 +261,12 @@ class LocalWorkspace:
         box = self.sandbox if confined and self.sandbox is not None and self.sandbox.state.active else None
         if box is not None:
             # The command's private temp folder: the one place outside the workspace it may write.
-            env["TMPDIR"] = tmp = _private_temp()
+            env["TMPDIR"] = tmp = private_temp()
             argv = box.wrap(argv, env, tmp)
         try:
             result = await self._run(argv, env, marker, cwd, timeout, output_cap)
         finally:
-            if tmp is not None:
-                shutil.rmtree(tmp, ignore_errors=True)
+            remove_temp(tmp)
         # What the sandbox refused, for the model reading a failed command.
         return result if box is None else msgspec.structs.replace(result, sandbox=box.state.blocked())
 
@@ -432,45 +430,3 @@ def _list_dir(path: str) -> list[DirEntry]:
             size = st.st_size if stat_mod.S_ISREG(st.st_mode) else 0
             entries.append(DirEntry(e.name, is_dir, size, st.st_mtime, e.is_symlink(), describe_mode(st.st_mode)))
     return entries
-
-
-_RUN_PREFIX = "ama-run-"
-_swept = False
-
-
-def _private_temp() -> str:
-    """A command's private temp folder, `ama-run-<ama's pid>-…`. The first one a process makes also sweeps the
-    folders that processes which are gone left behind (an ama killed while its command ran cannot remove its
-    own): only directories of ours by that name, whose pid is no longer alive; never a link or another's."""
-    global _swept
-    if not _swept:
-        _swept = True
-        _sweep_dead_runs(tempfile.gettempdir())
-    return tempfile.mkdtemp(prefix=f"{_RUN_PREFIX}{os.getpid()}-")
-
-
-def _sweep_dead_runs(folder: str) -> None:
-    try:
-        names = [n for n in os.listdir(folder) if n.startswith(_RUN_PREFIX)]
-    except OSError:
-        return
-    for name in names:
-        pid = name[len(_RUN_PREFIX) :].partition("-")[0]
-        path = os.path.join(folder, name)
-        try:
-            st = os.lstat(path)
-        except OSError:
-            continue
-        if not pid.isdigit() or not stat_mod.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or _alive(int(pid)):
-            continue
-        shutil.rmtree(path, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # someone else's process: alive
-    return True
