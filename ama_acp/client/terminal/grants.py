@@ -39,20 +39,24 @@ class _Grant:
     expires: float
 
 
+def _allowed(params: JSONObject, outcome: JSONObject) -> bool:
+    """Whether the answer picked an allow option of the request (an id two options share is not a clear answer)."""
+    options = params.get("options")
+    if outcome.get("outcome") != "selected" or not isinstance(options, list):
+        return False
+    chosen = outcome.get("optionId")
+    kinds = [o.get("kind") for o in options if isinstance(o, dict) and o.get("optionId") == chosen]
+    return len(kinds) == 1 and kinds[0] in _ALLOW
+
+
 def _allowed_command(params: JSONObject, outcome: JSONObject) -> tuple[str, str | None, str] | None:
     """(session, tool call, command) of a permission request the person allowed for a command; None otherwise."""
-    sid, call, options = params.get("sessionId"), params.get("toolCall"), params.get("options")
-    if not isinstance(sid, str) or not isinstance(call, dict) or not isinstance(options, list):
-        return None
-    if outcome.get("outcome") != "selected" or call.get("kind") != "execute":
+    sid, call = params.get("sessionId"), params.get("toolCall")
+    if not isinstance(sid, str) or not isinstance(call, dict) or call.get("kind") != "execute":
         return None
     raw = call.get("rawInput")
     command = raw.get("command") if isinstance(raw, dict) else None
-    if not isinstance(command, str) or not command:
-        return None
-    chosen = outcome.get("optionId")
-    kinds = [o.get("kind") for o in options if isinstance(o, dict) and o.get("optionId") == chosen]
-    if len(kinds) != 1 or kinds[0] not in _ALLOW:  # an id two options share is not a clear answer
+    if not isinstance(command, str) or not command or not _allowed(params, outcome):
         return None
     call_id = call.get("toolCallId")
     return sid, call_id if isinstance(call_id, str) else None, command
