@@ -39,6 +39,9 @@ class ToolContext:
     # The session's sandbox (its folders, `[sandbox]`), for commands others start on its behalf: an external
     # agent's terminals (session/tasks/external/terminals.py). None: such commands run unconfined.
     sandbox: Sandbox | None = None
+    # Whether the terminals the editor runs for this session are confined, by `sandbox` or by the editor itself
+    # (it says so: sandbox.CONFINED_TERMINALS): said in turn to an external agent, which then sends bare commands.
+    terminals_confined: bool = False
 
     def resolve(self, path: str) -> ResolvedPath:
         return self.policy.resolve(path, self.cwd)

@@ -13,7 +13,7 @@ import anyio
 import anyio.lowlevel
 
 from ama_acp.rpc.errors import ClientError
-from ama_acp.sandbox import OFF, Sandbox, sandbox_state
+from ama_acp.sandbox import OFF, Sandbox, confines_terminals, sandbox_state
 from ama_acp.sandbox.temp import remove_temp
 from ama_acp.sandbox.terminal import confine
 from ama_acp.session.editor.client import ClientRequests, EditorClient, MalformedAnswer, PeerEditor
@@ -72,6 +72,8 @@ class EditorWorkspace(LocalWorkspace):
         self._fs_read = fs_read
         self._fs_write = fs_write
         self._terminal = terminal
+        # The editor confines its terminals itself (sandbox.CONFINED_TERMINALS): the command goes bare.
+        self.editor_confines = False
 
     async def _ask(self, method: str, timeout: float, answer: Awaitable[_T]) -> _T:
         """`answer`, the editor's call to `method` under `timeout`, with its failures as the tool's."""
@@ -137,10 +139,12 @@ class EditorWorkspace(LocalWorkspace):
         argv, env = ["/bin/sh", "-c", command], {"TERM": "dumb", "PAGER": "cat", "GIT_PAGER": "cat"}
         # The editor runs it on this machine (ACP's paths are shared): the launcher confines it there too, but for
         # the one run outside the sandbox the person allowed (`confined` False).
-        box = confine(self.sandbox if confined else None, argv, env)
+        box = confine(self.sandbox if confined and not self.editor_confines else None, argv, env)
         tmp, blocked = None, ""
         if box is not None and self.sandbox is not None:
             argv, env, tmp, blocked = box.argv, box.env, box.tmp, self.sandbox.state.blocked()
+        elif self.editor_confines:  # the editor's own sandbox, which even an allowed run outside ama's stays in
+            blocked = "writes outside the workspace (the editor confines its terminals)"
         try:
             terminal_id = await self._create_terminal(
                 w.CreateTerminalRequest(
@@ -242,9 +246,12 @@ def _signal_number(sig: str | int | None) -> int | None:
 def tool_context(runtime: EditorRuntime, session: WorkspaceSession) -> ToolContext:
     caps = runtime.client_caps
     fs_read, fs_write, terminal = caps.fs.read_text_file, caps.fs.write_text_file, caps.terminal
+    editor_confines = terminal and confines_terminals(caps.meta)
     if fs_read or fs_write or terminal:
         editor = PeerEditor(runtime.client_request)
-        workspace: LocalWorkspace = EditorWorkspace(editor, session, fs_read, fs_write, terminal)
+        served = EditorWorkspace(editor, session, fs_read, fs_write, terminal)
+        served.editor_confines = editor_confines
+        workspace: LocalWorkspace = served
     else:
         workspace = LocalWorkspace()
     roots = [session.cwd, *session.additional_directories]
@@ -258,5 +265,7 @@ def tool_context(runtime: EditorRuntime, session: WorkspaceSession) -> ToolConte
         policy=PathPolicy(roots),
         unsandboxed=unsandboxed,
         sandboxed=state.active,
-        sandbox=sandbox,
+        # An editor that confines its terminals confines an external agent's too: they go to it bare.
+        sandbox=None if editor_confines else sandbox,
+        terminals_confined=editor_confines or state.active,
     )
