@@ -51,7 +51,9 @@ ALLOWED: dict[str, set[str]] = {
     # the sandbox of the commands ama runs for a model or an agent under test: below the tools and the client
     "sandbox": {"config"},
     "tools": {"conversation", "config", "errors", "secrets", "redact", "permissions", "sandbox"},
-    "agent": {"conversation", "config", "errors", "context", "providers", "tools", "permissions"},
+    # what shapes ama from a person's or a team's files (commands, skills, hooks): parsed, protocol-free
+    "shaping": {"conversation", "config", "errors", "textsafe", "secrets", "redact", "tools", "sandbox"},
+    "agent": {"conversation", "config", "errors", "context", "providers", "tools", "permissions", "shaping"},
     # the editor's MCP servers: connections and their tools, below the sessions that use them
     "mcp": {"conversation", "config", "errors", "secrets", "redact", "tools"},
     # the ACP side: sessions map the agent to the protocol; the server dispatches to them
