@@ -33,7 +33,7 @@ def test_block_scalars_and_lists_as_other_agents_write_them() -> None:
     [
         ("---\na: &x [1]\nb: *x\n---\n", 3, "aliases"),
         ("---\n- 1\n---\n", 2, "mapping"),
-        ("---\na: [\n---\n", 2, "malformed YAML"),
+        ("---\na: [\n---\n", 3, "malformed YAML"),
         ("---\na: 1\n", 1, "never closed"),
         ("---\n1: x\n---\n", 2, "mapping"),
         ("---\na: !!python/object:os.system x\n---\n", 2, "malformed YAML"),
