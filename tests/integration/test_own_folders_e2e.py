@@ -15,8 +15,9 @@ from tests.integration.test_compaction_e2e import ENV, HANDOFF
 from tests.integration.test_compaction_e2e import configure as configure_compaction
 from tests.integration.test_subagents_e2e import SUBAGENTS
 from tests.integration.test_tasks_e2e import KEY, configure, stats, task_call
-from tests.support.harness import Ama, agent_text, run_ama
+from tests.support.harness import Ama, agent_text, local_config, run_ama
 from tests.support.llm_server import LLMServer
+from tests.support.raw import RawAma
 
 pytestmark = pytest.mark.anyio
 
@@ -89,3 +90,45 @@ async def test_a_linked_compaction_folder_is_refused_and_the_person_told(tmp_pat
     assert "compaction-1 is a symbolic link" in error, error
     assert sorted(p.name for p in (ama.tmp / "outside").iterdir()) == ["handoff.md"]
     assert (ama.tmp / "outside" / "handoff.md").read_text() == "not ama's"
+
+
+@pytest.mark.parametrize("plant", ["fifo", "dev-zero"])
+def test_a_fifo_or_a_device_as_the_credentials_file_is_refused_and_ama_answers(tmp_path, plant):
+    ama = Ama(tmp_path)
+    folder = tmp_path / "xdg-config" / "ama"
+    folder.mkdir(parents=True)
+    if plant == "fifo":
+        os.mkfifo(folder / "credentials.toml")
+    else:
+        (folder / "credentials.toml").symlink_to("/dev/zero")
+    ama.config.write_text(local_config("http://127.0.0.1:9/v1"))  # its key is looked up in the file
+    raw = RawAma(ama, process=True)
+    try:
+        assert "result" in raw.request(1, "initialize", {"protocolVersion": 1})
+        new = raw.request(2, "session/new", {"cwd": str(ama.workspace), "mcpServers": []})
+        assert new.get("error", {}).get("code") == -32000, new  # no usable key: sign in, said as always
+        assert raw.alive()
+    finally:
+        raw.close()
+
+
+async def test_a_linked_checkpoints_folder_never_receives_the_copies(tmp_path):
+    ama = Ama(tmp_path)
+    (ama.workspace / "notes.txt").write_text("the old words\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    with LLMServer() as llm:
+        ama.config.write_text(local_config(llm.openai_url, top='mode = "full_access"'))
+        write = {"id": "w1", "name": "write_file", "arguments": {"path": "notes.txt", "content": "new words\n"}}
+        llm.enqueue({"tool_calls": [write]}, {"text": "written"})
+        async with run_ama(ama, env=ENV, process=True) as conn:
+            sid = await start(conn, ama)
+            (ama.data / "checkpoints").mkdir(parents=True, exist_ok=True)
+            (ama.data / "checkpoints" / sid).symlink_to(outside)
+            assert (await conn.prompt(sid, "rewrite notes.txt", timeout=15))["stopReason"] == "end_turn"
+            assert (ama.workspace / "notes.txt").read_text() == "new words\n"  # the write itself goes on
+            await conn.prompt(sid, "/rewind 1", timeout=10)
+            # The copy could not be kept: the rewind says so and leaves the file as it is.
+            assert "notes.txt" in agent_text(conn, sid)
+        assert list(outside.iterdir()) == []
+        assert "symbolic link" in ama.log_text()
