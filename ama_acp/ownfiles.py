@@ -131,6 +131,14 @@ def folder(path: Path, root: Path, *, create: bool = False) -> Iterator[int]:
 
 def _open_in(fd: int, name: str, path: Path, flags: int, mode: int) -> int:
     """The regular file `name` in the folder `fd`, opened without following a link or blocking."""
+    if not flags & os.O_EXCL:  # with it, the kernel refuses whatever has the name (FileExistsError)
+        try:
+            before = os.lstat(name, dir_fd=fd)
+        except FileNotFoundError:
+            pass  # O_CREAT makes it; else the open below says so
+        else:
+            if not stat.S_ISREG(before.st_mode):  # a device or a FIFO is never even opened
+                raise _refusal(path, before.st_mode)
     try:
         out = os.open(name, flags | _FILE_FLAGS, mode, dir_fd=fd)
     except (FileNotFoundError, PermissionError):

@@ -74,7 +74,7 @@ ALLOWED: dict[str, set[str]] = {
     "catalog_cli": {"config", "providers"},
     "oneshot": {"config", "conversation", "logs", "providers", "session", "textsafe", "wire"},
     "doctor": {"config", "credentials", "errors", "providers", "redact", "secrets", "textsafe", "tools", "sandbox"},
-    "setup": {"config", "credentials", "errors", "providers", "secrets"},
+    "setup": {"config", "credentials", "errors", "ownfiles", "providers", "secrets"},
     "cli": {
         "__init__",
         "config",

@@ -28,6 +28,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from ama_acp import ownfiles
 from ama_acp.credentials import fsync_directory
 from ama_acp.errors import StoreError
 from ama_acp.redact import Redactor
@@ -157,7 +158,8 @@ class SessionStore:
         # Conversations are private: the directory and files are for this user only.
         try:
             # O_EXCL: whatever already has the name (a file, a FIFO, a link, even a dangling one) is never opened.
-            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            # Through the one opener of ama's folders, below the sessions folder.
+            fd = ownfiles.open_file(path, self.sessions_dir, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL)
         except FileExistsError:
             raise SessionExists(f"session {header.session_id} already exists") from None
         except OSError as exc:
