@@ -113,17 +113,17 @@ def _open_child_dir(fd: int, name: str, path: Path, create: bool) -> int:
 def folder(path: Path, root: Path, *, create: bool = False) -> Iterator[int]:
     """A descriptor on the folder `path` (`root` itself, or below it), reached without following any link below
     `root`; `create`: missing folders are made (0700). Closed on exit."""
+    names = _below(path, root) if path != root else ()
     if create:
         os.makedirs(root, mode=0o700, exist_ok=True)
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        if path != root:
-            walked = root
-            for name in _below(path, root):
-                walked = walked / name
-                child = _open_child_dir(fd, name, walked, create)
-                os.close(fd)
-                fd = child
+        walked = root
+        for name in names:
+            walked = walked / name
+            child = _open_child_dir(fd, name, walked, create)
+            os.close(fd)
+            fd = child
         yield fd
     finally:
         os.close(fd)
