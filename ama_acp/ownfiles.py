@@ -141,7 +141,7 @@ def _open_in(fd: int, name: str, path: Path, flags: int, mode: int) -> int:
                 raise _refusal(path, before.st_mode)
     try:
         out = os.open(name, flags | _FILE_FLAGS, mode, dir_fd=fd)
-    except (FileNotFoundError, PermissionError):
+    except (FileNotFoundError, FileExistsError, PermissionError):  # FileExistsError: O_EXCL, whatever is there
         raise
     except OSError as exc:  # ELOOP (a link), ENXIO (a FIFO without a reader), EISDIR …: say what is there
         try:
