@@ -27,14 +27,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ama_acp.errors import AmaError
+from ama_acp.errors import StoreError
 
 _FILE_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _CHUNK = 1 << 20
 
 
-class OwnFileRefused(AmaError, OSError):
+class OwnFileRefused(StoreError, OSError):
     """A path below one of ama's own folders that is not what ama keeps there: `kind` says what it is, in words
     ("a symbolic link", "a FIFO (named pipe)", "larger than 1 MiB")."""
 
