@@ -7,11 +7,15 @@ why. The opener's own guarantees are tested through real links, FIFOs and device
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ama_acp import ownfiles
 
@@ -224,3 +228,88 @@ def test_a_path_outside_the_root_is_refused(tmp_path):
         ownfiles.read_file(tmp_path / "x", tmp_path / "data", 10)
     with pytest.raises(ownfiles.OwnFileRefused):
         ownfiles.read_file(tmp_path / "data" / ".." / "x", tmp_path / "data", 10)
+
+
+# --- any tree a hostile hand plants, any operation -------------------------------------------------------------
+
+KINDS = ("file", "dir", "fifo", "link-out", "link-in", "link-dir-out", "link-zero", "missing")
+NAMES = ("a", "b", "c")
+
+
+def _plant(root: Path, outside: Path, layout: list[tuple[tuple[str, ...], str]]) -> list[Path]:
+    """The layout planted below `root` (each entry: a path of names, what to put there); the FIFOs made."""
+    fifos: list[Path] = []
+    for parts, kind in layout:
+        path = root.joinpath(*parts)
+        if os.path.lexists(path) or not path.parent.is_dir() or path.parent.is_symlink():
+            continue
+        if kind == "file":
+            path.write_bytes(b"ama's")
+        elif kind == "dir":
+            path.mkdir()
+        elif kind == "fifo":
+            os.mkfifo(path)
+            fifos.append(path)
+        elif kind == "link-out":
+            path.symlink_to(outside / "f")
+        elif kind == "link-in":
+            path.symlink_to(root / "a")
+        elif kind == "link-dir-out":
+            path.symlink_to(outside)
+        elif kind == "link-zero":
+            path.symlink_to("/dev/zero")
+    return fifos
+
+
+def _unblock_after(fifos: list[Path], seconds: float, blocked: threading.Event) -> threading.Timer:
+    """A regression that blocks on a FIFO fails the property instead of hanging the run: after `seconds`, each
+    FIFO is opened read-write (which never blocks) and closed again, which frees a blocked open or read."""
+
+    def free() -> None:
+        blocked.set()
+        for fifo in fifos:
+            try:
+                os.close(os.open(fifo, os.O_RDWR | os.O_NONBLOCK))
+            except OSError:
+                pass
+
+    timer = threading.Timer(seconds, free)
+    timer.start()
+    return timer
+
+
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    layout=st.lists(
+        st.tuples(st.lists(st.sampled_from(NAMES), min_size=1, max_size=3).map(tuple), st.sampled_from(KINDS)),
+        max_size=8,
+    ),
+    target=st.lists(st.sampled_from(NAMES), min_size=1, max_size=3).map(tuple),
+    operation=st.sampled_from(("read", "write", "append", "open-write")),
+)
+def test_whatever_is_planted_nothing_outside_changes_and_nothing_blocks(tmp_path_factory, layout, target, operation):
+    base = tmp_path_factory.mktemp("tree")
+    root, outside = base / "data", base / "outside"
+    root.mkdir()
+    outside.mkdir()
+    (outside / "f").write_bytes(b"theirs")
+    fifos = _plant(root, outside, layout)
+    path = root.joinpath(*target)
+    blocked = threading.Event()
+    timer = _unblock_after(fifos, 5.0, blocked)
+    try:
+        if operation == "read":
+            data = ownfiles.read_file(path, root, 1000)
+            assert data == b"ama's"  # only a regular file ama could have made is ever read
+        elif operation == "write":
+            ownfiles.write_file(path, root, b"new")
+        elif operation == "append":
+            ownfiles.append(path, root, b"line\n")
+        else:
+            os.close(ownfiles.open_file(path, root, os.O_WRONLY | os.O_CREAT, create_dirs=True))
+    except OSError:
+        pass  # a refusal (OwnFileRefused), a missing file, a folder where a file belongs: all fine
+    finally:
+        timer.cancel()
+    assert not blocked.is_set(), f"{operation} of {target} blocked on a FIFO"
+    assert sorted(p.name for p in outside.iterdir()) == ["f"] and (outside / "f").read_bytes() == b"theirs"
