@@ -132,3 +132,16 @@ async def test_a_linked_checkpoints_folder_never_receives_the_copies(tmp_path):
             assert "notes.txt" in agent_text(conn, sid)
         assert list(outside.iterdir()) == []
         assert "symbolic link" in ama.log_text()
+
+
+def test_a_fifo_as_the_log_file_leaves_ama_without_a_log_not_frozen(tmp_path):
+    ama = Ama(tmp_path)
+    (ama.data / "logs").mkdir(parents=True)
+    os.mkfifo(ama.data / "logs" / "ama.log")
+    raw = RawAma(ama, process=True)
+    try:
+        assert "result" in raw.request(1, "initialize", {"protocolVersion": 1})
+        assert "result" in raw.request(2, "session/new", {"cwd": str(ama.workspace), "mcpServers": []})
+    finally:
+        raw.close()
+    assert "no log file" in ama.stderr.read_text() and "FIFO" in ama.stderr.read_text()
