@@ -440,10 +440,10 @@ def test_permission_errors_opening_the_file_are_session_write_errors(tmp_path, m
     store = SessionStore(tmp_path, redactor=Redactor(), fsync="never")
     real_open = os.open
 
-    def refuse(path, flags, *args):
+    def refuse(path, flags, *args, **kwargs):  # kwargs: ownfiles opens below a folder's descriptor (dir_fd)
         if flags & (os.O_RDWR | os.O_WRONLY):
             raise OSError(errno.EROFS, "Read-only file system", str(path))
-        return real_open(path, flags, *args)
+        return real_open(path, flags, *args, **kwargs)
 
     monkeypatch.setattr("ama_acp.session.store.session_store.os.open", refuse)
     with pytest.raises(SessionWriteError, match="read-only"):
