@@ -28,11 +28,13 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from ama_acp import ownfiles
 from ama_acp.credentials import fsync_directory
 from ama_acp.errors import StoreError
 from ama_acp.redact import Redactor
 from ama_acp.secrets import names_generation
 from ama_acp.session.store.checkpoint_files import remove_checkpoints
+from ama_acp.session.store.early import Reserved
 from ama_acp.session.store.entries import Entry, Header
 from ama_acp.session.store.errors import (
     InvalidSessionId,
@@ -157,7 +159,8 @@ class SessionStore:
         # Conversations are private: the directory and files are for this user only.
         try:
             # O_EXCL: whatever already has the name (a file, a FIFO, a link, even a dangling one) is never opened.
-            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            # Through the one opener of ama's folders, below the sessions folder.
+            fd = ownfiles.open_file(path, self.sessions_dir, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL)
         except FileExistsError:
             raise SessionExists(f"session {header.session_id} already exists") from None
         except OSError as exc:
@@ -179,6 +182,25 @@ class SessionStore:
             writer.discard()
             _remove_new_file(path)
             if isinstance(exc, OSError) and not isinstance(exc, SessionWriteError):  # the fsyncs
+                raise SessionWriteError(path, f"it could not be flushed to disk: {in_words(exc)}", exc) from exc
+            raise
+        return writer
+
+    def adopt(self, reserved: Reserved) -> SessionWriter:
+        """The writer of a file `early.reserve` made before session/new was answered, synced now as `create`
+        syncs a new file (the fsyncs the answer did not wait for). A failure is a SessionWriteError, and the
+        file is removed again."""
+        path, fd = reserved.path, reserved.fd
+        writer = SessionWriter(path, fd, reserved.end, self.redactor, self._fsync)
+        try:
+            self._private_dir(path)
+            if self._fsync != "never":
+                os.fsync(fd)
+                fsync_directory(self.sessions_dir)
+        except BaseException as exc:
+            writer.discard()
+            _remove_new_file(path)
+            if isinstance(exc, OSError) and not isinstance(exc, SessionWriteError):
                 raise SessionWriteError(path, f"it could not be flushed to disk: {in_words(exc)}", exc) from exc
             raise
         return writer

@@ -13,12 +13,14 @@ from typing import Literal
 
 import msgspec
 
+from ama_acp.conversation.messages import UserMessage
 from ama_acp.redact import Redactor
 from ama_acp.session.store.entries import (
     REPLAY_TEXT_LIMIT,
     CompactionEntry,
     Entry,
     Header,
+    MessageEntry,
     ToolCallEntry,
     TurnEntry,
     clip_replay_text,
@@ -68,6 +70,14 @@ def _bounded_tool_entry(entry: ToolCallEntry) -> ToolCallEntry:
     return msgspec.structs.replace(entry, **changes) if changes else entry
 
 
+def _ends_or_starts_a_turn(entry: Entry) -> bool:
+    """A turn's end, a compaction, or the person's prompt: synced under the "turn" policy, the prompt before
+    the turn's first request or tool (issue 39 point 6: what the editor still shows survives a crash)."""
+    if isinstance(entry, MessageEntry):
+        return isinstance(entry.message, UserMessage) and entry.message.origin == "person"
+    return type(entry) in (TurnEntry, CompactionEntry)
+
+
 class SessionWriter:
     """Appends entries to one session file; the only writer of that file while open (an exclusive flock).
 
@@ -115,7 +125,7 @@ class SessionWriter:
             self._until_check = 0  # the next turn's first entry checks again
         if not sync:
             return
-        if self._fsync == "always" or (self._fsync == "turn" and type(entry) in (TurnEntry, CompactionEntry)):
+        if self._fsync == "always" or (self._fsync == "turn" and _ends_or_starts_a_turn(entry)):
             self._sync()
 
     def _check_still_there(self) -> None:
