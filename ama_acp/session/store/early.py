@@ -39,7 +39,6 @@ def reserve(data_dir: Path, header: Header) -> Reserved:
     behind by a failure."""
     sessions = data_dir / "sessions"
     path = sessions / f"{header.session_id}.jsonl"
-    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL
     try:
         with ownfiles.folder(sessions, sessions, create=True):
             pass
@@ -47,17 +46,7 @@ def reserve(data_dir: Path, header: Header) -> Reserved:
         raise SessionWriteError(path, f"{sessions} is not a directory", exc) from exc
     except OSError as exc:
         raise SessionWriteError(path, f"the folder {sessions} cannot be used: {in_words(exc)}", exc) from exc
-    try:
-        fd = ownfiles.open_file(path, sessions, flags)
-    except FileExistsError:
-        raise SessionExists(f"session {header.session_id} already exists") from None
-    except OSError as exc:
-        raise SessionWriteError(path, in_words(exc), exc) from exc
-    try:
-        lock_for_writing(fd, path)  # closes `fd` when it fails
-    except BaseException:
-        _remove(path)
-        raise
+    fd = open_new_locked(path, sessions, header.session_id)
     line = default_redactor().redact_line(msgspec.json.encode(header)) + b"\n"
     try:
         view = memoryview(line)
@@ -68,6 +57,25 @@ def reserve(data_dir: Path, header: Header) -> Reserved:
         _remove(path)
         raise SessionWriteError(path, in_words(exc), exc) from exc
     return Reserved(path, fd, len(line))
+
+
+def open_new_locked(path: Path, sessions: Path, session_id: str) -> int:
+    """A new session file's descriptor, made exclusively below `sessions` through the one opener of ama's folders
+    (whatever already has the name — a file, a FIFO, a link, even a dangling one — is never opened) and locked.
+    `SessionExists` when the name is taken, SessionBusy / SessionWriteError as locking and opening fail; a
+    file made but not locked is removed again."""
+    try:
+        fd = ownfiles.open_file(path, sessions, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL)
+    except FileExistsError:
+        raise SessionExists(f"session {session_id} already exists") from None
+    except OSError as exc:
+        raise SessionWriteError(path, in_words(exc), exc) from exc
+    try:
+        lock_for_writing(fd, path)  # closes `fd` when it fails
+    except BaseException:
+        _remove(path)
+        raise
+    return fd
 
 
 def _remove(path: Path) -> None:
