@@ -29,7 +29,7 @@ from ama_acp.config import config_dir
 from ama_acp.conversation.messages import ImagePart, TextPart, UserMessage
 from ama_acp.rpc.dispatch import defer
 from ama_acp.rpc.errors import UNEXPECTED, AcpError
-from ama_acp.session import options
+from ama_acp.session import mcp_prompts, options
 from ama_acp.session.accounting.session_context import SessionContext
 from ama_acp.session.conversation import Conversation
 from ama_acp.session.editor.approval import Approver
@@ -174,7 +174,7 @@ class Session:
         if self.busy:
             raise AcpError.session_busy(self.id)
         user = user_message(blocks)
-        command = self.rt.commands.match(user)
+        command = self.rt.commands.match(user) or mcp_prompts.match(self, user)
         self.cancelled = False
         self.host.new_turn()
         self.instructions.refresh()  # a file changed since the last turn: the system prompt follows it
@@ -185,14 +185,7 @@ class Session:
         with anyio.CancelScope() as scope:
             self._turn_scope = scope
             try:
-                if command is not None:
-                    stop = await command(self)
-                else:
-                    if self.title is None:
-                        self.title = _title_from(user)
-                        self.persist(en.TitleEntry(title=self.title))
-                    async with self.outbox.turn():  # what is pending goes out when the turn ends, however it ends
-                        stop = await run_turn(self.host, user)
+                stop = await command(self) if command is not None else await self.run_model(user)
             finally:
                 self._turn_scope = None
         if scope.cancelled_caught or self.cancelled:
@@ -212,6 +205,14 @@ class Session:
         else:  # a bug: answer what is closest, and say so in the log
             log.error("%s turn ended with stop reason %r; answering end_turn", UNEXPECTED, stop)
         return w.PromptResponse(stop_reason=reason, usage=usage)
+
+    async def run_model(self, user: UserMessage) -> str:
+        """The model's turn on `user` (a prompt, or what a command made of one: an MCP prompt's messages)."""
+        if self.title is None:
+            self.title = _title_from(user)
+            self.persist(en.TitleEntry(title=self.title))
+        async with self.outbox.turn():  # what is pending goes out when the turn ends, however it ends
+            return await run_turn(self.host, user)
 
     async def _turn_end(self, stop: str) -> None:
         self.updated_at = en.utc_now()
@@ -294,9 +295,13 @@ class Session:
 
     async def announce_open(self) -> None:
         """E4: after the opening response is written: commands, options, then the meter (D2: always)."""
-        await self.send(w.AvailableCommandsUpdate(available_commands=self.rt.commands.available()))
+        await self.announce_commands()
         await self.send(w.ConfigOptionUpdate(config_options=self.config_options()))
         await self.report_usage(force=True)
+
+    async def announce_commands(self) -> None:
+        """ama's commands and the MCP servers' prompts (again when a server's prompts change)."""
+        await self.send(w.AvailableCommandsUpdate(available_commands=mcp_prompts.available(self)))
 
     async def release(self) -> None:
         """What the session holds goes with it: its MCP servers (no process outlives the session) and its file."""
