@@ -181,7 +181,7 @@ class _Budget:
 
 
 def prompt_parts(raw: object, prompt: str) -> list[TextPart | ImagePart]:
-    """A GetPromptResult as JSON → the parts of the turn's user message. Never raises.
+    """A GetPromptResult as JSON → the parts of the turn's user message (never none). Never raises.
 
     Each message's content in order; a message in the assistant's role is introduced as such (it cannot be the
     model's own turn: the turn is the person's); text beyond MAX_PROMPT_CHARS is cut with a marker.
@@ -204,7 +204,8 @@ def prompt_parts(raw: object, prompt: str) -> list[TextPart | ImagePart]:
         parts.append(TextPart(f"[{len(messages) - MAX_PROMPT_ITEMS} more prompt messages left out]"))
     if budget.cut:
         parts.append(TextPart(f"[… {budget.cut} characters of the prompt left out: it is over {MAX_PROMPT_CHARS}]"))
-    return [p for p in parts if not isinstance(p, TextPart) or p.text]
+    kept = [p for p in parts if not isinstance(p, TextPart) or p.text]
+    return kept or [TextPart(f"(MCP prompt {prompt[:80]!r} is empty)")]
 
 
 def _str(value: object) -> str | None:

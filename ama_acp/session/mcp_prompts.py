@@ -113,9 +113,8 @@ async def _run(
         raw = await mcp.hub.get_prompt(prompt, arguments)
     except ToolError as exc:
         return await _refuse(session, typed, f"/{prompt.command}: {exc}; nothing was sent to the model.")
-    parts = prompt_parts(raw, prompt.name) or [TextPart(f"(MCP prompt {prompt.name[:80]!r} is empty)")]
     # What else the person attached to the prompt (an image, a file) goes with the server's messages.
-    return await session.run_model(UserMessage(content=[*parts, *others]))
+    return await session.run_model(UserMessage(content=[*prompt_parts(raw, prompt.name), *others]))
 
 
 async def _refuse(session: PromptSession, typed: str, text: str) -> str:
