@@ -28,7 +28,7 @@ from ama_acp.errors import ToolError
 from ama_acp.mcp.config import McpServerSpec
 from ama_acp.mcp.lines import LineTooLong
 from ama_acp.mcp.prompts import MAX_PROMPTS_PER_SERVER, McpPrompt, prompts_from_listing
-from ama_acp.mcp.resources import ResourceText, listing_lines, read_text
+from ama_acp.mcp.resources import ResourceText, listing, listing_lines, read_text
 from ama_acp.mcp.results import McpCallResult
 from ama_acp.mcp.scrub import scrub_urls
 from ama_acp.mcp.tools import McpTool, cap_declarations, tools_from_listing
@@ -161,7 +161,7 @@ class McpHub:
         names = self.resource_servers() if server_name is None else [server_name]
         if server_name is not None and server_name not in self.resource_servers():
             raise ToolError(f"MCP server {server_name!r} is not running or offers no resources")
-        blocks: list[str] = []
+        blocks: list[tuple[str, list[str]]] = []
         for name in names:
             try:
                 session = self._ready_server(name)[1]
@@ -169,10 +169,10 @@ class McpHub:
                     name, connection.list_resources(session, name, self._call_timeout)
                 )
             except ToolError as exc:
-                blocks.append(f"## {name}\n- ({exc})")
+                blocks.append((name, [f"- ({exc})"]))
                 continue
-            blocks.append("\n".join([f"## {name}", *(listing_lines(name, listed, templates) or ["- (none)"])]))
-        return "\n\n".join(blocks) if blocks else "No MCP server of this session offers resources."
+            blocks.append((name, listing_lines(name, listed, templates)))
+        return listing(blocks)
 
     async def read_resource(self, server_name: str, uri: str) -> ResourceText:
         from ama_acp.mcp import connection

@@ -18,6 +18,7 @@ __all__ = [
     "MAX_READ_CHARS",
     "MAX_RESOURCES_PER_SERVER",
     "ResourceText",
+    "listing",
     "listing_lines",
     "read_text",
 ]
@@ -79,6 +80,14 @@ def _line(kind: str, address: str, entry: dict[str, object]) -> str:
     if description:
         line += f": {description}"
     return line
+
+
+def listing(blocks: list[tuple[str, list[str]]]) -> str:
+    """Each server's lines under its name, the whole cut at MAX_LISTING_CHARS with a marker."""
+    if not blocks:
+        return "No MCP server of this session offers resources."
+    text = "\n\n".join("\n".join([f"## {server}", *(lines or ["- (none)"])]) for server, lines in blocks)
+    return bounded(text, MAX_LISTING_CHARS, "the listing (ask for one `server` at a time)")
 
 
 def bounded(text: str, limit: int, what: str) -> str:

@@ -149,6 +149,12 @@ class SessionMcp:
         out: dict[str, list[ToolSpec]] = {spec.name: [] for spec in self.specs}
         for a in self._adapters.values():
             out.setdefault(a.tool.server, []).append(ToolSpec(a.name, a.description, a.parameters))
+        # The two resource tools are declared because of the first ready server that offers resources: counted
+        # with it, so `/context` and a load's check of the held figure see them come and go with that server.
+        resources = resource_tools(self.hub)
+        if resources:
+            first = self.hub.resource_servers()[0]
+            out.setdefault(first, []).extend(ToolSpec(t.name, t.description, t.parameters) for t in resources)
         return out
 
     # --- lifecycle --------------------------------------------------------------------------------------

@@ -129,7 +129,7 @@ async def test_resources_are_listed_and_read_bounded_in_read_only_mode_and_count
                     call("r5", "read_mcp_resource", server="nobody", uri="notes://readme"),
                 ]
             },
-            {"text": "read them", "usage": {"input": 40_000, "output": 5}},
+            {"text": "read them", "usage": None},  # no usage: the meter's own count of the results
         )
         async with run_ama(ama, env=KEY, process=True) as conn:
             sid = await open_session(conn, ama, [prompt_server("notes", log, "serve", "1")])
@@ -148,9 +148,11 @@ async def test_resources_are_listed_and_read_bounded_in_read_only_mode_and_count
             assert "[image notes://logo (image/png)]" in json.dumps(second)
             assert "the note called todo" in tool_message(second, "r4")
             assert "not running or offers no resources" in tool_message(second, "r5")
-            # The meter counted the results: its estimate before the reply's usage saw the 100 KB read.
-            used = [u["used"] for u in usage_updates(conn, sid)]
-            assert max(used) >= 20_000, used
+            # The meter counted the results: the 100,000 characters read are about 25,000 tokens of its estimate.
+            assert usage_updates(conn, sid)[-1]["used"] >= 20_000
+            # And /context lists the resource tools' declarations with the server that brought them.
+            await conn.prompt(sid, "/context", timeout=30)
+            assert "| notes |" in agent_text(conn, sid)
 
 
 async def test_a_prompt_added_later_is_offered_and_prompts_work_after_a_load(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from ama_acp.mcp.prompts import (
     prompt_parts,
     prompts_from_listing,
 )
-from ama_acp.mcp.resources import MAX_LISTING_CHARS, MAX_READ_CHARS, listing_lines, read_text
+from ama_acp.mcp.resources import MAX_LISTING_CHARS, MAX_READ_CHARS, listing, listing_lines, read_text
 from tests.support.hypothesis_profiles import examples
 
 PNG = "iVBORw0KGgo="
@@ -215,8 +215,11 @@ def test_resources_are_lines_and_reads_are_bounded() -> None:
         "- template notes://{x} — by x",
     ]
     many = listing_lines("s", [{"uri": f"u{i}", "name": "n" * 5000} for i in range(5000)], None)
-    assert len("\n".join(many)) < MAX_LISTING_CHARS * 3
+    assert len(many) == 201 and all(len(line) < 400 for line in many)
     assert many[-1] == "- (4800 more resource entries left out)"
+    whole = listing([("s", many), ("t", many), ("u", [])])
+    assert len(whole) < MAX_LISTING_CHARS + 200 and "(ask for one `server` at a time) left out" in whole
+    assert listing([("u", [])]) == "## u\n- (none)"
     big = read_text({"contents": [{"uri": "u", "text": "x" * 1_000_000}]}, "u")
     assert len(big.text) < MAX_READ_CHARS + 200 and "left out" in big.text
     image = read_text({"contents": [{"uri": "u", "mimeType": "image/png", "blob": PNG}]}, "u")
