@@ -166,6 +166,7 @@ async def test_a_prompt_added_later_is_offered_and_prompts_work_after_a_load(tmp
             {"text": "added"},
             {"text": "fresh ran"},
             {"text": "after load"},
+            {"text": "in a new process"},
         )
         async with run_ama(ama, env=KEY, process=True) as conn:
             sid = await open_session(conn, ama, [prompt_server("notes", log)])
@@ -193,6 +194,16 @@ async def test_a_prompt_added_later_is_offered_and_prompts_work_after_a_load(tmp
             # The loaded conversation carries the earlier prompt's messages too.
             assert "the added prompt fresh" in user_text(llm.requests[-1].body)
 
+        # Another ama process, the server started anew: the prompt is offered and runs again.
+        async with run_ama(ama, env=KEY, process=True) as conn:
+            await conn.initialize()
+            await conn.request("session/load", {"sessionId": sid, "cwd": ws, "mcpServers": servers}, timeout=20)
+            await offered(conn, sid, "mcp__notes__review")
+            result = await conn.prompt(sid, "/mcp__notes__review setup.py tests", timeout=30)
+            assert result["stopReason"] == "end_turn"
+            assert "Review setup.py for tests." in user_text(llm.requests[-1].body)
+            assert "Review README.md for everything." in user_text(llm.requests[-1].body)
+
 
 async def test_hostile_prompt_servers_stay_bounded_and_the_session_goes_on(tmp_path: Path) -> None:
     ama = Ama(tmp_path)
@@ -200,7 +211,16 @@ async def test_hostile_prompt_servers_stay_bounded_and_the_session_goes_on(tmp_p
     logs.mkdir()
     with LLMServer() as llm:
         configure(ama, llm)
-        llm.enqueue({"text": "big one", "usage": None}, {"text": "still here"})
+        llm.enqueue(
+            {"text": "big one", "usage": None},
+            {
+                "tool_calls": [
+                    call("l1", "list_mcp_resources", server="huge"),
+                    call("r1", "read_mcp_resource", server="bad", uri="notes://readme"),
+                ]
+            },
+            {"text": "still here"},
+        )
         servers = [
             prompt_server("huge", logs / "huge", "huge"),
             prompt_server("bad", logs / "bad", "malformed"),
@@ -235,8 +255,15 @@ async def test_hostile_prompt_servers_stay_bounded_and_the_session_goes_on(tmp_p
             # A required argument of a hostile prompt: the same clear refusal.
             await conn.prompt(sid, "/mcp__huge__p0", timeout=30)
             assert "needs `arg0`" in agent_text(conn, sid)
+            # Thousands of resources, and a read answered with garbage: bounded, a sentence, the turn goes on.
             assert (await conn.prompt(sid, "plain words", timeout=30))["stopReason"] == "end_turn"
-            assert len(llm.requests) == 2
+            assert len(llm.requests) == 3
+            listed = tool_message(llm.requests[2].body, "l1")
+            assert "(1800 more resource entries left out)" in listed or "ask for one `server`" in listed
+            assert len(listed) < 33_000
+            assert "'bad' answered resources/read of 'notes://readme' with a result that is not MCP" in tool_message(
+                llm.requests[2].body, "r1"
+            )
 
 
 async def test_the_official_sdk_client_sees_the_prompt_and_runs_it(tmp_path: Path) -> None:
@@ -250,14 +277,23 @@ async def test_the_official_sdk_client_sees_the_prompt_and_runs_it(tmp_path: Pat
     log = tmp_path / "server.log"
     with LLMServer() as llm:
         write_config(ama, llm, "openai")
-        llm.enqueue({"text": "done"})
+        llm.enqueue(
+            {"text": "done"},
+            {
+                "tool_calls": [
+                    call("l1", "list_mcp_resources"),
+                    call("r1", "read_mcp_resource", server="notes", uri="notes://todo"),
+                ]
+            },
+            {"text": "read"},
+        )
         async with sdk_ama(ama, "mcp-prompts") as (conn, client, _wire, _process):
             plain = await sdk_open(conn, client, ama)  # initialize, and a session without servers
             assert "mcp__notes__review" not in json.dumps(client.of(plain, "available_commands_update"))
             server = McpServerStdio(
                 name="notes",
                 command=sys.executable,
-                args=["-S", "-m", "tests.support.mcp_servers.prompt_server", "serve"],
+                args=["-m", "tests.support.mcp_servers.prompt_server", "sdk"],  # the SDK's server: interop
                 env=[
                     EnvVariable(name="PYTHONPATH", value=str(ROOT)),
                     EnvVariable(name="PROMPT_SERVER_LOG", value=str(log)),
@@ -285,3 +321,8 @@ async def test_the_official_sdk_client_sees_the_prompt_and_runs_it(tmp_path: Pat
             )
             assert result.stop_reason == "end_turn"
             assert "Review a.py for style." in user_text(llm.requests[0].body)
+            result = await step(conn.prompt(session_id=sid, prompt=[text_block("read")]), "the resources", 30)
+            assert result.stop_reason == "end_turn"
+            assert "notes://readme — readme (text/plain): The notes." in tool_message(llm.requests[2].body, "l1")
+            assert "template notes://{name} — a note by name" in tool_message(llm.requests[2].body, "l1")
+            assert tool_message(llm.requests[2].body, "r1") == "the note called todo"

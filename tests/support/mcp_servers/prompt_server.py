@@ -7,9 +7,10 @@ Modes:
               message), `attach` (an image and an embedded resource); resources `notes://readme` (text),
               `notes://logo` (a PNG blob), `notes://big` (`--mb` MB of text) and the template `notes://{name}`;
               the tool `add_prompt` (`name`) adds a prompt and sends `notifications/prompts/list_changed`
-  huge        2000 prompts (2 KB descriptions, 30 arguments each) and 5000 resources
+  huge        2000 prompts (2 KB descriptions, 30 arguments each) and 2000 resources (2 KB each)
   malformed   prompts/list, prompts/get and resources/read answer with results that are not MCP
   big-prompt  `review`'s prompts/get answers `--mb` MB of text
+  sdk         `review`, `notes://readme` and `notes://{name}` served by the official SDK's server (interop)
 
 `PROMPT_SERVER_LOG` (environment): a file that gets the method of every message received, one a line.
 """
@@ -89,7 +90,7 @@ class Server:
 
     def listed_resources(self) -> Any:
         if self.mode == "huge":
-            return [{"uri": f"notes://n{i}", "name": "n" * 5000, "description": "d" * 5000} for i in range(5000)]
+            return [{"uri": f"notes://n{i}", "name": "n" * 1000, "description": "d" * 1000} for i in range(2000)]
         return [
             {"uri": "notes://readme", "name": "readme", "mimeType": "text/plain", "description": "The notes."},
             {"uri": "notes://logo", "name": "logo", "mimeType": "image/png"},
@@ -139,8 +140,32 @@ class Server:
         raise KeyError(method)
 
 
+def serve_with_sdk() -> None:
+    """`review` and the readme (and the template) as the official SDK's server offers them: the interop test's."""
+    from mcp.server.mcpserver import MCPServer
+
+    server = MCPServer("prompts-sdk", log_level="WARNING")
+
+    @server.prompt(description="Review a file, with an optional focus.")
+    def review(file: str, focus: str = "everything") -> str:
+        return f"Review {file} for {focus}."
+
+    @server.resource("notes://readme", name="readme", description="The notes.", mime_type="text/plain")
+    def readme() -> str:
+        return "README NOTES: the project's notes."
+
+    @server.resource("notes://{name}", name="a note by name")
+    def note(name: str) -> str:
+        return f"the note called {name}"
+
+    server.run("stdio")
+
+
 def main() -> None:
     mode = sys.argv[1] if len(sys.argv) > 1 else "serve"
+    if mode == "sdk":
+        serve_with_sdk()
+        return
     mb = float(sys.argv[2]) if len(sys.argv) > 2 else 1.0
     server = Server(mode, mb)
     log_path = os.environ.get("PROMPT_SERVER_LOG")
