@@ -492,13 +492,13 @@ class TranscriptAnalyzer:
         self._report(ended_by, stderr)
 
     def _violation(self, v: Violation) -> None:
-        """What the connection saw below the messages: bytes that are not UTF-8, a cut line, a line too long, and
-        an access outside the run's directories."""
+        """What the connection saw below the messages: bytes that are not UTF-8, a cut line, a line too long, a
+        flood of lines without a message, and an access outside the run's directories."""
         if v.kind == "invalid_utf8":
             self.problem("R1", f"a stdout line is not UTF-8: {_short(v.raw or '')}")
         elif v.kind == "unterminated_line":
             self.problem("R3", "the last stdout line ends without a newline")
-        elif v.kind == "line_too_long":
+        elif v.kind in ("line_too_long", "stdout_flood"):
             self.problem("R4", v.detail)
         elif v.kind == "outside_run":
             self.problem("H1", v.detail)

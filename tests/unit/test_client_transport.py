@@ -8,6 +8,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
+from ama_acp.client import reader as reader_module
 from ama_acp.client.classify import AgentNotification, AgentRequest, AgentResponse, classify, well_formed_error
 from ama_acp.client.display.agent_types import UNSET, ListedSession, SessionInfo, ToolCall, Usage, lenient
 from ama_acp.client.errors import RpcError
@@ -127,9 +128,12 @@ def read(*chunks: bytes, max_line: int = 1 << 16) -> tuple[list[JSONValue], Viol
     seen = Violations()
     transcript: list[TranscriptEntry] = []
     stopped: list[bool] = []
-    reader = StdoutReader(
-        max_line, transcript, seen.record, lambda raw: None, lambda m, raw: messages.append(m), lambda: None
-    )
+
+    def on_message(message: JSONValue, raw: str) -> bool:
+        messages.append(message)
+        return isinstance(message, dict) and message != {}  # `{}` stands for JSON that is no message
+
+    reader = StdoutReader(max_line, transcript, seen.record, lambda raw: None, on_message, lambda: None)
 
     async def go() -> None:
         await reader.read(await chunks_of(*chunks), lambda: stopped.append(True))
@@ -151,6 +155,32 @@ def test_the_reader_ends_at_a_line_over_its_cap() -> None:
     [too_long] = seen.of("line_too_long")
     assert too_long.raw == "y" * RAW_KEPT and "100 bytes" in too_long.detail
     assert NOISE_KEPT == 1000
+
+
+@pytest.mark.parametrize(
+    ("noise", "max_lines", "max_bytes", "said"),
+    [
+        (b"not json\n", 10, 10**9, "10 stdout lines (90 bytes) in a row"),
+        (b"\n", 10, 10**9, "10 stdout lines (10 bytes) in a row"),  # blank lines carry no message either
+        (b"{}\n", 10, 10**9, "10 stdout lines (30 bytes) in a row"),  # nor JSON that is no message
+        (b"z" * 99 + b"\n", 10**6, 1000, "10 stdout lines (1000 bytes) in a row"),  # long lines: the byte bound
+    ],
+)
+def test_the_reader_ends_a_flood_of_lines_without_a_message(
+    monkeypatch: pytest.MonkeyPatch, noise: bytes, max_lines: int, max_bytes: int, said: str
+) -> None:
+    monkeypatch.setattr(reader_module, "MAX_NOISE_LINES", max_lines)
+    monkeypatch.setattr(reader_module, "MAX_NOISE_BYTES", max_bytes)
+    messages, seen, _, stopped = read(noise * 20 + b'{"a": 1}\n')
+    [flood] = seen.of("stdout_flood")
+    assert stopped and {"a": 1} not in messages  # nothing after the flood is read
+    assert flood.detail.startswith(said) and "the connection was ended" in flood.detail
+
+
+def test_a_message_between_resets_the_run_of_lines_without_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(reader_module, "MAX_NOISE_LINES", 10)
+    messages, seen, _, stopped = read((b"not json\n" * 9 + b'{"a": 1}\n') * 5)
+    assert not stopped and not seen.of("stdout_flood") and len(messages) == 5
 
 
 # --- lenient structs ----------------------------------------------------------------------------------------------
