@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import anyio
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ama_acp.client import reader as reader_module
 from ama_acp.client.classify import AgentNotification, AgentRequest, AgentResponse, classify, well_formed_error
@@ -193,3 +195,21 @@ def test_a_member_of_the_wrong_type_reads_as_missing_and_the_others_stay() -> No
     assert (listed.session_id, listed.title, listed.cwd) == ("s", None, "/w")
     assert lenient(ToolCall, [1]) == ToolCall()
     assert lenient(SessionInfo, {}).title is UNSET and lenient(SessionInfo, {"title": None}).title is None
+
+
+@given(st.lists(st.sampled_from([b"not json", b"", b"{}", b"[1]", b'{"jsonrpc": "2.0", "method": "m"}']), max_size=40))
+def test_the_reader_ends_exactly_at_the_first_run_of_lines_without_a_message_that_reaches_the_bound(
+    lines: list[bytes],
+) -> None:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(reader_module, "MAX_NOISE_LINES", 5)
+        messages, seen, _, stopped = read(b"".join(line + b"\n" for line in lines))
+    run, flood_at = 0, None
+    for i, line in enumerate(lines):
+        run = 0 if line.startswith(b'{"jsonrpc"') else run + 1
+        if run == 5:
+            flood_at = i
+            break
+    assert stopped == (flood_at is not None) and len(seen.of("stdout_flood")) == (flood_at is not None)
+    read_lines = lines if flood_at is None else lines[: flood_at + 1]  # nothing after the flood is taken
+    assert len(messages) == sum(1 for line in read_lines if line.startswith((b"{", b"[")))
