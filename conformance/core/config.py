@@ -64,7 +64,7 @@ class ExitWatch:
 
     The first close waits out the whole exit grace, which is what R7 measures. Once an agent has ignored EOF,
     each later close of the same run waits only `IGNORED_EOF_GRACE` before it terminates the agent: the rule has
-    already failed, and the full grace at each of a run's ~22 agent processes made a run take minutes."""
+    already failed, and the full grace at each of a run's ~32 closes made a run take minutes."""
 
     ignored_eof: bool = False
 
