@@ -8,11 +8,13 @@ nobody to ask for permission, so anything the mode would ask about is refused (t
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -29,6 +31,35 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+class _Stdout:
+    """stdout, which the reader may close (`ama -p … | head`): the first write that finds it closed stops the turn
+    as SIGPIPE would stop a shell command (`on_closed`), and every later write is dropped, never a traceback."""
+
+    def __init__(self) -> None:
+        self.closed = False
+        self.on_closed: Callable[[], None] = lambda: None
+
+    def write(self, text: str, flush: bool = False) -> None:
+        if self.closed:
+            return
+        try:
+            sys.stdout.write(text)
+            if flush:
+                sys.stdout.flush()
+        except BrokenPipeError:
+            self.closed = True
+            # What is still buffered would fail again as Python exits ("Exception ignored …"): stdout now goes
+            # nowhere.
+            with contextlib.suppress(OSError, ValueError):
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, sys.stdout.fileno())
+                os.close(devnull)
+            self.on_closed()
+
+
+STDOUT = _Stdout()
+
+
 class _TextAnswer:
     """The answer as plain text: each piece on stdout as it arrives, with its controls made visible (lines kept).
     Nothing of it is kept but whether it ends a line: a long answer costs no memory here."""
@@ -39,13 +70,12 @@ class _TextAnswer:
     def piece(self, text: str) -> None:
         if not text:
             return
-        sys.stdout.write(visible(text))  # the model's text: shown, never obeyed
-        sys.stdout.flush()
+        STDOUT.write(visible(text), flush=True)  # the model's text: shown, never obeyed
         self.ends_line = text.endswith("\n")
 
     def finish(self, rest: dict[str, Any]) -> None:
         if not self.ends_line:
-            sys.stdout.write("\n")
+            STDOUT.write("\n")
 
 
 class _JsonAnswer:
@@ -59,19 +89,18 @@ class _JsonAnswer:
 
     def _open(self) -> None:
         if self._head is not None:
-            sys.stdout.write(_json(self._head)[:-1] + ', "answer": "')
+            STDOUT.write(_json(self._head)[:-1] + ', "answer": "')
             self._head = None
 
     def piece(self, text: str) -> None:
         if not text:
             return
         self._open()
-        sys.stdout.write(_json(text)[1:-1])
-        sys.stdout.flush()
+        STDOUT.write(_json(text)[1:-1], flush=True)
 
     def finish(self, rest: dict[str, Any]) -> None:
         self._open()
-        sys.stdout.write('", ' + _json(rest)[1:] + "\n")
+        STDOUT.write('", ' + _json(rest)[1:] + "\n")
 
 
 def _json(value: Any) -> str:
@@ -192,6 +221,7 @@ def run_print(args: argparse.Namespace, cfg: Config) -> int:
     async def main() -> dict[str, Any]:
         manager = SessionManager(cfg, peer, default_model=model_id)
         session = manager.new_session(cwd, None, [])
+        STDOUT.on_closed = lambda: _stop_for_closed_stdout(session, stop)
         if as_json:
             peer.answer = _JsonAnswer({"sessionId": session.id, "model": model_id})
         result: w.PromptResponse | None = None
@@ -218,12 +248,24 @@ def run_print(args: argparse.Namespace, cfg: Config) -> int:
 
     out = anyio.run(main)
     peer.answer.finish(out)
+    if stop.signum == signal.SIGPIPE:  # the reader had all it wanted: quiet, as a shell command would be
+        return interrupted_status(signal.SIGPIPE)
     if stop.signum is not None:
         sys.stderr.write(f"ama: interrupted ({signal.Signals(stop.signum).name})\n")
         return interrupted_status(stop.signum)
     if out["error"] is not None or out["stopReason"] not in ("end_turn", "max_tokens"):
         return EXIT_FAILED
     return EXIT_ANSWERED
+
+
+def _stop_for_closed_stdout(session: Session, stop: _Stop) -> None:
+    """stdout closed by its reader mid-answer: the turn is cancelled (nobody reads the rest, and it costs), as a
+    stop signal would; the session keeps what streamed."""
+    if stop.signum is None:
+        stop.signum = signal.SIGPIPE
+        log.info("stdout was closed by its reader; cancelling the turn")
+        if session.busy:  # after the turn (its last line), there is nothing to stop
+            session.cancel()
 
 
 def _error(turn_error: tuple[str, str] | None, signum: int | None) -> dict[str, str] | None:

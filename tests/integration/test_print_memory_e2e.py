@@ -98,3 +98,34 @@ def test_a_long_reply_streams_to_stdout_without_copies_of_it(tmp_path: Path, out
         assert out.stat().st_size >= size
         with out.open("rb") as f:
             assert f.read(DELTA) == (b"0123456789" * (DELTA // 10 + 1))[: DELTA - 1] + b"\n"
+
+
+@pytest.mark.parametrize("output", ["text", "json"])
+def test_a_reader_that_closes_stdout_early_stops_the_turn_quietly(tmp_path: Path, output: str) -> None:
+    """`ama -p … | head -c 100`: the first write to the closed pipe cancels the turn (nobody reads the rest) and ama
+    exits 141 (128 + SIGPIPE, as a shell command would) without a traceback; the session keeps what streamed."""
+    ama = Ama(tmp_path)
+    with LLMServer() as llm:
+        configure(ama, llm.openai_url)
+        llm.enqueue(long_reply(400))  # 25 MiB: far more than the pipe holds once its reader is gone
+        read_end, write_end = os.pipe()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "ama_acp", "-p", "go", "--data-dir", str(ama.data), "--config", str(ama.config)]
+            + ["--output-format", output],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            cwd=ama.workspace,
+            env=clean_env(ama.tmp, KEY),
+        )
+        os.close(write_end)
+        with os.fdopen(read_end, "rb") as reader:
+            assert reader.read(100)  # the head of the answer, then the reader goes away
+        try:
+            _, err = proc.communicate(timeout=60)
+        finally:
+            proc.kill()
+    assert proc.returncode == 141, err.decode()
+    assert b"Traceback" not in err and b"BrokenPipeError" not in err and b"Exception ignored" not in err
+    [session_file] = (ama.data / "sessions").glob("*.jsonl")
+    kept = session_file.read_text()
+    assert '"type":"user"' in kept and '"stop_reason":"cancelled"' in kept
