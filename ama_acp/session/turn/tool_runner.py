@@ -19,7 +19,7 @@ from ama_acp.context.meter import ContextFigures, ContextMeter
 from ama_acp.conversation.messages import AssistantMessage, Message
 from ama_acp.session.editor.workspaces import current_tool_call
 from ama_acp.shaping.hook_points import SessionHooks
-from ama_acp.tools.base import Tool, ToolResult
+from ama_acp.tools.base import Tool, ToolError, ToolResult
 from ama_acp.tools.common import short
 from ama_acp.tools.context import RedirectJudge, ToolContext, redirect_judge, result_chars
 from ama_acp.tools.registry import run_with_deadline
@@ -81,7 +81,11 @@ async def hooked(
     blocked = await hooks.pre_tool(name, args)
     if blocked is not None:
         return blocked
-    return await hooks.post_tool(name, args, await run())
+    try:
+        result = await run()
+    except ToolError as exc:  # a failed call is a result too: the loop would make it this one
+        result = ToolResult(str(exc), is_error=True)
+    return await hooks.post_tool(name, args, result)
 
 
 async def _run(
