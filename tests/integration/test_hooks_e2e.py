@@ -228,3 +228,19 @@ async def test_a_cancel_ends_a_running_hook_and_its_group(tmp_path: Path) -> Non
             assert group_gone(pgid) or poll_until(lambda: group_gone(pgid), 5, "the hook's group gone")
     assert not (ama.workspace / "made.txt").exists()
     assert dangling(llm.requests[-1].body) == []
+
+
+async def test_session_start_runs_for_a_new_session_and_again_for_one_loaded(tmp_path: Path) -> None:
+    ama = Ama(tmp_path)
+    starts = tmp_path / "start.jsonl"
+    with LLMServer() as llm:
+        configure(ama, llm.openai_url, hook("session_start", script(ama, "rec", RECORD, str(starts))))
+        llm.enqueue({"text": "one"})
+        async with run_ama(ama, env=KEY, process=True) as conn:
+            sid = await start(conn, ama)
+            assert (await conn.prompt(sid, "go", timeout=30))["stopReason"] == "end_turn"
+        async with run_ama(ama, env=KEY, process=True) as conn:
+            await conn.initialize()
+            await conn.request("session/load", {"sessionId": sid, "cwd": str(ama.workspace), "mcpServers": []})
+            await anyio.to_thread.run_sync(poll_until, lambda: len(records(starts)) == 2, 20, "the second start")
+    assert [(r["source"], r["session_id"]) for r in records(starts)] == [("new", sid), ("load", sid)]
