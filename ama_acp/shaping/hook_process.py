@@ -70,16 +70,10 @@ def argv_of(hook: Hook) -> list[str]:
     return [_SHELL, "-c", hook.command] if isinstance(hook.command, str) else list(hook.command)
 
 
-def hook_env(extra: Mapping[str, str], base: Mapping[str, str] | None = None) -> dict[str, str]:
-    env = command_env(base)
-    env.update(extra)
-    return env
-
-
 async def run_hook(hook: Hook, payload: Mapping[str, object], cwd: str, extra_env: Mapping[str, str]) -> Ran:
     """Run `hook` with `payload` on its stdin. Never raises but for a cancel (the group is ended first)."""
     marker = new_marker()
-    env = hook_env(extra_env)
+    env = command_env() | dict(extra_env)
     env[MARKER_VAR] = marker  # what the hook starts and moves out of its group is found by it too
     data = json.dumps(payload, ensure_ascii=True).encode("ascii")  # ASCII: a lone surrogate is escaped, not fatal
     try:

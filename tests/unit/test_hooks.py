@@ -158,3 +158,23 @@ def test_a_hook_that_cannot_start_and_one_that_fails_are_warnings(tmp_path: Path
     anyio.run(main)
     assert [w.split(" (")[1].split(")")[0] for w in warned] == ["c line 1", "c line 4", "c line 7"]
     assert "could not start" in warned[0] and warned[1].endswith("exited with status 3: broken")
+
+
+def test_a_hook_gets_the_persons_environment_without_credentials(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-should-not-leak")
+    monkeypatch.setenv("HOOK_TEST_PLAIN", "kept")
+    seen = tmp_path / "env.txt"
+    hook = Hook("stop", f'env > "{seen}"; cat > "{seen}.in"')
+
+    async def main() -> None:
+        ran = await run_hook(
+            hook, {"event": "stop", "stop_reason": "end_turn"}, str(tmp_path), {"AMA_HOOK_EVENT": "stop"}
+        )
+        assert ran.code == 0
+
+    anyio.run(main)
+    env = seen.read_text()
+    assert "HOOK_TEST_PLAIN=kept" in env and "AMA_HOOK_EVENT=stop" in env and "sk-should-not-leak" not in env
+    assert (tmp_path / "env.txt.in").read_text() == '{"event": "stop", "stop_reason": "end_turn"}'
