@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ import pytest
 from tests.integration.test_cancel_e2e import KEY, dangling, finish_and_check, prompt, start
 from tests.integration.test_permissions_e2e import final_text, finals, tool_message
 from tests.integration.test_tasks_e2e import task_call
-from tests.support.harness import Ama, agent_text, local_config, run_ama, usage_updates
+from tests.support.harness import Ama, agent_text, clean_env, local_config, run_ama, usage_updates
 from tests.support.llm_server import LLMServer
 from tests.support.waiting import poll_until
 
@@ -244,3 +245,27 @@ async def test_session_start_runs_for_a_new_session_and_again_for_one_loaded(tmp
             await conn.request("session/load", {"sessionId": sid, "cwd": str(ama.workspace), "mcpServers": []})
             await anyio.to_thread.run_sync(poll_until, lambda: len(records(starts)) == 2, 20, "the second start")
     assert [(r["source"], r["session_id"]) for r in records(starts)] == [("new", sid), ("load", sid)]
+
+
+def test_ama_p_runs_the_hooks_too(tmp_path: Path) -> None:
+    ama = Ama(tmp_path)
+    stops = tmp_path / "stop.jsonl"
+    with LLMServer() as llm:
+        configure(
+            ama,
+            llm.openai_url,
+            hook("prompt_submit", '"echo context from a hook"'),
+            hook("stop", script(ama, "rec", RECORD, str(stops))),
+        )
+        llm.enqueue({"text": "answered"})
+        out = subprocess.run(
+            [sys.executable, "-m", "ama_acp", "-p", "hi", "--config", str(ama.config), "--data-dir", str(ama.data)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=ama.workspace,
+            env=clean_env(ama.tmp, KEY),
+        )
+    assert out.returncode == 0, out.stderr
+    assert "answered" in out.stdout and "context from a hook" in last_user_text(llm.requests[0].body)
+    assert [r["stop_reason"] for r in records(stops)] == ["end_turn"]
