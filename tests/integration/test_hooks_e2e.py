@@ -13,6 +13,7 @@ from typing import Any
 import anyio
 import pytest
 
+from ama_acp.tools.proctree import proc_pids, stat_fields
 from tests.integration.test_cancel_e2e import KEY, dangling, finish_and_check, prompt, start
 from tests.integration.test_permissions_e2e import final_text, finals, tool_message
 from tests.integration.test_tasks_e2e import task_call
@@ -78,11 +79,16 @@ def last_user_text(body: dict[str, Any]) -> str:
 
 
 def group_gone(pgid: int) -> bool:
+    """No live process left in the group (a zombie an init never reaps holds nothing)."""
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
         return True
-    return False
+    for pid in proc_pids() or []:
+        fields = stat_fields(pid)
+        if fields is not None and len(fields) > 2 and fields[2] == str(pgid).encode() and fields[0] != b"Z":
+            return False
+    return True
 
 
 async def test_a_pre_tool_hook_blocks_and_a_post_tool_hook_sees_the_result(tmp_path: Path) -> None:

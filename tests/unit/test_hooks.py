@@ -178,3 +178,17 @@ def test_a_hook_gets_the_persons_environment_without_credentials(
     env = seen.read_text()
     assert "HOOK_TEST_PLAIN=kept" in env and "AMA_HOOK_EVENT=stop" in env and "sk-should-not-leak" not in env
     assert (tmp_path / "env.txt.in").read_text() == '{"event": "stop", "stop_reason": "end_turn"}'
+
+
+def test_what_a_hook_moved_out_of_its_group_ends_with_it(tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    escape = f"import os, time\nif os.fork() == 0:\n    os.setsid()\n    open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n    time.sleep(600)\n"
+    hook = Hook("stop", (sys.executable, "-c", escape + "else:\n    time.sleep(600)\n"), timeout=1)
+
+    async def main() -> None:
+        ran = await run_hook(hook, {}, str(tmp_path), {})
+        assert ran.code is None and ran.trouble == "was ended at its timeout (1 s)"
+
+    anyio.run(main)
+    state = Path(f"/proc/{pid_file.read_text()}/stat")
+    assert not state.exists() or state.read_bytes().rsplit(b")", 1)[1].split()[0] == b"Z"  # gone, or a zombie
