@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import signal
 import subprocess
 from collections.abc import Mapping
@@ -21,7 +20,7 @@ import anyio
 from anyio.abc import ByteReceiveStream, Process
 
 from ama_acp.shaping.hooks import Hook
-from ama_acp.tools.proctree import MARKER_VAR, new_marker, proc_pids, signal_marked, stat_fields
+from ama_acp.tools.proctree import MARKER_VAR, group_alive, kill_group, new_marker, signal_marked
 from ama_acp.tools.workspace import command_env
 
 MAX_STREAM_BYTES = 64 * 1024  # of stdout and of stderr each; the rest is read and counted, not kept
@@ -130,11 +129,11 @@ async def _feed(proc: Process, data: bytes) -> None:
 async def _end(proc: Process, marker: str) -> None:
     """The group and every marked process: SIGTERM, SIGKILL what is left after the grace, and the hook reaped."""
     pgid = proc.pid
-    if proc.returncode is None or _group_alive(pgid):
-        _killpg(pgid, signal.SIGTERM)
+    if proc.returncode is None or group_alive(pgid):
+        kill_group(pgid, signal.SIGTERM)
         signal_marked(marker, signal.SIGTERM)
         if not await _gone(proc, pgid, _KILL_GRACE):
-            _killpg(pgid, signal.SIGKILL)
+            kill_group(pgid, signal.SIGKILL)
             signal_marked(marker, signal.SIGKILL)
             await _gone(proc, pgid, 1.0)  # SIGKILL lands asynchronously
     if proc.returncode is None:
@@ -144,31 +143,7 @@ async def _end(proc: Process, marker: str) -> None:
 async def _gone(proc: Process, pgid: int, seconds: float) -> bool:
     """Polled: nothing signals the end of a process group."""
     for _ in range(max(int(seconds / 0.01), 1)):
-        if proc.returncode is not None and not _group_alive(pgid):
+        if proc.returncode is not None and not group_alive(pgid):
             return True
         await anyio.sleep(0.01)
-    return proc.returncode is not None and not _group_alive(pgid)
-
-
-def _group_alive(pgid: int) -> bool:
-    """Whether a live process is left in the group; zombies count as gone (an init that never reaps keeps them)."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    pids = proc_pids()
-    if pids is None:
-        return True
-    return any(_live_in(pid, pgid) for pid in pids)
-
-
-def _live_in(pid: str, pgid: int) -> bool:
-    fields = stat_fields(pid)
-    return fields is not None and len(fields) > 2 and fields[2] == str(pgid).encode() and fields[0] != b"Z"
-
-
-def _killpg(pgid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
+    return proc.returncode is not None and not group_alive(pgid)
