@@ -31,7 +31,7 @@ MAX_DEPTH = 4  # folders below the skill's own that are listed
 
 class SkillArgs(TypedDict):
     name: str
-    file: NotRequired[str | None]
+    file: NotRequired[str]
 
 
 class SkillTool:
@@ -46,7 +46,7 @@ class SkillTool:
         {
             "name": {"type": "string", "description": "The skill's name, as the system prompt lists it."},
             "file": {
-                "type": ["string", "null"],
+                "type": "string",
                 "description": "A file beside SKILL.md, relative to the skill's folder (as the list shows it).",
             },
         },

@@ -168,6 +168,9 @@ def test_the_tool_returns_the_body_and_the_files_beside_it(places: tuple[Path, P
     ]:
         with pytest.raises(ToolError, match=says):
             run(tool, name="pdf", file=bad)
+    with pytest.raises(ToolError, match="must be a string"):
+        run(tool, name="pdf", file=5)
+    assert run(tool, name="pdf", file=None).startswith("<skill")  # null: not given
     with pytest.raises(ToolError, match="There is no skill 'nope'. The skills of this session: pdf"):
         run(tool, name="nope")
     assert tool.title({"name": "pdf"}) == "Load skill pdf" and tool.title({"name": 3}) == "Load skill"
