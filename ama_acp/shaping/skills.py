@@ -25,7 +25,7 @@ from functools import cached_property
 from typing import Literal
 
 from ama_acp.shaping.front_matter import MAX_BYTES, FrontMatterError, split, text_field
-from ama_acp.tools.regular import open_regular
+from ama_acp.tools.regular import read_regular
 
 log = logging.getLogger(__name__)
 
@@ -190,9 +190,7 @@ def read_bytes(path: str, root_real: str | None, limit: int) -> bytes:
     real = os.path.realpath(path)
     if root_real is not None and not inside(real, root_real):
         raise PermissionError(1, f"it links outside {root_real} (to {real})")
-    fd = open_regular(real)
-    with open(fd, "rb", closefd=True) as f:
-        return f.read(limit)
+    return read_regular(real, limit)
 
 
 # --- what the model reads ----------------------------------------------------------------------------------
