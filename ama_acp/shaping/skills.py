@@ -167,12 +167,22 @@ def _skill(folder: str, source: Source, root_real: str | None, problems: list[Pr
         return None
     if len(name) > NAME_CHARS or not _NAME.fullmatch(name):
         why = "lowercase letters, digits and single hyphens, at most 64 characters"
-        problems.append(Problem(path, f"the name {name[:80]!r} is not a skill name ({why})", 2))
+        problems.append(Problem(path, f"the name {name[:80]!r} is not a skill name ({why})", _line_of(text, "name")))
         return None
     if not description:
         problems.append(Problem(path, "no `description`: the model could never tell when to use the skill", 1))
         return None
     return Skill(name, description, folder, source, root_real)
+
+
+def _line_of(text: str, key: str) -> int:
+    """The line (1-based) where the front matter sets `key`; 2 (its first) when no line does."""
+    for n, line in enumerate(text.split("\n")[1:], start=2):
+        if line.startswith(f"{key}:"):
+            return n
+        if line.rstrip("\r") in ("---", "..."):
+            break
+    return 2
 
 
 def inside(real: str, root_real: str) -> bool:

@@ -70,7 +70,7 @@ def test_malformed_front_matter_names_the_file_and_line_and_is_skipped(places: t
     base = project / ".ama" / "skills"
     make(base, "good")
     make(base, "broken", "---\nname: broken\ndescription: [unclosed\n---\nbody\n")
-    make(base, "Bad_Name", "---\nname: Bad_Name\ndescription: x\n---\n")
+    make(base, "Bad_Name", "---\ndescription: x\nname: Bad_Name\n---\n")
     make(base, "nodesc", "---\nname: nodesc\n---\nbody\n")
     make(base, "alias", "---\na: &x [1]\nb: *x\n---\n")
     (base / "README.md").write_text("not a skill\n", encoding="utf-8")
@@ -81,7 +81,7 @@ def test_malformed_front_matter_names_the_file_and_line_and_is_skipped(places: t
     assert set(by_file) == {"broken", "Bad_Name", "nodesc", "alias"}
     assert by_file["broken"].line is not None and by_file["broken"].line >= 3
     assert by_file["alias"].line == 3 and "aliases" in by_file["alias"].message
-    assert "is not a skill name" in by_file["Bad_Name"].message
+    assert "is not a skill name" in by_file["Bad_Name"].message and by_file["Bad_Name"].line == 3
     assert "no `description`" in by_file["nodesc"].message
     assert by_file["broken"].text().startswith(str(base / "broken" / "SKILL.md") + ":")
 
