@@ -16,7 +16,6 @@ import os
 import stat
 from typing import NotRequired, TypedDict
 
-from ama_acp.shaping.front_matter import FrontMatterError, split
 from ama_acp.shaping.skills import SKILL_FILE, Found, Skill, inside, read_bytes
 from ama_acp.tools.base import JSONObject, Location, ToolArgs, ToolError, ToolKind, ToolResult
 from ama_acp.tools.common import closed_object, validate
@@ -76,6 +75,8 @@ class SkillTool:
 
 def instructions(skill: Skill) -> str:
     """The skill's SKILL.md without its front matter, then the files beside it."""
+    from ama_acp.shaping.front_matter import FrontMatterError, split  # see skills.py `_skill`
+
     try:
         data = read_bytes(skill.path, skill.root_real, BODY_BYTES + 1)
     except OSError as exc:

@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal
 
-from ama_acp.shaping.front_matter import MAX_BYTES, FrontMatterError, split, text_field
 from ama_acp.tools.regular import read_regular
 
 log = logging.getLogger(__name__)
@@ -36,7 +35,7 @@ MAX_SKILLS = 100  # skills in one session's system prompt, all places together
 MAX_ENTRIES = 1_000  # entries of one skills folder looked at (a folder of a million entries must not slow an open)
 NAME_CHARS = 64  # the Agent Skills specification's bounds
 DESCRIPTION_CHARS = 1024
-_HEAD_BYTES = MAX_BYTES + 4096  # enough of a SKILL.md for its front matter (the body is read on demand)
+_HEAD_BYTES = 64 * 1024 + 4096  # enough of a SKILL.md for its front matter (at most 64 KiB; the body: on demand)
 _NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 
 # Where each source's folder lies: under the project, or under ama's config folder.
@@ -148,6 +147,9 @@ def _place(folder: str, source: Source, root_real: str | None, problems: list[Pr
 
 
 def _skill(folder: str, source: Source, root_real: str | None, problems: list[Problem]) -> Skill | None:
+    # Only a session that has a skill pays for the YAML parser's import (~35 ms): most projects have none.
+    from ama_acp.shaping.front_matter import FrontMatterError, split, text_field
+
     path = os.path.join(folder, SKILL_FILE)
     if not os.path.isdir(folder):
         return None  # a file beside the skill folders (a README): not a skill
