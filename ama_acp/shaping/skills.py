@@ -99,32 +99,28 @@ def load(cwd: str, config_dir: str | None) -> Found:
     problems: list[Problem] = []
     for source, rel, in_project in _PLACES:
         base = cwd if in_project else config_dir
-        if base is None:
-            continue
-        for skill in _place(os.path.join(base, rel), source, root_real if in_project else None, problems):
-            first = skills.get(skill.name)
-            if first is not None:
-                problems.append(Problem(skill.path, f"skill `{skill.name}` is already defined by {first.path}"))
-            elif len(skills) >= MAX_SKILLS:
-                problems.append(Problem(skill.path, f"more than {MAX_SKILLS} skills: this one and later are skipped"))
-                return Found(tuple(skills.values()), tuple(problems), skills)
-            else:
-                skills[skill.name] = skill
+        if base is not None and not _place(
+            os.path.join(base, rel), source, root_real if in_project else None, skills, problems
+        ):
+            break
     for p in problems:
         log.warning("skills: %s", p.text())
     ordered = tuple(sorted(skills.values(), key=lambda s: s.name))  # one order, whatever the file system's
     return Found(ordered, tuple(problems), skills)
 
 
-def _place(folder: str, source: Source, root_real: str | None, problems: list[Problem]) -> list[Skill]:
-    """The skills of one place, by folder name; a place that is not there has none."""
+def _place(
+    folder: str, source: Source, root_real: str | None, skills: dict[str, Skill], problems: list[Problem]
+) -> bool:
+    """The skills of one place added to `skills` in the order of their folders' names (a name taken already is a
+    problem); a place that is not there has none. False once a skill past MAX_SKILLS was found: stop looking."""
     try:
         os.lstat(folder)
     except (OSError, ValueError):
-        return []  # the usual case: no such folder
+        return True  # the usual case: no such folder
     if root_real is not None and not inside(os.path.realpath(folder), root_real):
         problems.append(Problem(folder, "refused: it links outside the project"))
-        return []
+        return True
     names: list[str] = []
     try:
         with os.scandir(folder) as entries:
@@ -135,15 +131,20 @@ def _place(folder: str, source: Source, root_real: str | None, problems: list[Pr
                 names.append(entry.name)
     except OSError as exc:
         problems.append(Problem(folder, f"cannot be read: {exc.strerror or exc}"))
-        return []
-    found: list[Skill] = []
-    for name in sorted(names):
-        if name.startswith("."):
-            continue
+        return True
+    for name in sorted(n for n in names if not n.startswith(".")):
         skill = _skill(os.path.join(folder, name), source, root_real, problems)
-        if skill is not None:
-            found.append(skill)
-    return found
+        if skill is None:
+            continue
+        first = skills.get(skill.name)
+        if first is not None:
+            problems.append(Problem(skill.path, f"skill `{skill.name}` is already defined by {first.path}"))
+        elif len(skills) >= MAX_SKILLS:
+            problems.append(Problem(skill.path, f"more than {MAX_SKILLS} skills: this one and later are skipped"))
+            return False
+        else:
+            skills[skill.name] = skill
+    return True
 
 
 def _skill(folder: str, source: Source, root_real: str | None, problems: list[Problem]) -> Skill | None:

@@ -250,3 +250,25 @@ def test_any_skill_file_loads_or_is_reported_never_an_exception(
         assert skills.NAME_CHARS >= len(s.name) > 0 and "\n" not in s.description
         assert isinstance(read_beside(s, "SKILL.md"), str)
         assert run(tool, name=s.name).startswith(f'<skill name="{s.name}"')
+
+
+ARGS = st.dictionaries(
+    st.sampled_from(["name", "file", "other"]),
+    st.one_of(st.none(), st.integers(), st.text(max_size=40), st.sampled_from(["pdf", "ref.md", "../x", "/", "."])),
+    max_size=3,
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(args=ARGS)
+def test_any_arguments_give_a_result_or_a_tool_error(tmp_path: Path, args: dict[str, object]) -> None:
+    d = tmp_path / ".ama" / "skills" / "pdf"
+    if not d.exists():
+        make(tmp_path / ".ama" / "skills", "pdf")
+        (d / "ref.md").write_text("ref\n", encoding="utf-8")
+    tool = SkillTool(skills.load(str(tmp_path), None))
+    assert isinstance(tool.title(args), str)
+    try:
+        assert isinstance(run(tool, **args), str)
+    except ToolError:
+        pass
