@@ -201,3 +201,27 @@ async def test_a_tasks_helper_agent_sees_the_skills_and_loads_one(tmp_path: Path
             assert "skill" in tool_names(task_first)
             assert BODY.strip() in tool_messages(task_second)[-1][1]
             assert tool_messages(llm.requests[3].body) == [("t1", "The skill says: dry run first.")]
+
+
+async def test_a_skill_added_later_appears_when_the_session_is_loaded_again(tmp_path: Path) -> None:
+    ama = Ama(tmp_path)
+    base = ama.workspace / ".ama" / "skills"
+    skill(base, "release", "Cut a release of this project.")
+    with LLMServer() as llm:
+        configure(ama, llm)
+        llm.enqueue({"text": "one"}, {"text": "two"}, {"text": "three"})
+        async with run_ama(ama, env=ENV) as conn:
+            await conn.initialize()
+            sid = await open_session(conn, ama.workspace)
+            await conn.prompt(sid, "first", timeout=15)
+            skill(base, "deploy", "Deploy to staging.")  # added during the session: not in it
+            await conn.prompt(sid, "second", timeout=15)
+            assert system_of(llm.requests[1].body) == system_of(llm.requests[0].body)
+            assert "`deploy`" not in system_of(llm.requests[1].body)
+        async with run_ama(ama, env=ENV) as conn:
+            await conn.initialize()
+            await conn.request("session/load", {"sessionId": sid, "cwd": str(ama.workspace), "mcpServers": []})
+            await conn.wait_for(lambda: "usage_update" in kinds(conn, sid))
+            await conn.prompt(sid, "third", timeout=15)
+            system = system_of(llm.requests[-1].body)
+            assert "- `deploy`: Deploy to staging." in system and "- `release`:" in system
