@@ -73,7 +73,7 @@ async def test_skills_in_the_prompt_the_meter_and_context_and_the_tool_loads_a_b
             context = await context_text(conn, sid)
             line = next(x for x in context.splitlines() if x.startswith("Skills: 2, "))
             tokens = int(line.split(", ")[1].split(" ")[0].replace(",", ""))
-            assert tokens > 20 and "skills" in context  # the boot cost's part
+            assert tokens > 20 and line.endswith("(notes, release).") and "· skills " in context  # a boot part
             # The first usage_update counts the skills (U10: the prefix is what the first request carries).
             opened, opened_bare = usage_updates(conn, sid)[0]["used"], usage_updates(conn, bare)[0]["used"]
             assert opened > opened_bare

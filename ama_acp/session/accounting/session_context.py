@@ -492,7 +492,11 @@ class SessionContext:
             lines.append(f"| {label} | {value:,} |")
         lines.append(f"| **total** ({b.messages} messages) | **{b.total:,}** |")
         if found := self._session.skills.skills:  # part of the system prompt above; a loaded skill: a tool result
-            lines += ["", f"Skills: {len(found)}, {self.skills_tokens():,} tokens of the system prompt above."]
+            names = ", ".join(_cell(s.name) for s in found)
+            lines += [
+                "",
+                f"Skills: {len(found)}, {self.skills_tokens():,} tokens of the system prompt above ({names}).",
+            ]
         servers = self.mcp_breakdown()
         if servers:
             lines += ["", "MCP servers (their tool declarations are part of the tool declarations above):", ""]
