@@ -77,6 +77,8 @@ async def test_skills_in_the_prompt_the_meter_and_context_and_the_tool_loads_a_b
             # The first usage_update counts the skills (U10: the prefix is what the first request carries).
             opened, opened_bare = usage_updates(conn, sid)[0]["used"], usage_updates(conn, bare)[0]["used"]
             assert opened > opened_bare
+            # ... and it is the boot cost, of which the skills are a part (the parts add up to the meter's prefix).
+            assert f"boot cost ≈ {opened:,} tokens (system prompt " in context and f"· skills {tokens:,} ·" in context
             # The malformed file: told with its file and line, once for the process.
             told = texts(conn, sid)
             assert f"{broken / 'SKILL.md'}:3" in told and "A skill was skipped" in told
