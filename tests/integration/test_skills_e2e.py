@@ -1,4 +1,4 @@
-"""Skills over real pipes (issue 40 point 2; docs/commands.md "Skills", docs/tools.md "skill").
+"""Skills over real pipes (issue 40 point 2; docs/commands.md "Skills", docs/tools.md "The tools").
 
 ama serves ACP to ama's own client (in this process, or as a real `ama --mode acp` subprocess where a hang would
 show), against the tests' HTTP model server, which records every request. The skills' names and descriptions are

@@ -1,5 +1,5 @@
 """shaping/skills.py and shaping/skill_tool.py: skills found in their three places, read as hostile input
-(docs/commands.md "Skills", docs/tools.md "skill")."""
+(docs/commands.md "Skills", docs/tools.md "The tools")."""
 
 from __future__ import annotations
 
