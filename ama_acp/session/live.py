@@ -50,7 +50,9 @@ from ama_acp.session.tasks.runner import TaskRunner
 from ama_acp.session.turn.compacting import Compactor
 from ama_acp.session.turn.host import SessionHost
 from ama_acp.session.turn.toolset import SessionTools
+from ama_acp.shaping import skills
 from ama_acp.shaping.hook_points import SessionHooks
+from ama_acp.shaping.skill_tool import SkillTool
 from ama_acp.tools.base import Tool
 from ama_acp.tools.plan_exit import ExitPlanTool
 from ama_acp.wire import types as w
@@ -80,6 +82,10 @@ class Session:
         )
         self.outbox = Outbox(self.id, runtime, self.journal)
         self.tools = SessionTools(runtime, lambda: runtime.context_window(self.model_id))  # the set follows the window
+        # Skills: their names in the system prompt, read once as the session opens; their bodies by the tool.
+        self.skills = skills.load(self.cwd, str(config_dir(os.environ)))
+        if self.skills.skills:
+            self.tools.offer_skill(SkillTool(self.skills))
         # AGENTS.md and the like: in the system prompt, or announced when a tool works in their folder.
         self.instructions = SessionInstructions(runtime.config.instructions, self.cwd, str(config_dir(os.environ)))
         self.ctx = SessionContext(runtime, self)  # meter, billing, reporter and their ACP reports
@@ -137,8 +143,9 @@ class Session:
         return self._turn_scope is not None
 
     def system_prompt(self) -> str:
-        """ama's own prompt (frozen by the first request), then the project instructions of now."""
-        return self.base_prompt() + self.instructions.block()
+        """ama's own prompt (frozen by the first request), the skills (read at the open), then the project
+        instructions of now."""
+        return self.base_prompt() + self.skills.block + self.instructions.block()
 
     def base_prompt(self) -> str:
         """ama's own prompt: what the first request freezes (the instructions are read anew, agent/instructions.py)."""

@@ -37,6 +37,7 @@ from ama_acp.session.turn.toolcalls import ToolCallRecords
 from ama_acp.session.turn.toolset import SessionTools
 from ama_acp.session.turn.wire_ids import WireIds
 from ama_acp.shaping.hook_points import SessionHooks
+from ama_acp.shaping.skills import Found
 from ama_acp.tools.base import Tool, ToolError, ToolResult
 from ama_acp.tools.context import ToolContext
 from ama_acp.tools.task import NAME as TASK
@@ -82,6 +83,11 @@ class SessionSetting(Located, Protocol):
 
     @property
     def instructions(self) -> SessionInstructions: ...
+
+    @property
+    def skills(self) -> Found:
+        """The session's skills (shaping/skills.py), read once as it opened."""
+        ...
 
 
 class SessionParts(Persists, Protocol):
