@@ -38,6 +38,7 @@ from ama_acp.session.editor.updates import is_stop_reason
 from ama_acp.session.editor.workspaces import tool_context
 from ama_acp.session.history.checkpoints import CheckpointLog, Checkpoints, RecordingWorkspace
 from ama_acp.session.history.rewind import Rewinder, checkpoints_folder
+from ama_acp.session.hooked import submitted, warner
 from ama_acp.session.options import SessionSetup
 from ama_acp.session.plan_mode import PLAN, PlanOffer
 from ama_acp.session.restore import Restored
@@ -49,6 +50,9 @@ from ama_acp.session.tasks.runner import TaskRunner
 from ama_acp.session.turn.compacting import Compactor
 from ama_acp.session.turn.host import SessionHost
 from ama_acp.session.turn.toolset import SessionTools
+from ama_acp.shaping import skills
+from ama_acp.shaping.hook_points import SessionHooks
+from ama_acp.shaping.skill_tool import SkillTool
 from ama_acp.tools.base import Tool
 from ama_acp.tools.plan_exit import ExitPlanTool
 from ama_acp.wire import types as w
@@ -78,6 +82,10 @@ class Session:
         )
         self.outbox = Outbox(self.id, runtime, self.journal)
         self.tools = SessionTools(runtime, lambda: runtime.context_window(self.model_id))  # the set follows the window
+        # Skills: their names in the system prompt, read once as the session opens; their bodies by the tool.
+        self.skills = skills.load(self.cwd, str(config_dir(os.environ)))
+        if self.skills.skills:
+            self.tools.offer_skill(SkillTool(self.skills))
         # AGENTS.md and the like: in the system prompt, or announced when a tool works in their folder.
         self.instructions = SessionInstructions(runtime.config.instructions, self.cwd, str(config_dir(os.environ)))
         self.ctx = SessionContext(runtime, self)  # meter, billing, reporter and their ACP reports
@@ -90,7 +98,11 @@ class Session:
         self.tool_ctx = tool_context(runtime, self)
         self.tool_ctx.workspace = RecordingWorkspace(self.tool_ctx.workspace, self.checkpoints)
         self.rewinder = Rewinder(self)
+        # The person's `[[hooks]]` (shaping/): None without any. "load": load, resume and fork alike.
+        self.hooks = SessionHooks.of(runtime.config, self.id, self.cwd, warner(self.send, self._takes_notices))
+        self._opened_as = "new" if restored is None else "load"
         self._turn_scope: anyio.CancelScope | None = None
+        self._model_ran = False
         # Client calls that must not be abandoned at once on cancel (permission, terminal/create): each is
         # shielded, and a cancel shortens its deadline to its grace period (see `graceful`).
         self._graceful: dict[anyio.CancelScope, float] = {}
@@ -132,8 +144,9 @@ class Session:
         return self._turn_scope is not None
 
     def system_prompt(self) -> str:
-        """ama's own prompt (frozen by the first request), then the project instructions of now."""
-        return self.base_prompt() + self.instructions.block()
+        """ama's own prompt (frozen by the first request), the skills (read at the open), then the project
+        instructions of now."""
+        return self.base_prompt() + self.skills.block + self.instructions.block()
 
     def base_prompt(self) -> str:
         """ama's own prompt: what the first request freezes (the instructions are read anew, agent/instructions.py)."""
@@ -182,6 +195,7 @@ class Session:
         idle = self._idle = anyio.Event()
         billed_before = self.ctx.billing.totals()
         stop = "end_turn"
+        self._model_ran = False  # the `stop` hooks follow a turn of the model's
         with anyio.CancelScope() as scope:
             self._turn_scope = scope
             try:
@@ -191,6 +205,8 @@ class Session:
         if scope.cancelled_caught or self.cancelled:
             stop = "cancelled"
         with anyio.CancelScope(shield=True):
+            if self._model_ran and self.hooks is not None:  # a cancel does not cut them short: each ends by its timeout
+                await self.hooks.stop(stop)
             await self._turn_end(stop)
         turn = self.ctx.billing.totals().minus(billed_before)  # S1: everything billed in this turn
         try:
@@ -207,12 +223,17 @@ class Session:
         return w.PromptResponse(stop_reason=reason, usage=usage)
 
     async def run_model(self, user: UserMessage) -> str:
-        """The model's turn on `user` (a prompt, or what a command made of one: an MCP prompt's messages)."""
+        """The model's turn on `user` (a prompt, or what a command made of one: an MCP prompt's messages), once
+        the `prompt_submit` hooks let it through."""
+        sent = user if self.hooks is None else await submitted(self.hooks, user, self._opened_as, self.send)
+        if sent is None:
+            return "end_turn"
         if self.title is None:
             self.title = _title_from(user)
             self.persist(en.TitleEntry(title=self.title))
+        self._model_ran = True
         async with self.outbox.turn():  # what is pending goes out when the turn ends, however it ends
-            return await run_turn(self.host, user)
+            return await run_turn(self.host, sent)
 
     async def _turn_end(self, stop: str) -> None:
         self.updated_at = en.utc_now()
@@ -298,6 +319,12 @@ class Session:
         await self.announce_commands()
         await self.send(w.ConfigOptionUpdate(config_options=self.config_options()))
         await self.report_usage(force=True)
+        if self.hooks is not None:  # after the announcements: a slow hook holds up nothing the editor waits for
+            await self.hooks.session_start(self._opened_as)
+
+    def _takes_notices(self) -> bool:
+        caps = self.rt.client_caps.session
+        return caps is not None and caps.notices is not None
 
     async def announce_commands(self) -> None:
         """ama's commands and the MCP servers' prompts (again when a server's prompts change)."""
