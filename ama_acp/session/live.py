@@ -36,6 +36,7 @@ from ama_acp.session.editor.approval import Approver
 from ama_acp.session.editor.outbox import Outbox
 from ama_acp.session.editor.updates import is_stop_reason
 from ama_acp.session.editor.workspaces import tool_context
+from ama_acp.session.file_commands import FileCommands, tell
 from ama_acp.session.history.checkpoints import CheckpointLog, Checkpoints, RecordingWorkspace
 from ama_acp.session.history.rewind import Rewinder, checkpoints_folder
 from ama_acp.session.options import SessionSetup
@@ -80,6 +81,7 @@ class Session:
         self.tools = SessionTools(runtime, lambda: runtime.context_window(self.model_id))  # the set follows the window
         # AGENTS.md and the like: in the system prompt, or announced when a tool works in their folder.
         self.instructions = SessionInstructions(runtime.config.instructions, self.cwd, str(config_dir(os.environ)))
+        self.file_commands = FileCommands(self.cwd, str(config_dir(os.environ)))  # read when first offered
         self.ctx = SessionContext(runtime, self)  # meter, billing, reporter and their ACP reports
         self.host = SessionHost(runtime, self, restored.wire_ids if restored is not None else None)
         self.compactor = Compactor(runtime, self, self.host)
@@ -174,7 +176,11 @@ class Session:
         if self.busy:
             raise AcpError.session_busy(self.id)
         user = user_message(blocks)
+        await self.offer_commands(always=False)  # a command file added or changed since: offered, and runs
         command = self.rt.commands.match(user)
+        if command is None and (typed := self.file_commands.expand(user)) is not None:
+            self.persist(en.CommandEntry(text=typed[0]))  # a load replays the command, then the prompt it sent
+            user = typed[1]
         self.cancelled = False
         self.host.new_turn()
         self.instructions.refresh()  # a file changed since the last turn: the system prompt follows it
@@ -294,9 +300,18 @@ class Session:
 
     async def announce_open(self) -> None:
         """E4: after the opening response is written: commands, options, then the meter (D2: always)."""
-        await self.send(w.AvailableCommandsUpdate(available_commands=self.rt.commands.available()))
+        await self.offer_commands(always=True)
         await self.send(w.ConfigOptionUpdate(config_options=self.config_options()))
         await self.report_usage(force=True)
+
+    async def offer_commands(self, always: bool) -> None:
+        """available_commands_update (`always`, or when the command files changed), and what went wrong with the
+        files told once (session/file_commands.py)."""
+        builtins = self.rt.commands.available()
+        if self.file_commands.refresh({c.name for c in builtins}) or always:
+            await self.send(w.AvailableCommandsUpdate(available_commands=builtins + self.file_commands.available()))
+        caps = self.rt.client_caps.session
+        await tell(self.send, caps is not None and caps.notices is not None, self.file_commands.untold())
 
     async def release(self) -> None:
         """What the session holds goes with it: its MCP servers (no process outlives the session) and its file."""

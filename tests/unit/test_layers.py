@@ -34,6 +34,7 @@ AGENT_SIDE = {
     "agent",
     "mcp",
     "sandbox",
+    "shaping",
 }  # protocol-free: no wire, no rpc
 
 ALLOWED: dict[str, set[str]] = {
