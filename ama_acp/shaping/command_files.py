@@ -26,7 +26,7 @@ from ama_acp.shaping.commands import (
     command_name,
     parse,
 )
-from ama_acp.tools.regular import open_regular
+from ama_acp.tools.regular import NotRegularFileError, describe_mode, open_regular, refusal, special_root
 
 log = logging.getLogger(__name__)
 
@@ -94,19 +94,22 @@ def signature(places: list[Folder]) -> tuple[object, ...]:
     out: list[object] = []
     for place in places:
         out.append(os.path.realpath(place.path))  # a linked folder pointed elsewhere
-        for rel, entry_stat in _entries(place.path, place.format, ()):
+        for rel, _mode, entry_stat in _entries(place.path, place.format, ()):
             out.append((place.path, rel, entry_stat))
     return tuple(out)
 
 
-def _entries(path: str, fmt: Format, below: tuple[str, ...]) -> list[tuple[tuple[str, ...], object]]:
-    """(relative parts, stat key) of the command files under `path`, sorted, bounded as `load` reads them."""
+Entry = tuple[tuple[str, ...], int | None, object]  # (relative parts, lstat mode or None past the bound, stat key)
+
+
+def _entries(path: str, fmt: Format, below: tuple[str, ...]) -> list[Entry]:
+    """The command files under `path`, sorted, bounded as `load` reads them."""
     try:
         with os.scandir(path) as it:
             found = sorted(it, key=lambda e: e.name)
     except (OSError, ValueError):
         return []
-    out: list[tuple[tuple[str, ...], object]] = []
+    out: list[Entry] = []
     files = 0
     for entry in found:
         if entry.name.startswith("."):
@@ -124,9 +127,10 @@ def _entries(path: str, fmt: Format, below: tuple[str, ...]) -> list[tuple[tuple
             continue
         files += 1
         if files > PER_FOLDER:
-            out.append((parts, "over"))  # the first past the bound: reported, and the rest unread
+            out.append((parts, None, "over"))  # the first past the bound: reported, and the rest unread
             break
-        out.append((parts, (info.st_mode, info.st_size, info.st_mtime_ns, info.st_ino, _target(entry.path, info))))
+        key = (info.st_mode, info.st_size, info.st_mtime_ns, info.st_ino, _target(entry.path, info))
+        out.append((parts, info.st_mode, key))
     return out
 
 
@@ -153,9 +157,9 @@ def load(places: list[Folder]) -> Loaded:
         if top is not None:
             problems.append(top)
             continue
-        for parts, key in _entries(place.path, place.format, ()):
+        for parts, mode, _key in _entries(place.path, place.format, ()):
             shown = "/".join((place.shown, *parts))
-            if key == "over":
+            if mode is None:
                 problems.append(Problem(place.shown, None, f"more than {PER_FOLDER} command files: the rest skipped"))
                 continue
             name = command_name((*parts[:-1], parts[-1].removesuffix(_EXTENSION[place.format])))
@@ -163,7 +167,7 @@ def load(places: list[Folder]) -> Loaded:
                 problems.append(Problem(shown, None, "not a command name (letters, digits, `_`, `-`, `.`): skipped"))
                 continue
             try:
-                text = _read(os.path.join(place.path, *parts), place.root_real, place.format)
+                text = _read(os.path.join(place.path, *parts), mode, place.root_real, place.format)
                 commands.append(parse(text, name, place.source, shown, place.format))
             except CommandFileError as exc:
                 problems.append(Problem(shown, exc.line, str(exc)))
@@ -173,21 +177,23 @@ def load(places: list[Folder]) -> Loaded:
 
 
 def _folder_problem(place: Folder) -> Problem | None:
-    """A project folder that is a link out of the workspace (or lies in one) is not read at all."""
-    if place.root_real is None or not os.path.lexists(place.path):
+    """A project folder that is a link out of the workspace (or lies in one), or a folder in a kernel file system
+    (a person's link to /proc), is not read at all. Below a folder that passed, only a file that is a link can
+    lead elsewhere: subfolder links are never followed."""
+    if not os.path.lexists(place.path):
         return None
     real = os.path.realpath(place.path)
-    if _inside(real, place.root_real):
-        return None
-    return Problem(place.shown, None, f"refused: it links outside the workspace (to {real})")
+    if place.root_real is not None and not _inside(real, place.root_real):
+        return Problem(place.shown, None, f"refused: it links outside the workspace (to {real})")
+    root = special_root(real)
+    if root is not None:
+        return Problem(place.shown, None, f"refused: it lies in {root}, a kernel file system")
+    return None
 
 
-def _read(path: str, root_real: str | None, fmt: Format) -> str:
+def _read(path: str, mode: int, root_real: str | None, fmt: Format) -> str:
     """A command file's text, at most FILE_BYTES of it; OSError (with a reason) when it is refused."""
-    real = os.path.realpath(path)
-    if root_real is not None and not _inside(real, root_real):
-        raise OSError(f"it links outside the workspace (to {real})")
-    fd = open_regular(real)  # FIFOs, devices, /proc: refused without blocking
+    fd = _open(path, mode, root_real)
     with open(fd, "rb", closefd=True) as f:
         data = f.read(FILE_BYTES + 1)
     if len(data) > FILE_BYTES:
@@ -195,3 +201,27 @@ def _read(path: str, root_real: str | None, fmt: Format) -> str:
             raise CommandFileError(f"larger than {FILE_BYTES // 1024} KiB: skipped", 1)
         data = data[:FILE_BYTES]  # the prompt past its cap is cut anyway, with a marker (shaping/commands.py)
     return data.decode("utf-8", errors="replace")
+
+
+def _open(path: str, mode: int, root_real: str | None) -> int:
+    """The file at `path` (`mode`: its lstat's), opened for reading without blocking: a link through
+    tools/regular.py once its target is known to be inside the workspace (a project's); a regular file directly,
+    not following a link swapped in since, and checked again once open (a path resolved once per file, not per
+    component: the folder above it was checked already)."""
+    if stat.S_ISLNK(mode):
+        real = os.path.realpath(path)
+        if root_real is not None and not _inside(real, root_real):
+            raise OSError(f"it links outside the workspace (to {real})")
+        return open_regular(real)  # FIFOs, devices, /proc: refused without blocking
+    if not stat.S_ISREG(mode):  # a FIFO or a device is never opened
+        raise NotRegularFileError(refusal(path, describe_mode(mode) or "not a regular file", "read"))
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    try:
+        now = os.fstat(fd).st_mode
+        if not stat.S_ISREG(now):
+            raise NotRegularFileError(refusal(path, describe_mode(now) or "a directory", "read"))
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd

@@ -182,3 +182,34 @@ def test_the_name_set_is_stable_whatever_the_files_hold(
     assert [c.name for c in again.available()] == names and names[0] == "init"
     assert set(names) <= {"init"} | {f"c{n}" for n in range(len(contents))}
     assert not files.refresh({"context"})
+
+
+def test_a_rewind_or_a_fork_mid_turn_takes_a_command_files_command_with_its_prompt() -> None:
+    from ama_acp.conversation.messages import AssistantMessage
+    from ama_acp.session.history.fork import completed_turns
+    from ama_acp.session.store import entries as en
+    from ama_acp.session.store.rewound_thread import apply_rewinds
+
+    def said(text: str) -> en.MessageEntry:
+        return en.MessageEntry(message=UserMessage(content=[TextPart(text)]))
+
+    first: list[en.Entry] = [
+        en.CommandEntry(text="/review 1"),
+        en.TitleEntry(title="Review PR #1"),
+        said("Review PR #1"),
+        en.MessageEntry(message=AssistantMessage(content=[TextPart("done")])),
+        en.TurnEntry(stop_reason="end_turn"),
+    ]
+    second: list[en.Entry] = [en.CommandEntry(text="/review 2"), said("Review PR #2")]
+    rewound = apply_rewinds(
+        [
+            *first,
+            *second,
+            en.TurnEntry(stop_reason="end_turn"),
+            en.CommandEntry(text="/rewind 2"),
+            en.RewindEntry(prompt=2, message_index=2),
+        ]
+    )
+    assert [e.text for e in rewound if isinstance(e, en.CommandEntry)] == ["/review 1", "/rewind 2"]
+    assert completed_turns(first + second) == first  # the running turn's command goes with its prompt
+    assert [type(e) for e in apply_rewinds([*first, en.RewindEntry(prompt=1, message_index=0)])] == [en.TitleEntry]
