@@ -25,6 +25,8 @@ what an exception wraps, for the callers that look for the error a library wrapp
     ├── ConfigError               configuration: the TOML file, the environment, the command line
     │   ├── providers.resolve.ModelError   a model id that is not provider/model
     │   ├── providers.scripted.ScriptError a script file for the scripted provider that cannot be used
+    │   ├── shaping.front_matter.FrontMatterError  a Markdown file's front matter ama cannot read (with its line)
+    │   ├── shaping.commands.CommandFileError      a command file that is not a command (with its line)
     │   ├── credentials.CredentialsError   the credentials file exists but cannot be used
     │   └── setup.choices.SetupError       `ama setup` cannot go on (a bad flag or answer, a refused key)
     ├── ProviderError             a model request; never escapes a provider (see below)

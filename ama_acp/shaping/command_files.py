@@ -34,6 +34,10 @@ PER_FOLDER = 200
 DEPTH = 3  # `a/b/c/name.md`: deeper folders are not read
 FILE_BYTES = 2 * 64 * 1024 + 1024  # a front matter (64 KiB at most) and a prompt (cut at 64 KiB characters)
 _EXTENSION = {"ama": ".md", "claude": ".md", "gemini": ".toml"}
+# What each file parsed to, by its path, stat and folder: a session opened in the same project (and a refresh after
+# one file changed) parses only the files whose stat changed. Bounded; cleared when full.
+_PARSED: dict[tuple[str, object, Folder], FileCommand | Problem] = {}
+_PARSED_MAX = 4096
 
 
 @dataclass(frozen=True)
@@ -157,7 +161,7 @@ def load(places: list[Folder]) -> Loaded:
         if top is not None:
             problems.append(top)
             continue
-        for parts, mode, _key in _entries(place.path, place.format, ()):
+        for parts, mode, key in _entries(place.path, place.format, ()):
             shown = "/".join((place.shown, *parts))
             if mode is None:
                 problems.append(Problem(place.shown, None, f"more than {PER_FOLDER} command files: the rest skipped"))
@@ -166,13 +170,26 @@ def load(places: list[Folder]) -> Loaded:
             if name is None:
                 problems.append(Problem(shown, None, "not a command name (letters, digits, `_`, `-`, `.`): skipped"))
                 continue
-            try:
-                text = _read(os.path.join(place.path, *parts), mode, place.root_real, place.format)
-                commands.append(parse(text, name, place.source, shown, place.format))
-            except CommandFileError as exc:
-                problems.append(Problem(shown, exc.line, str(exc)))
-            except OSError as exc:
-                problems.append(Problem(shown, None, f"refused: {exc.strerror or exc}"))
+            path = os.path.join(place.path, *parts)
+            cached = (path, key, place)
+            found = _PARSED.get(cached)
+            if found is None:
+                try:
+                    found = parse(
+                        _read(path, mode, place.root_real, place.format), name, place.source, shown, place.format
+                    )
+                except CommandFileError as exc:
+                    found = Problem(shown, exc.line, str(exc))
+                except OSError as exc:  # not kept: a refusal may pass without the file's stat changing (chmod)
+                    problems.append(Problem(shown, None, f"refused: {exc.strerror or exc}"))
+                    continue
+                if len(_PARSED) >= _PARSED_MAX:
+                    _PARSED.clear()
+                _PARSED[cached] = found
+            if isinstance(found, FileCommand):
+                commands.append(found)
+            else:
+                problems.append(found)
     return Loaded(commands, problems)
 
 

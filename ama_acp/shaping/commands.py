@@ -15,7 +15,7 @@ import tomllib
 from dataclasses import dataclass
 from typing import Literal
 
-from ama_acp.errors import AmaError
+from ama_acp.errors import ConfigError
 from ama_acp.shaping.front_matter import Document, FrontMatterError, split, text_field
 
 Source = Literal["built-in", "project", "person"]
@@ -32,7 +32,7 @@ _TOML_LINE = re.compile(r"line (\d+)")
 _PLAIN = re.compile(r"([A-Za-z][A-Za-z0-9_-]*):[ \t]*(.*)")
 
 
-class CommandFileError(AmaError):
+class CommandFileError(ConfigError):
     """A command file ama cannot read as a command; `line` is the file's line (1-based) where it went wrong."""
 
     def __init__(self, message: str, line: int) -> None:

@@ -6,8 +6,10 @@ One `ama --mode acp` process (the scripted demo model, no network), over raw pip
 each, `session/new` alternately in a workspace holding 50 commands (`.ama/commands/`, ten of them in a subfolder,
 a third in Claude's and Gemini's formats) and 20 skills (`.ama/skills/NAME/SKILL.md`), and in an empty one. For
 each: `session/new` written → its response read, → its `available_commands_update` read, → its `usage_update`
-read (the end of the opening updates). Then, in this process, what the session does with the files itself: the
-first load of all of them (at the open, after the response) and the stat-only check at the start of each prompt.
+read (the end of the opening updates). The process parses each file once (a later session in the same project
+parses only the files whose stat changed), so these are the warm figures. Then, in this process, what the session
+does with the files itself: a process's first load of all of them (at the open, after the response), another
+session's load in the same project, and the stat-only check at the start of each prompt.
 
 Goal (issue 40): session/new as fast with the files as without (the files are not read before its answer). A
 missed goal is reported, not fatal (--check-goals: exit 1 on one). On a 2-core machine the figures are noisy.
@@ -85,22 +87,27 @@ def _update(msg: dict[str, Any], sid: str) -> object:
     return update.get("sessionUpdate") if isinstance(update, dict) else None
 
 
-def in_process(ws: Path, rounds: int = 50) -> tuple[float, float]:
-    """(the first load of every file, the stat-only check at each prompt), in ms."""
+def in_process(ws: Path, rounds: int = 50) -> tuple[float, float, float]:
+    """(a process's first load of every file, another session's load in the same project, the stat-only check at
+    each prompt), in ms."""
     from ama_acp.session.file_commands import FileCommands
+    from ama_acp.shaping import command_files
 
-    loads, checks = [], []
+    firsts, agains, checks = [], [], []
     for _ in range(rounds):
-        files = FileCommands(str(ws), None)
-        start = time.perf_counter()
-        files.refresh({"context"})
-        loads.append(time.perf_counter() - start)
+        command_files._PARSED.clear()  # as in a fresh process
+        for loads in (firsts, agains):
+            files = FileCommands(str(ws), None)
+            start = time.perf_counter()
+            files.refresh({"context"})
+            loads.append(time.perf_counter() - start)
         start = time.perf_counter()
         files.refresh({"context"})
         checks.append(time.perf_counter() - start)
     if len(files.available()) != COMMANDS + 1:
         raise BenchFailure(f"expected {COMMANDS} commands and /init, got {len(files.available())}")
-    return statistics.median(loads) * 1000, statistics.median(checks) * 1000
+    first, again, check = (statistics.median(x) * 1000 for x in (firsts, agains, checks))
+    return first, again, check
 
 
 def main(argv: list[str]) -> int:
@@ -136,7 +143,7 @@ def main(argv: list[str]) -> int:
                         rid += 1
             finally:
                 agent.close()
-            load_ms, check_ms = in_process(shaped)
+            first_ms, again_ms, check_ms = in_process(shaped)
     except BenchFailure as exc:
         sys.stderr.write(f"bench_shape: FAILED: {exc}\n")
         return 2
@@ -154,8 +161,13 @@ def main(argv: list[str]) -> int:
         )
     none, shaped_m = medians["none"]["answer"], medians["50 commands, 20 skills"]["answer"]
     passed = shaped_m <= none * TOLERANCE + 0.2
-    print(f"session/new with the files / without: {shaped_m / none:.2f}×  goal ≤ {TOLERANCE:g}×  {'PASS' if passed else 'FAIL'}")
-    print(f"in process: the first load of the 50 files {load_ms:.2f} ms; the check at each prompt {check_ms:.3f} ms")
+    print(
+        f"session/new with the files / without: {shaped_m / none:.2f}×  goal ≤ {TOLERANCE:g}×  {'PASS' if passed else 'FAIL'}"
+    )
+    print(
+        f"in process: a process's first load of the 50 files {first_ms:.2f} ms, another session's in the same project "
+        f"{again_ms:.2f} ms; the check at each prompt {check_ms:.3f} ms"
+    )
     return 1 if args.check_goals and not passed else 0
 
 
