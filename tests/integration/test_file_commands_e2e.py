@@ -98,3 +98,26 @@ async def test_init_sends_its_prompt_and_the_write_goes_through_the_permission_f
                 assert len(asks) == 1 and (ama.workspace / "AGENTS.md").read_text(encoding="utf-8") == "# A\n"
             else:  # the mode refuses the write: the model can only propose the file
                 assert asks == [] and not (ama.workspace / "AGENTS.md").exists()
+
+
+async def test_problems_are_one_notice_where_the_client_takes_notices(tmp_path: Path) -> None:
+    ama = Ama(tmp_path)
+    folder = ama.workspace / ".ama" / "commands"
+    folder.mkdir(parents=True)
+    (folder / "broken.md").write_text("---\ndescription: x\n", encoding="utf-8")
+    (folder / "rewind.md").write_text("Not the built-in\n", encoding="utf-8")
+    with LLMServer() as llm:
+        ama.config.write_text(local_config(llm.openai_url), encoding="utf-8")
+        llm.enqueue({"text": "ok"})
+        async with run_ama(ama, env=ENV, options=ClientOptions(notices=True)) as conn:
+            sid = await open_session(conn, ama)
+            (notice,) = conn.updates_for(sid, "notice")
+            assert notice["title"] == "Command files" and notice["severity"] == "warning"
+            assert (
+                ".ama/commands/broken.md:1: the front matter opened by `---` on line 1 is never closed"
+                in (notice["description"])
+            )
+            assert ".ama/commands/rewind.md: /rewind is a built-in command" in notice["description"]
+            await conn.prompt(sid, "hello", timeout=15)
+            assert len(conn.updates_for(sid, "notice")) == 1  # told once
+            assert agent_text(conn, sid) == "ok"

@@ -213,3 +213,20 @@ def test_a_rewind_or_a_fork_mid_turn_takes_a_command_files_command_with_its_prom
     assert [e.text for e in rewound if isinstance(e, en.CommandEntry)] == ["/review 1", "/rewind 2"]
     assert completed_turns(first + second) == first  # the running turn's command goes with its prompt
     assert [type(e) for e in apply_rewinds([*first, en.RewindEntry(prompt=1, message_index=0)])] == [en.TitleEntry]
+
+
+@settings(max_examples=200, deadline=None)
+@given(typed=_TEXT)
+def test_any_prompt_text_expands_or_passes_without_an_exception(
+    tmp_path_factory: pytest.TempPathFactory, typed: str
+) -> None:
+    root = tmp_path_factory.mktemp("ws")
+    d = root / ".ama" / "commands"
+    d.mkdir(parents=True)
+    (d / "go.md").write_text("Go $1 $9 $ARGUMENTS\n")
+    files = FileCommands(str(root), None)
+    files.refresh(set())
+    for text in (typed, "/go " + typed, "/init" + typed):
+        out = files.expand(UserMessage(content=[TextPart(text)]))
+        if out is not None:
+            assert out[0] == text and isinstance(out[1].content[0], TextPart)
