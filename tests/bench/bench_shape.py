@@ -93,7 +93,9 @@ def in_process(ws: Path, rounds: int = 50) -> tuple[float, float, float]:
     from ama_acp.session.file_commands import FileCommands
     from ama_acp.shaping import command_files
 
-    firsts, agains, checks = [], [], []
+    firsts: list[float] = []
+    agains: list[float] = []
+    checks: list[float] = []
     for _ in range(rounds):
         command_files._PARSED.clear()  # as in a fresh process
         for loads in (firsts, agains):
