@@ -176,7 +176,7 @@ class Session:
         if self.busy:
             raise AcpError.session_busy(self.id)
         user = user_message(blocks)
-        await self.offer_commands(always=False)  # a command file added or changed since: offered, and runs
+        offer = self.commands_changed()  # a command file added or changed since runs now, and is offered below
         command = self.rt.commands.match(user)
         if command is None and (typed := self.file_commands.expand(user)) is not None:
             self.persist(en.CommandEntry(text=typed[0]))  # a load replays the command, then the prompt it sent
@@ -191,6 +191,8 @@ class Session:
         with anyio.CancelScope() as scope:
             self._turn_scope = scope
             try:
+                with anyio.CancelScope(shield=True):  # the set it sends is the one checked: never sent again
+                    await self.offer_commands(offer)
                 if command is not None:
                     stop = await command(self)
                 else:
@@ -300,16 +302,23 @@ class Session:
 
     async def announce_open(self) -> None:
         """E4: after the opening response is written: commands, options, then the meter (D2: always)."""
-        await self.offer_commands(always=True)
+        self.commands_changed()
+        await self.offer_commands(changed=True)
         await self.send(w.ConfigOptionUpdate(config_options=self.config_options()))
         await self.report_usage(force=True)
 
-    async def offer_commands(self, always: bool) -> None:
-        """available_commands_update (`always`, or when the command files changed), and what went wrong with the
-        files told once (session/file_commands.py)."""
-        builtins = self.rt.commands.available()
-        if self.file_commands.refresh({c.name for c in builtins}) or always:
-            await self.send(w.AvailableCommandsUpdate(available_commands=builtins + self.file_commands.available()))
+    def commands_changed(self) -> bool:
+        """Whether the slash commands offered changed since last offered: the command files looked at (a stat of
+        each) and read again when they changed (session/file_commands.py). No await: a prompt checks this between
+        its busy check and its turn's start."""
+        return self.file_commands.refresh({c.name for c in self.rt.commands.available()})
+
+    async def offer_commands(self, changed: bool) -> None:
+        """The slash commands, when they `changed`: the built-ins, then `/init` and the command files'; and what
+        went wrong with those files, told once."""
+        if changed:
+            commands = self.rt.commands.available() + self.file_commands.available()
+            await self.send(w.AvailableCommandsUpdate(available_commands=commands))
         caps = self.rt.client_caps.session
         await tell(self.send, caps is not None and caps.notices is not None, self.file_commands.untold())
 
