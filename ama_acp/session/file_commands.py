@@ -20,6 +20,7 @@ from ama_acp.conversation.messages import TextPart, UserMessage
 from ama_acp.shaping.command_files import Folder, Problem, folders, load, signature
 from ama_acp.shaping.commands import FileCommand, expand
 from ama_acp.shaping.init_prompt import INIT
+from ama_acp.textsafe import one_line
 from ama_acp.wire import types as w
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,7 @@ class FileCommands:
         """The problems not yet told in this session (each is logged as it is told)."""
         out = []
         for text in [*(str(p) for p in self._file_problems), *self._collisions]:
+            text = one_line(text)  # a folder's path (the person's) may hold anything
             if text not in self._told:
                 self._told.add(text)
                 log.warning("command files: %s", text)

@@ -26,6 +26,7 @@ from ama_acp.shaping.commands import (
     command_name,
     parse,
 )
+from ama_acp.textsafe import one_line
 from ama_acp.tools.regular import NotRegularFileError, describe_mode, open_regular, refusal, special_root
 
 log = logging.getLogger(__name__)
@@ -60,8 +61,9 @@ class Problem:
     message: str
 
     def __str__(self) -> str:
+        """One line, its controls made visible: a file's name may hold ESC, or bytes that are not UTF-8."""
         where = f"{self.shown}:{self.line}" if self.line is not None else self.shown
-        return f"{where}: {self.message}"
+        return one_line(f"{where}: {self.message}")
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from typing import Literal
 
 from ama_acp.errors import ConfigError
 from ama_acp.shaping.front_matter import Document, FrontMatterError, split, text_field
+from ama_acp.textsafe import one_line
 
 Source = Literal["built-in", "project", "person"]
 Format = Literal["ama", "claude", "gemini"]
@@ -73,7 +74,9 @@ def parse(text: str, name: str, source: Source, shown: str, fmt: Format) -> File
     body = _cut(body)
     if hint is None and uses_arguments(body, fmt):
         hint = "arguments"
-    return FileCommand(name, description or _first_line(body), hint, body, source, shown, fmt)
+    # What the editor shows on one line: controls made visible (the prompt itself is the model's, kept as written).
+    description = one_line(description or _first_line(body))
+    return FileCommand(name, description, one_line(hint) if hint else None, body, source, shown, fmt)
 
 
 def _markdown(text: str) -> tuple[str | None, str | None, str]:

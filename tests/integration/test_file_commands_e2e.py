@@ -106,6 +106,9 @@ async def test_problems_are_one_notice_where_the_client_takes_notices(tmp_path: 
     folder.mkdir(parents=True)
     (folder / "broken.md").write_text("---\ndescription: x\n", encoding="utf-8")
     (folder / "rewind.md").write_text("Not the built-in\n", encoding="utf-8")
+    # A name with ESC and a byte that is not UTF-8: not a command name, told with both made visible.
+    (folder / os.fsdecode(b"evil\x1b]0;x\x07\xff.md")).write_bytes(b"body\n")
+    (folder / "esc.md").write_bytes(b"---\ndescription: \x1b[2Jwiped\n---\nbody\n")
     with LLMServer() as llm:
         ama.config.write_text(local_config(llm.openai_url), encoding="utf-8")
         llm.enqueue({"text": "ok"})
@@ -118,6 +121,15 @@ async def test_problems_are_one_notice_where_the_client_takes_notices(tmp_path: 
                 in (notice["description"])
             )
             assert ".ama/commands/rewind.md: /rewind is a built-in command" in notice["description"]
+            assert ".ama/commands/evil^[]0;x^G<U+DCFF>.md: not a command name" in notice["description"]
+            shown = [c["description"] for c in offered(conn, sid).values()]
+            assert not any("\x1b" in text for text in [notice["description"], *shown])
+            esc = next(
+                c
+                for c in conn.updates_for(sid, "available_commands_update")[-1]["availableCommands"]
+                if c["name"] == "esc"
+            )
+            assert esc["description"] == "^[[2Jwiped"
             await conn.prompt(sid, "hello", timeout=15)
             assert len(conn.updates_for(sid, "notice")) == 1  # told once
             assert agent_text(conn, sid) == "ok"
