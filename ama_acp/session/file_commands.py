@@ -89,9 +89,9 @@ def _merge(builtins: set[str], loaded: list[FileCommand]) -> tuple[dict[str, Fil
     collisions: list[str] = []
     for c in loaded:
         if c.name in builtins or c.name == INIT.name:
-            collisions.append(f"{c.shown}: /{c.name} is a built-in command; this file is not offered")
+            collisions.append(f"{c.shown}: /{c.name} is a built-in command; this file is hidden")
         elif c.name in table:
-            collisions.append(f"{c.shown}: /{c.name} is already offered from {table[c.name].shown}; this file is not")
+            collisions.append(f"{c.shown}: /{c.name} is already offered from {table[c.name].shown}; this one is hidden")
         else:
             table[c.name] = c
     return table, collisions

@@ -13,7 +13,6 @@ loads again only when it changed.
 
 from __future__ import annotations
 
-import logging
 import os
 import stat
 from dataclasses import dataclass
@@ -28,8 +27,6 @@ from ama_acp.shaping.commands import (
 )
 from ama_acp.textsafe import one_line
 from ama_acp.tools.regular import NotRegularFileError, describe_mode, open_regular, refusal, special_root
-
-log = logging.getLogger(__name__)
 
 PER_FOLDER = 200
 DEPTH = 3  # `a/b/c/name.md`: deeper folders are not read
