@@ -5,6 +5,7 @@ from __future__ import annotations
 from contextvars import ContextVar
 from dataclasses import dataclass
 
+from ama_acp.sandbox import Sandbox
 from ama_acp.tools.paths import PathPolicy, ResolvedPath
 from ama_acp.tools.workspace import Workspace
 
@@ -22,6 +23,8 @@ class ToolContext:
     # Why the commands ama runs itself are not sandboxed though `[sandbox]` asks for it (no Landlock here); ""
     # when they are, or when the mode is "off". The permission question for a command says so.
     unsandboxed: str = ""
+    # The sandbox of the commands ama runs itself, closed with the session (it may keep a launcher ready).
+    sandbox: Sandbox | None = None
 
     def resolve(self, path: str) -> ResolvedPath:
         return self.policy.resolve(path, self.cwd)

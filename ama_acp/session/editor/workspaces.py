@@ -228,7 +228,8 @@ def tool_context(runtime: EditorRuntime, session: WorkspaceSession) -> ToolConte
         workspace = LocalWorkspace()
     roots = [session.cwd, *session.additional_directories]
     # Commands ama runs itself (not those in the editor's terminal) are confined to the session's folders.
-    state = sandbox_state(runtime.config.sandbox)
-    workspace.sandbox = Sandbox(state, roots)
+    state = sandbox_state(runtime.config.sandbox, roots)
+    workspace.sandbox = box = Sandbox(state, roots)
     unsandboxed = state.reason if state.mode != OFF and not state.active else ""
-    return ToolContext(workspace=workspace, cwd=session.cwd, policy=PathPolicy(roots), unsandboxed=unsandboxed)
+    policy = PathPolicy(roots)
+    return ToolContext(workspace=workspace, cwd=session.cwd, policy=policy, unsandboxed=unsandboxed, sandbox=box)
