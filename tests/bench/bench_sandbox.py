@@ -6,7 +6,7 @@ process so that load on the shared machine hits all alike:
 - Landlock, cold: every command starts its own launcher (`python -I -S`), as when none is ready;
 - Landlock, warm: the launcher kept ready (sandbox/warm.py) takes the command — the usual case, since a model's turn
   always leaves time between two commands; before each round the benchmark waits until the launcher says it is
-  ready (polled, as a test would);
+  ready (polled, as a test would), and so before every other run too, so that all run after the same pause;
 - bubblewrap, where `bwrap` is installed and can start here (on a kernel with Landlock too: the bench forces it).
 
 Each sandboxed run includes its private TMPDIR made and removed, and the warm one the start of the next launcher.
@@ -75,9 +75,11 @@ async def main() -> int:
         try:
             times: dict[str, list[float]] = {name: [] for name in ways}
             for first in (True, *(False for _ in range(RUNS))):  # a first round warms the page cache, untimed
-                if warm is not None and not first:  # the first command starts the first launcher
-                    await until_ready(warm)
-                for name, ws in ways.items():  # the warm one last: the next launcher's start overlaps no other
+                for name, ws in ways.items():
+                    # Every run after the same pause: the next launcher's start overlaps none, and each pays
+                    # what a command after a model's turn pays (a CPU woken from idle) — not only the first.
+                    if warm is not None and not first:  # the first command starts the first launcher
+                        await until_ready(warm)
                     took = await timed(ws, cwd)
                     if not first:
                         times[name].append(took)

@@ -229,3 +229,19 @@ async def test_a_missing_folder_fails_as_it_does_unconfined(tmp_path, warm):
         await workspace.run_command("true", str(tmp_path / "gone"), 30, 1000)
     with pytest.raises(FileNotFoundError):
         await LocalWorkspace().run_command("true", str(tmp_path / "gone"), 30, 1000)
+
+
+TRACE = "import ctypes, os, sys; libc = ctypes.CDLL(None, use_errno=True); pid = int(sys.argv[1]); " + (
+    "print(libc.ptrace(16, pid, 0, 0), os.strerror(ctypes.get_errno()))"  # PTRACE_ATTACH
+)
+
+
+async def test_a_sandboxed_command_cannot_trace_the_launcher_kept_ready_nor_read_its_memory(warm):
+    """The launcher waits unconfined: a command (confined) must not be able to take it over."""
+    box, _ = warm
+    pid = standby_pid(box)
+    other = LocalWorkspace(sandbox=Sandbox(box.state, box.roots, warm=False))  # a command of another session
+    script = f"{sys.executable} -I -S -c '{TRACE}' {pid}; dd if=/proc/{pid}/mem of=/dev/null bs=1 count=1 skip=4096"
+    result = await other.run_command(script, "/", 30, 10_000)
+    assert "-1 Operation not permitted" in result.output and "Permission denied" in result.output
+    assert box.warm_ready() and standby_pid(box) == pid  # untouched, still waiting
