@@ -177,20 +177,20 @@ class Sandbox:
         # A cwd that is not a folder fails the cold way (FileNotFoundError, NotADirectoryError), as unconfined.
         if self._standby is None or not await anyio.Path(cwd).is_dir():
             return None
-        try:
-            launcher = await self._standby.take()
-            if launcher is None:
-                return None
-            env.update(launcher.marks)
-            request = landlock.encode_request(
-                self._spec(argv, tmp), os.fsencode(cwd), {os.fsencode(k): os.fsencode(v) for k, v in env.items()}
-            )
-            if await launcher.hand(request):
-                return launcher.proc
-            await launcher.aclose()
-            return None
-        finally:
-            await self._standby.refill(marks)
+        started = None
+        launcher = await self._standby.take()
+        if launcher is not None:
+            try:
+                env.update(launcher.marks)
+                request = landlock.encode_request(
+                    self._spec(argv, tmp), os.fsencode(cwd), {os.fsencode(k): os.fsencode(v) for k, v in env.items()}
+                )
+                started = launcher.proc if await launcher.hand(request) else None
+            finally:
+                if started is None:  # it died, is stuck, or was never handed its request
+                    await launcher.aclose()
+        await self._standby.refill(marks)  # never raises: the command started must not be lost to it
+        return started
 
     def warm_ready(self) -> bool:
         """Whether a launcher is ready for the next command (the benchmark and the tests wait for it)."""

@@ -143,10 +143,14 @@ class Standby:
         self._starting = True
         try:
             launcher = await Launcher.start(self._code, marks)
-        except OSError as exc:
+        except Exception as exc:  # OSError (no memory, no processes left); anything else would be a bug of ours
             if not self._told:
                 self._told = True
-                log.warning("no sandbox launcher could be started ahead of need (%s): each command starts its own", exc)
+                log.warning(
+                    "no sandbox launcher could be started ahead of need (%s): each command starts its own",
+                    exc,
+                    exc_info=not isinstance(exc, OSError),
+                )
             return
         finally:
             self._starting = False
