@@ -15,6 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ama_acp.client.confine import configured_sandbox
 from ama_conformance.core.config import Launcher, RunConfig, Timeouts, clean_env
 from ama_conformance.requirements.registry import REGISTRY, Profile
 
@@ -193,12 +194,17 @@ def _run(args: argparse.Namespace, command: list[str], launch: Launcher | None) 
                 # --cwd is the person's own directory: only what the suite made is the agent's to touch.
                 created=(workspace, scratch) if args.cwd else (root,),
                 launch=launch,
+                sandbox=configured_sandbox(None, _warn),  # ama's config: AMA_CONFIG, else the default file
             )
             from ama_conformance.core.session_run import execute
 
             return execute(config, args.report_json, strict=args.strict)
         finally:
             shutil.rmtree(workspace, ignore_errors=True)
+
+
+def _warn(text: str) -> None:
+    sys.stderr.write(f"ama conformance: {text}\n")
 
 
 def _agent_cwd(given: str | None, root: Path) -> Path:

@@ -115,7 +115,7 @@ class AgentProcess:
         self._closed = False
         self._reader = StdoutReader(
             self.options.max_line,
-            self.transcript,
+            self.transcript if self.options.history else None,
             self._violations.record,
             self._on_line_check,
             self._on_message,
@@ -125,6 +125,8 @@ class AgentProcess:
         self.terminals.default_cwd = lambda sid: self.session_cwds.get(sid) if sid is not None else None
         self.terminals.roots = self._roots
         self.terminals.gate = self.options.terminal_gate
+        self.terminals.sandbox = self.options.sandbox
+        self.terminals.sandbox_roots = self.options.sandbox_roots
         gate = handlers.FileGate(self._roots, self.options.file_gate) if self.options.file_gate else None
         self._serving = Serving(
             self.options,
@@ -275,7 +277,8 @@ class AgentProcess:
     async def _write(self, line: str) -> None:
         if self._process is None or self._process.stdin is None:
             raise RuntimeError("the connection is not running")
-        self.transcript.append(TranscriptEntry("out", line.rstrip("\n"), time.monotonic()))
+        if self.options.history:
+            self.transcript.append(TranscriptEntry("out", line.rstrip("\n"), time.monotonic()))
         async with self._write_lock:
             try:
                 await self._process.stdin.send(line.encode("utf-8"))
@@ -461,7 +464,8 @@ class AgentProcess:
             self.record_violation("not_jsonrpc", problem, raw)
         match classified.message:
             case AgentRequest(id=request_id, method=method, params=params):
-                self.requests_received.append((method, params))
+                if self.options.history:
+                    self.requests_received.append((method, params))
                 self._serving.accept(request_id, method, params)
             case AgentNotification(method=method, params=params):
                 self._on_notification(method, params)
@@ -487,9 +491,11 @@ class AgentProcess:
             pending.resolve(response.result)
 
     def _on_notification(self, method: str, params: JSONObject) -> None:
-        self.notifications.append((method, params))
+        if self.options.history:
+            self.notifications.append((method, params))
         if method == "session/update":
-            self.updates.append(params)
+            if self.options.history:
+                self.updates.append(params)
             if self.on_update is not None:
                 self.on_update(params)
         elif method == "$/cancel_request":

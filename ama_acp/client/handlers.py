@@ -19,8 +19,9 @@ from pathlib import Path
 import anyio
 import anyio.abc
 
-from ama_acp.client.confine import Access, Decide, Roots, resolve, within
+from ama_acp.client.confine import Access, Decide, Roots, resolve, unsandboxed, within
 from ama_acp.client.errors import RpcError as RpcError
+from ama_acp.config import SandboxConfig
 from ama_acp.rpc.dispatch import JSONObject
 
 # JSON-RPC / ACP error codes the client answers with: the one table is rpc/errors.py (re-exported, `as`).
@@ -29,6 +30,9 @@ from ama_acp.rpc.errors import INVALID_PARAMS as INVALID_PARAMS
 from ama_acp.rpc.errors import METHOD_NOT_FOUND as METHOD_NOT_FOUND
 from ama_acp.rpc.errors import REQUEST_CANCELLED as REQUEST_CANCELLED
 from ama_acp.rpc.errors import RESOURCE_NOT_FOUND as RESOURCE_NOT_FOUND
+from ama_acp.sandbox import Sandbox, sandbox_state
+from ama_acp.sandbox.temp import remove_temp
+from ama_acp.sandbox.terminal import Confined, confine, program_argv
 
 # A RequestPermissionOutcome: `{"outcome": "cancelled"}` or `{"outcome": "selected", "optionId": ...}`.
 Outcome = JSONObject
@@ -216,9 +220,9 @@ def _string_args(params: JSONObject) -> list[str]:
     return [a for a in given_args if isinstance(a, str)]
 
 
-def _environment(params: JSONObject) -> dict[str, str]:
-    """The client's own environment with the request's `env` entries over it."""
-    env = dict(os.environ)
+def _requested_env(params: JSONObject) -> dict[str, str]:
+    """The request's `env` entries (the command gets the client's own environment with these over it)."""
+    env: dict[str, str] = {}
     env_vars = params.get("env") or []
     if not isinstance(env_vars, list):
         raise RpcError(INVALID_PARAMS, "`env` must be a list of {name, value}")
@@ -258,10 +262,11 @@ async def _open_process(command: str, argv: list[str], cwd: str | None, env: dic
 class Terminal:
     """One command the agent started through terminal/create, with its retained output."""
 
-    def __init__(self, terminal_id: str, argv: list[str], limit: int | None) -> None:
+    def __init__(self, terminal_id: str, argv: list[str], limit: int | None, tmp: str | None = None) -> None:
         self.id = terminal_id
         self.argv = argv
         self.limit = limit
+        self.tmp = tmp  # the command's private temp folder when it runs sandboxed: removed with the terminal
         self.buffer = bytearray()
         self.truncated = False
         self.process: anyio.abc.Process | None = None
@@ -298,6 +303,10 @@ class TerminalManager:
         # Who agrees to each command (None: every command runs) and the folders a session's commands may start in.
         self.gate: Decide | None = None
         self.roots: Roots = lambda _session_id: ()
+        # The sandbox of the commands (ClientOptions.sandbox, .sandbox_roots): None runs them unconfined.
+        self.sandbox: SandboxConfig | None = None
+        self.sandbox_roots: Sequence[str] = ()
+        self._closing = False
 
     @property
     def created(self) -> list[str]:
@@ -324,24 +333,40 @@ class TerminalManager:
     async def create(self, params: JSONObject) -> JSONObject:
         command = _command(params)
         argv = _argv(command, _string_args(params))
-        env = _environment(params)
+        requested = _requested_env(params)
         given_cwd = _given_cwd(params)
         cwd = given_cwd if given_cwd is not None else self.default_cwd(_session_id(params))
         limit = _optional_uint(params, "outputByteLimit")
         if self.gate is not None:
             cwd = await self._agreed_cwd(self.gate, params, argv, cwd)
+        box = self._confine(_session_id(params), argv, requested, cwd or os.getcwd())
+        run, env = (argv, requested) if box is None else (box.argv, box.env)
         self._counter += 1
-        term = Terminal(f"term-{self._counter}", argv, limit)
-        term.process = await _open_process(command, argv, cwd, env)
+        term = Terminal(f"term-{self._counter}", argv, limit, box.tmp if box is not None else None)
+        try:
+            term.process = await _open_process(command, run, cwd, {**os.environ, **env})
+        except BaseException:
+            remove_temp(term.tmp)
+            raise
         self._terminals[term.id] = term
         self._spawn_task(lambda: self._pump(term))
         return {"terminalId": term.id}
+
+    def _confine(self, sid: str | None, argv: list[str], requested: dict[str, str], cwd: str) -> Confined | None:
+        """The command made ready to run in the sandbox, writable in the session's folders and `sandbox_roots`;
+        None when the client has no sandbox or the kernel none to give."""
+        if self.sandbox is None:
+            return None
+        sandbox = Sandbox(sandbox_state(self.sandbox), [*self.roots(sid), *self.sandbox_roots])
+        path = requested.get("PATH", os.environ.get("PATH"))
+        return confine(sandbox, program_argv(argv[0], argv[1:], path, cwd), requested)
 
     async def _agreed_cwd(self, gate: Decide, params: JSONObject, argv: list[str], cwd: str | None) -> str:
         """The folder the command runs in, once `gate` agreed to run it there."""
         sid = _session_id(params)
         folder = resolve(cwd or os.getcwd())
-        access = Access("terminal/create", sid, folder, within(folder, self.roots(sid)), shlex.join(argv))
+        inside = within(folder, self.roots(sid))
+        access = Access("terminal/create", sid, folder, inside, shlex.join(argv), unsandboxed(self.sandbox))
         if not await gate(access):
             raise RpcError(INVALID_PARAMS, f"Refused: the client did not agree to run {shlex.join(argv)} in {folder}")
         return folder
@@ -365,6 +390,8 @@ class TerminalManager:
             else:
                 term.exit_code = rc
             term.exited.set()
+            if term.released or self._closing:  # what it wrote while it was being killed goes too
+                remove_temp(term.tmp)
 
     async def output(self, params: JSONObject) -> JSONObject:
         term = self._get(params)
@@ -398,9 +425,12 @@ class TerminalManager:
         term = self._get(params)
         self._kill(term)
         term.released = True
+        remove_temp(term.tmp)
         return {}
 
     async def shutdown(self) -> None:
-        """Kill every command still running (the connection is closing)."""
+        """Kill every command still running (the connection is closing), and remove their temp folders."""
+        self._closing = True
         for term in self._terminals.values():
             self._kill(term)
+            remove_temp(term.tmp)

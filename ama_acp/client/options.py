@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from ama_acp import __version__
 from ama_acp.client.confine import Decide
 from ama_acp.client.handlers import PermissionPolicy
+from ama_acp.config import SandboxConfig
 from ama_acp.rpc.dispatch import JSONObject
 
 # The longest line the client takes from an agent. Lower than ama's own server cap (rpc/framing.py, 256 MiB): the
@@ -36,8 +37,16 @@ class ClientOptions:
     # (None: every path is served). `terminal_gate`: asked before every terminal/create (None: every command runs).
     file_gate: Decide | None = None
     terminal_gate: Decide | None = None
+    # The sandbox of terminal/create's commands (ama_acp/sandbox/): `[sandbox]` of the client's config (None: they
+    # run unconfined), writable in the session's folders and `sandbox_roots` (conformance: the run's folders).
+    sandbox: SandboxConfig | None = None
+    sandbox_roots: tuple[str, ...] = ()
     # The longest stdout line taken; a longer one is a `line_too_long` violation and the connection ends.
     max_line: int = MAX_LINE
+    # Whether the connection keeps what passed (`transcript`, `updates`, `notifications`, `requests_received`), for
+    # the tests and the conformance suite to read. False: nothing is kept, and a flood costs no memory: for a
+    # long-lived caller that takes the updates through `on_update` (an external agent carrying out a task).
+    history: bool = True
 
     def capabilities(self) -> JSONObject:
         caps: JSONObject = {"fs": {"readTextFile": self.fs, "writeTextFile": self.fs}, "terminal": self.terminal}

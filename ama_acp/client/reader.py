@@ -40,7 +40,7 @@ class StdoutReader:
     def __init__(
         self,
         max_line: int,
-        transcript: list[TranscriptEntry],
+        transcript: list[TranscriptEntry] | None,
         record: Record,
         check_line: Callable[[str], None],
         on_message: Callable[[JSONValue, str], None],
@@ -121,7 +121,8 @@ class StdoutReader:
         return False
 
     def _keep(self, raw: str) -> None:
-        self.transcript.append(TranscriptEntry("in", raw, time.monotonic()))
+        if self.transcript is not None:  # None: the caller keeps no transcript (ClientOptions.history)
+            self.transcript.append(TranscriptEntry("in", raw, time.monotonic()))
 
 
 def _decode(raw: bytes) -> str:

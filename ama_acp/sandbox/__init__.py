@@ -1,5 +1,7 @@
-"""The sandbox of the commands ama runs itself (`run_command` through `LocalWorkspace`): what `[sandbox]` asks
-for, what this machine offers, and how a command is started confined (docs/tools.md "The sandbox").
+"""The sandbox of the commands ama runs on someone's behalf (`run_command`, locally or in the editor's terminal; an
+external agent's terminals; the terminals ama's client serves an agent under test): what `[sandbox]` asks for,
+what this machine offers, and how a command is started confined (docs/tools.md "The sandbox").
+`temp.py` makes a command's private temp folder; `terminal.py` readies a command another program starts.
 
 Linux only. The mechanism is chosen at run time: Landlock (`landlock.py`: unprivileged, nothing to install)
 where the kernel has it, else bubblewrap (`bwrap.py`) where it is installed and can start. Reading stays
@@ -48,6 +50,9 @@ _SERVE = _LAUNCHER.replace("{", "{{").replace("}", "}}").replace("landlock.main(
 # A test hook, never set otherwise: ama acts as if the kernel had no Landlock, so that the tests can reach the
 # bubblewrap path through a real `ama` process on a machine that has both.
 HIDE_LANDLOCK_VAR = "AMA_TEST_HIDE_LANDLOCK"
+# The launcher run as a script, for a command line a person reads (`Sandbox.launcher`): compiled at each start,
+# which a command started through an editor's terminal does not feel.
+_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "landlock.py")
 
 
 @dataclass(frozen=True)
@@ -200,3 +205,13 @@ class Sandbox:
         """The launcher kept ready goes (no process outlives its sandbox)."""
         if self._standby is not None:
             await self._standby.aclose()
+
+    def launcher(self, argv: list[str], env: dict[str, str], tmp: str) -> list[str]:
+        """As `wrap`, but `argv` ends the launcher's own command line instead of riding in `env`: for a command
+        another program starts and shows, where the person reads the real command last (an editor's terminal
+        card: `python -I -S …/landlock.py /bin/sh -c 'make test'`, or bubblewrap's line ending in it). Only `env`
+        and no shell syntax: an editor that runs it through a shell gets the same command line."""
+        if self.state.mechanism == "bubblewrap":
+            return self.wrap(argv, env, tmp)
+        env[landlock.SPEC_VAR] = self._spec([], tmp)
+        return [sys.executable, "-I", "-S", _SCRIPT, *argv]

@@ -3,9 +3,11 @@
 Run as a script (`python -I -S landlock.py`, with SPEC in the environment as `AMA_SANDBOX`) it is the launcher: it
 restricts itself with the rules SPEC names and execs the command SPEC holds, which inherits them with everything
 it starts. The command rides in the environment, not in the launcher's arguments, so that no process but the
-command itself shows its command line (a watcher such as ama's own sweep or `pgrep -f` sees one process). A launcher process rather
-than a `preexec_fn`, which is unsafe in a threaded parent. So that it starts fast (-S: no site, -I: nothing
-from the environment) it imports nothing but the standard library and nothing of ama.
+command itself shows its command line (a watcher such as ama's own sweep or `pgrep -f` sees one process). A
+command another program starts and shows (an editor's terminal) rides instead after the launcher's arguments,
+where a person reads it (`python -I -S landlock.py /bin/sh -c 'make'`), and SPEC ends before it. A launcher
+process rather than a `preexec_fn`, which is unsafe in a threaded parent. So that it starts fast (-S: no site,
+-I: nothing from the environment) it imports nothing but the standard library and nothing of ama.
 
 SPEC is a list of strings, each written as its length, ":" and itself (`encode_spec`): "1" when TCP is allowed
 else "0", the number of folders writable beneath, those folders, the number of device files writable, those
@@ -198,7 +200,8 @@ def main() -> int:
     try:
         env = dict(posix.environ)  # bytes: nothing decoded but the spec, and the command gets it back as it was
         spec = env.pop(SPEC_VAR.encode(), b"").decode(_FS_ENCODING, "surrogateescape")
-        _confine_and_exec(spec, None, env)
+        # A command after the launcher's own arguments is the end of SPEC (`Sandbox.launcher`).
+        _confine_and_exec(spec + "".join(f"{len(a)}:{a}" for a in sys.argv[1:]), None, env)
     except (OSError, ValueError, IndexError) as exc:
         return _refuse(exc)
 

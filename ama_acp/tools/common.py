@@ -237,9 +237,14 @@ def display_path(path: str, cwd: str) -> str:
 
 
 def short(text: str, limit: int = 60) -> str:
-    """One line, at most `limit` characters, for titles."""
+    """One line, at most `limit` characters, for titles; a cut one ends with a marker saying how much is left out
+    ("… [+1,234 chars]"), so a title never passes for the whole."""
     line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    if len(line) <= limit:
+        return line
+    widest = len(f"… [+{len(line):,} chars]")  # the marker's length for the most that can be cut
+    kept = max(0, limit - widest)
+    return line[:kept] + f"… [+{len(line) - kept:,} chars]"
 
 
 def human_size(n: int) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ama_acp.tools.base import JSONObject, Location, ToolArgs, ToolError, ToolKind, ToolResult
-from ama_acp.tools.common import closed_object
+from ama_acp.tools.common import closed_object, short
 from ama_acp.tools.context import ToolContext
 
 NAME = "task"
@@ -51,11 +51,10 @@ class TaskTool:
     def title(self, args: ToolArgs) -> str:
         description = args.get("description") if isinstance(args, dict) else None
         agent = args.get("agent") if isinstance(args, dict) else None
-        who = agent if isinstance(agent, str) and agent else "general"
+        who = short(agent, 40) if isinstance(agent, str) and agent else "general"
         if isinstance(description, str) and description.strip():
-            line = " ".join(description.split())
-            return f"Task ({who[:40]}): {line[:80]}"
-        return f"Task ({who[:40]})"
+            return f"Task ({who}): {short(description, 80)}"
+        return f"Task ({who})"
 
     def locations(self, args: ToolArgs, cwd: str) -> list[Location]:
         return []

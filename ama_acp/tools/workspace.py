@@ -16,12 +16,10 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import shutil
 import signal
 import stat as stat_mod
 import subprocess
 import sys
-import tempfile
 from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -33,6 +31,7 @@ from anyio.abc import Process
 
 from ama_acp.errors import ToolError
 from ama_acp.sandbox import Sandbox
+from ama_acp.sandbox.temp import private_temp, remove_temp
 from ama_acp.tools.proctree import MARKER_VAR, marked_pids, new_marker, proc_pids, signal_marked, stat_fields
 from ama_acp.tools.regular import describe_mode, open_regular
 
@@ -117,10 +116,13 @@ class Workspace(Protocol):
         """The directory's entries in no particular order."""
         ...
 
-    async def run_command(self, command: str, cwd: str, timeout: float, output_cap: int) -> CommandResult:
+    async def run_command(
+        self, command: str, cwd: str, timeout: float, output_cap: int, confined: bool = True
+    ) -> CommandResult:
         """Run a shell command line. It ends by `timeout` (seconds) and is killed with everything it started
         when it times out or the caller is cancelled. At most `output_cap` bytes of output are kept (the
-        head and the tail)."""
+        head and the tail). `confined`: in the sandbox, where there is one; False only for the one run outside
+        it that the person allowed (tools/shell.py `outside_sandbox`)."""
         ...
 
 
@@ -246,21 +248,25 @@ class LocalWorkspace:
 
     # commands
 
-    async def run_command(self, command: str, cwd: str, timeout: float, output_cap: int) -> CommandResult:
+    async def run_command(
+        self, command: str, cwd: str, timeout: float, output_cap: int, confined: bool = True
+    ) -> CommandResult:
         # Shielded: a cancel while asyncio still connects the pipes would kill only the shell (its own cleanup)
         # and orphan whatever it already started. With the handle in hand the finally below kills the group.
         env = command_env(self._env_base)
         # Inherited by everything the command starts, so even a process that left the group is found.
         env[MARKER_VAR] = new_marker()
         argv, tmp = [*_shell(), command], None
-        if self.sandbox is not None and self.sandbox.state.active:
+        box = self.sandbox if confined and self.sandbox is not None and self.sandbox.state.active else None
+        if box is not None:
             # The command's private temp folder: the one place outside the workspace it may write.
-            env["TMPDIR"] = tmp = _private_temp()
+            env["TMPDIR"] = tmp = private_temp()
         try:
-            return await self._run(argv, env, tmp, cwd, timeout, output_cap)
+            result = await self._run(argv, env, tmp, cwd, timeout, output_cap)
         finally:
-            if tmp is not None:
-                shutil.rmtree(tmp, ignore_errors=True)
+            remove_temp(tmp)
+        # What the sandbox refused, for the model reading a failed command.
+        return result if box is None else msgspec.structs.replace(result, sandbox=box.state.blocked())
 
     async def _spawn(self, argv: list[str], env: dict[str, str], tmp: str | None, cwd: str) -> Process:
         """The command's process: in its own session and process group, so one killpg reaches everything it
@@ -326,11 +332,10 @@ class LocalWorkspace:
                 sink.output = out.text()
 
         code = proc.returncode
-        confined = self.sandbox.state.blocked() if self.sandbox is not None and self.sandbox.state.active else ""
         if code is not None and code < 0:
-            return CommandResult(None, -code, out.text(), out.dropped > 0, timed_out, confined)
+            return CommandResult(None, -code, out.text(), out.dropped > 0, timed_out)
         # bash reports a child killed by a signal as 128+N; keep the exit code as the shell gave it.
-        return CommandResult(code, None, out.text(), out.dropped > 0, timed_out, confined)
+        return CommandResult(code, None, out.text(), out.dropped > 0, timed_out)
 
     async def _terminate(self, proc: Process, pgid: int, marker: str) -> None:
         """SIGTERM the group and every marked process, SIGKILL what is left after the grace period, and reap
@@ -434,45 +439,3 @@ def _list_dir(path: str) -> list[DirEntry]:
             size = st.st_size if stat_mod.S_ISREG(st.st_mode) else 0
             entries.append(DirEntry(e.name, is_dir, size, st.st_mtime, e.is_symlink(), describe_mode(st.st_mode)))
     return entries
-
-
-_RUN_PREFIX = "ama-run-"
-_swept = False
-
-
-def _private_temp() -> str:
-    """A command's private temp folder, `ama-run-<ama's pid>-…`. The first one a process makes also sweeps the
-    folders that processes which are gone left behind (an ama killed while its command ran cannot remove its
-    own): only directories of ours by that name, whose pid is no longer alive; never a link or another's."""
-    global _swept
-    if not _swept:
-        _swept = True
-        _sweep_dead_runs(tempfile.gettempdir())
-    return tempfile.mkdtemp(prefix=f"{_RUN_PREFIX}{os.getpid()}-")
-
-
-def _sweep_dead_runs(folder: str) -> None:
-    try:
-        names = [n for n in os.listdir(folder) if n.startswith(_RUN_PREFIX)]
-    except OSError:
-        return
-    for name in names:
-        pid = name[len(_RUN_PREFIX) :].partition("-")[0]
-        path = os.path.join(folder, name)
-        try:
-            st = os.lstat(path)
-        except OSError:
-            continue
-        if not pid.isdigit() or not stat_mod.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or _alive(int(pid)):
-            continue
-        shutil.rmtree(path, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # someone else's process: alive
-    return True

@@ -69,6 +69,9 @@ class Agent:
                 permission=self._decide,
                 file_gate=self._confined,
                 terminal_gate=self._confined,
+                # A command in the run's directories still writes nowhere else (ama_acp/sandbox/).
+                sandbox=config.sandbox,
+                sandbox_roots=tuple(str(d) for d in config.run_dirs),
             ),
             cwd=str(config.cwd),
             env=env,

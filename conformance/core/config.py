@@ -9,6 +9,7 @@ from pathlib import Path
 
 import anyio.abc
 
+from ama_acp.client.confine import SandboxConfig
 from ama_conformance.requirements.registry import Profile
 
 # A seam for embedding the suite (not on the command line): starts the agent under test instead of spawning
@@ -86,6 +87,9 @@ class RunConfig:
     created: tuple[Path, ...] = ()
     startup: StartupWatch = field(default_factory=StartupWatch)
     launch: Launcher | None = None  # None: spawn `command` (the seam above; never set from the command line)
+    # The sandbox of the commands an agent runs (terminal/create): `[sandbox]` of ama's config file, writable in
+    # the run's directories only (ama_acp/sandbox/).
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
 
     @property
     def run_dirs(self) -> tuple[Path, ...]:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import anyio
 
+from ama_acp.client.confine import unsandboxed
 from ama_acp.textsafe import one_line
 from ama_conformance.core.config import RunConfig
 from ama_conformance.core.placeholders import PlaceholderError, expand
@@ -78,10 +79,24 @@ def _report(config: RunConfig, record: RunRecord, chosen: list[Group], report_js
     sys.stdout.write(text(results, verdicts, record.seconds, partial=bool(config.select)))
     if record.startup is not None:
         sys.stdout.write(startup_text(config))
+    unconfined = unsandboxed(config.sandbox)
+    if unconfined and _asked_for_terminals(record):  # said once for the run, not per command
+        sys.stdout.write(f"\nThe commands the agent asked to run (terminal/create) were not sandboxed: {unconfined}.\n")
     if report_json:
         data = as_json(record, results, verdicts, config.command)
+        data["sandbox"] = {"mode": config.sandbox.mode, "network": config.sandbox.network, "unsandboxed": unconfined}
         Path(report_json).write_text(json.dumps(data, indent=1, ensure_ascii=False), encoding="utf-8")
     return verdicts
+
+
+def _asked_for_terminals(record: RunRecord) -> bool:
+    """Whether any agent of the run sent a terminal/create request (the record's transcripts say)."""
+    return any(
+        entry["dir"] == "in" and '"terminal/create"' in entry["line"]
+        for group in record.groups
+        for agent in group.agents
+        for entry in agent.transcript
+    )
 
 
 STDERR_LINES = 20  # the lines of the agent's stderr a start-up failure shows

@@ -5,11 +5,14 @@ workspace, and the terminal ids mapped so the agent cannot reach a terminal that
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ama_acp.client.connection import AgentProcess, ClientOptions
+from ama_acp.sandbox import kernel_abi
 from tests.integration.test_external_tasks_e2e import external, run_task
 from tests.integration.test_subagents_e2e import written
 from tests.integration.test_tasks_e2e import KEY, task_call, tool_messages
@@ -17,6 +20,7 @@ from tests.support.harness import Ama, permission_asks, run_ama
 from tests.support.llm_server import LLMServer
 
 pytestmark = pytest.mark.anyio
+ABI, _ = kernel_abi()
 
 
 def creates(conn: AgentProcess) -> list[dict[str, Any]]:
@@ -39,7 +43,9 @@ async def test_a_command_runs_in_the_editors_terminal_under_an_id_of_amas(tmp_pa
     assert "terminal: True" in result
     assert "term term-1: hello exit 0" in result  # the agent saw ama's id, not the editor's
     [made] = creates(conn)
-    assert made["sessionId"] == sid and made["command"] == "echo" and made["args"] == ["hello"]
+    assert made["sessionId"] == sid and made["args"][-1] == "hello" and Path(made["args"][-2]).name == "echo"
+    if ABI >= 1:  # the editor runs the sandbox's launcher, the agent's command at its end
+        assert made["command"] == sys.executable and made["args"][2].endswith("landlock.py")
     assert made["cwd"] == str(ama.workspace)  # none given: the session's folder
     # Output, wait and release reached the editor under the id the editor gave.
     answers = [json.loads(e.raw) for e in conn.transcript if e.direction == "out" and '"terminalId"' in e.raw]

@@ -82,7 +82,7 @@ async def test_a_write_outside_the_workspace_is_blocked_and_one_inside_allowed(t
     assert "wrote-inside" in text and (ama.workspace / "inside.txt").read_text() == "in\n"
     assert "wrote-outside" not in text and "Permission denied" in text
     assert not outside.exists()
-    assert "ama's sandbox, which blocks writes outside the workspace" in text  # the model is told why
+    assert "[Writes outside the workspace" in text and "are blocked by ama's sandbox" in text  # the model is told why
 
 
 @needs_landlock
@@ -168,7 +168,7 @@ async def test_without_landlock_bubblewrap_blocks_a_write_outside_and_a_tcp_conn
     assert "wrote-inside" in text and (ama.workspace / "inside.txt").read_text() == "in\n"
     assert "wrote-outside" not in text and not outside.exists() and "connected" not in text
     assert "Read-only file system" in text and "Connection refused" in text  # nobody listens on its own loopback
-    assert "ama's sandbox, which blocks writes outside the workspace and network connections" in text
+    assert "Writes outside the workspace and network connections (no network but its own loopback) are blocked" in text
     assert titles and not titles[0].endswith("(not sandboxed)") and "not sandboxed" not in said
     assert f"commands are sandboxed: workspace-write, bubblewrap {BWRAP} (no Landlock: " in ama.log_text()
 

@@ -23,9 +23,9 @@ PAGE = b"""<!doctype html><html><head><title>Release notes</title><script>var LE
 <body><nav>NAV-LINKS</nav><main><h1>Version 2</h1><p>Faster <b>builds</b>.</p></main></body></html>"""
 
 
-def configure(ama: Ama, llm_url: str, allow: list[str]) -> None:
+def configure(ama: Ama, llm_url: str, allow: list[str], rules: str = "") -> None:
     hosts = ", ".join(f'"{h}"' for h in allow)
-    ama.config.write_text(local_config(llm_url, tail=f"[web]\nallow_hosts = [{hosts}]\n"))
+    ama.config.write_text(local_config(llm_url, tail=f"[web]\nallow_hosts = [{hosts}]\n{rules}"))
 
 
 def fetch_call(url: str, cid: str = "f1") -> dict[str, Any]:
@@ -125,25 +125,133 @@ async def test_cancel_during_a_slow_fetch_ends_the_call_and_the_turn(tmp_path):
             hold.set()
 
 
-async def test_always_allow_for_a_fetch_covers_its_host_only(tmp_path):
-    """An "always allow" on a fetch is remembered for that host: a fetch of another host asks again, one of the same
-    host does not (a single click must not open every address to a model that may be carrying out what it read)."""
+async def test_always_allow_for_a_fetch_covers_its_host_and_port_only(tmp_path):
+    """An "always allow" on a fetch is remembered for that origin, host and port: a fetch of another host, or of
+    another port of the same host, asks again; one of the same origin does not (a single click must not open
+    every address to a model that may be carrying out what it read)."""
     ama = Ama(tmp_path)
-    with LLMServer() as llm, WebServer() as web:
+    with LLMServer() as llm, WebServer() as web, WebServer() as second:
         web.route("/a", body=PAGE)
+        second.route("/a", body=PAGE)
         configure(ama, llm.openai_url, ["127.0.0.1", "localhost"])
         first, other, again = web.url("/a?1"), web.url("/a?2", host="localhost"), web.url("/a?3")
-        llm.enqueue(fetch_call(first, "f1"), fetch_call(other, "f2"), fetch_call(again, "f3"), {"text": "ok"})
+        port = second.url("/a?4")
+        calls = [fetch_call(first, "f1"), fetch_call(other, "f2"), fetch_call(again, "f3"), fetch_call(port, "f4")]
+        llm.enqueue(*calls, {"text": "ok"})
         async with run_ama(ama, env=KEY, options=ClientOptions(permission="allow_always")) as conn:
             sid = await start(conn, ama, "manual")
             assert (await conn.prompt(sid, "go", timeout=30))["stopReason"] == "end_turn"
             asked = [p["toolCall"]["toolCallId"] for p, _ in permission_asks(conn)]
-            assert asked == ["f1", "f2"], asked  # f3: the same host as f1, already always allowed
+            assert asked == ["f1", "f2", "f4"], asked  # f3: the same origin as f1, already always allowed
             names = [
                 o["name"] for p, _ in permission_asks(conn) for o in p["options"] if o["optionId"] == "allow_always"
             ]
             assert names == [
-                "Always allow fetches from 127.0.0.1 in this session",
-                "Always allow fetches from localhost in this session",
+                f"Always allow fetches from 127.0.0.1:{web.port} in this session",
+                f"Always allow fetches from localhost:{web.port} in this session",
+                f"Always allow fetches from 127.0.0.1:{second.port} in this session",
             ]
-            assert web.hits == ["/a?1", "/a?2", "/a?3"]
+            assert web.hits == ["/a?1", "/a?2", "/a?3"] and second.hits == ["/a?4"]
+
+
+async def test_a_page_nested_50000_deep_costs_no_more_than_its_call(tmp_path):
+    """Issue 39 item 2: 850 KB of 50,000 nested list items, through a real `ama --mode acp`. It is converted in a
+    process of its own (a native crash there would end only that child), the model is told so, and the process
+    answers the next prompt."""
+    ama = Ama(tmp_path)
+    page = ("<html><body>" + "<ol><li>item" * 50_000 + "</ol>" * 50_000 + "</body></html>").encode()
+    with LLMServer() as llm, WebServer() as web:
+        web.route("/deep", body=page)
+        configure(ama, llm.openai_url, ["127.0.0.1"])
+        llm.enqueue(fetch_call(web.url("/deep")), {"text": "read it"})
+        async with run_ama(ama, env=KEY, process=True) as conn:
+            sid = await start(conn, ama, "full_access")
+            assert (await conn.prompt(sid, "read the deep page", timeout=60))["stopReason"] == "end_turn"
+            sent = tool_message(llm.requests[-1].body, "f1")
+            assert "more than 1,000 levels deep: it was turned into Markdown in a separate process" in sent
+            assert "1. item\n   1. item\n" in sent
+            llm.enqueue({"text": "still here"})
+            assert (await conn.prompt(sid, "and now?", timeout=20))["stopReason"] == "end_turn"
+            assert not conn.exited
+
+
+def _redirecting(web: WebServer, there: WebServer) -> str:
+    """`/go` on `web` redirects to `/there` on `there`: another port of 127.0.0.1, so another origin."""
+    web.route("/go", status=302, headers={"Location": there.url("/there")})
+    there.route("/there", body=PAGE)
+    return web.url("/go")
+
+
+async def test_a_redirect_to_another_origin_is_asked_about_and_a_rejection_stops_it(tmp_path):
+    """Issue 39 item 10, through a real `ama --mode acp`: the first URL is allowed by a rule for its host and port;
+    the redirect to another port is asked about as a fetch of its own, and the person's "Reject" leaves it
+    unfetched."""
+    ama = Ama(tmp_path)
+    with LLMServer() as llm, WebServer() as web, WebServer() as there:
+        url = _redirecting(web, there)
+        rules = f'[permissions]\nallow = ["web_fetch(127.0.0.1:{web.port})"]\n'
+        configure(ama, llm.openai_url, ["127.0.0.1"], rules)
+        llm.enqueue(fetch_call(url), {"text": "ok"})
+        async with run_ama(ama, env=KEY, options=ClientOptions(permission="reject_once"), process=True) as conn:
+            sid = await start(conn, ama, "manual")
+            assert (await conn.prompt(sid, "go", timeout=30))["stopReason"] == "end_turn"
+            asked = [p["toolCall"] for p, _ in permission_asks(conn)]
+            assert len(asked) == 1 and asked[0]["toolCallId"] == "f1" and asked[0]["kind"] == "fetch"
+            assert asked[0]["title"] == f"Fetch {there.url('/there')} (redirected from {url})"
+            assert web.hits == ["/go"] and there.hits == []
+            sent = tool_message(llm.requests[-1].body, "f1")
+            assert "another site, which was not fetched" in sent and "rejected" in sent
+
+
+async def test_an_allowed_redirect_is_fetched_and_its_always_answer_remembered(tmp_path):
+    ama = Ama(tmp_path)
+    with LLMServer() as llm, WebServer() as web, WebServer() as there:
+        url = _redirecting(web, there)
+        configure(ama, llm.openai_url, ["127.0.0.1"])
+        llm.enqueue(fetch_call(url, "f1"), fetch_call(url, "f2"), {"text": "ok"})
+        async with run_ama(ama, env=KEY, options=ClientOptions(permission="allow_always"), process=True) as conn:
+            sid = await start(conn, ama, "manual")
+            assert (await conn.prompt(sid, "go", timeout=30))["stopReason"] == "end_turn"
+            asks = permission_asks(conn)
+            assert [p["toolCall"]["toolCallId"] for p, _ in asks] == ["f1", "f1"]  # f2: both origins remembered
+            names = [o["name"] for p, _ in asks for o in p["options"] if o["optionId"] == "allow_always"]
+            assert names[1] == f"Always allow fetches from 127.0.0.1:{there.port} in this session"
+            running = [
+                u
+                for u in conn.updates_for(sid, "tool_call_update")
+                if (u["toolCallId"], u.get("status")) == ("f1", "in_progress")
+            ]
+            assert len(running) == 2  # once asked about the redirect (pending), the call is shown running again
+            assert there.hits == ["/there", "/there"]
+            sent = tool_message(llm.requests[-1].body, "f2")
+            assert sent.startswith(f"URL: {there.url('/there')}\nRedirected from: {url}\n")
+
+
+async def test_a_deny_rule_stops_a_redirect_even_in_full_access(tmp_path):
+    ama = Ama(tmp_path)
+    with LLMServer() as llm, WebServer() as web, WebServer() as there:
+        url = _redirecting(web, there)
+        configure(ama, llm.openai_url, ["127.0.0.1"], f'[permissions]\ndeny = ["web_fetch(127.0.0.1:{there.port})"]\n')
+        llm.enqueue(fetch_call(url), {"text": "ok"})
+        async with run_ama(ama, env=KEY, process=True) as conn:
+            sid = await start(conn, ama, "full_access")
+            assert (await conn.prompt(sid, "go", timeout=30))["stopReason"] == "end_turn"
+            assert permission_asks(conn) == []
+            assert web.hits == ["/go"] and there.hits == []
+            sent = tool_message(llm.requests[-1].body, "f1")
+            assert f"web_fetch(127.0.0.1:{there.port})" in sent
+
+
+async def test_a_long_url_is_cut_in_the_title_with_a_marker(tmp_path):
+    ama = Ama(tmp_path)
+    with LLMServer() as llm, WebServer() as web:
+        web.route("/a", body=PAGE)
+        url = web.url("/a?q=" + "x" * 3_000)
+        configure(ama, llm.openai_url, ["127.0.0.1"])
+        llm.enqueue(fetch_call(url), {"text": "ok"})
+        async with run_ama(ama, env=KEY) as conn:
+            sid = await start(conn, ama, "manual")
+            assert (await conn.prompt(sid, "go", timeout=30))["stopReason"] == "end_turn"
+            title = permission_asks(conn)[0][0]["toolCall"]["title"]
+            kept = len(title) - len("Fetch ") - len("… [+0,000 chars]")
+            assert title == f"Fetch {url[:kept]}… [+{len(url) - kept:,} chars]" and len(title) <= 2_006

@@ -64,7 +64,7 @@ FRESH: tuple[tuple[str, str, Callable[[], object]], ...] = (
     ("ama_acp.tools.programs", "_told", set),
     ("ama_acp.sandbox", "_told", set),
     # the first sandboxed command of a process sweeps the private temp folders dead processes left
-    ("ama_acp.tools.workspace", "_swept", lambda: False),
+    ("ama_acp.sandbox.temp", "_swept", lambda: False),
     ("ama_acp.session.rules.sources", "_REPORTED", set),
 )
 # Caches emptied for each run: their answers are logged once when computed (programs: refused PATH entries).

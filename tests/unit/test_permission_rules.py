@@ -104,14 +104,21 @@ def test_path_rules_match_the_resolved_path(tmp_path):
     assert judge([env], Call("read_file", paths=(("/w/a/.env", "a/.env"),))) == ("deny", env)
 
 
-def test_a_host_rule_is_the_exact_host_on_any_port():
+def test_a_host_rule_is_that_host_on_its_default_port():
     docs = rule("web_fetch(docs.python.org)")
+    local = rule("web_fetch(localhost:8080)")
 
     def fetch(url: str) -> object:
-        return judge([docs], Call("web_fetch", url=url))
+        return judge([docs, local], Call("web_fetch", url=url))
 
     assert fetch("https://docs.python.org/3/") == ("allow", docs)
-    assert fetch("https://DOCS.python.org:8443/x") == ("allow", docs)
+    assert fetch("http://DOCS.python.org./x") == ("allow", docs)
+    assert fetch("https://docs.python.org:443/x") == ("allow", docs)
+    assert fetch("https://DOCS.python.org:8443/x") is None  # another port: another origin, asked about
+    assert fetch("http://docs.python.org:443/x") is None  # not http's own port
+    assert fetch("http://localhost:8080/") == ("allow", local)
+    assert fetch("https://localhost:8080/") == ("allow", local)
+    assert fetch("http://localhost/") is None
     assert fetch("https://docs.python.org.evil.example/") is None
     assert fetch("https://evil.example/?docs.python.org") is None
     assert fetch("http://[::1") is None
@@ -129,6 +136,13 @@ def test_a_host_rule_is_the_exact_host_on_any_port():
         "mcp__s__t(x)",
         "todo_write(x)",
         "web_fetch(https://x.org/)",
+        "web_fetch(x.org:)",
+        "web_fetch(x.org:0)",
+        "web_fetch(x.org:65536)",
+        "web_fetch(x.org:http)",
+        "web_fetch(x.org/path)",
+        "web_fetch([::1)",
+        "web_fetch([x.org]:80)",
         "read_file(" + "{" * 40 + "a" + "}" * 40 + ")",
         "read_file(" + "a" * 5000 + ")",
         "a\0b",

@@ -203,7 +203,7 @@ def test_the_private_temp_folders_of_dead_processes_are_swept_and_nothing_else(t
     import subprocess
     import sys
 
-    from ama_acp.tools.workspace import _sweep_dead_runs
+    from ama_acp.sandbox.temp import sweep_dead_runs
 
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
@@ -218,7 +218,7 @@ def test_the_private_temp_folders_of_dead_processes_are_swept_and_nothing_else(t
     (tmp_path / f"ama-run-{gone.pid}-link").symlink_to(target)
     (tmp_path / f"ama-run-{gone.pid}-file").write_text("f")
     (tmp_path / "ama-run-notapid-x").mkdir()
-    _sweep_dead_runs(str(tmp_path))
+    sweep_dead_runs(str(tmp_path))
     left = sorted(p.name for p in tmp_path.iterdir())
     assert dead.name not in left
     assert alive.name in left and (target / "keep").exists()

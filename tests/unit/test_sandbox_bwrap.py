@@ -169,3 +169,26 @@ async def test_a_timeout_ends_the_bubblewrapped_command_and_what_left_its_group(
     from tests.support.waiting import poll_until
 
     poll_until(lambda: stat_fields(pid)[:1] in ([], [b"Z"]), 5, "the escaped sleep to end")
+
+
+@needs_bwrap
+def test_a_terminal_started_by_another_program_runs_under_bubblewrap_the_real_command_last(tmp_path):
+    """An editor's terminal (sandbox/terminal.py): the line it shows and runs is bwrap's, ending in the command, and
+    the loader's variables reach the command, not bwrap."""
+    import subprocess
+
+    from ama_acp.sandbox.temp import remove_temp
+    from ama_acp.sandbox.terminal import confine
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    command = ["/bin/sh", "-c", f'echo in > {ws}/in; echo out > {tmp_path}/out; echo "$LD_X $TMPDIR"']
+    confined = confine(Sandbox(forced(), [str(ws)]), command, {"LD_X": "loader", "AMA_SANDBOX": "x"})
+    assert confined is not None
+    try:
+        assert confined.argv[0] == FOUND and confined.argv[-3:] == command and "AMA_SANDBOX" not in confined.env
+        done = subprocess.run(confined.argv, env={**os.environ, **confined.env}, capture_output=True, timeout=30)
+    finally:
+        remove_temp(confined.tmp)
+    assert (ws / "in").exists() and not (tmp_path / "out").exists()
+    assert b"Read-only file system" in done.stderr and done.stdout.decode().split() == ["loader", confined.tmp]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import ipaddress
+import re
 import ssl
 import threading
 import time
@@ -15,14 +16,15 @@ from pathlib import Path
 
 import anyio
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ama_acp.tools.base import ToolError, ToolResult
-from ama_acp.tools.context import ToolContext
+from ama_acp.tools.context import ToolContext, redirect_judge
 from ama_acp.tools.paths import PathPolicy
 from ama_acp.tools.registry import default_tools
 from ama_acp.tools.web.fetch import WebFetchTool
+from ama_acp.tools.web.nesting import NESTING_LIMIT, nesting
 from ama_acp.tools.web.netguard import IPAddress
 from ama_acp.tools.workspace import LocalWorkspace
 from tests.support.tls_certs import tls_server
@@ -41,6 +43,21 @@ def ctx(tmp_path: Path) -> ToolContext:
 def web() -> Iterator[WebServer]:
     with WebServer() as server:
         yield server
+
+
+@pytest.fixture
+def judged() -> Iterator[list[tuple[str, str]]]:
+    """A session's judge of redirects to new origins that allows each one (the permission questions are
+    tests/integration/test_web_fetch_e2e.py's); what it was asked lands in the list."""
+    asked: list[tuple[str, str]] = []
+
+    async def allow(url: str, came_from: str) -> str | None:
+        asked.append((url, came_from))
+        return None
+
+    token = redirect_judge.set(allow)
+    yield asked
+    redirect_judge.reset(token)
 
 
 class Resolver:
@@ -135,7 +152,7 @@ def test_redirects_are_followed_and_reported(ctx, web):
     assert web.hits == ["/old", "/mid", "/new?x=1"]
 
 
-def test_a_redirect_to_a_private_address_is_refused_before_connecting(ctx, web):
+def test_a_redirect_to_a_private_address_is_refused_before_connecting(ctx, web, judged):
     resolver = Resolver({"site.test": "127.0.0.1"})
     tool = WebFetchTool(["site.test"], resolver=resolver)
     web.route("/to-loopback", status=302, headers={"Location": web.url("/admin")})
@@ -146,6 +163,37 @@ def test_a_redirect_to_a_private_address_is_refused_before_connecting(ctx, web):
     refused(tool, ctx, web.url("/to-metadata", "site.test"), "cloud metadata address")
     refused(tool, ctx, web.url("/to-private", "site.test"), "private")
     assert "/admin" not in web.hits
+
+
+def test_a_redirect_to_another_origin_is_judged_before_anything_is_sent_there(ctx, web):
+    """Another port of the same host is another origin; unset, nobody can be asked, and the step is refused."""
+    with WebServer() as other:
+        other.route("/there", body=b"<p>there</p>")
+        web.route("/go", status=302, headers={"Location": other.url("/there")})
+        refused(WebFetchTool(LOCAL), ctx, web.url("/go"), "another site, which was not fetched: nobody can be asked")
+        assert other.hits == []
+
+        async def refuse(url: str, came_from: str) -> str | None:
+            return "The user rejected this tool call."
+
+        token = redirect_judge.set(refuse)
+        try:
+            refused(WebFetchTool(LOCAL), ctx, web.url("/go"), "The user rejected this tool call")
+        finally:
+            redirect_judge.reset(token)
+        assert other.hits == []
+
+
+def test_each_new_origin_is_judged_once_per_call(ctx, web, judged):
+    with WebServer() as other:
+        web.route("/a", status=302, headers={"Location": "/b"})  # the same origin: not judged
+        web.route("/b", status=302, headers={"Location": other.url("/c")})
+        other.route("/c", status=302, headers={"Location": web.url("/d")})  # back to the call's own origin
+        web.route("/d", status=302, headers={"Location": other.url("/e")})  # an origin already allowed
+        other.route("/e", body=b"<title>E</title><p>end</p>")
+        result = fetch(WebFetchTool(LOCAL), ctx, web.url("/a"))
+        assert result.text.startswith(f"URL: {other.url('/e')}\n")
+        assert judged == [(other.url("/c"), web.url("/b"))]
 
 
 def test_a_redirect_loop_and_too_many_hops_stop(ctx, web):
@@ -173,7 +221,7 @@ def test_a_redirect_loop_and_too_many_hops_stop(ctx, web):
         ("http://[zz]/", "not a valid URL"),
     ],
 )
-def test_a_garbage_location_is_a_clear_error(ctx, web, location, match):
+def test_a_garbage_location_is_a_clear_error(ctx, web, judged, location, match):
     web.route("/r", status=302, headers={"Location": location})
     refused(WebFetchTool(LOCAL), ctx, web.url("/r"), match)
 
@@ -391,6 +439,8 @@ def test_hostile_html_never_escapes_as_an_exception(ctx, web):
         b"<html><head><meta charset=rot13><title>x</title>",
         b"<meta charset=" + b"a" * 5000 + b">",
         bytes(range(256)) * 100,
+        b"<ol><li>item" * 50_000,  # issue 39 item 2: converted in a child process
+        b"<ul><li>" * 200_000 + b"<a href=x>" * 100_000,
     ]
     for i, page in enumerate(pages):
         web.route(f"/h{i}", content_type="text/html", body=page)
@@ -400,6 +450,28 @@ def test_hostile_html_never_escapes_as_an_exception(ctx, web):
             assert str(e)
         else:
             assert result.text.startswith("URL: ")
+
+
+_nests = st.sampled_from(
+    ["<li>", "<ol><li>x", "<ul><li>", "<div>", "<b>", "<blockquote>", "<table><tr><td>", "<a href=x>", "<p><span>",
+     "<svg>", "<select><option>", "<li><p>", "<dl><dd>", "<nav><ul><li>", "<div aria-hidden=true>"]
+)  # fmt: skip
+
+
+@settings(max_examples=8, deadline=None)
+@given(unit=_nests, close=st.booleans(), depth=st.sampled_from([900, 1_200, 60_000]))
+def test_a_page_nested_any_way_never_escapes(unit, close, depth):
+    """Nesting the converter's native code might not survive: never a crash, never another exception; a page
+    whose elements nest past the limit is converted apart, and the model is told."""
+    end = "".join(f"</{t}>" for t in reversed(re.findall(r"<(\w+)", unit))) if close else ""
+    page = ("<html><body>" + unit * depth + "deep" + end * depth).encode()
+    with WebServer() as web:
+        web.route("/", body=page)
+        ctx = ToolContext(LocalWorkspace(), "/", PathPolicy(["/"]))
+        result = fetch(WebFetchTool(LOCAL), ctx, web.url("/"))
+    assert result.text.startswith("URL: ")
+    if nesting(page.decode()).depth > NESTING_LIMIT:
+        assert "levels deep" in result.text
 
 
 # --- the tool as the registry declares it ---------------------------------------------------------------

@@ -1,7 +1,8 @@
 """`ama acp-client`'s answer to an agent that wants to touch the machine (see confine.py): it asks the person.
 
 - A file outside the session's cwd: "The agent wants to read PATH outside the project. Allow? [y/N]".
-- Every terminal/create, unless the client was started with `--allow-terminals`: the command and its folder.
+- Every terminal/create, unless the client was started with `--allow-terminals`: the command and its folder, and
+  "not sandboxed" (and why) when the command would run unconfined though `[sandbox]` asks for a sandbox.
 
 Only `y` or `yes` allows; anything else, Ctrl-C or Ctrl-D refuses. Without a terminal to ask (stdin piped) the
 request is refused and the refusal said on stderr. Paths and commands are the agent's strings: shown on one line
@@ -27,7 +28,8 @@ YES = frozenset({"y", "yes"})
 def question(access: Access) -> str:
     """What the person is asked, one line per part, every agent string made safe."""
     if access.method == "terminal/create":
-        return f"The agent wants to run: {field(access.command)}\n  in {field(access.path)}\nAllow? [y/N] "
+        confined = f" (not sandboxed: {field(access.unsandboxed)})" if access.unsandboxed else ""
+        return f"The agent wants to run: {field(access.command)}\n  in {field(access.path)}{confined}\nAllow? [y/N] "
     return f"The agent wants to {access.verb} {field(access.path)} outside the project. Allow? [y/N] "
 
 

@@ -23,6 +23,7 @@ from typing import IO
 
 import anyio
 
+from ama_acp.client.confine import configured_sandbox, unsandboxed
 from ama_acp.client.connection import AgentProcess, ClientOptions
 from ama_acp.client.display.ansi import DIM
 from ama_acp.client.display.content import field, objects, permission_details
@@ -197,6 +198,9 @@ class _Client:
         title = self.renderer.titles.get(str(self.session_id))
         self.status.titled(title if isinstance(title, str) else None)
 
+    def _warn(self, text: str) -> None:
+        self.err.write(f"ama acp-client: {text}\n")
+
     def policy(self) -> PermissionPolicy:
         if self.args.auto_approve:
             return "allow_once"
@@ -237,8 +241,12 @@ class _Client:
     async def _run(self, command: list[str], stderr: AgentStderr | None) -> int:
         from ama_acp.client.terminal.access_prompt import access_policy, allow_all
 
-        # Files outside the session's cwd, and every command unless --allow-terminals: the person decides.
+        # Files outside the session's cwd, and every command unless --allow-terminals: the person decides. A
+        # command that runs, runs in the sandbox (the session's folder writable, no network unless allowed).
         ask = access_policy(self.term, self.renderer, self.status, self.stdin, self.err)
+        sandbox = None if self.args.no_terminal else configured_sandbox(self.args.config, self._warn)
+        if self.args.allow_terminals and (why := unsandboxed(sandbox)):  # no question will say it
+            self.err.write(f"ama acp-client: the agent's commands are not sandboxed: {why}\n")
         options = ClientOptions(
             fs=not self.args.no_fs,
             terminal=not self.args.no_terminal,
@@ -246,6 +254,7 @@ class _Client:
             boolean_config=True,
             file_gate=ask,
             terminal_gate=allow_all if self.args.allow_terminals else ask,
+            sandbox=sandbox,
         )
         conn = AgentProcess(
             command,

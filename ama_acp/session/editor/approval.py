@@ -13,13 +13,13 @@ import logging
 import os
 from collections.abc import Mapping
 from typing import Protocol
-from urllib.parse import urlsplit
 
 from ama_acp.agent import events as ev
 from ama_acp.agent.loop import CANCELLED_FOR_MODEL, CANCELLED_FOR_PERSON, Refusal
 from ama_acp.mcp.shown import shown_input
 from ama_acp.permissions import Approvals, decide, deny_reason, path_problem
 from ama_acp.rpc.errors import ClientError
+from ama_acp.session.editor import unconfined
 from ama_acp.session.editor.client import ClientRequests, EditorClient, MalformedAnswer, PeerEditor, clip
 from ama_acp.session.editor.updates import locations
 from ama_acp.session.facets import Cancellable, Identified, ToolGuard
@@ -38,6 +38,10 @@ PERMISSION_TIMEOUT = float("inf")  # a person decides; there is no deadline on t
 
 REJECTED_FOR_MODEL = "The user rejected this tool call. Do not retry it; ask them what to do instead."
 REJECTED_FOR_PERSON = "You rejected this call."
+ALWAYS_REJECTED = Refusal(
+    "The user rejected this kind of call for this session.",
+    "Rejected: you chose to always reject this kind of call in this session.",
+)
 
 
 # A tool call's arguments, as the model wrote them (a JSON object): read here only after a type check.
@@ -69,20 +73,20 @@ class Approver:
         tool = self.s.tool(call.name)
         kind = tool.kind if tool else "other"
         memory_kind = _memory_kind(call.name, kind, args)
-        cwd = args.get("cwd")
-        for path in [loc.path for loc in call.locations] + ([cwd] if isinstance(cwd, str) else []):
-            problem = path_problem(path)
-            if problem is not None:  # no file can have such a name, and the OS calls behind the policy refuse it
-                return Refusal(
-                    f"A path in this call {problem}, which no file name can hold. Fix the path.",
-                    f"Not run: a path in this call {problem}.",
-                )
+        if (bad := _bad_path(call, args)) is not None:
+            return bad
         ruled = self.rules.judge(call.name, args, [loc.path for loc in call.locations], self.s.tool_ctx.resolve)
         if ruled is not None and ruled[0] == "deny":  # in every mode, Full access too
             why = f"A permission rule denies this call: `{ruled[1].shown}` ({ruled[1].origin})."
             return Refusal(why + " Do not retry it; tell the user what you wanted to do.", "Not run: " + why)
         outside = self._outside_paths(call.locations, kind, args)
         refusal = self._by_policy(kind, outside)  # a mode's refusal stays one, whatever a rule allows
+        try:
+            run_outside = refusal is None and unconfined.wanted(call.name, args, self.s.tool_ctx)
+        except ToolError as exc:
+            return Refusal(str(exc), f"Not run: {exc}")
+        if run_outside:  # the person's full rights: asked in every mode, over any allow rule or "always"
+            return await self._ask_unconfined(call, kind, outside, args)
         if refusal is not None or ruled is not None and ruled[0] == "ask":
             return refusal or await self._ask(call, kind, outside, args, memory_kind)
         # An allow rule skips the question, but not for a command run outside the project (its cwd).
@@ -90,12 +94,7 @@ class Approver:
             return None
         remembered = self.memory.remembered(memory_kind, outside)
         if remembered is not None:
-            if remembered:
-                return None
-            return Refusal(
-                "The user rejected this kind of call for this session.",
-                "Rejected: you chose to always reject this kind of call in this session.",
-            )
+            return None if remembered else ALWAYS_REJECTED
         return await self._ask(call, kind, outside, args, memory_kind)
 
     def _by_policy(self, kind: str, outside: list[str]) -> Refusal | None:
@@ -128,14 +127,29 @@ class Approver:
         proposal = None if outside else self.rules.proposal(call.name, args)
         covers = _covers(call.title, kind, outside, memory_kind)
         opts = _options(covers, _rule_covers(proposal) if proposal else covers)
+        answer = await self._put(call, kind, call.title + where, await self._content(call, kind, args), opts)
+        if isinstance(answer, Refusal):
+            return answer
+        return self._judge(answer, kind, outside, {o.option_id for o in opts}, memory_kind, proposal)
+
+    async def _put(
+        self,
+        call: ev.ToolCallRequested,
+        kind: str,
+        title: str,
+        content: list[w.ToolCallContent],
+        opts: list[w.PermissionOption],
+    ) -> w.RequestPermissionResponse | Refusal:
+        """The question about `call` put to the person: their answer, or the Refusal that stands for none (the
+        turn cancelled while it was open, the client unable to ask)."""
         request = w.RequestPermissionRequest(
             session_id=self.s.id,
             tool_call=w.ToolCallFields(
                 tool_call_id=call.wire_id,
-                title=call.title + where,
+                title=title,
                 kind=kind,
                 status="pending",
-                content=await self._content(call, kind, args) or None,
+                content=content or None,
                 locations=locations(call.locations),
                 raw_input=shown_input(call.name, call.raw_input),
             ),
@@ -145,9 +159,24 @@ class Approver:
         if answer is None or self.s.cancelled:
             self.s.cancel()
             return Refusal(CANCELLED_FOR_MODEL, CANCELLED_FOR_PERSON)
+        return answer
+
+    async def _ask_unconfined(
+        self, call: ev.ToolCallRequested, kind: str, outside: list[str], args: Args
+    ) -> Refusal | None:
+        """A command to run once outside the sandbox (session/editor/unconfined.py): allow once or reject. An
+        "always allow" does not cover it; an "always reject" of commands refuses it."""
+        if self.memory.remembered(kind, outside) is False:
+            return ALWAYS_REJECTED
+        where = f" (outside the project: {', '.join(_shown_path(p) for p in outside)})" if outside else ""
+        warning = w.Content(content=w.TextContent(text=unconfined.WARNING))
+        content = [warning, *await self._content(call, kind, args)]
+        answer = await self._put(call, kind, unconfined.title(call.title) + where, content, unconfined.OPTIONS)
         if isinstance(answer, Refusal):
             return answer
-        return self._judge(answer, kind, outside, {o.option_id for o in opts}, memory_kind, proposal)
+        if unconfined.declined(answer):
+            return unconfined.DECLINED
+        return self._judge(answer, kind, outside, {o.option_id for o in unconfined.OPTIONS}, kind)
 
     async def ask(self, request: w.RequestPermissionRequest) -> w.RequestPermissionResponse | Refusal | None:
         """A question of the session's own (session/plan_mode.py), asked as a tool call's is: the client's answer
@@ -278,19 +307,32 @@ _KIND_NOUNS = {
 }
 
 
+def _bad_path(call: ev.ToolCallRequested, args: Args) -> Refusal | None:
+    """A refusal when a path of the call (a location, a command's cwd) is one no file name can hold: the OS calls
+    behind the policy would refuse it anyway."""
+    cwd = args.get("cwd")
+    for path in [loc.path for loc in call.locations] + ([cwd] if isinstance(cwd, str) else []):
+        problem = path_problem(path)
+        if problem is not None:
+            return Refusal(
+                f"A path in this call {problem}, which no file name can hold. Fix the path.",
+                f"Not run: a path in this call {problem}.",
+            )
+    return None
+
+
 def _memory_kind(name: str, kind: str, args: Args) -> str:
     """What an "always" answer is remembered under: the tool's kind, except that for an MCP tool it is that one
-    tool of that server, and for a fetch the URL's host — one click must not open every address on the web to
-    the model (a URL can carry out whatever it has read)."""
+    tool of that server, and for a fetch the URL's origin, its host and port (tools/web/origin.py) — one click
+    must not open every address on the web to the model (a URL can carry out whatever it has read)."""
     if name.startswith("mcp__"):
         return f"{kind}:{name}"
     if kind == "fetch":
+        from ama_acp.tools.web.origin import url_origin  # with the first fetch: ipaddress and socket (start-up time)
+
         url = args.get("url")
-        try:
-            host = urlsplit(url).hostname if isinstance(url, str) else None
-        except ValueError:  # a malformed URL (the tool refuses it too): remembered under no host at all
-            host = None
-        return f"fetch:{(host or '').lower()}"
+        origin = url_origin(url) if isinstance(url, str) else None
+        return f"fetch:{origin.shown if origin else ''}"  # a malformed URL (refused by the tool too): no origin
     return kind
 
 
@@ -329,8 +371,12 @@ def _rule_covers(rule: str) -> str:
 
 
 def _short(text: str, limit: int = 120) -> str:
-    """An option's name stays a line: a long directory or tool title keeps its start and end."""
-    return text if len(text) <= limit else text[: limit // 2 - 1] + "…" + text[-(limit // 2) :]
+    """An option's name stays a line: a long directory or tool title keeps its start and end, and says how much
+    of its middle is left out."""
+    if len(text) <= limit:
+        return text
+    side = max(1, (limit - len(f"…[+{len(text):,} chars]…")) // 2)
+    return f"{text[:side]}…[+{len(text) - 2 * side:,} chars]…{text[-side:]}"
 
 
 def _failed(reason: str) -> Refusal:

@@ -14,6 +14,8 @@ import anyio.lowlevel
 
 from ama_acp.rpc.errors import ClientError
 from ama_acp.sandbox import OFF, Sandbox, sandbox_state
+from ama_acp.sandbox.temp import remove_temp
+from ama_acp.sandbox.terminal import confine
 from ama_acp.session.editor.client import ClientRequests, EditorClient, MalformedAnswer, PeerEditor
 from ama_acp.session.facets import Cancellable, Identified, Located, Sends
 from ama_acp.session.runtime import Configured, KnowsClient
@@ -99,7 +101,7 @@ class EditorWorkspace(LocalWorkspace):
         request = w.WriteTextFileRequest(session_id=self._session.id, path=path, content=text)
         await self._ask("fs/write_text_file", FS_TIMEOUT, self._editor.write_text_file(request, timeout=FS_TIMEOUT))
 
-    async def _create_terminal(self, request: w.CreateTerminalRequest) -> str:
+    async def _create_terminal(self, request: w.CreateTerminalRequest, tmp: str | None) -> str:
         """terminal/create that survives a cancel: the answer is awaited (bounded) and its terminal released,
         so the terminal the editor creates anyway does not leak. Then the cancel goes on."""
         created: w.CreateTerminalResponse | None = None
@@ -111,34 +113,49 @@ class EditorWorkspace(LocalWorkspace):
             await anyio.lowlevel.checkpoint()  # a cancelled turn ends here; otherwise the editor was too slow
             raise ToolError(f"The editor did not answer terminal/create within {TERMINAL_TIMEOUT:g} s.")
         if self._session.cancelled:
-            await self._release(w.TerminalRequest(session_id=self._session.id, terminal_id=created.terminal_id))
+            ref = w.TerminalRequest(session_id=self._session.id, terminal_id=created.terminal_id)
+            await self._release(ref, tmp)
             await anyio.lowlevel.checkpoint()  # the turn's cancel takes effect here
         return created.terminal_id
 
-    async def _release(self, ref: w.TerminalRequest) -> None:
+    async def _release(self, ref: w.TerminalRequest, tmp: str | None) -> None:
+        """Release the terminal, and remove the private temp folder its command had (`tmp`, when sandboxed)."""
         with anyio.CancelScope(shield=True):
             try:
                 await self._editor.release_terminal(ref, timeout=TERMINAL_TIMEOUT)
             except Exception as exc:  # the client may be gone; the log says which terminal may be left
                 log.warning("terminal/release of %s failed: %s", ref.terminal_id, exc)
+            finally:
+                remove_temp(tmp)
 
-    async def run_command(self, command: str, cwd: str, timeout: float, output_cap: int) -> CommandResult:
+    async def run_command(
+        self, command: str, cwd: str, timeout: float, output_cap: int, confined: bool = True
+    ) -> CommandResult:
         if not self._terminal:
-            return await super().run_command(command, cwd, timeout, output_cap)
+            return await super().run_command(command, cwd, timeout, output_cap, confined)
         sid = self._session.id
-        terminal_id = await self._create_terminal(
-            w.CreateTerminalRequest(
-                session_id=sid,
-                command="/bin/sh",
-                args=["-c", command],
-                cwd=cwd,
-                output_byte_limit=output_cap,
-                env=[
-                    w.EnvVariable(name=k, value=v)
-                    for k, v in (("TERM", "dumb"), ("PAGER", "cat"), ("GIT_PAGER", "cat"))
-                ],
+        argv, env = ["/bin/sh", "-c", command], {"TERM": "dumb", "PAGER": "cat", "GIT_PAGER": "cat"}
+        # The editor runs it on this machine (ACP's paths are shared): the launcher confines it there too, but for
+        # the one run outside the sandbox the person allowed (`confined` False).
+        box = confine(self.sandbox if confined else None, argv, env)
+        tmp, blocked = None, ""
+        if box is not None and self.sandbox is not None:
+            argv, env, tmp, blocked = box.argv, box.env, box.tmp, self.sandbox.state.blocked()
+        try:
+            terminal_id = await self._create_terminal(
+                w.CreateTerminalRequest(
+                    session_id=sid,
+                    command=argv[0],
+                    args=argv[1:],
+                    cwd=cwd,
+                    output_byte_limit=output_cap,
+                    env=[w.EnvVariable(name=k, value=v) for k, v in env.items()],
+                ),
+                tmp,
             )
-        )
+        except BaseException:  # no terminal (a refusal, a timeout, a cancel): its temp folder goes now
+            remove_temp(tmp)
+            raise
         ref = w.TerminalRequest(session_id=sid, terminal_id=terminal_id)
         wire_id = current_tool_call.get()
         kept: CutShort | None = None  # a cancelled run whose terminal the call's final update still shows
@@ -147,14 +164,14 @@ class EditorWorkspace(LocalWorkspace):
                 await self._session.send(
                     w.ToolCallUpdate(tool_call_id=wire_id, content=[w.TerminalRef(terminal_id=terminal_id)])
                 )
-            return await self._run_to_end(ref, timeout)
+            return await self._run_to_end(ref, timeout, blocked)
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
                 try:
                     await self._editor.kill_terminal(ref, timeout=TERMINAL_TIMEOUT)
                 except Exception as exc:  # the client may already be gone
                     log.warning("terminal/kill failed: %s", exc)
-                kept = await self._keep_for_final_update(ref, wire_id)
+                kept = await self._keep_for_final_update(ref, wire_id, tmp)
             raise
         except ClientError as exc:
             raise ToolError(f"The editor's terminal failed: {exc.message or exc}") from None
@@ -162,10 +179,11 @@ class EditorWorkspace(LocalWorkspace):
             raise ToolError(str(exc)) from None
         finally:
             if kept is None:
-                await self._release(ref)
+                await self._release(ref, tmp)
 
-    async def _run_to_end(self, ref: w.TerminalRequest, timeout: float) -> CommandResult:
-        """The command in the terminal waited for (killed once `timeout` passes), then what it printed."""
+    async def _run_to_end(self, ref: w.TerminalRequest, timeout: float, blocked: str) -> CommandResult:
+        """The command in the terminal waited for (killed once `timeout` passes), then what it printed;
+        `blocked` what the sandbox it ran in refused (CommandResult.sandbox)."""
         exited = w.WaitForTerminalExitResponse()
         with anyio.move_on_after(timeout) as scope:
             exited = await self._editor.wait_for_terminal_exit(ref)
@@ -185,9 +203,12 @@ class EditorWorkspace(LocalWorkspace):
             output=output.output,
             truncated=output.truncated,
             timed_out=scope.cancelled_caught,
+            sandbox=blocked,
         )
 
-    async def _keep_for_final_update(self, ref: w.TerminalRequest, wire_id: str | None) -> CutShort | None:
+    async def _keep_for_final_update(
+        self, ref: w.TerminalRequest, wire_id: str | None, tmp: str | None
+    ) -> CutShort | None:
         """A command cancelled while it ran: its terminal stays in the call's final update (the session releases
         it once that update is sent, so no editor is shown a terminal id it was already told is invalid), and its
         output so far goes to the call's record, which a replay shows when the terminal is long gone. None when
@@ -201,7 +222,7 @@ class EditorWorkspace(LocalWorkspace):
         except Exception as exc:  # the record goes without the output; the terminal is still shown
             log.warning("terminal/output of cancelled %s failed: %s", ref.terminal_id, exc)
         sink.terminal_id = ref.terminal_id
-        sink.release = lambda: self._release(ref)
+        sink.release = lambda: self._release(ref, tmp)
         return sink
 
 
@@ -227,9 +248,15 @@ def tool_context(runtime: EditorRuntime, session: WorkspaceSession) -> ToolConte
     else:
         workspace = LocalWorkspace()
     roots = [session.cwd, *session.additional_directories]
-    # Commands ama runs itself (not those in the editor's terminal) are confined to the session's folders.
+    # Commands are confined to the session's folders, those ama runs itself and those in the editor's terminal.
     state = sandbox_state(runtime.config.sandbox, roots)
-    workspace.sandbox = box = Sandbox(state, roots)
+    workspace.sandbox = sandbox = Sandbox(state, roots)
     unsandboxed = state.reason if state.mode != OFF and not state.active else ""
-    policy = PathPolicy(roots)
-    return ToolContext(workspace=workspace, cwd=session.cwd, policy=policy, unsandboxed=unsandboxed, sandbox=box)
+    return ToolContext(
+        workspace=workspace,
+        cwd=session.cwd,
+        policy=PathPolicy(roots),
+        unsandboxed=unsandboxed,
+        sandboxed=state.active,
+        sandbox=sandbox,
+    )

@@ -197,5 +197,7 @@ class RecordingWorkspace:
     async def list_dir(self, path: str) -> list[DirEntry]:
         return await self.inner.list_dir(path)
 
-    async def run_command(self, command: str, cwd: str, timeout: float, output_cap: int) -> CommandResult:
-        return await self.inner.run_command(command, cwd, timeout, output_cap)
+    async def run_command(
+        self, command: str, cwd: str, timeout: float, output_cap: int, confined: bool = True
+    ) -> CommandResult:
+        return await self.inner.run_command(command, cwd, timeout, output_cap, confined)

@@ -1,8 +1,9 @@
 """`TOOL(PATTERN)` rules and how a call is judged by them: deny over ask over allow.
 
 A rule names a tool and, in parentheses, what of its calls it covers: a command (`run_command(npm test *)`), a
-path glob (`edit_file(src/**)`, `read_file(~/.ssh/**)`) or a host (`web_fetch(docs.python.org)`). A bare name
-covers every call of the tool (`mcp__SERVER__TOOL`, `web_fetch`). Patterns are matched in time linear in what
+path glob (`edit_file(src/**)`, `read_file(~/.ssh/**)`) or an origin (`web_fetch(docs.python.org)`, that host on
+its scheme's default port; `web_fetch(localhost:8080)`: tools/web/origin.py). A bare name covers every call of
+the tool (`mcp__SERVER__TOOL`, `web_fetch`). Patterns are matched in time linear in what
 they are matched against: paths with the project's RE2 globs, commands word by word.
 """
 
@@ -12,7 +13,6 @@ import os
 import re
 from dataclasses import dataclass
 from typing import Literal
-from urllib.parse import urlsplit
 
 from ama_acp.session.rules.shellparts import program_words, split_commands
 from ama_acp.tools.search.globs import GlobError, glob_match, glob_regex
@@ -66,8 +66,13 @@ def parse_rule(text: object, verdict: Verdict, origin: str) -> Rule | str:
         except GlobError as exc:
             return str(exc)
     elif tool in HOST_TOOLS:
-        if not re.fullmatch(r"[a-z0-9_.-]{1,253}", pattern.lower()):
-            return "a web_fetch pattern is a host name (no scheme, port or path), e.g. `docs.python.org`"
+        from ama_acp.tools.web.origin import origin_pattern  # only for a web_fetch rule (start-up time)
+
+        if origin_pattern(pattern) is None:
+            return (
+                "a web_fetch pattern is a host, or a host and a port (no scheme or path): `docs.python.org`, "
+                "`localhost:8080`, `[::1]:8080`"
+            )
     else:
         return f"`{tool}` takes no pattern; name it alone to cover every call"
     return Rule(verdict, tool, pattern, origin, text)
@@ -103,7 +108,10 @@ def _covers(rule: Rule, call: Call) -> bool:
     if rule.tool in COMMAND_TOOLS:
         return _covers_command(rule, call.command)
     if rule.tool in HOST_TOOLS:
-        return _host(call.url) == rule.pattern.lower()
+        from ama_acp.tools.web.origin import origin_pattern, url_origin
+
+        pattern, origin = origin_pattern(rule.pattern), url_origin(call.url) if call.url is not None else None
+        return pattern is not None and origin is not None and pattern.covers(origin)
     # Every path of the call must match for an allow; any one for a deny or an ask (a move out of src/**).
     matches = [_path_matches(rule.pattern, absolute, rel) for absolute, rel in call.paths]
     if not matches:
@@ -138,12 +146,3 @@ def _path_matches(pattern: str, absolute: str, rel: str | None) -> bool:
         return rel is not None and glob_match(expanded, rel)
     except GlobError:
         return False
-
-
-def _host(url: str | None) -> str | None:
-    """The URL's host, lower case, without the port (a rule for a host covers every port of it)."""
-    try:
-        host = urlsplit(url).hostname if url is not None else None
-    except ValueError:
-        return None
-    return host.lower() if host else None

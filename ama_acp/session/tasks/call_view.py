@@ -45,8 +45,8 @@ class CallView:
     async def replied(self) -> None:
         await self.show()
 
-    def take(self, update: w.SessionUpdate) -> None:
-        return None  # an external agent's updates are read into the record only
+    def take(self, update: w.SessionUpdate) -> bool:
+        return True  # an external agent's updates are read into the record only: nothing waits here
 
     async def ended(self, stop: str) -> None:
         return None

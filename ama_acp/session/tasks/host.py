@@ -26,7 +26,7 @@ from ama_acp.session.store import entries as en
 from ama_acp.session.tasks.record import LoopTaskRecord
 from ama_acp.session.tasks.worker import ShowsTask, TaskParent, TaskRuntime
 from ama_acp.session.turn.host import Approves
-from ama_acp.session.turn.tool_runner import room, run_tool
+from ama_acp.session.turn.tool_runner import judge_redirects, room, run_tool
 from ama_acp.session.turn.toolset import describe_call
 from ama_acp.tools.base import ToolError, ToolResult
 from ama_acp.tools.plan_exit import NAME as PLAN_EXIT
@@ -151,7 +151,10 @@ class TaskHost:
         # The task's own window decides how much of a result it can take; the editor does not know the task's
         # call ids: a terminal is not embedded in a call it never saw.
         meter = self.record.meter
-        return await run_tool(tool, args, self._p.tool_ctx, room(meter, meter.figures(), self.messages), None)
+        space = room(meter, meter.figures(), self.messages)
+        return await run_tool(
+            tool, args, self._p.tool_ctx, space, None, judge=judge_redirects(tool, wire_id, self.approve, self.emit)
+        )
 
     # --- billing and failures -----------------------------------------------------------------------------
 

@@ -97,8 +97,11 @@ class TaskRunner:
         view: ShowsExternal = CallView(self._s, record)
         if self._subagents():
             view = ExternalSubagentView(self._rt, self._s, record, call.prompt, session_id)
-        terminals = self._rt.client_caps.terminal
-        return ExternalWorker(self._rt.config, self._s, record, spec, call.prompt, view, terminals=terminals)
+        caps = self._rt.client_caps
+        notices = caps.session is not None and caps.session.notices is not None
+        return ExternalWorker(
+            self._rt.config, self._s, record, spec, call.prompt, view, terminals=caps.terminal, notices=notices
+        )
 
     def _register(self, record: TaskRecord) -> str:
         """The task listed, and its session id: `<session>.task-<n>`, n counting the session's tasks across loads.

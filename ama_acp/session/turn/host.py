@@ -32,7 +32,7 @@ from ama_acp.session.editor.outbox import Outbox
 from ama_acp.session.editor.updates import cut_short_update, plan_update, to_update
 from ama_acp.session.facets import Located, Persists, UsesModel
 from ama_acp.session.store import entries as en
-from ama_acp.session.turn.tool_runner import Room, room, run_tool
+from ama_acp.session.turn.tool_runner import Room, judge_redirects, room, run_tool
 from ama_acp.session.turn.toolcalls import ToolCallRecords
 from ama_acp.session.turn.toolset import SessionTools
 from ama_acp.session.turn.wire_ids import WireIds
@@ -307,7 +307,8 @@ class SessionHost:
         self._touched(tool, args)
         space = self._room()
         sink = self._cut[wire_id] = CutShort()  # stays empty unless a cancel cuts a command short
-        return await run_tool(tool, args, self._s.tool_ctx, space, wire_id, sink)
+        judge = judge_redirects(tool, wire_id, self.approve, self.emit)
+        return await run_tool(tool, args, self._s.tool_ctx, space, wire_id, sink, judge)
 
     def _touched(self, tool: Tool, args: dict[str, object]) -> None:
         """The instruction files of the folders the call works in are announced before the next request."""

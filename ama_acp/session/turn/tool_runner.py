@@ -9,15 +9,18 @@ editor knows), and a command a cancel cuts short leaves what it printed in the c
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
+from ama_acp.agent import events as ev
+from ama_acp.agent.loop import Refusal
 from ama_acp.agent.result_fit import fit_result, result_budget, tool_chars
 from ama_acp.context.meter import ContextFigures, ContextMeter
 from ama_acp.conversation.messages import AssistantMessage, Message
 from ama_acp.session.editor.workspaces import current_tool_call
 from ama_acp.tools.base import Tool, ToolResult
-from ama_acp.tools.context import ToolContext, result_chars
+from ama_acp.tools.common import short
+from ama_acp.tools.context import RedirectJudge, ToolContext, redirect_judge, result_chars
 from ama_acp.tools.registry import run_with_deadline
 from ama_acp.tools.workspace import CutShort, cut_short
 
@@ -57,16 +60,42 @@ async def run_tool(
     space: Room,
     call_id: str | None,
     cut: CutShort | None = None,
+    judge: RedirectJudge | None = None,
 ) -> ToolResult:
     """Run one call within `space`. `call_id`: the call as the editor knows it, None for one it never saw;
-    `cut`: filled by a command a cancel cuts short (None: nobody shows what it left)."""
+    `cut`: filled by a command a cancel cuts short (None: nobody shows what it left); `judge`: how a step to
+    an origin the call was not approved for is judged (`redirect_judge` below; None: refused)."""
     call = current_tool_call.set(call_id)
     chars = result_chars.set(tool_chars(space.budget))
     cut_token = cut_short.set(cut)
+    judge_token = redirect_judge.set(judge)
     try:
         result = await run_with_deadline(tool, args, ctx)
     finally:
+        redirect_judge.reset(judge_token)
         cut_short.reset(cut_token)
         result_chars.reset(chars)
         current_tool_call.reset(call)
     return space.fit(result)
+
+
+Approve = Callable[[ev.ToolCallRequested, dict[str, object]], Awaitable[Refusal | None]]
+Emit = Callable[[ev.AgentEvent], Awaitable[None]]
+
+
+def judge_redirects(tool: Tool, wire_id: str, approve: Approve, emit: Emit) -> RedirectJudge:
+    """A redirect of `tool`'s call (web_fetch) to a new origin, judged by `approve` — the host's permissions — as a
+    call of its own to that URL, under the call's id: the rules, the mode and the "always" answers, and the
+    person asked where they would be for a first request. Allowed, the call is marked running again (a question
+    shows it pending)."""
+
+    async def judge(url: str, came_from: str) -> str | None:
+        args: dict[str, object] = {"url": url}
+        title = f"{tool.title(args)} (redirected from {short(came_from, 200)})"
+        refusal = await approve(ev.ToolCallRequested(wire_id, tool.name, title, tool.kind, [], args), args)
+        if refusal is not None:
+            return refusal.for_model
+        await emit(ev.ToolCallStarted(wire_id))
+        return None
+
+    return judge

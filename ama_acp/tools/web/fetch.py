@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 from ama_acp.tools.base import JSONObject, Location, ToolArgs, ToolKind, ToolResult
-from ama_acp.tools.common import arg_str, closed_object, validate
+from ama_acp.tools.common import arg_str, closed_object, short, validate
 from ama_acp.tools.context import ToolContext
 
 if TYPE_CHECKING:
@@ -23,6 +23,7 @@ TIMEOUT = 30.0  # seconds for the whole fetch: every lookup, connection, redirec
 MAX_BYTES = 5 * 1024 * 1024  # of the body, decompressed; the rest is not downloaded
 DEFAULT_CHARS = 50_000
 MAX_CHARS = 200_000
+TITLE_URL_CHARS = 2_000  # of the URL in the title (what the person is asked about); past it, cut with a marker
 
 
 class FetchArgs(TypedDict):
@@ -85,8 +86,8 @@ class WebFetchTool:
 
     def title(self, args: ToolArgs) -> str:
         # The whole URL (up to a bound): what its query carries is part of what the person is asked about.
-        url = " ".join(arg_str(args, "url").split())
-        return f"Fetch {url[:2000]}" if url else "Fetch a web page"
+        url = short(arg_str(args, "url"), TITLE_URL_CHARS)
+        return f"Fetch {url}" if url else "Fetch a web page"
 
     def locations(self, args: ToolArgs, cwd: str) -> list[Location]:
         return []

@@ -14,8 +14,9 @@ import httpx
 
 from ama_acp.tools.base import ToolError, ToolResult
 from ama_acp.tools.common import human_size
-from ama_acp.tools.context import result_chars
+from ama_acp.tools.context import redirect_judge, result_chars
 from ama_acp.tools.web.netguard import AllowList
+from ama_acp.tools.web.origin import Origin, url_origin
 from ama_acp.tools.web.page import SNIFF_BYTES, Page, decode, kind_of, looks_binary, media_type, to_page
 from ama_acp.tools.web.request import (
     Resolver,
@@ -65,6 +66,7 @@ class _Fetch:
         self.max_chars = max_chars
         self.raw = raw
         self.chain: list[httpx.URL] = []  # every URL asked for, the first one first
+        self.origins: set[Origin | None] = set()  # those the call may reach: its own, and redirects approved
 
     async def follow(self, url: httpx.URL) -> ToolResult:
         while True:
@@ -72,6 +74,7 @@ class _Fetch:
             if problem is not None:
                 where = f" (redirected to from {self.chain[-1]})" if self.chain else ""
                 raise ToolError(f"Cannot fetch {str(url)[:300]}{where}: {problem}.")
+            await self._judged(url)
             self.chain.append(url)
             addresses = await addresses_for(url, self.tool.allow, self.tool.resolver or system_resolver)
             async with pinned_get(url, addresses, self._tls(url.scheme == "https"), self.tool.timeout) as response:
@@ -80,6 +83,22 @@ class _Fetch:
                     url = _next_url(url, location, self.chain)
                     continue
                 return await self._result(response)
+
+    async def _judged(self, url: httpx.URL) -> None:
+        """A redirect to an origin this call was not approved for is judged as a fetch of its own (the rules, the
+        mode, the "always" answers, a question) before anything is looked up or sent there."""
+        origin = url_origin(str(url))
+        if not self.chain:
+            self.origins.add(origin)  # the call's own URL: approved before the tool ran
+            return
+        if origin in self.origins:
+            return
+        judge = redirect_judge.get()
+        came_from = self.chain[-1]
+        why = "nobody can be asked about it" if judge is None else await judge(str(url), str(came_from))
+        if why is not None:
+            raise ToolError(f"{came_from} redirects to {str(url)[:300]}, another site, which was not fetched: {why}")
+        self.origins.add(origin)
 
     def _tls(self, needed: bool) -> ssl.SSLContext:
         if not needed:
@@ -126,7 +145,7 @@ class _Fetch:
             lines.append(f"Title: {page.title}")
         shown_as = ""
         if kind == "html":
-            shown_as = " (its HTML source)" if self.raw or page.note else " (as Markdown)"
+            shown_as = " (its HTML source)" if self.raw or not page.converted else " (as Markdown)"
         lines.append(f"Content-Type: {mime or 'not given'}{shown_as}")
         if page.note:
             lines.append(f"[{page.note}]")

@@ -3,18 +3,27 @@ scripts, styles and navigation; text and JSON pass as they are; anything else is
 
 HTML → Markdown is html-to-markdown (pyproject.toml says why: measured against markdownify, html2text and
 trafilatura). It is imported when the first page is converted, and converts in a worker thread: a big page
-takes up to a second, and the turn's cancel must not wait for it.
+takes up to a second, and the turn's cancel must not wait for it. A page nested deeper than NESTING_LIMIT
+(tools/web/nesting.py) is converted in a process of its own instead (tools/web/isolated.py): a native crash
+there costs that call, not the process every session runs in.
 """
 
 from __future__ import annotations
 
 import codecs
 import html
+import logging
 import re
 from dataclasses import dataclass
 from typing import Literal
 
 import anyio
+
+from ama_acp.tools.web.isolated import ConversionFailed, convert_apart
+from ama_acp.tools.web.markdown import markdown_of
+from ama_acp.tools.web.nesting import NESTING_LIMIT, nesting
+
+log = logging.getLogger(__name__)
 
 Kind = Literal["html", "text", "json"]
 
@@ -26,13 +35,6 @@ _TEXT = {
     "application/yaml", "application/x-yaml", "application/toml", "application/x-sh", "application/sql",
     "application/graphql", "application/csv", "application/x-www-form-urlencoded", "image/svg+xml",
 }  # fmt: skip
-# Dropped before conversion besides scripts, styles, forms and the site's header/navigation, which the
-# converter's "standard" preprocessing removes (it keeps an article's own header, with its heading). Only
-# simple selectors: html-to-markdown 3.21 ignores selectors with combinators or :not().
-_DROPPED = [
-    "nav", "aside", "footer", "noscript", "template", "iframe", "svg", "dialog",
-    "[role=navigation]", "[role=banner]", "[role=contentinfo]", "[role=complementary]", "[aria-hidden=true]",
-]  # fmt: skip
 SNIFF_BYTES = 8192
 
 
@@ -137,6 +139,7 @@ class Page:
     text: str
     title: str | None
     note: str | None = None  # said to the model before the text, when the conversion did not go as planned
+    converted: bool = True  # False: an HTML page's source stands in for its Markdown
 
 
 async def to_page(text: str, kind: Kind, url: str, raw: bool) -> Page:
@@ -146,23 +149,26 @@ async def to_page(text: str, kind: Kind, url: str, raw: bool) -> Page:
     if raw:
         return Page(text, title)
     try:
-        markdown = await anyio.to_thread.run_sync(_markdown, text, url, abandon_on_cancel=True)
+        markdown = await anyio.to_thread.run_sync(_converted_here, text, url, abandon_on_cancel=True)
     except Exception as exc:  # the library's own errors (InvalidInputError, …): the source is better than nothing
-        return Page(text, title, f"The page could not be turned into Markdown ({str(exc)[:200]}); its HTML follows.")
-    return Page(markdown, title)
+        note = f"The page could not be turned into Markdown ({str(exc)[:200]}); its HTML follows."
+        return Page(text, title, note, converted=False)
+    if markdown is not None:
+        return Page(markdown, title)
+    deep = f"The page nests its elements more than {NESTING_LIMIT:,} levels deep"
+    try:
+        markdown = await convert_apart(text, url)
+    except ConversionFailed as exc:
+        log.warning("web_fetch: %s failed to convert in its own process: %s", url[:300], exc.reason)
+        return Page(
+            text, title, f"{deep} and could not be turned into Markdown ({exc.reason}); its HTML follows.", False
+        )
+    return Page(markdown.strip() + "\n", title, f"{deep}: it was turned into Markdown in a separate process.")
 
 
-def _markdown(page: str, url: str) -> str:
-    import html_to_markdown as h2m
-
-    options = h2m.ConversionOptions(
-        extract_metadata=False,  # the title is reported apart; no YAML front matter in the text
-        base_url=url,  # relative links become absolute: the model can fetch them next
-        exclude_selectors=_DROPPED,
-        skip_images=False,
-        preprocessing=h2m.PreprocessingOptions(
-            enabled=True, preset="standard", remove_navigation=True, remove_forms=True
-        ),
-    )
-    result = h2m.convert(page.replace("\0", ""), options)
-    return str(result.content or "").strip() + "\n"
+def _converted_here(page: str, url: str) -> str | None:
+    """The page's Markdown, or None when it nests too deep to convert in this process. A page with no more
+    tags than the limit cannot nest deeper: not scanned."""
+    if page.count("<") > NESTING_LIMIT and nesting(page).depth > NESTING_LIMIT:
+        return None
+    return markdown_of(page, url)

@@ -16,6 +16,14 @@
     termout ID                terminal/output of a terminal id it names; says `termout: …` or `termout error: …`
     caps                      says `terminal: <its clientCapabilities.terminal>`
     spawn                     starts a grandchild (`sleep`) in its process group; its pid goes to $TASK_AGENT_PIDS
+    daemons                   starts `setsid sleep` and a double-forked daemon (its own session too), out of its
+                              process group; their pids go to $TASK_AGENT_PIDS
+    flood MB                  MB megabytes of session/updates: 64 KiB text chunks, thoughts, tool calls with 64 KiB
+                              titles; then says `flooded`
+    permissions N             N session/request_permission at once, then their answers; each refusal is noted
+                              (`refused`) in $TASK_AGENT_EVENTS as it comes; says `permissions: <outcomes>`
+    mislabeled KIND TITLE     session/request_permission with an allow option named "Reject" and a reject option
+                              named "Allow"; says as `permission`
     die CODE                  writes to stderr and exits with CODE
     wait                      waits for session/cancel (the turn then ends `cancelled`) or the end of its stdin
     hang                      never answers, ignores session/cancel and the end of its stdin
@@ -208,6 +216,101 @@ def _spawn(line: Line) -> None:
     note_pid(child.pid)
 
 
+def _daemons(line: Line) -> None:
+    import subprocess  # here, not at the top: most starts never spawn (a cheaper start)
+
+    pids = os.environ.get("TASK_AGENT_PIDS", os.devnull)
+    # `setsid -f` (util-linux) forks the sleep into a session of its own and returns; it notes its own pid before it
+    # becomes sleep.
+    subprocess.Popen(
+        ["setsid", "-f", "/bin/sh", "-c", f'echo $$ >> "{pids}"; exec sleep 60'],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    ).wait()
+    child = os.fork()
+    if child == 0:  # the classic daemon: a session of its own, then a fork whose parent exits at once
+        os.setsid()
+        if os.fork() == 0:
+            null = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(null, fd)
+            note_pid(os.getpid())
+            os.execv("/bin/sh", ["/bin/sh", "-c", "exec sleep 60"])
+        os._exit(0)
+    os.waitpid(child, 0)
+    while len(_noted(pids)) < 3:  # the agent, the setsid sleep, the daemon
+        time.sleep(0.01)
+    say(line.sid, "daemons started\n")
+
+
+def _flood(line: Line) -> None:
+    chunk = "x" * 65536
+    sent = 0
+    n = 0
+    while sent < int(line.rest) * 1024 * 1024:
+        n += 1
+        if n % 3 == 0:
+            body: dict[str, Any] = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": chunk}}
+        elif n % 3 == 1:
+            body = {"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": chunk}}
+        else:
+            body = {"sessionUpdate": "tool_call", "toolCallId": f"c{n}", "title": chunk}
+        update(line.sid, body)
+        sent += len(chunk)
+    say(line.sid, "\nflooded\n")
+
+
+_OPTIONS = [
+    {"optionId": "yes", "name": "Yes", "kind": "allow_once"},
+    {"optionId": "no", "name": "No", "kind": "reject_once"},
+]
+
+
+def _permissions(line: Line) -> None:
+    """N requests at once (each waits for no answer), then every answer, in whatever order they come."""
+    global _next_id
+    sid, count = line.sid, int(line.rest)
+    ids = set()
+    for i in range(count):
+        _next_id += 1
+        ids.add(_next_id)
+        call = {"toolCallId": f"q{i}", "title": f"Question {i}", "kind": "execute", "status": "pending"}
+        params = {"sessionId": sid, "toolCall": call, "options": _OPTIONS}
+        send({"jsonrpc": "2.0", "id": _next_id, "method": "session/request_permission", "params": params})
+    outcomes: dict[str, int] = {}
+    while ids:
+        raw = sys.stdin.readline()
+        if not raw:
+            sys.exit(0)
+        message = parse(raw)
+        if message.get("id") not in ids or "method" in message:
+            if message.get("method") != "session/cancel":
+                _queue.append(message)
+            continue
+        ids.discard(message["id"])
+        if "error" in message:
+            note("refused")
+            outcome = f"error {message['error']['code']} {message['error']['message']}"
+        else:
+            chosen = message["result"]["outcome"]
+            outcome = chosen.get("optionId") or chosen.get("outcome")
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    say(sid, f"permissions: {json.dumps(outcomes, sort_keys=True)}\n")
+
+
+def _mislabeled(line: Line) -> None:
+    kind, _, title = line.rest.partition(" ")
+    options = [
+        {"optionId": "go", "name": "Reject", "kind": "allow_once"},
+        {"optionId": "stop", "name": "Allow", "kind": "reject_once"},
+    ]
+    call = {"toolCallId": "m1", "title": title, "kind": kind, "status": "pending"}
+    answer = request("session/request_permission", {"sessionId": line.sid, "toolCall": call, "options": options})
+    outcome = (answer.get("result") or {}).get("outcome") or {}
+    say(line.sid, f"permission: {outcome.get('optionId') or outcome.get('outcome') or answer.get('error')}\n")
+
+
 def _die(line: Line) -> None:
     sys.stderr.write("task_agent: dying on purpose\n")
     sys.stderr.flush()
@@ -249,6 +352,10 @@ VERBS: dict[str, Callable[[Line], dict[str, Any] | None]] = {
     "env": _env,
     "tool": _tool,
     "spawn": _spawn,
+    "daemons": _daemons,
+    "flood": _flood,
+    "permissions": _permissions,
+    "mislabeled": _mislabeled,
     "die": _die,
     "wait": _wait,
     "hang": _hang,
@@ -275,6 +382,11 @@ def note(event: str) -> None:
     if path:
         with open(path, "a") as f:
             f.write(f"{event}\n")
+
+
+def _noted(path: str) -> list[str]:
+    with open(path) as f:
+        return f.read().split()
 
 
 def note_pid(pid: int) -> None:

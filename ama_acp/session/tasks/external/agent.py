@@ -10,14 +10,26 @@ terminals.py). Its `usage_update`s are its own figures: context used and size, a
 any other currency is not added up) — a figure it never reports stays unknown, never 0. Its cost joins the
 parent's; an agent that reports none makes the parent's cost unknown, as an unpriced request does.
 
+The program is found as every program ama starts by name (tools/programs.py): never in a relative, empty or
+in-workspace PATH entry, and it runs with that PATH filtered the same way (unless its own `env` sets PATH).
+
 Whatever way the task ends — its answer, a failure, `[tasks] timeout`, the parent's cancel or close, ama's exit
 (which cancels every turn) — the agent is sent `session/cancel` if its turn still runs, given `STOP_GRACE` seconds,
-its stdin closed, and its whole process group ended.
+its stdin closed, and its whole process group ended, with every process that carries the task's marker in its
+environment (tools/proctree.py, as for run_command): what left the group (`setsid`, a daemon) ends too.
+
+What a flood of it can make ama hold is bounded (docs/errors.md "An external agent's limits"): the connection keeps
+no history, its answer is cut at `ANSWER_CHARS`, its lines at `MAX_LINES`, what waits for the editor at the view's
+bound; the person is told once per task when a bound is reached.
 """
 
 from __future__ import annotations
 
+import io
+import logging
 import os
+import signal
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
@@ -34,14 +46,18 @@ from ama_acp.session.store import entries as en
 from ama_acp.session.tasks.call_view import TEXT_SHOWN
 from ama_acp.session.tasks.external.requests import ExternalParent, ExternalRequests
 from ama_acp.session.tasks.external.terminals import ExternalTerminals
-from ama_acp.session.tasks.external.updates import decode_update
+from ama_acp.session.tasks.external.updates import ID_CHARS, MAX_TASK_COST_USD, decode_update
 from ama_acp.session.tasks.external.view import ShowsExternal
 from ama_acp.session.tasks.record import ExternalTaskRecord
 from ama_acp.session.tasks.worker import TaskParent
 from ama_acp.tools.base import ToolError
+from ama_acp.tools.proctree import MARKER_VAR, marked_pids, new_marker, signal_marked
+from ama_acp.wire import types as w
 
 if TYPE_CHECKING:
     from ama_acp.client.connection import AgentProcess, PendingRequest
+
+log = logging.getLogger(__name__)
 
 STOP_GRACE = 1.0  # seconds an agent has to end its turn after session/cancel, and to exit after its stdin closed
 START_TIMEOUT = 30.0  # initialize and session/new, each (within `[tasks] timeout`)
@@ -67,6 +83,7 @@ class ExternalWorker:
         prompt: str,
         view: ShowsExternal,
         terminals: bool = False,
+        notices: bool = False,
     ):
         assert spec.command is not None
         self._cfg = config
@@ -80,10 +97,15 @@ class ExternalWorker:
         # The editor's terminals, forwarded (session/tasks/external/terminals.py), only when the editor offers them.
         self._terminals = ExternalTerminals(parent, self._requests, record.agent) if terminals else None
         self._conn: AgentProcess | None = None
-        self._answer: list[str] = []
+        self._answer = io.StringIO()  # one buffer: a flood of one-character chunks is not a million strings
         self._answer_chars = 0
         self._changed = anyio.Event()
         self._pending: PendingRequest | None = None  # the prompt, while the agent's turn runs
+        # In the environment of the agent and of all it starts: what is left of them at the end is found by it.
+        self._marker = new_marker()
+        self._notices = notices  # the editor shows `notice`s (else a limit is told in an agent message)
+        self._told: set[str] = set()  # the limits the person was told about (once each per task)
+        self._to_tell: list[str] = []  # told by the progress pump (the reader that hits a limit cannot await)
 
     async def work(self) -> str:
         try:
@@ -114,7 +136,7 @@ class ExternalWorker:
 
     def answer(self) -> str:
         """The text of the agent's turn so far (its answer once the task ended)."""
-        return "".join(self._answer).strip()
+        return self._answer.getvalue().strip()
 
     def kept(self) -> list[Message]:
         """Its conversation is its agent's: ama keeps what it saw of it, the task it sent and the answer."""
@@ -128,13 +150,16 @@ class ExternalWorker:
 
         spec = self._spec
         assert spec.command is not None
+        env = _environment(spec, self._marker)
+        program = _program(spec, env, self._p.cwd, self._p.tool_ctx.policy.roots)
         conn = AgentProcess(
-            [spec.command, *(spec.args or [])],
+            [program, *(spec.args or [])],
             # Terminals only when the editor offers them (ama forwards them there, never runs its own). Permission
             # requests, fs/* and terminal/* are answered by ama's handlers (set below), never by the client's own.
-            ClientOptions(fs=True, terminal=self._terminals is not None, permission="cancel"),
+            # No history: what it sends is read into the record and the view, under their bounds, and not kept.
+            ClientOptions(fs=True, terminal=self._terminals is not None, permission="cancel", history=False),
             cwd=self._p.cwd,
-            env=_environment(spec),
+            env=env,
             stderr=CAPTURE,
             on_update=self._on_update,
         )
@@ -203,13 +228,17 @@ class ExternalWorker:
             self._take_usage(result.get("usage"))
             return stop if isinstance(stop, str) else "end_turn"
         finally:
+            with anyio.move_on_after(STOP_GRACE):  # a limit reached at the very end, which the pump did not tell
+                await self._tell()
             try:
                 await self._stop(conn, self._pending)
                 if self._terminals is not None:  # what it left open in the editor is its task's, and ends with it
                     await self._terminals.close()
             finally:
                 await conn.aclose()
-                await end_group(pgid, STOP_GRACE)
+                async with anyio.create_task_group() as tg:  # its group and what left it, in one grace
+                    tg.start_soon(end_group, pgid, STOP_GRACE)
+                    tg.start_soon(_end_marked, self._marker, STOP_GRACE)
 
     async def _turn(self, conn: AgentProcess, prompt: str) -> JSONObject:
         await conn.initialize(timeout=START_TIMEOUT)
@@ -248,8 +277,8 @@ class ExternalWorker:
         if not isinstance(update, dict):
             return
         forwarded = decode_update(update)  # re-built from typed values, or None (never forwarded as it came)
-        if forwarded is not None:
-            self.view.take(forwarded)
+        if forwarded is not None and not self.view.take(forwarded):
+            self._limit("updates", "its updates past what waits for the editor were dropped (a flood)")
         kind = update.get("sessionUpdate")
         read = _READERS.get(kind) if isinstance(kind, str) else None
         if read is not None:
@@ -263,16 +292,22 @@ class ExternalWorker:
         if isinstance(content, dict) and content.get("type") == "text" and isinstance(content.get("text"), str):
             text = str(content["text"])
             room = ANSWER_CHARS - self._answer_chars
-            if room > 0:  # past the bound the rest is dropped: the result is cut to the window later anyway
-                self._answer.append(text[:room])
+            if room < len(text):  # past the bound the rest is dropped: the result is cut to the window later anyway
+                self._limit("answer", f"its answer past {ANSWER_CHARS:,} characters was dropped")
+            if room > 0:
+                self._answer.write(text[:room])
                 self._answer_chars += min(len(text), room)
-            self.record.text = (self.record.text + text)[-2 * TEXT_SHOWN :]
+            self.record.text = (self.record.text[-2 * TEXT_SHOWN :] + text[-2 * TEXT_SHOWN :])[-2 * TEXT_SHOWN :]
 
     def _take_tool_call(self, update: JSONObject) -> None:
         call_id, title = update.get("toolCallId"), update.get("title")
         r = self.record
-        if isinstance(call_id, str) and isinstance(title, str) and call_id not in r.calls and len(r.calls) < MAX_LINES:
-            r.call_started(call_id, title)
+        if not isinstance(call_id, str) or not isinstance(title, str) or len(call_id) > ID_CHARS or call_id in r.calls:
+            return
+        if len(r.calls) >= MAX_LINES:
+            self._limit("lines", f"its tool calls past {MAX_LINES:,} are not listed")
+            return
+        r.call_started(call_id, title)
 
     def _take_tool_call_update(self, update: JSONObject) -> None:
         call_id, status = update.get("toolCallId"), update.get("status")
@@ -288,10 +323,16 @@ class ExternalWorker:
         if isinstance(cost, dict):
             amount = cost.get("amount")
             usd = cost.get("currency") == "USD" and isinstance(amount, int | float) and not isinstance(amount, bool)
-            if usd and 0 <= float(str(amount)) < 1e9:
+            if usd and 0 <= float(str(amount)) <= MAX_TASK_COST_USD:
                 self.record.cost_usd = float(str(amount))
-            else:
-                self.record.cost_usd = None  # a cost ama cannot add to a USD total is not known in USD
+            else:  # a cost ama cannot add to a USD total, or cannot believe of one task, is not known in USD
+                self.record.cost_usd = None
+                if usd:
+                    self._limit(
+                        "cost",
+                        f"it reported a cost past ${MAX_TASK_COST_USD:,.0f}, more than ama believes of one task: "
+                        "its cost is unknown",
+                    )
 
     def _take_usage(self, usage: object) -> None:
         if isinstance(usage, dict) and _count(total := usage.get("totalTokens")):
@@ -303,6 +344,30 @@ class ExternalWorker:
             await self._changed.wait()
             self._changed = anyio.Event()
             await self.view.show()
+            await self._tell()
+
+    def _limit(self, key: str, what: str) -> None:
+        """A bound on what the agent sends was reached: the person is told once per task (by the pump)."""
+        if key in self._told:
+            return
+        self._told.add(key)
+        log.warning("external agent %s, task %s: %s", self.record.agent, self.record.id, what)
+        self._to_tell.append(f"The external agent `{self.record.agent}` sent more than ama keeps: {what}.")
+        self._changed.set()
+
+    async def _tell(self) -> None:
+        """What `_limit` noted, as a `notice` on the parent session, else an agent message there."""
+        while self._to_tell:
+            text = self._to_tell.pop(0)
+            update: w.SessionUpdate
+            if self._notices:
+                update = w.Notice(severity="warning", title="External agent", description=text)
+            else:
+                update = w.AgentMessageChunk(content=w.TextContent(text=f"\n\n⚠ {text}\n\n"))
+            try:
+                await self._p.send(update)
+            except Exception as exc:  # the connection is going away: the log has it
+                log.info("a limit of %s was not told: %s", self.record.id, type(exc).__name__)
 
     # --- the end ---------------------------------------------------------------------------------------
 
@@ -341,16 +406,56 @@ _READERS: dict[str, Callable[[ExternalWorker, JSONObject], None]] = {
 }
 
 
-def _environment(spec: AgentConfig) -> dict[str, str]:
-    """ama's environment minus every credential (the rule for commands), plus the agent's own `env`. The values
-    of its secret-named variables are registered as secrets: redacted wherever ama writes text."""
+def _environment(spec: AgentConfig, marker: str) -> dict[str, str]:
+    """ama's environment minus every credential (the rule for commands), plus the agent's own `env`, plus the
+    task's marker (last: its `env` cannot take it away). The values of its secret-named variables are registered
+    as secrets: redacted wherever ama writes text."""
     from ama_acp.tools.workspace import command_env
 
     env = command_env()
     given = spec.env or {}
     register_secret_values(v for k, v in given.items() if is_secret(k))
     env.update(given)
+    env[MARKER_VAR] = marker
     return env
+
+
+def _program(spec: AgentConfig, env: dict[str, str], cwd: str, roots: list[str]) -> str:
+    """The agent's program by absolute path, found as every program ama starts (tools/programs.py: a bare name
+    only in absolute PATH entries outside the workspace; a path with `/` as the person configured it), and `env`'s
+    PATH filtered the same way, so that what it starts by name is not the project's either — unless its own `env`
+    sets PATH, which is the person's and passed as given. Raises AgentStartError with the reason."""
+    from ama_acp.client.errors import AgentStartError
+    from ama_acp.tools.programs import find_program, safe_path
+
+    assert spec.command is not None
+    workspace = (*roots, cwd)
+    found = find_program(spec.command, workspace_roots=workspace, cwd=cwd, path=env.get("PATH", os.defpath))
+    if found.path is None:
+        raise AgentStartError(found.why_not())
+    if "PATH" not in (spec.env or {}):
+        env["PATH"] = safe_path(env.get("PATH", os.defpath), workspace)
+    return found.path
+
+
+async def _end_marked(marker: str, grace: float) -> None:
+    """End every process that still carries the task's marker, wherever it went (TERM, `grace`, KILL)."""
+    if not signal_marked(marker, signal.SIGTERM):
+        return
+    if await _marked_gone(marker, grace):
+        return
+    signal_marked(marker, signal.SIGKILL)
+    await _marked_gone(marker, grace)
+
+
+async def _marked_gone(marker: str, seconds: float) -> bool:
+    """Poll until no live process carries the marker: nothing signals the end of a process that is not a child."""
+    deadline = time.monotonic() + seconds
+    while marked_pids(marker):
+        if time.monotonic() >= deadline:
+            return False
+        await anyio.sleep(0.05)
+    return True
 
 
 def _count(value: object) -> bool:

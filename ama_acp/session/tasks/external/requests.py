@@ -2,13 +2,18 @@
 ama as its parent session would answer its own tools: the same workspace, the same mode, the same person.
 
 - `fs/read_text_file` and `fs/write_text_file`: a path outside the session's workspace is refused outright (the
-  workspace boundary); inside it the parent's approver judges the call as ama's own `read_file` / `write_file`
-  (Read only refuses a write, Manual asks the editor with the diff, Accept edits writes), and the file is read or
-  written through the parent's workspace (the editor's buffers when it serves fs/*).
+  workspace boundary), and so is a write into `.git` in every mode (tools/common.py `refuse_git_internals`, the
+  check of ama's own `write_file`); inside it the parent's approver judges the call as ama's own `read_file` /
+  `write_file` (Read only refuses a write, Manual asks the editor with the diff, Accept edits writes), and the
+  file is read or written through the parent's workspace (the editor's buffers when it serves fs/*).
 - `session/request_permission`: judged under the parent's mode as a call of the agent's stated kind (a kind ama
   does not know, or `other`, counts as `execute`: the agent asks because it is about to act); what the mode
-  leaves to the person is forwarded to the editor with the parent's session id, the agent's own options and a
-  tool call id under the task call's, and the person's choice goes back.
+  leaves to the person is forwarded to the editor with the parent's session id, the agent's options under names
+  derived from their kinds (`option_names`) and a tool call id under the task call's, and the person's choice
+  goes back.
+- One question at a time: whatever may ask the person (a permission request, a file request or a terminal
+  judged by the approver) waits while another of the same agent is open; `MAX_WAITING` may wait, and past that
+  a request is refused at once (`SESSION_BUSY`), so an agent cannot stack dialogs in front of the person.
 - `terminal/*`: forwarded to the editor when it offers terminals (session/tasks/external/terminals.py, which uses
   `approve_call` here); otherwise not advertised to the agent.
 
@@ -31,10 +36,11 @@ import msgspec
 from ama_acp.agent import events as ev
 from ama_acp.permissions import decide, path_problem
 from ama_acp.rpc.dispatch import JSONObject
-from ama_acp.rpc.errors import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND, AcpError
+from ama_acp.rpc.errors import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND, SESSION_BUSY, AcpError
 from ama_acp.session.editor.client import ClientRequests, PeerEditor
 from ama_acp.session.turn.host import Approves
-from ama_acp.tools.base import Location
+from ama_acp.tools.base import Location, ToolError
+from ama_acp.tools.common import refuse_git_internals
 from ama_acp.tools.context import ToolContext
 from ama_acp.wire import types as w
 
@@ -45,7 +51,17 @@ log = logging.getLogger(__name__)
 
 _KINDS = frozenset({"read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode"})
 _TITLE_CHARS = 300
+_OPTION_CHARS = 80  # of the agent's own name for an option, when it is shown
 MAX_OPTIONS = 16
+MAX_WAITING = 32  # requests of one agent waiting for its open question to be answered; past it, refused
+# What the person is shown of each option: its kind's meaning, never the agent's word alone (an allow option named
+# "Reject" would pass for the other kind).
+OPTION_LABELS = {
+    "allow_once": "Allow once",
+    "allow_always": "Allow always",
+    "reject_once": "Reject once",
+    "reject_always": "Reject always",
+}
 
 
 class ExternalParent(Protocol):
@@ -105,6 +121,7 @@ class ExternalRequests:
         self.session_id: str | None = None  # the agent's session, once session/new answered
         self.forwarded = 0  # permission requests that reached the editor
         self.subagent = subagent  # the task's own session at the editor (subagents); None: the parent's
+        self._asking = anyio.Lock()  # held while a question of this agent may be open (one at a time)
 
     def next_wire_id(self) -> str:
         self._calls += 1
@@ -130,9 +147,23 @@ class ExternalRequests:
         call = ev.ToolCallRequested(self.next_wire_id(), name, title, kind, [Location(path)], args)
         return await self.approve_call(call, args)
 
+    def _question(self) -> anyio.Lock:
+        """The turn to ask the person (`async with`): refused at once when `MAX_WAITING` already wait for it."""
+        if self._asking.locked() and self._asking.statistics().tasks_waiting >= MAX_WAITING:
+            raise _error(
+                SESSION_BUSY,
+                f"Refused: {MAX_WAITING} requests of this agent already wait for the person to answer its open "
+                "question; send it again once they are answered",
+            )
+        return self._asking
+
     async def approve_call(self, call: ev.ToolCallRequested, args: dict[str, object]) -> str | None:
         """Judged as ama's own call; the id of the call announced in the task's session (to settle), if any.
-        A refusal is this request's error."""
+        A refusal is this request's error. The approver may ask the person: one such call at a time."""
+        async with self._question():
+            return await self._approved(call, args)
+
+    async def _approved(self, call: ev.ToolCallRequested, args: dict[str, object]) -> str | None:
         subagent = self.subagent
         if subagent is None:
             refusal = await self._p.approver.approve(call, args)
@@ -172,6 +203,14 @@ class ExternalRequests:
         content = params.get("content")
         if not isinstance(content, str):
             raise _error(INVALID_PARAMS, "`content` is required and must be a string")
+        try:  # in every mode, before anyone is asked: the check of ama's own write_file
+            refuse_git_internals(self._p.tool_ctx.resolve(path), path)
+        except ToolError:
+            raise _error(
+                INVALID_PARAMS,
+                f"Refused: {path} is inside a .git directory (or is one): its config and hooks name programs git "
+                "runs, so a write there is not an edit, and ama makes none for an agent",
+            ) from None
         shown = await self._approve("write_file", "edit", path, {"path": path, "content": content})
         try:
             await self._p.tool_ctx.workspace.write_text(path, content)
@@ -201,6 +240,8 @@ class ExternalRequests:
         self.check_session(params)
         if not 1 <= len(req.options) <= MAX_OPTIONS:
             raise _error(INVALID_PARAMS, f"`options` must hold 1–{MAX_OPTIONS} options")
+        if len({o.option_id for o in req.options}) < len(req.options):  # the answer would name two kinds at once
+            raise _error(INVALID_PARAMS, "`options` must have distinct `optionId`s")
         return req
 
     def _confirmed(self, options: list[w.PermissionOption], answer: str, kind: str, inside: bool) -> str | None:
@@ -215,7 +256,12 @@ class ExternalRequests:
         return chosen.option_id
 
     async def _forward(self, req: _PermissionParams, kind: str, paths: list[str]) -> str | None:
-        """The person's choice (an optionId), or None when the dialog was cancelled or could not be shown."""
+        """The person's choice (an optionId), or None when the dialog was cancelled or could not be shown. One
+        question of this agent at a time."""
+        async with self._question():
+            return await self._asked(req, kind, paths)
+
+    async def _asked(self, req: _PermissionParams, kind: str, paths: list[str]) -> str | None:
         call = req.tool_call
         title = f"{self._agent}: {_title(call.title)}"
         call_id, session_id = self.next_wire_id(), self._p.id
@@ -233,7 +279,7 @@ class ExternalRequests:
                 locations=[w.ToolCallLocation(path=p) for p in paths] or None,
                 raw_input=call.raw_input,
             ),
-            options=req.options,
+            options=option_names(req.options),
         )
         self.forwarded += 1
         try:
@@ -254,6 +300,20 @@ def _title(title: str | None) -> str:
     """The agent's title for its request, as one printable line."""
     line = " ".join((title or "A request of the helper agent").split())[:_TITLE_CHARS]
     return "".join(c if c.isprintable() else "\N{REPLACEMENT CHARACTER}" for c in line)
+
+
+def option_names(options: list[w.PermissionOption]) -> list[w.PermissionOption]:
+    """The options as the person is shown them: each named by its kind ("Allow once", …); the agent's own name
+    follows (one printable line) only where two options share a kind, to tell them apart."""
+    kinds = [o.kind for o in options]
+    shown = []
+    for option in options:
+        label = OPTION_LABELS[option.kind]
+        if kinds.count(option.kind) > 1:
+            own = " ".join(option.name.split())[:_OPTION_CHARS]
+            label += ": " + "".join(c if c.isprintable() else "\N{REPLACEMENT CHARACTER}" for c in own)
+        shown.append(w.PermissionOption(option_id=option.option_id, name=label, kind=option.kind))
+    return shown
 
 
 def _choose(options: list[w.PermissionOption], meaning: str) -> str | None:

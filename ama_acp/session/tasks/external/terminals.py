@@ -3,10 +3,11 @@
 Offered to the agent only when the editor offers terminals. `terminal/create` is judged as ama's own
 `run_command`: its cwd (the session's folder when it names none) must be an absolute path inside the session's
 workspace, and the parent's mode decides — Read only refuses, Manual asks the person (the parent's approval, in
-the task's session when the editor sees one), Full access runs it. The editor's terminal id never reaches the
-agent: the agent gets an id of ama's (`term-<n>`), valid on its own connection only, so it cannot name another
-session's terminals; output, wait_for_exit, kill and release go to the editor under the mapped id. Terminals the
-agent leaves open are killed and released when its task ends.
+the task's session when the editor sees one), Full access runs it — in the session's sandbox, as ama's own
+commands (the editor runs the launcher, the agent's command at its end; the private temp folder goes with the
+terminal). The editor's terminal id never reaches the agent: the agent gets an id of ama's (`term-<n>`), valid on
+its own connection only, so it cannot name another session's terminals; output, wait_for_exit, kill and release
+go to the editor under the mapped id. Terminals the agent leaves open are killed and released when its task ends.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from ama_acp.agent import events as ev
 from ama_acp.permissions import path_problem
 from ama_acp.rpc.dispatch import JSONObject
 from ama_acp.rpc.errors import INTERNAL_ERROR, INVALID_PARAMS, AcpError
+from ama_acp.sandbox.temp import remove_temp
+from ama_acp.sandbox.terminal import Confined, confine, program_argv
 from ama_acp.session.editor.client import PeerEditor
 from ama_acp.session.tasks.external.requests import ExternalParent, ExternalRequests
 from ama_acp.tools.base import Location
@@ -64,6 +67,7 @@ class ExternalTerminals:
         self._r = requests
         self._agent = agent
         self._ids: dict[str, str] = {}  # ama's id for the agent → the editor's id
+        self._temps: dict[str, str] = {}  # the editor's id → its command's private temp folder (sandboxed)
         self._count = 0
 
     def _editor(self) -> PeerEditor:
@@ -89,25 +93,40 @@ class ExternalTerminals:
         args: dict[str, object] = {"command": line, "cwd": cwd}
         call = ev.ToolCallRequested(self._r.next_wire_id(), "run_command", title, "execute", [Location(cwd)], args)
         shown = await self._r.approve_call(call, args)
+        argv, env = [req.command, *req.args], [(e.name, e.value) for e in req.env]
+        box = self._confine(req, cwd)
+        if box is not None:  # the launcher confines it to the session's folders, as ama's own commands
+            argv, env = box.argv, list(box.env.items())
         try:
             made = await self._editor().create_terminal(
                 w.CreateTerminalRequest(
                     session_id=self._p.id,
-                    command=req.command,
-                    args=list(req.args),
-                    env=[w.EnvVariable(name=e.name, value=e.value) for e in req.env],
+                    command=argv[0],
+                    args=argv[1:],
+                    env=[w.EnvVariable(name=name, value=value) for name, value in env],
                     cwd=cwd,
                     output_byte_limit=req.output_byte_limit,
                 )
             )
         except Exception as exc:
+            remove_temp(box.tmp if box is not None else None)
             await self._r.settle(shown, False)
             raise AcpError(INTERNAL_ERROR, f"The editor could not create the terminal: {exc}") from None
+        except BaseException:  # a cancel: no terminal to keep the temp folder for
+            remove_temp(box.tmp if box is not None else None)
+            raise
+        if box is not None:
+            self._temps[made.terminal_id] = box.tmp
         await self._r.settle(shown, True)
         self._count += 1
         ours = f"term-{self._count}"
         self._ids[ours] = made.terminal_id
         return {"terminalId": ours}
+
+    def _confine(self, req: _Create, cwd: str) -> Confined | None:
+        """The agent's command made ready to run confined by the session's sandbox; None when none is active."""
+        env = {e.name: e.value for e in req.env}
+        return confine(self._p.tool_ctx.sandbox, program_argv(req.command, req.args, env.get("PATH"), cwd), env)
 
     def _theirs(self, params: JSONObject) -> str:
         try:
@@ -137,7 +156,10 @@ class ExternalTerminals:
 
     async def release(self, params: JSONObject) -> object:
         theirs = self._theirs(params)
-        await self._forward(self._editor().release_terminal(self._which(theirs)))
+        try:
+            await self._forward(self._editor().release_terminal(self._which(theirs)))
+        finally:
+            remove_temp(self._temps.pop(theirs, None))
         self._ids = {k: v for k, v in self._ids.items() if v != theirs}
         return {}
 
@@ -159,4 +181,7 @@ class ExternalTerminals:
                     await editor.release_terminal(self._which(theirs))
                 except Exception as exc:  # the editor went away: nothing left to release
                     log.info("an external agent's terminal was not released: %s", type(exc).__name__)
+        for tmp in self._temps.values():
+            remove_temp(tmp)
         self._ids.clear()
+        self._temps.clear()

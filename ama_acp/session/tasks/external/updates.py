@@ -4,7 +4,7 @@ The agent is another vendor's program and hostile like any input: each update is
 a new update is built from them — never the agent's JSON forwarded as it came. What ama forwards: its text and
 thoughts (text blocks only), its tool calls and their updates (title, kind, status, locations, and content
 re-built as text blocks and diffs; terminals and other blocks left out), its plan, and its `usage_update` (used,
-size, cost). Anything else (its commands, its modes, an unknown kind) is not the editor's business in a task's
+size, and its cost unless it is a USD figure past `MAX_TASK_COST_USD`, which ama does not believe). Anything else (its commands, its modes, an unknown kind) is not the editor's business in a task's
 session and is dropped quietly; a known kind that does not decode is dropped with a log line.
 """
 
@@ -26,6 +26,10 @@ log = logging.getLogger(__name__)
 ID_CHARS = 200  # a tool call id past this is not an id ama keeps
 TITLE_CHARS = 300
 MAX_ITEMS = 100  # content blocks, locations, plan entries of one update
+# The most one task's reported (cumulative) USD cost can be and be believed: well past what any model's price makes
+# of a task within `[tasks] timeout`, far below an absurd figure. A cost past it is unknown (session/tasks/external/
+# agent.py), not forwarded here. A cap, not a price check: its tokens are rarely reported with its cost.
+MAX_TASK_COST_USD = 1000.0
 KINDS = frozenset({"read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"})
 
 Status = Literal["pending", "in_progress", "completed", "failed"]
@@ -122,7 +126,8 @@ def _plan(update: JSONObject) -> w.SessionUpdate:
 def _usage(update: JSONObject) -> w.SessionUpdate:
     u = msgspec.convert(update, _Usage)
     cost = None
-    if u.cost is not None and math.isfinite(u.cost.amount):
+    believed = u.cost is not None and (u.cost.currency != "USD" or u.cost.amount <= MAX_TASK_COST_USD)
+    if u.cost is not None and believed and math.isfinite(u.cost.amount):
         cost = w.Cost(amount=u.cost.amount, currency=_title(u.cost.currency, 8))
     return w.UsageUpdate(used=u.used, size=u.size, cost=cost)
 

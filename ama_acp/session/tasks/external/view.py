@@ -17,6 +17,7 @@ import logging
 from typing import Protocol
 
 import anyio
+import msgspec
 
 from ama_acp.agent import events as ev
 from ama_acp.session.tasks.record import ExternalTaskRecord
@@ -28,7 +29,10 @@ from ama_acp.wire import types as w
 
 log = logging.getLogger(__name__)
 
-MAX_QUEUED = 10_000  # updates waiting to go out; past this a flood is dropped (its figures still count)
+# What may wait to go out to the editor, in updates and in bytes as sent; past either a flood is dropped (its
+# answer and figures still count: the record reads them), and the person is told once (session/tasks/external/agent.py).
+MAX_QUEUED = 10_000
+MAX_QUEUED_BYTES = 16 * 1024 * 1024
 MAX_CALLS = 1000  # tool call ids kept for one task
 STOP_REASONS = frozenset({"end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"})
 
@@ -63,8 +67,9 @@ class ShowsExternal(ShowsTask, Protocol):
     async def show(self) -> None:
         """Send what changed: the updates taken since, the figures."""
 
-    def take(self, update: w.SessionUpdate) -> None:
-        """One decoded update of the agent (called from the connection's reader: no await)."""
+    def take(self, update: w.SessionUpdate) -> bool:
+        """One decoded update of the agent (called from the connection's reader: no await). False: dropped
+        because too much already waits to go out (a flood); repeated or unannounced ones are not that."""
 
 
 class ExternalSubagentView(AnnouncedSubagent[ExternalTaskRecord]):
@@ -76,7 +81,8 @@ class ExternalSubagentView(AnnouncedSubagent[ExternalTaskRecord]):
         self, rt: TaskRuntime, parent: SubagentParent, record: ExternalTaskRecord, prompt: str, session_id: str
     ) -> None:
         super().__init__(rt, parent, record, prompt, session_id)  # asks in the task's name, the parent's memory
-        self._queue: list[w.SessionUpdate] = []
+        self._queue: list[tuple[w.SessionUpdate, int]] = []  # each with its size as sent
+        self._queued_bytes = 0
         self._ids: set[str] = set()  # the agent's tool calls taken (queued or sent)
         self._sent: set[str] = set()  # the tool calls the editor has seen in the task's session
         self._ours: set[str] = set()  # the calls ama announced for a request
@@ -84,30 +90,36 @@ class ExternalSubagentView(AnnouncedSubagent[ExternalTaskRecord]):
         self._dropped = 0
         self._lock = anyio.Lock()
 
-    def take(self, update: w.SessionUpdate) -> None:
+    def take(self, update: w.SessionUpdate) -> bool:
         """One decoded update of the agent, queued for the pump (called from the connection's reader)."""
         if isinstance(update, w.ToolCall):
             if update.tool_call_id in self._ids or len(self._ids) >= MAX_CALLS:
                 log.info("an external agent's tool_call was repeated or past the bound; not forwarded")
-                return
-            self._ids.add(update.tool_call_id)
+                return True
         elif isinstance(update, w.ToolCallUpdate):
             if update.tool_call_id not in self._ids:
                 log.info("an external agent's tool_call_update names a call it never announced; not forwarded")
-                return
+                return True
         elif isinstance(update, w.UsageUpdate):
             if update == self._usage:
-                return  # the same figures again: the editor has them
-            self._usage = update
-        if len(self._queue) >= MAX_QUEUED:
+                return True  # the same figures again: the editor has them
+        size = len(msgspec.json.encode(update))
+        if len(self._queue) >= MAX_QUEUED or self._queued_bytes + size > MAX_QUEUED_BYTES:
             self._dropped += 1
-            return
-        self._queue.append(update)
+            return False
+        if isinstance(update, w.ToolCall):  # taken only once queued: its updates follow it or are dropped
+            self._ids.add(update.tool_call_id)
+        elif isinstance(update, w.UsageUpdate):
+            self._usage = update
+        self._queue.append((update, size))
+        self._queued_bytes += size
+        return True
 
     async def _flush(self) -> None:
         async with self._lock:
             while self._queue:
-                update = self._queue.pop(0)
+                update, size = self._queue.pop(0)
+                self._queued_bytes -= size
                 await self._out(update)
                 if isinstance(update, w.ToolCall):
                     self._sent.add(update.tool_call_id)
