@@ -6,7 +6,9 @@ it starts. The command rides in the environment, not in the launcher's arguments
 command itself shows its command line (a watcher such as ama's own sweep or `pgrep -f` sees one process). A
 command another program starts and shows (an editor's terminal) rides instead after the launcher's arguments,
 where a person reads it (`python -I -S landlock.py /bin/sh -c 'make'`), and SPEC ends before it. A launcher
-process rather than a `preexec_fn`, which is unsafe in a threaded parent. So that it starts fast (-S: no site,
+process rather than a `preexec_fn`, which is unsafe in a threaded parent. Started ahead of need (`serve`,
+sandbox/warm.py) it reads SPEC, the command's folder and its environment from a socket instead, when a command
+comes. So that it starts fast (-S: no site,
 -I: nothing from the environment) it imports nothing but the standard library and nothing of ama.
 
 SPEC is a list of strings, each written as its length, ":" and itself (`encode_spec`): "1" when TCP is allowed
