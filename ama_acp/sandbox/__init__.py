@@ -173,12 +173,11 @@ class Sandbox:
             dirs += self.roots
         return landlock.encode_spec(not self.state.network_blocked, dirs, list(DEVICES), argv)
 
-    async def start(
-        self, argv: list[str], env: dict[str, str], tmp: str, cwd: str, marks: dict[str, str]
-    ) -> Process | None:
+    async def start(self, argv: list[str], env: dict[str, str], tmp: str, cwd: str) -> Process | None:
         """`argv` started confined in `cwd` by the launcher kept ready, whose `marks` (the variables it was started
-        with) `env` takes on; the next launcher is started with `marks`. None when no launcher could take it (the
-        first command, one that died, a cwd that is not a folder): the caller starts `wrap`'s line itself."""
+        with) `env` takes on. None when no launcher could take it (the first command, one that died, a cwd that is
+        not a folder): the caller starts `wrap`'s line itself. Either way the caller calls `prepare` once the
+        command is over."""
         # A cwd that is not a folder fails the cold way (FileNotFoundError, NotADirectoryError), as unconfined.
         if self._standby is None or not await anyio.Path(cwd).is_dir():
             return None
@@ -194,8 +193,14 @@ class Sandbox:
             finally:
                 if started is None:  # it died, is stuck, or was never handed its request
                     await launcher.aclose()
-        await self._standby.refill(marks)  # never raises: the command started must not be lost to it
         return started
+
+    def prepare(self, marks: dict[str, str]) -> None:
+        """Start the next command's launcher in the background, with `marks` (the variables its command will
+        carry), unless one is ready or on its way: called as a command ends, so that the start falls between
+        commands (a model's turn), not inside one."""
+        if self._standby is not None:
+            self._standby.refill_soon(marks)
 
     def warm_ready(self) -> bool:
         """Whether a launcher is ready for the next command (the benchmark and the tests wait for it)."""

@@ -6,7 +6,9 @@ a command (its own session and process group, stdin from /dev/null, stdout and s
 its start and blocked reading a socket it inherited (not stdin, which is the command's). A command hands it one
 request (landlock.encode_request: the rules, the directory, the whole environment and the command line); the
 launcher restricts itself, changes directory and execs the command, which thereby is a real child of ama with its
-stdio, group and pid already in place. The next launcher is started as the command starts.
+stdio, group and pid already in place. The next launcher is started in the background once the command is over
+(`refill_soon`), so that its start — the fork and exec of an interpreter in ama's event loop — falls between two
+commands, in the model's turn, not inside either.
 
 The rules a launcher holds to: it runs nothing but what a whole request says (a request is framed: one cut short
 runs nothing); it serves one request and becomes that command or exits; it exits when ama's end of its socket
@@ -18,6 +20,7 @@ that ends a command's processes finds the launcher as well as everything the com
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import socket
@@ -123,6 +126,7 @@ class Standby:
         self._starting = False
         self._closed = False
         self._told = False
+        self._pending: asyncio.Task[None] | None = None  # the next launcher's start, in the background
 
     def ready(self) -> bool:
         return self._launcher is not None and self._launcher.ready()
@@ -159,11 +163,32 @@ class Standby:
         else:
             self._launcher = launcher
 
+    def refill_soon(self, marks: dict[str, str]) -> None:
+        """`refill` in the background: called as a command ends, so that the next launcher's start (the fork and
+        exec of an interpreter, milliseconds of ama's event loop) falls between commands, not inside one. A task
+        of the loop's own, not of a task group: nothing that runs a command waits for it; `aclose` does."""
+        if self._launcher is not None or self._pending is not None or self._closed:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # not on asyncio (ama always is): no launcher kept ready, each command starts its own
+            return
+        self._pending = loop.create_task(self._refill_then_forget(marks))
+
+    async def _refill_then_forget(self, marks: dict[str, str]) -> None:
+        try:
+            await self.refill(marks)
+        finally:
+            self._pending = None
+
     def closed(self) -> bool:
         return self._closed
 
     async def aclose(self) -> None:
         self._closed = True
+        if (pending := self._pending) is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await pending  # a launcher it started sees the standby closed and goes
         launcher, self._launcher = self._launcher, None
         if launcher is not None:
             await launcher.aclose()

@@ -265,6 +265,8 @@ class LocalWorkspace:
             result = await self._run(argv, env, tmp, cwd, timeout, output_cap)
         finally:
             remove_temp(tmp)
+            if box is not None:  # the next command's launcher, started once this one is over
+                box.prepare({MARKER_VAR: new_marker()})
         # What the sandbox refused, for the model reading a failed command.
         return result if box is None else msgspec.structs.replace(result, sandbox=box.state.blocked())
 
@@ -273,7 +275,7 @@ class LocalWorkspace:
         starts. Sandboxed (`tmp`: its private temp folder) by the launcher the sandbox keeps ready, which takes on
         the command (its marker becomes the command's: `env`), or else by a launcher started now."""
         if tmp is not None and self.sandbox is not None:
-            warm = await self.sandbox.start(argv, env, tmp, cwd, {MARKER_VAR: new_marker()})
+            warm = await self.sandbox.start(argv, env, tmp, cwd)
             if warm is not None:
                 return warm
             argv = self.sandbox.wrap(argv, env, tmp)

@@ -9,7 +9,8 @@ process so that load on the shared machine hits all alike:
   ready (polled, as a test would), and so before every other run too, so that all run after the same pause;
 - bubblewrap, where `bwrap` is installed and can start here (on a kernel with Landlock too: the bench forces it).
 
-Each sandboxed run includes its private TMPDIR made and removed, and the warm one the start of the next launcher.
+Each sandboxed run includes its private TMPDIR made and removed. The warm one does not include the start of the next
+launcher: that begins in the background once run_command has returned, and the wait before the next round is for it.
 Goal (issue 38): the median added cost of the sandbox in use (warm Landlock, else bubblewrap) under 10 ms. Prints
 the medians and the differences; exits 1 past the goal, 0 with a note where nothing can confine.
 """

@@ -245,3 +245,39 @@ async def test_a_sandboxed_command_cannot_trace_the_launcher_kept_ready_nor_read
     result = await other.run_command(script, "/", 30, 10_000)
     assert "-1 Operation not permitted" in result.output and "Permission denied" in result.output
     assert box.warm_ready() and standby_pid(box) == pid  # untouched, still waiting
+
+
+def launchers_of(parent: int) -> list[int]:
+    """The launchers kept ready (`landlock.serve`) that are live children of `parent`."""
+    found = []
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[-1].split()
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(stat[1]) == parent and stat[0] != b"Z" and b"landlock.serve(" in cmdline:
+            found.append(int(pid))
+    return found
+
+
+def settled(box: Sandbox) -> bool:
+    return box._standby is not None and box._standby._pending is None and box._standby._launcher is None
+
+
+async def test_a_sandbox_closed_while_its_next_launcher_starts_leaves_none(tmp_path):
+    """The next launcher starts in the background once a command is over; closing the sandbox right then waits
+    for that start and ends what it started."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    box = Sandbox(sandbox_state(SandboxConfig(), [str(ws)]), [str(ws)])
+    workspace = LocalWorkspace(sandbox=box)
+    before = set(launchers_of(os.getpid()))
+    try:
+        assert (await workspace.run_command("true", str(ws), 30, 1000)).exit_code == 0
+        assert box._standby is not None and box._standby._pending is not None  # on its way, not started yet
+    finally:
+        await box.aclose()
+    assert settled(box)  # the start was waited for, and what it made is gone
+    assert set(launchers_of(os.getpid())) <= before
+    assert not box.warm_ready()
