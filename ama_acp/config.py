@@ -14,6 +14,7 @@ from typing import Annotated
 import msgspec
 
 # Re-exported (`as`): callers import it from here.
+from ama_acp import ownfiles
 from ama_acp.errors import ConfigError as ConfigError
 
 
@@ -309,6 +310,8 @@ class Config(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     config_path: str = ""
 
 
+MAX_CONFIG_BYTES = 4 * 1024 * 1024  # a config file past this is refused, never read whole
+
 MODES = ("manual", "accept_edits", "plan", "read_only", "full_access")
 
 
@@ -568,7 +571,9 @@ def load_config(
     cfg_path = Path(path) if path else default_config_path(env)
     if cfg_path.is_file():
         try:
-            text = cfg_path.read_text(encoding="utf-8")
+            # Its link is followed (the person named it, or a dotfiles checkout links it), but only a regular
+            # file is opened, without blocking, and read up to the cap (a swap for a FIFO after the check).
+            text = ownfiles.read_named(cfg_path, MAX_CONFIG_BYTES).decode("utf-8")
         except OSError as exc:
             raise ConfigError(f"{cfg_path}: {exc.strerror}") from None
         except UnicodeDecodeError as exc:

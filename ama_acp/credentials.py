@@ -23,10 +23,12 @@ import tomllib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from ama_acp import ownfiles
 from ama_acp.errors import ConfigError
 from ama_acp.secrets import register_secret_values
 
 FILE_NAME = "credentials.toml"
+MAX_FILE_BYTES = 1024 * 1024  # a handful of keys; a file past this is refused, never read whole
 
 
 class CredentialsError(ConfigError):
@@ -44,7 +46,9 @@ def credentials_path(env: Mapping[str, str] | None = None) -> Path:
 def read_credentials(path: Path) -> dict[str, str]:
     """The keys in `path` ({} when it does not exist). Only string values under [keys] count."""
     try:
-        raw = path.read_bytes()
+        # A FIFO left `initialize` unanswered, a link to /dev/zero ended ama with a MemoryError (issue 39 point
+        # 11): only a regular file is opened, without blocking, and read up to the cap.
+        raw = ownfiles.read_named(path, MAX_FILE_BYTES)
     except FileNotFoundError:
         return {}
     except OSError as exc:

@@ -45,7 +45,11 @@ what an exception wraps, for the callers that look for the error a library wrapp
     │   ├── session.store.errors.SessionWriteError  (also OSError)
     │   ├── session.store.files.NotRegularFile  (also OSError)
     │   ├── session.store.checkpoint_files.Unreadable  a file whose before-state /rewind cannot copy (the write goes on)
-    │   └── session.store.listing.InvalidCursor  (also ValueError) a session/list cursor this store did not issue
+    │   ├── session.store.listing.InvalidCursor  (also ValueError) a session/list cursor this store did not issue
+    │   └── ownfiles.OwnFileRefused  (also OSError) a link, FIFO, device or oversized file in ama's own folders
+    │       ├── ownfiles.LinkRefused
+    │       ├── ownfiles.NotRegular
+    │       └── ownfiles.TooLarge
     └── ControlFlow               not errors: exceptions that unwind a stack on purpose
         ├── agent.loop.TurnEnd              the turn is over; carries the ACP stop reason
         ├── client.terminal.turn.Interrupted         (ama's own client) Ctrl-C twice
@@ -102,7 +106,8 @@ class ToolError(AmaError):
 
 
 class StoreError(AmaError):
-    """The session store's errors: a session file that is missing, busy, unreadable or unwritable."""
+    """The session store's errors: a session file that is missing, busy, unreadable or unwritable; and any file
+    of ama's own folders refused by the one opener (ownfiles.py)."""
 
 
 class ControlFlow(AmaError):

@@ -14,6 +14,7 @@ import os
 import sys
 from pathlib import Path
 
+from ama_acp import ownfiles
 from ama_acp.redact import redact
 from ama_acp.textsafe import one_line, visible
 
@@ -47,7 +48,9 @@ class _PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
     one made 0600, before anything is written to it."""
 
     def _open(self) -> io.TextIOWrapper:
-        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        # Through the one opener of ama's folders: a FIFO or a link planted as the log is refused (an OSError,
+        # which logging reports on stderr), never waited on or written through.
+        fd = _open_log(Path(self.baseFilename))
         try:
             os.fchmod(fd, 0o600)
         except OSError:
@@ -57,6 +60,11 @@ class _PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
         stream = open(fd, self.mode, encoding=self.encoding, errors=self.errors)
         assert isinstance(stream, io.TextIOWrapper)
         return stream
+
+
+def _open_log(path: Path) -> int:
+    """The log file (`<data dir>/logs/ama.log` or a rotated one), through the one opener of ama's folders."""
+    return ownfiles.open_file(path, path.parent.parent, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
 
 
 def setup_logging(data_dir: str, level: str = "warning") -> None:
@@ -70,10 +78,12 @@ def setup_logging(data_dir: str, level: str = "warning") -> None:
     root.addHandler(err)
     try:
         logs = Path(data_dir) / "logs"
-        logs.mkdir(mode=0o700, parents=True, exist_ok=True)
-        os.chmod(logs, 0o700)  # an older ama made it 0755
+        with ownfiles.folder(logs, Path(data_dir), create=True) as fd:  # a link as the folder: refused
+            os.fchmod(fd, 0o700)  # an older ama made it 0755
         for old in logs.glob("ama.log.*"):  # and its rotated files 0644
-            os.chmod(old, 0o600)
+            if not old.is_symlink():
+                os.chmod(old, 0o600)
+        os.close(_open_log(logs / "ama.log"))  # a FIFO or a link as the log: no log file, said on stderr
         fh = _PrivateRotatingFileHandler(
             logs / "ama.log", maxBytes=5 * 1024 * 1024, backupCount=3, encoding="utf-8", delay=True
         )

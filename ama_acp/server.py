@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 # after the smaller step it is in instead of importing the whole session machinery (~0.1 s of CPU).
 PRELOAD = (
     "ama_acp.session.manager",
+    "ama_acp.session.store.early",  # session/new makes the session's file before its answer
     "ama_acp.agent.instructions",
     "ama_acp.session.editor.approval",
     "ama_acp.session.history.checkpoints",

@@ -9,6 +9,7 @@ from ama_acp.client.confine import Decide
 from ama_acp.client.handlers import PermissionPolicy
 from ama_acp.config import SandboxConfig
 from ama_acp.rpc.dispatch import JSONObject
+from ama_acp.sandbox import CONFINED_TERMINALS, sandbox_state
 
 # The longest line the client takes from an agent. Lower than ama's own server cap (rpc/framing.py, 256 MiB): the
 # client keeps what it reads in its transcript, and no ACP message a client has to take is near this size.
@@ -41,6 +42,10 @@ class ClientOptions:
     # run unconfined), writable in the session's folders and `sandbox_roots` (conformance: the run's folders).
     sandbox: SandboxConfig | None = None
     sandbox_roots: tuple[str, ...] = ()
+    # Whether the terminals served confine their commands though `sandbox` is None: the caller wraps them itself
+    # (an external agent's, in ama's session). Said to the agent in `_meta` (`CONFINED_TERMINALS`), as an active
+    # `sandbox` is, so that it does not send a launcher of its own.
+    confined_terminals: bool = False
     # The longest stdout line taken; a longer one is a `line_too_long` violation and the connection ends.
     max_line: int = MAX_LINE
     # Whether the connection keeps what passed (`transcript`, `updates`, `notifications`, `requests_received`), for
@@ -59,5 +64,10 @@ class ClientOptions:
             session["configOptions"] = {"boolean": {}}
         if session:
             caps["session"] = session
+        if self.terminal and self._confines():
+            caps["_meta"] = {CONFINED_TERMINALS: True}
         caps.update(self.extra_capabilities)
         return caps
+
+    def _confines(self) -> bool:
+        return self.confined_terminals or (self.sandbox is not None and sandbox_state(self.sandbox).active)

@@ -109,6 +109,19 @@ class SandboxState:
         return f"writes {where} and network connections (TCP connect and bind)"
 
 
+# Said in `clientCapabilities._meta` by a client whose terminals run what they are asked confined (ama's own
+# client with an active sandbox: `ama acp-client`, `ama conformance`, ama driving an external agent). An agent that
+# reads it sends such a client the bare command: a launcher cannot run inside another (the outer one sets its own
+# rules and temp folder, which the inner one's cannot include), and the client's sandbox confines it already.
+CONFINED_TERMINALS = "ama/confinedTerminals"
+
+
+def confines_terminals(meta: object) -> bool:
+    """Whether a client's `clientCapabilities._meta` says its terminals confine their commands (read with a type
+    check: `_meta` is free-form)."""
+    return isinstance(meta, dict) and meta.get(CONFINED_TERMINALS) is True
+
+
 @functools.cache
 def kernel_abi() -> tuple[int, str]:
     """The Landlock ABI of this kernel and why there is none; asked once per process."""

@@ -1,9 +1,11 @@
 """The live sessions of one connection, and what they share: config, catalog, tools, store, the peer.
 
-session/new is answered from what this module imports itself (the id, the modes, the options): the session
-machinery (session.py and everything it imports, ~50 ms of imports), the session file (two fsyncs) and the MCP
-servers come after the response (`open_session`, then `finish_open`), so the first session/new of a fresh ama
-does not wait for server.py's preload thread to import them.
+session/new is answered from what this module imports itself (the id, the modes, the options) and the session's
+file, made before the answer with a few small modules (session/store/early.py: one exclusive create and one
+write), so an id the editor holds always names a session a later process can load; the session machinery
+(session.py and everything it imports, ~50 ms of imports), the file's two fsyncs and the MCP servers come after
+the response (`open_session`, then `finish_open`), so the first session/new of a fresh ama does not wait for
+server.py's preload thread to import them.
 """
 
 from __future__ import annotations
@@ -11,10 +13,12 @@ from __future__ import annotations
 import logging
 import os
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from ama_acp.config import Config, Price
 from ama_acp.conversation.messages import Usage
+from ama_acp.errors import StoreError
 from ama_acp.rpc.dispatch import defer
 from ama_acp.rpc.errors import AcpError
 from ama_acp.session import options
@@ -31,6 +35,7 @@ if TYPE_CHECKING:  # imported lazily at run time (startup and session/new time),
     from ama_acp.session.commands import Commands
     from ama_acp.session.live import Session
     from ama_acp.session.runtime import Spawn
+    from ama_acp.session.store.early import Reserved
     from ama_acp.session.store.entries import Header
     from ama_acp.session.store.session_store import SessionStore
     from ama_acp.tools.base import Tool
@@ -94,6 +99,9 @@ class _Opening(NamedTuple):
     mcp_servers: list[dict[str, object]]
     mode: str
     model_id: str
+    created_at: str | None = None  # None: when the Session is built
+    # session/new's file, made before its answer (session/store/early.py), or why it could not be
+    file: Reserved | StoreError | OSError | None = None
 
 
 class ClientPeer(Protocol):
@@ -253,7 +261,7 @@ class SessionManager:
         an MCP server's problems) is sent after the response anyway (E4)."""
         opening = self._opening_for(cwd, additional, mcp_servers)
         session_id = new_session_id()
-        self._opening[session_id] = opening
+        self._opening[session_id] = self._reserve(session_id, opening)
         return w.NewSessionResponse(
             session_id=session_id,
             modes=options.mode_state(opening.mode),
@@ -275,32 +283,53 @@ class SessionManager:
         dirs = self.check_dirs(cwd, additional)
         return _Opening(cwd, dirs, mcp_servers, self.config.mode, self.default_model)
 
+    def _reserve(self, session_id: str, opening: _Opening) -> _Opening:
+        """The session's file made now, before session/new's answer gives its id out: a process killed before
+        the Session is built still leaves a session the next one loads (issue 39 point 6). The few modules it
+        needs only (session/store/early.py); a failure is kept for the build, which tells the person."""
+        from ama_acp.session.store.early import reserve
+        from ama_acp.session.store.entries import Header, utc_now
+
+        created_at = utc_now()
+        header = Header(
+            session_id=session_id, cwd=opening.cwd, additional_directories=opening.dirs, created_at=created_at
+        )
+        try:
+            made: Reserved | StoreError | OSError = reserve(Path(self.config.data_dir), header)
+        except (StoreError, OSError) as exc:
+            made = exc
+        return opening._replace(created_at=created_at, file=made)
+
     def _build(self, session_id: str, opening: _Opening) -> Session:
         from ama_acp.session.live import Session
         from ama_acp.session.store.entries import Header
 
         cwd, dirs = opening.cwd, opening.dirs
-        session = Session(self, SessionSetup(session_id, cwd, dirs, opening.mode, opening.model_id))
+        setup = SessionSetup(session_id, cwd, dirs, opening.mode, opening.model_id, created_at=opening.created_at)
+        session = Session(self, setup)
         # Registered before anything that can fail: from here on the id names a live session, whatever happens
         # to its file or its MCP servers (both failures are told to the person; neither ends the session).
         self.sessions[session_id] = session
         self._create_file(
-            session, Header(session_id=session_id, cwd=cwd, additional_directories=dirs, created_at=session.created_at)
+            session,
+            Header(session_id=session_id, cwd=cwd, additional_directories=dirs, created_at=session.created_at),
+            opening.file,
         )
         self.connect_mcp(session, opening.mcp_servers)
         return session
 
-    def _create_file(self, session: Session, header: Header) -> None:
-        """The session's file, or (when it cannot be made or written) an unsaved session: `cannot_save` logs
-        why once, without a traceback, and the person is told at the next update (docs/sessions.md "Unsaved
-        sessions")."""
-        from ama_acp.errors import StoreError
+    def _create_file(self, session: Session, header: Header, made: Reserved | StoreError | OSError | None) -> None:
+        """The session's file (`made` before session/new's answer: taken over; None: created now), or (when it
+        cannot be made or written) an unsaved session: `cannot_save` logs why once, without a traceback, and the
+        person is told at the next update (docs/sessions.md "Unsaved sessions")."""
         from ama_acp.session.store.entries import ModelEntry
         from ama_acp.session.store.session_store import SessionWriteError
 
         store = self.store
         try:
-            session.journal.attach(store.create(header))
+            if isinstance(made, StoreError | OSError):
+                raise made
+            session.journal.attach(store.create(header) if made is None else store.adopt(made))
         except OSError as exc:  # SessionWriteError: the sessions path, the disk, a limit, a read-only folder
             session.journal.cannot_save(exc)
         except StoreError as exc:  # SessionExists / SessionBusy: the name is taken, or locked by another process

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ama_acp.config import ConfigError, parse_config
+from ama_acp import ownfiles
+from ama_acp.config import MAX_CONFIG_BYTES, ConfigError, parse_config
 from ama_acp.credentials import CredentialsError, read_credentials, replace_atomically, write_credentials
 from ama_acp.setup import toml_out
 from ama_acp.setup.choices import SetupError
@@ -50,11 +51,13 @@ class Existing:
 def read_existing(path: Path) -> Existing:
     """The config as it is. Not TOML, or not a config ama accepts: a SetupError naming the line (exit 2)."""
     try:
-        raw = path.read_bytes()
+        raw = ownfiles.read_named(path, MAX_CONFIG_BYTES)  # a FIFO or a device here must not block `ama setup`
     except FileNotFoundError:
         return Existing(path, None)
-    except IsADirectoryError:
-        raise SetupError(f"{path} is a directory, not a config file") from None
+    except (IsADirectoryError, ownfiles.OwnFileRefused) as exc:
+        if isinstance(exc, IsADirectoryError) or exc.kind == "a directory":
+            raise SetupError(f"{path} is a directory, not a config file") from None
+        raise SetupError(f"cannot read {path}: {exc}") from None
     except OSError as exc:
         raise SetupError(f"cannot read {path}: {exc.strerror or exc}") from None
     try:

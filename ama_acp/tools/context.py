@@ -40,6 +40,9 @@ class ToolContext:
     # agent's terminals (session/tasks/external/terminals.py). None: such commands run unconfined. Closed with the
     # session: it may keep a launcher ready (sandbox/warm.py).
     sandbox: Sandbox | None = None
+    # Whether the terminals the editor runs for this session are confined, by `sandbox` or by the editor itself
+    # (it says so: sandbox.CONFINED_TERMINALS): said in turn to an external agent, which then sends bare commands.
+    terminals_confined: bool = False
 
     def resolve(self, path: str) -> ResolvedPath:
         return self.policy.resolve(path, self.cwd)

@@ -102,6 +102,37 @@ async def test_run_command_in_the_editors_terminal_is_sandboxed(tmp_path: Path, 
     )
 
 
+@pytest.mark.anyio
+async def test_a_client_that_confines_its_terminals_gets_the_bare_command_and_it_stays_confined(tmp_path: Path) -> None:
+    """ama's own client with its sandbox says so (`_meta` "ama/confinedTerminals"): ama sends it the command without
+    a launcher (one inside another cannot run: issue 39's acp-client run failed so), and the client confines it."""
+    from ama_acp.config import SandboxConfig
+    from ama_acp.sandbox import CONFINED_TERMINALS
+
+    ama = Ama(tmp_path)
+    outside = tmp_path / "outside.txt"
+    command = f"touch {outside} || echo blocked-outside; touch inside.txt && echo wrote-inside"
+    replies: list[dict[str, Any]] = [
+        {"tool_calls": [{"id": "c", "name": "run_command", "arguments": {"command": command}}]},
+        {"text": "ran"},
+    ]
+    script = write_script(tmp_path / "script.json", replies)
+    options = ClientOptions(fs=True, terminal=True, sandbox=SandboxConfig())
+    assert options.capabilities()["_meta"] == {CONFINED_TERMINALS: True}
+    async with run_ama(ama, "--model", "scripted/t", env={"AMA_SCRIPT": str(script)}, options=options) as conn:
+        await conn.initialize()
+        sid = session_id(await conn.new_session(ama.workspace))
+        await conn.request("session/set_mode", {"sessionId": sid, "modeId": "full_access"})
+        assert (await conn.prompt(sid, "go", timeout=30))["stopReason"] == "end_turn"
+        [made] = [m["params"] for m in _written(conn) if m.get("method") == "terminal/create"]
+        [final] = [u for u in conn.updates_for(sid, "tool_call_update") if u.get("status") in ("completed", "failed")]
+    assert [made["command"], *made["args"]] == ["/bin/sh", "-c", command]
+    assert "AMA_SANDBOX" not in {e["name"] for e in made.get("env") or []}
+    text = str(final["content"][-1]["content"]["text"])
+    assert "blocked-outside" in text and not outside.exists()
+    assert "wrote-inside" in text and (ama.workspace / "inside.txt").exists()
+
+
 def _written(conn: AgentProcess) -> list[dict[str, Any]]:
     return [json.loads(e.raw) for e in conn.transcript if e.direction == "in"]
 

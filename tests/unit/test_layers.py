@@ -18,7 +18,14 @@ PACKAGE = ROOT / "ama_acp"
 
 # The parts of ama, bottom to top. A part may import itself and the parts listed for it, nothing else.
 GROUND = {"conversation", "wire", "errors", "textsafe", "__init__"}  # import nothing of ama (errors: and nothing else)
-SUPPORT = {"config", "secrets", "credentials", "redact", "logs"}  # ground utilities: configuration, secrets, logging
+SUPPORT = {
+    "config",
+    "secrets",
+    "credentials",
+    "redact",
+    "logs",
+    "ownfiles",
+}  # ground utilities: configuration, secrets, logging, ama's own files
 AGENT_SIDE = {
     "context",
     "providers",
@@ -37,11 +44,12 @@ ALLOWED: dict[str, set[str]] = {
     "textsafe": set(),  # text from others made safe for a terminal: every printing path uses it
     "__init__": set(),
     # support
-    "config": {"errors"},
+    "config": {"errors", "ownfiles"},
     "secrets": {"errors"},
-    "credentials": {"errors", "secrets"},
+    "credentials": {"errors", "secrets", "ownfiles"},
+    "ownfiles": {"errors"},  # every file in ama's own folders opened one way: no links, no FIFOs, bounded
     "redact": {"secrets"},
-    "logs": {"redact", "textsafe"},
+    "logs": {"redact", "textsafe", "ownfiles"},
     # transport: JSON-RPC over stdio, knows nothing of sessions or the agent
     "rpc": {"errors"},
     # the protocol-free stack
@@ -51,7 +59,9 @@ ALLOWED: dict[str, set[str]] = {
     # the sandbox of the commands ama runs for a model or an agent under test: below the tools and the client
     "sandbox": {"config"},
     "tools": {"conversation", "config", "errors", "secrets", "redact", "permissions", "sandbox"},
-    "agent": {"conversation", "config", "errors", "context", "providers", "tools", "permissions"},
+    # what shapes ama from a person's or a team's files (commands, skills, hooks): parsed, protocol-free
+    "shaping": {"conversation", "config", "errors", "textsafe", "secrets", "redact", "tools", "sandbox"},
+    "agent": {"conversation", "config", "errors", "context", "providers", "tools", "permissions", "shaping"},
     # the editor's MCP servers: connections and their tools, below the sessions that use them
     "mcp": {"conversation", "config", "errors", "secrets", "redact", "tools"},
     # the ACP side: sessions map the agent to the protocol; the server dispatches to them
@@ -66,7 +76,7 @@ ALLOWED: dict[str, set[str]] = {
     "catalog_cli": {"config", "providers"},
     "oneshot": {"config", "conversation", "logs", "providers", "session", "textsafe", "wire"},
     "doctor": {"config", "credentials", "errors", "providers", "redact", "secrets", "textsafe", "tools", "sandbox"},
-    "setup": {"config", "credentials", "errors", "providers", "secrets"},
+    "setup": {"config", "credentials", "errors", "ownfiles", "providers", "secrets"},
     "cli": {
         "__init__",
         "config",

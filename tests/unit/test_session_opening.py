@@ -111,12 +111,18 @@ def test_bad_directories_are_this_requests_error_and_open_nothing(
     assert not manager.has_sessions() and files(tmp_path) == []
 
 
-def test_nothing_is_built_or_written_before_the_response(tmp_path: Path) -> None:
+def test_only_the_file_is_made_before_the_response(tmp_path: Path) -> None:
+    """Nothing built, nothing sent; the file with its header is there, so a process killed before the build
+    leaves a session that loads (issue 39 point 6; session/store/early.py)."""
     manager, peer, ws = make(tmp_path)
     opened = manager.open_session(str(ws), None, [])
     assert manager.sessions == {} and manager.has_sessions()
-    assert files(tmp_path) == [] and peer.updates == []
+    assert files(tmp_path) == [f"{opened.session_id}.jsonl"] and peer.updates == []
     assert ID_SHAPE.fullmatch(opened.session_id)
+    header = st.SessionStore(tmp_path / "data").read(opened.session_id).header
+    assert header.cwd == str(ws)
+    anyio.run(manager.finish_open, opened.session_id)
+    anyio.run(manager.close, opened.session_id)
 
 
 # --- after the response ----------------------------------------------------------------------------------------
@@ -281,11 +287,13 @@ def test_a_sessions_path_that_is_a_file_leaves_a_live_unsaved_session(
     assert len(errors) == 1 and errors[0].exc_info is None  # logged once, no traceback
 
 
-def test_a_name_already_taken_leaves_a_live_unsaved_session(tmp_path: Path) -> None:
+def test_a_name_already_taken_leaves_a_live_unsaved_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`SessionExists` (a directory where the file belongs) is a StoreError, not an OSError: it too."""
     manager, peer, ws = make(tmp_path)
+    taken = new_session_id()
+    monkeypatch.setattr(manager_module, "new_session_id", lambda: taken)
+    (tmp_path / "data" / "sessions" / f"{taken}.jsonl").mkdir(parents=True)
     opened = manager.open_session(str(ws), None, [])
-    (tmp_path / "data" / "sessions" / f"{opened.session_id}.jsonl").mkdir(parents=True)
     finish_and_use(manager, opened.session_id)
     assert "already exists" in unsaved(peer)[0]["content"]["text"]
     assert_unsaved_and_told_once(manager, peer, opened.session_id)
@@ -297,15 +305,14 @@ def test_a_full_disk_at_the_header_leaves_a_live_unsaved_session_and_no_file(
     import errno
 
     manager, peer, ws = make(tmp_path)
-    opened = manager.open_session(str(ws), None, [])
     real_write = os.write
 
     def full_disk(fd: int, data: bytes) -> int:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr("ama_acp.session.store.session_store.os.write", full_disk)
-    anyio.run(manager.finish_open, opened.session_id)
-    monkeypatch.setattr("ama_acp.session.store.session_store.os.write", real_write)
+    monkeypatch.setattr("ama_acp.session.store.early.os.write", full_disk)  # the header, before the answer
+    opened = manager.open_session(str(ws), None, [])
+    monkeypatch.setattr("ama_acp.session.store.early.os.write", real_write)
     finish_and_use(manager, opened.session_id)
     assert "the disk is full" in unsaved(peer)[0]["content"]["text"]
     assert files(tmp_path) == []  # no header-less file to list or load

@@ -293,8 +293,10 @@ def test_handoff_paths_from_the_file_stay_inside_the_session_folder(tmp_path):
     os.mkfifo(folder / "fifo")
     (folder / "big").write_bytes(b"x" * 100)
     assert read_contained(folder, "compaction-1/handoff.md") == "the handoff"
-    assert read_contained(folder, "compaction-1/inner-link") == "the handoff"  # a link that stays inside
-    for bad in ["/etc/passwd", "../../outside.txt", "../ses_y/x", "link-out", "fifo", "compaction-1", "", "a\0b"]:
+    # No link is followed below ama's folders, even one that stays inside (ama_acp/ownfiles.py: ama makes none).
+    for bad in ["/etc/passwd", "../../outside.txt", "../ses_y/x", "link-out", "fifo", "compaction-1", "", "a\0b"] + [
+        "compaction-1/inner-link"
+    ]:
         assert read_contained(folder, bad) is None, bad
     assert read_contained(folder, "big", limit=10) is None
     # The folder itself replaced by a link elsewhere.
@@ -438,10 +440,10 @@ def test_permission_errors_opening_the_file_are_session_write_errors(tmp_path, m
     store = SessionStore(tmp_path, redactor=Redactor(), fsync="never")
     real_open = os.open
 
-    def refuse(path, flags, *args):
+    def refuse(path, flags, *args, **kwargs):  # kwargs: ownfiles opens below a folder's descriptor (dir_fd)
         if flags & (os.O_RDWR | os.O_WRONLY):
             raise OSError(errno.EROFS, "Read-only file system", str(path))
-        return real_open(path, flags, *args)
+        return real_open(path, flags, *args, **kwargs)
 
     monkeypatch.setattr("ama_acp.session.store.session_store.os.open", refuse)
     with pytest.raises(SessionWriteError, match="read-only"):

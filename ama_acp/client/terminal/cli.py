@@ -33,6 +33,8 @@ from ama_acp.client.errors import RpcError
 from ama_acp.client.handlers import PermissionPolicy
 from ama_acp.client.terminal import sessions, tty_input
 from ama_acp.client.terminal.agent_stderr import AgentStderr
+from ama_acp.client.terminal.desk import Desk
+from ama_acp.client.terminal.grants import Grants
 from ama_acp.client.terminal.program_status import Emitter
 from ama_acp.client.terminal.repl import LineSource, run_line, terminal_permission, typed_lines
 from ama_acp.client.terminal.turn import (
@@ -170,6 +172,10 @@ class _Client:
         self.cwd = os.path.abspath(args.cwd or os.getcwd())
         self.renderer = Renderer(out, colour=False if args.no_color else None, cwd=self.cwd)
         self.session_id: str | None = None
+        # One line for every question and the prompt; the commands the person just allowed (one question each).
+        self.desk = Desk(self.renderer)
+        self.grants = Grants()
+        self.person_answers = False  # whether the permission policy asks the person (only their answer grants)
         self.step = "start"  # what the client was doing, for the message when something fails
         self.status = TurnStatus(None)
 
@@ -186,6 +192,7 @@ class _Client:
 
     def on_update(self, params: JSONObject) -> None:
         self.renderer.update(params)
+        self.grants.updated(params)
         if params.get("sessionId") != self.session_id or not isinstance(update := params.get("update"), dict):
             return
         if update.get("sessionUpdate") == "session_info_update" and "title" in update:
@@ -207,14 +214,21 @@ class _Client:
         if self.args.reject:
             return "reject_once"
         if self.term is not None:
-            return terminal_permission(self.term, self.renderer, self.status)
-        return ask_person if self.stdin is not None and self.stdin.isatty() else "reject_once"
+            self.person_answers = True
+            return terminal_permission(self.term, self.renderer, self.status, self.desk)
+        self.person_answers = self.stdin is not None and self.stdin.isatty()
+        return ask_person if self.person_answers else "reject_once"
+
+    def on_permission(self, params: JSONObject, outcome: JSONObject) -> None:
+        self.renderer.permission(params, outcome)
+        if self.person_answers:
+            self.grants.permitted(params, outcome)
 
     def lines(self) -> AsyncIterator[str]:
         if self.args.prompt:
             return _given(self.args.prompt)
         if self.term is not None:
-            return typed_lines(self.term, self.renderer)
+            return typed_lines(self.term, self.renderer, self.desk)
         return _piped_lines(self.stdin) if self.stdin is not None else _given([])
 
     async def run(self, command: list[str]) -> int:
@@ -242,8 +256,9 @@ class _Client:
         from ama_acp.client.terminal.access_prompt import access_policy, allow_all
 
         # Files outside the session's cwd, and every command unless --allow-terminals: the person decides. A
+        # command the person has just allowed in a permission request is not asked about again (grants.py). A
         # command that runs, runs in the sandbox (the session's folder writable, no network unless allowed).
-        ask = access_policy(self.term, self.renderer, self.status, self.stdin, self.err)
+        ask = access_policy(self.term, self.renderer, self.status, self.stdin, self.err, self.desk)
         sandbox = None if self.args.no_terminal else configured_sandbox(self.args.config, self._warn)
         if self.args.allow_terminals and (why := unsandboxed(sandbox)):  # no question will say it
             self.err.write(f"ama acp-client: the agent's commands are not sandboxed: {why}\n")
@@ -253,7 +268,7 @@ class _Client:
             permission=self.policy(),
             boolean_config=True,
             file_gate=ask,
-            terminal_gate=allow_all if self.args.allow_terminals else ask,
+            terminal_gate=allow_all if self.args.allow_terminals else self.grants.gate(ask),
             sandbox=sandbox,
         )
         conn = AgentProcess(
@@ -261,7 +276,7 @@ class _Client:
             options,
             stderr=stderr.child_fd if stderr is not None else None,
             on_update=self.on_update,
-            on_permission=self.renderer.permission,
+            on_permission=self.on_permission,
         )
         self.renderer.terminal_output = conn.terminal_output
         self.step = "start"
@@ -345,6 +360,8 @@ class _Client:
             if not typed:
                 self.renderer.line(f"» {text}")
             result = await run_line(conn, self.renderer, opened.session_id, text, self.err, self.status)
+            if result is not None:
+                self.desk.withdraw(opened.session_id)  # the turn is over: no question of it is waited for now
             if not typed and result is not None and result.get("stopReason") == "cancelled":
                 code = EXIT_INTERRUPTED  # a script's prompt was cancelled (Ctrl-C): the rest is not sent
                 break

@@ -14,12 +14,11 @@ import signal
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
 
-import anyio
-
 from ama_acp.client.connection import AgentProcess
 from ama_acp.client.display.render import RED, Renderer, Writer, as_list, field
 from ama_acp.client.handlers import RpcError
 from ama_acp.client.terminal import slash
+from ama_acp.client.terminal.desk import Desk
 from ama_acp.client.terminal.tty_input import LineInterrupted
 from ama_acp.client.terminal.turn import run_turn
 from ama_acp.client.terminal.turn_status import TurnStatus
@@ -35,17 +34,20 @@ class LineSource(Protocol):
     async def read_line(self, prompt: str) -> str | None: ...
 
 
-def terminal_permission(term: LineSource, renderer: Renderer, status: TurnStatus) -> Callable[[dict[str, Any]], Any]:
+def terminal_permission(
+    term: LineSource, renderer: Renderer, status: TurnStatus, desk: Desk | None = None
+) -> Callable[[dict[str, Any]], Any]:
     """A permission policy that asks the person: the request with its diff or command and numbered options, then
-    a number (empty, Ctrl-D or a cancelled turn = `cancelled`). The program status is blocked meanwhile."""
+    a number (empty, Ctrl-D, a cancelled turn or a withdrawn question = `cancelled`). The program status is
+    blocked meanwhile. `desk` is the line shared with the client's other questions (default: one of its own)."""
 
-    one_at_a_time = anyio.Lock()  # an agent may ask two at once: the terminal has one line to answer on
+    line = desk if desk is not None else Desk(renderer)  # an agent may ask two at once: one line to answer on
 
     async def ask(params: dict[str, Any]) -> str | None:
         status.permission_asked(f"Permission: {renderer.permission_title(params)}")
+        sid = params.get("sessionId")
         try:
-            async with one_at_a_time:
-                return await _ask(params)
+            return await line.ask(sid if isinstance(sid, str) else None, lambda: _ask(params))
         finally:
             status.permission_answered()
 
@@ -75,13 +77,14 @@ def terminal_permission(term: LineSource, renderer: Renderer, status: TurnStatus
     return ask
 
 
-async def typed_lines(term: LineSource, renderer: Renderer) -> AsyncIterator[str]:
-    """The person's lines, until Ctrl-D or a second Ctrl-C in a row."""
+async def typed_lines(term: LineSource, renderer: Renderer, desk: Desk | None = None) -> AsyncIterator[str]:
+    """The person's lines, until Ctrl-D or a second Ctrl-C in a row. With `desk`, the prompt waits while a
+    question of the agent's holds the line."""
     armed = False
     while True:
         renderer.end_stream()
         try:
-            line = await term.read_line(PROMPT)
+            line = await term.read_line(PROMPT) if desk is None else await desk.typed(lambda: term.read_line(PROMPT))
         except LineInterrupted:
             if armed:
                 return

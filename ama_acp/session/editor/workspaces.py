@@ -5,6 +5,7 @@ them, else the local disk and subprocesses. ama never calls a client method the 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Awaitable
 from contextvars import ContextVar
 from typing import Protocol, TypeVar
@@ -13,7 +14,7 @@ import anyio
 import anyio.lowlevel
 
 from ama_acp.rpc.errors import ClientError
-from ama_acp.sandbox import OFF, Sandbox, sandbox_state
+from ama_acp.sandbox import OFF, Sandbox, confines_terminals, sandbox_state
 from ama_acp.sandbox.temp import remove_temp
 from ama_acp.sandbox.terminal import confine
 from ama_acp.session.editor.client import ClientRequests, EditorClient, MalformedAnswer, PeerEditor
@@ -33,13 +34,24 @@ current_tool_call: ContextVar[str | None] = ContextVar("current_tool_call", defa
 
 # Every call to the editor has a deadline: an editor that never answers must not hang the turn.
 FS_TIMEOUT = 30.0  # fs/read_text_file, fs/write_text_file
-TERMINAL_TIMEOUT = 5.0  # terminal/create, output, kill, release (wait_for_exit: the command's own timeout)
+TERMINAL_TIMEOUT = 5.0  # terminal/output, kill, release (wait_for_exit: the command's own timeout)
+# terminal/create may wait for a person: a client can ask them before it creates the terminal (ama's own
+# `ama acp-client` does), and 5 s failed every command whose person took longer. Never past the tool call's own
+# deadline (run_command's timeout + 15 s): a terminal created after it would be stopped at once.
+TERMINAL_CREATE_TIMEOUT = 300.0
 # A terminal/create abandoned by a cancel: the editor may still create the terminal; this long we wait for
 # its answer so that terminal can be released instead of leaking.
 CREATE_GRACE = 2.0
 
 
 _T = TypeVar("_T")
+
+
+def _create_timeout() -> float:
+    """TERMINAL_CREATE_TIMEOUT, or the whole seconds left before the tool call's deadline if that comes sooner
+    (the wait is shielded: the call's deadline cannot end it)."""
+    left = min(TERMINAL_CREATE_TIMEOUT, anyio.current_effective_deadline() - anyio.current_time())  # inf: none
+    return max(1.0, float(math.floor(left)))
 
 
 class EditorRuntime(ClientRequests, KnowsClient, Configured, Protocol):
@@ -72,6 +84,8 @@ class EditorWorkspace(LocalWorkspace):
         self._fs_read = fs_read
         self._fs_write = fs_write
         self._terminal = terminal
+        # The editor confines its terminals itself (sandbox.CONFINED_TERMINALS): the command goes bare.
+        self.editor_confines = False
 
     async def _ask(self, method: str, timeout: float, answer: Awaitable[_T]) -> _T:
         """`answer`, the editor's call to `method` under `timeout`, with its failures as the tool's."""
@@ -105,13 +119,14 @@ class EditorWorkspace(LocalWorkspace):
         """terminal/create that survives a cancel: the answer is awaited (bounded) and its terminal released,
         so the terminal the editor creates anyway does not leak. Then the cancel goes on."""
         created: w.CreateTerminalResponse | None = None
-        with self._session.graceful(TERMINAL_TIMEOUT, CREATE_GRACE) as scope:
+        timeout = _create_timeout()
+        with self._session.graceful(timeout, CREATE_GRACE) as scope:
             created = await self._ask(
-                "terminal/create", TERMINAL_TIMEOUT, self._editor.create_terminal(request, timeout=TERMINAL_TIMEOUT)
+                "terminal/create", timeout, self._editor.create_terminal(request, timeout=timeout)
             )
         if scope.cancelled_caught or created is None:  # no answer within the grace (after a cancel) or the timeout
             await anyio.lowlevel.checkpoint()  # a cancelled turn ends here; otherwise the editor was too slow
-            raise ToolError(f"The editor did not answer terminal/create within {TERMINAL_TIMEOUT:g} s.")
+            raise ToolError(f"The editor did not answer terminal/create within {timeout:g} s.")
         if self._session.cancelled:
             ref = w.TerminalRequest(session_id=self._session.id, terminal_id=created.terminal_id)
             await self._release(ref, tmp)
@@ -137,10 +152,12 @@ class EditorWorkspace(LocalWorkspace):
         argv, env = ["/bin/sh", "-c", command], {"TERM": "dumb", "PAGER": "cat", "GIT_PAGER": "cat"}
         # The editor runs it on this machine (ACP's paths are shared): the launcher confines it there too, but for
         # the one run outside the sandbox the person allowed (`confined` False).
-        box = confine(self.sandbox if confined else None, argv, env)
+        box = confine(self.sandbox if confined and not self.editor_confines else None, argv, env)
         tmp, blocked = None, ""
         if box is not None and self.sandbox is not None:
             argv, env, tmp, blocked = box.argv, box.env, box.tmp, self.sandbox.state.blocked()
+        elif self.editor_confines:  # the editor's own sandbox, which even an allowed run outside ama's stays in
+            blocked = "writes outside the workspace (the editor confines its terminals)"
         try:
             terminal_id = await self._create_terminal(
                 w.CreateTerminalRequest(
@@ -242,9 +259,12 @@ def _signal_number(sig: str | int | None) -> int | None:
 def tool_context(runtime: EditorRuntime, session: WorkspaceSession) -> ToolContext:
     caps = runtime.client_caps
     fs_read, fs_write, terminal = caps.fs.read_text_file, caps.fs.write_text_file, caps.terminal
+    editor_confines = terminal and confines_terminals(caps.meta)
     if fs_read or fs_write or terminal:
         editor = PeerEditor(runtime.client_request)
-        workspace: LocalWorkspace = EditorWorkspace(editor, session, fs_read, fs_write, terminal)
+        served = EditorWorkspace(editor, session, fs_read, fs_write, terminal)
+        served.editor_confines = editor_confines
+        workspace: LocalWorkspace = served
     else:
         workspace = LocalWorkspace()
     roots = [session.cwd, *session.additional_directories]
@@ -258,5 +278,7 @@ def tool_context(runtime: EditorRuntime, session: WorkspaceSession) -> ToolConte
         policy=PathPolicy(roots),
         unsandboxed=unsandboxed,
         sandboxed=state.active,
-        sandbox=sandbox,
+        # An editor that confines its terminals confines an external agent's too: they go to it bare.
+        sandbox=None if editor_confines else sandbox,
+        terminals_confined=editor_confines or state.active,
     )

@@ -16,10 +16,11 @@ session (only the manager and the lifecycle build a Session: tests/unit/test_lay
 from __future__ import annotations
 
 import logging
-import shutil
+import os
 from pathlib import Path, PurePosixPath
 from typing import NamedTuple
 
+from ama_acp import ownfiles
 from ama_acp.conversation.messages import UserMessage
 from ama_acp.rpc.errors import RESOURCE_NOT_FOUND, AcpError
 from ama_acp.session.store import entries as en
@@ -28,6 +29,7 @@ from ama_acp.session.store.checkpoint_files import copy_checkpoints
 from ama_acp.session.store.cwd import normal_cwd, same_cwd
 from ama_acp.session.store.journal import Journal
 from ama_acp.session.store.locks import in_use
+from ama_acp.session.store.repair import MAX_HANDOFF_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -175,10 +177,16 @@ def _copy_handoffs(source: Path, target: Path, copied: list[en.Entry]) -> None:
             log.warning("fork: %s is not a folder; the fork's compaction names a missing handoff", src)
             continue
         try:
-            target.mkdir(mode=0o700, parents=True, exist_ok=True)
-            shutil.copytree(src, target / name, symlinks=True)  # a link is copied as a link, never followed
+            files = sorted(os.listdir(src))
         except OSError as exc:
             log.warning("fork: cannot copy the handoff folder %s: %s", src, exc)
+            continue
+        for file in files:  # its regular files, through the one opener of ama's folders: no link, no FIFO
+            try:
+                data = ownfiles.read_file(src / file, source.parent, MAX_HANDOFF_BYTES)
+                ownfiles.write_file(target / name / file, source.parent, data, sync=False)
+            except OSError as exc:
+                log.warning("fork: cannot copy the handoff file %s: %s", src / file, exc)
 
 
 def _top_folder(rel: str | None) -> str | None:

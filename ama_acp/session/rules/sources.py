@@ -8,15 +8,14 @@ UTF-8 or not TOML is reported and ignored, never waited on.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
 import os
 import re
-import stat
-import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from ama_acp import ownfiles
 from ama_acp.config import Config
 from ama_acp.session.rules.rules import VERDICTS, Rule, Verdict, parse_rule
 
@@ -49,12 +48,17 @@ def project_file(data_dir: str, cwd: str) -> str:
     return os.path.join(data_dir, "permissions", f"{digest}.toml")
 
 
+def _data_dir_of(path: str) -> str:
+    """The data dir a project file (`project_file`) lies in: below it no link is followed."""
+    return os.path.dirname(os.path.dirname(path))
+
+
 def project_rules(path: str) -> Loaded:
     """The rules "Always allow" wrote for the project; a file that cannot be read is a problem, not an error."""
     import tomllib
 
     loaded = Loaded()
-    text = _read_text(path, loaded.problems)
+    text = _read_text(path, loaded.problems, root=_data_dir_of(path))
     if text is None:
         return loaded
     try:
@@ -95,26 +99,19 @@ def _line_of(text: str, entry: object) -> int | None:
     return next((n for n, line in enumerate(text.split("\n"), 1) if looks.search(line)), None)
 
 
-def _read_text(path: str, problems: list[str] | None = None) -> str | None:
-    """The file's text, opened without following a link nor waiting on a FIFO; None when missing or unusable."""
+def _read_text(path: str, problems: list[str] | None = None, root: str | None = None) -> str | None:
+    """The file's text, read through the one opener of ama's folders (no link followed below `root`, the file's
+    own folder by default; a FIFO never waited on); None when missing or unusable."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        data = ownfiles.read_file(Path(path), Path(root or os.path.dirname(path)), MAX_FILE_BYTES)
     except FileNotFoundError:
         return None
-    except OSError as exc:
-        _problem(problems, f"{path}: cannot be read ({exc.strerror}: a link is not followed); it is ignored")
+    except ownfiles.OwnFileRefused as exc:
+        _problem(problems, f"{path}: {exc.kind}, not a regular file of at most {MAX_FILE_BYTES} bytes; it is ignored")
         return None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_FILE_BYTES:
-            _problem(problems, f"{path}: not a regular file of at most {MAX_FILE_BYTES} bytes; it is ignored")
-            return None
-        data = os.read(fd, MAX_FILE_BYTES + 1)
     except OSError as exc:
         _problem(problems, f"{path}: cannot be read ({exc.strerror}); it is ignored")
         return None
-    finally:
-        os.close(fd)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
@@ -137,8 +134,6 @@ def report(problems: list[str]) -> None:
 
 def write_project_rules(path: str, project: str, rules: dict[Verdict, list[str]]) -> None:
     """The project file replaced at once (a temporary file renamed over it): a reader sees the old or the new."""
-    folder = os.path.dirname(path)
-    os.makedirs(folder, mode=0o700, exist_ok=True)
     lines = [
         '# ama\'s permission rules for this project, written by "Always allow" (docs/tools.md "Permission rules").',
         f"project = {_toml_string(project)}",
@@ -148,17 +143,8 @@ def write_project_rules(path: str, project: str, rules: dict[Verdict, list[str]]
             lines.append(f"{verdict} = [")
             lines.extend(f"  {_toml_string(r)}," for r in rules[verdict])
             lines.append("]")
-    fd, tmp = tempfile.mkstemp(prefix=".permissions-", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write("\n".join(lines) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    # Atomic, through the one opener of ama's folders: a link planted on the way is refused, never written through.
+    ownfiles.write_file(Path(path), Path(_data_dir_of(path)), ("\n".join(lines) + "\n").encode("utf-8"))
 
 
 def _toml_string(text: str) -> str:

@@ -19,6 +19,7 @@ import shutil
 import stat
 from pathlib import Path
 
+from ama_acp import ownfiles
 from ama_acp.errors import StoreError
 from ama_acp.session.store.files import NotRegularFile, open_regular
 
@@ -69,10 +70,9 @@ def copy_checkpoints(data_dir: Path, source_id: str, target_id: str) -> None:
         try:
             if not stat.S_ISREG(os.lstat(src).st_mode):
                 continue
-            target.mkdir(mode=0o700, parents=True, exist_ok=True)
-            shutil.copyfile(src, target / name, follow_symlinks=False)
-            os.chmod(target / name, 0o600)
-        except OSError as exc:
+            data = ownfiles.read_file(src, data_dir, MAX_COPY_BYTES)
+            ownfiles.write_file(target / name, data_dir, data, sync=False)
+        except OSError as exc:  # ownfiles' refusals too: a link planted as the fork's folder is never followed
             log.warning("fork: cannot copy the checkpoint %s: %s", src, exc)
 
 
@@ -130,24 +130,18 @@ class BlobStore:
     """The copies of one session."""
 
     def __init__(self, folder: Path) -> None:
-        self.folder = folder
+        self.folder = folder  # `checkpoints_dir`: <data dir>/checkpoints/<session id>
+        self._root = folder.parent.parent  # the data dir: no link is followed below it
 
     def put(self, data: bytes) -> str:
-        """Saves `data` (once per content); its sha256. OSError when the data dir cannot be written."""
+        """Saves `data` (once per content); its sha256. OSError when the data dir cannot be written; an
+        `OwnFileRefused` (an OSError too) when a link stands on the way: a checkpoints folder planted as a link
+        never receives the copies (issue 39 point 11)."""
         name = digest(data)
         target = self.folder / name
         if os.path.lexists(target) and self.get(name) is not None:
             return name
-        self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        tmp = self.folder / f".{name}.{os.getpid()}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        try:
-            with open(fd, "wb", closefd=True) as f:
-                f.write(data)
-            os.replace(tmp, target)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+        ownfiles.write_file(target, self._root, data, sync=False)
         return name
 
     def get(self, name: str) -> bytes | None:
@@ -156,10 +150,12 @@ class BlobStore:
         if not isinstance(name, str) or _DIGEST.fullmatch(name) is None:
             return None
         try:
-            data = read_file(str(self.folder / name))
-        except Unreadable as exc:
-            log.warning("checkpoint copy %s cannot be used: %s", name, exc.reason)
+            data = ownfiles.read_file(self.folder / name, self._root, MAX_COPY_BYTES)
+        except FileNotFoundError:
             return None
-        if data is None or digest(data) != name:
+        except OSError as exc:  # a link on the way, a FIFO, past the cap, a permission
+            log.warning("checkpoint copy %s cannot be used: %s", name, exc)
+            return None
+        if digest(data) != name:
             return None
         return data

@@ -3,23 +3,20 @@
 Anything can sit in the sessions folder under a session's name: a FIFO (an open or a read blocks until a
 writer comes), a link to `/dev/zero` (a read never ends), a symlink loop, a directory, a device (opening one
 can have effects of its own: a watchdog starts, a tape rewinds). So every open of a session file or of the
-listing index goes through `open_regular`: `lstat` first (a device or FIFO is never even opened), then
-`O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC` (a symlink is refused by the kernel, and an entry swapped in
-between cannot block the open), then `fstat` of the descriptor, which must be a regular file before a byte is
-read. Layout and guarantees: docs/sessions.md "Odd files in the sessions folder".
+listing index goes through `open_regular`, that is through the one opener of ama's folders (ama_acp/ownfiles.py):
+`lstat` first (a device or FIFO is never even opened), then `O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC` (a
+symlink is refused by the kernel, and an entry swapped in between cannot block the open), then `fstat` of the
+descriptor, which must be a regular file before a byte is read. Layout and guarantees: docs/sessions.md "Odd files in the sessions folder".
 """
 
 from __future__ import annotations
 
 import errno
 import os
-import stat
 from pathlib import Path
 
+from ama_acp import ownfiles
 from ama_acp.errors import StoreError
-from ama_acp.tools.regular import describe_mode
-
-_OPEN_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
 
 class NotRegularFile(StoreError, OSError):
@@ -37,41 +34,24 @@ class NotRegularFile(StoreError, OSError):
 
 def kind_of(mode: int) -> str:
     """What a file of this `st_mode` is, in words (the tools' words for the kinds they refuse too)."""
-    if stat.S_ISLNK(mode):
-        return "a symbolic link"
-    # describe_mode names every other kind (None for a directory or a regular file).
-    return describe_mode(mode) or ("a directory" if stat.S_ISDIR(mode) else "a regular file")
+    return ownfiles.kind_of(mode)
 
 
 def open_regular(path: Path, flags: int = os.O_RDONLY) -> tuple[int, os.stat_result]:
     """A descriptor on `path` (opened with `flags` plus the safe ones) and its fstat, or `NotRegularFile`.
 
     FileNotFoundError / NotADirectoryError pass through (no such file); other OSErrors too (permissions, EIO).
+    Through the one opener of ama's folders (ama_acp/ownfiles.py), below the file's own folder.
     """
-    before = os.lstat(path)
-    if not stat.S_ISREG(before.st_mode):
-        raise NotRegularFile(path, kind_of(before.st_mode))
     try:
-        fd = os.open(path, flags | _OPEN_FLAGS)
-    except (FileNotFoundError, NotADirectoryError):
-        raise
-    except OSError as exc:  # ELOOP, EISDIR, ENXIO …: swapped for something else since the lstat?
-        try:
-            now = os.lstat(path)
-        except OSError:
-            raise exc from None
-        if not stat.S_ISREG(now.st_mode):
-            raise NotRegularFile(path, kind_of(now.st_mode)) from None
-        raise
+        fd = ownfiles.open_file(path, path.parent, flags)
+    except ownfiles.OwnFileRefused as exc:
+        raise NotRegularFile(path, exc.kind) from None
     try:
-        info = os.fstat(fd)
+        return fd, os.fstat(fd)
     except BaseException:
         os.close(fd)
         raise
-    if not stat.S_ISREG(info.st_mode):
-        os.close(fd)
-        raise NotRegularFile(path, kind_of(info.st_mode))
-    return fd, info
 
 
 def read_bounded(fd: int, limit: int) -> bytes | None:

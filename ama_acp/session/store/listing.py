@@ -17,7 +17,6 @@ import base64
 import binascii
 import logging
 import os
-import secrets
 import stat
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
@@ -26,6 +25,7 @@ from typing import TypeVar
 
 import msgspec
 
+from ama_acp import ownfiles
 from ama_acp.errors import StoreError
 from ama_acp.session.store.cwd import normal_cwd
 from ama_acp.session.store.entries import DirectoriesEntry, Header, TitleEntry
@@ -239,14 +239,13 @@ class SessionLister:
         return index.sessions if index.version == _INDEX_VERSION else {}
 
     def _save_index(self, sessions: dict[str, _Cached]) -> None:
-        # A unique temporary name, then an atomic rename: concurrent listers never see a half-written index.
-        tmp = self.dir / f".{INDEX_NAME}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+        # A unique temporary name, then an atomic rename (ownfiles): concurrent listers never see a half-written
+        # index, and a link or FIFO planted anywhere on the way is neither followed nor opened.
+        data = msgspec.json.encode(_Index(version=_INDEX_VERSION, sessions=sessions))
         try:
-            tmp.write_bytes(msgspec.json.encode(_Index(version=_INDEX_VERSION, sessions=sessions)))
-            os.replace(tmp, self._index_path)
+            ownfiles.write_file(self._index_path, self.dir, data, sync=False)
         except OSError as exc:  # a read-only data dir still lists, just without the cache
             log.info("cannot write the session index %s: %s", self._index_path, exc)
-            tmp.unlink(missing_ok=True)
 
 
 def _scan(path: Path, prev: _Cached | None, max_line: int) -> _Cached:

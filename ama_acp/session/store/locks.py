@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import fcntl
 import os
-import stat
 from pathlib import Path
 
 from ama_acp.session.store.errors import SessionBusy, SessionWriteError, in_words
+from ama_acp.session.store.files import NotRegularFile, open_regular
 
 
 def lock_for_writing(fd: int, path: Path) -> None:
@@ -70,13 +70,13 @@ def lock_holder(info: os.stat_result) -> int | None:
 def in_use(path: Path) -> bool:
     """Whether an ama process holds the session file open for writing (its writer's flock), or it cannot be told."""
     try:
-        # O_NONBLOCK: a FIFO named like a session file must not block the retention thread for good.
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+        # Never blocking: a FIFO named like a session file must not block the retention thread for good.
+        fd, _ = open_regular(path)
+    except NotRegularFile as exc:  # not a session file ama writes: nobody holds it (a link: it cannot be told)
+        return exc.kind == "a symbolic link"
     except OSError:
         return True
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):  # not a session file ama writes: nobody holds it
-            return False
         # Shared and released at once: a writer opening this very moment could see it as busy, so only a
         # folder that would otherwise be removed is checked.
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)

@@ -12,12 +12,12 @@ state is used only when it decodes and every figure in it is plausible (`stored_
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Mapping
 from pathlib import Path
 
 import msgspec
 
+from ama_acp import ownfiles
 from ama_acp.conversation.messages import AssistantMessage, Message, TextPart, ToolCallPart, ToolResultMessage
 
 INTERRUPTED = "This tool call was interrupted (ama stopped before it finished); its outcome is unknown."
@@ -96,44 +96,15 @@ def _plausible(state: msgspec.Struct) -> bool:
 
 
 def read_contained(folder: Path, rel: str, limit: int = MAX_HANDOFF_BYTES) -> str | None:
-    """The text of `folder/rel` if it is a regular file inside `folder` (after resolving every symlink) of at
-    most `limit` bytes; else None. A session file is not trusted to name what ama reads (`/etc/passwd`,
+    """The text of `folder/rel` if it is a regular file inside `folder`, reached through no link, of at most
+    `limit` bytes; else None. A session file is not trusted to name what ama reads (`/etc/passwd`,
     `../../.ssh/id_rsa`, a symlink out, a FIFO that would block the load)."""
-    target = _contained(folder, rel)
-    if target is None:
-        return None
-    data = _read_regular(target, limit)
-    return data.decode("utf-8", errors="replace") if data is not None else None
-
-
-def _contained(folder: Path, rel: str) -> str | None:
-    """The real path `rel` names inside `folder`; None when it names `folder` itself, or anything outside it."""
     if not isinstance(rel, str) or not rel or "\0" in rel or os.path.isabs(rel):
         return None
-    parent = os.path.realpath(folder.parent)
-    root = os.path.join(parent, folder.name)
-    if os.path.islink(root) or not os.path.isdir(root):
-        return None  # the session's own folder replaced by a link elsewhere
-    target = os.path.realpath(os.path.join(root, rel))
-    if os.path.commonpath([root, target]) != root or target == root:
-        return None
-    return target
-
-
-def _read_regular(target: str, limit: int) -> bytes | None:
-    """The bytes of `target` if it is a regular file (never a link, never a FIFO that would block) of at most
-    `limit` bytes; else None."""
+    # Through the one opener of ama's folders: a link anywhere below the sessions folder (the session's own
+    # folder replaced by a link elsewhere, a link as the file), a FIFO, a device or a file past `limit` is None.
     try:
-        fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
+        data = ownfiles.read_file(folder / rel, folder.parent, limit)
+    except (OSError, ValueError):
         return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
-            return None
-        data = os.read(fd, limit + 1)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    return data if len(data) <= limit else None
+    return data.decode("utf-8", errors="replace")

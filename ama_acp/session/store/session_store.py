@@ -17,6 +17,7 @@ names the session layer needs are importable from here.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
 import os
@@ -25,7 +26,7 @@ import secrets
 import shutil
 import stat
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from ama_acp.credentials import fsync_directory
@@ -33,6 +34,7 @@ from ama_acp.errors import StoreError
 from ama_acp.redact import Redactor
 from ama_acp.secrets import names_generation
 from ama_acp.session.store.checkpoint_files import remove_checkpoints
+from ama_acp.session.store.early import Reserved, open_new_locked
 from ama_acp.session.store.entries import Entry, Header
 from ama_acp.session.store.errors import (
     InvalidSessionId,
@@ -155,33 +157,45 @@ class SessionStore:
         path = self.path(header.session_id)
         self._private_dir(path)
         # Conversations are private: the directory and files are for this user only.
-        try:
-            # O_EXCL: whatever already has the name (a file, a FIFO, a link, even a dangling one) is never opened.
-            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        except FileExistsError:
-            raise SessionExists(f"session {header.session_id} already exists") from None
-        except OSError as exc:
-            raise SessionWriteError(path, in_words(exc), exc) from exc
-        try:
-            lock_for_writing(fd, path)
-        except BaseException:
-            _remove_new_file(path)
-            raise
+        fd = open_new_locked(path, self.sessions_dir, header.session_id)
         writer = SessionWriter(path, fd, 0, self.redactor, self._fsync)
-        try:
+        with self._kept_or_removed(writer):
             writer.write_header(header)
             for entry in entries:
                 writer.append(entry, sync=False)  # one fsync below for the whole copy
-            if self._fsync != "never":
-                os.fsync(fd)
-                fsync_directory(self.sessions_dir)  # so the new name survives a power cut too
+            self._synced(fd)
+        return writer
+
+    def adopt(self, reserved: Reserved) -> SessionWriter:
+        """The writer of a file `early.reserve` made before session/new was answered, synced now as `create`
+        syncs a new file (the fsyncs the answer did not wait for). A failure is a SessionWriteError, and the
+        file is removed again."""
+        path, fd = reserved.path, reserved.fd
+        writer = SessionWriter(path, fd, reserved.end, self.redactor, self._fsync)
+        with self._kept_or_removed(writer):
+            self._private_dir(path)
+            self._synced(fd)
+        return writer
+
+    def _synced(self, fd: int) -> None:
+        """A new file's bytes and its name in the folder flushed to disk (unless the policy is "never"), so that
+        it survives a power cut too."""
+        if self._fsync != "never":
+            os.fsync(fd)
+            fsync_directory(self.sessions_dir)
+
+    @contextlib.contextmanager
+    def _kept_or_removed(self, writer: SessionWriter) -> Iterator[None]:
+        """A new file finished in the block, or discarded and removed when the block fails; an OSError of the
+        fsyncs becomes a SessionWriteError saying the file could not be flushed."""
+        try:
+            yield
         except BaseException as exc:
             writer.discard()
-            _remove_new_file(path)
-            if isinstance(exc, OSError) and not isinstance(exc, SessionWriteError):  # the fsyncs
-                raise SessionWriteError(path, f"it could not be flushed to disk: {in_words(exc)}", exc) from exc
+            _remove_new_file(writer.path)
+            if isinstance(exc, OSError) and not isinstance(exc, SessionWriteError):
+                raise SessionWriteError(writer.path, f"it could not be flushed to disk: {in_words(exc)}", exc) from exc
             raise
-        return writer
 
     def _private_dir(self, path: Path) -> None:
         """The sessions folder exists and is 0700 (also one made by an older ama or by hand). `path` is the file

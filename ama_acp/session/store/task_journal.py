@@ -17,14 +17,13 @@ Writing never fails a task: a disk that refuses the line is logged. Secrets are 
 from __future__ import annotations
 
 import logging
-import os
-import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated
 
 import msgspec
 
+from ama_acp import ownfiles
 from ama_acp.conversation.messages import Message
 
 log = logging.getLogger(__name__)
@@ -76,6 +75,23 @@ def journal_path(data_dir: Path, session_id: str) -> Path:
     return data_dir / "tasks" / f"{session_id}.jsonl"
 
 
+def data_dir_of(journal: Path) -> Path:
+    """The data dir a journal's path (`journal_path`) lies in: the root below which no link is followed."""
+    return journal.parent.parent
+
+
+def read_journal(path: Path) -> bytes | None:
+    """The journal's bytes, or None: no file, or one that is not a regular file under the cap (a link, a FIFO,
+    a device; logged), or cannot be read. Never blocks."""
+    try:
+        return ownfiles.read_file(path, data_dir_of(path), MAX_FILE)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:  # ownfiles' refusals (a link, a FIFO, past the cap), a permission: no list
+        log.warning("task journal %s not read: %s", path.name, exc)
+        return None
+
+
 def remove_task_journal(data_dir: Path, session_id: str) -> None:
     """A deleted session's tasks go with it (a link in the file's place loses the link, never its target)."""
     try:
@@ -119,26 +135,8 @@ class TaskJournal:
         return self._previous
 
     def _read(self) -> list[TaskFigures]:
-        try:
-            fd = os.open(self._path(), os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-        except FileNotFoundError:
-            return []
-        except OSError as exc:  # a link, a FIFO's refusal, a permission: no list, and the session works on
-            log.warning("task journal not read: %s", exc)
-            return []
-        with os.fdopen(fd, "rb") as f:
-            try:
-                if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO or a device would block or never end
-                    log.warning("task journal is not a regular file; not read")
-                    return []
-                data = f.read(MAX_FILE + 1)
-            except OSError as exc:
-                log.warning("task journal not read: %s", exc)
-                return []
-        if len(data) > MAX_FILE:
-            log.warning("task journal over %d bytes; not read", MAX_FILE)
-            return []
-        return decode_lines(data)
+        data = read_journal(self._path())
+        return [] if data is None else decode_lines(data)
 
     def append(self, figures: dict[str, object], messages: Sequence[Message]) -> None:
         """Keep one finished task. Never raises: its answer does not depend on its record being saved."""
@@ -149,9 +147,8 @@ class TaskJournal:
             task = msgspec.convert({**figures, "messages": []}, StoredTask)
             line = self._redact(msgspec.json.encode(msgspec.structs.replace(task, messages=list(messages)))) + b"\n"
             path = self._path()
-            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
-            with os.fdopen(fd, "ab") as f:
-                f.write(line)
+            # A FIFO in the file's place is refused without blocking (it froze the process when a task ended:
+            # issue 39 point 5), a link on the way is never followed.
+            ownfiles.append(path, data_dir_of(path), line)
         except (OSError, msgspec.ValidationError) as exc:
             log.warning("task %s not kept: %s", figures.get("id"), exc)

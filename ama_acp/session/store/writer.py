@@ -13,12 +13,14 @@ from typing import Literal
 
 import msgspec
 
+from ama_acp.conversation.messages import UserMessage
 from ama_acp.redact import Redactor
 from ama_acp.session.store.entries import (
     REPLAY_TEXT_LIMIT,
     CompactionEntry,
     Entry,
     Header,
+    MessageEntry,
     ToolCallEntry,
     TurnEntry,
     clip_replay_text,
@@ -31,6 +33,10 @@ log = logging.getLogger(__name__)
 FsyncPolicy = Literal["turn", "always", "never"]
 
 _encoder = msgspec.json.Encoder()
+
+# A line longer than this is written with its newline by one `writev`, not copied whole to add the newline: a
+# model's reply can be 200 MB, and a copy of it is 200 MB more at the process's peak (issue 39 item 13).
+_COPY_LINE_BYTES = 1024 * 1024
 
 
 # Deeper values than this are not stored: msgspec (like json) stops decoding near 1000 levels, so a line
@@ -66,6 +72,14 @@ def _bounded_tool_entry(entry: ToolCallEntry) -> ToolCallEntry:
         log.warning("%s: tool call %s: its input nests too deep to store; kept without it", entry.name, entry.wire_id)
         changes["raw_input"] = None
     return msgspec.structs.replace(entry, **changes) if changes else entry
+
+
+def _ends_or_starts_a_turn(entry: Entry) -> bool:
+    """A turn's end, a compaction, or the person's prompt: synced under the "turn" policy, the prompt before
+    the turn's first request or tool (issue 39 point 6: what the editor still shows survives a crash)."""
+    if isinstance(entry, MessageEntry):
+        return isinstance(entry.message, UserMessage) and entry.message.origin == "person"
+    return type(entry) in (TurnEntry, CompactionEntry)
 
 
 class SessionWriter:
@@ -115,7 +129,7 @@ class SessionWriter:
             self._until_check = 0  # the next turn's first entry checks again
         if not sync:
             return
-        if self._fsync == "always" or (self._fsync == "turn" and type(entry) in (TurnEntry, CompactionEntry)):
+        if self._fsync == "always" or (self._fsync == "turn" and _ends_or_starts_a_turn(entry)):
             self._sync()
 
     def _check_still_there(self) -> None:
@@ -149,17 +163,17 @@ class SessionWriter:
                 self._repair()
             except OSError as exc:
                 raise SessionWriteError(self.path, in_words(exc), exc) from exc
-        self._end += self._write_all(line + b"\n")
+        self._end += self._write_all(line)
 
-    def _write_all(self, data: bytes) -> int:
-        """`data` appended whole (its length returned), or a SessionWriteError with no partial line left behind
-        (cut off now, or before the next write when the cut fails too)."""
+    def _write_all(self, line: bytes) -> int:
+        """`line` and its newline appended whole (their length returned), or a SessionWriteError with no partial
+        line left behind (cut off now, or before the next write when the cut fails too)."""
         written = 0
         try:
             # One write in practice; the loop only covers a short write (a signal, a full disk, a size limit:
             # the kernel writes what fits and the next write fails with ENOSPC / EFBIG).
-            while written < len(data):
-                n = os.write(self._fd, data[written:] if written else data)
+            while written <= len(line):
+                n = self._write_from(line, written)
                 if n <= 0:
                     raise OSError(f"short write to {self.path}")
                 written += n
@@ -177,6 +191,14 @@ class SessionWriter:
                 raise SessionWriteError(self.path, in_words(exc), exc) from exc
             raise
         return written
+
+    def _write_from(self, line: bytes, start: int) -> int:
+        """One write of `line` and its newline from byte `start` on; the bytes written."""
+        if len(line) <= _COPY_LINE_BYTES:
+            data = line + b"\n"
+            return os.write(self._fd, data[start:] if start else data)
+        with memoryview(line) as whole:
+            return os.writev(self._fd, [whole[start:], b"\n"] if start < len(line) else [b"\n"])
 
     def _sync(self) -> None:
         try:

@@ -18,9 +18,7 @@ cannot be loaded.
 from __future__ import annotations
 
 import logging
-import os
 import re
-import stat
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import NamedTuple
@@ -35,7 +33,7 @@ from ama_acp.session.store import entries as en
 from ama_acp.session.store.cwd import normal_cwd, same_cwd
 from ama_acp.session.store.reader import LoadedSession
 from ama_acp.session.store.session_store import is_valid_session_id
-from ama_acp.session.store.task_journal import MAX_FILE, StoredTask, journal_path
+from ama_acp.session.store.task_journal import StoredTask, journal_path, read_journal
 from ama_acp.session.turn.toolset import describe_call
 from ama_acp.tools.base import Tool
 from ama_acp.wire import types as w
@@ -83,7 +81,7 @@ def refuse(session_id: str) -> AcpError | None:
 def find_task(data_dir: Path, task_id: TaskSessionId) -> StoredTask | None:
     """The stored task with this id, from its parent's journal; None when there is none (or it cannot be read).
     Lines are decoded one by one: a damaged line costs that line only."""
-    data = _read(journal_path(data_dir, task_id.parent))
+    data = read_journal(journal_path(data_dir, task_id.parent))
     if data is None:
         return None
     decoder = msgspec.json.Decoder(StoredTask)
@@ -99,26 +97,6 @@ def find_task(data_dir: Path, task_id: TaskSessionId) -> StoredTask | None:
         if task.session_id == task_id.session_id:
             return task
     return None
-
-
-def _read(path: Path) -> bytes | None:
-    """The journal's bytes: a regular file, not a link, under the size cap (as task_journal.py reads it)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-    except OSError as exc:
-        if not isinstance(exc, FileNotFoundError):
-            log.warning("task journal %s not read: %s", path.name, exc)
-        return None
-    with os.fdopen(fd, "rb") as f:
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                log.warning("task journal %s is not a regular file; not read", path.name)
-                return None
-            data = f.read(MAX_FILE + 1)
-        except OSError as exc:
-            log.warning("task journal %s not read: %s", path.name, exc)
-            return None
-    return data if len(data) <= MAX_FILE else None
 
 
 def history(task: StoredTask, header: en.Header, tool: Callable[[str], Tool | None], cwd: str) -> list[w.SessionUpdate]:

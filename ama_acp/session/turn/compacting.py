@@ -22,6 +22,7 @@ from typing import Literal, NoReturn, Protocol
 
 import anyio
 
+from ama_acp import ownfiles
 from ama_acp.agent.compaction import (
     CompactionFailed,
     Plan,
@@ -363,10 +364,12 @@ class Compactor:
 
     async def _save(self, attempt: _Attempt, handoff: str, inventory: str) -> bool:
         """The full texts on disk (what goes back to the model is clipped, the files never are)."""
+        # Through the one opener of ama's folders: a link planted as the file or a folder on the way is replaced
+        # or refused, never written through; a FIFO cannot freeze /compact (issue 39 point 11).
+        root = self._rt.store.sessions_dir.parent
         try:
-            attempt.folder.mkdir(parents=True, exist_ok=True)
-            attempt.handoff_path.write_text(handoff, encoding="utf-8")
-            attempt.inventory_path.write_text(inventory, encoding="utf-8")
+            ownfiles.write_file(attempt.handoff_path, root, handoff.encode("utf-8", "replace"))
+            ownfiles.write_file(attempt.inventory_path, root, inventory.encode("utf-8", "replace"))
         except OSError as exc:
             await self._failed(attempt, f"cannot save the handoff: {exc}")
             return False

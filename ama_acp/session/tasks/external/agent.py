@@ -157,7 +157,13 @@ class ExternalWorker:
             # Terminals only when the editor offers them (ama forwards them there, never runs its own). Permission
             # requests, fs/* and terminal/* are answered by ama's handlers (set below), never by the client's own.
             # No history: what it sends is read into the record and the view, under their bounds, and not kept.
-            ClientOptions(fs=True, terminal=self._terminals is not None, permission="cancel", history=False),
+            ClientOptions(
+                fs=True,
+                terminal=self._terminals is not None,
+                permission="cancel",
+                history=False,
+                confined_terminals=self._p.tool_ctx.terminals_confined,  # terminals.py wraps them, or the editor
+            ),
             cwd=self._p.cwd,
             env=env,
             stderr=CAPTURE,
