@@ -323,10 +323,13 @@ class Session:
         return caps is not None and caps.notices is not None
 
     async def release(self) -> None:
-        """What the session holds goes with it: its MCP servers (no process outlives the session) and its file."""
+        """What the session holds goes with it: its MCP servers and sandbox launcher (no process outlives the
+        session) and its file."""
         self.closed = True
         if self.tools.mcp is not None:
             await self.tools.mcp.aclose()
+        if self.tool_ctx.sandbox is not None:
+            await self.tool_ctx.sandbox.aclose()  # its launcher kept ready for the next command
         self.journal.close()
 
 
