@@ -302,6 +302,7 @@ class Config(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     budget: BudgetConfig = BudgetConfig()
     permissions: PermissionsConfig = PermissionsConfig()
     sandbox: SandboxConfig = SandboxConfig()
+    hooks: list[object] = []  # `[[hooks]]`, each checked where they are read (shaping/hooks.py): a bad one left out
     # What was wrong in the file and ignored rather than refused (each names the file and the line); the command
     # line prints them (cli.py). Never from the file itself:
     warnings: tuple[str, ...] = ()

@@ -8,11 +8,13 @@ nobody to ask for permission, so anything the mode would ask about is refused (t
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -29,14 +31,91 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class _LocalPeer:
-    """Stands in for the editor: collects updates; refuses permission requests."""
+class _Stdout:
+    """stdout, which the reader may close (`ama -p … | head`): the first write that finds it closed stops the turn
+    as SIGPIPE would stop a shell command (`on_closed`), and every later write is dropped, never a traceback."""
 
-    def __init__(self, stream_text: bool) -> None:
-        self.text: list[str] = []
+    def __init__(self) -> None:
+        self.closed = False
+        self.on_closed: Callable[[], None] = lambda: None
+
+    def write(self, text: str, flush: bool = False) -> None:
+        if self.closed:
+            return
+        try:
+            sys.stdout.write(text)
+            if flush:
+                sys.stdout.flush()
+        except BrokenPipeError:
+            self.closed = True
+            # What is still buffered would fail again as Python exits ("Exception ignored …"): stdout now goes
+            # nowhere.
+            with contextlib.suppress(OSError, ValueError):
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, sys.stdout.fileno())
+                os.close(devnull)
+            self.on_closed()
+
+
+STDOUT = _Stdout()
+
+
+class _TextAnswer:
+    """The answer as plain text: each piece on stdout as it arrives, with its controls made visible (lines kept).
+    Nothing of it is kept but whether it ends a line: a long answer costs no memory here."""
+
+    def __init__(self) -> None:
+        self.ends_line = False
+
+    def piece(self, text: str) -> None:
+        if not text:
+            return
+        STDOUT.write(visible(text), flush=True)  # the model's text: shown, never obeyed
+        self.ends_line = text.endswith("\n")
+
+    def finish(self, rest: dict[str, Any]) -> None:
+        if not self.ends_line:
+            STDOUT.write("\n")
+
+
+class _JsonAnswer:
+    """The json output, with the answer written into it as it arrives: the document's head (up to the answer's
+    opening quote) before the first piece, each piece escaped as the whole string would be (JSON and `json_safe`
+    escape one character at a time), the rest after the turn. The same bytes as one `json.dumps` of the whole
+    document, without the answer ever held whole, joined or re-encoded."""
+
+    def __init__(self, head: dict[str, Any]) -> None:
+        self._head: dict[str, Any] | None = head
+
+    def _open(self) -> None:
+        if self._head is not None:
+            STDOUT.write(_json(self._head)[:-1] + ', "answer": "')
+            self._head = None
+
+    def piece(self, text: str) -> None:
+        if not text:
+            return
+        self._open()
+        STDOUT.write(_json(text)[1:-1], flush=True)
+
+    def finish(self, rest: dict[str, Any]) -> None:
+        self._open()
+        STDOUT.write('", ' + _json(rest)[1:] + "\n")
+
+
+def _json(value: Any) -> str:
+    # JSON escapes C0 only: DEL, C1 and bidi controls are escaped too, so the JSON on a terminal is inert.
+    return json_safe(json.dumps(value, ensure_ascii=False))
+
+
+class _LocalPeer:
+    """Stands in for the editor: writes the answer out as it streams; refuses permission requests."""
+
+    def __init__(self, answer: _TextAnswer | _JsonAnswer) -> None:
+        self.answer = answer
         self.usage: dict[str, Any] | None = None
-        self._stream = stream_text
         self._message_id: str | None = None
+        self._started = False
 
     async def notify(self, method: str, params: Any) -> None:
         update = msgspec.to_builtins(params)["update"]
@@ -44,13 +123,11 @@ class _LocalPeer:
         if kind == "agent_message_chunk":
             piece = update["content"]["text"]
             mid = update.get("messageId")
-            if self.text and mid != self._message_id:
-                piece = "\n\n" + piece  # a new assistant message starts a new paragraph
+            if self._started and mid != self._message_id:
+                self.answer.piece("\n\n")  # a new assistant message starts a new paragraph
             self._message_id = mid
-            self.text.append(piece)
-            if self._stream:  # the model's text: shown, never obeyed (controls made visible, lines kept)
-                sys.stdout.write(visible(piece))
-                sys.stdout.flush()
+            self._started = True
+            self.answer.piece(piece)
         elif kind == "usage_update":
             self.usage = update
         elif kind == "tool_call":
@@ -137,13 +214,16 @@ def run_print(args: argparse.Namespace, cfg: Config) -> int:
         return EXIT_USAGE
     model_id = choice.model_id
     as_json = args.output_format == "json"
-    peer = _LocalPeer(stream_text=not as_json)
+    peer = _LocalPeer(_TextAnswer())  # json: replaced once the session has its id, before the turn
     cwd = os.path.abspath(args.cwd or os.getcwd())
     stop = _Stop()
 
     async def main() -> dict[str, Any]:
         manager = SessionManager(cfg, peer, default_model=model_id)
         session = manager.new_session(cwd, None, [])
+        STDOUT.on_closed = lambda: _stop_for_closed_stdout(session, stop)
+        if as_json:
+            peer.answer = _JsonAnswer({"sessionId": session.id, "model": model_id})
         result: w.PromptResponse | None = None
         async with anyio.create_task_group() as tg:
             with anyio.CancelScope() as whole:
@@ -156,10 +236,7 @@ def run_print(args: argparse.Namespace, cfg: Config) -> int:
                     with anyio.CancelScope(shield=True):  # the session file closed, its servers stopped
                         await manager.shutdown()
             tg.cancel_scope.cancel()  # the signals are caught until here: the clean-up is over
-        out: dict[str, Any] = {
-            "sessionId": session.id,
-            "model": model_id,
-            "answer": "".join(peer.text),
+        out: dict[str, Any] = {  # the json output after its answer, which is already written
             "stopReason": result.stop_reason if result is not None and stop.signum is None else "cancelled",
             "usage": msgspec.to_builtins(result.usage) if result is not None and result.usage else None,
             "context": context_summary(stats),
@@ -170,18 +247,25 @@ def run_print(args: argparse.Namespace, cfg: Config) -> int:
         return out
 
     out = anyio.run(main)
-    if as_json:
-        # JSON escapes C0 only: DEL, C1 and bidi controls are escaped too, so the JSON on a terminal is inert.
-        sys.stdout.write(json_safe(json.dumps(out, ensure_ascii=False)) + "\n")
-    else:
-        if not out["answer"].endswith("\n"):
-            sys.stdout.write("\n")
+    peer.answer.finish(out)
+    if stop.signum == signal.SIGPIPE:  # the reader had all it wanted: quiet, as a shell command would be
+        return interrupted_status(signal.SIGPIPE)
     if stop.signum is not None:
         sys.stderr.write(f"ama: interrupted ({signal.Signals(stop.signum).name})\n")
         return interrupted_status(stop.signum)
     if out["error"] is not None or out["stopReason"] not in ("end_turn", "max_tokens"):
         return EXIT_FAILED
     return EXIT_ANSWERED
+
+
+def _stop_for_closed_stdout(session: Session, stop: _Stop) -> None:
+    """stdout closed by its reader mid-answer: the turn is cancelled (nobody reads the rest, and it costs), as a
+    stop signal would; the session keeps what streamed."""
+    if stop.signum is None:
+        stop.signum = signal.SIGPIPE
+        log.info("stdout was closed by its reader; cancelling the turn")
+        if session.busy:  # after the turn (its last line), there is nothing to stop
+            session.cancel()
 
 
 def _error(turn_error: tuple[str, str] | None, signum: int | None) -> dict[str, str] | None:

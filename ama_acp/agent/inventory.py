@@ -36,6 +36,8 @@ TOOLS = "Tools used"
 COMMANDS = "Commands run (✗ failed)"
 SEARCHES = "Searches"
 ERRORS = "Tool errors"
+SKILLS = "Skills loaded (call the skill tool again for what you need of them)"
+SKILL_TOOL = "skill"  # shaping/skill_tool.py: a compaction must not lose which skills the model had read
 
 # The newest entries of each list the model reads (its copy in the context and in the handoff request); the file
 # keeps them all. Seed 003's caps, each list on its own, 500 / 200 / 300 / 100 / 100 / 50, in the order the
@@ -69,6 +71,7 @@ class Inventory:
     commands: list[str] = field(default_factory=list)
     searches: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    skills: dict[str, None] = field(default_factory=dict)  # `name` or `name: file`, most recent last
 
 
 def collect(messages: list[Message], slash_commands: Sequence[str] = ()) -> Inventory:
@@ -108,9 +111,19 @@ def _result(inv: Inventory, m: ToolResultMessage, args: dict[str, Any]) -> None:
         inv.commands.append(("✗ " if m.is_error else "✓ ") + f"`{command}`")
     elif m.name in SEARCH_TOOLS:
         inv.searches.append(f"{m.name} `{_one_line(str(args.get('pattern', '')))}` in `{path or '.'}`")
+    if m.name == SKILL_TOOL and not m.is_error:
+        _skill(inv, args)
     if m.is_error:
         what = f"run_command `{command}`" if m.name == "run_command" else m.name
         inv.errors.append(f"{what}: {_one_line(m.text[:ERROR_CLIP])}")
+
+
+def _skill(inv: Inventory, args: dict[str, Any]) -> None:
+    name, file = args.get("name"), args.get("file")
+    if isinstance(name, str):
+        entry = _one_line(f"{name}: {file}" if isinstance(file, str) and file else name)[:SLASH_CLIP]
+        inv.skills.pop(entry, None)
+        inv.skills[entry] = None
 
 
 def _path_arg(args: dict[str, Any]) -> str | None:
@@ -131,6 +144,8 @@ def render(inv: Inventory, header: Header | None = None) -> str:
     out += ["", f"## {COMMANDS}"] + _items([f"- {c}" for c in inv.commands])
     out += ["", f"## {SEARCHES}"] + _items([f"- {s}" for s in inv.searches])
     out += ["", f"## {ERRORS}"] + _items([f"- {e}" for e in inv.errors])
+    if inv.skills:  # only when the model loaded one: every other inventory reads as it always did
+        out += ["", f"## {SKILLS}"] + [f"- `{s}`" for s in inv.skills]
     return "\n".join(out) + "\n"
 
 

@@ -20,6 +20,7 @@ import anyio
 import msgspec
 
 from ama_acp.agent import events as ev
+from ama_acp.agent.streamed_text import StreamedText
 from ama_acp.conversation.messages import (
     AssistantMessage,
     Message,
@@ -398,22 +399,20 @@ class _PartialMessage:
         # Unique across processes and resumes: a per-process counter would repeat `m1` in every run.
         self.message_id = f"m-{uuid.uuid4().hex}"
         self._parts: list[TextPart | ThinkingPart | ToolCallPart] = []
-        self._text: list[str] = []
-        self._thinking: list[str] = []
+        self._text = StreamedText()
+        self._thinking = StreamedText()
 
     def _flush_text(self) -> None:
         if self._text:
-            self._parts.append(TextPart("".join(self._text)))
-            self._text = []
+            self._parts.append(TextPart(self._text.take()))
 
     def _flush_thinking(self, signature: str | None = None, redacted: bool = False) -> None:
         if self._thinking or signature:
-            self._parts.append(ThinkingPart("".join(self._thinking), signature, redacted))
-            self._thinking = []
+            self._parts.append(ThinkingPart(self._thinking.take(), signature, redacted))
 
     def text(self, text: str) -> None:
         self._flush_thinking()
-        self._text.append(text)
+        self._text.add(text)
 
     def thinking(self, event: pb.ThinkingDelta) -> None:
         self._flush_text()
@@ -422,7 +421,7 @@ class _PartialMessage:
             self._parts.append(ThinkingPart(event.text, None, True))
             return
         if event.text:
-            self._thinking.append(event.text)
+            self._thinking.add(event.text)
         if event.signature:
             self._flush_thinking(event.signature)
 

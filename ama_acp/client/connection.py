@@ -458,7 +458,8 @@ class AgentProcess:
 
     # --- what arrives --------------------------------------------------------------------------------
 
-    def _on_message(self, message: JSONValue, raw: str) -> None:
+    def _on_message(self, message: JSONValue, raw: str) -> bool:
+        """Act on one JSON line; whether it was a message (JSON that is none counts toward a flood: reader.py)."""
         classified = classify(message)
         for problem in classified.problems:
             self.record_violation("not_jsonrpc", problem, raw)
@@ -471,6 +472,9 @@ class AgentProcess:
                 self._on_notification(method, params)
             case AgentResponse() as response:
                 self._on_response(response, raw)
+            case None:
+                return False
+        return True
 
     def _on_response(self, response: AgentResponse, raw: str) -> None:
         pending = self._pending.find(response.id)

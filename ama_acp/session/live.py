@@ -39,6 +39,7 @@ from ama_acp.session.editor.workspaces import tool_context
 from ama_acp.session.file_commands import FileCommands, tell
 from ama_acp.session.history.checkpoints import CheckpointLog, Checkpoints, RecordingWorkspace
 from ama_acp.session.history.rewind import Rewinder, checkpoints_folder
+from ama_acp.session.hooked import submitted, warner
 from ama_acp.session.options import SessionSetup
 from ama_acp.session.plan_mode import PLAN, PlanOffer
 from ama_acp.session.restore import Restored
@@ -50,6 +51,9 @@ from ama_acp.session.tasks.runner import TaskRunner
 from ama_acp.session.turn.compacting import Compactor
 from ama_acp.session.turn.host import SessionHost
 from ama_acp.session.turn.toolset import SessionTools
+from ama_acp.shaping import skills
+from ama_acp.shaping.hook_points import SessionHooks
+from ama_acp.shaping.skill_tool import SkillTool
 from ama_acp.tools.base import Tool
 from ama_acp.tools.plan_exit import ExitPlanTool
 from ama_acp.wire import types as w
@@ -79,6 +83,10 @@ class Session:
         )
         self.outbox = Outbox(self.id, runtime, self.journal)
         self.tools = SessionTools(runtime, lambda: runtime.context_window(self.model_id))  # the set follows the window
+        # Skills: their names in the system prompt, read once as the session opens; their bodies by the tool.
+        self.skills = skills.load(self.cwd, str(config_dir(os.environ)))
+        if self.skills.skills:
+            self.tools.offer_skill(SkillTool(self.skills))
         # AGENTS.md and the like: in the system prompt, or announced when a tool works in their folder.
         self.instructions = SessionInstructions(runtime.config.instructions, self.cwd, str(config_dir(os.environ)))
         self.file_commands = FileCommands(self.cwd, str(config_dir(os.environ)))  # read when first offered
@@ -92,6 +100,9 @@ class Session:
         self.tool_ctx = tool_context(runtime, self)
         self.tool_ctx.workspace = RecordingWorkspace(self.tool_ctx.workspace, self.checkpoints)
         self.rewinder = Rewinder(self)
+        # The person's `[[hooks]]` (shaping/): None without any. "load": load, resume and fork alike.
+        self.hooks = SessionHooks.of(runtime.config, self.id, self.cwd, warner(self.send, self._takes_notices))
+        self._opened_as = "new" if restored is None else "load"
         self._turn_scope: anyio.CancelScope | None = None
         # Client calls that must not be abandoned at once on cancel (permission, terminal/create): each is
         # shielded, and a cancel shortens its deadline to its grace period (see `graceful`).
@@ -134,8 +145,9 @@ class Session:
         return self._turn_scope is not None
 
     def system_prompt(self) -> str:
-        """ama's own prompt (frozen by the first request), then the project instructions of now."""
-        return self.base_prompt() + self.instructions.block()
+        """ama's own prompt (frozen by the first request), the skills (read at the open), then the project
+        instructions of now."""
+        return self.base_prompt() + self.skills.block + self.instructions.block()
 
     def base_prompt(self) -> str:
         """ama's own prompt: what the first request freezes (the instructions are read anew, agent/instructions.py)."""
@@ -188,6 +200,7 @@ class Session:
         idle = self._idle = anyio.Event()
         billed_before = self.ctx.billing.totals()
         stop = "end_turn"
+        ran = False  # the model's turn ran (the `stop` hooks follow it)
         with anyio.CancelScope() as scope:
             self._turn_scope = scope
             try:
@@ -196,16 +209,21 @@ class Session:
                 if command is not None:
                     stop = await command(self)
                 else:
-                    if self.title is None:
+                    sent = user if self.hooks is None else await submitted(self.hooks, user, self._opened_as, self.send)
+                    if self.title is None and sent is not None:
                         self.title = _title_from(user)
                         self.persist(en.TitleEntry(title=self.title))
-                    async with self.outbox.turn():  # what is pending goes out when the turn ends, however it ends
-                        stop = await run_turn(self.host, user)
+                    if sent is not None:
+                        async with self.outbox.turn():  # what is pending goes out when the turn ends, however it ends
+                            stop = await run_turn(self.host, sent)
+                        ran = True
             finally:
                 self._turn_scope = None
         if scope.cancelled_caught or self.cancelled:
             stop = "cancelled"
         with anyio.CancelScope(shield=True):
+            if ran and self.hooks is not None:  # a cancel does not cut them short: each ends by its timeout
+                await self.hooks.stop(stop)
             await self._turn_end(stop)
         turn = self.ctx.billing.totals().minus(billed_before)  # S1: everything billed in this turn
         try:
@@ -306,6 +324,12 @@ class Session:
         await self.offer_commands(changed=True)
         await self.send(w.ConfigOptionUpdate(config_options=self.config_options()))
         await self.report_usage(force=True)
+        if self.hooks is not None:  # after the announcements: a slow hook holds up nothing the editor waits for
+            await self.hooks.session_start(self._opened_as)
+
+    def _takes_notices(self) -> bool:
+        caps = self.rt.client_caps.session
+        return caps is not None and caps.notices is not None
 
     def commands_changed(self) -> bool:
         """Whether the slash commands offered changed since last offered: the command files looked at (a stat of
@@ -319,14 +343,16 @@ class Session:
         if changed:
             commands = self.rt.commands.available() + self.file_commands.available()
             await self.send(w.AvailableCommandsUpdate(available_commands=commands))
-        caps = self.rt.client_caps.session
-        await tell(self.send, caps is not None and caps.notices is not None, self.file_commands.untold())
+        await tell(self.send, self._takes_notices(), self.file_commands.untold())
 
     async def release(self) -> None:
-        """What the session holds goes with it: its MCP servers (no process outlives the session) and its file."""
+        """What the session holds goes with it: its MCP servers and sandbox launcher (no process outlives the
+        session) and its file."""
         self.closed = True
         if self.tools.mcp is not None:
             await self.tools.mcp.aclose()
+        if self.tool_ctx.sandbox is not None:
+            await self.tool_ctx.sandbox.aclose()  # its launcher kept ready for the next command
         self.journal.close()
 
 

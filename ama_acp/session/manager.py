@@ -130,6 +130,7 @@ class SessionManager:
         self._tools: dict[str, Tool] | None = None
         self._tool_specs: list[ToolSpec] | None = None
         self._store: SessionStore | None = None
+        self._skill_problems: set[str] = set()  # told to the person once a process (shaping/skills.py)
 
     # --- shared services used by sessions -----------------------------------------------------------------
 
@@ -346,6 +347,9 @@ class SessionManager:
         self.prune_handoffs_soon(session.id)  # every open (new, load, resume) comes through here
         if why := session.tool_ctx.unsandboxed:  # no Landlock here (sandbox/): said once, as the session opens
             self._tell_soon(session, f"The commands ama runs are not sandboxed: {why}.", "Sandbox")
+        for problem in [p.text() for p in session.skills.problems if p.text() not in self._skill_problems]:
+            self._skill_problems.add(problem)
+            self._tell_soon(session, f"A skill was skipped: {problem}", "Skills")
 
         try:
             mcp = start(session, servers)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 import uuid
 
 MARKER_VAR = "AMA_RUN_ID"
@@ -76,3 +77,31 @@ def signal_marked(marker: str, sig: int = signal.SIGKILL) -> int:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, sig)
     return len(pids)
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any live (non-zombie) process remains in the group. Zombies count as gone: when the
+    container's init never reaps, they linger forever but hold nothing."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    if not sys.platform.startswith("linux"):
+        return True
+    pids = proc_pids()
+    if pids is None:
+        return True
+    return any(_live_in_group(pid, pgid) for pid in pids)
+
+
+def _live_in_group(pid: str, pgid: int) -> bool:
+    """Whether the process `pid` (still there) is in the group and not a zombie."""
+    fields = stat_fields(pid)
+    return fields is not None and len(fields) > 2 and int(fields[2]) == pgid and fields[0] != b"Z"
+
+
+def kill_group(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)

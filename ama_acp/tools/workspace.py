@@ -19,7 +19,6 @@ import os
 import signal
 import stat as stat_mod
 import subprocess
-import sys
 from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -32,7 +31,7 @@ from anyio.abc import Process
 from ama_acp.errors import ToolError
 from ama_acp.sandbox import Sandbox
 from ama_acp.sandbox.temp import private_temp, remove_temp
-from ama_acp.tools.proctree import MARKER_VAR, marked_pids, new_marker, proc_pids, signal_marked, stat_fields
+from ama_acp.tools.proctree import MARKER_VAR, group_alive, kill_group, marked_pids, new_marker, signal_marked
 from ama_acp.tools.regular import describe_mode, open_regular
 
 
@@ -187,34 +186,6 @@ class _HeadTail:
         return f"{head}\n\n[... {self.dropped} bytes of output omitted ...]\n\n{tail}"
 
 
-def _group_alive(pgid: int) -> bool:
-    """Whether any live (non-zombie) process remains in the group. Zombies count as gone: when the
-    container's init never reaps, they linger forever but hold nothing."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    if not sys.platform.startswith("linux"):
-        return True
-    pids = proc_pids()
-    if pids is None:
-        return True
-    return any(_live_in_group(pid, pgid) for pid in pids)
-
-
-def _live_in_group(pid: str, pgid: int) -> bool:
-    """Whether the process `pid` (still there) is in the group and not a zombie."""
-    fields = stat_fields(pid)
-    return fields is not None and len(fields) > 2 and int(fields[2]) == pgid and fields[0] != b"Z"
-
-
-def _killpg(pgid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
-
-
 class LocalWorkspace:
     """The local disk and local subprocesses."""
 
@@ -253,37 +224,48 @@ class LocalWorkspace:
     ) -> CommandResult:
         # Shielded: a cancel while asyncio still connects the pipes would kill only the shell (its own cleanup)
         # and orphan whatever it already started. With the handle in hand the finally below kills the group.
-        marker = new_marker()
         env = command_env(self._env_base)
         # Inherited by everything the command starts, so even a process that left the group is found.
-        env[MARKER_VAR] = marker
+        env[MARKER_VAR] = new_marker()
         argv, tmp = [*_shell(), command], None
         box = self.sandbox if confined and self.sandbox is not None and self.sandbox.state.active else None
         if box is not None:
             # The command's private temp folder: the one place outside the workspace it may write.
             env["TMPDIR"] = tmp = private_temp()
-            argv = box.wrap(argv, env, tmp)
         try:
-            result = await self._run(argv, env, marker, cwd, timeout, output_cap)
+            result = await self._run(argv, env, tmp, cwd, timeout, output_cap)
         finally:
             remove_temp(tmp)
+            if box is not None:  # the next command's launcher, started once this one is over
+                box.prepare({MARKER_VAR: new_marker()})
         # What the sandbox refused, for the model reading a failed command.
         return result if box is None else msgspec.structs.replace(result, sandbox=box.state.blocked())
 
+    async def _spawn(self, argv: list[str], env: dict[str, str], tmp: str | None, cwd: str) -> Process:
+        """The command's process: in its own session and process group, so one killpg reaches everything it
+        starts. Sandboxed (`tmp`: its private temp folder) by the launcher the sandbox keeps ready, which takes on
+        the command (its marker becomes the command's: `env`), or else by a launcher started now."""
+        if tmp is not None and self.sandbox is not None:
+            warm = await self.sandbox.start(argv, env, tmp, cwd)
+            if warm is not None:
+                return warm
+            argv = self.sandbox.wrap(argv, env, tmp)
+        return await anyio.open_process(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+        )
+
     async def _run(
-        self, argv: list[str], env: dict[str, str], marker: str, cwd: str, timeout: float, output_cap: int
+        self, argv: list[str], env: dict[str, str], tmp: str | None, cwd: str, timeout: float, output_cap: int
     ) -> CommandResult:
         with anyio.CancelScope(shield=True):
-            proc = await anyio.open_process(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                cwd=cwd,
-                env=env,
-                # Its own process group, so one killpg reaches everything the command started.
-                start_new_session=True,
-            )
+            proc = await self._spawn(argv, env, tmp, cwd)
+        marker = env[MARKER_VAR]  # the one the command carries: a warm launcher's, when one took it
         pgid = proc.pid
         out = _HeadTail(output_cap)
         eof = anyio.Event()
@@ -331,11 +313,11 @@ class LocalWorkspace:
     async def _terminate(self, proc: Process, pgid: int, marker: str) -> None:
         """SIGTERM the group and every marked process, SIGKILL what is left after the grace period, and reap
         the shell."""
-        if proc.returncode is None or _group_alive(pgid) or marked_pids(marker):
-            _killpg(pgid, signal.SIGTERM)
+        if proc.returncode is None or group_alive(pgid) or marked_pids(marker):
+            kill_group(pgid, signal.SIGTERM)
             signal_marked(marker, signal.SIGTERM)
             if not await _wait_gone(proc, pgid, marker, self.kill_grace):
-                _killpg(pgid, signal.SIGKILL)
+                kill_group(pgid, signal.SIGKILL)
                 signal_marked(marker, signal.SIGKILL)
                 # SIGKILL lands asynchronously; return only once they are really gone.
                 await _wait_gone(proc, pgid, marker, 1.0)
@@ -344,7 +326,7 @@ class LocalWorkspace:
 
 
 def _all_gone(proc: Process, pgid: int, marker: str) -> bool:
-    return proc.returncode is not None and not _group_alive(pgid) and not marked_pids(marker)
+    return proc.returncode is not None and not group_alive(pgid) and not marked_pids(marker)
 
 
 async def _wait_gone(proc: Process, pgid: int, marker: str, seconds: float) -> bool:

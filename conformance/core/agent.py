@@ -61,6 +61,7 @@ class Agent:
         self.permission_requests: list[dict[str, Any]] = []
         self.init: dict[str, Any] = {}
         self._group: int | None = None  # the agent's process group, until close() has ended it
+        self.grace_note = ""  # R7's words when close() cut the exit grace short
         self.conn = AgentProcess(
             config.command,
             ClientOptions(
@@ -106,9 +107,16 @@ class Agent:
 
     async def close(self) -> None:
         """Close stdin and wait (the exit grace, then terminate, then kill); then end whatever the agent left
-        running in its process group (TERM, a grace, KILL). The transcript stays readable."""
+        running in its process group (TERM, a grace, KILL). The transcript stays readable. Once an agent of this
+        run has ignored EOF, the grace is a short one (config.py `ExitWatch`)."""
+        exits, full = self.config.exits, self.config.timeouts.exit
+        grace = exits.grace(full)
         try:
-            await self.conn.close(timeout=self.config.timeouts.exit)
+            await self.conn.close(timeout=grace)
+            if self.conn.ended_by in ("terminated", "killed"):
+                if grace < full:
+                    self.grace_note = f" (after a {grace:g} s grace: it had ignored stdin EOF earlier in this run)"
+                exits.ignored_eof = True
         finally:
             group, self._group = self._group, None
             if group is not None:

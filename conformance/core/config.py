@@ -59,6 +59,23 @@ class StartupWatch:
         return self.details()[1]
 
 
+@dataclass
+class ExitWatch:
+    """Whether the agent has been seen to stay running after its stdin closed, shared by every group of one run.
+
+    The first close waits out the whole exit grace, which is what R7 measures. Once an agent has ignored EOF,
+    each later close of the same run waits only `IGNORED_EOF_GRACE` before it terminates the agent: the rule has
+    already failed, and the full grace at each of a run's ~32 closes made a run take minutes."""
+
+    ignored_eof: bool = False
+
+    def grace(self, full: float) -> float:
+        return min(full, IGNORED_EOF_GRACE) if self.ignored_eof else full
+
+
+IGNORED_EOF_GRACE = 0.25  # seconds a later close waits, once the agent has ignored EOF in this run
+
+
 @dataclass(frozen=True)
 class Timeouts:
     request: float = 30.0  # any request that is not a prompt
@@ -86,6 +103,7 @@ class RunConfig:
     # the workspace and the scratch directory.
     created: tuple[Path, ...] = ()
     startup: StartupWatch = field(default_factory=StartupWatch)
+    exits: ExitWatch = field(default_factory=ExitWatch)
     launch: Launcher | None = None  # None: spawn `command` (the seam above; never set from the command line)
     # The sandbox of the commands an agent runs (terminal/create): `[sandbox]` of ama's config file, writable in
     # the run's directories only (ama_acp/sandbox/).

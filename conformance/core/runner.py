@@ -19,7 +19,7 @@ from ama_conformance.core.agent import Agent, AgentFailure
 from ama_conformance.core.config import RunConfig
 from ama_conformance.core.outcome import Blocked, Checks, Finding, Status, UnboundCheck, describe
 from ama_conformance.core.transcript import analyse, validators
-from ama_conformance.core.wire_checks import TRANSCRIPT_IDS
+from ama_conformance.core.wire_checks import TRANSCRIPT_IDS, outlived_stdin
 from ama_conformance.groups.base import Group, GroupContext, ModelView
 from ama_conformance.groups.catalog import GROUPS
 
@@ -134,7 +134,9 @@ async def startup_probe(config: RunConfig, env: dict[str, str]) -> tuple[Checks 
     """Start the agent once and initialize it, before any group: an agent that stays silent, dies at start or
     refuses `initialize` is found in one request timeout, not once per group (each would wait out the same
     silence). On success the probe leaves no finding (the groups judge everything) and returns the initialize
-    result; on failure `config.startup` holds the reason and the findings say what it blocked."""
+    result — but for R7's failure, when the agent outlived its stdin: that close was the one that waited out the
+    whole grace (core/config.py `ExitWatch`). On failure `config.startup` holds the reason and the findings say
+    what it blocked."""
     started = time.monotonic()
     record = GroupRecord(STARTUP, 0.0, None)
     agent = Agent(config, env)
@@ -159,7 +161,13 @@ async def startup_probe(config: RunConfig, env: dict[str, str]) -> tuple[Checks 
         )
     record.seconds = round(time.monotonic() - started, 3)
     if config.startup.failure is None:
-        return None, record, agent.init
+        if not config.exits.ignored_eof:
+            return None, record, agent.init
+        # Its close was the run's first, with the whole exit grace: R7's measure (later closes cut the grace short).
+        record.agents.append(agent_record(agent, started))
+        checks = Checks(STARTUP, (), TRANSCRIPT_IDS)
+        checks.failed("R7", outlived_stdin(agent.conn.ended_by))
+        return checks, record, agent.init
     record.agents.append(agent_record(agent, started))
     record.stopped = config.startup.failure
     checks = Checks(STARTUP, ("R36",), TRANSCRIPT_IDS)

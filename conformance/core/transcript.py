@@ -42,7 +42,13 @@ def client_view(agent: Agent) -> ClientView:
 def analyse(agent: Agent, checks: Checks) -> TranscriptAnalyzer:
     stable, unstable = validators()
     analyzer = TranscriptAnalyzer(stable, unstable, client_view(agent), checks)
-    analyzer.run(list(agent.conn.transcript), list(agent.conn.violations), agent.conn.ended_by, agent.stderr)
+    analyzer.run(
+        list(agent.conn.transcript),
+        list(agent.conn.violations),
+        agent.conn.ended_by,
+        agent.stderr,
+        grace_note=agent.grace_note,
+    )
     return analyzer
 
 

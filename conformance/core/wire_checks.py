@@ -21,6 +21,12 @@ from ama_conformance.core.values import arr, obj
 from ama_conformance.schema.shapes import unknown_fields
 from ama_conformance.schema.validate import WireValidator
 
+
+def outlived_stdin(ended_by: str | None, note: str = "") -> str:
+    """R7's failure: how the agent was ended after it outlived its stdin, and how the grace was cut, if it was."""
+    return f"still running when the exit grace ran out after stdin closed: {ended_by}{note}"
+
+
 TRANSCRIPT_IDS = (
     "R1",
     "R3",
@@ -110,6 +116,7 @@ class _Turn:
 class TranscriptAnalyzer:
     def __init__(self, stable: WireValidator, unstable: WireValidator, client: ClientView, checks: Checks) -> None:
         self.stable, self.unstable, self.client, self.checks = stable, unstable, client, checks
+        self._grace_note = ""
         self.problems: dict[str, list[str]] = {}
         self.notes: dict[str, list[str]] = {}
         self.our_pending: dict[str, tuple[str, Any]] = {}  # id -> (method, params)
@@ -474,8 +481,16 @@ class TranscriptAnalyzer:
                 )
 
     def run(
-        self, transcript: list[TranscriptEntry], violations: list[Violation], ended_by: str | None, stderr: str
+        self,
+        transcript: list[TranscriptEntry],
+        violations: list[Violation],
+        ended_by: str | None,
+        stderr: str,
+        *,
+        grace_note: str = "",
     ) -> None:
+        """`grace_note`: how the exit grace was cut short, if it was (said with R7's failure)."""
+        self._grace_note = grace_note
         for entry in transcript:
             self.feed(entry)
         for v in violations:
@@ -492,13 +507,13 @@ class TranscriptAnalyzer:
         self._report(ended_by, stderr)
 
     def _violation(self, v: Violation) -> None:
-        """What the connection saw below the messages: bytes that are not UTF-8, a cut line, a line too long, and
-        an access outside the run's directories."""
+        """What the connection saw below the messages: bytes that are not UTF-8, a cut line, a line too long, a
+        flood of lines without a message, and an access outside the run's directories."""
         if v.kind == "invalid_utf8":
             self.problem("R1", f"a stdout line is not UTF-8: {_short(v.raw or '')}")
         elif v.kind == "unterminated_line":
             self.problem("R3", "the last stdout line ends without a newline")
-        elif v.kind == "line_too_long":
+        elif v.kind in ("line_too_long", "stdout_flood"):
             self.problem("R4", v.detail)
         elif v.kind == "outside_run":
             self.problem("H1", v.detail)
@@ -536,7 +551,7 @@ class TranscriptAnalyzer:
             if ended_by == "eof":
                 c.passed(rid, "exited on its own after stdin closed")
             elif ended_by in ("terminated", "killed"):
-                c.failed(rid, f"still running when the exit grace ran out after stdin closed: {ended_by}")
+                c.failed(rid, outlived_stdin(ended_by, self._grace_note))
         elif rid == "R5":
             c.passed(rid, f"{len(stderr.encode())} bytes on stderr (kept in the JSON report)")
         elif rid in ("R133", "R134"):

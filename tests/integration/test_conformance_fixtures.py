@@ -56,18 +56,19 @@ RULE = {
 MAY_BLOCK = {"crash-on-prompt": None, "relative-path": {"R54"}}
 
 
-def _run(name: str, tmp: Path) -> tuple[int, str, dict[str, Any]]:
+def _run(name: str, tmp: Path) -> tuple[int, str, dict[str, Any], float]:
+    """A whole suite run against one fixture, with the suite's default options; its exit code, its stdout, its JSON
+    report and its wall time."""
     tmp.mkdir(parents=True, exist_ok=True)
     report = tmp / "report.json"
-    # The fixture that ignores EOF is terminated when the exit grace runs out, at each of its ~22 processes: a
-    # test-sized grace (the suite's own option; R7 fails at any grace, as the fixture never exits on its own, and
-    # after EOF it does nothing a grace could change).
-    extra = ["--exit-timeout", "0.05"] if name == "ignore-eof" else []
     breaks = () if name == "conforming" else (name,)
+    started = time.monotonic()
     out = run_forked(
-        [*extra, "--report-json", str(report), "--", *agent_command(*breaks)], timeout=300, env=clean_env(tmp), cwd=ROOT
+        ["--report-json", str(report), "--", *agent_command(*breaks)], timeout=300, env=clean_env(tmp), cwd=ROOT
     )
-    return out.returncode, out.stdout, json.loads(report.read_text(encoding="utf-8")) if report.exists() else {}
+    wall = time.monotonic() - started
+    data = json.loads(report.read_text(encoding="utf-8")) if report.exists() else {}
+    return out.returncode, out.stdout, data, wall
 
 
 class BackgroundRun:
@@ -146,7 +147,7 @@ def test_every_break_has_its_rule():
 
 
 def test_the_conforming_fixture_is_conformant(runs):
-    code, stdout, report = runs["conforming"]
+    code, stdout, report, _ = runs["conforming"]
     assert code == 0, stdout[-3000:]
     assert "ACP v1: CONFORMANT" in stdout
     assert _status(report, "FAIL") == set() and _status(report, "NOT_TESTED") == set()
@@ -154,7 +155,7 @@ def test_the_conforming_fixture_is_conformant(runs):
 
 @pytest.mark.parametrize("name", sorted(RULE))
 def test_each_broken_fixture_fails_exactly_its_rule(runs, name):
-    code, stdout, report = runs[name]
+    code, stdout, report, _ = runs[name]
     rule = RULE[name]
     assert code == 1, stdout[-3000:]
     assert _status(report, "FAIL") == {rule}, stdout[-3000:]
@@ -170,6 +171,23 @@ def test_each_broken_fixture_fails_exactly_its_rule(runs, name):
     }
     groups = [g for g in report["groups"] if g["name"] in failing]
     assert groups and all("transcript" in a and "stderr" in a for g in groups for a in g["agents"])
+
+
+def test_an_agent_that_ignores_eof_waits_out_the_exit_grace_once_a_run(runs):
+    """(conformance/core/config.py ExitWatch) The start-up probe's close waits the whole default grace (5 s) and
+    fails R7; every later close of the run waits 0.25 s. Each of the run's ~32 closes waited the whole grace
+    before: the run took 164 s, where a conforming one takes 3."""
+    code, stdout, report, wall = runs["ignore-eof"]
+    assert code == 1, stdout[-3000:]
+    assert wall < 60, f"the run took {wall:.0f} s"
+    [r7] = [r for r in report["requirements"] if r["id"] == "R7"]
+    first, *later = r7["findings"]
+    assert first["group"] == "start-up" and first["status"] == "FAIL"
+    assert first["detail"] == "still running when the exit grace ran out after stdin closed: terminated"
+    assert later and all(f["status"] == "FAIL" for f in later)
+    assert all(
+        f["detail"].endswith("(after a 0.25 s grace: it had ignored stdin EOF earlier in this run)") for f in later
+    )
 
 
 def _statuses(report: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -242,3 +242,16 @@ def test_the_cli_ends_on_a_line_over_the_default_cap(dirs: tuple[Path, Path]) ->
     code = run_acp_client(["--prompt", "x", "--cwd", str(work), "--", *agent], io.StringIO(), err)
     assert code == 3, err.getvalue()[:3000]
     assert "line_too_long" in err.getvalue() and len(err.getvalue()) < 10_000
+
+
+def test_the_cli_ends_an_endless_flood_of_lines_without_a_message(dirs: tuple[Path, Path], quick_settle: None) -> None:
+    """An agent that answers a prompt with nothing but lines that are not JSON, without end: the client stops after
+    `reader.MAX_NOISE_LINES` of them in a row, says so naming the limit, ends the agent and exits 3."""
+    work, _ = dirs
+    out, err = io.StringIO(), io.StringIO()
+    code = run_acp_client(["--prompt", "hi", "--cwd", str(work), "--", *fixture("endless-flood")], out, err)
+    said = err.getvalue()
+    assert code == 3, said[:3000]
+    [flood] = [line for line in said.splitlines() if "(stdout_flood)" in line]
+    assert f"{reader.MAX_NOISE_LINES} stdout lines" in flood and f"the limit is {reader.MAX_NOISE_LINES} lines" in flood
+    assert len(said) < 20_000  # the flood's own lines are counted, not repeated

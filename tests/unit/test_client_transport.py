@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import anyio
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from ama_acp.client import reader as reader_module
 from ama_acp.client.classify import AgentNotification, AgentRequest, AgentResponse, classify, well_formed_error
 from ama_acp.client.display.agent_types import UNSET, ListedSession, SessionInfo, ToolCall, Usage, lenient
 from ama_acp.client.errors import RpcError
@@ -127,9 +130,12 @@ def read(*chunks: bytes, max_line: int = 1 << 16) -> tuple[list[JSONValue], Viol
     seen = Violations()
     transcript: list[TranscriptEntry] = []
     stopped: list[bool] = []
-    reader = StdoutReader(
-        max_line, transcript, seen.record, lambda raw: None, lambda m, raw: messages.append(m), lambda: None
-    )
+
+    def on_message(message: JSONValue, raw: str) -> bool:
+        messages.append(message)
+        return isinstance(message, dict) and message != {}  # `{}` stands for JSON that is no message
+
+    reader = StdoutReader(max_line, transcript, seen.record, lambda raw: None, on_message, lambda: None)
 
     async def go() -> None:
         await reader.read(await chunks_of(*chunks), lambda: stopped.append(True))
@@ -153,6 +159,32 @@ def test_the_reader_ends_at_a_line_over_its_cap() -> None:
     assert NOISE_KEPT == 1000
 
 
+@pytest.mark.parametrize(
+    ("noise", "max_lines", "max_bytes", "said"),
+    [
+        (b"not json\n", 10, 10**9, "10 stdout lines (90 bytes) in a row"),
+        (b"\n", 10, 10**9, "10 stdout lines (10 bytes) in a row"),  # blank lines carry no message either
+        (b"{}\n", 10, 10**9, "10 stdout lines (30 bytes) in a row"),  # nor JSON that is no message
+        (b"z" * 99 + b"\n", 10**6, 1000, "10 stdout lines (1000 bytes) in a row"),  # long lines: the byte bound
+    ],
+)
+def test_the_reader_ends_a_flood_of_lines_without_a_message(
+    monkeypatch: pytest.MonkeyPatch, noise: bytes, max_lines: int, max_bytes: int, said: str
+) -> None:
+    monkeypatch.setattr(reader_module, "MAX_NOISE_LINES", max_lines)
+    monkeypatch.setattr(reader_module, "MAX_NOISE_BYTES", max_bytes)
+    messages, seen, _, stopped = read(noise * 20 + b'{"a": 1}\n')
+    [flood] = seen.of("stdout_flood")
+    assert stopped and {"a": 1} not in messages  # nothing after the flood is read
+    assert flood.detail.startswith(said) and "the connection was ended" in flood.detail
+
+
+def test_a_message_between_resets_the_run_of_lines_without_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(reader_module, "MAX_NOISE_LINES", 10)
+    messages, seen, _, stopped = read((b"not json\n" * 9 + b'{"a": 1}\n') * 5)
+    assert not stopped and not seen.of("stdout_flood") and len(messages) == 5
+
+
 # --- lenient structs ----------------------------------------------------------------------------------------------
 
 
@@ -163,3 +195,21 @@ def test_a_member_of_the_wrong_type_reads_as_missing_and_the_others_stay() -> No
     assert (listed.session_id, listed.title, listed.cwd) == ("s", None, "/w")
     assert lenient(ToolCall, [1]) == ToolCall()
     assert lenient(SessionInfo, {}).title is UNSET and lenient(SessionInfo, {"title": None}).title is None
+
+
+@given(st.lists(st.sampled_from([b"not json", b"", b"{}", b"[1]", b'{"jsonrpc": "2.0", "method": "m"}']), max_size=40))
+def test_the_reader_ends_exactly_at_the_first_run_of_lines_without_a_message_that_reaches_the_bound(
+    lines: list[bytes],
+) -> None:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(reader_module, "MAX_NOISE_LINES", 5)
+        messages, seen, _, stopped = read(b"".join(line + b"\n" for line in lines))
+    run, flood_at = 0, None
+    for i, line in enumerate(lines):
+        run = 0 if line.startswith(b'{"jsonrpc"') else run + 1
+        if run == 5:
+            flood_at = i
+            break
+    assert stopped == (flood_at is not None) and len(seen.of("stdout_flood")) == (flood_at is not None)
+    read_lines = lines if flood_at is None else lines[: flood_at + 1]  # nothing after the flood is taken
+    assert len(messages) == sum(1 for line in read_lines if line.startswith((b"{", b"[")))

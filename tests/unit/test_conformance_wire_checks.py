@@ -212,6 +212,11 @@ def test_r3_a_raw_newline_inside_a_message_and_an_unterminated_last_line() -> No
     assert failing(opened()) == set()
 
 
+def test_r4_a_line_too_long_and_a_flood_of_lines_without_a_message() -> None:
+    assert failing(opened(), violations=[Violation("line_too_long", "a stdout line is longer than 1 bytes")]) == {"R4"}
+    assert failing(opened(), violations=[Violation("stdout_flood", "100000 stdout lines (…) in a row")]) == {"R4"}
+
+
 @pytest.mark.parametrize(
     "line",
     [

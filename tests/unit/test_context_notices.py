@@ -12,6 +12,7 @@ from ama_acp.config import CompactionConfig, Config, InstructionsConfig, Price
 from ama_acp.conversation.messages import AssistantMessage, TextPart, Usage, UserMessage
 from ama_acp.conversation.tools import ToolSpec
 from ama_acp.session.accounting.session_context import ContextNotice, SessionContext
+from ama_acp.shaping.skills import Found
 
 WINDOWS = {"local/big": 10_000, "local/small": 4_000}
 
@@ -58,6 +59,10 @@ class Session:
     @property
     def instructions(self) -> SessionInstructions:  # no project instructions (agent/instructions.py)
         return SessionInstructions(InstructionsConfig(enabled=False), "/", None)
+
+    @property
+    def skills(self) -> Found:  # no skills (shaping/skills.py)
+        return Found()
 
 
 def context(compaction: bool = False) -> tuple[SessionContext, Session]:

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from ama_acp.rpc.peer import Params
 from ama_acp.session.editor.client import MalformedAnswer, PeerEditor
-from ama_acp.session.editor.workspaces import EditorWorkspace
+from ama_acp.session.editor.workspaces import TERMINAL_CREATE_TIMEOUT, TERMINAL_TIMEOUT, EditorWorkspace
 from ama_acp.tools.base import ToolError
 from ama_acp.tools.workspace import CommandResult
 from ama_acp.wire import answers
@@ -263,3 +263,24 @@ def test_a_read_whose_answer_is_malformed_is_a_tool_error_naming_the_field(tmp_p
     workspace = EditorWorkspace(PeerEditor(send), Host(), True, True, False)
     with pytest.raises(ToolError, match=r"fs/read_text_file was not understood: .*\$\.content"):
         anyio.run(lambda: workspace.read_text(str(target)))
+
+
+@pytest.mark.parametrize(("call_deadline", "create_timeout"), [(None, TERMINAL_CREATE_TIMEOUT), (20.0, 19.0)])
+def test_terminal_create_waits_for_a_person_but_never_past_the_call_s_deadline(call_deadline, create_timeout):
+    """terminal/create's deadline is long (the client may be asking its person) and separate from the other
+    terminal calls' 5 s; inside a tool call's deadline (run_command's timeout + 15 s) it ends before that one."""
+    deadlines: dict[str, float | None] = {}
+
+    async def send(method: str, params: Params, timeout: float | None) -> object:
+        deadlines[method] = timeout
+        return GOOD[method]
+
+    workspace = EditorWorkspace(PeerEditor(send), Host(), False, False, True)
+
+    async def main() -> None:
+        with anyio.move_on_after(call_deadline if call_deadline is not None else float("inf")):
+            await workspace.run_command("echo hi", "/", 1.0, 1000)
+
+    anyio.run(main)
+    assert deadlines["terminal/create"] == create_timeout
+    assert deadlines["terminal/output"] == deadlines["terminal/release"] == TERMINAL_TIMEOUT == 5.0

@@ -61,7 +61,7 @@ ALLOWED: dict[str, set[str]] = {
     "sandbox": {"config"},
     "tools": {"conversation", "config", "errors", "secrets", "redact", "permissions", "sandbox"},
     # what shapes ama from a person's or a team's files (commands, skills, hooks): parsed, protocol-free
-    "shaping": {"conversation", "config", "errors", "textsafe", "secrets", "redact", "tools", "sandbox"},
+    "shaping": {"conversation", "config", "errors", "textsafe", "secrets", "redact", "ownfiles", "tools", "sandbox"},
     "agent": {"conversation", "config", "errors", "context", "providers", "tools", "permissions", "shaping"},
     # the editor's MCP servers: connections and their tools, below the sessions that use them
     "mcp": {"conversation", "config", "errors", "secrets", "redact", "tools"},

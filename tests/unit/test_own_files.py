@@ -103,6 +103,7 @@ ALLOWED: dict[str, tuple[set[str], str]] = {
         "refused, O_NOFOLLOW | O_NONBLOCK, the size capped: docs/commands.md)",
     ),
     "ama_acp/providers/scripted.py": ({".read_text"}, "the scripted model's script, a file the person names"),
+    "ama_acp/oneshot.py": ({"os.open"}, "/dev/null in place of a stdout its reader closed (`ama -p … | head`)"),
     "ama_acp/setup/write.py": ({".mkdir"}, "the config folder `ama setup` writes the person's config into"),
 }
 

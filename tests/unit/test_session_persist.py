@@ -16,6 +16,7 @@ from ama_acp.config import Config, InstructionsConfig
 from ama_acp.rpc.dispatch import JSONValue
 from ama_acp.rpc.peer import Params
 from ama_acp.session.manager import SessionManager
+from ama_acp.shaping.skills import Found
 from ama_acp.wire import types as w
 
 
@@ -112,6 +113,7 @@ class Accounted:
         self.model_id = "local/m"
         # No project instructions: the accounting under test is the tools'.
         self.instructions = SessionInstructions(InstructionsConfig(enabled=False), "/nonexistent", None)
+        self.skills = Found()
 
     def system_prompt(self) -> str:
         return "You are ama." * 50

@@ -778,6 +778,33 @@ def test_a_writer_closed_after_a_failed_partial_write_cuts_the_partial_line(
     assert not store.read(header.session_id).torn_tail
 
 
+def test_a_long_line_goes_out_with_its_newline_uncopied_even_when_written_short(
+    store: SessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A line past a megabyte (a model's long reply) is written with its newline by writev, never copied whole
+    to add it; a short write still ends in one whole line."""
+    header = _header()
+    real_writev = os.writev
+    sizes: list[int] = []
+
+    def short_first(fd: int, buffers: list[memoryview | bytes]) -> int:
+        sizes.append(sum(len(b) for b in buffers))
+        if len(sizes) == 1:
+            return real_writev(fd, [buffers[0][:1000]])  # the kernel took only the first 1000 bytes
+        return real_writev(fd, buffers)
+
+    long = "x" * (3 * 1024 * 1024)
+    with store.create(header) as w:
+        monkeypatch.setattr("ama_acp.session.store.session_store.os.writev", short_first)
+        w.append(_user(long))
+        monkeypatch.setattr("ama_acp.session.store.session_store.os.writev", real_writev)
+        w.append(_user("after"))
+    assert len(sizes) == 2 and sizes[1] == sizes[0] - 1000
+    loaded = store.read(header.session_id)
+    assert [first_text(m) for m in loaded.messages] == [long, "after"]
+    assert not loaded.torn_tail and loaded.skipped_lines == 0
+
+
 # --- handoff retention ([compaction] retention_days) ---------------------------------------------------
 
 

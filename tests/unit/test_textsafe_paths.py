@@ -335,7 +335,7 @@ def test_print_mode_text_and_stderr(text: str, title: str, monkeypatch: pytest.M
     out, err = io.StringIO(), io.StringIO()
     monkeypatch.setattr(sys, "stdout", out)
     monkeypatch.setattr(sys, "stderr", err)
-    peer = oneshot._LocalPeer(stream_text=True)
+    peer = oneshot._LocalPeer(oneshot._TextAnswer())
 
     async def go() -> None:
         chunk = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}, "messageId": "m"}
@@ -345,20 +345,41 @@ def test_print_mode_text_and_stderr(text: str, title: str, monkeypatch: pytest.M
         await peer.request("session/request_permission", {"toolCall": {"title": title}})
 
     anyio.run(go)
+    peer.answer.finish({})
     inert(out.getvalue())
-    assert out.getvalue().count("\n") == text.count("\n")
+    # The answer's lines, and one to end the last unless the answer did.
+    assert out.getvalue().count("\n") == text.count("\n") + (not text.endswith("\n"))
     inert(err.getvalue(), tabs=False)
     assert err.getvalue().count("\n") == 2
-    assert "".join(peer.text) == text  # the JSON output keeps the answer as the model wrote it
 
 
 @FAST
-@given(hostile)
-def test_print_mode_json(answer: str) -> None:
-    document = json_safe(json.dumps({"answer": answer, "stopReason": answer}, ensure_ascii=False))
+@given(pieces=st.lists(st.tuples(hostile, st.sampled_from(["m1", "m2"])), max_size=6), reason=hostile)
+def test_print_mode_json(pieces: list[tuple[str, str]], reason: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The json output, written piece by piece as the answer streams, is byte for byte the one document
+    (`json.dumps` of the whole) it was before: inert on a terminal, one line, the answer as the model wrote it."""
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", out)
+    peer = oneshot._LocalPeer(oneshot._JsonAnswer({"sessionId": "s", "model": reason}))
+
+    async def go() -> None:
+        for text, mid in pieces:
+            chunk = {
+                "sessionUpdate": "agent_message_chunk",
+                "content": {"type": "text", "text": text},
+                "messageId": mid,
+            }
+            await peer.notify("session/update", {"sessionId": "s", "update": chunk})
+
+    anyio.run(go)
+    peer.answer.finish({"stopReason": reason, "error": None})
+    answer = "".join(("\n\n" if i and mid != pieces[i - 1][1] else "") + t for i, (t, mid) in enumerate(pieces))
+    whole = {"sessionId": "s", "model": reason, "answer": answer, "stopReason": reason, "error": None}
+    document = out.getvalue()
+    assert document == json_safe(json.dumps(whole, ensure_ascii=False)) + "\n"
     inert(document, tabs=False)
-    assert "\n" not in document
-    assert json.loads(document) == {"answer": answer, "stopReason": answer}
+    assert document.count("\n") == 1
+    assert json.loads(document) == whole
 
 
 # --- ama doctor -----------------------------------------------------------------------------------------------

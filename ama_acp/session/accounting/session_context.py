@@ -45,6 +45,7 @@ from ama_acp.session.accounting.prompt_cache import SessionCache
 from ama_acp.session.conversation import StoredFigures
 from ama_acp.session.facets import Identified, UsesModel
 from ama_acp.session.runtime import Configured
+from ama_acp.shaping.skills import Found
 from ama_acp.wire import types as w
 
 log = logging.getLogger(__name__)
@@ -91,6 +92,9 @@ class AccountedSession(Identified, UsesModel, Protocol):
 
     @property
     def instructions(self) -> SessionInstructions: ...
+
+    @property
+    def skills(self) -> Found: ...
 
     def system_prompt(self) -> str: ...
 
@@ -224,11 +228,18 @@ class SessionContext:
         servers = self.mcp_breakdown()
         own = max(0, b.tool_declarations - sum(tokens for _, tokens, _ in servers))
         files = self.instruction_breakdown()
-        prompt = max(0, b.system_prompt - sum(tokens for _, _, tokens in files))
+        skills = self.skills_tokens()
+        prompt = max(0, b.system_prompt - sum(tokens for _, _, tokens in files) - skills)
         parts = [PrefixPart("system prompt", prompt)]
+        parts += [PrefixPart("skills", skills)] if skills else []
         parts += [PrefixPart(f"instructions {' '.join(shown.split())}", tokens) for shown, _, tokens in files]
         parts.append(PrefixPart("ama's tools", own))
         return parts + [PrefixPart(f"MCP {' '.join(name.split())}", tokens) for name, tokens, _ in servers]
+
+    def skills_tokens(self) -> int:
+        """The skills' part of the system prompt (their names and descriptions), estimated alone; 0 without any."""
+        block = self._session.skills.block
+        return self.meter.estimator.text(block) if block else 0
 
     def instruction_breakdown(self) -> list[tuple[str, str, int]]:
         """(file as shown, scope, tokens) of each project instruction file in the system prompt (estimated alone)."""
@@ -480,6 +491,12 @@ class SessionContext:
         ):
             lines.append(f"| {label} | {value:,} |")
         lines.append(f"| **total** ({b.messages} messages) | **{b.total:,}** |")
+        if found := self._session.skills.skills:  # part of the system prompt above; a loaded skill: a tool result
+            names = ", ".join(_cell(s.name) for s in found)
+            lines += [
+                "",
+                f"Skills: {len(found)}, {self.skills_tokens():,} tokens of the system prompt above ({names}).",
+            ]
         servers = self.mcp_breakdown()
         if servers:
             lines += ["", "MCP servers (their tool declarations are part of the tool declarations above):", ""]

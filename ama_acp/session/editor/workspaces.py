@@ -5,6 +5,7 @@ them, else the local disk and subprocesses. ama never calls a client method the 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Awaitable
 from contextvars import ContextVar
 from typing import Protocol, TypeVar
@@ -33,13 +34,24 @@ current_tool_call: ContextVar[str | None] = ContextVar("current_tool_call", defa
 
 # Every call to the editor has a deadline: an editor that never answers must not hang the turn.
 FS_TIMEOUT = 30.0  # fs/read_text_file, fs/write_text_file
-TERMINAL_TIMEOUT = 5.0  # terminal/create, output, kill, release (wait_for_exit: the command's own timeout)
+TERMINAL_TIMEOUT = 5.0  # terminal/output, kill, release (wait_for_exit: the command's own timeout)
+# terminal/create may wait for a person: a client can ask them before it creates the terminal (ama's own
+# `ama acp-client` does), and 5 s failed every command whose person took longer. Never past the tool call's own
+# deadline (run_command's timeout + 15 s): a terminal created after it would be stopped at once.
+TERMINAL_CREATE_TIMEOUT = 300.0
 # A terminal/create abandoned by a cancel: the editor may still create the terminal; this long we wait for
 # its answer so that terminal can be released instead of leaking.
 CREATE_GRACE = 2.0
 
 
 _T = TypeVar("_T")
+
+
+def _create_timeout() -> float:
+    """TERMINAL_CREATE_TIMEOUT, or the whole seconds left before the tool call's deadline if that comes sooner
+    (the wait is shielded: the call's deadline cannot end it)."""
+    left = min(TERMINAL_CREATE_TIMEOUT, anyio.current_effective_deadline() - anyio.current_time())  # inf: none
+    return max(1.0, float(math.floor(left)))
 
 
 class EditorRuntime(ClientRequests, KnowsClient, Configured, Protocol):
@@ -107,13 +119,14 @@ class EditorWorkspace(LocalWorkspace):
         """terminal/create that survives a cancel: the answer is awaited (bounded) and its terminal released,
         so the terminal the editor creates anyway does not leak. Then the cancel goes on."""
         created: w.CreateTerminalResponse | None = None
-        with self._session.graceful(TERMINAL_TIMEOUT, CREATE_GRACE) as scope:
+        timeout = _create_timeout()
+        with self._session.graceful(timeout, CREATE_GRACE) as scope:
             created = await self._ask(
-                "terminal/create", TERMINAL_TIMEOUT, self._editor.create_terminal(request, timeout=TERMINAL_TIMEOUT)
+                "terminal/create", timeout, self._editor.create_terminal(request, timeout=timeout)
             )
         if scope.cancelled_caught or created is None:  # no answer within the grace (after a cancel) or the timeout
             await anyio.lowlevel.checkpoint()  # a cancelled turn ends here; otherwise the editor was too slow
-            raise ToolError(f"The editor did not answer terminal/create within {TERMINAL_TIMEOUT:g} s.")
+            raise ToolError(f"The editor did not answer terminal/create within {timeout:g} s.")
         if self._session.cancelled:
             ref = w.TerminalRequest(session_id=self._session.id, terminal_id=created.terminal_id)
             await self._release(ref, tmp)
@@ -256,7 +269,7 @@ def tool_context(runtime: EditorRuntime, session: WorkspaceSession) -> ToolConte
         workspace = LocalWorkspace()
     roots = [session.cwd, *session.additional_directories]
     # Commands are confined to the session's folders, those ama runs itself and those in the editor's terminal.
-    state = sandbox_state(runtime.config.sandbox)
+    state = sandbox_state(runtime.config.sandbox, roots)
     workspace.sandbox = sandbox = Sandbox(state, roots)
     unsandboxed = state.reason if state.mode != OFF and not state.active else ""
     return ToolContext(

@@ -34,6 +34,10 @@ FsyncPolicy = Literal["turn", "always", "never"]
 
 _encoder = msgspec.json.Encoder()
 
+# A line longer than this is written with its newline by one `writev`, not copied whole to add the newline: a
+# model's reply can be 200 MB, and a copy of it is 200 MB more at the process's peak (issue 39 item 13).
+_COPY_LINE_BYTES = 1024 * 1024
+
 
 # Deeper values than this are not stored: msgspec (like json) stops decoding near 1000 levels, so a line
 # nested that deep would be written fine and never read back. Real tool arguments are a few levels deep.
@@ -159,17 +163,17 @@ class SessionWriter:
                 self._repair()
             except OSError as exc:
                 raise SessionWriteError(self.path, in_words(exc), exc) from exc
-        self._end += self._write_all(line + b"\n")
+        self._end += self._write_all(line)
 
-    def _write_all(self, data: bytes) -> int:
-        """`data` appended whole (its length returned), or a SessionWriteError with no partial line left behind
-        (cut off now, or before the next write when the cut fails too)."""
+    def _write_all(self, line: bytes) -> int:
+        """`line` and its newline appended whole (their length returned), or a SessionWriteError with no partial
+        line left behind (cut off now, or before the next write when the cut fails too)."""
         written = 0
         try:
             # One write in practice; the loop only covers a short write (a signal, a full disk, a size limit:
             # the kernel writes what fits and the next write fails with ENOSPC / EFBIG).
-            while written < len(data):
-                n = os.write(self._fd, data[written:] if written else data)
+            while written <= len(line):
+                n = self._write_from(line, written)
                 if n <= 0:
                     raise OSError(f"short write to {self.path}")
                 written += n
@@ -187,6 +191,14 @@ class SessionWriter:
                 raise SessionWriteError(self.path, in_words(exc), exc) from exc
             raise
         return written
+
+    def _write_from(self, line: bytes, start: int) -> int:
+        """One write of `line` and its newline from byte `start` on; the bytes written."""
+        if len(line) <= _COPY_LINE_BYTES:
+            data = line + b"\n"
+            return os.write(self._fd, data[start:] if start else data)
+        with memoryview(line) as whole:
+            return os.writev(self._fd, [whole[start:], b"\n"] if start < len(line) else [b"\n"])
 
     def _sync(self) -> None:
         try:

@@ -152,9 +152,8 @@ class TaskHost:
         # call ids: a terminal is not embedded in a call it never saw.
         meter = self.record.meter
         space = room(meter, meter.figures(), self.messages)
-        return await run_tool(
-            tool, args, self._p.tool_ctx, space, None, judge=judge_redirects(tool, wire_id, self.approve, self.emit)
-        )
+        judge = judge_redirects(tool, wire_id, self.approve, self.emit)
+        return await run_tool(tool, args, self._p.tool_ctx, space, None, judge=judge, hooks=self._p.hooks)
 
     # --- billing and failures -----------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from ama_acp.session.tasks.record import LoopTaskRecord
 from ama_acp.session.tasks.worker import TaskParent, TaskRuntime
 from ama_acp.session.turn.host import SessionSetting
 from ama_acp.session.turn.toolset import SessionTools
+from ama_acp.shaping.skill_tool import NAME as SKILL
 from ama_acp.tools.base import ToolError
 
 # The built-in read-only agent's tools: it reads and searches the project, and nothing leaves the machine.
@@ -61,7 +62,7 @@ class LoopWorker:
         self.record = record
         self.view = view
         self._prompt = prompt
-        self._host = TaskHost(runtime, parent, record, _system(parent, spec), tools, view)
+        self._host = TaskHost(runtime, parent, record, _system(parent, spec, tools), tools, view)
 
     async def work(self) -> str:
         async with self.view.live():
@@ -86,8 +87,10 @@ class LoopWorker:
         return self._host.messages  # its whole conversation
 
 
-def _system(s: LoopParent, spec: AgentConfig) -> str:
+def _system(s: LoopParent, spec: AgentConfig, tools: Sequence[str] | None) -> str:
     text = system_prompt(s.cwd, list(s.additional_directories), s.mode) + TASK_NOTE
     if spec.instructions.strip():
         text += "\n# Your agent's instructions\n" + spec.instructions.strip() + "\n"
-    return text + s.instructions.block()
+    # The parent's skills, when the task's agent has the `skill` tool (the parent's own, session/turn/toolset.py).
+    skills = s.skills.block if tools is None or SKILL in tools else ""
+    return text + skills + s.instructions.block()

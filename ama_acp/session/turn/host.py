@@ -32,10 +32,12 @@ from ama_acp.session.editor.outbox import Outbox
 from ama_acp.session.editor.updates import cut_short_update, plan_update, to_update
 from ama_acp.session.facets import Located, Persists, UsesModel
 from ama_acp.session.store import entries as en
-from ama_acp.session.turn.tool_runner import Room, judge_redirects, room, run_tool
+from ama_acp.session.turn.tool_runner import Room, hooked, judge_redirects, room, run_tool
 from ama_acp.session.turn.toolcalls import ToolCallRecords
 from ama_acp.session.turn.toolset import SessionTools
 from ama_acp.session.turn.wire_ids import WireIds
+from ama_acp.shaping.hook_points import SessionHooks
+from ama_acp.shaping.skills import Found
 from ama_acp.tools.base import Tool, ToolError, ToolResult
 from ama_acp.tools.context import ToolContext
 from ama_acp.tools.task import NAME as TASK
@@ -82,6 +84,11 @@ class SessionSetting(Located, Protocol):
     @property
     def instructions(self) -> SessionInstructions: ...
 
+    @property
+    def skills(self) -> Found:
+        """The session's skills (shaping/skills.py), read once as it opened."""
+        ...
+
 
 class SessionParts(Persists, Protocol):
     """What a conversation's host works through of its session, the session's own and a task's alike
@@ -99,6 +106,11 @@ class SessionParts(Persists, Protocol):
 
     @property
     def thought_level(self) -> str: ...
+
+    @property
+    def hooks(self) -> SessionHooks | None:
+        """The person's hooks (shaping/hook_points.py); None without any."""
+        ...
 
 
 class HostedSession(SessionSetting, SessionParts, UsesModel, Protocol):
@@ -298,7 +310,7 @@ class SessionHost:
         if tool is None:
             raise ToolError(f"There is no tool named {name!r}.")
         if name == TASK:  # a task, carried out by the session's task runner (the tool is a declaration)
-            result = await self._s.tasks.run(args, wire_id)
+            result = await hooked(self._s.hooks, name, args, lambda: self._s.tasks.run(args, wire_id))
             # Sized when the task is done: its siblings' results that finished first count (they enter the
             # conversation only after the last of them, agent/loop.py), so together they keep to the share.
             result = self._room().fit(result)
@@ -308,7 +320,7 @@ class SessionHost:
         space = self._room()
         sink = self._cut[wire_id] = CutShort()  # stays empty unless a cancel cuts a command short
         judge = judge_redirects(tool, wire_id, self.approve, self.emit)
-        return await run_tool(tool, args, self._s.tool_ctx, space, wire_id, sink, judge)
+        return await run_tool(tool, args, self._s.tool_ctx, space, wire_id, sink, judge, self._s.hooks)
 
     def _touched(self, tool: Tool, args: dict[str, object]) -> None:
         """The instruction files of the folders the call works in are announced before the next request."""

@@ -18,7 +18,8 @@ from ama_acp.agent.result_fit import fit_result, result_budget, tool_chars
 from ama_acp.context.meter import ContextFigures, ContextMeter
 from ama_acp.conversation.messages import AssistantMessage, Message
 from ama_acp.session.editor.workspaces import current_tool_call
-from ama_acp.tools.base import Tool, ToolResult
+from ama_acp.shaping.hook_points import SessionHooks
+from ama_acp.tools.base import Tool, ToolError, ToolResult
 from ama_acp.tools.common import short
 from ama_acp.tools.context import RedirectJudge, ToolContext, redirect_judge, result_chars
 from ama_acp.tools.registry import run_with_deadline
@@ -61,10 +62,41 @@ async def run_tool(
     call_id: str | None,
     cut: CutShort | None = None,
     judge: RedirectJudge | None = None,
+    hooks: SessionHooks | None = None,
 ) -> ToolResult:
     """Run one call within `space`. `call_id`: the call as the editor knows it, None for one it never saw;
     `cut`: filled by a command a cancel cuts short (None: nobody shows what it left); `judge`: how a step to
-    an origin the call was not approved for is judged (`redirect_judge` below; None: refused)."""
+    an origin the call was not approved for is judged (`redirect_judge` below; None: refused); `hooks`: the
+    person's `pre_tool` and `post_tool` hooks around it (`hooked`)."""
+    return await hooked(hooks, tool.name, args, lambda: _run(tool, args, ctx, space, call_id, cut, judge))
+
+
+async def hooked(
+    hooks: SessionHooks | None, name: str, args: dict[str, object], run: Callable[[], Awaitable[ToolResult]]
+) -> ToolResult:
+    """`run` between the `pre_tool` hooks (one that exits 2 blocks it: its result is the hook's) and the
+    `post_tool` hooks, which see its result (shaping/hook_points.py)."""
+    if hooks is None:
+        return await run()
+    blocked = await hooks.pre_tool(name, args)
+    if blocked is not None:
+        return blocked
+    try:
+        result = await run()
+    except ToolError as exc:  # a failed call is a result too: the loop would make it this one
+        result = ToolResult(str(exc), is_error=True)
+    return await hooks.post_tool(name, args, result)
+
+
+async def _run(
+    tool: Tool,
+    args: dict[str, object],
+    ctx: ToolContext,
+    space: Room,
+    call_id: str | None,
+    cut: CutShort | None,
+    judge: RedirectJudge | None,
+) -> ToolResult:
     call = current_tool_call.set(call_id)
     chars = result_chars.set(tool_chars(space.budget))
     cut_token = cut_short.set(cut)

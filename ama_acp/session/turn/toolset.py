@@ -42,12 +42,17 @@ class SessionTools:
         self.mcp: SessionMcp | None = None  # the editor's MCP servers for this session, once connected
         self._plan_exit: Tool | None = None
         self._planning: Callable[[], bool] = lambda: False
+        self._skill: Tool | None = None  # the session's `skill` tool (shaping/skill_tool.py), when it has skills
 
     def offer_plan_exit(self, tool: Tool, planning: Callable[[], bool]) -> None:
         """The session's `exit_plan_mode`, declared while `planning()` (the session is in plan mode). It is found
         by name in any mode: a call from a request built in plan mode may run after a switch, and says so."""
         self._plan_exit = tool
         self._planning = planning
+
+    def offer_skill(self, tool: Tool) -> None:
+        """The session's `skill` tool, declared for the session's life (its skills are read once, at the open)."""
+        self._skill = tool
 
     def connect(self, mcp: SessionMcp) -> None:
         self.mcp = mcp
@@ -60,6 +65,8 @@ class SessionTools:
                 return found
         if self._plan_exit is not None and name == self._plan_exit.name:
             return self._plan_exit
+        if self._skill is not None and name == self._skill.name:
+            return self._skill
         return self._rt.tool(name)
 
     def tool_specs(self) -> list[ToolSpec]:
@@ -67,6 +74,8 @@ class SessionTools:
         specs = list(self._rt.tool_specs())
         if self._small_window():
             specs = [s for s in specs if s.name not in HEAVY_TOOLS]
+        if (skill := self._skill) is not None:
+            specs.append(ToolSpec(name=skill.name, description=skill.description, parameters=skill.parameters))
         plan_exit = self._plan_exit
         if plan_exit is not None and self._planning():
             specs.append(

@@ -88,6 +88,7 @@ HOSTILE: dict[str, str] = {
     "flood": "writes 10,000 lines that are not JSON on stdout at start",
     "nested": "writes one line of JSON nested 100,000 deep at start",
     "huge-line": "writes one line of --huge-size bytes (no newline inside) at start",
+    "endless-flood": "on each session/prompt, writes lines that are not JSON without end (until stdout breaks)",
 }
 FLOOD_LINES = 10_000
 NESTING = 100_000
@@ -213,6 +214,10 @@ class Wire:
     def close(self) -> None:
         with self._lock:
             self._closed = True
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
 
 class Reply:
@@ -1145,6 +1150,9 @@ class Agent:
             asks.append(
                 ("fs/write_text_file", {"sessionId": sid, "path": os.path.join(link, "via-link.txt"), "content": "x"})
             )
+        if "endless-flood" in self.hostile:
+            while not self.wire.closed:  # a pipe's worth at a time: the client reads as fast as it can
+                self.wire.raw("not json, a line of an endless flood\n" * 2000)
         if "terminal-touch" in self.hostile:
             cwd = self.outside or session.cwd
             asks.append(("terminal/create", {"sessionId": sid, "command": "touch", "args": ["MARKER"], "cwd": cwd}))
