@@ -66,6 +66,8 @@ FRESH: tuple[tuple[str, str, Callable[[], object]], ...] = (
     # the first sandboxed command of a process sweeps the private temp folders dead processes left
     ("ama_acp.sandbox.temp", "_swept", lambda: False),
     ("ama_acp.session.rules.sources", "_REPORTED", set),
+    ("ama_acp.shaping.hooks", "_REPORTED", set),  # a bad [[hooks]] entry said once per process
+    ("ama_acp.shaping.command_files", "_PARSED", dict),  # command files parsed, by path and stat
 )
 # Caches emptied for each run: their answers are logged once when computed (programs: refused PATH entries).
 CLEARED: tuple[tuple[str, str], ...] = (("ama_acp.tools.programs", "_lookup"),)
