@@ -101,7 +101,7 @@ class SandboxFact:
     """How the commands ama runs itself are confined (sandbox/): `[sandbox]` and what the kernel offers."""
 
     mode: str  # as configured: workspace-write | read-only | off
-    mechanism: str | None  # "landlock", or None when commands run unconfined
+    mechanism: str | None  # "landlock", "bubblewrap", or None when commands run unconfined
     abi: int  # the kernel's Landlock ABI; 0: none
     networkBlocked: bool
     summary: str
@@ -427,8 +427,7 @@ def diagnose(
         openPaths=open_paths(_guarded_paths(Path(cfg_fact.path), Path(cred_fact.path))),
     )
     box = sandbox_state(effective.sandbox)
-    mechanism = "landlock" if box.active else None
-    report.sandbox = SandboxFact(box.mode, mechanism, box.abi, box.network_blocked, box.summary())
+    report.sandbox = SandboxFact(box.mode, box.mechanism, box.abi, box.network_blocked, box.summary())
     report.problem = _problem(report, chosen_provider)
     report.promptWouldWork = report.problem is None
     return report

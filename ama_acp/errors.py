@@ -25,6 +25,9 @@ what an exception wraps, for the callers that look for the error a library wrapp
     ├── ConfigError               configuration: the TOML file, the environment, the command line
     │   ├── providers.resolve.ModelError   a model id that is not provider/model
     │   ├── providers.scripted.ScriptError a script file for the scripted provider that cannot be used
+    │   ├── shaping.front_matter.FrontMatterError  a Markdown file's front matter ama cannot read (with its line)
+    │   ├── shaping.commands.CommandFileError      a command file that is not a command (with its line)
+    │   ├── shaping.hooks.HookError        a `[[hooks]]` entry that is not a hook (skipped, with its line)
     │   ├── credentials.CredentialsError   the credentials file exists but cannot be used
     │   └── setup.choices.SetupError       `ama setup` cannot go on (a bad flag or answer, a refused key)
     ├── ProviderError             a model request; never escapes a provider (see below)
@@ -34,7 +37,8 @@ what an exception wraps, for the callers that look for the error a library wrapp
     ├── ToolError                 a tool failed in a way the model should hear about (tools.base.ToolError)
     │   ├── tools.search.globs.GlobError          (also ValueError) an unusable glob
     │   ├── tools.workspace.BinaryFileError  (also ValueError) a file that is not UTF-8 text
-    │   └── tools.regular.NotRegularFileError  (also OSError) a FIFO, a device, a file under /proc ...
+    │   ├── tools.regular.NotRegularFileError  (also OSError) a FIFO, a device, a file under /proc ...
+    │   └── tools.web.isolated.ConversionFailed  the child converting a deep page gave no Markdown back
     ├── StoreError                the session files (session.store.session_store.StoreError)
     │   ├── session.store.errors.SessionNotFound  (session.store.session_store re-exports these)
     │   │   └── session.store.errors.InvalidSessionId  (also ValueError)

@@ -357,7 +357,8 @@ class TerminalManager:
         None when the client has no sandbox or the kernel none to give."""
         if self.sandbox is None:
             return None
-        sandbox = Sandbox(sandbox_state(self.sandbox), [*self.roots(sid), *self.sandbox_roots])
+        roots = [*self.roots(sid), *self.sandbox_roots]
+        sandbox = Sandbox(sandbox_state(self.sandbox, roots), roots)  # no bwrap taken from inside the roots
         path = requested.get("PATH", os.environ.get("PATH"))
         return confine(sandbox, program_argv(argv[0], argv[1:], path, cwd), requested)
 

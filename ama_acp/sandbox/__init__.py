@@ -1,12 +1,14 @@
 """The sandbox of the commands ama runs on someone's behalf (`run_command`, locally or in the editor's terminal; an
 external agent's terminals; the terminals ama's client serves an agent under test): what `[sandbox]` asks for,
-what the kernel offers, and the launcher command line that confines a command (docs/tools.md "What runs").
+what this machine offers, and how a command is started confined (docs/tools.md "The sandbox").
 `temp.py` makes a command's private temp folder; `terminal.py` readies a command another program starts.
 
-Linux only, through Landlock (`landlock.py`): unprivileged, nothing to install. Reading stays allowed
-everywhere; writing only in the workspace roots, a private temp folder and the devices a shell needs; TCP
-bind and connect not at all unless `network = true`. Where the kernel has no Landlock, commands run
-unconfined and ama says so (a log line once; `ama doctor`; "not sandboxed" in the permission question).
+Linux only. The mechanism is chosen at run time: Landlock (`landlock.py`: unprivileged, nothing to install)
+where the kernel has it, else bubblewrap (`bwrap.py`) where it is installed and can start. Reading stays
+allowed everywhere; writing only in the workspace roots, a private temp folder and the devices a shell needs;
+no TCP unless `network = true`. With Landlock a launcher kept ready ahead of need (`warm.py`) saves each command
+the launcher's start. Where neither can be had, commands run unconfined and ama says so (a log line once; `ama
+doctor`; "not sandboxed" in the permission question).
 """
 
 from __future__ import annotations
@@ -18,8 +20,12 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import anyio
+from anyio.abc import Process
+
 from ama_acp.config import SandboxConfig
-from ama_acp.sandbox import landlock
+from ama_acp.sandbox import bwrap, landlock
+from ama_acp.sandbox.warm import Standby
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +45,11 @@ _LAUNCHER = (
     f"import sys; sys.path[:0] = [{os.path.dirname(os.path.abspath(__file__))!r}]; import landlock; "
     "sys.exit(landlock.main())"
 )
+# The warm launcher (warm.py): the same module, serving one request read from the socket `fd` it inherits.
+_SERVE = _LAUNCHER.replace("{", "{{").replace("}", "}}").replace("landlock.main()", "landlock.serve({fd})")
+# A test hook, never set otherwise: ama acts as if the kernel had no Landlock, so that the tests can reach the
+# bubblewrap path through a real `ama` process on a machine that has both.
+HIDE_LANDLOCK_VAR = "AMA_TEST_HIDE_LANDLOCK"
 # The launcher run as a script, for a command line a person reads (`Sandbox.launcher`): compiled at each start,
 # which a command started through an editor's terminal does not feel.
 _SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "landlock.py")
@@ -46,21 +57,34 @@ _SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "landlock.py"
 
 @dataclass(frozen=True)
 class SandboxState:
-    """What commands get: the configured mode and network, and what the kernel offers (`abi` 0: nothing,
-    `reason` says why)."""
+    """What commands get: the configured mode and network, and what the machine offers: the kernel's Landlock
+    ABI (`abi` 0: none), else `bwrap`, the bubblewrap that confines them ("" when none can); `reason` says why
+    there is no Landlock (and, when nothing confines, why not bubblewrap either)."""
 
     mode: str
     network: bool
     abi: int
     reason: str
+    bwrap: str = ""
+
+    @property
+    def mechanism(self) -> str | None:
+        """ "landlock", "bubblewrap", or None when commands run unconfined."""
+        if self.mode == OFF:
+            return None
+        if self.abi >= 1:
+            return "landlock"
+        return "bubblewrap" if self.bwrap else None
 
     @property
     def active(self) -> bool:
-        return self.mode != OFF and self.abi >= 1
+        return self.mechanism is not None
 
     @property
     def network_blocked(self) -> bool:
-        return self.active and not self.network and self.abi >= landlock.NET_ABI
+        if self.network or not self.active:
+            return False
+        return self.mechanism == "bubblewrap" or self.abi >= landlock.NET_ABI
 
     def summary(self) -> str:
         """One line for `ama doctor` and the log."""
@@ -71,13 +95,18 @@ class SandboxState:
         net = "blocked" if self.network_blocked else "allowed"
         if not self.network and not self.network_blocked:
             net = f"allowed (TCP rules need Landlock ABI {landlock.NET_ABI})"
+        if self.mechanism == "bubblewrap":
+            return f"{self.mode}, bubblewrap {self.bwrap} (no Landlock: {self.reason}), network {net}"
         return f"{self.mode}, Landlock ABI {self.abi}, network {net}"
 
     def blocked(self) -> str:
         """What the sandbox refuses, for the model reading a failed command."""
         where = "anywhere but the private temp folder" if self.mode == READ_ONLY else "outside the workspace"
-        net = " and network connections (TCP connect and bind)" if self.network_blocked else ""
-        return f"writes {where}{net}"
+        if not self.network_blocked:
+            return f"writes {where}"
+        if self.mechanism == "bubblewrap":
+            return f"writes {where} and network connections (no network but its own loopback)"
+        return f"writes {where} and network connections (TCP connect and bind)"
 
 
 # Said in `clientCapabilities._meta` by a client whose terminals run what they are asked confined (ama's own
@@ -96,43 +125,111 @@ def confines_terminals(meta: object) -> bool:
 @functools.cache
 def kernel_abi() -> tuple[int, str]:
     """The Landlock ABI of this kernel and why there is none; asked once per process."""
+    if os.environ.get(HIDE_LANDLOCK_VAR):
+        return 0, f"Landlock is hidden from ama ({HIDE_LANDLOCK_VAR}, a test hook)"
     return landlock.abi_version()
 
 
-_told_unavailable = False
+def _bubblewrap(roots: Sequence[str]) -> tuple[str, str]:
+    """The bubblewrap that can confine commands here ("" when none) and, when none, why not."""
+    program = bwrap.find(os.environ.get("PATH", os.defpath), roots)
+    if program is None:
+        return "", "bubblewrap (bwrap) is not installed, or not in an absolute PATH entry outside the workspace"
+    why = bwrap.trial(program)
+    return ("", why) if why else (program, "")
 
 
-def sandbox_state(cfg: SandboxConfig) -> SandboxState:
-    global _told_unavailable
-    abi, reason = kernel_abi() if cfg.mode != OFF else (0, "")
-    state = SandboxState(cfg.mode, cfg.network, abi, reason)
-    if cfg.mode != OFF and not state.active and not _told_unavailable:
-        _told_unavailable = True
-        log.warning("commands are not sandboxed: %s", reason)
+_told: set[str] = set()  # the log lines said once a process
+
+
+def sandbox_state(cfg: SandboxConfig, roots: Sequence[str] = ()) -> SandboxState:
+    """What `cfg` gets here; `roots`, the session's folders, in which no `bwrap` is taken."""
+    if cfg.mode == OFF:
+        return SandboxState(cfg.mode, cfg.network, 0, "")
+    abi, reason = kernel_abi()
+    program = ""
+    if abi < 1:
+        program, why = _bubblewrap(roots)
+        reason = f"{reason}; {why}" if why else reason
+    state = SandboxState(cfg.mode, cfg.network, abi, reason, program)
+    mechanism = state.mechanism or "none"
+    if mechanism not in _told:
+        _told.add(mechanism)
+        if state.active:
+            log.info("commands are sandboxed: %s", state.summary())
+        else:
+            log.warning("commands are not sandboxed: %s", reason)
     return state
 
 
 class Sandbox:
-    """Confines the commands of one set of workspace roots."""
+    """Confines the commands of one set of workspace roots. With Landlock and `warm`, it keeps a launcher
+    ready ahead of need (`start`); `aclose` ends it."""
 
-    def __init__(self, state: SandboxState, roots: Sequence[str]) -> None:
+    def __init__(self, state: SandboxState, roots: Sequence[str], *, warm: bool = True) -> None:
         self.state = state
         self.roots = list(roots)
+        self._standby = Standby(_SERVE) if warm and state.mechanism == "landlock" else None
 
     def wrap(self, argv: list[str], env: dict[str, str], tmp: str) -> list[str]:
-        """The launcher's command line, which runs `argv` writing only where the mode allows (`tmp` always);
-        what it needs goes into `env`."""
+        """The command line that runs `argv` writing only where the mode allows (`tmp` always); what it needs
+        goes into `env`."""
+        writable = [tmp, *self.roots] if self.state.mode == WORKSPACE_WRITE else [tmp]
+        if self.state.mechanism == "bubblewrap":
+            return bwrap.command_line(self.state.bwrap, writable, network=not self.state.network_blocked, argv=argv)
+        env[landlock.SPEC_VAR] = self._spec(argv, tmp)
+        return [sys.executable, "-I", "-S", "-c", _LAUNCHER]
+
+    def _spec(self, argv: list[str], tmp: str) -> str:
         dirs = [tmp, *SHARED]
         if self.state.mode == WORKSPACE_WRITE:
             dirs += self.roots
-        env[landlock.SPEC_VAR] = landlock.encode_spec(not self.state.network_blocked, dirs, list(DEVICES), argv)
-        return [sys.executable, "-I", "-S", "-c", _LAUNCHER]
+        return landlock.encode_spec(not self.state.network_blocked, dirs, list(DEVICES), argv)
+
+    async def start(self, argv: list[str], env: dict[str, str], tmp: str, cwd: str) -> Process | None:
+        """`argv` started confined in `cwd` by the launcher kept ready, whose `marks` (the variables it was started
+        with) `env` takes on. None when no launcher could take it (the first command, one that died, a cwd that is
+        not a folder): the caller starts `wrap`'s line itself. Either way the caller calls `prepare` once the
+        command is over."""
+        # A cwd that is not a folder fails the cold way (FileNotFoundError, NotADirectoryError), as unconfined.
+        if self._standby is None or not await anyio.Path(cwd).is_dir():
+            return None
+        started = None
+        launcher = await self._standby.take()
+        if launcher is not None:
+            try:
+                env.update(launcher.marks)
+                request = landlock.encode_request(
+                    self._spec(argv, tmp), os.fsencode(cwd), {os.fsencode(k): os.fsencode(v) for k, v in env.items()}
+                )
+                started = launcher.proc if await launcher.hand(request) else None
+            finally:
+                if started is None:  # it died, is stuck, or was never handed its request
+                    await launcher.aclose()
+        return started
+
+    def prepare(self, marks: dict[str, str]) -> None:
+        """Start the next command's launcher in the background, with `marks` (the variables its command will
+        carry), unless one is ready or on its way: called as a command ends, so that the start falls between
+        commands (a model's turn), not inside one."""
+        if self._standby is not None:
+            self._standby.refill_soon(marks)
+
+    def warm_ready(self) -> bool:
+        """Whether a launcher is ready for the next command (the benchmark and the tests wait for it)."""
+        return self._standby is not None and self._standby.ready()
+
+    async def aclose(self) -> None:
+        """The launcher kept ready goes (no process outlives its sandbox)."""
+        if self._standby is not None:
+            await self._standby.aclose()
 
     def launcher(self, argv: list[str], env: dict[str, str], tmp: str) -> list[str]:
         """As `wrap`, but `argv` ends the launcher's own command line instead of riding in `env`: for a command
         another program starts and shows, where the person reads the real command last (an editor's terminal
-        card: `python -I -S …/landlock.py /bin/sh -c 'make test'`). Only `env` and no shell syntax: an editor
-        that runs it through a shell gets the same command line."""
-        dirs = [tmp, *SHARED, *(self.roots if self.state.mode == WORKSPACE_WRITE else ())]
-        env[landlock.SPEC_VAR] = landlock.encode_spec(not self.state.network_blocked, dirs, list(DEVICES), [])
+        card: `python -I -S …/landlock.py /bin/sh -c 'make test'`, or bubblewrap's line ending in it). Only `env`
+        and no shell syntax: an editor that runs it through a shell gets the same command line."""
+        if self.state.mechanism == "bubblewrap":
+            return self.wrap(argv, env, tmp)
+        env[landlock.SPEC_VAR] = self._spec([], tmp)
         return [sys.executable, "-I", "-S", _SCRIPT, *argv]

@@ -6,7 +6,9 @@ it starts. The command rides in the environment, not in the launcher's arguments
 command itself shows its command line (a watcher such as ama's own sweep or `pgrep -f` sees one process). A
 command another program starts and shows (an editor's terminal) rides instead after the launcher's arguments,
 where a person reads it (`python -I -S landlock.py /bin/sh -c 'make'`), and SPEC ends before it. A launcher
-process rather than a `preexec_fn`, which is unsafe in a threaded parent. So that it starts fast (-S: no site,
+process rather than a `preexec_fn`, which is unsafe in a threaded parent. Started ahead of need (`serve`,
+sandbox/warm.py) it reads SPEC, the command's folder and its environment from a socket instead, when a command
+comes. So that it starts fast (-S: no site,
 -I: nothing from the environment) it imports nothing but the standard library and nothing of ama.
 
 SPEC is a list of strings, each written as its length, ":" and itself (`encode_spec`): "1" when TCP is allowed
@@ -24,6 +26,8 @@ import posix  # not `os`, which -S leaves unimported: 1.4 ms of every command's 
 import sys
 
 TYPE_CHECKING = False  # mypy takes it as true; `typing` would cost the launcher 3 ms to import
+if TYPE_CHECKING:
+    from typing import AnyStr, NoReturn
 
 # Syscall numbers: the same on x86_64 and aarch64 (the generic table); other machines get no sandbox.
 _CREATE_RULESET, _ADD_RULE, _RESTRICT_SELF = 444, 445, 446
@@ -70,14 +74,18 @@ _functions: dict[str, _Function] = {}
 def _libc_call(name: str, *args: int | bytes) -> int:
     """libc's `name` called with `args` (ints as C longs, bytes as pointers to them); OSError with the
     kernel's errno when it fails."""
-    if name not in _functions:
-        # "": the program itself, libc with it (glibc; elsewhere dlopen fails: OSError, no sandbox).
-        _functions[name] = _Function(_ctypes.dlsym(_ctypes.dlopen("", posix.RTLD_NOW), name))
-    result = int(_functions[name](*(_Long(a) if isinstance(a, int) else a for a in args)))
+    result = int(_function(name)(*(_Long(a) if isinstance(a, int) else a for a in args)))
     if result < 0:
         err = _ctypes.get_errno()
         raise OSError(err, posix.strerror(err))
     return result
+
+
+def _function(name: str) -> _Function:
+    if name not in _functions:
+        # "": the program itself, libc with it (glibc; elsewhere dlopen fails: OSError, no sandbox).
+        _functions[name] = _Function(_ctypes.dlsym(_ctypes.dlopen("", posix.RTLD_NOW), name))
+    return _functions[name]
 
 
 def _u64(value: int) -> bytes:
@@ -143,15 +151,7 @@ def encode_spec(net: bool, dirs: list[str], files: list[str], argv: list[str]) -
 
 def decode_spec(text: str) -> tuple[bool, list[str], list[str], list[str]]:
     """What `encode_spec` wrote; ValueError when it is not that."""
-    items: list[str] = []
-    at = 0
-    while at < len(text):
-        colon = text.index(":", at)
-        end = colon + 1 + int(text[at:colon])
-        if end > len(text) or not text[at:colon].isdigit():
-            raise ValueError("a malformed sandbox spec")
-        items.append(text[colon + 1 : end])
-        at = end
+    items = _netstrings(text, ":")
     ndirs = int(items[1])
     nfiles = int(items[2 + ndirs])
     argv = items[3 + ndirs + nfiles :]
@@ -160,24 +160,102 @@ def decode_spec(text: str) -> tuple[bool, list[str], list[str], list[str]]:
     return items[0] == "1", items[2 : 2 + ndirs], items[3 + ndirs : 3 + ndirs + nfiles], argv
 
 
+def encode_request(spec: str, cwd: bytes, env: dict[bytes, bytes]) -> bytes:
+    """What a warm launcher (`serve`) reads: the spec, the directory to run in and the command's whole
+    environment, framed as one item so that a request cut short (ama killed while writing it) is no request."""
+    items = [spec.encode(_FS_ENCODING, "surrogateescape"), cwd, *(k + b"=" + v for k, v in env.items())]
+    body = b"".join(b"%d:%s" % (len(item), item) for item in items)
+    return b"%d:%s" % (len(body), body)
+
+
+def decode_request(data: bytes) -> tuple[str, bytes, dict[bytes, bytes]]:
+    """What `encode_request` wrote; ValueError (or IndexError) when it is not exactly that."""
+    framed = _netstrings(data, b":")
+    if len(framed) != 1:
+        raise ValueError("a malformed sandbox request")
+    items = _netstrings(framed[0], b":")
+    env: dict[bytes, bytes] = {}
+    for item in items[2:]:
+        key, eq, value = item.partition(b"=")
+        if not key or not eq:
+            raise ValueError("a malformed sandbox request")
+        env[key] = value
+    return items[0].decode(_FS_ENCODING, "surrogateescape"), items[1], env
+
+
+def _netstrings(data: AnyStr, colon: AnyStr) -> list[AnyStr]:
+    """`data` cut into the items it holds, each written as its length, ":" and itself."""
+    items: list[AnyStr] = []
+    at = 0
+    while at < len(data):
+        sep = data.index(colon, at)
+        size = data[at:sep]
+        end = sep + 1 + int(size) if size.isdigit() else -1
+        if end < 0 or end > len(data):
+            raise ValueError("a malformed sandbox spec")
+        items.append(data[sep + 1 : end])
+        at = end
+    return items
+
+
 def main() -> int:
     try:
         env = dict(posix.environ)  # bytes: nothing decoded but the spec, and the command gets it back as it was
         spec = env.pop(SPEC_VAR.encode(), b"").decode(_FS_ENCODING, "surrogateescape")
         # A command after the launcher's own arguments is the end of SPEC (`Sandbox.launcher`).
-        net, dirs, files, argv = decode_spec(spec + "".join(f"{len(a)}:{a}" for a in sys.argv[1:]))
-        abi, why = abi_version()
-        if abi < 1:
-            raise OSError(errno.ENOSYS, why)
-        restrict(abi, dirs, files, net)
-        # Python ignores these for itself; the command gets them as any program started by a shell does.
-        for sig in (_signal.SIGPIPE, _signal.SIGXFSZ):
-            _signal.signal(sig, _signal.SIG_DFL)
-        posix.execve(argv[0], argv, env)  # replaces this process: nothing after it runs
+        _confine_and_exec(spec + "".join(f"{len(a)}:{a}" for a in sys.argv[1:]), None, env)
     except (OSError, ValueError, IndexError) as exc:
-        # 126 as a shell says "found but cannot run": nothing ran, and nothing runs unconfined.
-        sys.stderr.write(f"ama: the sandbox could not be set up, so the command did not run: {exc}\n")
-        return 126
+        return _refuse(exc)
+
+
+def serve(fd: int) -> int:
+    """The warm launcher (sandbox/warm.py): started ahead of need, it says it is ready with one byte on `fd`
+    (a socket to ama), reads one request (`encode_request`) from it until ama closes its side, and runs that
+    command confined. A socket closed without a request (ama gone, the sandbox closed) runs nothing: exit 0. One
+    request a launcher: it becomes the command or exits."""
+    chunks = []
+    try:
+        abi_version()  # the libc functions found now, while nobody waits
+        _function("prctl")
+        try:
+            posix.write(fd, b"r")
+        except OSError:
+            pass  # EPIPE: ama has written its request and closed its side before this start was done
+        while chunk := posix.read(fd, 1 << 16):
+            chunks.append(chunk)
+    except OSError:
+        pass  # ECONNRESET after the request: ama closed its side with the "r" unread. Judged below.
+    finally:
+        posix.close(fd)  # never the command's: it must not hold ama's end open, nor read another request
+    if not chunks:
+        return 0
+    try:
+        # A request cut short (ama killed while it wrote) is refused here: it is framed as one item.
+        spec, cwd, env = decode_request(b"".join(chunks))
+        _confine_and_exec(spec, cwd, env)
+    except (OSError, ValueError, IndexError) as exc:
+        return _refuse(exc)
+
+
+def _confine_and_exec(spec: str, cwd: bytes | None, env: dict[bytes, bytes]) -> NoReturn:
+    """Restrict this process as `spec` says, go to `cwd` and exec the command; returns only by raising."""
+    net, dirs, files, argv = decode_spec(spec)
+    abi, why = abi_version()
+    if abi < 1:
+        raise OSError(errno.ENOSYS, why)
+    restrict(abi, dirs, files, net)
+    if cwd is not None:
+        posix.chdir(cwd)
+    # Python ignores these for itself; the command gets them as any program started by a shell does.
+    for sig in (_signal.SIGPIPE, _signal.SIGXFSZ):
+        _signal.signal(sig, _signal.SIG_DFL)
+    posix.execve(argv[0], argv, env)  # replaces this process: nothing after it runs
+
+
+def _refuse(exc: Exception) -> int:
+    # 126 as a shell says "found but cannot run": nothing ran, and nothing runs unconfined.
+    sys.stderr.write(f"ama: the sandbox could not be set up, so the command did not run: {exc}\n")
+    return 126
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ from ama_acp.session.editor.approval import Approver
 from ama_acp.session.editor.outbox import Outbox
 from ama_acp.session.editor.updates import is_stop_reason
 from ama_acp.session.editor.workspaces import tool_context
+from ama_acp.session.file_commands import FileCommands, tell
 from ama_acp.session.history.checkpoints import CheckpointLog, Checkpoints, RecordingWorkspace
 from ama_acp.session.history.rewind import Rewinder, checkpoints_folder
 from ama_acp.session.hooked import submitted, warner
@@ -88,6 +89,7 @@ class Session:
             self.tools.offer_skill(SkillTool(self.skills))
         # AGENTS.md and the like: in the system prompt, or announced when a tool works in their folder.
         self.instructions = SessionInstructions(runtime.config.instructions, self.cwd, str(config_dir(os.environ)))
+        self.file_commands = FileCommands(self.cwd, str(config_dir(os.environ)))  # read when first offered
         self.ctx = SessionContext(runtime, self)  # meter, billing, reporter and their ACP reports
         self.host = SessionHost(runtime, self, restored.wire_ids if restored is not None else None)
         self.compactor = Compactor(runtime, self, self.host)
@@ -187,7 +189,13 @@ class Session:
         if self.busy:
             raise AcpError.session_busy(self.id)
         user = user_message(blocks)
-        command = self.rt.commands.match(user) or mcp_prompts.match(self, user)
+        offer = self.commands_changed()  # a command file added or changed since runs now, and is offered below
+        command = self.rt.commands.match(user)
+        if command is None and (typed := self.file_commands.expand(user)) is not None:
+            self.persist(en.CommandEntry(text=typed[0]))  # a load replays the command, then the prompt it sent
+            user = typed[1]
+        elif command is None:
+            command = mcp_prompts.match(self, user)  # an MCP server's prompt (session/mcp_prompts.py)
         self.cancelled = False
         self.host.new_turn()
         self.instructions.refresh()  # a file changed since the last turn: the system prompt follows it
@@ -199,6 +207,8 @@ class Session:
         with anyio.CancelScope() as scope:
             self._turn_scope = scope
             try:
+                with anyio.CancelScope(shield=True):  # the set it sends is the one checked: never sent again
+                    await self.offer_commands(offer)
                 stop = await command(self) if command is not None else await self.run_model(user)
             finally:
                 self._turn_scope = None
@@ -316,7 +326,8 @@ class Session:
 
     async def announce_open(self) -> None:
         """E4: after the opening response is written: commands, options, then the meter (D2: always)."""
-        await self.announce_commands()
+        self.commands_changed()
+        await self.offer_commands(changed=True)
         await self.send(w.ConfigOptionUpdate(config_options=self.config_options()))
         await self.report_usage(force=True)
         if self.hooks is not None:  # after the announcements: a slow hook holds up nothing the editor waits for
@@ -326,15 +337,33 @@ class Session:
         caps = self.rt.client_caps.session
         return caps is not None and caps.notices is not None
 
+    def commands_changed(self) -> bool:
+        """Whether the slash commands offered changed since last offered: the command files looked at (a stat of
+        each) and read again when they changed (session/file_commands.py). No await: a prompt checks this between
+        its busy check and its turn's start."""
+        return self.file_commands.refresh({c.name for c in self.rt.commands.available()})
+
+    async def offer_commands(self, changed: bool) -> None:
+        """The slash commands, when they `changed`: the built-ins, then `/init` and the command files', then the
+        MCP servers' prompts; and what went wrong with those files, told once."""
+        if changed:
+            commands = self.rt.commands.available() + self.file_commands.available()
+            commands += mcp_prompts.offered(self, {c.name for c in commands})
+            await self.send(w.AvailableCommandsUpdate(available_commands=commands))
+        await tell(self.send, self._takes_notices(), self.file_commands.untold())
+
     async def announce_commands(self) -> None:
-        """ama's commands and the MCP servers' prompts (again when a server's prompts change)."""
-        await self.send(w.AvailableCommandsUpdate(available_commands=mcp_prompts.available(self)))
+        """The slash commands again: an MCP server's prompts came, went or changed (session/mcp.py)."""
+        await self.offer_commands(changed=True)
 
     async def release(self) -> None:
-        """What the session holds goes with it: its MCP servers (no process outlives the session) and its file."""
+        """What the session holds goes with it: its MCP servers and sandbox launcher (no process outlives the
+        session) and its file."""
         self.closed = True
         if self.tools.mcp is not None:
             await self.tools.mcp.aclose()
+        if self.tool_ctx.sandbox is not None:
+            await self.tool_ctx.sandbox.aclose()  # its launcher kept ready for the next command
         self.journal.close()
 
 

@@ -1,13 +1,13 @@
 """The editor's MCP servers' prompts as the session's slash commands (docs/commands.md "MCP prompts and resources").
 
 Named `mcp__<server>__<prompt>` (the rule of the MCP tools' wire names, and the name Claude Code gives them),
-offered in `available_commands_update` after ama's own commands, with the prompt's arguments as the hint. Running
+offered in `available_commands_update` after ama's own commands and the command files', with the prompt's arguments as the hint. Running
 one reads the person's argument line (mcp/prompts.py `parse_arguments`), asks the server (prompts/get), and
 sends the messages it returns as the turn's user message: a model turn like any prompt, counted by the meter
 like any prompt. A line that does not fit the prompt's arguments is told to the person and nothing is sent.
 
-The only hooks into the rest of the session: `available` (the command list the session announces) and `match`
-(after ama's own commands, in `Session.prompt`).
+The only hooks into the rest of the session: `offered` (after the built-ins and the command files, in the list the
+session announces) and `match` (after those, in `Session.prompt`).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from ama_acp.conversation.messages import ImagePart, TextPart, UserMessage
 from ama_acp.errors import ToolError
 from ama_acp.session.facets import Persists
 from ama_acp.session.store.entries import CommandEntry, CommandOutputEntry
+from ama_acp.textsafe import one_line
 from ama_acp.wire import types as w
 
 if TYPE_CHECKING:
@@ -26,18 +27,9 @@ if TYPE_CHECKING:
     from ama_acp.session.commands import Command, CommandSession
     from ama_acp.session.mcp import SessionMcp
 
-__all__ = ["available", "match"]
+__all__ = ["match", "offered"]
 
 log = logging.getLogger(__name__)
-
-
-class ListsCommands(Protocol):
-    def available(self) -> list[w.AvailableCommand]: ...
-
-
-class HasCommands(Protocol):
-    @property
-    def commands(self) -> ListsCommands: ...
 
 
 class HasMcp(Protocol):
@@ -47,9 +39,6 @@ class HasMcp(Protocol):
 
 class PromptSession(Persists, Protocol):
     """What an MCP prompt command uses of the session (session/live.py `Session`)."""
-
-    @property
-    def rt(self) -> HasCommands: ...
 
     @property
     def tools(self) -> HasMcp: ...
@@ -62,19 +51,18 @@ def _prompts(session: PromptSession) -> list[McpPrompt]:
     return mcp.hub.prompts() if mcp is not None else []
 
 
-def available(session: PromptSession) -> list[w.AvailableCommand]:
-    """ama's own commands, then the ready servers' prompts (a prompt named like one of ama's is left out: the
-    built-in wins, and a `mcp__` name never is one)."""
-    own = session.rt.commands.available()
-    names = {c.name for c in own}
-    return own + [
+def offered(session: PromptSession, taken: set[str]) -> list[w.AvailableCommand]:
+    """The ready servers' prompts as commands, but for a name already `taken` (a built-in or a command file's
+    keeps it: those come first, and run first)."""
+    return [
         w.AvailableCommand(
             name=p.command,
-            description=p.description,
-            input=w.AvailableCommandInput(hint=p.hint) if p.hint else None,
+            # A server's text may hold controls (ESC, …): one line, shown, as the command files' are.
+            description=one_line(p.description),
+            input=w.AvailableCommandInput(hint=one_line(p.hint)) if p.hint else None,
         )
         for p in _prompts(session)
-        if p.command not in names
+        if p.command not in taken
     ]
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import yaml
 
-from ama_acp.errors import AmaError
+from ama_acp.errors import ConfigError
 
 MAX_BYTES = 64 * 1024
 # Flow collections (`[`, `{`) nested deeper than this are refused before parsing: PyYAML's pure-Python scanner
@@ -26,7 +26,7 @@ _FENCE = "---"
 _ENDS = ("---", "...")
 
 
-class FrontMatterError(AmaError):
+class FrontMatterError(ConfigError):
     """The front matter is not what ama reads; `line` is the file's line (1-based) where it went wrong."""
 
     def __init__(self, message: str, line: int) -> None:

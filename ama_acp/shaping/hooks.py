@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ama_acp import ownfiles
 from ama_acp.config import Config
-from ama_acp.errors import AmaError
+from ama_acp.errors import ConfigError
 from ama_acp.tools.search.globs import GlobError, glob_regex
 
 log = logging.getLogger(__name__)
@@ -36,7 +36,7 @@ _HEADER = re.compile(r"\s*\[\[\s*(?:hooks|\"hooks\"|'hooks')\s*\]\]\s*(?:#.*)?$"
 _REPORTED: set[str] = set()  # a process says each problem once, not once a session
 
 
-class HookError(AmaError):
+class HookError(ConfigError):
     """A `[[hooks]]` entry that is not a hook; the message says which key is wrong and why."""
 
 

@@ -37,7 +37,8 @@ class ToolContext:
     # otherwise: a context that forgot to say asks one question too many, never one too few.
     sandboxed: bool = True
     # The session's sandbox (its folders, `[sandbox]`), for commands others start on its behalf: an external
-    # agent's terminals (session/tasks/external/terminals.py). None: such commands run unconfined.
+    # agent's terminals (session/tasks/external/terminals.py). None: such commands run unconfined. Closed with the
+    # session: it may keep a launcher ready (sandbox/warm.py).
     sandbox: Sandbox | None = None
     # Whether the terminals the editor runs for this session are confined, by `sandbox` or by the editor itself
     # (it says so: sandbox.CONFINED_TERMINALS): said in turn to an external agent, which then sends bare commands.

@@ -126,8 +126,19 @@ def _blocked_note(blocked: str) -> str:
     )
 
 
-# How a refusal by the sandbox (EACCES, EPERM) reads in a command's output.
-_SANDBOX_SIGNS = ("Permission denied", "Operation not permitted", "EACCES", "EPERM", "PermissionError")
+# How a refusal by the sandbox reads in a command's output: Landlock's EACCES and EPERM; bubblewrap's read-only
+# file system (EROFS) and its network of one loopback (nothing listens there; nothing else is reachable).
+_SANDBOX_SIGNS = (
+    "Permission denied",
+    "Operation not permitted",
+    "EACCES",
+    "EPERM",
+    "PermissionError",
+    "Read-only file system",
+    "EROFS",
+    "Network is unreachable",
+    "ENETUNREACH",
+)
 
 
 def _signal_name(number: int) -> str:

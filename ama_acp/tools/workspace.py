@@ -224,37 +224,48 @@ class LocalWorkspace:
     ) -> CommandResult:
         # Shielded: a cancel while asyncio still connects the pipes would kill only the shell (its own cleanup)
         # and orphan whatever it already started. With the handle in hand the finally below kills the group.
-        marker = new_marker()
         env = command_env(self._env_base)
         # Inherited by everything the command starts, so even a process that left the group is found.
-        env[MARKER_VAR] = marker
+        env[MARKER_VAR] = new_marker()
         argv, tmp = [*_shell(), command], None
         box = self.sandbox if confined and self.sandbox is not None and self.sandbox.state.active else None
         if box is not None:
             # The command's private temp folder: the one place outside the workspace it may write.
             env["TMPDIR"] = tmp = private_temp()
-            argv = box.wrap(argv, env, tmp)
         try:
-            result = await self._run(argv, env, marker, cwd, timeout, output_cap)
+            result = await self._run(argv, env, tmp, cwd, timeout, output_cap)
         finally:
             remove_temp(tmp)
+            if box is not None:  # the next command's launcher, started once this one is over
+                box.prepare({MARKER_VAR: new_marker()})
         # What the sandbox refused, for the model reading a failed command.
         return result if box is None else msgspec.structs.replace(result, sandbox=box.state.blocked())
 
+    async def _spawn(self, argv: list[str], env: dict[str, str], tmp: str | None, cwd: str) -> Process:
+        """The command's process: in its own session and process group, so one killpg reaches everything it
+        starts. Sandboxed (`tmp`: its private temp folder) by the launcher the sandbox keeps ready, which takes on
+        the command (its marker becomes the command's: `env`), or else by a launcher started now."""
+        if tmp is not None and self.sandbox is not None:
+            warm = await self.sandbox.start(argv, env, tmp, cwd)
+            if warm is not None:
+                return warm
+            argv = self.sandbox.wrap(argv, env, tmp)
+        return await anyio.open_process(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+        )
+
     async def _run(
-        self, argv: list[str], env: dict[str, str], marker: str, cwd: str, timeout: float, output_cap: int
+        self, argv: list[str], env: dict[str, str], tmp: str | None, cwd: str, timeout: float, output_cap: int
     ) -> CommandResult:
         with anyio.CancelScope(shield=True):
-            proc = await anyio.open_process(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                cwd=cwd,
-                env=env,
-                # Its own process group, so one killpg reaches everything the command started.
-                start_new_session=True,
-            )
+            proc = await self._spawn(argv, env, tmp, cwd)
+        marker = env[MARKER_VAR]  # the one the command carries: a warm launcher's, when one took it
         pgid = proc.pid
         out = _HeadTail(output_cap)
         eof = anyio.Event()

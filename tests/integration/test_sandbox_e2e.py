@@ -1,7 +1,9 @@
 """The sandbox of `run_command` (issue 38), through the real pipes: `ama --mode acp`, ama's own client (no fs or
 terminal capability, so ama runs the commands itself) and the scripted model calling run_command.
 
-Skipped where the kernel has no Landlock: there is nothing to confine with.
+Skipped where the kernel has no Landlock, or where bubblewrap cannot start (its tests): there is nothing to confine
+with. The bubblewrap tests run a real `ama` process told to act as if the kernel had no Landlock (the test hook
+`AMA_TEST_HIDE_LANDLOCK`, docs/testing.md).
 """
 
 from __future__ import annotations
@@ -16,16 +18,22 @@ import pytest
 
 from ama_acp.client.connection import ClientOptions
 from ama_acp.client.demo import DEMO_MODEL
-from ama_acp.sandbox import kernel_abi
+from ama_acp.sandbox import HIDE_LANDLOCK_VAR, bwrap, kernel_abi
 from ama_acp.sandbox.landlock import NET_ABI
 from tests.support.harness import Ama, run_ama, write_script
 from tests.support.json_values import as_object, session_id
+from tests.support.leaks import stat_fields
+from tests.support.waiting import poll_until
 
 pytestmark = pytest.mark.anyio
 
 ABI, WHY = kernel_abi()
 needs_landlock = pytest.mark.skipif(ABI < 1, reason=f"no Landlock here: {WHY}")
 needs_net_rules = pytest.mark.skipif(ABI < NET_ABI, reason=f"Landlock ABI {ABI} has no TCP rules (needs {NET_ABI})")
+BWRAP = bwrap.find(os.environ.get("PATH", os.defpath), [])
+BWRAP_WHY_NOT = "bwrap is not installed" if BWRAP is None else bwrap.trial(BWRAP)
+needs_bwrap = pytest.mark.skipif(bool(BWRAP_WHY_NOT), reason=f"bubblewrap cannot confine here: {BWRAP_WHY_NOT}")
+NO_LANDLOCK = {HIDE_LANDLOCK_VAR: "1"}
 
 
 def sandboxed_ama(tmp: Path, sandbox: str = "") -> Ama:
@@ -38,15 +46,19 @@ async def run_command(ama: Ama, command: str, mode: str = "full_access") -> str:
     return (await run_command_in(ama, command, mode))[0]
 
 
-async def run_command_in(ama: Ama, command: str, mode: str) -> tuple[str, list[str], str]:
-    """The final update's text, the permission questions' titles and the agent's messages."""
+async def run_command_in(
+    ama: Ama, command: str, mode: str, env: dict[str, str] | None = None, process: bool = False
+) -> tuple[str, list[str], str]:
+    """The final update's text, the permission questions' titles and the agent's messages; `env` and `process`
+    as run_ama takes them."""
     replies: list[dict[str, Any]] = [
         {"tool_calls": [{"id": "c", "name": "run_command", "arguments": {"command": command}}]},
         {"text": "ran"},
     ]
     script = write_script(ama.tmp / "script.json", replies)
     options = ClientOptions(fs=False, terminal=False)
-    async with run_ama(ama, "--model", "scripted/t", env={"AMA_SCRIPT": str(script)}, options=options) as conn:
+    env = {"AMA_SCRIPT": str(script), **(env or {})}
+    async with run_ama(ama, "--model", "scripted/t", env=env, options=options, process=process) as conn:
         await conn.initialize()
         sid = session_id(await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))
         await conn.request("session/set_mode", {"sessionId": sid, "modeId": mode})
@@ -135,11 +147,87 @@ async def test_without_landlock_commands_run_unconfined_and_ama_says_so(tmp_path
     if os.environ.get("AMA_TEST_PROCESSES") == "1":
         pytest.skip("ama runs as its own process here: this process cannot play the kernel for it")
     monkeypatch.setattr(sandbox, "kernel_abi", lambda: (0, "the kernel has no Landlock (in this test)"))
-    monkeypatch.setattr(sandbox, "_told_unavailable", False)
+    monkeypatch.setattr(sandbox, "_bubblewrap", lambda roots: ("", "no bubblewrap (in this test)"))
+    monkeypatch.setattr(sandbox, "_told", set())
     ama = sandboxed_ama(tmp_path)
     outside = tmp_path / "outside.txt"
     text, titles, said = await run_command_in(ama, WRITES.format(outside=outside), "manual")
     assert "wrote-outside" in text and outside.exists() and "sandbox" not in text
     assert len(titles) == 1 and titles[0].endswith("(not sandboxed)")
-    assert said.count("The commands ama runs are not sandboxed: the kernel has no Landlock (in this test).") == 1
-    assert "commands are not sandboxed: the kernel has no Landlock" in caplog.text
+    why = "the kernel has no Landlock (in this test); no bubblewrap (in this test)"
+    assert said.count(f"The commands ama runs are not sandboxed: {why}.") == 1
+    assert f"commands are not sandboxed: {why}" in caplog.text
+
+
+@needs_bwrap
+async def test_without_landlock_bubblewrap_blocks_a_write_outside_and_a_tcp_connect(tmp_path, listener):
+    ama = sandboxed_ama(tmp_path)
+    outside = tmp_path / "outside.txt"
+    command = f"{WRITES.format(outside=outside)}; {CONNECT.format(port=listener)}"
+    text, titles, said = await run_command_in(ama, command, "manual", NO_LANDLOCK, process=True)
+    assert "wrote-inside" in text and (ama.workspace / "inside.txt").read_text() == "in\n"
+    assert "wrote-outside" not in text and not outside.exists() and "connected" not in text
+    assert "Read-only file system" in text and "Connection refused" in text  # nobody listens on its own loopback
+    assert "Writes outside the workspace and network connections (no network but its own loopback) are blocked" in text
+    assert titles and not titles[0].endswith("(not sandboxed)") and "not sandboxed" not in said
+    assert f"commands are sandboxed: workspace-write, bubblewrap {BWRAP} (no Landlock: " in ama.log_text()
+
+
+async def test_a_bwrap_that_cannot_start_leaves_commands_unconfined_and_ama_says_why(tmp_path):
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "bwrap").write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
+    (fake / "bwrap").chmod(0o755)
+    ama = sandboxed_ama(tmp_path)
+    outside = tmp_path / "outside.txt"
+    env = {**NO_LANDLOCK, "PATH": f"{fake}{os.pathsep}{os.environ.get('PATH', os.defpath)}"}
+    text, titles, said = await run_command_in(ama, WRITES.format(outside=outside), "manual", env, process=True)
+    assert "wrote-outside" in text and outside.exists()
+    assert titles and titles[0].endswith("(not sandboxed)")
+    why = f"bubblewrap ({fake / 'bwrap'}) cannot start here (bwrap: No permissions to create new namespace)"
+    assert f"The commands ama runs are not sandboxed: Landlock is hidden from ama ({HIDE_LANDLOCK_VAR}" in said
+    assert why in said
+
+
+@needs_landlock
+async def test_commands_after_the_first_run_in_launchers_kept_ready_and_none_outlives_ama(tmp_path):
+    """Three commands in one turn of a real `ama` process: the later ones are taken by the launcher kept ready
+    (same confinement), and when ama exits its last launcher goes with it."""
+    ama = sandboxed_ama(tmp_path)
+    outside = tmp_path / "outside.txt"
+    calls = [
+        {"id": f"c{i}", "name": "run_command", "arguments": {"command": f"echo $$; {WRITES.format(outside=outside)}"}}
+        for i in range(3)
+    ]
+    script = write_script(ama.tmp / "script.json", [{"tool_calls": [c]} for c in calls] + [{"text": "ran"}])
+    options = ClientOptions(fs=False, terminal=False)
+    async with run_ama(
+        ama, "--model", "scripted/t", env={"AMA_SCRIPT": str(script)}, options=options, process=True
+    ) as conn:
+        await conn.initialize()
+        sid = session_id(await conn.request("session/new", {"cwd": str(ama.workspace), "mcpServers": []}))
+        await conn.request("session/set_mode", {"sessionId": sid, "modeId": "full_access"})
+        assert (await conn.prompt(sid, "go", timeout=60))["stopReason"] == "end_turn"
+        finals = [u for u in conn.updates_for(sid, "tool_call_update") if u.get("status") in ("completed", "failed")]
+        texts = [str(f["content"][-1]["content"]["text"]) for f in finals]
+        assert len(texts) == 3 and all("wrote-inside" in t and "wrote-outside" not in t for t in texts)
+        assert not outside.exists()
+        ama_pid = conn.pid
+        assert ama_pid is not None
+        standby = poll_until(lambda: launchers_of(ama_pid), 10, "the launcher kept ready")
+    poll_until(lambda: all(gone(pid) for pid in standby), 10, "ama's launcher to exit with it")
+
+
+def launchers_of(parent: int) -> list[int]:
+    """The warm launchers (sandbox/warm.py) that are children of `parent`."""
+    found = []
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        fields = stat_fields(pid)
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes() if fields else b""
+        if fields and int(fields[1]) == parent and b"landlock.serve(" in cmdline:
+            found.append(int(pid))
+    return found
+
+
+def gone(pid: int) -> bool:
+    return stat_fields(str(pid))[:1] in ([], [b"Z"])

@@ -62,10 +62,12 @@ FRESH: tuple[tuple[str, str, Callable[[], object]], ...] = (
     # warnings said once per process (tests read them in ama.log)
     ("ama_acp.context.estimate", "_warned", lambda: False),
     ("ama_acp.tools.programs", "_told", set),
-    ("ama_acp.sandbox", "_told_unavailable", lambda: False),
+    ("ama_acp.sandbox", "_told", set),
     # the first sandboxed command of a process sweeps the private temp folders dead processes left
     ("ama_acp.sandbox.temp", "_swept", lambda: False),
     ("ama_acp.session.rules.sources", "_REPORTED", set),
+    ("ama_acp.shaping.hooks", "_REPORTED", set),  # a bad [[hooks]] entry said once per process
+    ("ama_acp.shaping.command_files", "_PARSED", dict),  # command files parsed, by path and stat
 )
 # Caches emptied for each run: their answers are logged once when computed (programs: refused PATH entries).
 CLEARED: tuple[tuple[str, str], ...] = (("ama_acp.tools.programs", "_lookup"),)
@@ -80,6 +82,9 @@ KEPT: tuple[tuple[str, str], ...] = (
     # what the kernel offers for the sandbox (Landlock's ABI) and the libc symbols the launcher calls
     ("ama_acp.sandbox", "kernel_abi"),
     ("ama_acp.sandbox.landlock", "_functions"),
+    # which bwrap a PATH and roots lead to, and whether that one can start here (the trial run)
+    ("ama_acp.sandbox.bwrap", "_find"),
+    ("ama_acp.sandbox.bwrap", "trial"),
 )
 
 

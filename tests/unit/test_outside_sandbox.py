@@ -78,7 +78,8 @@ def test_the_approver_asks_only_for_run_command_where_a_sandbox_is_on(tmp_path: 
 def test_the_workspace_runs_unconfined_only_when_told(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
-    workspace = LocalWorkspace(sandbox=Sandbox(sandbox_state(SandboxConfig()), [str(ws)]))
+    # No launcher kept ready (sandbox/warm.py): each anyio.run is an event loop of its own, and a launcher belongs to one.
+    workspace = LocalWorkspace(sandbox=Sandbox(sandbox_state(SandboxConfig()), [str(ws)], warm=False))
     target = tmp_path / "outside.txt"
     line = f"echo out > {target}"
     confined = anyio.run(workspace.run_command, line, str(ws), 30.0, 1000)

@@ -97,6 +97,11 @@ ALLOWED: dict[str, tuple[set[str], str]] = {
         {"open"},
         "AGENTS.md: its own reader refuses links out, FIFOs and devices and caps the size (docs/context.md)",
     ),
+    "ama_acp/shaping/command_files.py": (
+        {"open", "os.open"},
+        "command files: the workspace's and the person's, read as AGENTS.md is (links out, FIFOs and devices "
+        "refused, O_NOFOLLOW | O_NONBLOCK, the size capped: docs/commands.md)",
+    ),
     "ama_acp/providers/scripted.py": ({".read_text"}, "the scripted model's script, a file the person names"),
     "ama_acp/oneshot.py": ({"os.open"}, "/dev/null in place of a stdout its reader closed (`ama -p … | head`)"),
     "ama_acp/setup/write.py": ({".mkdir"}, "the config folder `ama setup` writes the person's config into"),

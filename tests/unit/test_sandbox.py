@@ -187,12 +187,13 @@ def test_doctor_says_when_there_is_no_sandbox(tmp_path, monkeypatch):
     from ama_acp import doctor, sandbox
 
     monkeypatch.setattr(sandbox, "kernel_abi", lambda: (0, "the kernel has no Landlock (too old, or built without it)"))
+    monkeypatch.setattr(sandbox, "_bubblewrap", lambda roots: ("", "bubblewrap (bwrap) is not installed"))
     env = {"XDG_CONFIG_HOME": str(tmp_path / "c"), "XDG_DATA_HOME": str(tmp_path / "d")}
     report = doctor.diagnose(env=env, network=False)
     assert report.sandbox is not None and report.sandbox.mechanism is None
     assert (
-        "sandbox: not available: the kernel has no Landlock (too old, or built without it); commands run unconfined"
-        in (doctor.render(report))
+        "sandbox: not available: the kernel has no Landlock (too old, or built without it); bubblewrap (bwrap) is "
+        "not installed; commands run unconfined" in (doctor.render(report))
     )
 
 

@@ -94,6 +94,7 @@ def test_the_command_after_the_launcher_runs_as_given(args: list[str]) -> None:
 
 def test_a_client_without_a_sandbox_to_give_says_not_sandboxed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(sandbox_module, "kernel_abi", lambda: (0, "the kernel has no Landlock (in this test)"))
+    monkeypatch.setattr(sandbox_module, "_bubblewrap", lambda roots: ("", ""))  # nor bubblewrap
     assert unsandboxed(None) == ""  # a client that confines nothing (no [sandbox]) has nothing to say
     assert unsandboxed(SandboxConfig(OFF)) == '[sandbox] mode = "off"'
     assert unsandboxed(SandboxConfig()) == "the kernel has no Landlock (in this test)"

@@ -269,7 +269,7 @@ def tool_context(runtime: EditorRuntime, session: WorkspaceSession) -> ToolConte
         workspace = LocalWorkspace()
     roots = [session.cwd, *session.additional_directories]
     # Commands are confined to the session's folders, those ama runs itself and those in the editor's terminal.
-    state = sandbox_state(runtime.config.sandbox)
+    state = sandbox_state(runtime.config.sandbox, roots)
     workspace.sandbox = sandbox = Sandbox(state, roots)
     unsandboxed = state.reason if state.mode != OFF and not state.active else ""
     return ToolContext(

@@ -30,6 +30,7 @@ from ama_acp.session.store.cwd import normal_cwd, same_cwd
 from ama_acp.session.store.journal import Journal
 from ama_acp.session.store.locks import in_use
 from ama_acp.session.store.repair import MAX_HANDOFF_BYTES
+from ama_acp.session.store.rewound_thread import prompt_start
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +110,8 @@ def completed_turns(entries: list[en.Entry]) -> list[en.Entry]:
     start = _last_said(entries)
     if start is None or any(isinstance(e, en.TurnEntry) for e in entries[start:]):
         return list(entries)  # no turn, or the last one ended: nothing is running in this file
+    if isinstance(entries[start], en.MessageEntry):
+        start = prompt_start(entries, start)  # a command file's prompt: the command typed goes with it
     if start > 0 and isinstance(entries[start - 1], en.TitleEntry):
         start -= 1
     return entries[:start] + [e for e in entries[start:] if isinstance(e, _SETTINGS)]

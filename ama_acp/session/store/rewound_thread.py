@@ -38,6 +38,16 @@ def is_prompt(entry: en.Entry) -> bool:
     )
 
 
+def prompt_start(entries: list[en.Entry], at: int) -> int:
+    """Where the person's prompt at `at` begins: at the command they typed when the prompt is a command file's
+    expansion (session/file_commands.py writes its `command` entry, perhaps the title, then the message), so a
+    rewind or a fork that removes the prompt removes the command with it; else at `at`."""
+    i = at - 1
+    while i >= 0 and isinstance(entries[i], en.TitleEntry):
+        i -= 1
+    return i if i >= 0 and isinstance(entries[i], en.CommandEntry) else at
+
+
 def apply_rewinds(entries: list[en.Entry]) -> list[en.Entry]:
     """`entries` with every rewind applied in order (the same list when there is none)."""
     if not any(isinstance(e, en.RewindEntry) for e in entries):
@@ -61,7 +71,7 @@ def _rewind(out: list[en.Entry], messages: list[int], entry: en.RewindEntry) -> 
             "ignored a rewind entry to prompt %r: message %r is not a prompt of the thread", entry.prompt, index
         )
         return
-    cut = messages[index]
+    cut = prompt_start(out, messages[index])
     removed = out[cut:]
     del out[cut:]
     del messages[index:]

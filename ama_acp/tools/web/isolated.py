@@ -17,11 +17,13 @@ import sys
 import anyio
 import anyio.abc
 
+from ama_acp.errors import ToolError
+
 _ENCODING = "utf-8"
 _ERRORS = "surrogatepass"  # a str the parent holds crosses the pipe whole, whatever it holds
 
 
-class ConversionFailed(Exception):
+class ConversionFailed(ToolError):
     """The child did not give Markdown back; `reason` says how it ended, for the note the model reads."""
 
     def __init__(self, reason: str) -> None:
