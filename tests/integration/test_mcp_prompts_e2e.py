@@ -326,3 +326,24 @@ async def test_the_official_sdk_client_sees_the_prompt_and_runs_it(tmp_path: Pat
             assert "notes://readme — readme (text/plain): The notes." in tool_message(llm.requests[2].body, "l1")
             assert "template notes://{name} — a note by name" in tool_message(llm.requests[2].body, "l1")
             assert tool_message(llm.requests[2].body, "r1") == "the note called todo"
+
+
+async def test_a_command_file_of_the_same_name_keeps_it(tmp_path: Path) -> None:
+    ama = Ama(tmp_path)
+    log = tmp_path / "server.log"
+    folder = ama.workspace / ".ama" / "commands"
+    folder.mkdir(parents=True)
+    (folder / "mcp__notes__greet.md").write_text("---\ndescription: The file's greeting.\n---\nHello from the file.\n")
+    with LLMServer() as llm:
+        configure(ama, llm)
+        llm.enqueue({"text": "hi"})
+        async with run_ama(ama, env=KEY, process=True) as conn:
+            sid = await open_session(conn, ama, [prompt_server("notes", log)])
+            await offered(conn, sid, "mcp__notes__review")  # the server's prompts are offered by now
+            updates = conn.updates_for(sid, "available_commands_update")
+            greets = [c for c in updates[-1]["availableCommands"] if c["name"] == "mcp__notes__greet"]
+            assert [c["description"] for c in greets] == ["The file's greeting."]
+            await conn.prompt(sid, "/mcp__notes__greet", timeout=30)
+            assert "Hello from the file." in user_text(llm.requests[0].body)
+            assert "Hello from the prompt." not in user_text(llm.requests[0].body)
+            assert "prompts/get" not in methods(log)
