@@ -104,22 +104,29 @@ def _aged(store: SessionStore, cwd: str, days: float) -> str:
 
 
 async def test_handoff_folders_of_other_sessions_are_pruned_at_session_start(tmp_path):
+    """Seed 003_: retention touches only folders named as sessions are, and `retention_days = 0` turns it off."""
     ama = Ama(tmp_path)
     store = SessionStore(ama.data)
     cwd = str(ama.workspace)
     old, fresh, recent = _aged(store, cwd, 3), _aged(store, cwd, 1), _aged(store, cwd, 0.5)
+    orphan = new_session_id()  # a session's folder whose file is gone
+    notes = store.sessions_dir / "notes"  # a valid id, but not a name ama gives: never pruned
+    for folder in (store.handoff_dir(orphan), notes):
+        folder.mkdir()
+        os.utime(folder, (time.time() - 30 * 86400,) * 2)
     with LLMServer() as llm:
         configure(ama, llm.openai_url)  # retention_days: the default, 2
         async with run_ama(ama, env=ENV) as conn:
             sid = await open_session(conn, ama)
-            await conn.wait_for(lambda: not store.handoff_dir(old).exists(), timeout=10)
-            assert store.handoff_dir(fresh).exists() and store.handoff_dir(recent).exists()
+            await conn.wait_for(lambda: "removed 2 handoff folder(s)" in ama.log_text(), timeout=10)
+            assert not store.handoff_dir(old).exists() and not store.handoff_dir(orphan).exists()
+            assert store.handoff_dir(fresh).exists() and store.handoff_dir(recent).exists() and notes.is_dir()
             assert store.path(old).exists()  # only the handoff folder goes, never a session
             assert sid  # the session itself opened normally
 
         configure(ama, llm.openai_url, "retention_days = 0")
-        async with run_ama(ama, env=ENV) as conn:  # session/load of `fresh`: its own folder is never touched
+        async with run_ama(ama, env=ENV) as conn:  # 0: pruning is off, the 0.5-day folder stays
             await conn.initialize()
             await conn.request("session/load", {"sessionId": fresh, "cwd": cwd, "mcpServers": []})
-            await conn.wait_for(lambda: not store.handoff_dir(recent).exists(), timeout=10)
-            assert store.handoff_dir(fresh).exists()
+            await conn.wait_for(lambda: "handoff retention: off" in ama.log_text(), timeout=10)
+            assert store.handoff_dir(recent).exists() and store.handoff_dir(fresh).exists()
