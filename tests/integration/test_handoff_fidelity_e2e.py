@@ -81,7 +81,7 @@ async def test_the_handoff_request_carries_slash_commands_git_state_and_the_lang
         assert len(llm.requests) == 2
     prompt = llm.requests[1].body["messages"][-1]["content"]
     prompt = prompt if isinstance(prompt, str) else json.dumps(prompt, ensure_ascii=False)
-    assert "## Slash commands the user ran\n- `/context`\n- `/compact auf Deutsch bleiben`" in prompt
+    assert "## Slash commands the user ran (2)\n- `/context`\n- `/compact auf Deutsch bleiben`" in prompt
     assert f"- branch {BRANCH}" in prompt
     assert "     M notes.txt" in prompt  # git status --short
     assert "notes.txt | 2 +-" in prompt and "1 file changed, 1 insertion(+), 1 deletion(-)" in prompt
