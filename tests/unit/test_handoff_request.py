@@ -75,6 +75,10 @@ def test_nine_sections_with_the_environment_a_reason_per_file_and_anything_else(
         == "The files to re-read first: one a line, the path in backticks, then the reason to re-read it"
     )
     assert sections_text[9].startswith("Anything else")
+    # Seed 003_'s sub-items: what changed and why, the skills, risks, failing tests.
+    assert sections_text[4].endswith("and what changed in it and why")
+    assert "never their values); the skills loaded" in prompt
+    assert sections_text[7].startswith("Open questions, risks, failing tests, and verbatim error messages")
 
 
 def test_completeness_over_brevity_and_no_budget_where_the_window_does_not_force_one() -> None:
