@@ -91,6 +91,33 @@ async def test_the_handoff_request_carries_slash_commands_git_state_and_the_lang
     assert "- `/context`" in saved
 
 
+async def test_the_handoff_request_lists_the_subagents_launched_with_counted_headings(tmp_path):
+    """Seed 003_'s inventory over the wire: a "Subagents launched" list from the task calls, headings with counts,
+    and a command clipped at 400 characters."""
+    ama = Ama(tmp_path)
+    long_command = "echo " + "y" * 500
+    task = {"prompt": "Read the notes.", "description": "Read notes", "agent": "explore"}
+    with LLMServer() as llm:
+        configure(ama, llm.openai_url)
+        llm.enqueue(
+            {"tool_calls": [{"id": "t1", "name": "task", "arguments": task}], "usage": {"input": 900, "output": 20}},
+            {"text": "The notes are empty.", "usage": {"input": 500, "output": 10}},  # the task's own request
+            {"tool_calls": [{"id": "c1", "name": "run_command", "arguments": {"command": long_command}}]},
+            {"text": "Done " + "x" * 3000, "usage": {"input": 3000, "output": 800}},
+            {"text": "## Goal\nhandoff", "usage": {"input": 4100, "output": 60}},
+        )
+        async with run_ama(ama, env=ENV, options=ClientOptions(compaction=True)) as conn:
+            sid = await open_session(conn, ama)
+            await conn.prompt(sid, "delegate, then run it", timeout=20)
+            assert (await conn.prompt(sid, "/compact", timeout=20))["stopReason"] == "end_turn"
+            assert [u["status"] for u in conn.updates_for(sid, "compaction_update")] == ["in_progress", "completed"]
+    prompt = llm.requests[-1].body["messages"][-1]["content"]
+    prompt = prompt if isinstance(prompt, str) else json.dumps(prompt, ensure_ascii=False)
+    assert "## Subagents launched (✗ failed) (1)\n- ✓ `explore`: Read notes" in prompt
+    assert "## Tools used (2)\n" in prompt and "## The user's messages (1)\n- delegate, then run it" in prompt
+    assert f"`{long_command[:400]} […105 characters left out]`" in prompt
+
+
 def _aged(store: SessionStore, cwd: str, days: float) -> str:
     sid = new_session_id()
     store.create(Header(session_id=sid, cwd=cwd)).close()
