@@ -457,6 +457,8 @@ class SessionContext:
         }
         if self.billing.cost is not None:
             out["cost"] = {"amount": round(self.billing.cost, 6), "currency": "USD"}
+        if (rate := self.billing.totals().cache_read_share()) is not None:
+            out["cacheHitRate"] = rate  # seed 001_ reads it at the top level; `cache` has it too
         if f.window is not None:
             out["contextWindow"] = f.window
         if f.percent is not None:
