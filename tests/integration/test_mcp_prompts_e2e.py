@@ -3,10 +3,12 @@
 `available_commands_update` with its hint, running it sends the prompt's messages to the model, a missing
 argument is told and nothing is sent, a prompt added later is offered, the prompt still works after a
 session/load, the resource tools list and read (bounded, counted by the meter), and servers that list thousands
-of prompts, answer garbage or a 10 MB prompt stay bounded while the session goes on.
+of prompts, answer garbage or a 10 MB prompt stay bounded while the session goes on; with the features it meets:
+a command file of the same name, the `prompt_submit` and `stop` hooks.
 
-The server is tests/support/mcp_servers/prompt_server.py (standard library only; it logs each method received),
-the client ama's own over a real `ama --mode acp` process and, in one test, the official ACP SDK's.
+The server is tests/support/mcp_servers/prompt_server.py (standard library only; it logs each method received;
+its `sdk` mode is the official SDK's server), the client ama's own over a real `ama --mode acp` process and, in
+one test, the official ACP SDK's.
 """
 
 from __future__ import annotations
@@ -347,3 +349,26 @@ async def test_a_command_file_of_the_same_name_keeps_it(tmp_path: Path) -> None:
             assert "Hello from the file." in user_text(llm.requests[0].body)
             assert "Hello from the prompt." not in user_text(llm.requests[0].body)
             assert "prompts/get" not in methods(log)
+
+
+async def test_the_hooks_see_an_mcp_prompts_messages_as_the_prompt(tmp_path: Path) -> None:
+    from tests.integration.test_hooks_e2e import ECHO_PROMPT, RECORD, hook, records, script
+
+    ama = Ama(tmp_path)
+    log = tmp_path / "server.log"
+    stops = tmp_path / "stop.jsonl"
+    with LLMServer() as llm:
+        hooks = [
+            hook("prompt_submit", script(ama, "echo", ECHO_PROMPT)),
+            hook("stop", script(ama, "rec", RECORD, str(stops))),
+        ]
+        ama.config.write_text(local_config(llm.openai_url, tail="\n" + "\n".join(hooks)))
+        llm.enqueue({"text": "reviewed"})
+        async with run_ama(ama, env=KEY, process=True) as conn:
+            sid = await open_session(conn, ama, [prompt_server("notes", log)])
+            await offered(conn, sid, "mcp__notes__review")
+            await conn.prompt(sid, "/mcp__notes__review a.py", timeout=30)
+            # A refused line is no turn of the model's: no hook runs for it.
+            await conn.prompt(sid, "/mcp__notes__review", timeout=30)
+    assert "the hook saw the prompt: Review a.py for everything." in user_text(llm.requests[0].body)
+    assert [r["stop_reason"] for r in records(stops)] == ["end_turn"]
