@@ -111,7 +111,7 @@ class McpHub:
         cwd: str | None = None,
         on_problem: Callable[[ServerProblem], Awaitable[None]] | None = None,
         on_tools_changed: Callable[[], Awaitable[None]] | None = None,
-        on_notice: Callable[[str, str], Awaitable[None]] | None = None,
+        on_notice: Callable[[str, str, str], Awaitable[None]] | None = None,
         on_prompts_changed: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._servers = [_Server(spec) for spec in specs]
@@ -120,7 +120,8 @@ class McpHub:
         self._cwd = cwd
         self._on_problem = on_problem
         self._on_tools_changed = on_tools_changed
-        self._on_notice = on_notice  # (server, sentence): something the person should know, once per server
+        # (server, topic, sentence): something the person should know, once per server and topic ("tools", "prompts")
+        self._on_notice = on_notice
         self._on_prompts_changed = on_prompts_changed
         self._version = 0
         self._by_wire: dict[str, McpTool] = {}
@@ -509,7 +510,8 @@ class McpHub:
         except Exception as exc:  # TimeoutError, MCPError, a listing that does not validate
             reason = _clip(scrub_urls(str(exc)), 200) or type(exc).__name__
             log.warning("MCP server %r: listing its prompts failed (%s)", server.name, reason)
-            await self._notice(server, f"MCP server {server.name!r}: its prompts could not be listed ({reason}).")
+            text = f"MCP server {server.name!r}: its prompts could not be listed ({reason})."
+            await self._notice(server, text, topic="prompts")
             return
         if server.state != "ready":
             return
@@ -541,11 +543,11 @@ class McpHub:
         self._rebuild()
         return notice
 
-    async def _notice(self, server: _Server, text: str | None) -> None:
+    async def _notice(self, server: _Server, text: str | None, topic: str = "tools") -> None:
         if text is None or self._on_notice is None:
             return
         try:
-            await self._on_notice(server.name, text)
+            await self._on_notice(server.name, topic, text)
         except Exception:
             log.exception("telling the person about MCP server %r failed", server.name)
 

@@ -199,9 +199,10 @@ class SessionMcp:
             f"MCP server {problem.server!r} {problem.reason}; its tools are withdrawn and the session goes on.",
         )
 
-    async def _notice(self, server: str, text: str) -> None:
-        # Once per server for the session (a re-list that drops the same tools again says nothing new).
-        await self._tell(f"notice:{server}", text)
+    async def _notice(self, server: str, topic: str, text: str) -> None:
+        # Once per server and topic for the session (a re-list that drops the same tools again says nothing new;
+        # its prompts failing to list is news of its own).
+        await self._tell(f"notice:{server}" if topic == "tools" else f"notice:{server}:{topic}", text)
 
     async def _tools_changed(self) -> None:
         # The declarations are part of the prefix: the figure moved (before the first prompt too).
