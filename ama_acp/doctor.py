@@ -433,7 +433,9 @@ def diagnose(
     if cfg is not None and model_fact.id is not None:
         from ama_acp.providers.window_probe import describe_window
 
-        report.window = describe_window(cfg, model_fact.id, keys, network)
+        chosen = next((p for p in providers if p.name == chosen_provider), None)
+        answered = network and chosen is not None and chosen.result == "ok"  # else: asking more only waits
+        report.window = describe_window(cfg, model_fact.id, keys, answered)
     box = sandbox_state(effective.sandbox)
     report.sandbox = SandboxFact(box.mode, box.mechanism, box.abi, box.network_blocked, box.summary())
     report.problem = _problem(report, chosen_provider)

@@ -178,9 +178,10 @@ async def _capped(response: httpx.Response) -> bytes:
     return bytes(body)
 
 
-def describe_window(cfg: Config, model_id: str, keys: Mapping[str, str], network: bool = True) -> str:
+def describe_window(cfg: Config, model_id: str, keys: Mapping[str, str], ask: bool = True) -> str:
     """`ama doctor`'s `window:` line: the model's window as the meter gets it — the config's, the catalog's,
-    else what its server states, asked as the agent asks it (synchronously: the doctor runs no event loop)."""
+    else what its server states, asked as the agent asks it (synchronously: the doctor runs no event loop) when
+    `ask` (not with --no-network, nor of a server that did not answer the doctor's check)."""
     from ama_acp.providers.catalog import Catalog
 
     info = Catalog(cfg.models).get(model_id)
@@ -190,8 +191,8 @@ def describe_window(cfg: Config, model_id: str, keys: Mapping[str, str], network
     where = target(cfg, model_id, keys)
     if where is None:
         return "unknown: neither the config nor the catalog states it, and its server is not asked (set context_window)"
-    if not network:
-        return "unknown: its server not asked (--no-network)"
+    if not ask:
+        return "unknown: its server not asked (see its provider's line)"
     import anyio
 
     return anyio.run(learn_window, where).text()

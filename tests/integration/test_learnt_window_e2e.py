@@ -191,9 +191,10 @@ def doctor(ama: Ama) -> str:
 def test_doctor_says_where_the_window_comes_from_or_why_it_is_unknown(tmp_path, llm):
     ama = Ama(tmp_path)
     configure(ama, llm)
+    llm.models = [{"id": "m", "object": "model"}]  # the provider answers the doctor's check, stating no window
     llm.stated["GET /props"] = {"default_generation_settings": {"n_ctx": 0}}
     out = doctor(ama)
-    assert "window: unknown: /v1/models: HTTP 501; /props: no usable window for m; " in out, out
+    assert "window: unknown: /v1/models: no usable window for m; /props: no usable window for m; " in out, out
     llm.stated["GET /props"] = VENDORS["llama.cpp"][2]
     assert "window: learnt from /props: 8192" in doctor(ama)
     configure(ama, llm, window="context_window = 50000")
