@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from urllib.parse import urlsplit
 
 from ama_acp.config import Config, Price
+from ama_acp.errors import ProviderError
 from ama_acp.providers import model_list as ml
 from ama_acp.providers.endpoints import BUILTIN_ENDPOINTS
 
@@ -62,8 +63,8 @@ class Learnt:
         return f"learnt from {self.source}: {self.window}"
 
 
-class ProbeFailed(Exception):
-    """One request got no usable answer: why, in a few words (a line of `ama doctor`)."""
+class ProbeFailed(ProviderError):
+    """One request got no usable answer: why, in a few words (`learn` makes it a reason, never raises it)."""
 
 
 # (method, URL, JSON body or None) → (status, body); raises ProbeFailed.
