@@ -185,3 +185,13 @@ def test_the_doctors_line_for_a_configured_or_catalog_window() -> None:
     assert wp.describe_window(_config("http://h/v1"), "local/m", {}, ask=False).startswith(
         "unknown: its server not asked"
     )
+
+
+@given(st.lists(st.tuples(st.sampled_from([200, 200, 200, 301, 404, 500]), BODIES), min_size=5, max_size=5))
+def test_whatever_the_server_answers_learn_returns_a_sane_window_or_a_reason(answers: list[tuple[int, bytes]]) -> None:
+    urls = ["http://h/v1/models", "http://h/props", "http://h/api/v0/models", "http://h/api/show", "http://h/api/ps"]
+    learnt, _ = _learn(wp.Target("http://h/v1", "m", None), dict(zip(urls, answers, strict=True)))
+    if learnt.window is None:
+        assert learnt.why and learnt.text().startswith("unknown: ")
+    else:
+        assert type(learnt.window) is int and 0 < learnt.window <= ml.MAX_CONTEXT_LENGTH and learnt.source
