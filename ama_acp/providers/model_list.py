@@ -112,13 +112,14 @@ def _entry(items: object, model: str | set[str], *names: str) -> dict[str, objec
 
 
 def listed_window(body: bytes, model: str) -> int | None:
-    """The window `model`'s entry in an OpenAI-style model list states as served: vLLM's `max_model_len`,
-    OpenRouter's `context_length`."""
-    items = model_list_items(body)
-    entry = _entry(items, model, "id")
+    """The window `model`'s entry in an OpenAI-style model list states as served: vLLM's `max_model_len`, LM
+    Studio's `loaded_context_length` (a base URL of its own REST API, `…/api/v0`, lists it), OpenRouter's
+    `context_length`."""
+    entry = _entry(model_list_items(body), model, "id")
     if entry is None:
         return None
-    return sane_window(entry.get("max_model_len")) or sane_window(entry.get("context_length"))
+    fields = ("max_model_len", "loaded_context_length", "context_length")
+    return next((w for w in (sane_window(entry.get(f)) for f in fields) if w is not None), None)
 
 
 # A price per token no model charges ($1,000 a million): past it the figure is broken, not a price.
