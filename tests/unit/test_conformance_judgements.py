@@ -5,6 +5,7 @@ not start as a verdict of its own."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -19,7 +20,7 @@ from ama_conformance.groups.lifecycle import batch_replies
 from ama_conformance.requirements.registry import BY_ID, Profile
 from ama_conformance.schema.published import published_in
 
-GEMINI = [
+GEMINI: list[dict[str, Any]] = [
     {"id": "oauth-personal", "name": "Log in with Google", "description": None},
     {"id": "gemini-api-key", "name": "Use Gemini API key", "description": "Requires GEMINI_API_KEY"},
 ]
