@@ -16,6 +16,10 @@ turn and after a model change. At a model change the `config_option_update` and 
 order named, both before the answer to session/set_config_option (ama's order is options first, rule E3; an
 agent may well send them the other way round). Without `--models` nothing of this is offered or sent.
 
+Each `--quirk NAME` (see `QUIRKS`) reproduces what a public agent did that the suite once misjudged or let through
+(issue 43): a sign-in that needs a browser and never answers, `models` at the root of a session result, a turn that
+answers after a short prompt timeout, a session's title under another session's id.
+
 Stdlib only (plus that one small module, and quick_args.py beside it), on purpose: it may be run with any Python,
 and it starts in milliseconds. Threads: the main one reads stdin and dispatches; each prompt turn, each session/new
 (its MCP handshakes) and each session/close (waiting for the turn it cancels) runs in its own, so cancel,
