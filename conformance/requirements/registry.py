@@ -584,7 +584,9 @@ REGISTRY: tuple[Requirement, ...] = (
         "A new session's first `usage_update` is not 0: it estimates what the first request will carry.",
         profile=U,
     ),
-) + tuple(_r(rid, Tier(t), where, text, g) for rid, t, where, text, g in (*COVERAGE, *MCP_REOPEN, *SUBAGENTS, *WIRE_MORE))
+) + tuple(
+    _r(rid, Tier(t), where, text, g) for rid, t, where, text, g in (*COVERAGE, *MCP_REOPEN, *SUBAGENTS, *WIRE_MORE)
+)
 
 BY_ID: dict[str, Requirement] = {r.id: r for r in REGISTRY}
 
