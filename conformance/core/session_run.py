@@ -15,7 +15,7 @@ from ama_acp.textsafe import one_line
 from ama_conformance.core.config import RunConfig
 from ama_conformance.core.placeholders import PlaceholderError, expand
 from ama_conformance.core.report import Verdict, as_json, outcomes, startup_banner, text, verdict
-from ama_conformance.core.runner import RunRecord
+from ama_conformance.core.runner import STARTUP, RunRecord
 from ama_conformance.core.wire_checks import TRANSCRIPT_IDS
 from ama_conformance.groups.base import Group, ModelView
 from ama_conformance.groups.catalog import GROUPS
@@ -75,9 +75,11 @@ def _report(config: RunConfig, record: RunRecord, chosen: list[Group], report_js
     """Write the text report (and the JSON one when asked for); the verdicts, one a profile."""
     ran = {rid for g in chosen for rid in g.ids} | set(TRANSCRIPT_IDS) if config.select else None
     results = outcomes(record, config.profiles, ran)
-    # An agent whose command exited before answering initialize could not start: that is the verdict, not "no
-    # violation found" (a silent one, or one refusing initialize, is judged: R36).
-    could_not_start = record.startup if config.startup.exited else None
+    # An agent whose command exited before answering the start-up probe's initialize could not start: that is the
+    # verdict, not "no violation found" (a silent one, or one refusing initialize, is judged: R36). One that dies
+    # later, after groups ran, keeps the verdict of what they found.
+    probe_failed = any(g.name == STARTUP and g.stopped for g in record.groups)
+    could_not_start = record.startup if config.startup.exited and probe_failed else None
     verdicts = [verdict(p, results, could_not_start) for p in config.profiles]
     banner = startup_banner(record)
     sys.stdout.write(text(results, verdicts, record.seconds, partial=bool(config.select)))
