@@ -334,7 +334,8 @@ async def test_tier_notices_as_agent_messages_after_the_reply(tmp_path, llm):
         for c in told:
             at = texts.index(c["content"]["text"])
             assert at > 0 and "reply" in "".join(texts[:at])
-            assert c.get("messageId") is None  # not part of the model's message
+            replies = {r.get("messageId") for r in chunks if "reply" in r["content"]["text"]}
+            assert c["messageId"] not in replies  # a message of its own, not part of the model's
         assert "".join(texts).count("reply 2") == 1  # the reply is whole, not split by the notice
 
 
