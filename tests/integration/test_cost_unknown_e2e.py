@@ -10,12 +10,14 @@ test's tee). The model is the local HTTP model server.
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.integration.test_acp_client_model_switch import acp_client, meters_after
+from tests.integration.test_acp_client_model_switch import meters_after
 from tests.support.harness import Ama, agent_text, clean_env, kinds, run_ama, usage_updates
 from tests.support.json_values import as_object, session_id
 from tests.support.llm_server import LLMServer
@@ -114,15 +116,24 @@ async def test_the_official_sdk_client_reads_the_null_cost_after_a_cancel(tmp_pa
 
 
 def test_the_terminal_client_shows_an_unknown_cost_with_its_bound(tmp_path: Path) -> None:
-    """A priced answer, then a model without a price: ama's client shows `$? (≥ $0.0005)`, never the old figure."""
+    """A priced answer, then a model without a price: `ama acp-client` (a real process, ama a real process under
+    it, the prompts piped in) shows `$? (≥ $0.0005)`, never the old figure."""
     ama = Ama(tmp_path)
     with LLMServer() as llm:
         configure(ama, llm.openai_url)
         llm.enqueue({"text": "First answer.", "usage": FIRST}, {"text": "Second answer.", "usage": FIRST})
-        env = clean_env(tmp_path, ENV)
-        lines = acp_client(
-            ama.workspace, ama.command("--log-level", "warning"), ["first", "/model local/free", "second"], env, ama
+        argv = [sys.executable, "-m", "ama_acp", "acp-client", "--cwd", str(ama.workspace), "--"]
+        done = subprocess.run(
+            [*argv, *ama.command("--log-level", "warning")],
+            input=b"first\n/model local/free\nsecond\n",
+            capture_output=True,
+            env=clean_env(tmp_path, ENV),
+            cwd=ama.workspace,
+            timeout=120,
+            check=False,
         )
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
+    lines = done.stdout.decode().splitlines()
     assert " $0.0005 " in meters_after(lines, "» first", "» /model local/free")[-1]
     second = meters_after(lines, "» second")[-1]
     assert second.startswith("ctx ") and " $? (≥ $0.0005) " in second, second
