@@ -42,7 +42,8 @@ class _Figures:
     def apply(self, entry: en.Entry) -> None:
         match entry:
             case en.UsageEntry():
-                self.model = self.model or entry.model_id
+                if entry.purpose == "turn":  # a task's, a title's or a compaction's request may use another model
+                    self.model = self.model or entry.model_id
                 if (billing := _state(entry.billing, BillingState)) is not None:
                     self.billing = billing
                 self._measured(entry.meter)
