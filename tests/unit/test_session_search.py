@@ -24,10 +24,12 @@ _LINE = st.one_of(
     st.sampled_from([w + b'"x":1}' for w in _WANTED]),
     st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"")),
     st.sampled_from(_WANTED).map(lambda w: w + b"y" * 30),
+    # A tag's first bytes, or a tag and no more: a line that is decided only at its newline.
+    st.tuples(st.sampled_from(_WANTED), st.integers(1, 14)).map(lambda t: t[0][: t[1]]),
 )
 
 
-@given(st.lists(_LINE, max_size=12), st.lists(st.integers(0, 600), max_size=20), st.booleans())
+@given(st.lists(_LINE, max_size=12), st.lists(st.integers(0, 600), max_size=40), st.booleans())
 def test_the_wanted_lines_are_the_same_however_the_bytes_are_cut(
     lines: list[bytes], cuts: list[int], torn: bool
 ) -> None:
@@ -90,3 +92,39 @@ def test_a_rewound_prompt_and_its_reply_are_not_found_but_what_came_after_is() -
     # A rewind that names no prompt (a reply's index, or past the end) is ignored, as the reader ignores it.
     ignored = search_lines([*lines[:4], _line(en.RewindEntry(prompt=2, message_index=3))], "secret")
     assert ignored.matches == 2
+
+
+_TEXTS = st.sampled_from(["alpha", "Beta", "ALPHA beta", "gamma", "straße"])
+_ENTRIES = st.lists(
+    st.one_of(
+        _TEXTS.map(_user),
+        _TEXTS.map(_reply),
+        _TEXTS.map(lambda t: en.MessageEntry(message=UserMessage(content=[TextPart(t)], origin="ama"))),
+        _TEXTS.map(lambda t: en.TitleEntry(title=t)),
+        st.integers(0, 8).map(lambda i: en.RewindEntry(prompt=i, message_index=i)),
+    ),
+    max_size=14,
+)
+
+
+@given(_ENTRIES, st.sampled_from(["alpha", "beta", "STRASSE", "delta"]))
+def test_property_the_search_finds_what_the_reader_keeps_of_the_thread(entries: list[en.Entry], query: str) -> None:
+    """The same messages as a full read with the rewinds applied (session/store/rewound_thread.py), matched
+    case-folded: what a person would find by reading `ama sessions show`."""
+    from ama_acp.session.store.rewound_thread import apply_rewinds
+
+    kept = [e for e in apply_rewinds(list(entries)) if isinstance(e, en.MessageEntry)]
+    needle = query.casefold()
+    expected = []
+    for index, entry in enumerate(kept):
+        m = entry.message
+        person = isinstance(m, UserMessage) and m.origin != "ama"
+        if (person or isinstance(m, AssistantMessage)) and needle in "".join(
+            p.text for p in m.content if isinstance(p, TextPart)
+        ).casefold():
+            expected.append(index)
+    titles = [e.title for e in entries if isinstance(e, en.TitleEntry)]
+    found = search_lines([_line(e) for e in entries], query)
+    assert found.matches == len(expected)
+    assert [m.index for m in found.shown] == expected[:3]
+    assert found.title == bool(titles and needle in titles[-1].casefold())

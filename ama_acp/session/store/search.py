@@ -67,7 +67,7 @@ def whole_lines(chunks: Iterable[bytes], max_line: int) -> Iterator[bytes]:
                 before, pending_len = pending_len, pending_len + end - start
                 pending.append(chunk[start:end])
                 # The head is looked at until it is whole (then decided), so a long line costs no rescans.
-                keep = pending_len <= max_line and (before >= _HEAD or _may_be_wanted(pending, pending_len))
+                keep = pending_len <= max_line and (before >= _HEAD or _may_be_wanted(pending))
                 if not keep:
                     pending = []
             elif not keep:
@@ -75,16 +75,17 @@ def whole_lines(chunks: Iterable[bytes], max_line: int) -> Iterator[bytes]:
             if nl < 0:
                 break
             if keep and pending:
-                yield b"".join(pending) if len(pending) > 1 else pending[0]
+                line = b"".join(pending) if len(pending) > 1 else pending[0]
+                if pending_len >= _HEAD or line.startswith(_WANTED):  # a short line may have been a tag's start
+                    yield line
             pending, pending_len, keep = [], 0, True
             start = nl + 1
 
 
-def _may_be_wanted(pending: list[bytes], length: int) -> bool:
+def _may_be_wanted(pending: list[bytes]) -> bool:
+    """Whether a line whose first pieces are `pending` starts, or may yet start, with a wanted tag."""
     head = b"".join(p[:_HEAD] for p in pending)[:_HEAD]
-    if length < _HEAD:
-        return any(w.startswith(head) for w in _WANTED)
-    return head.startswith(_WANTED)
+    return any(head.startswith(w) or w.startswith(head) for w in _WANTED)
 
 
 def search_file(path: Path, query: str, max_line: int) -> Found | None:
