@@ -53,8 +53,9 @@ class Found(msgspec.Struct):
 
 def whole_lines(chunks: Iterable[bytes], max_line: int) -> Iterator[bytes]:
     """The complete lines of a file's bytes (cut anywhere) that start with one of `_WANTED`, without their newline,
-    in time linear in the bytes. A line is copied only once its first bytes say it is wanted and only while it is
-    at most `max_line` long; any other is passed over to its newline. A torn last line (no newline) is not a line."""
+    in time linear in the bytes. A line is held only while its first bytes may be a wanted tag and it is at most
+    `max_line` long; once they say otherwise, the rest of it is passed over to its newline unread, however long.
+    A torn last line (no newline) is not a line."""
     pending: list[bytes] = []
     pending_len = 0
     keep = True  # False: the pending line is not wanted, or too long
