@@ -1,5 +1,5 @@
-"""Command line: `ama --mode acp`, `ama -p`, `ama demo`, `ama models`, `ama sessions`, `ama acp-client`,
-`ama conformance`.
+"""Command line: `ama --mode acp`, `ama -p`, `ama demo`, `ama models`, `ama sessions`, `ama stats`,
+`ama acp-client`, `ama conformance`.
 
 Startup matters (editors wait for `initialize`): this module imports only the standard library at the
 top; each mode imports what it needs.
@@ -23,7 +23,8 @@ SUBCOMMAND_HELP: dict[str, str] = {
     "setup": "choose a provider and model, store the key (run this first)",
     "doctor": "what ama would use and why; exit 0 when a prompt would work",
     "models": "the model catalog: window, prices, whether credentials are present",
-    "sessions": "the stored sessions: list, show ID, delete ID",
+    "sessions": "the stored sessions: list, show ID, delete ID, search TEXT",
+    "stats": "a stored session's figures: billed tokens, cost, cache, context (no model)",
     "acp-client": "a terminal ACP client: drive ama or any ACP agent (-- AGENT COMMAND...)",
     "demo": "a complete ACP conversation with ama in a throwaway workspace",
     "conformance": "the ACP conformance suite against an agent command",
@@ -267,6 +268,10 @@ def _subcommand(name: str, rest: list[str]) -> int:
         from ama_acp.session.store.cli import run_sessions
 
         return run_sessions(rest, load_config_or_exit)
+    if name == "stats":
+        from ama_acp.session.accounting.stored_stats import run_stats
+
+        return run_stats(rest, load_config_or_exit)
     return 2
 
 

@@ -37,6 +37,7 @@ Each POST takes the next reply from the queue and renders it in the dialect of t
     body: dict | str           the error body (default: the dialect's usual error object)
     message: str               the error message inside the default body
   hang: float                  read the request, then send nothing for this many seconds
+  wait: threading.Event        answer (the rest of the reply) only once the test sets it: a turn held mid-way
   hostile replies (any bytes, to test what ama does with a server that misbehaves)
     raw: str | bytes           send exactly this body (status `status`, default 200; `content_type`, default
                                text/event-stream), chunked in pieces of `raw_chunk` bytes, `delay` apart
@@ -166,6 +167,11 @@ class _Handler(ModelHandler):
                 500, {"error": {"message": f"llm_server: the script ran out of replies (request #{n} to {path})"}}
             )
             return
+        if isinstance(held := reply.get("wait"), threading.Event):
+            while not held.wait(0.05):  # a test holds this answer until it has seen what comes before it
+                if owner._closing.is_set():
+                    self.close_connection = True
+                    return
         if "hang" in reply:
             owner._closing.wait(float(reply["hang"]))
             self.close_connection = True
