@@ -18,6 +18,7 @@ import math
 import os
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import anyio
 import msgspec
@@ -32,7 +33,6 @@ from ama_acp.rpc.errors import UNEXPECTED, AcpError
 from ama_acp.session import options
 from ama_acp.session.accounting.session_context import SessionContext
 from ama_acp.session.conversation import Conversation
-from ama_acp.session.editor.approval import Approver
 from ama_acp.session.editor.outbox import Outbox
 from ama_acp.session.editor.updates import is_stop_reason
 from ama_acp.session.editor.workspaces import tool_context
@@ -43,7 +43,6 @@ from ama_acp.session.hooked import submitted, warner
 from ama_acp.session.options import SessionSetup
 from ama_acp.session.plan_mode import PLAN, PlanOffer
 from ama_acp.session.restore import Restored
-from ama_acp.session.rules.book import RuleBook
 from ama_acp.session.runtime import Runtime
 from ama_acp.session.store import entries as en
 from ama_acp.session.store.journal import Journal
@@ -57,6 +56,9 @@ from ama_acp.shaping.skill_tool import SkillTool
 from ama_acp.tools.base import Tool
 from ama_acp.tools.plan_exit import ExitPlanTool
 from ama_acp.wire import types as w
+
+if TYPE_CHECKING:
+    from ama_acp.session.editor.approval import Approver
 
 log = logging.getLogger(__name__)
 
@@ -93,8 +95,7 @@ class Session:
         self.ctx = SessionContext(runtime, self)  # meter, billing, reporter and their ACP reports
         self.host = SessionHost(runtime, self, restored.wire_ids if restored is not None else None)
         self.compactor = Compactor(runtime, self, self.host)
-        self.approver = Approver(self)
-        self.approver.rules = RuleBook.of(runtime.config, self.cwd)  # the config's and this project's rules
+        self._approver: Approver | None = None  # made by the first call that needs it (`approver`)
         self.tools.offer_plan_exit(ExitPlanTool(PlanOffer(self)), lambda: self.mode == PLAN)
         self.tasks = TaskRunner(runtime, self)  # the `task` tool's tasks (session/tasks/runner.py)
         self.tool_ctx = tool_context(runtime, self)
@@ -139,6 +140,19 @@ class Session:
                 yield scope
         finally:
             self._graceful.pop(scope, None)
+
+    @property
+    def approver(self) -> Approver:
+        """Permissions: the mode's policy, the person's "always" answers, the config's and this project's rules.
+        Made when first needed (a tool call, /rules, a plan to approve), not with the session: its modules and
+        the rules' patterns (~8 ms) are nothing a first answer in text waits for (issue 41)."""
+        if self._approver is None:
+            from ama_acp.session.editor.approval import Approver
+            from ama_acp.session.rules.book import RuleBook
+
+            self._approver = Approver(self)
+            self._approver.rules = RuleBook.of(self.rt.config, self.cwd)
+        return self._approver
 
     @property
     def busy(self) -> bool:
