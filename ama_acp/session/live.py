@@ -51,7 +51,6 @@ from ama_acp.session.turn.compacting import Compactor
 from ama_acp.session.turn.host import SessionHost
 from ama_acp.session.turn.toolset import SessionTools
 from ama_acp.shaping import skills
-from ama_acp.shaping.hook_points import SessionHooks
 from ama_acp.shaping.skill_tool import SkillTool
 from ama_acp.tools.base import Tool
 from ama_acp.tools.plan_exit import ExitPlanTool
@@ -59,6 +58,7 @@ from ama_acp.wire import types as w
 
 if TYPE_CHECKING:
     from ama_acp.session.editor.approval import Approver
+    from ama_acp.shaping.hook_points import SessionHooks, Warn
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ class Session:
         self.tool_ctx.workspace = RecordingWorkspace(self.tool_ctx.workspace, self.checkpoints)
         self.rewinder = Rewinder(self)
         # The person's `[[hooks]]` (shaping/): None without any. "load": load, resume and fork alike.
-        self.hooks = SessionHooks.of(runtime.config, self.id, self.cwd, warner(self.send, self._takes_notices))
+        self.hooks = _hooks(runtime, self.id, self.cwd, warner(self.send, self._takes_notices))
         self._opened_as = "new" if restored is None else "load"
         self._turn_scope: anyio.CancelScope | None = None
         # Client calls that must not be abandoned at once on cancel (permission, terminal/create): each is
@@ -407,3 +407,13 @@ def _title_from(message: UserMessage) -> str:
     if not line:
         return "Untitled"
     return line if len(line) <= 60 else line[:57].rstrip() + "…"
+
+
+def _hooks(runtime: Runtime, session_id: str, cwd: str, warn: Warn) -> SessionHooks | None:
+    """The session's hooks (shaping/hook_points.py), None without any: their modules (~4 ms) are imported only
+    for a config that lists some (issue 41)."""
+    if not runtime.config.hooks:
+        return None
+    from ama_acp.shaping.hook_points import SessionHooks
+
+    return SessionHooks.of(runtime.config, session_id, cwd, warn)

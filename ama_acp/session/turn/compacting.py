@@ -47,7 +47,6 @@ from ama_acp.session.conversation import Conversation
 from ama_acp.session.facets import Identified, Located, Persists, ReportsUsage, UsesModel
 from ama_acp.session.runtime import Configured, KnowsClient, Stores
 from ama_acp.session.store import entries as en
-from ama_acp.tools.git_state import read_git_state
 from ama_acp.wire import types as w
 
 log = logging.getLogger(__name__)
@@ -314,6 +313,8 @@ class Compactor:
         s = self._s
         previous = attempt.previous
         est = s.ctx.meter.estimator
+        from ama_acp.tools.git_state import read_git_state  # at a compaction only (issue 41: not at the start)
+
         # Locally, bounded, never raising; None outside a work tree. No git from inside the session's roots.
         git = await read_git_state(s.cwd, workspace_roots=s.additional_directories)
         return handoff_request(
