@@ -95,7 +95,10 @@ class Session:
         self.ctx = SessionContext(runtime, self)  # meter, billing, reporter and their ACP reports
         self.host = SessionHost(runtime, self, restored.wire_ids if restored is not None else None)
         self.compactor = Compactor(runtime, self, self.host)
-        self._approver: Approver | None = None  # made by the first call that needs it (`approver`)
+        # Permissions, made by the first call that needs them (`approver`), or now when the config has rules: a
+        # malformed one is logged as the session opens, as it always was.
+        rules = runtime.config.permissions
+        self._approver: Approver | None = _approver(self) if rules.allow or rules.ask or rules.deny else None
         self.tools.offer_plan_exit(ExitPlanTool(PlanOffer(self)), lambda: self.mode == PLAN)
         self.tasks = TaskRunner(runtime, self)  # the `task` tool's tasks (session/tasks/runner.py)
         self.tool_ctx = tool_context(runtime, self)
@@ -144,14 +147,10 @@ class Session:
     @property
     def approver(self) -> Approver:
         """Permissions: the mode's policy, the person's "always" answers, the config's and this project's rules.
-        Made when first needed (a tool call, /rules, a plan to approve), not with the session: its modules and
-        the rules' patterns (~8 ms) are nothing a first answer in text waits for (issue 41)."""
+        Made when first needed (a tool call, /rules, a plan to approve), or with the session when the config has
+        `[permissions]` rules: a session without them answers in text without its modules (~8 ms, issue 41)."""
         if self._approver is None:
-            from ama_acp.session.editor.approval import Approver
-            from ama_acp.session.rules.book import RuleBook
-
-            self._approver = Approver(self)
-            self._approver.rules = RuleBook.of(self.rt.config, self.cwd)
+            self._approver = _approver(self)
         return self._approver
 
     @property
@@ -417,3 +416,13 @@ def _hooks(runtime: Runtime, session_id: str, cwd: str, warn: Warn) -> SessionHo
     from ama_acp.shaping.hook_points import SessionHooks
 
     return SessionHooks.of(runtime.config, session_id, cwd, warn)
+
+
+def _approver(session: Session) -> Approver:
+    """The session's approver, with the config's and this project's rules."""
+    from ama_acp.session.editor.approval import Approver
+    from ama_acp.session.rules.book import RuleBook
+
+    approver = Approver(session)
+    approver.rules = RuleBook.of(session.rt.config, session.cwd)
+    return approver
