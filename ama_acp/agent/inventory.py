@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from ama_acp.conversation.messages import (
     AssistantMessage,
@@ -49,8 +50,7 @@ LIST_CAPS: dict[str, int] = {USERS: 500, FILES: 200, COMMANDS: 300, SEARCHES: 10
 LEGACY_LIST_CAPS: dict[str, int] = {FILES: 30, COMMANDS: 30, SEARCHES: 30, ERRORS: 30, SLASH: 30, TOOLS: 30}
 
 
-@dataclass(frozen=True)
-class Header:
+class Header(msgspec.Struct, frozen=True):
     """Where and when the inventory was taken; the previous paths only from the second compaction on."""
 
     session_id: str
@@ -62,16 +62,15 @@ class Header:
     previous_inventory: str | None = None
 
 
-@dataclass
-class Inventory:
-    users: list[str] = field(default_factory=list)
-    slash: list[str] = field(default_factory=list)  # `/model x`, `/compact focus`: not messages (CommandEntry)
-    files: dict[str, Counter[str]] = field(default_factory=dict)  # insertion order = order of last touch
-    tools: Counter[str] = field(default_factory=Counter)
-    commands: list[str] = field(default_factory=list)
-    searches: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    skills: dict[str, None] = field(default_factory=dict)  # `name` or `name: file`, most recent last
+class Inventory(msgspec.Struct):
+    users: list[str] = msgspec.field(default_factory=list)
+    slash: list[str] = msgspec.field(default_factory=list)  # `/model x`, `/compact focus`: not messages (CommandEntry)
+    files: dict[str, Counter[str]] = msgspec.field(default_factory=dict)  # insertion order = order of last touch
+    tools: Counter[str] = msgspec.field(default_factory=Counter)
+    commands: list[str] = msgspec.field(default_factory=list)
+    searches: list[str] = msgspec.field(default_factory=list)
+    errors: list[str] = msgspec.field(default_factory=list)
+    skills: dict[str, None] = msgspec.field(default_factory=dict)  # `name` or `name: file`, most recent last
 
 
 def collect(messages: list[Message], slash_commands: Sequence[str] = ()) -> Inventory:

@@ -12,8 +12,9 @@ answers its first prompt without it unless a file it reads has front matter (iss
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from ama_acp.errors import ConfigError
 
@@ -37,8 +38,7 @@ class FrontMatterError(ConfigError):
         self.line = line
 
 
-@dataclass(frozen=True)
-class Document:
+class Document(msgspec.Struct, frozen=True):
     """A file split: its front matter (empty when it has none) and its body, and the body's first line (1-based)."""
 
     meta: dict[str, object]

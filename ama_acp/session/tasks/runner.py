@@ -11,10 +11,10 @@ scope and every task in it (their open calls get their results and final lines, 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 import anyio
+import msgspec
 
 from ama_acp.config import AgentConfig
 from ama_acp.session.store.task_journal import TaskJournal, journal_path
@@ -37,8 +37,7 @@ if TYPE_CHECKING:
         the session's model (a task's unless its agent names another)."""
 
 
-@dataclass(frozen=True)
-class TaskCall:
+class TaskCall(msgspec.Struct, frozen=True):
     """A `task` call's arguments, parsed, and its toolCallId."""
 
     id: str

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import logging
 import secrets
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, NoReturn, Protocol
 
 import anyio
+import msgspec
 
 from ama_acp import ownfiles
 from ama_acp.agent.compaction import (
@@ -96,8 +96,7 @@ class CompactedSession(Identified, Located, UsesModel, Persists, ReportsUsage, P
     def tools(self) -> DeclaredTools: ...  # its MCP servers are named in the handoff request (the environment)
 
 
-@dataclass
-class _Attempt:
+class _Attempt(msgspec.Struct):
     """One compaction: where its files go, and what the person was told of it (an `in_progress` must be
     followed by completed or failed)."""
 

@@ -10,8 +10,9 @@ editor knows), and a command a cancel cuts short leaves what it printed in the c
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from ama_acp.agent import events as ev
 from ama_acp.agent.loop import Refusal
@@ -29,8 +30,7 @@ if TYPE_CHECKING:  # a session has hooks only when the config lists some: made b
     from ama_acp.shaping.hook_points import SessionHooks
 
 
-@dataclass(frozen=True)
-class Room:
+class Room(msgspec.Struct, frozen=True):
     """What the next tool result may take: `budget` tokens of `window` (both None while the window is unknown:
     nothing is cut), counted by `count` (the meter's estimator)."""
 
