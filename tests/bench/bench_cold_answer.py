@@ -1,6 +1,6 @@
 """A cold first answer (issue 41): spawn → `initialize` → `session/new` → prompt → the first text chunk.
 
-    .venv/bin/python tests/bench/bench_cold_answer.py [--runs 7] [--stamps]
+    .venv/bin/python tests/bench/bench_cold_answer.py [--runs 7] [--stamps] [--compare PATH]
     .venv/bin/python -m tests.bench.bench_cold_answer     # the same
 
 An editor opens a thread and the person types at once. For each of `--runs` fresh `ama --mode acp` processes,
@@ -12,6 +12,9 @@ in a process of its own) that answers at once with a short streamed text. Interl
 talks HTTP pays before it can do anything). Also printed: spawn → `initialize`'s answer (the headline figure of
 bench_startup.py, which must not grow), session/new's and the prompt's own latency, and with `--stamps` where the
 time went in each run (each step's end, from spawn).
+
+`--compare PATH` runs another tree's `ama_acp` (an export of main, say) interleaved with this one, and prints its
+figures beside the paired difference: the before/after of a change, on the same machine at the same moment.
 
 Goal (issue 41): the median first chunk within 1.6× the median floor of the same run. Exit 1 when it is missed, 2
 when ama gives a wrong or missing answer. On a 2-core machine the figures are noisy: the ratio of one run is the
@@ -53,8 +56,9 @@ def floor() -> tuple[float, float]:
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def one(tmp: Path, server: Server) -> dict[str, float]:
-    """A fresh ama, its first answer; each step's end in seconds from spawn."""
+def one(tmp: Path, server: Server, other: str | None = None) -> dict[str, float]:
+    """A fresh ama, its first answer; each step's end in seconds from spawn. `other`: a folder holding another
+    tree's `ama_acp` package, run instead of this one (PYTHONPATH: ama runs in its workspace, not in this tree)."""
     from tests.bench.bench_streaming import ENV, BenchFailure, RawAgent, answer
     from tests.support.harness import Ama, clean_env, local_config
 
@@ -62,7 +66,8 @@ def one(tmp: Path, server: Server) -> dict[str, float]:
     ama.config.write_text(local_config(server.url), encoding="utf-8")
     server.queue(SIZE)
     spawned = time.perf_counter()
-    agent = RawAgent(ama.command(), str(ama.workspace), clean_env(tmp, ENV), ama.stderr)
+    env = clean_env(tmp, ENV if other is None else {**ENV, "PYTHONPATH": other})
+    agent = RawAgent(ama.command(), str(ama.workspace), env, ama.stderr)
     try:
         agent.request(1, "initialize", {"protocolVersion": 1})
         initialized, _ = agent.response(1, "the initialize response")
@@ -91,6 +96,14 @@ def one(tmp: Path, server: Server) -> dict[str, float]:
     }
 
 
+def _compile(folder: str) -> None:
+    """The other tree's modules compiled once (compile_ama does this tree's): PYTHONDONTWRITEBYTECODE, if set,
+    would make each of its processes compile them again."""
+    import compileall
+
+    compileall.compile_dir(str(Path(folder) / "ama_acp"), quiet=2)
+
+
 def _chunk_texts(lines: list[bytes]) -> list[str]:
     import json
 
@@ -101,9 +114,17 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=RUNS, help="fresh processes (and floors), interleaved")
     parser.add_argument("--stamps", action="store_true", help="print each run's steps from spawn")
+    parser.add_argument(
+        "--compare",
+        metavar="PATH",
+        help="also run the ama_acp package under PATH (e.g. `git archive main ama_acp | tar -x -C PATH`), "
+        "interleaved with this tree's, and print its figures and the paired difference",
+    )
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error("--runs must be at least 1")
+    if args.compare and not (Path(args.compare) / "ama_acp" / "__init__.py").is_file():
+        parser.error(f"--compare: no ama_acp package under {args.compare}")
 
     from tests.bench._texts import machine, say
     from tests.bench.bench_streaming import BenchFailure, Server, compile_ama
@@ -111,14 +132,22 @@ def main(argv: list[str]) -> int:
     compile_ama()
     server = Server([SIZE])
     runs: list[dict[str, float]] = []
+    others: list[dict[str, float]] = []
     floors: list[tuple[float, float]] = []
     try:
         with tempfile.TemporaryDirectory() as tmp:
             one(Path(tmp) / "warm", server)  # warm the file cache; not counted
+            if args.compare:
+                _compile(args.compare)
+                one(Path(tmp) / "warm-other", server, args.compare)
             floor()
             for i in range(args.runs):
                 floors.append(floor())
+                if args.compare and i % 2:  # which goes first alternates
+                    others.append(one(Path(tmp) / f"other{i}", server, args.compare))
                 runs.append(one(Path(tmp) / str(i), server))
+                if args.compare and not i % 2:
+                    others.append(one(Path(tmp) / f"other{i}", server, args.compare))
     except BenchFailure as exc:
         sys.stderr.write(f"bench_cold_answer: FAILED: {exc}\n")
         return 2
@@ -148,6 +177,15 @@ def main(argv: list[str]) -> int:
     )
     passed = ratio <= GOAL_RATIO
     say(f"ratio  first chunk / floor  {ratio:.2f}×  goal ≤ {GOAL_RATIO}×  {'PASS' if passed else 'FAIL'}")
+    if others:
+        say()
+        say(f"--compare {args.compare}:")
+        for key, what in (("initialize", "spawn → initialize answered"), ("first_chunk", "spawn → first chunk")):
+            theirs = statistics.median(r[key] for r in others)
+            paired = statistics.median(a[key] - b[key] for a, b in zip(runs, others, strict=True))
+            say(
+                f"  {what:<28} {theirs * 1000:6.1f} ms ({theirs / base:.2f}×); this tree − it, paired: {paired * 1000:+.1f} ms"
+            )
     if args.stamps:
         say()
         for r in runs:
