@@ -248,7 +248,12 @@ def _subcommand(name: str, rest: list[str]) -> int:
             from ama_acp.catalog_cli import run_cache_probe
 
             return run_cache_probe(rest[1:], load_config_or_exit)
-        p = argparse.ArgumentParser(prog="ama models", description="the model catalog")
+        p = argparse.ArgumentParser(
+            prog="ama models",
+            description="the model catalog",
+            epilog="ama models cache-probe MODEL [--tokens N] [--gap-ms MS] [--json]: send two identical requests "
+            "to MODEL and report what the second read from the prompt cache (ama models cache-probe --help)",
+        )
         p.add_argument("--json", action="store_true")
         p.add_argument("--config")
         p.add_argument("--data-dir")
