@@ -25,8 +25,10 @@ log = logging.getLogger(__name__)
 # Imported in a thread right after startup, so `initialize` is answered without waiting for them. First what
 # session/new's answer needs (manager.py answers it from these alone: a fresh ama's first session/new arrives
 # within a millisecond of `initialize`'s answer, long before the rest is imported), then what the Session is
-# built from after that answer, and what its first prompt and a session/load use. After them,
-# Handlers.prepare_first_prompt: the configured model's provider, and for an HTTP one httpx and the TLS context.
+# built from after that answer and what its first prompt uses. After them, Handlers.prepare_first_prompt: the
+# configured model's provider, and for an HTTP one httpx and the TLS context. Nothing after that: what a first
+# answer in text does not use (permissions, the `task` machinery, session/load's lifecycle: ~12 ms) is imported on
+# first use, as a preload of it would run beside the first request and delay its answer by as much (issue 41).
 # The heavier parts of ama_acp.session.live come as steps of their own before it: the same modules end up
 # imported, but a process whose input ends right after `initialize` (a test's, an editor probing the agent) stops
 # after the smaller step it is in instead of importing the whole session machinery (~0.1 s of CPU).
@@ -45,15 +47,6 @@ PRELOAD = (
     "ama_acp.tools.registry",
     "ama_acp.context.request_size",
 )
-# After the first prompt's provider: what a first answer in text does not wait for, imported on first use
-# otherwise (issue 41): permissions (a tool call's), the `task` tool's machinery, session/load, list, resume.
-PRELOAD_AFTER = (
-    "ama_acp.session.editor.approval",
-    "ama_acp.session.tasks.loop_worker",
-    "ama_acp.session.tasks.subagent_view",
-    "ama_acp.session.tasks.external.agent",
-    "ama_acp.session.lifecycle",
-)
 
 # While the preload runs, the main thread competes with it for the GIL: each time the main thread waits for
 # input, a stat or a write, it gives the GIL up, and without this it waits up to the default switch interval
@@ -69,10 +62,10 @@ PRELOAD_STOPPED = "preload stopped: the connection ended"  # instead of PRELOADE
 
 
 def _preload(prepare: Callable[[], None] | None, stop: threading.Event, collector_paused: bool = False) -> None:
-    """The modules of PRELOAD, then `prepare` (the first prompt's work, Handlers.prepare_first_prompt), then those
-    of PRELOAD_AFTER. Once `stop` is set (the connection ended) nothing more is started: the exit waits for one
-    step at most. `collector_paused`: the garbage collector was turned off for the start (cli.py), and is turned
-    back on once this ends (however it ends)."""
+    """The modules of PRELOAD, then `prepare` (the first prompt's work, Handlers.prepare_first_prompt). Once
+    `stop` is set (the connection ended) nothing more is started: the exit waits for one step at most.
+    `collector_paused`: the garbage collector was turned off for the start (cli.py), and is turned back on once
+    this ends (however it ends)."""
     import importlib
     import sys
     import time
@@ -80,7 +73,6 @@ def _preload(prepare: Callable[[], None] | None, stop: threading.Event, collecto
     steps: list[tuple[str, Callable[[], object]]] = [(name, partial(importlib.import_module, name)) for name in PRELOAD]
     if prepare is not None:
         steps.append(("the first prompt's provider", prepare))
-    steps += [(name, partial(importlib.import_module, name)) for name in PRELOAD_AFTER]
     start = time.perf_counter()
     interval = sys.getswitchinterval()
     sys.setswitchinterval(min(interval, PRELOAD_SWITCH_INTERVAL_S))

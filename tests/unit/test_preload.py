@@ -48,7 +48,6 @@ def test_steps_run_in_order_with_a_low_switch_interval_restored_after(
 ) -> None:
     seen: list[tuple[str, float]] = []
     monkeypatch.setattr(server, "PRELOAD", ("json", "csv"))
-    monkeypatch.setattr(server, "PRELOAD_AFTER", ("string",))
     real = importlib.import_module
 
     def recording(name: str) -> ModuleType:
@@ -59,18 +58,16 @@ def test_steps_run_in_order_with_a_low_switch_interval_restored_after(
     before = sys.getswitchinterval()
     with caplog.at_level(logging.INFO, logger="ama_acp.server"):
         run(lambda: seen.append(("prepare", sys.getswitchinterval())))
-    assert [name for name, _ in seen] == ["json", "csv", "prepare", "string"]
+    assert [name for name, _ in seen] == ["json", "csv", "prepare"]
     assert all(interval == min(before, server.PRELOAD_SWITCH_INTERVAL_S) for _, interval in seen)
     assert sys.getswitchinterval() == before
     assert server.PRELOADED in caplog.text
 
 
-def test_what_a_first_answer_waits_for_comes_before_the_rest() -> None:
-    """The first prompt's path is preloaded first; permissions, the `task` machinery and the lifecycle after the
-    provider: nothing a first answer in text waits for (issue 41), and never both lists."""
-    assert not set(server.PRELOAD) & set(server.PRELOAD_AFTER)
+def test_what_a_first_answer_in_text_does_not_use_is_not_preloaded() -> None:
+    """Imported on first use instead (issue 41): a preload of them would run beside the first request."""
     assert {"ama_acp.session.live", "ama_acp.tools.registry", "ama_acp.context.request_size"} <= set(server.PRELOAD)
-    assert {"ama_acp.session.editor.approval", "ama_acp.session.lifecycle"} <= set(server.PRELOAD_AFTER)
+    assert not {"ama_acp.session.editor.approval", "ama_acp.session.lifecycle"} & set(server.PRELOAD)
 
 
 @pytest.mark.parametrize("paused", [True, False])
@@ -78,7 +75,6 @@ def test_the_collector_paused_for_the_start_is_resumed_when_the_preload_ends(
     monkeypatch: pytest.MonkeyPatch, paused: bool
 ) -> None:
     monkeypatch.setattr(server, "PRELOAD", ("json",))
-    monkeypatch.setattr(server, "PRELOAD_AFTER", ())
     was = gc.isenabled()
     gc.disable()
     try:
