@@ -17,7 +17,8 @@ import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass
+
+import msgspec
 
 from ama_acp.agent.inventory import clip, model_copy, recent_files
 from ama_acp.conversation.messages import (
@@ -103,8 +104,7 @@ def limit_after(used: int, auto_compact_at: int | None) -> int:
     return base * (100 - MARGIN_PERCENT) // 100
 
 
-@dataclass(frozen=True)
-class Plan:
+class Plan(msgspec.Struct, frozen=True):
     """A compaction that will shrink the context: keep `kept` (`kept_tokens`), and `room_tokens` for the handoff
     and the inventory's copy, so that the context lands at most `limit`."""
 
@@ -114,8 +114,7 @@ class Plan:
     room_tokens: int
 
 
-@dataclass(frozen=True)
-class Refused:
+class Refused(msgspec.Struct, frozen=True):
     """Why a compaction would not help, worded for the person."""
 
     reason: str
@@ -166,8 +165,7 @@ def plan_compaction(
     return Plan(kept, kept_tokens, limit, room)
 
 
-@dataclass(frozen=True)
-class Budgets:
+class Budgets(msgspec.Struct, frozen=True):
     inventory_chars: int  # the budget `model_copy` was given (stored, so a load derives the same copy)
     inventory_copy: str
     handoff_chars: int

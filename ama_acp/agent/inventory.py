@@ -11,8 +11,9 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from ama_acp.conversation.messages import (
     AssistantMessage,
@@ -66,8 +67,7 @@ _COUNT = re.compile(r" \((\d+)\)$")
 LEGACY_LIST_CAPS: dict[str, int] = {FILES: 30, COMMANDS: 30, SEARCHES: 30, ERRORS: 30, SLASH: 30, TOOLS: 30}
 
 
-@dataclass(frozen=True)
-class Header:
+class Header(msgspec.Struct, frozen=True):
     """Where and when the inventory was taken; the previous paths only from the second compaction on."""
 
     session_id: str
@@ -79,17 +79,16 @@ class Header:
     previous_inventory: str | None = None
 
 
-@dataclass
-class Inventory:
-    users: list[str] = field(default_factory=list)
-    slash: list[str] = field(default_factory=list)  # `/model x`, `/compact focus`: not messages (CommandEntry)
-    files: dict[str, Counter[str]] = field(default_factory=dict)  # insertion order = order of last touch
-    tools: Counter[str] = field(default_factory=Counter)
-    commands: list[str] = field(default_factory=list)
-    searches: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    skills: dict[str, None] = field(default_factory=dict)  # `name` or `name: file`, most recent last
-    subagents: list[str] = field(default_factory=list)  # the `task` calls: agent and title
+class Inventory(msgspec.Struct):
+    users: list[str] = msgspec.field(default_factory=list)
+    slash: list[str] = msgspec.field(default_factory=list)  # `/model x`, `/compact focus`: not messages (CommandEntry)
+    files: dict[str, Counter[str]] = msgspec.field(default_factory=dict)  # insertion order = order of last touch
+    tools: Counter[str] = msgspec.field(default_factory=Counter)
+    commands: list[str] = msgspec.field(default_factory=list)
+    searches: list[str] = msgspec.field(default_factory=list)
+    errors: list[str] = msgspec.field(default_factory=list)
+    skills: dict[str, None] = msgspec.field(default_factory=dict)  # `name` or `name: file`, most recent last
+    subagents: list[str] = msgspec.field(default_factory=list)  # the `task` calls: agent and title
 
 
 def collect(messages: list[Message], slash_commands: Sequence[str] = ()) -> Inventory:

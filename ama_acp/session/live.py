@@ -18,6 +18,7 @@ import math
 import os
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import anyio
 import msgspec
@@ -32,7 +33,6 @@ from ama_acp.rpc.errors import UNEXPECTED, AcpError
 from ama_acp.session import mcp_prompts, options
 from ama_acp.session.accounting.session_context import SessionContext
 from ama_acp.session.conversation import Conversation
-from ama_acp.session.editor.approval import Approver
 from ama_acp.session.editor.outbox import Outbox
 from ama_acp.session.editor.updates import is_stop_reason
 from ama_acp.session.editor.workspaces import tool_context
@@ -43,7 +43,6 @@ from ama_acp.session.hooked import submitted, warner
 from ama_acp.session.options import SessionSetup
 from ama_acp.session.plan_mode import PLAN, PlanOffer
 from ama_acp.session.restore import Restored
-from ama_acp.session.rules.book import RuleBook
 from ama_acp.session.runtime import Runtime
 from ama_acp.session.store import entries as en
 from ama_acp.session.store.journal import Journal
@@ -52,11 +51,14 @@ from ama_acp.session.turn.compacting import Compactor
 from ama_acp.session.turn.host import SessionHost
 from ama_acp.session.turn.toolset import SessionTools
 from ama_acp.shaping import skills
-from ama_acp.shaping.hook_points import SessionHooks
 from ama_acp.shaping.skill_tool import SkillTool
 from ama_acp.tools.base import Tool
 from ama_acp.tools.plan_exit import ExitPlanTool
 from ama_acp.wire import types as w
+
+if TYPE_CHECKING:
+    from ama_acp.session.editor.approval import Approver
+    from ama_acp.shaping.hook_points import SessionHooks, Warn
 
 log = logging.getLogger(__name__)
 
@@ -93,15 +95,17 @@ class Session:
         self.ctx = SessionContext(runtime, self)  # meter, billing, reporter and their ACP reports
         self.host = SessionHost(runtime, self, restored.wire_ids if restored is not None else None)
         self.compactor = Compactor(runtime, self, self.host)
-        self.approver = Approver(self)
-        self.approver.rules = RuleBook.of(runtime.config, self.cwd)  # the config's and this project's rules
+        # Permissions, made by the first call that needs them (`approver`), or now when the config has rules: a
+        # malformed one is logged as the session opens, as it always was.
+        rules = runtime.config.permissions
+        self._approver: Approver | None = _approver(self) if rules.allow or rules.ask or rules.deny else None
         self.tools.offer_plan_exit(ExitPlanTool(PlanOffer(self)), lambda: self.mode == PLAN)
         self.tasks = TaskRunner(runtime, self)  # the `task` tool's tasks (session/tasks/runner.py)
         self.tool_ctx = tool_context(runtime, self)
         self.tool_ctx.workspace = RecordingWorkspace(self.tool_ctx.workspace, self.checkpoints)
         self.rewinder = Rewinder(self)
         # The person's `[[hooks]]` (shaping/): None without any. "load": load, resume and fork alike.
-        self.hooks = SessionHooks.of(runtime.config, self.id, self.cwd, warner(self.send, self._takes_notices))
+        self.hooks = _hooks(runtime, self.id, self.cwd, warner(self.send, self._takes_notices))
         self._opened_as = "new" if restored is None else "load"
         self._turn_scope: anyio.CancelScope | None = None
         self._model_ran = False
@@ -140,6 +144,15 @@ class Session:
                 yield scope
         finally:
             self._graceful.pop(scope, None)
+
+    @property
+    def approver(self) -> Approver:
+        """Permissions: the mode's policy, the person's "always" answers, the config's and this project's rules.
+        Made when first needed (a tool call, /rules, a plan to approve), or with the session when the config has
+        `[permissions]` rules: a session without them answers in text without its modules (~8 ms, issue 41)."""
+        if self._approver is None:
+            self._approver = _approver(self)
+        return self._approver
 
     @property
     def busy(self) -> bool:
@@ -404,3 +417,23 @@ def _title_from(message: UserMessage) -> str:
     if not line:
         return "Untitled"
     return line if len(line) <= 60 else line[:57].rstrip() + "…"
+
+
+def _hooks(runtime: Runtime, session_id: str, cwd: str, warn: Warn) -> SessionHooks | None:
+    """The session's hooks (shaping/hook_points.py), None without any: their modules (~4 ms) are imported only
+    for a config that lists some (issue 41)."""
+    if not runtime.config.hooks:
+        return None
+    from ama_acp.shaping.hook_points import SessionHooks
+
+    return SessionHooks.of(runtime.config, session_id, cwd, warn)
+
+
+def _approver(session: Session) -> Approver:
+    """The session's approver, with the config's and this project's rules."""
+    from ama_acp.session.editor.approval import Approver
+    from ama_acp.session.rules.book import RuleBook
+
+    approver = Approver(session)
+    approver.rules = RuleBook.of(session.rt.config, session.cwd)
+    return approver

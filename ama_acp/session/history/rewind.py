@@ -22,11 +22,11 @@ from __future__ import annotations
 import logging
 import os
 import stat
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 import anyio
+import msgspec
 
 from ama_acp.agent.events import new_message_id
 from ama_acp.conversation.messages import Message
@@ -82,14 +82,13 @@ class RewoundSession(Identified, Located, UsesModel, Persists, Protocol):
     checkpoints: Checkpoints
 
 
-@dataclass
-class Outcome:
+class Outcome(msgspec.Struct):
     """What a rewind did to the files."""
 
-    restored: list[str] = field(default_factory=list)  # put back, or removed (created since)
-    removed: list[str] = field(default_factory=list)  # of `restored`: the ones removed
-    already: list[str] = field(default_factory=list)  # already as they were before the prompt
-    kept: list[tuple[str, str]] = field(default_factory=list)  # left alone, and why
+    restored: list[str] = msgspec.field(default_factory=list)  # put back, or removed (created since)
+    removed: list[str] = msgspec.field(default_factory=list)  # of `restored`: the ones removed
+    already: list[str] = msgspec.field(default_factory=list)  # already as they were before the prompt
+    kept: list[tuple[str, str]] = msgspec.field(default_factory=list)  # left alone, and why
 
 
 class Rewinder:
