@@ -163,9 +163,11 @@ def sandbox_state(cfg: SandboxConfig, roots: Sequence[str] = ()) -> SandboxState
 
 class Sandbox:
     """Confines the commands of one set of workspace roots. With Landlock and `warm`, it keeps a launcher
-    ready ahead of need (`start`); `aclose` ends it."""
+    ready ahead of need (`start`); `aclose` ends it. `warm` only for an owner that closes it (a session: its
+    release does): a launcher left to the garbage collector outlives its event loop, and its transport's
+    finalizer then fails ("Event loop is closed") wherever the collector happens to run."""
 
-    def __init__(self, state: SandboxState, roots: Sequence[str], *, warm: bool = True) -> None:
+    def __init__(self, state: SandboxState, roots: Sequence[str], *, warm: bool = False) -> None:
         self.state = state
         self.roots = list(roots)
         self._standby = Standby(_SERVE) if warm and state.mechanism == "landlock" else None

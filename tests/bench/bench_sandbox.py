@@ -66,7 +66,7 @@ async def main() -> int:
         warm: Sandbox | None = None
         if state.mechanism == "landlock":
             ways["Landlock, cold"] = LocalWorkspace(sandbox=Sandbox(state, [cwd], warm=False))
-            warm = Sandbox(state, [cwd])
+            warm = Sandbox(state, [cwd], warm=True)
             ways["Landlock, warm"] = LocalWorkspace(sandbox=warm)
         if wrapped is not None:
             ways["bubblewrap"] = LocalWorkspace(sandbox=Sandbox(wrapped, [cwd]))

@@ -16,6 +16,8 @@ import tokenize
 from collections import defaultdict
 from pathlib import Path
 
+from tests.support.source_ast import parse_source
+
 ROOT = Path(__file__).resolve().parents[2]
 WINDOW = 6
 # Pairs in ama_acp/ today: two `__all__`-like name lists, two schema types, and one `anyio.open_process` keyword list
@@ -27,7 +29,7 @@ THIN = {"", "(", ")", "[", "]", "{", "}", "),", "],", "},", "):", "else:", "try:
 def code_lines(source: str) -> list[tuple[int, str]]:
     """(line number, folded text) of each line that carries code: no comments, docstrings, imports, thin lines."""
     skip: set[int] = set()
-    tree = ast.parse(source)
+    tree = parse_source(source)
     for node in ast.walk(tree):
         if isinstance(node, ast.Import | ast.ImportFrom):
             skip.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))

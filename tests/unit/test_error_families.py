@@ -15,6 +15,7 @@ import pytest
 
 import ama_acp
 from ama_acp import errors
+from tests.support.source_ast import parse_source
 
 PACKAGE = Path(ama_acp.__file__).parent
 FAMILIES = (
@@ -79,7 +80,7 @@ def test_no_exception_class_is_defined_inside_a_function() -> None:
     """A class inside a function is invisible to the walk above; exceptions live at module level."""
     nested: list[str] = []
     for path in _sources():
-        tree = ast.parse(path.read_text(), str(path))
+        tree = parse_source(path.read_text(), str(path))
         for func in ast.walk(tree):
             if isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
                 for node in ast.walk(func):
@@ -104,7 +105,7 @@ def test_the_tree_in_the_docstring_names_every_class() -> None:
 
 
 def test_the_ground_floor_imports_nothing_of_ama() -> None:
-    tree = ast.parse((PACKAGE / "errors.py").read_text())
+    tree = parse_source((PACKAGE / "errors.py").read_text())
     imported = [
         n.module if isinstance(n, ast.ImportFrom) else a.name
         for n in ast.walk(tree)
@@ -140,7 +141,7 @@ def test_members_keep_the_builtin_bases_callers_catch() -> None:
 def _code_literals(path: Path) -> list[str]:
     """Negative integer literals in the JSON-RPC reserved range (-32768..-32000) or ACP's -32800 block."""
     found = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(parse_source(path.read_text(), str(path))):
         if (
             isinstance(node, ast.UnaryOp)
             and isinstance(node.op, ast.USub)

@@ -14,6 +14,8 @@ import functools
 import re
 from pathlib import Path
 
+from tests.support.source_ast import parse_source
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "ama_acp"
 ID_HOME = PACKAGE / "session" / "tasks" / "stored.py"
@@ -23,7 +25,7 @@ HOSTS = (PACKAGE / "session" / "turn" / "host.py", PACKAGE / "session" / "tasks"
 
 @functools.cache  # each module parsed once for every check here
 def _tree(path: Path) -> ast.Module:
-    return ast.parse(path.read_text(encoding="utf-8"))
+    return parse_source(path.read_text(encoding="utf-8"))
 
 
 def _strings(path: Path) -> list[tuple[int, str]]:
@@ -69,7 +71,7 @@ def test_the_id_check_can_fail(tmp_path: Path) -> None:
 
 def test_both_hosts_run_tools_through_the_one_runner() -> None:
     for host in HOSTS:
-        tree = ast.parse(host.read_text(encoding="utf-8"))
+        tree = parse_source(host.read_text(encoding="utf-8"))
         imported = {
             alias.name
             for node in ast.walk(tree)

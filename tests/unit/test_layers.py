@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.source_ast import parse_source
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "ama_acp"
 
@@ -112,7 +114,7 @@ def module_name(path: Path) -> str:
 
 @functools.cache
 def _import_nodes(path: Path, stamp: tuple[int, int]) -> tuple[ast.Import | ast.ImportFrom, ...]:
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    tree = parse_source(path.read_text(encoding="utf-8"), filename=str(path))
     return tuple(node for node in ast.walk(tree) if isinstance(node, ast.Import | ast.ImportFrom))
 
 

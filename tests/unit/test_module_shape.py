@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.source_ast import parse_source
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = (ROOT / "ama_acp", ROOT / "conformance")
 MAX_LINES = 600
@@ -37,7 +39,7 @@ def imported_modules(path: Path) -> set[str]:
     this = module_name(path)
     package = this if path.name == "__init__.py" else this.rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+    for node in ast.walk(parse_source(path.read_text(encoding="utf-8"), filename=str(path))):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):

@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ama_acp import ownfiles
+from tests.support.source_ast import parse_source
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "ama_acp"
@@ -67,6 +68,7 @@ ALLOWED: dict[str, tuple[set[str], str]] = {
     "ama_acp/logs.py": ({"open"}, "wraps the descriptor ownfiles opened"),
     "ama_acp/session/store/reader.py": ({"open"}, "wraps the descriptor store/files.py (ownfiles) opened"),
     "ama_acp/session/store/listing.py": ({"open"}, "wraps the descriptor store/files.py (ownfiles) opened"),
+    "ama_acp/session/store/search.py": ({"open"}, "wraps the descriptor store/files.py (ownfiles) opened"),
     "ama_acp/session/store/locks.py": ({"open"}, "reads /proc/locks (the kernel's, not ama's)"),
     "ama_acp/session/store/session_store.py": (
         {".mkdir"},
@@ -120,7 +122,7 @@ def _called(node: ast.Call) -> str | None:
 
 
 def raw_opens(path: Path) -> list[tuple[int, str]]:
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    tree = parse_source(path.read_text(encoding="utf-8"), filename=str(path))
     return [(n.lineno, name) for n in ast.walk(tree) if isinstance(n, ast.Call) and (name := _called(n))]
 
 

@@ -58,7 +58,7 @@ async def warm(tmp_path: Path) -> AsyncIterator[tuple[Sandbox, LocalWorkspace]]:
     """A sandbox of `tmp_path/ws` whose first command has run, so that a launcher is on its way."""
     ws = tmp_path / "ws"
     ws.mkdir()
-    box = Sandbox(sandbox_state(SandboxConfig(), [str(ws)]), [str(ws)])
+    box = Sandbox(sandbox_state(SandboxConfig(), [str(ws)]), [str(ws)], warm=True)
     workspace = LocalWorkspace(sandbox=box)
     try:
         assert (await workspace.run_command("true", str(ws), 30, 1000)).exit_code == 0
@@ -198,7 +198,7 @@ from ama_acp.sandbox import Sandbox, sandbox_state
 from ama_acp.tools.workspace import LocalWorkspace
 
 async def main():
-    box = Sandbox(sandbox_state(SandboxConfig(), [sys.argv[1]]), [sys.argv[1]])
+    box = Sandbox(sandbox_state(SandboxConfig(), [sys.argv[1]]), [sys.argv[1]], warm=True)
     await LocalWorkspace(sandbox=box).run_command("true", sys.argv[1], 30, 100)
     while not box.warm_ready():
         await anyio.sleep(0.005)
@@ -270,7 +270,7 @@ async def test_a_sandbox_closed_while_its_next_launcher_starts_leaves_none(tmp_p
     for that start and ends what it started."""
     ws = tmp_path / "ws"
     ws.mkdir()
-    box = Sandbox(sandbox_state(SandboxConfig(), [str(ws)]), [str(ws)])
+    box = Sandbox(sandbox_state(SandboxConfig(), [str(ws)]), [str(ws)], warm=True)
     workspace = LocalWorkspace(sandbox=box)
     before = set(launchers_of(os.getpid()))
     try:

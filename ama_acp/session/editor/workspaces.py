@@ -270,7 +270,8 @@ def tool_context(runtime: EditorRuntime, session: WorkspaceSession) -> ToolConte
     roots = [session.cwd, *session.additional_directories]
     # Commands are confined to the session's folders, those ama runs itself and those in the editor's terminal.
     state = sandbox_state(runtime.config.sandbox, roots)
-    workspace.sandbox = sandbox = Sandbox(state, roots)
+    # A launcher kept ready only where ama starts the commands itself (no editor terminal); the release closes it.
+    workspace.sandbox = sandbox = Sandbox(state, roots, warm=not terminal)
     unsandboxed = state.reason if state.mode != OFF and not state.active else ""
     return ToolContext(
         workspace=workspace,
