@@ -16,7 +16,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from ama_acp.tools.base import ToolError, ToolResult
@@ -25,7 +25,8 @@ from ama_acp.tools.paths import PathPolicy
 from ama_acp.tools.registry import default_tools
 from ama_acp.tools.web.fetch import WebFetchTool
 from ama_acp.tools.web.nesting import NESTING_LIMIT, nesting
-from ama_acp.tools.web.netguard import IPAddress
+from ama_acp.tools.web.netguard import IPAddress, literal_address, refusal
+from ama_acp.tools.web.origin import url_origin
 from ama_acp.tools.workspace import LocalWorkspace
 from tests.support.tls_certs import tls_server
 from tests.support.web_server import WebServer
@@ -524,8 +525,18 @@ _urls = st.builds(
 )
 
 
+def _public_literal(url: str) -> bool:
+    """Whether the URL names a public address itself (`http://1.0` is 1.0.0.0 as resolvers read it): no DNS answer
+    is asked for it, and fetching it would leave the machine."""
+    origin = url_origin(url)
+    address = literal_address(origin.host) if origin is not None else None
+    return address is not None and refusal(address) is None
+
+
 @given(url=_urls, answer=_private)
 def test_no_url_reaches_a_non_public_address(url, answer):
+    assume(not _public_literal(url))  # not this test's case, and no test reaches beyond 127.0.0.1
+
     class Everything:
         async def __call__(self, host: str, port: int) -> list[IPAddress]:
             return [ipaddress.ip_address(answer)]
