@@ -113,7 +113,7 @@ class Session:
         self.cancelled = False
         self.closed = False
         if restored is not None:
-            self.ctx.reload(self.conversation.messages, restored.figures)
+            self.ctx.reload(self.conversation.messages, restored.figures, self.conversation.compactions)
             if restored.budget is not None:  # a /budget of an earlier connection holds over the config's
                 self.ctx.set_budget(restored.budget)
 

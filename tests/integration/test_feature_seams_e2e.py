@@ -273,7 +273,7 @@ async def _compact_then(tmp_path: Any, end: str, visible: bool = True) -> tuple[
                 assert as_object(await turn.wait(10))["stopReason"] == "cancelled"
                 stats = as_object(await conn.request("_ama/session_stats", {"sessionId": sid}))
                 assert stats["billed"]["interrupted"] == 1 and "cost" not in stats
-                # Held, as after a failure (long-sessions.md "Failure is safe"): the threshold is gone from the figure.
+                # Held, as after a failure (docs/context.md "Failure is safe"): the threshold is gone from the figure.
                 assert "autoCompactAt" not in usage_updates(conn, sid)[-1]["_meta"]["ama"]
             else:
                 await conn.close()
@@ -295,7 +295,7 @@ async def test_a_compaction_cancelled_while_its_handoff_streams_ends_failed(tmp_
 
 
 async def test_a_cancelled_compaction_holds_automatic_compaction_across_a_load(tmp_path):
-    """The seed's rule (issue 42; long-sessions.md "Failure is safe": "fails or is cancelled"): the hold is set,
+    """The seed's rule (issue 42; docs/context.md "Failure is safe"): the hold is set,
     stored as a `compaction_hold` entry, and a load keeps it; `_compact_then` checks the three."""
     updates, text = await _compact_then(tmp_path, "cancel", visible=False)
     assert updates == [] and "Automatic compaction is held until the context shrinks or you run /compact." in text

@@ -208,7 +208,7 @@ class Compactor:
     async def compact(self, manual: bool, instructions: str = "") -> None:
         """Compact now. Every compaction the person saw start ends, completed or failed: a cancel (or a closed
         session, or the end of stdin) while the handoff streams ends it as failed, replaces nothing and holds
-        automatic compaction, as a failure does (long-sessions.md "Failure is safe": "fails or is cancelled"), so
+        automatic compaction, as a failure does (docs/context.md "Compaction", step 5: "Failure is safe"), so
         the next request does not start the compaction the person just stopped."""
         attempt = self._attempt()
         try:
@@ -385,6 +385,7 @@ class Compactor:
         s, number = self._s, attempt.number
         kept_from = s.conversation.apply_compaction(number, message, kept)
         s.ctx.replace(s.conversation.messages)  # the meter estimates the context until new usage (U9)
+        s.ctx.compacted(number)  # every later readout names it; the tier is stale until measured
         s.ctx.meter.set_compaction(held=False)  # a CompactionEntry releases the hold on load as well
         s.persist(
             en.CompactionEntry(
