@@ -2,8 +2,8 @@
 tier caps in every `usage_update._meta.ama` (and in the notices and the stats), without an update of their own
 (D1 still holds), and the boot cost — the prefix every request carries, as ama's estimator counts it — in every
 readout too (issue 42: `usage_update._meta.ama.bootTokens`, every tier notice, `/context`'s headline, the stats);
-after a compaction every readout names it ("compaction #N", S002-41) and its tier is `stale` until a response
-measures the context again (S002-22). Every line ama writes is validated against the pinned schema by the
+after a compaction every readout names it ("compaction #N", seed row 002-41) and its tier is `stale` until a response
+measures the context again (seed row 002-22). Every line ama writes is validated against the pinned schema by the
 harness."""
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ async def test_without_the_notices_capability_the_first_tier_message_carries_the
 
 
 async def test_after_a_compaction_every_readout_names_it_and_the_tier_is_stale_until_measured(tmp_path: Path) -> None:
-    """S002-41 and S002-22 (issue 42), over real pipes and a load: `_meta.ama.compaction`, `/context`'s headline
+    """seed row 002-41 and seed row 002-22 (issue 42), over real pipes and a load: `_meta.ama.compaction`, `/context`'s headline
     and the stats name compaction #1; `tierKind: "stale"` (and "tier … (stale)") until a response measures."""
     ama = Ama(tmp_path)
     with LLMServer() as llm:

@@ -132,7 +132,7 @@ def test_a_notice_after_a_model_switch_is_estimated() -> None:
     f = ctx.figures()
     assert f.source == "estimate" and f.tier == "mid", f
     (notice,) = ctx.context_notices(deliver=True)
-    assert notice.title == "Context mid (stale)"  # S002-22: estimated since the switch, not measured yet
+    assert notice.title == "Context mid (stale)"  # seed row 002-22: estimated since the switch, not measured yet
     assert notice.text.startswith(f"≈ {f.percent:.1f} % (≈ {f.used:,} of 4,000 tokens, estimated) used.")
     assert notice.text.endswith(
         "The tier is stale: estimated since a model switch; the next response measures it again."
@@ -141,7 +141,7 @@ def test_a_notice_after_a_model_switch_is_estimated() -> None:
 
 
 def test_every_readout_names_the_last_compaction_and_the_stale_tier_until_a_response_measures() -> None:
-    """S002-41 and S002-22 (issue 42): after compaction #N every readout names it; its tier is `stale` until a
+    """seed row 002-41 and seed row 002-22 (issue 42): after compaction #N every readout names it; its tier is `stale` until a
     response measures the context again; the boot cost is in each (seed 002: every readout)."""
     ctx, _ = context(compaction=True)
     assert turn(ctx, 1_000) == []  # measured
