@@ -100,8 +100,9 @@ async def test_without_the_notices_capability_the_first_tier_message_carries_the
 
 
 async def test_after_a_compaction_every_readout_names_it_and_the_tier_is_stale_until_measured(tmp_path: Path) -> None:
-    """seed row 002-41 and seed row 002-22 (issue 42), over real pipes and a load: `_meta.ama.compaction`, `/context`'s headline
-    and the stats name compaction #1; `tierKind: "stale"` (and "tier … (stale)") until a response measures."""
+    """Seed rows 002-41 and 002-22 (issue 42), over real pipes and a load: `_meta.ama.compaction`, `/context`'s
+    headline and the stats name compaction #1; `tierKind: "stale"` (and "tier … (stale)") until a response
+    measures, across a load too."""
     ama = Ama(tmp_path)
     with LLMServer() as llm:
         tail = "[tiers]\ncaps = [40, 55.5, 70, 80]\n[compaction]\nkeep_tokens = 0\n"
@@ -119,7 +120,8 @@ async def test_after_a_compaction_every_readout_names_it_and_the_tier_is_stale_u
             assert "compaction" not in meta(usage_updates(conn, sid)[-1])  # none yet
             await conn.prompt(sid, "first " + "padding " * 1_500, timeout=15)
             await conn.prompt(sid, "/compact", timeout=15)
-            after = meta(usage_updates(conn, sid)[-1])
+            compacted = usage_updates(conn, sid)[-1]
+            after = meta(compacted)
             assert (after["source"], after["compaction"], after["tierKind"]) == ("estimate", 1, "stale")
             start = len(agent_text(conn, sid))
             await conn.prompt(sid, "/context", timeout=10)
@@ -127,12 +129,13 @@ async def test_after_a_compaction_every_readout_names_it_and_the_tier_is_stale_u
             assert f"· tier {after['tier']} (stale) · source estimate" in headline and "· compaction #1" in headline
             stats = as_object(await conn.request("_ama/session_stats", {"sessionId": sid}))
             assert (stats["context"]["compaction"], stats["context"]["tierKind"]) == (1, "stale")
-            await conn.prompt(sid, "second", timeout=15)
-            measured = meta(usage_updates(conn, sid)[-1])
-            assert (measured["source"], measured["compaction"]) == ("usage", 1) and "tierKind" not in measured
-        async with run_ama(ama, env=ENV) as conn:  # a load: the count is the file's
+        async with run_ama(ama, env=ENV) as conn:  # a load before any response measured: stale, and the file's count
             await conn.initialize()
             await conn.request("session/load", {"sessionId": sid, "cwd": str(ama.workspace), "mcpServers": []})
             await conn.wait_for(lambda: "usage_update" in kinds(conn, sid))
-            loaded = meta(usage_updates(conn, sid)[-1])
-            assert (loaded["compaction"], loaded["source"]) == (1, "usage") and "tierKind" not in loaded
+            reopened = usage_updates(conn, sid)[-1]
+            assert reopened["used"] == compacted["used"]
+            assert (meta(reopened)["compaction"], meta(reopened)["tierKind"]) == (1, "stale")
+            await conn.prompt(sid, "second", timeout=15)
+            measured = meta(usage_updates(conn, sid)[-1])
+            assert (measured["source"], measured["compaction"]) == ("usage", 1) and "tierKind" not in measured

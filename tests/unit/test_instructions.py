@@ -23,6 +23,7 @@ from ama_acp.agent.instruction_files import (
     announced_in,
     clip,
     find,
+    kept_file,
     nested_section,
 )
 from ama_acp.agent.instructions import SessionInstructions
@@ -344,3 +345,16 @@ def test_a_removed_prompt_file_is_told_and_a_kept_copy_stays_frozen(tmp_path: Pa
     loaded.keep(kept)
     assert loaded.block() == s.block() and "rule" in loaded.block() and loaded.current_block() == ""
     assert loaded.take_reminder(_convo()) is not None
+
+
+def test_a_stored_copy_is_taken_only_as_ama_stores_one(tmp_path: Path) -> None:
+    """The session file is hostile input: a scope ama never freezes, or a text longer than it ever stores, is
+    refused; a good copy has the digest `find` gives the same text (so a reminder compares like for like)."""
+    (tmp_path / "AGENTS.md").write_text("rule", encoding="utf-8")
+    found = find(str(tmp_path), NAMES, "workspace", "", str(tmp_path.resolve()), PER_FILE_CHARS)
+    assert found is not None
+    kept = kept_file("workspace", found.shown, found.text, found.size, found.cut)
+    assert kept is not None and kept.digest == found.digest and kept.scope == "workspace"
+    assert kept_file("nested", "a/AGENTS.md", "rule", 4, False) is None
+    assert kept_file("workspace", "AGENTS.md", "x" * (PER_FILE_CHARS * 2 + 1), 1, True) is None
+    assert kept_file("global", "/home/p/.config/ama/AGENTS.md", "mine", -5, False) is not None  # size floored at 0
