@@ -95,6 +95,10 @@ def _start_preload(prepare: Callable[[], None] | None = None) -> tuple[threading
     return thread, stop
 
 
+# The end of input gives the requests read before it this long to answer and send their updates (rpc/peer.py).
+END_GRACE_S = 2.0
+
+
 async def serve(
     config: Config,
     model_id: str | None,
@@ -119,6 +123,8 @@ async def serve(
     handlers = Handlers(config, peer, model_id, reload, why)
     handlers.register(dispatcher)
     peer.on_cancel_request = handlers.on_cancel_request
+    # stdin may close right after session/new's answer (`acpx sessions new`): the opening updates still go out.
+    peer.end_grace, peer.cut_at_end = END_GRACE_S, frozenset({"session/prompt"})
     preload, stop_preload = _start_preload(handlers.prepare_first_prompt)
     async with anyio.create_task_group() as watching:
         if stop_signals:

@@ -22,12 +22,15 @@ def usage_payload(
     figures: ContextFigures,
     cost: float | None,
     caps: Sequence[float] | None = None,
+    bound: float | None = None,
     readout: Mapping[str, object] | None = None,
 ) -> dict[str, Any] | None:
     """The `usage_update` session update for these figures, or None when the window is unknown (D3). `caps`: the
     tier caps in force, carried as `_meta.ama.tierCaps` so a client reads the tier's bounds beside the tier (they
     change only with the configuration, so they never make an update of their own: D1 compares whole payloads).
-    `readout`: what every readout carries beside (`tiers.Readout.meta`: `bootTokens`, `compaction`, `tierKind`)."""
+    `cost` None: unknown, sent as `"cost": null` (P1) with `bound`, what is known to have been spent, as
+    `_meta.ama.costLowerBound`. `readout`: what every readout carries beside (`tiers.Readout.meta`: `bootTokens`,
+    `compaction`, `tierKind`)."""
     if figures.window is None:
         return None
     ama: dict[str, Any] = {"source": figures.source}
@@ -47,6 +50,8 @@ def usage_payload(
         ama["overWindow"] = True
     if caps is not None:
         ama["tierCaps"] = caps_meta(caps)
+    if cost is None and bound is not None:
+        ama["costLowerBound"] = _usd(bound)
     if readout:
         ama.update(readout)
     payload: dict[str, Any] = {
@@ -54,10 +59,15 @@ def usage_payload(
         "used": max(0, int(figures.used)),
         "size": int(figures.window),
     }
-    if cost is not None:
-        payload["cost"] = {"amount": round(max(0.0, cost), COST_DECIMALS), "currency": "USD"}
+    # P1: an unknown cost is said (null), not left out: a client reads an absent field as "unchanged" and would
+    # keep showing the last known figure (agent-shell, Zed), or $0.00 in a resumed session.
+    payload["cost"] = _usd(cost) if cost is not None else None
     payload["_meta"] = {"ama": ama}
     return payload
+
+
+def _usd(amount: float) -> dict[str, Any]:
+    return {"amount": round(max(0.0, amount), COST_DECIMALS), "currency": "USD"}
 
 
 class UsageReporter:
@@ -68,9 +78,13 @@ class UsageReporter:
         self._caps = tuple(caps) if caps is not None else None  # the session's tier caps (config: fixed)
 
     def payload(
-        self, figures: ContextFigures, cost: float | None, readout: Mapping[str, object] | None = None
+        self,
+        figures: ContextFigures,
+        cost: float | None,
+        bound: float | None = None,
+        readout: Mapping[str, object] | None = None,
     ) -> dict[str, Any] | None:
-        return usage_payload(figures, cost, self._caps, readout)
+        return usage_payload(figures, cost, self._caps, bound, readout)
 
     def offer(self, payload: dict[str, Any] | None, force: bool = False) -> dict[str, Any] | None:
         """The payload to send now, or None: unknown window (D3), or identical to the last sent (D1).
@@ -93,7 +107,8 @@ class UsageReporter:
         figures: ContextFigures,
         cost: float | None,
         force: bool = False,
+        bound: float | None = None,
         readout: Mapping[str, object] | None = None,
     ) -> dict[str, Any] | None:
-        """`offer(payload(figures, cost, readout), force)`: what an emission point calls."""
-        return self.offer(self.payload(figures, cost, readout), force)
+        """`offer(payload(figures, cost, bound, readout), force)`: what an emission point calls."""
+        return self.offer(self.payload(figures, cost, bound, readout), force)

@@ -29,7 +29,7 @@ from ama_acp.config import config_dir
 from ama_acp.conversation.messages import ImagePart, TextPart, UserMessage
 from ama_acp.rpc.dispatch import defer
 from ama_acp.rpc.errors import UNEXPECTED, AcpError
-from ama_acp.session import options
+from ama_acp.session import mcp_prompts, options
 from ama_acp.session.accounting.session_context import SessionContext
 from ama_acp.session.conversation import Conversation
 from ama_acp.session.editor.approval import Approver
@@ -106,6 +106,7 @@ class Session:
         self.hooks = SessionHooks.of(runtime.config, self.id, self.cwd, warner(self.send, self._takes_notices))
         self._opened_as = "new" if restored is None else "load"
         self._turn_scope: anyio.CancelScope | None = None
+        self._model_ran = False
         # Client calls that must not be abandoned at once on cancel (permission, terminal/create): each is
         # shielded, and a cancel shortens its deadline to its grace period (see `graceful`).
         self._graceful: dict[anyio.CancelScope, float] = {}
@@ -195,6 +196,8 @@ class Session:
         if command is None and (typed := self.file_commands.expand(user)) is not None:
             self.persist(en.CommandEntry(text=typed[0]))  # a load replays the command, then the prompt it sent
             user = typed[1]
+        elif command is None:
+            command = mcp_prompts.match(self, user)  # an MCP server's prompt (session/mcp_prompts.py)
         self.cancelled = False
         self.host.new_turn()
         self.instructions.refresh()  # a file changed since the last turn: told by a reminder before the next request
@@ -202,29 +205,19 @@ class Session:
         idle = self._idle = anyio.Event()
         billed_before = self.ctx.billing.totals()
         stop = "end_turn"
-        ran = False  # the model's turn ran (the `stop` hooks follow it)
+        self._model_ran = False  # the `stop` hooks follow a turn of the model's
         with anyio.CancelScope() as scope:
             self._turn_scope = scope
             try:
                 with anyio.CancelScope(shield=True):  # the set it sends is the one checked: never sent again
                     await self.offer_commands(offer)
-                if command is not None:
-                    stop = await command(self)
-                else:
-                    sent = user if self.hooks is None else await submitted(self.hooks, user, self._opened_as, self.send)
-                    if self.title is None and sent is not None:
-                        self.title = _title_from(user)
-                        self.persist(en.TitleEntry(title=self.title))
-                    if sent is not None:
-                        async with self.outbox.turn():  # what is pending goes out when the turn ends, however it ends
-                            stop = await run_turn(self.host, sent)
-                        ran = True
+                stop = await command(self) if command is not None else await self.run_model(user)
             finally:
                 self._turn_scope = None
         if scope.cancelled_caught or self.cancelled:
             stop = "cancelled"
         with anyio.CancelScope(shield=True):
-            if ran and self.hooks is not None:  # a cancel does not cut them short: each ends by its timeout
+            if self._model_ran and self.hooks is not None:  # a cancel does not cut them short: each ends by its timeout
                 await self.hooks.stop(stop)
             await self._turn_end(stop)
         turn = self.ctx.billing.totals().minus(billed_before)  # S1: everything billed in this turn
@@ -240,6 +233,19 @@ class Session:
         else:  # a bug: answer what is closest, and say so in the log
             log.error("%s turn ended with stop reason %r; answering end_turn", UNEXPECTED, stop)
         return w.PromptResponse(stop_reason=reason, usage=usage)
+
+    async def run_model(self, user: UserMessage) -> str:
+        """The model's turn on `user` (a prompt, or what a command made of one: an MCP prompt's messages), once
+        the `prompt_submit` hooks let it through."""
+        sent = user if self.hooks is None else await submitted(self.hooks, user, self._opened_as, self.send)
+        if sent is None:
+            return "end_turn"
+        if self.title is None:
+            self.title = _title_from(user)
+            self.persist(en.TitleEntry(title=self.title))
+        self._model_ran = True
+        async with self.outbox.turn():  # what is pending goes out when the turn ends, however it ends
+            return await run_turn(self.host, sent)
 
     async def _turn_end(self, stop: str) -> None:
         self.updated_at = en.utc_now()
@@ -340,12 +346,17 @@ class Session:
         return self.file_commands.refresh({c.name for c in self.rt.commands.available()})
 
     async def offer_commands(self, changed: bool) -> None:
-        """The slash commands, when they `changed`: the built-ins, then `/init` and the command files'; and what
-        went wrong with those files, told once."""
+        """The slash commands, when they `changed`: the built-ins, then `/init` and the command files', then the
+        MCP servers' prompts; and what went wrong with those files, told once."""
         if changed:
             commands = self.rt.commands.available() + self.file_commands.available()
+            commands += mcp_prompts.offered(self, {c.name for c in commands})
             await self.send(w.AvailableCommandsUpdate(available_commands=commands))
         await tell(self.send, self._takes_notices(), self.file_commands.untold())
+
+    async def announce_commands(self) -> None:
+        """The slash commands again: an MCP server's prompts came, went or changed (session/mcp.py)."""
+        await self.offer_commands(changed=True)
 
     async def release(self) -> None:
         """What the session holds goes with it: its MCP servers and sandbox launcher (no process outlives the

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import anyio
 
+from ama_acp.agent.events import new_message_id
 from ama_acp.conversation.messages import Message
 from ama_acp.session.conversation import Conversation, StoredFigures
 from ama_acp.session.facets import Identified, Located, Persists, UsesModel
@@ -154,8 +155,9 @@ class Rewinder:
         return True
 
     async def _say(self, text: str) -> None:
-        self._s.persist(en.CommandOutputEntry(text=text))
-        await self._s.send(w.AgentMessageChunk(content=w.TextContent(text=text)))
+        mid = new_message_id()  # stored with the text: a load replays it under the id it had live
+        self._s.persist(en.CommandOutputEntry(text=text, message_id=mid))
+        await self._s.send(w.AgentMessageChunk(content=w.TextContent(text=text), message_id=mid))
 
 
 def _number(argument: str) -> int | None:
