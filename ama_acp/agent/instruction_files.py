@@ -162,6 +162,48 @@ def nested_section(f: InstructionFile, changed: bool) -> str:
     return f'<project-instructions path={json.dumps(f.shown)} sha="{f.digest}">\n{lead}\n\n{f.text.strip()}\n</project-instructions>'
 
 
+# A prompt file gone from disk: the digest its removal note carries (no text's digest is all zeros in practice).
+REMOVED = "0" * 12
+
+
+def changed_section(f: InstructionFile) -> str:
+    """A file of the system prompt changed on disk since the model was told of it: its text of now, which replaces
+    the system prompt's copy (the system prompt itself is never rewritten: the provider's cached prefix)."""
+    where = _SCOPE_WORDS.get(f.scope, f.scope)
+    lead = (
+        f"The instruction file {f.shown} ({where}) changed on disk. It now reads as below; this replaces what the "
+        "system prompt (or an earlier note) says of this file:"
+    )
+    return f'<project-instructions path={json.dumps(f.shown)} sha="{f.digest}">\n{lead}\n\n{f.text.strip()}\n</project-instructions>'
+
+
+def removed_section(shown: str) -> str:
+    """A file of the system prompt no longer on disk."""
+    lead = f"The instruction file {shown} was removed: what the system prompt (or an earlier note) says of it no longer applies."
+    return f'<project-instructions path={json.dumps(shown)} sha="{REMOVED}">\n{lead}\n</project-instructions>'
+
+
+def system_reminder(text: str) -> str:
+    """The seed's wrapping of a change the system prompt does not show (`<system-reminder>`)."""
+    return f"<system-reminder>\n{text}\n</system-reminder>"
+
+
+def kept_file(scope: str, shown: str, text: str, size: int, cut: bool) -> InstructionFile | None:
+    """A file of the system prompt as a session file stored it (hostile: a scope ama does not put there is
+    refused); its digest is the one `find` gives the same text."""
+    kind: Scope
+    if len(text) > PER_FILE_CHARS * 2:  # more than ama ever stores: not its copy
+        return None
+    if scope == "global":
+        kind = "global"
+    elif scope == "workspace":
+        kind = "workspace"
+    else:
+        return None
+    digest = hashlib.sha256(text.encode("utf-8", errors="replace")).hexdigest()[:12]
+    return InstructionFile(kind, shown, shown, text, max(size, 0), cut, digest, ("", 0, 0, 0))
+
+
 def skipped_section(shown: str, size: int) -> str:
     """A nested file past the session's room: named, not loaded."""
     return (

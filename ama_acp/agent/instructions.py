@@ -1,10 +1,14 @@
 """A session's project instructions (docs/context.md "Project instructions"): which files the model reads, and when.
 
 - The workspace's file (the first of `[instructions] files` found at the session's working directory) and the
-  person's global one (`$XDG_CONFIG_HOME/ama/`, same names) are part of the system prompt, read when the
-  session opens (new, load, resume: always anew) and again at the start of each turn. A file changed between
-  turns changes the system prompt at that turn: the provider's cached prefix is paid for once, and the meter
-  measures anew. Additional directories are not searched: they are often other projects or libraries.
+  person's global one (`$XDG_CONFIG_HOME/ama/`, same names) are part of the system prompt as the session's
+  first request found them (`freeze`; stored with the frozen prompt, so a load sends the same bytes: `keep`).
+  They are read again when the session opens and at the start of each turn; a file changed since the model was
+  told of it reaches the model as a `<system-reminder>` note at that point of the conversation, never by
+  rewriting the system prompt (the provider's cached prefix stays valid; the seed's rule). What the model was
+  told is read from the context: the frozen copy, overridden by the latest reminder still there — so after a
+  compaction dropped a reminder the change is told again. Additional directories are not searched: they are
+  often other projects or libraries.
 - A file in a folder under the workspace is announced when a tool first reads, writes or lists something
   there (the folders between that path and the workspace, each file once): as a note of ama's appended to the
   conversation before the next request, never by rewriting the system prompt, so the cached prefix stays
@@ -13,7 +17,7 @@
   loaded session reads which files its context announced from the notes themselves.
 
 Protocol-free; the session calls `refresh` at each turn's start, `touched` for each tool call's paths and
-`take_note` before each request (session/turn/host.py), and reads `files`/`announced` for the meter and /context.
+`take_reminder` and `take_note` before each request (session/turn/host.py), and reads `files`/`announced` for the meter and /context.
 """
 
 from __future__ import annotations
@@ -29,15 +33,19 @@ from ama_acp.agent.instruction_files import (
     PER_FILE_CHARS,
     PROMPT_CHARS,
     REMINDER_HEADER,
+    REMOVED,
     InstructionFile,
     announced_in,
+    changed_section,
     find,
     inside,
     nested_section,
     prompt_block,
     prompt_section,
+    removed_section,
     signature_of,
     skipped_section,
+    system_reminder,
 )
 from ama_acp.config import InstructionsConfig
 from ama_acp.conversation.messages import Message, TextPart, UserMessage
@@ -54,6 +62,8 @@ class SessionInstructions:
         self.global_dir = global_dir
         self.files: list[InstructionFile] = []  # in the system prompt: global first, then the workspace's
         self._block = ""
+        self._now: list[InstructionFile] = []  # the same files as last read from disk
+        self.frozen = False  # the system prompt's copy is fixed (by the first request, or the session file)
         self._seen: tuple[object, ...] = ()  # what the prompt files' places held when last read
         # Nested files announced in the current context, by shown path; and those waiting for the next request.
         self.announced: dict[str, InstructionFile] = {}
@@ -87,12 +97,27 @@ class SessionInstructions:
             return False
         self._seen = seen
         files = self._prompt_files()
-        block = prompt_block(files)
-        changed = block != self._block
-        self.files, self._block = files, block
+        changed = prompt_block(files) != prompt_block(self._now)
+        self._now = files
+        if not self.frozen:
+            self.files, self._block = files, prompt_block(files)
         if changed:
             log.info("project instructions: %s", ", ".join(f.shown for f in files) or "none")
         return changed
+
+    def freeze(self) -> list[InstructionFile]:
+        """The session's first request fixes the system prompt's copy; what it holds (to be stored with it)."""
+        self.frozen = True
+        return list(self.files)
+
+    def keep(self, files: Sequence[InstructionFile]) -> None:
+        """A loaded session's system prompt carries the copy its file stored, whatever the disk holds now."""
+        self.frozen = True
+        self.files, self._block = list(files), prompt_block(list(files))
+
+    def current_block(self) -> str:
+        """The instructions as the disk holds them now (a task's fresh context starts from these)."""
+        return prompt_block(self._now)
 
     def _prompt_files(self) -> list[InstructionFile]:
         """The global file (in what room the workspace's leaves it), then the workspace's, as found now."""
@@ -106,7 +131,7 @@ class SessionInstructions:
         return [f for f in (mine, ws) if f is not None]
 
     def block(self) -> str:
-        """What the system prompt carries after ama's own text ('' without files)."""
+        """What the system prompt carries after ama's own text ('' without files): the frozen copy once frozen."""
         return self._block
 
     def sections(self) -> list[tuple[InstructionFile, str]]:
@@ -149,13 +174,45 @@ class SessionInstructions:
             return
         self._pending[f.shown] = (f, changed or digest is not None)
 
-    def take_note(self, messages: Sequence[Message]) -> UserMessage | None:
-        """The note announcing the files queued since the last request (None: nothing to say)."""
+    def take_reminder(self, messages: Sequence[Message]) -> UserMessage | None:
+        """The `<system-reminder>` telling the system prompt's files changed on disk since the model was told of
+        them (None: nothing changed). A message of its own, so the seed's tag wraps it whole."""
         if not self.enabled:
             return None
         self._sync(messages)
-        if not self._pending:
+        parts = self._prompt_changes()
+        if not parts:
             return None
+        return UserMessage(content=[TextPart(system_reminder("\n\n".join([REMINDER_HEADER, *parts])))], origin="ama")
+
+    def take_note(self, messages: Sequence[Message]) -> UserMessage | None:
+        """The note announcing the nested files queued since the last request (None: nothing to say)."""
+        if not self.enabled:
+            return None
+        self._sync(messages)
+        parts = self._nested_note()
+        return UserMessage(content=[TextPart(parts[0])], origin="ama") if parts else None
+
+    def _prompt_changes(self) -> list[str]:
+        """A section for each file of the system prompt whose text on disk is not what the model was last told:
+        the frozen copy, unless a reminder still in the context told a newer one."""
+        if not self.frozen:
+            return []
+        frozen = {f.shown: f.digest for f in self.files}
+        now = {f.shown: f for f in self._now}
+        parts: list[str] = []
+        for shown in sorted(frozen.keys() | now.keys()):
+            told = self._known.get(shown, frozen.get(shown, REMOVED))
+            f = now.get(shown)
+            if (f.digest if f is not None else REMOVED) == told:
+                continue
+            parts.append(changed_section(f) if f is not None else removed_section(shown))
+            self._known[shown] = f.digest if f is not None else REMOVED
+        return parts
+
+    def _nested_note(self) -> list[str]:
+        if not self._pending:
+            return []
         parts: list[str] = []
         spent = sum(len(f.text) for f in self.announced.values())
         for shown, (f, changed) in sorted(self._pending.items()):
@@ -169,9 +226,7 @@ class SessionInstructions:
             self._known[shown] = f.digest
             parts.append(nested_section(f, changed))
         self._pending.clear()
-        if not parts:
-            return None
-        return UserMessage(content=[TextPart("\n\n".join([REMINDER_HEADER, *parts]))], origin="ama")
+        return ["\n\n".join([REMINDER_HEADER, *parts])] if parts else []
 
     def _sync(self, messages: Sequence[Message]) -> None:
         """What the context's notes announced (shown path → digest), read from the notes themselves: a

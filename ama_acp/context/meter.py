@@ -291,6 +291,11 @@ class ContextMeter:
 
     # -- outputs --------------------------------------------------------------------------------------------
 
+    @property
+    def prefix_tokens(self) -> int:
+        """The estimate of the prefix every request carries (system prompt and tool declarations): the boot cost."""
+        return self._system_tokens + self._tools_tokens
+
     def estimate_total(self) -> int:
         """The U9 estimate of the whole context, whatever the current source."""
         return self._system_tokens + self._tools_tokens + self._messages_total

@@ -7,7 +7,7 @@ imports nothing from the protocol layer.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -19,13 +19,18 @@ COST_DECIMALS = 6  # a millionth of a dollar: enough for any display, coarse eno
 
 
 def usage_payload(
-    figures: ContextFigures, cost: float | None, caps: Sequence[float] | None = None, bound: float | None = None
+    figures: ContextFigures,
+    cost: float | None,
+    caps: Sequence[float] | None = None,
+    bound: float | None = None,
+    readout: Mapping[str, object] | None = None,
 ) -> dict[str, Any] | None:
     """The `usage_update` session update for these figures, or None when the window is unknown (D3). `caps`: the
     tier caps in force, carried as `_meta.ama.tierCaps` so a client reads the tier's bounds beside the tier (they
     change only with the configuration, so they never make an update of their own: D1 compares whole payloads).
     `cost` None: unknown, sent as `"cost": null` (P1) with `bound`, what is known to have been spent, as
-    `_meta.ama.costLowerBound`."""
+    `_meta.ama.costLowerBound`. `readout`: what every readout carries beside (`tiers.Readout.meta`: `bootTokens`,
+    `compaction`, `tierKind`)."""
     if figures.window is None:
         return None
     ama: dict[str, Any] = {"source": figures.source}
@@ -47,6 +52,8 @@ def usage_payload(
         ama["tierCaps"] = caps_meta(caps)
     if cost is None and bound is not None:
         ama["costLowerBound"] = _usd(bound)
+    if readout:
+        ama.update(readout)
     payload: dict[str, Any] = {
         "sessionUpdate": "usage_update",
         "used": max(0, int(figures.used)),
@@ -70,8 +77,14 @@ class UsageReporter:
         self._last: bytes | None = None  # the encoded payload: immune to callers mutating what they were given
         self._caps = tuple(caps) if caps is not None else None  # the session's tier caps (config: fixed)
 
-    def payload(self, figures: ContextFigures, cost: float | None, bound: float | None = None) -> dict[str, Any] | None:
-        return usage_payload(figures, cost, self._caps, bound)
+    def payload(
+        self,
+        figures: ContextFigures,
+        cost: float | None,
+        bound: float | None = None,
+        readout: Mapping[str, object] | None = None,
+    ) -> dict[str, Any] | None:
+        return usage_payload(figures, cost, self._caps, bound, readout)
 
     def offer(self, payload: dict[str, Any] | None, force: bool = False) -> dict[str, Any] | None:
         """The payload to send now, or None: unknown window (D3), or identical to the last sent (D1).
@@ -90,7 +103,12 @@ class UsageReporter:
         return payload
 
     def update(
-        self, figures: ContextFigures, cost: float | None, force: bool = False, bound: float | None = None
+        self,
+        figures: ContextFigures,
+        cost: float | None,
+        force: bool = False,
+        bound: float | None = None,
+        readout: Mapping[str, object] | None = None,
     ) -> dict[str, Any] | None:
-        """`offer(payload(figures, cost, bound), force)`: what an emission point calls."""
-        return self.offer(self.payload(figures, cost, bound), force)
+        """`offer(payload(figures, cost, bound, readout), force)`: what an emission point calls."""
+        return self.offer(self.payload(figures, cost, bound, readout), force)

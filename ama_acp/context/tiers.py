@@ -107,6 +107,44 @@ def fill_text(used: int, window: int | None, percent: float | None, estimated: b
     return f"{pct}({approx}{used:,} of {window:,} tokens{note})"
 
 
+STALE = "stale"  # the readout's tier kind while the figure is an estimate since a model switch or a compaction
+
+
+@dataclass(frozen=True)
+class Readout:
+    """What every readout carries beside the figure and the caps (seed 002's strain: `usage_update._meta.ama`, the
+    tier notices, `/context`): the boot cost, the number of the session's last compaction, and whether the tier
+    is `stale` — worked out from an estimate since a model switch or a compaction, before any response measured
+    the context again."""
+
+    boot_tokens: int
+    compaction: int = 0  # the number of the last compaction (0: none yet)
+    stale_after: str | None = None  # "a model switch" or "compaction #N": the tier is stale since then
+
+    def meta(self) -> dict[str, object]:
+        """`_meta.ama`'s part: `bootTokens` always, `compaction` after one, `tierKind: "stale"` while stale."""
+        out: dict[str, object] = {"bootTokens": self.boot_tokens}
+        if self.compaction > 0:
+            out["compaction"] = self.compaction
+        if self.stale_after is not None:
+            out["tierKind"] = STALE
+        return out
+
+    def tier_words(self, tier: str) -> str:
+        """`high`, or `high (stale)` while the tier rests on an estimate since a switch or a compaction."""
+        return f"{tier} ({STALE})" if self.stale_after is not None else tier
+
+    def words(self) -> str:
+        """For a person, after the fill: why the tier is stale, and the compaction count ('' when neither)."""
+        stale = (
+            f"The tier is stale: estimated since {self.stale_after}; the next response measures it again."
+            if self.stale_after is not None
+            else ""
+        )
+        count = f"Compaction #{self.compaction} was the last one of this session." if self.compaction > 0 else ""
+        return " ".join(part for part in (stale, count) if part)
+
+
 def notice_text(
     tier: str,
     used: int,
@@ -117,10 +155,11 @@ def notice_text(
     *,
     caps: Sequence[float] | None = None,
     boot: Sequence[PrefixPart] = (),
+    readout: Readout | None = None,
 ) -> str:
     """The words of a tier notice: the fill (with the counts; `≈` and "estimated" when the figure is ama's
-    estimate), what the person should do, what ama will do, then the caps in force (`caps`) and, for the
-    session's first notice, the boot cost (`boot`: the prefix's parts, see `boot_text`)."""
+    estimate), what the person should do, what ama will do, then the caps in force (`caps`), the boot cost
+    (`boot`: the prefix's parts, see `boot_text`) and the readout's stale tier and compaction count."""
     if auto_compact_at is not None:
         nxt = f"ama will compact the conversation at {auto_compact_at:,} tokens."
     else:
@@ -128,7 +167,8 @@ def notice_text(
     advice = _ADVICE.get(tier, "")
     tiers = f"Tiers: {caps_text(caps)}." if caps is not None else ""
     cost = f"Boot cost: {_boot_figure(boot)}, carried by every request before any message." if boot else ""
-    parts = (f"{fill_text(used, window, percent, estimated)} used.", advice, nxt, tiers, cost)
+    extra = readout.words() if readout is not None else ""
+    parts = (f"{fill_text(used, window, percent, estimated)} used.", advice, nxt, tiers, cost, extra)
     return " ".join(part for part in parts if part)
 
 

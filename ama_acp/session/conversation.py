@@ -19,6 +19,7 @@ from typing import NamedTuple
 import msgspec
 
 from ama_acp.agent.compaction import context_message
+from ama_acp.agent.instruction_files import InstructionFile, kept_file
 from ama_acp.agent.inventory import LEGACY_LIST_CAPS, stored_caps
 from ama_acp.agent.prompt import Setting
 from ama_acp.agent.pruning import apply_prune
@@ -61,6 +62,8 @@ class Conversation(msgspec.Struct):
     # model was last told of, by that prompt or a reminder message.
     frozen_prompt: str | None = None
     told: Setting | None = None
+    # The project instruction files that frozen prompt carries (None: not frozen yet, or a file from before).
+    frozen_instructions: list[InstructionFile] | None = None
 
     def append(self, message: Message) -> None:
         """A message entered the context (and is stored as the next MessageEntry)."""
@@ -148,8 +151,12 @@ class _Rebuild:
                 self._model(entry.model_id)
 
     def _prompt(self, entry: en.PromptEntry) -> None:
-        if entry.system is not None and self.conversation.frozen_prompt is None:
-            self.conversation.frozen_prompt = entry.system  # the next request starts with these bytes
+        c = self.conversation
+        if entry.system is not None and c.frozen_prompt is None:
+            c.frozen_prompt = entry.system  # the next request starts with these bytes
+        if entry.instructions is not None and c.frozen_instructions is None:
+            kept = [kept_file(f.scope, f.shown, f.text, f.size, f.cut) for f in entry.instructions]
+            c.frozen_instructions = [f for f in kept if f is not None]
         self.conversation.tell(Setting(entry.mode_id, tuple(entry.additional_directories)))
 
     def _model(self, model_id: str) -> None:

@@ -91,6 +91,8 @@ class Session:
             self.tools.offer_skill(SkillTool(self.skills))
         # AGENTS.md and the like: in the system prompt, or announced when a tool works in their folder.
         self.instructions = SessionInstructions(runtime.config.instructions, self.cwd, str(config_dir(os.environ)))
+        if self.conversation.frozen_instructions is not None:  # the system prompt its file froze, byte for byte
+            self.instructions.keep(self.conversation.frozen_instructions)
         self.file_commands = FileCommands(self.cwd, str(config_dir(os.environ)))  # read when first offered
         self.ctx = SessionContext(runtime, self)  # meter, billing, reporter and their ACP reports
         self.host = SessionHost(runtime, self, restored.wire_ids if restored is not None else None)
@@ -116,7 +118,7 @@ class Session:
         self.cancelled = False
         self.closed = False
         if restored is not None:
-            self.ctx.reload(self.conversation.messages, restored.figures)
+            self.ctx.reload(self.conversation.messages, restored.figures, self.conversation.compactions)
             if restored.budget is not None:  # a /budget of an earlier connection holds over the config's
                 self.ctx.set_budget(restored.budget)
 
@@ -159,12 +161,12 @@ class Session:
         return self._turn_scope is not None
 
     def system_prompt(self) -> str:
-        """ama's own prompt (frozen by the first request), the skills (read at the open), then the project
-        instructions of now."""
+        """ama's own prompt and the project instructions (both frozen by the first request), with the skills (read
+        at the open) between them."""
         return self.base_prompt() + self.skills.block + self.instructions.block()
 
     def base_prompt(self) -> str:
-        """ama's own prompt: what the first request freezes (the instructions are read anew, agent/instructions.py)."""
+        """ama's own prompt: what the first request freezes (with the instructions, agent/instructions.py)."""
         if self.conversation.frozen_prompt is not None:
             return self.conversation.frozen_prompt
         return system_prompt(self.cwd, self.additional_directories, self.mode)
@@ -211,7 +213,7 @@ class Session:
             command = mcp_prompts.match(self, user)  # an MCP server's prompt (session/mcp_prompts.py)
         self.cancelled = False
         self.host.new_turn()
-        self.instructions.refresh()  # a file changed since the last turn: the system prompt follows it
+        self.instructions.refresh()  # a file changed since the last turn: told by a reminder before the next request
         self.compactor.new_turn()
         idle = self._idle = anyio.Event()
         billed_before = self.ctx.billing.totals()

@@ -273,15 +273,32 @@ async def _compact_then(tmp_path: Any, end: str, visible: bool = True) -> tuple[
                 assert as_object(await turn.wait(10))["stopReason"] == "cancelled"
                 stats = as_object(await conn.request("_ama/session_stats", {"sessionId": sid}))
                 assert stats["billed"]["interrupted"] == 1 and "cost" not in stats
+                # Held, as after a failure (docs/context.md "Failure is safe"): the threshold is gone from the figure.
+                assert "autoCompactAt" not in usage_updates(conn, sid)[-1]["_meta"]["ama"]
             else:
                 await conn.close()
-            return conn.updates_for(sid, "compaction_update"), agent_text(conn, sid)
+            updates, text = conn.updates_for(sid, "compaction_update"), agent_text(conn, sid)
+        lines = (ama.data / "sessions" / f"{sid}.jsonl").read_text().splitlines()
+        assert [e["held"] for e in map(json.loads, lines) if e.get("t") == "compaction_hold"] == [True]
+        async with run_ama(ama, env=ENV) as conn:  # a load keeps the hold
+            await conn.initialize()
+            await conn.request("session/load", {"sessionId": sid, "cwd": str(ama.workspace), "mcpServers": []})
+            await conn.wait_for(lambda: "usage_update" in kinds(conn, sid))
+            assert "autoCompactAt" not in usage_updates(conn, sid)[-1]["_meta"]["ama"]
+        return updates, text
 
 
 async def test_a_compaction_cancelled_while_its_handoff_streams_ends_failed(tmp_path):
     updates, _ = await _compact_then(tmp_path, "cancel")
     assert [u["status"] for u in updates] == ["in_progress", "failed"]
     assert updates[0]["compactionId"] == updates[1]["compactionId"] and "cancelled" in updates[1]["error"]
+
+
+async def test_a_cancelled_compaction_holds_automatic_compaction_across_a_load(tmp_path):
+    """The seed's rule (issue 42; docs/context.md "Failure is safe"): the hold is set,
+    stored as a `compaction_hold` entry, and a load keeps it; `_compact_then` checks the three."""
+    updates, text = await _compact_then(tmp_path, "cancel", visible=False)
+    assert updates == [] and "Automatic compaction is held until the context shrinks or you run /compact." in text
 
 
 async def test_a_compaction_cut_off_by_the_end_of_stdin_ends_failed(tmp_path):

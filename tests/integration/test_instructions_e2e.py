@@ -4,13 +4,15 @@ ama serves ACP in-process against the tests' HTTP model server, which records ev
 prompt carried, and which notes of ama's reached the model. The workspace's AGENTS.md and the person's global
 one are in the system prompt from the first request and in the meter from the first `usage_update`; a nested
 AGENTS.md is announced once as a note when read_file first works in its folder, without rewriting the system
-prompt; a file changed between turns is re-read at the next one; links out of the workspace, FIFOs and huge
-files are handled without a hang; a load reads the files anew and does not announce a nested file twice; a
+prompt; a file changed between turns reaches the model as a `<system-reminder>` at the next one, the system
+prompt unchanged; links out of the workspace, FIFOs and huge files are handled without a hang; a load keeps the
+frozen files, tells a change made meanwhile and does not announce a nested file twice; a
 compaction keeps the instructions in the system prompt and announces nested files again when needed.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -143,7 +145,28 @@ async def test_a_nested_file_is_announced_once_as_a_note_and_the_system_prompt_s
             )
 
 
-async def test_a_changed_file_is_read_again_at_the_next_turn(tmp_path: Path) -> None:
+def reminders_of(body: dict[str, Any]) -> list[tuple[int, str]]:
+    """(position, text) of each `<system-reminder>` of ama's in a request's messages."""
+    out = []
+    for i, m in enumerate(body["messages"]):
+        content = m.get("content")
+        parts = [content] if isinstance(content, str) else [p.get("text", "") for p in content or []]
+        out += [(i, t) for t in parts if m["role"] == "user" and t.startswith("<system-reminder>")]
+    return out
+
+
+def position_of(body: dict[str, Any], words: str) -> int:
+    """The position of the user message the person wrote as `words`."""
+    (i,) = [i for i, m in enumerate(body["messages"]) if m["role"] == "user" and m.get("content") == words]
+    return i
+
+
+async def test_a_changed_file_reaches_the_model_as_a_system_reminder_and_the_system_prompt_stays(
+    tmp_path: Path,
+) -> None:
+    """The seed's rule (issue 42): an AGENTS.md changed mid-session reaches the model as a `<system-reminder>` at
+    its position in the conversation; the system prompt's bytes never change (the provider's cached prefix), the
+    meter counts the reminder, and a load sends the same request bytes, reminder included, without a second one."""
     ama = Ama(tmp_path)
     top = ama.workspace / "AGENTS.md"
     top.write_text("Use tabs.\n", encoding="utf-8")
@@ -153,23 +176,40 @@ async def test_a_changed_file_is_read_again_at_the_next_turn(tmp_path: Path) -> 
     (ama.workspace / "lib" / "x.py").write_text("x = 1\n", encoding="utf-8")
     with LLMServer() as llm:
         configure(ama, llm)
-        llm.enqueue(read_call("lib/x.py"), {"text": "one", "usage": {"input": 900, "output": 5}}, {"text": "two"})
+        one = {"text": "one", "usage": {"input": 900, "output": 5}}
+        llm.enqueue(read_call("lib/x.py"), one, {"text": "two", "usage": None})  # "two" measures nothing
         async with run_ama(ama, env=ENV) as conn:
             await conn.initialize()
             sid = await open_session(conn, ama.workspace)
             await conn.prompt(sid, "first", timeout=15)
-            assert "Use tabs." in system_of(llm.requests[0].body)
+            first = llm.requests[0].body
+            assert "Use tabs." in system_of(first) and reminders_of(llm.requests[1].body) == []
             top.write_text("Use four spaces.\n", encoding="utf-8")
             nested.write_text("lib: new rule.\n", encoding="utf-8")
             os.utime(top, ns=(1, 1))  # a different mtime even on a coarse clock
             await conn.prompt(sid, "second", timeout=15)
             last = llm.requests[2].body
-            assert "Use four spaces." in system_of(last) and "Use tabs." not in system_of(last)
-            notes = notes_of(last)
+            assert json.dumps(last["messages"][0]) == json.dumps(first["messages"][0])  # the system prompt: the same
+            ((at, reminder),) = reminders_of(last)
+            assert at == position_of(last, "second") + 1  # where the change was seen: before the reply to "second"
+            assert "AGENTS.md" in reminder and "changed on disk" in reminder and "Use four spaces." in reminder
+            assert reminder.endswith("</system-reminder>") and "Use tabs." not in reminder
+            notes = notes_of(last)  # the nested file's change: its own note, as before
             assert len(notes) == 2 and "changed on disk" in notes[1] and "lib: new rule." in notes[1]
-            # The system prompt changed after a measured request: the figure is an estimate until the next reply.
-            sources = [u["_meta"]["ama"]["source"] for u in usage_updates(conn, sid)]
-            assert "usage" in sources
+            # The meter counts the reminder: it is in the estimate of what came after the last measured reply (900 + 5).
+            trailing = usage_updates(conn, sid)[-1]["_meta"]["ama"]
+            assert trailing["source"] == "usage" and trailing["usageTokens"] == 905
+            assert trailing["trailingTokens"] > len(reminder) // 4
+        prefix = last["messages"]
+        llm.enqueue({"text": "three"})
+        async with run_ama(ama, env=ENV) as conn:
+            await conn.initialize()
+            await conn.request("session/load", {"sessionId": sid, "cwd": str(ama.workspace), "mcpServers": []})
+            await conn.wait_for(lambda: "usage_update" in kinds(conn, sid))
+            await conn.prompt(sid, "third", timeout=15)
+            again = llm.requests[-1].body
+            assert again["messages"][: len(prefix)] == prefix  # the same bytes: the frozen prompt, the reminder
+            assert len(reminders_of(again)) == 1  # told once: the disk is what the reminder said
 
 
 async def test_links_out_fifos_and_huge_files(tmp_path: Path) -> None:
@@ -207,7 +247,7 @@ async def test_links_out_fifos_and_huge_files(tmp_path: Path) -> None:
         assert "dir/AGENTS.md refused: it is a directory" in log
 
 
-async def test_load_reads_the_files_anew_and_remembers_announced_notes(tmp_path: Path) -> None:
+async def test_load_keeps_the_frozen_files_tells_the_change_and_remembers_announced_notes(tmp_path: Path) -> None:
     ama = Ama(tmp_path)
     top = ama.workspace / "AGENTS.md"
     top.write_text("Before the load.\n", encoding="utf-8")
@@ -230,12 +270,13 @@ async def test_load_reads_the_files_anew_and_remembers_announced_notes(tmp_path:
             loaded = usage_updates(conn, sid)[0]
             stats = await stats_of(conn, sid)
             (ws,) = [f for f in stats["instructions"] if f["scope"] == "workspace"]
-            assert ws["tokens"] > 200  # the longer file, read at the load
-            assert loaded["used"] == stats["contextTokens"]  # the meter on open counts it
-            assert loaded["_meta"]["ama"]["source"] == "estimate"  # the system prompt changed since it was measured
+            assert ws["tokens"] < 50  # the system prompt's copy: the file as the first request froze it
+            assert loaded["used"] == stats["contextTokens"]
             await conn.prompt(sid, "second", timeout=15)
             body = llm.requests[-1].body
-            assert "After the load" in system_of(body)
+            assert system_of(body) == system_of(llm.requests[0].body)  # frozen, across the load too
+            ((_, reminder),) = reminders_of(body)  # the change made while closed: told as a reminder
+            assert "After the load" in reminder
             assert len(notes_of(body)) == 1  # the note from before the load, not a second one
 
 

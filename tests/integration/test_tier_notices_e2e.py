@@ -112,10 +112,13 @@ async def test_mid_at_the_exact_token_told_once_with_the_counts_and_estimated_af
             await conn.wait_for(lambda: len(conn.updates_for(sid, "notice")) == 2)
             switched = usage_updates(conn, sid)[-1]
             assert switched["size"] == LARGE and meta(switched)["source"] == "estimate"
-            assert meta(switched)["tier"] == "mid", switched
+            assert meta(switched)["tier"] == "mid" and meta(switched)["tierKind"] == "stale", (
+                switched
+            )  # seed row 002-22
             again = conn.updates_for(sid, "notice")[1]
-            assert (again["severity"], again["title"]) == ("info", "Context mid")
-            assert "Boot cost" not in again["description"] and "bootTokens" not in meta(again)  # the first only
+            assert (again["severity"], again["title"]) == ("info", "Context mid (stale)")
+            assert "The tier is stale: estimated since a model switch" in again["description"]
+            assert "Boot cost" in again["description"] and meta(again)["bootTokens"] == meta(switched)["bootTokens"]
             assert meta(again)["tierCaps"] == meta(mid)["tierCaps"] == meta(switched)["tierCaps"]
             pct = meta(switched)["percent"]
             assert again["description"].startswith(

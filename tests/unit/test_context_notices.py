@@ -76,6 +76,9 @@ def reply(used: int | None) -> AssistantMessage:
     return AssistantMessage(content=[TextPart("ok")], usage=usage)
 
 
+CAPS = {"mid": 50, "high": 60, "warning": 70, "danger": 74}
+
+
 def turn(ctx: SessionContext, used: int | None, deliver: bool = True) -> list[ContextNotice]:
     ctx.append(UserMessage(content=[TextPart("go")]))
     ctx.append(reply(used))
@@ -129,8 +132,38 @@ def test_a_notice_after_a_model_switch_is_estimated() -> None:
     f = ctx.figures()
     assert f.source == "estimate" and f.tier == "mid", f
     (notice,) = ctx.context_notices(deliver=True)
-    assert notice.title == "Context mid"
+    assert notice.title == "Context mid (stale)"  # seed row 002-22: estimated since the switch, not measured yet
     assert notice.text.startswith(f"≈ {f.percent:.1f} % (≈ {f.used:,} of 4,000 tokens, estimated) used.")
+    assert notice.text.endswith(
+        "The tier is stale: estimated since a model switch; the next response measures it again."
+    )
+    assert notice.meta == {"ama": {"tier": "mid", "tierCaps": CAPS, "bootTokens": 101, "tierKind": "stale"}}
+
+
+def test_every_readout_names_the_last_compaction_and_the_stale_tier_until_a_response_measures() -> None:
+    """seed row 002-41 and seed row 002-22 (issue 42): after compaction #N every readout names it; its tier is `stale` until a
+    response measures the context again; the boot cost is in each (seed 002: every readout)."""
+    ctx, _ = context(compaction=True)
+    assert turn(ctx, 1_000) == []  # measured
+    ctx.replace([UserMessage(content=[TextPart("x" * 24_000)])])  # the handoff: 6,000 tokens + the prefix's 101
+    ctx.compacted(3)
+    update = ctx.usage_update()
+    assert update is not None and update.meta is not None
+    ama = update.meta["ama"]
+    assert isinstance(ama, dict)
+    assert (ama["bootTokens"], ama["compaction"], ama["tierKind"], ama["tier"]) == (101, 3, "stale", "high")
+    stats = ctx.stats()["context"]
+    assert isinstance(stats, dict) and (stats["compaction"], stats["tierKind"]) == (3, "stale")
+    assert "tier high (stale) · source estimate" in ctx.describe() and "· compaction #3" in ctx.describe()
+    (stale,) = ctx.context_notices(deliver=True)
+    assert stale.title == "Context high (stale)" and "estimated since compaction #3" in stale.text
+    (fresh,) = turn(ctx, 7_100)  # a response measures: the tier is fresh again, the count stays
+    assert fresh.title == "Context warning" and "stale" not in fresh.text
+    assert "Compaction #3 was the last one of this session." in fresh.text and "Boot cost: ≈ 101 tokens" in fresh.text
+    assert fresh.meta == {"ama": {"tier": "warning", "tierCaps": CAPS, "bootTokens": 101, "compaction": 3}}
+    after = ctx.usage_update()
+    assert after is not None and after.meta is not None
+    assert after.meta["ama"]["compaction"] == 3 and "tierKind" not in after.meta["ama"]
 
 
 def test_a_notice_on_the_prefix_is_estimated() -> None:

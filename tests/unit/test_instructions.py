@@ -23,6 +23,7 @@ from ama_acp.agent.instruction_files import (
     announced_in,
     clip,
     find,
+    kept_file,
     nested_section,
 )
 from ama_acp.agent.instructions import SessionInstructions
@@ -299,3 +300,61 @@ def test_any_bytes_are_read_as_text_within_the_cap(data: bytes, cap: int) -> Non
         assert f.cut == (len(data.decode("utf-8", errors="replace")) > cap)
         if not f.cut:
             assert f.text == data.decode("utf-8", errors="replace")
+
+
+# --- a prompt file changed after the freeze (the seed's `<system-reminder>`, issue 42) -----------------------------
+
+
+def _changed(path: Path, text: str) -> None:
+    path.write_text(text, encoding="utf-8")
+    os.utime(path, ns=(1, os.stat(path).st_mtime_ns + 1_000_000_000))  # a new mtime even on a coarse clock
+
+
+def test_a_prompt_file_changed_after_the_freeze_is_told_once_and_again_after_a_compaction(tmp_path: Path) -> None:
+    top = tmp_path / "AGENTS.md"
+    top.write_text("old rule", encoding="utf-8")
+    s = session(tmp_path)
+    frozen = s.block()
+    assert s.take_reminder(_convo()) is None  # before the freeze the system prompt itself follows the file
+    s.freeze()
+    _changed(top, "new rule")
+    assert s.refresh() is True and s.block() == frozen  # the system prompt's copy stays
+    messages = _convo()
+    reminder = s.take_reminder(messages)
+    assert reminder is not None and reminder.origin == "ama"
+    text = first_text(reminder)
+    assert text.startswith("<system-reminder>\n") and text.endswith("</system-reminder>") and "new rule" in text
+    messages.append(reminder)
+    assert s.take_reminder(messages) is None  # told: the context says so
+    assert s.take_reminder(_convo()) is not None  # a compaction dropped it: told again
+    _changed(top, "old rule")
+    s.refresh()
+    assert s.take_reminder(_convo()) is None  # back to what the system prompt says: nothing to tell
+    assert s.take_reminder(messages) is not None  # but the context told "new rule": the change back is told
+
+
+def test_a_removed_prompt_file_is_told_and_a_kept_copy_stays_frozen(tmp_path: Path) -> None:
+    (tmp_path / "AGENTS.md").write_text("rule", encoding="utf-8")
+    s = session(tmp_path)
+    kept = s.freeze()
+    (tmp_path / "AGENTS.md").unlink()
+    s.refresh()
+    reminder = s.take_reminder(_convo())
+    assert reminder is not None and "AGENTS.md was removed" in first_text(reminder)
+    loaded = session(tmp_path)  # a load: the disk has no file, the session file has the copy
+    loaded.keep(kept)
+    assert loaded.block() == s.block() and "rule" in loaded.block() and loaded.current_block() == ""
+    assert loaded.take_reminder(_convo()) is not None
+
+
+def test_a_stored_copy_is_taken_only_as_ama_stores_one(tmp_path: Path) -> None:
+    """The session file is hostile input: a scope ama never freezes, or a text longer than it ever stores, is
+    refused; a good copy has the digest `find` gives the same text (so a reminder compares like for like)."""
+    (tmp_path / "AGENTS.md").write_text("rule", encoding="utf-8")
+    found = find(str(tmp_path), NAMES, "workspace", "", str(tmp_path.resolve()), PER_FILE_CHARS)
+    assert found is not None
+    kept = kept_file("workspace", found.shown, found.text, found.size, found.cut)
+    assert kept is not None and kept.digest == found.digest and kept.scope == "workspace"
+    assert kept_file("nested", "a/AGENTS.md", "rule", 4, False) is None
+    assert kept_file("workspace", "AGENTS.md", "x" * (PER_FILE_CHARS * 2 + 1), 1, True) is None
+    assert kept_file("global", "/home/p/.config/ama/AGENTS.md", "mine", -5, False) is not None  # size floored at 0

@@ -20,7 +20,7 @@ from ama_acp.agent.instructions import SessionInstructions
 from ama_acp.config import Price
 from ama_acp.context.billing import BilledTotals, Billing, BillingState
 from ama_acp.context.estimate import Estimator, make_estimator
-from ama_acp.context.meter import ESTIMATE, PREFIX, USAGE, ContextFigures, ContextMeter, MeterState, reported
+from ama_acp.context.meter import ESTIMATE, USAGE, ContextFigures, ContextMeter, MeterState, reported
 from ama_acp.context.reporter import UsageReporter
 from ama_acp.context.request_size import tools_json
 from ama_acp.context.tiers import (
@@ -29,6 +29,7 @@ from ama_acp.context.tiers import (
     MID,
     WARNING,
     PrefixPart,
+    Readout,
     TierWatch,
     boot_cost,
     boot_text,
@@ -40,6 +41,7 @@ from ama_acp.context.tiers import (
 from ama_acp.conversation.messages import AssistantMessage, Message, Usage
 from ama_acp.conversation.tools import ToolSpec
 from ama_acp.session.accounting.budget import Budget
+from ama_acp.session.accounting.context_lines import estimated, figure_lines
 from ama_acp.session.accounting.held_figure import PendingPrefix, mcp_digests, stored_digests
 from ama_acp.session.accounting.prompt_cache import SessionCache
 from ama_acp.session.conversation import StoredFigures
@@ -117,31 +119,6 @@ _TIER_SEVERITY: dict[str, Literal["info", "warning"]] = {
 }
 
 
-def estimated(f: ContextFigures) -> bool:
-    """Whether the figure is ama's estimate (sources `prefix` and `estimate`) rather than a provider's count."""
-    return f.source in (PREFIX, ESTIMATE)
-
-
-def estimate_reason(f: ContextFigures, messages: Sequence[Message]) -> str:
-    """Why the figure is an estimate, as far as the meter's state tells: the source, whether the latest reading
-    was untrustworthy, and whether the newest response in the context reported usage. The meter does not record
-    which edit ended its anchor, so when that response did report usage, the possible causes are named."""
-    if f.source == PREFIX:
-        return (
-            "no model response yet; it counts what the first request will carry (the system prompt, the tool "
-            "declarations and the messages so far)."
-        )
-    if f.untrusted:
-        return "the last response's usage was not trustworthy, so ama counts the context itself."
-    last = next((m for m in reversed(messages) if isinstance(m, AssistantMessage)), None)
-    if last is not None and not reported(last.usage):
-        return "the last response reported no usage, so ama counts the context itself."
-    return (
-        "the context or the model changed since the last response that reported usage (a model switch, a "
-        "compaction or pruning, or a changed system prompt or tool set); the next response measures it again."
-    )
-
-
 def billed_stats(t: BilledTotals) -> dict[str, int | float]:
     """S2 `billed`: the request counts always; token sums only when some request reported usage (with every
     request unreported a sum would be an invented 0, U15); cache figures only where some request reported
@@ -199,7 +176,9 @@ class SessionContext:
         self._pending_tier: str | None = None
         self._pending_over: ContextNotice | None = None
         self._told_over: set[tuple[str, int]] = set()  # (model, window): an over-window reading is told once
-        self._told_boot = False  # the boot cost goes with the session's first tier notice only
+        self.compactions = 0  # the number of the session's last compaction, named in every readout (seed 002)
+        self._stale: str | None = None  # what left the figure an estimate: a switch, a compaction (tier `stale`)
+        self._held_boot: int | None = None  # the boot cost a loaded session's stored state had (see `readout`)
 
     # --- inputs -------------------------------------------------------------------------------------------
 
@@ -273,6 +252,21 @@ class SessionContext:
     def append(self, message: Message, measured: bool = True) -> None:
         """`measured=False`: an assistant reply of another model than the current one (see ContextMeter.append)."""
         self.meter.append(message, measured)
+        if self.meter.source == USAGE:
+            self._stale = None  # a response measured the context: the tier is fresh again
+
+    def compacted(self, number: int) -> None:
+        """Compaction `number` replaced the context: readouts name it, and the tier is stale until measured."""
+        self.compactions, self._stale = number, f"compaction #{number}"
+
+    def readout(self, f: ContextFigures, boot: int | None = None) -> Readout:
+        """What every readout carries beside the figure (`tiers.Readout`); `boot`: the boot cost, when the caller
+        summed its parts (the same figure as the meter's prefix)."""
+        stale = self._stale if f.source == ESTIMATE else None
+        if boot is None:  # a restored anchor not yet verified keeps the boot cost it was stored with (see restore)
+            held = self._held_boot if self.meter.anchor_unverified else None
+            boot = self.meter.prefix_tokens if held is None else held
+        return Readout(boot, self.compactions, stale)
 
     def bill(self, model_id: str, usage: Usage | None, enters_context: bool, interrupted: bool = False) -> float | None:
         """One billed request, priced as `model_id` — the model that served it, whatever is current now. The price
@@ -288,6 +282,7 @@ class SessionContext:
             # U9: any other model, even of the same provider, may count with another tokenizer and shape the
             # request differently; the old usage under the new window would pass for a measurement.
             self.meter.invalidate()
+            self._stale = "a model switch"
 
     def prune_threshold(self) -> int | None:
         """The fill at which pruning runs now: pruneAt, or earlier while the prompt cache is known to be cold (C4);
@@ -297,14 +292,20 @@ class SessionContext:
     def replace(self, messages: list[Message]) -> None:
         self.meter.replace(messages)
 
-    def reload(self, messages: list[Message], stored: StoredFigures) -> None:
+    def reload(self, messages: list[Message], stored: StoredFigures, compactions: int = 0) -> None:
         """A load: the window of the session's model, the stored figures (`restore`), an anchor voided by a model
-        switch after it was stored, and automatic compaction held or not as the file left it."""
+        switch after it was stored, and automatic compaction held or not as the file left it. `compactions`: the
+        number of the file's last compaction; the tier is stale after it until a response in the context
+        measured, as it was live."""
         model = self._session.model_id
         self.model_changed(model, model)
+        self._stale, self.compactions = None, compactions
+        if compactions and not any(isinstance(m, AssistantMessage) and reported(m.usage) for m in messages):
+            self._stale = f"compaction #{compactions}"
         self.restore(messages, stored.meter, stored.billing)
         if stored.switched:
             self.meter.invalidate()
+            self._stale = "a model switch"
         self.meter.set_compaction(held=stored.held)
 
     def restore(
@@ -319,11 +320,14 @@ class SessionContext:
         self.meter.restore(messages, state, verify_prefix=False)
         if self.meter.anchor_unverified:
             self.reopen = PendingPrefix(stored_digests(meter.get("mcp")) if meter else None)
+        held = meter.get("bootTokens") if meter else None  # while the load's MCP servers start, the stored one
+        self._held_boot = held if type(held) is int and held >= 0 else None
         measured_by = meter.get("model") if meter else None
         if isinstance(measured_by, str) and measured_by != self._session.model_id:
             # The model was switched after the state was stored (no response of the new one since): its usage
             # is not carried under the new model as if measured, on load as live (U9).
             self.meter.invalidate()
+            self._stale = "a model switch"
         if billing:
             self.billing = Billing(msgspec.convert(billing, BillingState))
         # No billing stored: nothing was billed, so the ledger is complete; billing without it: an older ama.
@@ -334,6 +338,7 @@ class SessionContext:
         state: dict[str, object] = msgspec.to_builtins(self.meter.state())  # a Struct encodes as an object
         # The model whose responses the figures came from; MeterState itself knows no models (and ignores it).
         state["model"] = self._session.model_id
+        state["bootTokens"] = self.readout(self.meter.figures()).boot_tokens  # the readouts' while a load verifies
         if self.meter.source == USAGE:
             # Each MCP server's declarations under that key, so a load can tell early whether they are the same
             # (session/accounting/held_figure.py). A restored anchor not yet verified keeps the digests it was measured with.
@@ -356,7 +361,10 @@ class SessionContext:
 
     def usage_update(self, force: bool = False) -> w.UsageUpdate | None:
         figures = self.figures()
-        payload = self.reporter.update(figures, self.billing.cost, force=force, bound=self.billing.lower_bound)
+        readout = self.readout(figures).meta()
+        payload = self.reporter.update(
+            figures, self.billing.cost, force=force, bound=self.billing.lower_bound, readout=readout
+        )
         return wire_usage(payload) if payload is not None else None
 
     def context_notices(self, deliver: bool) -> list[ContextNotice]:
@@ -420,19 +428,18 @@ class SessionContext:
         )
 
     def _tier_notice(self, tier: str, f: ContextFigures) -> ContextNotice:
-        """A tier notice worded from the figures of now: with the caps in force, and in the session's first one
-        the boot cost — what every request carries before the person writes a word (seed 002's strain)."""
+        """A tier notice worded from the figures of now, with what every readout carries (seed 002's strain): the
+        caps in force, the boot cost — what every request carries before the person writes a word — and, after a
+        compaction, its number; a tier worked out from an estimate since a switch or a compaction is `stale`."""
         caps = self._rt.config.tiers.caps
-        meta: dict[str, object] = {"tier": tier, "tierCaps": caps_meta(caps)}
-        boot: list[PrefixPart] = []
-        if not self._told_boot:
-            self._told_boot = True
-            boot = self.prefix_parts()
-            meta["bootTokens"] = boot_cost(boot)
+        boot = self.prefix_parts()
+        readout = self.readout(f, boot_cost(boot))
+        meta: dict[str, object] = {"tier": tier, "tierCaps": caps_meta(caps), **readout.meta()}
+        words = notice_text(tier, f.used, f.window, f.percent, f.auto_compact_at, estimated(f), caps=caps, boot=boot)
         return ContextNotice(
             severity=_TIER_SEVERITY.get(tier, "warning"),
-            title=f"Context {tier}",
-            text=notice_text(tier, f.used, f.window, f.percent, f.auto_compact_at, estimated(f), caps=caps, boot=boot),
+            title=f"Context {readout.tier_words(tier)}",
+            text=" ".join(part for part in (words, readout.words()) if part),
             meta={"ama": meta},
         )
 
@@ -451,6 +458,7 @@ class SessionContext:
         if f.over_window:
             context["overWindow"] = True
         context["tierCaps"] = caps_meta(self._rt.config.tiers.caps)
+        context.update(self.readout(f).meta())
         out: dict[str, object] = {
             "sessionId": self._session.id,
             "model": self._session.model_id,
@@ -477,8 +485,10 @@ class SessionContext:
     def describe(self) -> str:
         """S3: the figures for a person, and what fills the window."""
         f = self.figures()
-        boot = boot_text(self.prefix_parts())
-        lines = [*_figure_lines(f, self.meter.messages, boot), f"Tiers: {caps_text(self._rt.config.tiers.caps)}."]
+        parts = self.prefix_parts()
+        readout = self.readout(f, boot_cost(parts))
+        lines = [*figure_lines(f, self.meter.messages, boot_text(parts), readout)]
+        lines.append(f"Tiers: {caps_text(self._rt.config.tiers.caps)}.")
         if f.auto_compact_at is not None:
             lines.append(f"Automatic compaction at {f.auto_compact_at:,} tokens; pruning at {f.prune_at:,}.")
         elif f.window is None:
@@ -510,34 +520,6 @@ class SessionContext:
             lines += [f"| {_cell(name)} | {count} | {tokens:,} |" for name, tokens, count in servers]
         lines += _instruction_lines(self._session.instructions, self.instruction_stats())
         return "\n".join(lines) + "\n"
-
-
-def _figure_lines(f: ContextFigures, messages: Sequence[Message], boot: str) -> list[str]:
-    """/context's figure, and what a person must know to read it (an estimate, a lower bound). `boot`: the boot
-    cost (`tiers.boot_text`), which the headline quotes."""
-    size = f"{f.window:,}" if f.window else "unknown"
-    if estimated(f):  # every number that rests on an estimate says so (≈, "estimated"), and why
-        pct = f" (≈ {f.percent:.1f} %, estimated)" if f.percent is not None else " (estimated)"
-        lines = [
-            f"**Context:** ≈ {f.used:,} of {size} tokens{pct} · tier {f.tier} · source {f.source} · {boot}",
-            f"The figure is ama's estimate, not a provider's count: {estimate_reason(f, messages)}",
-        ]
-    else:
-        pct = f" ({f.percent:.1f} %)" if f.percent is not None else ""
-        lines = [f"**Context:** {f.used:,} of {size} tokens{pct} · tier {f.tier} · source {f.source} · {boot}"]
-    if f.source == USAGE:
-        lines.append(f"(last reported usage {f.usage_tokens:,} + estimate of what came after {f.trailing_tokens:,})")
-    if f.untrusted:
-        lines.append(
-            "The last response's usage was not trustworthy (missing, negative or impossible figures): the tier "
-            "stays unmeasured until a trustworthy reading returns."
-        )
-    if f.over_window and f.window is not None:
-        lines.append(
-            f"The figure is above the model's known window of {f.window:,} tokens: it is a lower bound, and "
-            "the window in the catalog or the config (context_window) is likely wrong."
-        )
-    return lines
 
 
 def _cost_lines(cost: float | None, totals: BilledTotals, bound: float | None = None) -> list[str]:

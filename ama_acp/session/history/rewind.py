@@ -55,7 +55,7 @@ class _Journal(Protocol):
 class _Accounting(Protocol):
     reopen: PendingPrefix | None
 
-    def reload(self, messages: list[Message], stored: StoredFigures) -> None: ...
+    def reload(self, messages: list[Message], stored: StoredFigures, compactions: int = 0) -> None: ...
 
 
 class _Tools(Protocol):
@@ -148,7 +148,7 @@ class Rewinder:
             s.persist(en.MessageEntry(message=result))
         s.conversation = rebuilt.conversation
         s.checkpoints.log = CheckpointLog.from_entries(loaded.entries)
-        s.ctx.reload(s.conversation.messages, rebuilt.figures)
+        s.ctx.reload(s.conversation.messages, rebuilt.figures, s.conversation.compactions)
         if s.ctx.reopen is not None:  # the servers are those of this connection already: the prefix is final
             s.ctx.reopen.servers_known(s.tools.mcp)
         return True

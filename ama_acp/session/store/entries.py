@@ -134,14 +134,27 @@ class DirectoriesEntry(_Entry, tag="dirs", frozen=True):
     at: str = msgspec.field(default_factory=utc_now)
 
 
+class PromptFile(msgspec.Struct, frozen=True, omit_defaults=True):
+    """A project instruction file as the frozen system prompt carries it (agent/instruction_files.py)."""
+
+    scope: str
+    shown: str
+    text: str
+    size: int = 0
+    cut: bool = False
+
+
 class PromptEntry(_Entry, tag="prompt", frozen=True, omit_defaults=True):
     """What the model has been told of the session's setting. The first one freezes the system prompt (`system`)
     at the session's first request, so every later request starts with the same bytes (the provider's prompt
-    cache); a later one, written after a reminder message, records the mode and directories that reminder told."""
+    cache); a later one, written after a reminder message, records the mode and directories that reminder told.
+    `instructions`: the project instruction files the frozen system prompt carries (absent in files written
+    before they were frozen; a session loaded from one freezes them at its next request)."""
 
     mode_id: str
     additional_directories: list[str] = msgspec.field(default_factory=list)
     system: str | None = None
+    instructions: list[PromptFile] | None = None
     at: str = msgspec.field(default_factory=utc_now)
 
 

@@ -93,4 +93,4 @@ def _system(s: LoopParent, spec: AgentConfig, tools: Sequence[str] | None) -> st
         text += "\n# Your agent's instructions\n" + spec.instructions.strip() + "\n"
     # The parent's skills, when the task's agent has the `skill` tool (the parent's own, session/turn/toolset.py).
     skills = s.skills.block if tools is None or SKILL in tools else ""
-    return text + skills + s.instructions.block()
+    return text + skills + s.instructions.current_block()  # a fresh context: the files of now

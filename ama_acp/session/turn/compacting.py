@@ -6,9 +6,9 @@ the handoff is asked for, which recent messages are kept) live in `agent/pruning
 the entries a load needs to rebuild the same context, sends the ACP updates (`compaction` updates when the
 client shows them, else a short agent message) and reports the new figure (E5).
 
-A compaction that cannot bring the context under its limit is refused before any request; one that fails
-replaces nothing. Either holds automatic compaction (persisted, so a load keeps the hold), as does a compaction
-that still leaves the context over the threshold: compaction never runs before every request. The hold is
+A compaction that cannot bring the context under its limit is refused before any request; one that fails or
+is cancelled replaces nothing. Each holds automatic compaction (persisted, so a load keeps the hold), as does a
+compaction that still leaves the context over the threshold: compaction never runs before every request. The hold is
 released by a compaction, by /compact and when the context falls under pruneAt.
 """
 
@@ -206,14 +206,16 @@ class Compactor:
     async def compact(self, manual: bool, instructions: str = "") -> None:
         """Compact now. Every compaction the person saw start ends, completed or failed: a cancel (or a closed
         session, or the end of stdin) while the handoff streams ends it as failed, replaces nothing and holds
-        nothing (the compaction was not shown to be useless)."""
+        automatic compaction, as a failure does (docs/context.md "Compaction", step 5: "Failure is safe"), so
+        the next request does not start the compaction the person just stopped."""
         attempt = self._attempt()
         try:
             await self._compact(attempt, manual, instructions)
         except anyio.get_cancelled_exc_class():
             if attempt.started and not attempt.ended:
                 with anyio.CancelScope(shield=True):
-                    said = "Compaction cancelled; the conversation is unchanged."
+                    self.hold(True, "compaction cancelled")
+                    said = f"Compaction cancelled; the conversation is unchanged. {HELD}"
                     await self._ended(attempt, "failed", said, error="cancelled; the conversation is unchanged")
             raise
 
@@ -383,6 +385,7 @@ class Compactor:
         s, number = self._s, attempt.number
         kept_from = s.conversation.apply_compaction(number, message, kept)
         s.ctx.replace(s.conversation.messages)  # the meter estimates the context until new usage (U9)
+        s.ctx.compacted(number)  # every later readout names it; the tier is stale until measured
         s.ctx.meter.set_compaction(held=False)  # a CompactionEntry releases the hold on load as well
         s.persist(
             en.CompactionEntry(

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Protocol
 import msgspec
 
 from ama_acp.agent import events as ev
+from ama_acp.agent.instruction_files import InstructionFile
 from ama_acp.agent.instructions import SessionInstructions
 from ama_acp.agent.loop import Refusal, TurnEnd
 from ama_acp.agent.prompt import Setting, setting_reminder
@@ -179,10 +180,24 @@ class SessionHost:
     def build_request(self) -> pb.ModelRequest:
         s = self._s
         if s.conversation.frozen_prompt is None:  # the first request fixes it for the session and its reloads
-            system = s.base_prompt()  # the instructions are read anew at each turn and load (agent/instructions.py)
+            system = s.base_prompt()
             s.conversation.freeze(system, _setting(s))
+            files = _stored(s.instructions.freeze())  # a later change reaches the model as a reminder
             s.persist(
-                en.PromptEntry(mode_id=s.mode, additional_directories=list(s.additional_directories), system=system)
+                en.PromptEntry(
+                    mode_id=s.mode,
+                    additional_directories=list(s.additional_directories),
+                    system=system,
+                    instructions=files,
+                )
+            )
+        elif not s.instructions.frozen and (told := s.conversation.told) is not None:
+            # A session file from before the instructions were frozen: they are, from this request on.
+            files = _stored(s.instructions.freeze())
+            s.persist(
+                en.PromptEntry(
+                    mode_id=told.mode, additional_directories=list(told.additional_directories), instructions=files
+                )
             )
         info = self._rt.model_info(s.model_id)
         _, _, name = s.model_id.partition("/")
@@ -202,7 +217,11 @@ class SessionHost:
         if mcp is not None:
             await mcp.before_first_request()  # the first request waits (bounded) for servers still starting
         await self.tell_setting()  # a mode changed while the turn ran: the model hears of it before its next reply
-        note = self._s.instructions.take_note(self._s.conversation.messages)  # AGENTS.md of folders tools worked in
+        ins = self._s.instructions
+        reminder = ins.take_reminder(self._s.conversation.messages)  # the system prompt's AGENTS.md changed on disk
+        if reminder is not None:
+            await self.append(reminder)
+        note = ins.take_note(self._s.conversation.messages)  # AGENTS.md of folders tools worked in
         if note is not None:
             await self.append(note)
         await self._s.compactor.before_request()
@@ -375,6 +394,10 @@ class SessionHost:
         if failure.kind == "auth":
             text = f"**The model provider refused the credentials.** {failure.message}"
         await self._s.send(w.AgentMessageChunk(content=w.TextContent(text=f"\n\n⚠ {text}\n")))
+
+
+def _stored(files: list[InstructionFile]) -> list[en.PromptFile]:
+    return [en.PromptFile(scope=f.scope, shown=f.shown, text=f.text, size=f.size, cut=f.cut) for f in files]
 
 
 def _setting(s: HostedSession) -> Setting:
