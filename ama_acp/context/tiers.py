@@ -110,8 +110,7 @@ def fill_text(used: int, window: int | None, percent: float | None, estimated: b
 STALE = "stale"  # the readout's tier kind while the figure is an estimate since a model switch or a compaction
 
 
-@dataclass(frozen=True)
-class Readout:
+class Readout(msgspec.Struct, frozen=True):
     """What every readout carries beside the figure and the caps (seed 002's strain: `usage_update._meta.ama`, the
     tier notices, `/context`): the boot cost, the number of the session's last compaction, and whether the tier
     is `stale` — worked out from an estimate since a model switch or a compaction, before any response measured
