@@ -203,6 +203,7 @@ class Session:
         ran = False  # the model's turn ran (the `stop` hooks follow it)
         with anyio.CancelScope() as scope:
             self._turn_scope = scope
+            self.journal.mark_turn(True)  # another ama's session/list shows the session busy (store/holders.py)
             try:
                 with anyio.CancelScope(shield=True):  # the set it sends is the one checked: never sent again
                     await self.offer_commands(offer)
@@ -219,6 +220,7 @@ class Session:
                         ran = True
             finally:
                 self._turn_scope = None
+                self.journal.mark_turn(False)
         if scope.cancelled_caught or self.cancelled:
             stop = "cancelled"
         with anyio.CancelScope(shield=True):
