@@ -4,6 +4,7 @@ hostile client on the holder's socket changes nothing. Two real `ama --mode acp`
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import time
 from collections.abc import Iterator
@@ -40,22 +41,36 @@ def _held_by(info: dict[str, Any]) -> dict[str, Any] | None:
     return held
 
 
-@pytest.fixture
-def pair(tmp_path: Path) -> Iterator[tuple[Ama, RawAma, RawAma, Path]]:
+@contextlib.contextmanager
+def _two(tmp_path: Path, replies: list[dict[str, Any]]) -> Iterator[tuple[Ama, RawAma, RawAma]]:
+    """Two ama processes on one data dir, their model scripted with `replies` (the scripted model answers a
+    conversation's n-th request with the n-th reply, a loaded one's too)."""
     ama = Ama(tmp_path)
-    script = write_script(tmp_path / "held.json", [{"text": "one"}, {"text": "slow", "hang": 4}, {"text": "three"}])
+    script = write_script(tmp_path / "held.json", replies)
     first = _start(ama, script)
     second = _start(ama, script)
     try:
-        yield ama, first, second, script
+        yield ama, first, second
     finally:
         for raw in (first, second):
             if raw.alive():
                 raw.close(timeout=30)
 
 
-def test_an_idle_session_is_marked_then_handed_over(pair: tuple[Ama, RawAma, RawAma, Path]) -> None:
-    ama, first, second, _ = pair
+@pytest.fixture
+def pair(tmp_path: Path) -> Iterator[tuple[Ama, RawAma, RawAma]]:
+    with _two(tmp_path, [{"text": "one"}, {"text": "two"}]) as two:
+        yield two
+
+
+@pytest.fixture
+def busy_pair(tmp_path: Path) -> Iterator[tuple[Ama, RawAma, RawAma]]:
+    with _two(tmp_path, [{"text": "one"}, {"text": "slow", "hang": 4}]) as two:  # the second request hangs
+        yield two
+
+
+def test_an_idle_session_is_marked_then_handed_over(pair: tuple[Ama, RawAma, RawAma]) -> None:
+    ama, first, second = pair
     sid = _new_spoken(first, ama)
     assert _held_by(_listed(second, ama, 10)[sid]) == {"pid": first.proc.pid, "idle": True}
     assert _held_by(_listed(first, ama, 11)[sid]) is None  # its own: the editor has it open already
@@ -80,8 +95,8 @@ def test_an_idle_session_is_marked_then_handed_over(pair: tuple[Ama, RawAma, Raw
     assert _held_by(_listed(first, ama, 15)[sid]) == {"pid": second.proc.pid, "idle": True}
 
 
-def test_a_busy_session_stays_where_its_turn_runs(pair: tuple[Ama, RawAma, RawAma, Path]) -> None:
-    ama, first, second, _ = pair
+def test_a_busy_session_stays_where_its_turn_runs(busy_pair: tuple[Ama, RawAma, RawAma]) -> None:
+    ama, first, second = busy_pair
     sid = _new_spoken(first, ama)
     first.send(
         {
@@ -117,8 +132,8 @@ def _poke(path: Path, data: bytes) -> bytes:
             return b""
 
 
-def test_a_hostile_client_on_the_socket_changes_nothing(pair: tuple[Ama, RawAma, RawAma, Path]) -> None:
-    ama, first, second, _ = pair
+def test_a_hostile_client_on_the_socket_changes_nothing(pair: tuple[Ama, RawAma, RawAma]) -> None:
+    ama, first, second = pair
     sid = _new_spoken(first, ama)
     path = ama.data / "run" / f"{first.proc.pid}.sock"
     assert path.is_socket() and path.stat().st_mode & 0o777 == 0o600
