@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 from typing import TYPE_CHECKING
+
+import anyio
 
 from ama_acp.rpc.dispatch import defer
 from ama_acp.rpc.errors import RESOURCE_NOT_FOUND, SESSION_BUSY, AcpError
-from ama_acp.session import options
+from ama_acp.session import handover, options
 from ama_acp.session.history import fork
 from ama_acp.session.live import Session
 from ama_acp.session.options import SessionSetup
@@ -16,6 +19,7 @@ from ama_acp.session.restore import replay_updates, restore
 from ama_acp.session.store import session_store as st
 from ama_acp.session.store.cwd import normal_cwd, same_cwd
 from ama_acp.session.store.entries import DirectoriesEntry
+from ama_acp.session.store.handover import ask_release
 from ama_acp.session.store.listing import InvalidCursor
 from ama_acp.session.tasks import stored as stored_tasks
 from ama_acp.wire import types as w
@@ -36,6 +40,7 @@ class Lifecycle:
         await self._close_live(session_id)
         cwd = normal_cwd(cwd)  # `/x/proj/` and `/x/proj` are one folder, whichever editor spelled it
         dirs = self.m.check_dirs(cwd, additional)
+        await self._take_over(session_id)
         loaded = self._read(session_id)
         header = loaded.header
         # A file stored before the normal form may hold `/x/proj/`: both spellings open it.
@@ -78,6 +83,22 @@ class Lifecycle:
             )
         await self.m.close(session_id)
 
+    async def _take_over(self, session_id: str) -> None:
+        """A session another ama holds is asked for before its file is read (docs/sessions.md "Sessions open
+        elsewhere"): an idle holder closes it and answers, a busy one keeps it (this load's error says what to
+        do). No answer, or no holder: the open below finds the lock as it is."""
+        if not st.is_valid_session_id(session_id):
+            return  # _read refuses it
+        store = self.m.store
+        pid = await anyio.to_thread.run_sync(store.held_by, session_id)
+        if pid is None or pid == os.getpid():
+            return
+        answer = await anyio.to_thread.run_sync(ask_release, store.sessions_dir.parent, pid, session_id)
+        if answer == "busy":
+            raise handover.busy_elsewhere(session_id, pid)
+        if answer != "released":
+            raise handover.open_elsewhere(session_id, pid)
+
     def _read(self, session_id: str) -> st.LoadedSession:
         try:
             loaded = self.m.store.read(session_id)
@@ -97,13 +118,10 @@ class Lifecycle:
         store = self.m.store
         try:
             session.journal.attach(store.open_writer(session.id))
-        except st.SessionBusy:
-            # The store's lock is held by another ama process, not by a prompt running here.
-            raise AcpError(
-                SESSION_BUSY,
-                f"Session {session.id} is open in another ama process; close it there first",
-                {"sessionId": session.id},
-            ) from None
+        except st.SessionBusy as exc:
+            # The store's lock is held by another ama process (taken since _take_over asked, or one that did not
+            # answer), not by a prompt running here.
+            raise handover.open_elsewhere(session.id, exc.pid) from None
         except st.SessionWriteError as exc:
             # Readable but not writable (a read-only file or disk): the session goes on, unsaved, and says so.
             session.journal.cannot_save(exc)
@@ -170,6 +188,7 @@ class Lifecycle:
             page, cursor = self.m.store.list(req.cwd, req.cursor, PAGE_SIZE, spoken_only=True)
         except InvalidCursor:
             raise AcpError.invalid_params("cursor: not a cursor this agent issued") from None
+        held = self.m.store.held_elsewhere(s.session_id for s in page)  # one read of /proc/locks
         return w.ListSessionsResponse(
             sessions=[
                 w.SessionInfo(
@@ -178,6 +197,7 @@ class Lifecycle:
                     title=s.title,
                     updated_at=s.updated_at,
                     additional_directories=s.additional_directories or None,
+                    meta=_held_meta(held.get(s.session_id)),
                 )
                 for s in page
             ],
@@ -226,6 +246,13 @@ class Lifecycle:
         except st.NotASessionFile as exc:  # a directory under the session's name: not ama's to remove
             raise AcpError.invalid_params(f"sessionId: {exc}; it was left alone") from None
         return w.Empty()
+
+
+def _held_meta(holder: st.Holder | None) -> w.Meta | None:
+    """A listed session another ama process holds: `_meta.ama.heldBy` (docs/protocol.md)."""
+    if holder is None:
+        return None
+    return {"ama": {"heldBy": {"pid": holder.pid, "idle": not holder.busy}}}
 
 
 async def _send_title(session: Session) -> None:

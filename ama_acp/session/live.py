@@ -221,12 +221,14 @@ class Session:
         self._model_ran = False  # the `stop` hooks follow a turn of the model's
         with anyio.CancelScope() as scope:
             self._turn_scope = scope
+            self.journal.mark_turn(True)  # another ama's session/list shows the session busy (store/holders.py)
             try:
                 with anyio.CancelScope(shield=True):  # the set it sends is the one checked: never sent again
                     await self.offer_commands(offer)
                 stop = await command(self) if command is not None else await self.run_model(user)
             finally:
                 self._turn_scope = None
+                self.journal.mark_turn(False)
         if scope.cancelled_caught or self.cancelled:
             stop = "cancelled"
         with anyio.CancelScope(shield=True):

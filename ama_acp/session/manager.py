@@ -10,6 +10,7 @@ server.py's preload thread to import them.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
@@ -38,6 +39,7 @@ if TYPE_CHECKING:  # imported lazily at run time (startup and session/new time),
     from ama_acp.session.runtime import Spawn
     from ama_acp.session.store.early import Reserved
     from ama_acp.session.store.entries import Header
+    from ama_acp.session.store.handover import Answer
     from ama_acp.session.store.session_store import SessionStore
     from ama_acp.tools.base import Tool
 
@@ -133,6 +135,9 @@ class SessionManager:
         self._store: SessionStore | None = None
         self._skill_problems: set[str] = set()  # told to the person once a process (shaping/skills.py)
         self._learnt: LearntWindows | None = None
+        # Sessions another ama took over (session/handover.py): id → its pid, for the error of a later request.
+        self.handed_over: dict[str, int] = {}
+        self.handover_listening = False
 
     # --- shared services used by sessions -----------------------------------------------------------------
 
@@ -240,6 +245,10 @@ class SessionManager:
         if session is None:
             from ama_acp.session.tasks.stored import refuse
 
+            if (asker := self.handed_over.get(session_id)) is not None:
+                from ama_acp.session.handover import handed_over_error
+
+                raise handed_over_error(session_id, asker)
             raise refuse(session_id) or AcpError.session_not_found(session_id)  # a task's session is restricted
         return session
 
@@ -254,6 +263,7 @@ class SessionManager:
     def register(self, session: Session) -> None:
         """A session built elsewhere (a load, a resume) joins the live ones under its id."""
         self.sessions[session.id] = session
+        self.handed_over.pop(session.id, None)  # taken back
 
     def has_sessions(self) -> bool:
         return bool(self.sessions or self._opening)
@@ -366,6 +376,7 @@ class SessionManager:
         from ama_acp.session.store.entries import McpServersEntry
 
         self.prune_handoffs_soon(session.id)  # every open (new, load, resume) comes through here
+        self._serve_handover()  # another ama may ask for it (docs/sessions.md "Sessions open elsewhere")
         if why := session.tool_ctx.unsandboxed:  # no Landlock here (sandbox/): said once, as the session opens
             self._tell_soon(session, f"The commands ama runs are not sandboxed: {why}.", "Sandbox")
         for problem in [p.text() for p in session.skills.problems if p.text() not in self._skill_problems]:
@@ -451,6 +462,59 @@ class SessionManager:
         async with anyio.create_task_group() as tg:
             for session in sessions:
                 tg.start_soon(release, session)
+
+    # --- handover to another ama process (docs/sessions.md "Sessions open elsewhere") ------------------------
+
+    def _serve_handover(self) -> None:
+        """This process's handover socket (session/store/handover.py), once, in the connection's task group; none
+        under `ama -p` (a one-shot run holds its session for one turn: a loader is told to wait)."""
+        spawn = self.spawn
+        if self.handover_listening or spawn is None:
+            return
+        self.handover_listening = True
+        from ama_acp.session.store.handover import Listener
+
+        listener = Listener(Path(self.config.data_dir))
+
+        async def serve() -> None:
+            try:
+                listener.open()
+            except OSError as exc:  # a read-only data dir: a loader elsewhere is told to close the session here
+                log.info("no handover socket (another ama cannot take this process's sessions over): %s", exc)
+                return
+            await listener.serve(self.hand_over)
+
+        spawn(serve)
+
+    async def hand_over(self, session_id: str, asker: int) -> Answer:
+        """The answer to another ama asking for `session_id`: released when it is open here with no turn running
+        (its file let go before the answer, so the asker's open finds the lock free), else why not. Nothing
+        awaits between the busy check and the session leaving the live ones: no prompt can start in between."""
+        session = self.sessions.get(session_id)
+        if session is None or session.closed:
+            return "not-held"
+        if session.busy:
+            return "busy"
+        del self.sessions[session_id]
+        self.handed_over[session_id] = asker
+        session.closed = True
+        session.journal.hand_over()  # its lock goes now; the editor and the MCP servers after the answer
+        log.info("session %s handed over to ama pid %d", session_id, asker)
+        if self.spawn is not None:
+            self.spawn(functools.partial(self._handed_over, session, asker))
+        return "released"
+
+    async def _handed_over(self, session: Session, asker: int) -> None:
+        """The editor here told once, then the session's MCP servers and sandbox stopped."""
+        from ama_acp.session.handover import notice
+
+        try:
+            await self.send_update(session.id, notice(self.client_caps, asker))
+        finally:
+            try:
+                await session.release()
+            except Exception:  # its MCP servers' stop failed: logged, as at a shutdown
+                log.exception("session %s could not be released after its handover", session.id)
 
     def prune_handoffs_soon(self, session_id: str) -> None:
         """Handoff retention at a session's start (docs/sessions.md "Handoff retention"): in a worker thread, in

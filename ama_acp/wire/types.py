@@ -253,6 +253,7 @@ class SessionInfo(_Out, frozen=True):
     title: str | None = None
     updated_at: str | None = None
     additional_directories: list[str] | None = None
+    meta: Meta | None = field(default=None, name="_meta")  # `ama.heldBy`: open in another ama process
 
 
 class ListSessionsResponse(_Out, frozen=True):

@@ -362,6 +362,8 @@ def test_mcp_servers_that_cannot_start_leave_a_live_session_and_are_told(
         async with anyio.create_task_group() as tg:
             manager.spawn = tg.start_soon  # the connection's task group, as server.py sets it
             await manager.finish_open(opened.session_id)
+            await anyio.wait_all_tasks_blocked()  # the warning told; the handover socket waits for askers
+            tg.cancel_scope.cancel()  # as the connection's end does
 
     anyio.run(main)
     session = manager.get(opened.session_id)

@@ -12,6 +12,7 @@ import logging
 from typing import Protocol
 
 from ama_acp.session.store import entries as en
+from ama_acp.session.store.writer import SessionWriter
 from ama_acp.wire import types as w
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,11 @@ class Journal:
     def attach(self, writer: Writer) -> None:
         """The session's file, created (session/new) or opened again (load, resume)."""
         self.writer = writer
+
+    def mark_turn(self, running: bool) -> None:
+        """A turn started or ended, marked on the file for other ama processes' session/list (holders.py)."""
+        if isinstance(self.writer, SessionWriter):  # a stand-in writer (a test's full disk) has no file to mark
+            self.writer.mark_turn(running)
 
     def append(self, entry: en.Entry) -> None:
         if isinstance(entry, en.CommandEntry):
@@ -90,3 +96,10 @@ class Journal:
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
+
+    def hand_over(self) -> None:
+        """The file closed and let go: another ama process writes it from now on (session/handover.py), so
+        whatever this session would still persist (its MCP servers' stop) is written nowhere."""
+        writer, self.writer = self.writer, None
+        if writer is not None:
+            writer.close()

@@ -26,7 +26,7 @@ import secrets
 import shutil
 import stat
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from ama_acp.credentials import fsync_directory
@@ -47,13 +47,15 @@ from ama_acp.session.store.errors import (
     in_words,
 )
 from ama_acp.session.store.files import NotRegularFile, first_line, open_regular
+from ama_acp.session.store.holders import Holder, held_elsewhere
 from ama_acp.session.store.listing import InvalidCursor, SessionLister, SessionSummary
-from ama_acp.session.store.locks import busy_error, in_use, lock_for_writing, lock_holder
+from ama_acp.session.store.locks import busy_error, held_by, in_use, lock_for_writing, lock_holder
 from ama_acp.session.store.reader import MAX_LINE_BYTES, LoadedSession, decode_header, read_session
 from ama_acp.session.store.task_journal import remove_task_journal
 from ama_acp.session.store.writer import FsyncPolicy, SessionWriter
 
 __all__ = [
+    "Holder",
     "InvalidCursor",
     "InvalidSessionId",
     "LoadedSession",
@@ -238,6 +240,14 @@ class SessionStore:
                 raise SessionWriteError(path, f"it cannot be read back: {in_words(exc)}", exc) from exc
             raise
         return SessionWriter(path, fd, size, self.redactor, self._fsync)
+
+    def held_by(self, session_id: str) -> int | None:
+        """The pid of the process whose writer holds the session's file (None: nobody, or it cannot be told)."""
+        return held_by(self.path(session_id))
+
+    def held_elsewhere(self, session_ids: Iterable[str]) -> dict[str, Holder]:
+        """Of these sessions, those another process holds open, with its pid and whether a turn is running."""
+        return held_elsewhere({sid: self.path(sid) for sid in session_ids})
 
     def read(self, session_id: str) -> LoadedSession:
         return read_session(self.path(session_id))

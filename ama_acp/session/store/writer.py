@@ -26,6 +26,7 @@ from ama_acp.session.store.entries import (
     clip_replay_text,
 )
 from ama_acp.session.store.errors import SessionWriteError, in_words
+from ama_acp.session.store.holders import mark_turn
 from ama_acp.session.store.reader import MAX_LINE_BYTES
 
 log = logging.getLogger(__name__)
@@ -108,6 +109,11 @@ class SessionWriter:
     @property
     def closed(self) -> bool:
         return self._fd < 0
+
+    def mark_turn(self, running: bool) -> None:
+        """Whether a turn is running in this session, as other processes see it (session/store/holders.py)."""
+        if self._fd >= 0:
+            mark_turn(self._fd, running)
 
     def append(self, entry: Entry, *, sync: bool = True) -> None:
         """Write one entry as one line. Raises SessionWriteError when the file cannot take it (the file stays
