@@ -12,6 +12,8 @@ import shutil
 import stat
 import tempfile
 
+from ama_acp.pids import pid_alive
+
 _RUN_PREFIX = "ama-run-"
 _swept = False
 
@@ -45,16 +47,6 @@ def sweep_dead_runs(folder: str) -> None:
             st = os.lstat(path)
         except OSError:
             continue
-        if not pid.isdigit() or not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or _alive(int(pid)):
+        if not pid.isdigit() or not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or pid_alive(int(pid)):
             continue
         shutil.rmtree(path, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # someone else's process: alive
-    return True

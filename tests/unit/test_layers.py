@@ -19,7 +19,14 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "ama_acp"
 
 # The parts of ama, bottom to top. A part may import itself and the parts listed for it, nothing else.
-GROUND = {"conversation", "wire", "errors", "textsafe", "__init__"}  # import nothing of ama (errors: and nothing else)
+GROUND = {
+    "conversation",
+    "wire",
+    "errors",
+    "textsafe",
+    "pids",
+    "__init__",
+}  # import nothing of ama (errors: and nothing else)
 SUPPORT = {
     "config",
     "secrets",
@@ -45,6 +52,7 @@ ALLOWED: dict[str, set[str]] = {
     "wire": set(),
     "errors": set(),
     "textsafe": set(),  # text from others made safe for a terminal: every printing path uses it
+    "pids": set(),  # whether a process is alive: for what other ama processes leave in ama's folders
     "__init__": set(),
     # support
     "config": {"errors", "ownfiles"},
@@ -60,7 +68,7 @@ ALLOWED: dict[str, set[str]] = {
     "providers": {"conversation", "config", "errors", "secrets", "credentials", "context"},
     "permissions": {"errors"},
     # the sandbox of the commands ama runs for a model or an agent under test: below the tools and the client
-    "sandbox": {"config"},
+    "sandbox": {"config", "pids"},
     "tools": {"conversation", "config", "errors", "secrets", "redact", "permissions", "sandbox"},
     # what shapes ama from a person's or a team's files (commands, skills, hooks): parsed, protocol-free
     "shaping": {"conversation", "config", "errors", "textsafe", "secrets", "redact", "ownfiles", "tools", "sandbox"},
@@ -69,7 +77,18 @@ ALLOWED: dict[str, set[str]] = {
     "mcp": {"conversation", "config", "errors", "secrets", "redact", "tools"},
     # the ACP side: sessions map the agent to the protocol; the server dispatches to them
     # (and the ACP client: an external agent carrying out a task is driven through it, session/tasks/external/agent.py)
-    "session": {"__init__", "conversation", "wire", "errors", "textsafe", "rpc", "client", *SUPPORT, *AGENT_SIDE},
+    "session": {
+        "__init__",
+        "conversation",
+        "wire",
+        "errors",
+        "textsafe",
+        "pids",
+        "rpc",
+        "client",
+        *SUPPORT,
+        *AGENT_SIDE,
+    },
     "handlers": {"__init__", "wire", "errors", "rpc", "config", "session"},
     "server": {"config", "errors", "rpc", "handlers", "logs"},
     # beside the agent: the ACP client (`ama acp-client`, `ama demo`) speaks the protocol, knows no agent; it

@@ -29,6 +29,7 @@ import anyio
 import msgspec
 
 from ama_acp import ownfiles
+from ama_acp.pids import pid_alive
 
 log = logging.getLogger(__name__)
 
@@ -66,21 +67,11 @@ def _address(dir_fd: int, pid: int) -> str:
     return f"/proc/self/fd/{dir_fd}/{pid}.sock"
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # EPERM: alive, another user's
-        return True
-    return True
-
-
 def _sweep(dir_fd: int) -> None:
     """Sockets of processes that are gone (a crash, a kill) removed: their pid may come back as another program."""
     for name in os.listdir(dir_fd):
         pid_text, dot, ext = name.partition(".")
-        if dot and ext == "sock" and pid_text.isdigit() and not _alive(int(pid_text)):
+        if dot and ext == "sock" and pid_text.isdigit() and not pid_alive(int(pid_text)):
             try:
                 os.unlink(name, dir_fd=dir_fd)
             except OSError:
