@@ -41,6 +41,11 @@ class SignInNeeded(Exception):
     untested, not failed (ACP lets an agent require authentication before sessions)."""
 
 
+class CannotTest(Exception):
+    """A step could not be made for a reason that is no violation (a turn that cannot complete): the requirement
+    at hand is untested, not failed, and the group stops there, with `str(exc)` as the one reason."""
+
+
 class Blocked(Exception):
     """A step the rest of a group depends on failed; `rid` is the requirement that covers that step."""
 
@@ -106,6 +111,9 @@ class Checks:
         except (Blocked, UnboundCheck):
             raise  # UnboundCheck is the suite's bug, never the agent's: the runner reports it as such
         except Exception as exc:
+            if isinstance(exc, CannotTest):
+                self.untested(rid, str(exc))
+                raise Blocked(rid, str(exc)) from exc
             if isinstance(exc, SignInNeeded):  # a sign-in the suite cannot give: untested, not failed
                 self.untested(rid, describe(exc) + " (give --auth-method, or configure the agent)")
                 raise Blocked(rid, describe(exc)) from exc
@@ -122,7 +130,7 @@ class Checks:
         except (Blocked, UnboundCheck):
             raise
         except Exception as exc:
-            raise Blocked(rid, describe(exc)) from exc
+            raise Blocked(rid, str(exc) if isinstance(exc, CannotTest) else describe(exc)) from exc
 
     def close(self, stopped: Blocked | None) -> None:
         """Every declared id no check reached becomes NOT_TESTED, saying why."""
