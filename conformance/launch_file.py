@@ -60,8 +60,8 @@ class PublicAgent:
 
     @property
     def model(self) -> str:
-        """How the agent's model is set, as the table says it."""
-        return "the suite's scripted model" if self.model_env else f"its own ({self.model_note or 'not said'})"
+        """Which model the agent ran with, as the table says it (why, when not the suite's: `model_note`)."""
+        return "the suite's scripted model" if self.model_env else "its own"
 
 
 def _strings(entry: dict[str, Any], key: str, where: str) -> tuple[str, ...]:

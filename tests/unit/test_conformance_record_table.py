@@ -48,7 +48,7 @@ def test_a_report_becomes_its_row() -> None:
     )
     assert row.failures.startswith("R7 (`seen for R7: x|' x|' ") and "; R74 (`seen for R74" in row.failures
     assert len(row.failures.split("; ")[0]) <= record.EXCERPT + len("R7 (``)")  # an excerpt, not the whole detail
-    assert row.model == "its own (no base URL to set)"
+    assert row.model == "its own"
     line = row.line()
     assert line.startswith("| some-agent | 1.2.3 | D | NOT CONFORMANT | 2 | R7 (`") and "\n" not in line
     assert record._cells(line)[5] == row.failures.replace("|", "\0")  # a | in a cell is escaped, no border
