@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 LAUNCH_FILE = Path(__file__).resolve().with_name("agents.toml")
-_KEYS = {
+KEYS = {
     "name",
     "command",
     "install",
@@ -96,9 +96,9 @@ def parse(text: str, source: str = "agents.toml") -> tuple[PublicAgent, ...]:
     agents: list[PublicAgent] = []
     for at, entry in enumerate(entries, 1):
         where = f"{source}: agent {at}"
-        unknown = sorted(set(entry) - _KEYS)
+        unknown = sorted(set(entry) - KEYS)
         if unknown:
-            raise LaunchFileError(f"{where}: unknown keys {unknown} (known: {sorted(_KEYS)})")
+            raise LaunchFileError(f"{where}: unknown keys {unknown} (known: {sorted(KEYS)})")
         name, command = _text(entry, "name", where), _strings(entry, "command", where)
         if not name or not command:
             raise LaunchFileError(f"{where}: name and command are required")

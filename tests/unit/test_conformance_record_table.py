@@ -9,10 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ama_conformance import record
-from ama_conformance.launch_file import LaunchFileError, PublicAgent, parse
+from ama_conformance.launch_file import KEYS, LaunchFileError, PublicAgent, parse
 from ama_conformance.record import BEGIN, END, row_of
+from tests.support.hypothesis_profiles import examples
 
 AGENT = PublicAgent("some-agent", ("some-agent", "--acp"), model_note="no base URL to set")
 
@@ -114,3 +117,27 @@ def test_the_command_line_refuses_an_unknown_agent_a_bad_launch_file_and_a_page_
     # the page is read before any agent is looked up or started: nothing runs
     assert record.main(["--only", "opencode", "--doc", str(page), "--dry-run"]) == 2
     assert "no record table" in capsys.readouterr().err
+
+
+_VALUES = st.one_of(
+    st.just('"x"'), st.just("1"), st.just("[]"), st.just('["a", 2]'), st.just("{ A = 1 }"), st.just('{ A = "b" }')
+)
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(
+    st.lists(st.lists(st.tuples(st.sampled_from([*sorted(KEYS), "other"]), _VALUES), max_size=6), max_size=3),
+    st.text(max_size=40),
+)
+def test_any_launch_file_is_agents_or_a_launch_file_error(entries: list[list[tuple[str, str]]], noise: str) -> None:
+    """Whatever a launch file holds, reading it gives agents whose fields have their types, or a LaunchFileError
+    that says what is wrong — never another exception."""
+    text = "".join("[[agent]]\n" + "".join(f"{k} = {v}\n" for k, v in dict(e).items()) for e in entries)
+    for doc in (text, text + noise):
+        try:
+            agents = parse(doc)
+        except LaunchFileError:
+            continue
+        for agent in agents:
+            assert agent.name and agent.command and all(isinstance(c, str) for c in agent.command)
+            assert all(isinstance(v, str) for _, v in (*agent.env, *agent.model_env))
