@@ -61,6 +61,14 @@ def test_an_agent_that_saves_what_a_group_switches_cannot_reach_the_next_group(t
     assert "R33" in _status(report, "FAIL")
     assert (tmp_path / "shared" / "home" / ".fixture-agent" / "settings.json").exists()
 
+    # --home-copy seeds each fresh home from the person's: with the saved setting copied in, the agent refuses
+    # sessions from the first group on, and the person's own file is left as it was.
+    seeded = tmp_path / "shared" / "home" / ".fixture-agent" / "settings.json"
+    saved = seeded.read_text(encoding="utf-8")
+    code, stdout, _, report, _ = _suite(tmp_path / "shared", agent, "-k", "sessions", "--home-copy", ".fixture-agent")
+    assert code == 1 and "R33" in _status(report, "FAIL"), stdout[-3000:]
+    assert "missing API key" in stdout and seeded.read_text(encoding="utf-8") == saved
+
 
 def test_an_agent_whose_model_never_answers_is_judged_in_seconds(tmp_path):
     """(conformance/core/agent.py Agent.finish, config.py TurnWatch) Its turns send nothing: the first waits 10 s,
