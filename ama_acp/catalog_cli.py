@@ -7,6 +7,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING
 
 from ama_acp.config import Config, Price
@@ -101,6 +102,17 @@ def run_cache_probe(argv: list[str], load_config: Callable[[argparse.Namespace],
         description="send two identical requests to MODEL and report what the second read from the prompt cache",
     )
     p.add_argument("model")
+    p.add_argument(
+        "--tokens",
+        type=_bounded(1, MAX_PROBE_TOKENS),
+        help="the prompt's size in tokens (ama's estimate); by default twice the catalog's minimum",
+    )
+    p.add_argument(
+        "--gap-ms",
+        type=_bounded(0, MAX_GAP_MS),
+        default=None,
+        help="milliseconds between the two requests (default 1000)",
+    )
     p.add_argument("--json", action="store_true")
     p.add_argument("--config")
     p.add_argument("--data-dir")
@@ -121,12 +133,37 @@ def run_cache_probe(argv: list[str], load_config: Callable[[argparse.Namespace],
         return 2
     # A provider that cannot be built (no key, unknown provider) fails the first request, which says why.
     provider = provider_for_model(cfg, info.id, info)
-    report = anyio.run(run_probe, provider, info)
+    report = anyio.run(partial(run_probe, provider, info, tokens=args.tokens, gap_ms=_gap(args.gap_ms)))
     if args.json:
         sys.stdout.write(json.dumps(_probe_json(report), indent=2) + "\n")
     else:
         sys.stdout.write("\n".join(report_lines(report, _usd)) + "\n")
     return 0 if report.ok else 1
+
+
+MAX_PROBE_TOKENS = 1_000_000  # the largest windows; ≈ 4 MB of prompt
+MAX_GAP_MS = 3_600_000  # an hour: past every catalog lifetime but the 24-hour retentions
+
+
+def _bounded(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: a whole number from `low` to `high` (anything else is a usage error, exit 2)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text.strip(), 10)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is outside {low:,}–{high:,}")
+        return value
+
+    return parse
+
+
+def _gap(value: int | None) -> int:
+    from ama_acp.providers.cache_probe import DEFAULT_GAP_MS
+
+    return DEFAULT_GAP_MS if value is None else value
 
 
 def _usd(v: float | None) -> str:

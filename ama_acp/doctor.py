@@ -25,9 +25,16 @@ from typing import TYPE_CHECKING, Any, Literal
 from ama_acp.config import Config, ConfigError, ProviderConfig, default_config_path, default_data_dir, load_config
 from ama_acp.credentials import CredentialsError, KeySource, credentials_path, read_credentials, too_open
 from ama_acp.errors import ControlFlow
-from ama_acp.providers.endpoints import BUILTIN_ENDPOINTS, DIALECT_HOME
+from ama_acp.providers.endpoints import BUILTIN_ENDPOINTS
 from ama_acp.providers.model_list import model_list_items, models_request
-from ama_acp.providers.resolve import ModelError, api_key_env, provider_config, split_model_id, usable_model
+from ama_acp.providers.resolve import (
+    ModelError,
+    api_key_env,
+    base_url_for,
+    provider_config,
+    split_model_id,
+    usable_model,
+)
 from ama_acp.providers.tls import CERTIFICATE_ADVICE, certificate_failure, tls_for
 from ama_acp.redact import MIN_SECRET_LENGTH, REDACTED
 from ama_acp.sandbox import sandbox_state
@@ -122,6 +129,7 @@ class Report:
     sandbox: SandboxFact | None = None
     promptWouldWork: bool = False
     problem: str | None = None  # why a prompt would not work
+    window: str | None = None  # the chosen model's window and where it comes from (docs/context.md)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -232,12 +240,8 @@ def _display_url(url: str) -> str:
 
 
 def base_url_of(name: str, pcfg: ProviderConfig, keys: Mapping[str, str]) -> str:
-    """Where ama sends `name`'s requests: the configured base_url, the vendor's base URL variable, else the
-    dialect's public endpoint (as resolve.provider_for_model and the provider classes do)."""
-    endpoint = BUILTIN_ENDPOINTS.get(name)
-    from_env = keys.get(endpoint.base_url_env) if endpoint and endpoint.base_url_env else None
-    home = DIALECT_HOME["anthropic" if pcfg.kind == "anthropic" else "openai"]
-    return (pcfg.base_url or from_env or home.base_url).rstrip("/")
+    """Where ama sends `name`'s requests (resolve.base_url_for: one rule for the provider and its checks)."""
+    return base_url_for(name, pcfg, keys)
 
 
 def _model_ids(body: bytes) -> list[str] | None:
@@ -426,6 +430,12 @@ def diagnose(
         network=network,
         openPaths=open_paths(_guarded_paths(Path(cfg_fact.path), Path(cred_fact.path))),
     )
+    if cfg is not None and model_fact.id is not None:
+        from ama_acp.providers.window_probe import describe_window
+
+        chosen = next((p for p in providers if p.name == chosen_provider), None)
+        answered = network and chosen is not None and chosen.result == "ok"  # else: asking more only waits
+        report.window = describe_window(cfg, model_fact.id, keys, answered)
     box = sandbox_state(effective.sandbox)
     report.sandbox = SandboxFact(box.mode, box.mechanism, box.abi, box.network_blocked, box.summary())
     report.problem = _problem(report, chosen_provider)
@@ -492,6 +502,8 @@ def render(report: Report) -> list[str]:
         lines.append(f"model: {m.id} ({m.why})")
     else:
         lines.append(f"model: none usable. {m.why}")
+    if report.window is not None:
+        lines.append(f"window: {report.window}")
     lines.append(f"data dir: {_found(report.dataDir, 'not created yet')}")
     lines.append(f"sessions: {_found(report.sessionsDir, 'none yet')}")
     lines.append(f"log: {_found(report.logFile, 'none yet')}")

@@ -33,6 +33,7 @@ what an exception wraps, for the callers that look for the error a library wrapp
     ├── ProviderError             a model request; never escapes a provider (see below)
     │   ├── providers.failures.StreamError  the server broke the stream or the dialect
     │   ├── providers.stream._DeadlineExceeded  the whole-request deadline passed
+    │   ├── providers.window_probe.ProbeFailed  asking a server the window it serves got no answer
     │   └── agent.compaction.CompactionFailed  the model could not write the handoff
     ├── ToolError                 a tool failed in a way the model should hear about (tools.base.ToolError)
     │   ├── tools.search.globs.GlobError          (also ValueError) an unusable glob

@@ -244,6 +244,7 @@ def run_print(args: argparse.Namespace, cfg: Config) -> int:
         }
         if "cost" in stats:  # U17: only when known
             out["cost"] = stats["cost"]
+        out["cache"] = stats["cache"]  # the prompt cache, as _ama/session_stats has it (docs/context.md)
         return out
 
     out = anyio.run(main)

@@ -25,8 +25,10 @@ log = logging.getLogger(__name__)
 # Imported in a thread right after startup, so `initialize` is answered without waiting for them. First what
 # session/new's answer needs (manager.py answers it from these alone: a fresh ama's first session/new arrives
 # within a millisecond of `initialize`'s answer, long before the rest is imported), then what the Session is
-# built from after that answer, and what its first prompt and a session/load use. After them,
-# Handlers.prepare_first_prompt: the configured model's provider, and for an HTTP one httpx and the TLS context.
+# built from after that answer and what its first prompt uses. After them, Handlers.prepare_first_prompt: the
+# configured model's provider, and for an HTTP one httpx and the TLS context. Nothing after that: what a first
+# answer in text does not use (permissions, the `task` machinery, session/load's lifecycle: ~12 ms) is imported on
+# first use, as a preload of it would run beside the first request and delay its answer by as much (issue 41).
 # The heavier parts of ama_acp.session.live come as steps of their own before it: the same modules end up
 # imported, but a process whose input ends right after `initialize` (a test's, an editor probing the agent) stops
 # after the smaller step it is in instead of importing the whole session machinery (~0.1 s of CPU).
@@ -34,7 +36,6 @@ PRELOAD = (
     "ama_acp.session.manager",
     "ama_acp.session.store.early",  # session/new makes the session's file before its answer
     "ama_acp.agent.instructions",
-    "ama_acp.session.editor.approval",
     "ama_acp.session.history.checkpoints",
     "ama_acp.session.turn.compacting",
     "ama_acp.session.turn.host",
@@ -45,7 +46,6 @@ PRELOAD = (
     "ama_acp.session.mcp",
     "ama_acp.tools.registry",
     "ama_acp.context.request_size",
-    "ama_acp.session.lifecycle",
 )
 
 # While the preload runs, the main thread competes with it for the GIL: each time the main thread waits for
@@ -61,9 +61,11 @@ PRELOADED = "preloaded the session modules"  # the log line benchmarks wait for 
 PRELOAD_STOPPED = "preload stopped: the connection ended"  # instead of PRELOADED, when it ends before that
 
 
-def _preload(prepare: Callable[[], None] | None, stop: threading.Event) -> None:
+def _preload(prepare: Callable[[], None] | None, stop: threading.Event, collector_paused: bool = False) -> None:
     """The modules of PRELOAD, then `prepare` (the first prompt's work, Handlers.prepare_first_prompt). Once
-    `stop` is set (the connection ended) nothing more is started: the exit waits for one step at most."""
+    `stop` is set (the connection ended) nothing more is started: the exit waits for one step at most.
+    `collector_paused`: the garbage collector was turned off for the start (cli.py), and is turned back on once
+    this ends (however it ends)."""
     import importlib
     import sys
     import time
@@ -85,14 +87,32 @@ def _preload(prepare: Callable[[], None] | None, stop: threading.Event) -> None:
                 log.exception("%s preloading %s failed", UNEXPECTED, what)
     finally:
         sys.setswitchinterval(interval)
+        if collector_paused:
+            _resume_collector()
     log.info("%s in %.0f ms", PRELOADED, (time.perf_counter() - start) * 1000)
 
 
-def _start_preload(prepare: Callable[[], None] | None = None) -> tuple[threading.Thread, threading.Event]:
+def _resume_collector() -> None:
+    """The garbage collector back on after the start. What the start allocated (modules, classes, functions:
+    ~60,000 objects, nearly all alive until exit) is frozen first, so no later full collection walks it again."""
+    import gc
+
+    gc.freeze()
+    gc.enable()
+
+
+def _start_preload(
+    prepare: Callable[[], None] | None = None, collector_paused: bool = False
+) -> tuple[threading.Thread, threading.Event]:
     stop = threading.Event()
-    thread = threading.Thread(target=_preload, args=(prepare, stop), name="ama-preload", daemon=True)
+    args = (prepare, stop, collector_paused)
+    thread = threading.Thread(target=_preload, args=args, name="ama-preload", daemon=True)
     thread.start()
     return thread, stop
+
+
+# The end of input gives the requests read before it this long to answer and send their updates (rpc/peer.py).
+END_GRACE_S = 2.0
 
 
 async def serve(
@@ -104,6 +124,7 @@ async def serve(
     why: str = "",
     *,
     stop_signals: bool = True,
+    collector_paused: bool = False,
 ) -> None:
     """Serve one connection until its input ends. A stop signal (STOP_SIGNALS) ends the input the way stdin EOF
     does, so everything after it is the EOF path: the peer closed (requests of ours still waiting, such as an
@@ -112,14 +133,18 @@ async def serve(
     logged, never the default action that would kill ama and orphan what it started.
 
     `stop_signals=False` leaves the signals alone: for a server that shares its process with something that
-    owns them (the tests run ama in the test runner's process, whose Ctrl-C must stay the runner's)."""
+    owns them (the tests run ama in the test runner's process, whose Ctrl-C must stay the runner's).
+    `collector_paused`: `ama --mode acp` turned the garbage collector off to start (cli.py); the preload turns
+    it back on when it ends."""
     ending = EndableReceiveStream(receive)
     dispatcher = Dispatcher()
     peer = Peer(ending, send, dispatcher)
     handlers = Handlers(config, peer, model_id, reload, why)
     handlers.register(dispatcher)
     peer.on_cancel_request = handlers.on_cancel_request
-    preload, stop_preload = _start_preload(handlers.prepare_first_prompt)
+    # stdin may close right after session/new's answer (`acpx sessions new`): the opening updates still go out.
+    peer.end_grace, peer.cut_at_end = END_GRACE_S, frozenset({"session/prompt"})
+    preload, stop_preload = _start_preload(handlers.prepare_first_prompt, collector_paused)
     async with anyio.create_task_group() as watching:
         if stop_signals:
             await watching.start(_end_input_on_signal, ending)
@@ -165,12 +190,14 @@ async def _end_input_on_signal(
                 receive.end()
 
 
-def run_stdio(config: Config, model_id: str | None, reload: Reload | None = None, why: str = "") -> int:
+def run_stdio(
+    config: Config, model_id: str | None, reload: Reload | None = None, why: str = "", *, collector_paused: bool = False
+) -> int:
     """Serve ACP on stdio. `model_id` None: no usable model yet — sessions answer `auth_required` until an
     `authenticate` finds one through `reload` (which re-reads the config and the credentials); `why` says what
-    the person can do about it."""
+    the person can do about it. `collector_paused`: see `serve`."""
     from ama_acp.rpc.stdio import protocol_streams
 
     receive, send = protocol_streams()
-    anyio.run(serve, config, model_id, receive, send, reload, why)
+    anyio.run(partial(serve, config, model_id, receive, send, reload, why, collector_paused=collector_paused))
     return 0

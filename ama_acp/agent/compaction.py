@@ -17,7 +17,8 @@ import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass
+
+import msgspec
 
 from ama_acp.agent.inventory import clip, model_copy, recent_files
 from ama_acp.conversation.messages import (
@@ -49,7 +50,8 @@ INVENTORY_CAP = 95_000
 REQUEST_INVENTORY_CAP = 400_000  # characters of inventory in the handoff request (a checklist, not the context)
 MAX_REREAD = 10  # files named to re-read in the context message
 
-# Seed 003's handoff: nine sections, the environment and "anything else" among them; a reason beside every file
+# Seed 003's handoff: nine sections, the environment and "anything else" among them, with the seed's sub-items
+# (what changed and why, the skills, risks, failing tests); a reason beside every file
 # to re-read; what a previous handoff said carried over; complete rather than brief. Section 8 stays the files to
 # re-read (`reread_files` reads it).
 HANDOFF_PROMPT = """The conversation so far is about to be replaced by a handoff you write now, so that work can
@@ -58,11 +60,11 @@ with these nine sections:
 1. Goal and current state
 2. The user's instructions and preferences (verbatim where wording matters)
 3. Decisions made, and approaches rejected with the reasons
-4. Files: role and state of each file that matters
+4. Files: role and state of each file that matters, and what changed in it and why
 5. Environment: commands that work (build, test, run), the MCP servers in use and what they are for, and where
-   credentials live (the names of environment variables and files, never their values)
+   credentials live (the names of environment variables and files, never their values); the skills loaded
 6. Work log and next steps
-7. Open questions and verbatim error messages still relevant
+7. Open questions, risks, failing tests, and verbatim error messages still relevant
 8. The files to re-read first: one a line, the path in backticks, then the reason to re-read it
 9. Anything else the work needs that fits no section above
 Write the handoff in the language of the conversation (the language the user writes in), even though this
@@ -102,8 +104,7 @@ def limit_after(used: int, auto_compact_at: int | None) -> int:
     return base * (100 - MARGIN_PERCENT) // 100
 
 
-@dataclass(frozen=True)
-class Plan:
+class Plan(msgspec.Struct, frozen=True):
     """A compaction that will shrink the context: keep `kept` (`kept_tokens`), and `room_tokens` for the handoff
     and the inventory's copy, so that the context lands at most `limit`."""
 
@@ -113,8 +114,7 @@ class Plan:
     room_tokens: int
 
 
-@dataclass(frozen=True)
-class Refused:
+class Refused(msgspec.Struct, frozen=True):
     """Why a compaction would not help, worded for the person."""
 
     reason: str
@@ -165,8 +165,7 @@ def plan_compaction(
     return Plan(kept, kept_tokens, limit, room)
 
 
-@dataclass(frozen=True)
-class Budgets:
+class Budgets(msgspec.Struct, frozen=True):
     inventory_chars: int  # the budget `model_copy` was given (stored, so a load derives the same copy)
     inventory_copy: str
     handoff_chars: int

@@ -5,12 +5,21 @@ accounting, and the session reports the meter's figures. The loop never imports 
 
 from __future__ import annotations
 
+import uuid
+
 import msgspec
 
 from ama_acp.providers.base import (
     Retrying as Retrying,  # re-exported, passed on as the provider said it: a partial message is void
 )
 from ama_acp.tools.base import Location, ToolResult
+
+
+def new_message_id() -> str:
+    """The `messageId` of one thing ama says: a model reply, a command's output, a notice told as a message. Unique
+    across processes and resumes (a per-process counter would repeat `m1` in every run), and never of the `r<n>`
+    form a replay derives for an entry stored without one (session/restore.py)."""
+    return f"m-{uuid.uuid4().hex}"
 
 
 class TextChunk(msgspec.Struct, frozen=True):

@@ -17,8 +17,9 @@ import json
 import logging
 import os
 import re
-from dataclasses import dataclass
 from typing import Literal
+
+import msgspec
 
 from ama_acp.tools.regular import open_regular
 
@@ -33,8 +34,7 @@ Scope = Literal["global", "workspace", "nested"]
 Signature = tuple[str, int, int, int]
 
 
-@dataclass(frozen=True)
-class InstructionFile:
+class InstructionFile(msgspec.Struct, frozen=True):
     """One instruction file as ama loaded it."""
 
     scope: Scope

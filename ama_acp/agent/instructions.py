@@ -21,7 +21,8 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
+
+from msgspec.structs import replace
 
 from ama_acp.agent.instruction_files import (
     NESTED_CHARS,

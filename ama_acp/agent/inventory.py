@@ -8,10 +8,12 @@ the copy the live session put into its context from the saved file.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from ama_acp.conversation.messages import (
     AssistantMessage,
@@ -26,6 +28,9 @@ TITLE = "# Inventory (mechanical)"
 USER_MESSAGE_CLIP = 6_000  # characters of one user message; the rest is counted, never silently dropped
 ERROR_CLIP = 300  # characters of one tool error (the first part says what went wrong)
 SLASH_CLIP = 300  # characters of one slash command (`/compact` takes a free-text focus)
+COMMAND_CLIP = 400  # characters of one command run (seed 003_)
+PATTERN_CLIP = 200  # characters of one search pattern (seed 003_)
+TASK_CLIP = 200  # characters of one delegated task's title
 SEARCH_TOOLS = frozenset({"search", "find_files"})
 
 SESSION = "Session"
@@ -37,20 +42,32 @@ COMMANDS = "Commands run (✗ failed)"
 SEARCHES = "Searches"
 ERRORS = "Tool errors"
 SKILLS = "Skills loaded (call the skill tool again for what you need of them)"
+SUBAGENTS = "Subagents launched (✗ failed)"
 SKILL_TOOL = "skill"  # shaping/skill_tool.py: a compaction must not lose which skills the model had read
+TASK_TOOL = "task"  # tools/task.py: delegations, seed 003_'s "Subagents launched"
 
 # The newest entries of each list the model reads (its copy in the context and in the handoff request); the file
-# keeps them all. Seed 003's caps, each list on its own, 500 / 200 / 300 / 100 / 100 / 50, in the order the
-# product spec lists the inventory: the person's messages, files, commands, searches, errors; the last, 50, for
-# each of ama's two lists beyond those (the slash commands, the tools used). docs/context.md "Compaction".
-LIST_CAPS: dict[str, int] = {USERS: 500, FILES: 200, COMMANDS: 300, SEARCHES: 100, ERRORS: 100, SLASH: 50, TOOLS: 50}
-# What a compaction stored before the caps were (every list but the person's messages: its newest 30): a load
-# rebuilds such a compaction's copy with them, so its context message is the one the live session sent.
+# keeps them all. Seed 003_'s caps, each list on its own: files 500, tools used 200, commands 300, searches 100,
+# subagents 100 (the seed's remaining 100, read as this list: not checked against the seed), tool errors 50.
+# The seed never caps the person's messages; the huge cap only bounds the work on a hostile session file (each
+# message is clipped at USER_MESSAGE_CLIP, and the whole copy to its budget, the person's messages first). The
+# slash commands are ama's addition (issue 22), 50. docs/context.md "Compaction", docs/seeds.md.
+LIST_CAPS: dict[str, int] = {
+    USERS: 100_000,
+    FILES: 500,
+    TOOLS: 200,
+    COMMANDS: 300,
+    SEARCHES: 100,
+    SUBAGENTS: 100,
+    ERRORS: 50,
+    SLASH: 50,
+}
+# A heading's entry count, `## Files touched (most recent last) (12)`: not part of the list's title.
+_COUNT = re.compile(r" \((\d+)\)$")
 LEGACY_LIST_CAPS: dict[str, int] = {FILES: 30, COMMANDS: 30, SEARCHES: 30, ERRORS: 30, SLASH: 30, TOOLS: 30}
 
 
-@dataclass(frozen=True)
-class Header:
+class Header(msgspec.Struct, frozen=True):
     """Where and when the inventory was taken; the previous paths only from the second compaction on."""
 
     session_id: str
@@ -62,16 +79,16 @@ class Header:
     previous_inventory: str | None = None
 
 
-@dataclass
-class Inventory:
-    users: list[str] = field(default_factory=list)
-    slash: list[str] = field(default_factory=list)  # `/model x`, `/compact focus`: not messages (CommandEntry)
-    files: dict[str, Counter[str]] = field(default_factory=dict)  # insertion order = order of last touch
-    tools: Counter[str] = field(default_factory=Counter)
-    commands: list[str] = field(default_factory=list)
-    searches: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    skills: dict[str, None] = field(default_factory=dict)  # `name` or `name: file`, most recent last
+class Inventory(msgspec.Struct):
+    users: list[str] = msgspec.field(default_factory=list)
+    slash: list[str] = msgspec.field(default_factory=list)  # `/model x`, `/compact focus`: not messages (CommandEntry)
+    files: dict[str, Counter[str]] = msgspec.field(default_factory=dict)  # insertion order = order of last touch
+    tools: Counter[str] = msgspec.field(default_factory=Counter)
+    commands: list[str] = msgspec.field(default_factory=list)
+    searches: list[str] = msgspec.field(default_factory=list)
+    errors: list[str] = msgspec.field(default_factory=list)
+    skills: dict[str, None] = msgspec.field(default_factory=dict)  # `name` or `name: file`, most recent last
+    subagents: list[str] = msgspec.field(default_factory=list)  # the `task` calls: agent and title
 
 
 def collect(messages: list[Message], slash_commands: Sequence[str] = ()) -> Inventory:
@@ -106,16 +123,28 @@ def _result(inv: Inventory, m: ToolResultMessage, args: dict[str, Any]) -> None:
         counts = inv.files.pop(path, None) or Counter()  # popped and put back: the most recent goes last
         counts[m.name] += 1
         inv.files[path] = counts
-    command = _one_line(str(args.get("command", "")))
+    command = clip_note(_one_line(str(args.get("command", ""))), COMMAND_CLIP)
+    mark = "✗ " if m.is_error else "✓ "
     if m.name == "run_command":
-        inv.commands.append(("✗ " if m.is_error else "✓ ") + f"`{command}`")
+        inv.commands.append(mark + f"`{command}`")
     elif m.name in SEARCH_TOOLS:
-        inv.searches.append(f"{m.name} `{_one_line(str(args.get('pattern', '')))}` in `{path or '.'}`")
+        pattern = clip_note(_one_line(str(args.get("pattern", ""))), PATTERN_CLIP)
+        inv.searches.append(f"{m.name} `{pattern}` in `{path or '.'}`")
+    elif m.name == TASK_TOOL:
+        inv.subagents.append(mark + _task(args))
     if m.name == SKILL_TOOL and not m.is_error:
         _skill(inv, args)
     if m.is_error:
         what = f"run_command `{command}`" if m.name == "run_command" else m.name
         inv.errors.append(f"{what}: {_one_line(m.text[:ERROR_CLIP])}")
+
+
+def _task(args: dict[str, Any]) -> str:
+    agent, title = args.get("agent"), args.get("description")
+    if not isinstance(title, str) or not title.strip():
+        title = args.get("prompt")
+    who = _one_line(agent)[:TASK_CLIP] if isinstance(agent, str) and agent.strip() else "general"
+    return f"`{who}`: " + clip_note(_one_line(title if isinstance(title, str) else ""), TASK_CLIP)
 
 
 def _skill(inv: Inventory, args: dict[str, Any]) -> None:
@@ -136,17 +165,24 @@ def render(inv: Inventory, header: Header | None = None) -> str:
     out = [TITLE]
     if header is not None:
         out += _header_lines(header)
-    out += ["", f"## {USERS}"] + _items([_indent(u) for u in inv.users])
-    out += ["", f"## {SLASH}"] + _items([f"- {c}" for c in inv.slash])
-    out += ["", f"## {FILES}"]
-    out += _items([f"- {p}: " + ", ".join(f"{k}×{v}" for k, v in c.items()) for p, c in inv.files.items()])
-    out += ["", f"## {TOOLS}"] + _items([f"- {name}×{n}" for name, n in inv.tools.most_common()])
-    out += ["", f"## {COMMANDS}"] + _items([f"- {c}" for c in inv.commands])
-    out += ["", f"## {SEARCHES}"] + _items([f"- {s}" for s in inv.searches])
-    out += ["", f"## {ERRORS}"] + _items([f"- {e}" for e in inv.errors])
+    files = [f"- {p}: " + ", ".join(f"{k}×{v}" for k, v in c.items()) for p, c in inv.files.items()]
+    out += _list(USERS, [_indent(u) for u in inv.users])
+    out += _list(SLASH, [f"- {c}" for c in inv.slash])
+    out += _list(FILES, files)
+    out += _list(TOOLS, [f"- {name}×{n}" for name, n in inv.tools.most_common()])
+    out += _list(COMMANDS, [f"- {c}" for c in inv.commands])
+    out += _list(SEARCHES, [f"- {s}" for s in inv.searches])
+    if inv.subagents:  # only when the model delegated: every other inventory reads as it did
+        out += _list(SUBAGENTS, [f"- {t}" for t in inv.subagents])
+    out += _list(ERRORS, [f"- {e}" for e in inv.errors])
     if inv.skills:  # only when the model loaded one: every other inventory reads as it always did
-        out += ["", f"## {SKILLS}"] + [f"- `{s}`" for s in inv.skills]
+        out += _list(SKILLS, [f"- `{s}`" for s in inv.skills])
     return "\n".join(out) + "\n"
+
+
+def _list(title: str, items: list[str]) -> list[str]:
+    """A list under its heading with its entry count, seed 003_'s `## Files touched (N)`."""
+    return ["", f"## {title} ({len(items)})", *_items(items)]
 
 
 def _header_lines(header: Header) -> list[str]:
@@ -169,7 +205,12 @@ def build_inventory(messages: list[Message], header: Header | None = None, slash
 
 def sections(text: str) -> list[tuple[str, list[str]]]:
     """`(title, items)` per `## title` section; an item is a `- ` line with its indented continuation lines.
-    The part before the first section comes as title ""."""
+    The part before the first section comes as title "". A heading's entry count is not part of its title."""
+    return [(_COUNT.sub("", heading), items) for heading, items in _headed(text)]
+
+
+def _headed(text: str) -> list[tuple[str, list[str]]]:
+    """sections() with each heading as written, its count kept."""
     out: list[tuple[str, list[str]]] = [("", [])]
     for line in text.splitlines():
         if line.startswith("## "):
@@ -185,22 +226,26 @@ def sections(text: str) -> list[tuple[str, list[str]]]:
 def model_copy(full: str, budget: int, caps: Mapping[str, int] | None = None) -> str:
     """The inventory as it goes back to the model: each list keeps its newest entries, up to its own cap
     (`caps`, LIST_CAPS by default; saying how many were left out), then the whole is clipped to `budget`
-    characters — the user's messages first, since the file keeps them all — with a visible `[+N chars]` marker."""
+    characters — the user's messages first, since the file keeps them all — with a visible `[+N chars]` marker.
+    Headings keep their counts (the whole list's)."""
     caps = LIST_CAPS if caps is None else caps
-    rendered = [(title, _capped_section(title, items, caps.get(title))) for title, items in sections(full)]
+    rendered = []
+    for heading, items in _headed(full):
+        title = _COUNT.sub("", heading)
+        rendered.append((title, _capped_section(heading, items, caps.get(title))))
     text = _joined(rendered)
     if len(text) <= budget:
         return text
     return clip(_users_clipped(rendered, len(text), budget), budget)
 
 
-def _capped_section(title: str, items: list[str], cap: int | None) -> str:
+def _capped_section(heading: str, items: list[str], cap: int | None) -> str:
     """A section with its newest `cap` items, saying how many were left out."""
     if cap is not None and len(items) > cap:
         left = len(items) - cap
         items = [f"- ({left} earlier entries left out; inventory.md has them all)", *items[-cap:]]
     body = "\n".join(items)
-    return f"## {title}\n{body}" if title else body
+    return f"## {heading}\n{body}" if heading else body
 
 
 def _users_clipped(rendered: list[tuple[str, str]], length: int, budget: int) -> str:

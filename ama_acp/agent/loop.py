@@ -12,7 +12,6 @@ else enters the conversation, and each call the person was shown gets exactly on
 from __future__ import annotations
 
 import logging
-import uuid
 from contextlib import aclosing
 from typing import Any, Protocol, runtime_checkable
 
@@ -396,8 +395,7 @@ class _PartialMessage:
     """Accumulates one streamed reply into the parts of an AssistantMessage."""
 
     def __init__(self) -> None:
-        # Unique across processes and resumes: a per-process counter would repeat `m1` in every run.
-        self.message_id = f"m-{uuid.uuid4().hex}"
+        self.message_id = ev.new_message_id()
         self._parts: list[TextPart | ThinkingPart | ToolCallPart] = []
         self._text = StreamedText()
         self._thinking = StreamedText()

@@ -86,10 +86,13 @@ class BilledTotals(msgspec.Struct, frozen=True, omit_defaults=True):
 
 
 class BillingState(msgspec.Struct, frozen=True):
-    """Stored with the session so a load shows the same cost; `cost` None means unknown (U17)."""
+    """Stored with the session so a load shows the same cost; `cost` None means unknown (U17). `priced`: the sum
+    of every request that could be priced, the lower bound shown while `cost` is unknown; None in files written
+    before it was kept (the bound then starts from the known cost, or 0, at the load)."""
 
     totals: BilledTotals = BilledTotals()
     cost: float | None = 0.0
+    priced: float | None = None
 
 
 def billable(usage: Usage | None) -> bool:
@@ -151,6 +154,8 @@ class Billing:
         state = state or BillingState()
         self._totals = state.totals
         self._cost = state.cost
+        # Every priced request's cost, kept on after the total became unknown: what is known to have been spent.
+        self._priced = state.priced if state.priced is not None else (state.cost or 0.0)
 
     def add(
         self, usage: Usage | None, price: Price | None, enters_context: bool = True, interrupted: bool = False
@@ -178,8 +183,10 @@ class Billing:
         cost = request_cost(usage, price)
         if cost is None:
             self._unpriced("no price" if price is None else "a rate is unknown")
-        elif self._cost is not None:
-            self._cost += cost
+        else:
+            self._priced += cost
+            if self._cost is not None:
+                self._cost += cost
         return cost
 
     def add_task_cost(self, cost: float | None) -> None:
@@ -188,8 +195,10 @@ class Billing:
         not this session's billed figures (the agent reports them its own way, if at all)."""
         if cost is None:
             self._unpriced("a helper agent reported no cost")
-        elif self._cost is not None:
-            self._cost += cost
+        else:
+            self._priced += cost
+            if self._cost is not None:
+                self._cost += cost
 
     def _unpriced(self, why: str) -> None:
         if self._cost is not None:
@@ -201,8 +210,14 @@ class Billing:
         """Cumulative USD, or None when any billed request was unpriced (U17)."""
         return self._cost
 
+    @property
+    def lower_bound(self) -> float | None:
+        """While the cost is unknown, what is known to have been spent: the sum of the requests that could be
+        priced (the unpriced ones cost at least 0). None while the cost is known: the cost itself says it all."""
+        return self._priced if self._cost is None else None
+
     def totals(self) -> BilledTotals:
         return self._totals
 
     def state(self) -> BillingState:
-        return BillingState(totals=self._totals, cost=self._cost)
+        return BillingState(totals=self._totals, cost=self._cost, priced=self._priced)

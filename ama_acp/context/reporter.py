@@ -19,11 +19,13 @@ COST_DECIMALS = 6  # a millionth of a dollar: enough for any display, coarse eno
 
 
 def usage_payload(
-    figures: ContextFigures, cost: float | None, caps: Sequence[float] | None = None
+    figures: ContextFigures, cost: float | None, caps: Sequence[float] | None = None, bound: float | None = None
 ) -> dict[str, Any] | None:
     """The `usage_update` session update for these figures, or None when the window is unknown (D3). `caps`: the
     tier caps in force, carried as `_meta.ama.tierCaps` so a client reads the tier's bounds beside the tier (they
-    change only with the configuration, so they never make an update of their own: D1 compares whole payloads)."""
+    change only with the configuration, so they never make an update of their own: D1 compares whole payloads).
+    `cost` None: unknown, sent as `"cost": null` (P1) with `bound`, what is known to have been spent, as
+    `_meta.ama.costLowerBound`."""
     if figures.window is None:
         return None
     ama: dict[str, Any] = {"source": figures.source}
@@ -43,15 +45,22 @@ def usage_payload(
         ama["overWindow"] = True
     if caps is not None:
         ama["tierCaps"] = caps_meta(caps)
+    if cost is None and bound is not None:
+        ama["costLowerBound"] = _usd(bound)
     payload: dict[str, Any] = {
         "sessionUpdate": "usage_update",
         "used": max(0, int(figures.used)),
         "size": int(figures.window),
     }
-    if cost is not None:
-        payload["cost"] = {"amount": round(max(0.0, cost), COST_DECIMALS), "currency": "USD"}
+    # P1: an unknown cost is said (null), not left out: a client reads an absent field as "unchanged" and would
+    # keep showing the last known figure (agent-shell, Zed), or $0.00 in a resumed session.
+    payload["cost"] = _usd(cost) if cost is not None else None
     payload["_meta"] = {"ama": ama}
     return payload
+
+
+def _usd(amount: float) -> dict[str, Any]:
+    return {"amount": round(max(0.0, amount), COST_DECIMALS), "currency": "USD"}
 
 
 class UsageReporter:
@@ -61,8 +70,8 @@ class UsageReporter:
         self._last: bytes | None = None  # the encoded payload: immune to callers mutating what they were given
         self._caps = tuple(caps) if caps is not None else None  # the session's tier caps (config: fixed)
 
-    def payload(self, figures: ContextFigures, cost: float | None) -> dict[str, Any] | None:
-        return usage_payload(figures, cost, self._caps)
+    def payload(self, figures: ContextFigures, cost: float | None, bound: float | None = None) -> dict[str, Any] | None:
+        return usage_payload(figures, cost, self._caps, bound)
 
     def offer(self, payload: dict[str, Any] | None, force: bool = False) -> dict[str, Any] | None:
         """The payload to send now, or None: unknown window (D3), or identical to the last sent (D1).
@@ -80,6 +89,8 @@ class UsageReporter:
         self._last = encoded
         return payload
 
-    def update(self, figures: ContextFigures, cost: float | None, force: bool = False) -> dict[str, Any] | None:
-        """`offer(payload(figures, cost), force)`: what an emission point calls."""
-        return self.offer(self.payload(figures, cost), force)
+    def update(
+        self, figures: ContextFigures, cost: float | None, force: bool = False, bound: float | None = None
+    ) -> dict[str, Any] | None:
+        """`offer(payload(figures, cost, bound), force)`: what an emission point calls."""
+        return self.offer(self.payload(figures, cost, bound), force)

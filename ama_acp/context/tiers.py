@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
+
+import msgspec
 
 HEALTHY = "healthy"
 MID = "mid"
@@ -150,8 +151,7 @@ def caps_meta(caps: Sequence[float]) -> dict[str, float | int]:
 # --- the boot cost: what every request carries before the first message ------------------------------------
 
 
-@dataclass(frozen=True)
-class PrefixPart:
+class PrefixPart(msgspec.Struct, frozen=True):
     """One part of the prefix every request carries (the system prompt, ama's tool declarations, one MCP
     server's declarations; project instructions when they join): its name for a person and its estimated
     tokens. The boot cost is their sum, so a new part only has to join the list."""

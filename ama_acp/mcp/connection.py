@@ -27,7 +27,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from ama_acp.errors import ToolError
 from ama_acp.mcp.config import McpServerSpec
@@ -257,21 +257,108 @@ async def call_tool(
     """
     try:
         result = await session.call_tool(tool, arguments, read_timeout_seconds=timeout)
-    except MCPError as exc:
+    except _FAILURES as exc:
+        raise _failure(exc, server, repr(tool), timeout) from None
+    return map_result(result.model_dump(by_alias=True, mode="json", exclude_none=True))
+
+
+_FAILURES = (
+    MCPError,
+    ValidationError,
+    anyio.ClosedResourceError,
+    anyio.BrokenResourceError,
+    anyio.EndOfStream,
+    RuntimeError,
+    TimeoutError,
+)
+
+
+def _failure(exc: Exception, server: str, what: str, timeout: float) -> ToolError:
+    """The ToolError, worded for the model and the person, for one way a request to a server failed."""
+    if isinstance(exc, MCPError):
         if exc.code == REQUEST_TIMEOUT:
-            raise ToolError(f"MCP server {server!r} did not answer {tool!r} within {timeout:g} s") from None
+            return ToolError(f"MCP server {server!r} did not answer {what} within {timeout:g} s")
         if exc.code == CONNECTION_CLOSED:
-            raise ToolError(f"MCP server {server!r} closed its connection during {tool!r} (did it crash?)") from None
-        raise ToolError(f"MCP server {server!r} answered {tool!r} with an error: {_clip(exc.message)}") from None
-    except ValidationError:
-        raise ToolError(f"MCP server {server!r} answered {tool!r} with a result that is not MCP") from None
-    except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
-        raise ToolError(f"MCP server {server!r} is not connected") from None
-    except RuntimeError as exc:
+            return ToolError(f"MCP server {server!r} closed its connection during {what} (did it crash?)")
+        return ToolError(f"MCP server {server!r} answered {what} with an error: {_clip(exc.message)}")
+    if isinstance(exc, ValidationError):
+        return ToolError(f"MCP server {server!r} answered {what} with a result that is not MCP")
+    if isinstance(exc, TimeoutError):
+        return ToolError(f"MCP server {server!r} did not answer {what} within {timeout:g} s")
+    if isinstance(exc, RuntimeError):
         # The SDK's checks on the result: structured content against the tool's output schema, a result
         # that asks for input ama cannot give.
-        raise ToolError(f"MCP server {server!r}: {_clip(str(exc))}") from None
-    return map_result(result.model_dump(by_alias=True, mode="json", exclude_none=True))
+        return ToolError(f"MCP server {server!r}: {_clip(str(exc))}")
+    return ToolError(f"MCP server {server!r} is not connected")
+
+
+def _dump(result: BaseModel) -> dict[str, object]:
+    return result.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+def offers(session: ClientSession) -> tuple[bool, bool]:
+    """Whether the server advertised prompts, and resources, in its initialize answer."""
+    caps = session.server_capabilities
+    return (caps is not None and caps.prompts is not None, caps is not None and caps.resources is not None)
+
+
+def is_prompts_changed(message: IncomingMessage) -> bool:
+    return isinstance(message, types.PromptListChangedNotification)
+
+
+async def list_prompts(session: ClientSession, *, enough: int, max_pages: int = 20) -> list[dict[str, object]]:
+    """The pages of prompts/list, as JSON, until `enough` entries (more is a server to cut, not to read on)."""
+    prompts: list[dict[str, object]] = []
+    cursor: str | None = None
+    for _ in range(max_pages):
+        params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+        result = await session.list_prompts(params=params)
+        prompts.extend(prompt.model_dump(by_alias=True, mode="json", exclude_none=True) for prompt in result.prompts)
+        cursor = result.next_cursor
+        if not cursor or len(prompts) > enough:
+            break
+    return prompts
+
+
+async def get_prompt(
+    session: ClientSession, server: str, name: str, arguments: dict[str, str], timeout: float
+) -> dict[str, object]:
+    """One prompts/get, as JSON. ToolError for every way it can fail; cancellation propagates."""
+    try:
+        with anyio.fail_after(timeout):
+            return _dump(await session.get_prompt(name, arguments or None))
+    except _FAILURES as exc:
+        raise _failure(exc, server, f"the prompt {name!r}", timeout) from None
+
+
+async def list_resources(
+    session: ClientSession, server: str, timeout: float
+) -> tuple[list[dict[str, object]], list[dict[str, object]] | None]:
+    """The first page of resources/list and of resources/templates/list (None: the server has no templates), as
+    JSON. ToolError for every way resources/list can fail."""
+    try:
+        with anyio.fail_after(timeout):
+            listed = _dump(await session.list_resources())
+    except _FAILURES as exc:
+        raise _failure(exc, server, "resources/list", timeout) from None
+    templates: list[dict[str, object]] | None = None
+    try:
+        with anyio.fail_after(timeout):
+            raw = _dump(await session.list_resource_templates()).get("resourceTemplates")
+        templates = raw if isinstance(raw, list) else None
+    except _FAILURES as exc:  # templates are optional: a server without them answers "method not found"
+        log.debug("MCP server %r: no resource templates (%s)", server, _clip(str(exc)))
+    resources = listed.get("resources")
+    return (resources if isinstance(resources, list) else []), templates
+
+
+async def read_resource(session: ClientSession, server: str, uri: str, timeout: float) -> dict[str, object]:
+    """One resources/read, as JSON. ToolError for every way it can fail; cancellation propagates."""
+    try:
+        with anyio.fail_after(timeout):
+            return _dump(await session.read_resource(uri))
+    except _FAILURES as exc:
+        raise _failure(exc, server, f"resources/read of {_clip(uri, 200)!r}", timeout) from None
 
 
 def _clip(text: str, limit: int = 500) -> str:

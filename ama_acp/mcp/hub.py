@@ -18,7 +18,7 @@ import importlib
 import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -27,6 +27,8 @@ import msgspec
 from ama_acp.errors import ToolError
 from ama_acp.mcp.config import McpServerSpec
 from ama_acp.mcp.lines import LineTooLong
+from ama_acp.mcp.prompts import MAX_PROMPTS_PER_SERVER, McpPrompt, prompts_from_listing
+from ama_acp.mcp.resources import ResourceText, listing, listing_lines, read_text
 from ama_acp.mcp.results import McpCallResult
 from ama_acp.mcp.scrub import scrub_urls
 from ama_acp.mcp.tools import McpTool, cap_declarations, tools_from_listing
@@ -44,6 +46,7 @@ __all__ = ["McpHub", "ServerProblem", "ServerState"]
 log = logging.getLogger("ama.mcp")
 
 ServerState = Literal["starting", "ready", "failed", "closed"]
+_T = TypeVar("_T")
 
 DEFAULT_START_TIMEOUT = 30.0
 DEFAULT_CALL_TIMEOUT = 120.0
@@ -77,6 +80,10 @@ class _Server:
         self.wake = anyio.Event()  # the server task has something to do: re-list, or end
         self.lost: str | None = None  # why the connection ended, once it has
         self.relist = False
+        self.prompts: list[McpPrompt] = []
+        self.offers_prompts = False  # the server advertised `prompts` (then `reprompt` re-lists them)
+        self.offers_resources = False
+        self.reprompt = False
         self.garbage = 0
         self.scope: anyio.CancelScope | None = None  # the server's whole life: aclose() cancels it
         self.watch: anyio.CancelScope | None = None  # the start bound's timer
@@ -104,7 +111,8 @@ class McpHub:
         cwd: str | None = None,
         on_problem: Callable[[ServerProblem], Awaitable[None]] | None = None,
         on_tools_changed: Callable[[], Awaitable[None]] | None = None,
-        on_notice: Callable[[str, str], Awaitable[None]] | None = None,
+        on_notice: Callable[[str, str, str], Awaitable[None]] | None = None,
+        on_prompts_changed: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._servers = [_Server(spec) for spec in specs]
         self._call_timeout = call_timeout
@@ -112,7 +120,9 @@ class McpHub:
         self._cwd = cwd
         self._on_problem = on_problem
         self._on_tools_changed = on_tools_changed
-        self._on_notice = on_notice  # (server, sentence): something the person should know, once per server
+        # (server, topic, sentence): something the person should know, once per server and topic ("tools", "prompts")
+        self._on_notice = on_notice
+        self._on_prompts_changed = on_prompts_changed
         self._version = 0
         self._by_wire: dict[str, McpTool] = {}
         self._running = False
@@ -127,6 +137,52 @@ class McpHub:
 
     def tool(self, wire_name: str) -> McpTool | None:
         return self._by_wire.get(wire_name)
+
+    def prompts(self) -> list[McpPrompt]:
+        """The ready servers' prompts (docs/commands.md "MCP prompts and resources"), in server order."""
+        return [prompt for server in self._servers if server.state == "ready" for prompt in server.prompts]
+
+    def resource_servers(self) -> list[str]:
+        """The ready servers that advertised resources."""
+        return [server.name for server in self._servers if server.state == "ready" and server.offers_resources]
+
+    async def get_prompt(self, prompt: McpPrompt, arguments: dict[str, str]) -> dict[str, object]:
+        """prompts/get, as JSON; ToolError (worded for the person) for a server gone, slow or answering garbage."""
+        from ama_acp.mcp import connection
+
+        server, session = self._ready_server(prompt.server)
+        return await self._guarded(
+            server.name, connection.get_prompt(session, server.name, prompt.name, arguments, self._call_timeout)
+        )
+
+    async def list_resources(self, server_name: str | None) -> str:
+        """Every ready server's resources and templates (or one server's), as lines the model reads."""
+        from ama_acp.mcp import connection
+
+        names = self.resource_servers() if server_name is None else [server_name]
+        if server_name is not None and server_name not in self.resource_servers():
+            raise ToolError(f"MCP server {server_name!r} is not running or offers no resources")
+        blocks: list[tuple[str, list[str]]] = []
+        for name in names:
+            try:
+                session = self._ready_server(name)[1]
+                listed, templates = await self._guarded(
+                    name, connection.list_resources(session, name, self._call_timeout)
+                )
+            except ToolError as exc:
+                blocks.append((name, [f"- ({exc})"]))
+                continue
+            blocks.append((name, listing_lines(name, listed, templates)))
+        return listing(blocks)
+
+    async def read_resource(self, server_name: str, uri: str) -> ResourceText:
+        from ama_acp.mcp import connection
+
+        if server_name not in self.resource_servers():
+            raise ToolError(f"MCP server {server_name!r} is not running or offers no resources")
+        server, session = self._ready_server(server_name)
+        raw = await self._guarded(server.name, connection.read_resource(session, server.name, uri, self._call_timeout))
+        return read_text(raw, uri)
 
     @property
     def call_timeout(self) -> float:
@@ -196,27 +252,31 @@ class McpHub:
         tool = self._by_wire.get(wire_name)
         if tool is None:
             raise ToolError(f"there is no MCP tool {wire_name!r} (its server may have stopped)")
-        server, session = self._ready_server(tool)
+        server, session = self._ready_server(tool.server)
         if not isinstance(arguments, dict):
             raise ToolError(f"the arguments for {wire_name!r} are not an object")
         from ama_acp.mcp import connection
 
+        return await self._guarded(
+            server.name, connection.call_tool(session, server.name, tool.name, arguments, self._call_timeout)
+        )
+
+    async def _guarded(self, server: str, request: Awaitable[_T]) -> _T:
+        """A request's ToolError as it is; anything else (a bug, the SDK's surprise) logged and made one."""
         try:
-            return await connection.call_tool(session, server.name, tool.name, arguments, self._call_timeout)
+            return await request
         except ToolError:
             raise
         except Exception as exc:
-            log.exception("MCP call %s on server %r failed unexpectedly", tool.name, server.name)
-            raise ToolError(
-                f"MCP server {server.name!r}: {tool.name!r} failed unexpectedly ({type(exc).__name__})"
-            ) from None
+            log.exception("an MCP request to server %r failed unexpectedly", server)
+            raise ToolError(f"MCP server {server!r}: the request failed unexpectedly ({type(exc).__name__})") from None
 
-    def _ready_server(self, tool: McpTool) -> tuple[_Server, ClientSession]:
-        """The tool's server and its session, when it is ready; a ToolError otherwise."""
-        server = next((s for s in self._servers if s.name == tool.server), None)
+    def _ready_server(self, name: str) -> tuple[_Server, ClientSession]:
+        """The named server and its session, when it is ready; a ToolError otherwise."""
+        server = next((s for s in self._servers if s.name == name), None)
         session = server.session if server is not None else None
         if server is None or server.state != "ready" or session is None:
-            raise ToolError(f"MCP server {tool.server!r} is not running")
+            raise ToolError(f"MCP server {name!r} is not running")
         return server, session
 
     # -- one server's life ----------------------------------------------------------------------------------
@@ -259,6 +319,8 @@ class McpHub:
             "".join(f"\n  stderr: {line}" for line in problem.stderr_tail),
         )
         await self._notify_tools_changed()
+        if server.prompts:
+            await self._notify(self._on_prompts_changed)
         if self._on_problem is not None:
             try:
                 await self._on_problem(problem)
@@ -314,9 +376,14 @@ class McpHub:
                 if connection.is_tools_changed(message):
                     server.relist = True
                     server.poke()
+                elif connection.is_prompts_changed(message):
+                    server.reprompt = True
+                    server.poke()
 
             session = await connection.open_session(stack, (receive, streams[1]), on_message=on_message)
             await session.initialize()
+            # Before `ready`: the resource tools are declared from the version the tools' rebuild sets.
+            server.offers_prompts, server.offers_resources = connection.offers(session)
             raw_tools = await connection.list_tools(session)
             if server.lost is not None:
                 return server.lost
@@ -331,20 +398,26 @@ class McpHub:
             log.info("MCP server %r ready with %d tools", server.name, len(server.tools))
             await self._notify_tools_changed()
             await self._notice(server, notice)
+            if server.offers_prompts:
+                await self._list_prompts(server, session)
             last_relist = -RELIST_INTERVAL
             while True:
                 await server.wake.wait()
                 server.wake = anyio.Event()
                 if server.ended():
                     return server.lost
-                if server.relist:
+                if server.relist or server.reprompt:
                     # Coalesced: however many notifications came, one re-list, at most one a RELIST_INTERVAL.
                     await self._wait_unless_ended(server, last_relist + RELIST_INTERVAL)
                     if server.ended():
                         return server.lost
-                    server.relist = False
+                    relist, reprompt = server.relist, server.reprompt and server.offers_prompts
+                    server.relist = server.reprompt = False
                     last_relist = anyio.current_time()
-                    await self._relist(server, session)
+                    if relist:
+                        await self._relist(server, session)
+                    if reprompt:
+                        await self._list_prompts(server, session)
 
     async def _wait_unless_ended(self, server: _Server, until: float) -> None:
         """Until the clock reaches `until`, or the server's connection ends (the pokes meanwhile only mark
@@ -426,6 +499,37 @@ class McpHub:
         await self._notify_tools_changed()
         await self._notice(server, notice)
 
+    async def _list_prompts(self, server: _Server, session: ClientSession) -> None:
+        """prompts/list, bounded, into the server's prompts; a listing that fails keeps the old ones (logged, and
+        told to the person once: the server's prompts are what a person looks for in the command menu)."""
+        from ama_acp.mcp import connection
+
+        try:
+            with anyio.fail_after(self._start_timeout):
+                raw = await connection.list_prompts(session, enough=MAX_PROMPTS_PER_SERVER)
+        except Exception as exc:  # TimeoutError, MCPError, a listing that does not validate
+            reason = _clip(scrub_urls(str(exc)), 200) or type(exc).__name__
+            log.warning("MCP server %r: listing its prompts failed (%s)", server.name, reason)
+            text = f"MCP server {server.name!r}: its prompts could not be listed ({reason})."
+            await self._notice(server, text, topic="prompts")
+            return
+        if server.state != "ready":
+            return
+        taken = {p.command for other in self._servers if other is not server for p in other.prompts}
+        server.prompts, dropped = prompts_from_listing(server.name, raw, taken)
+        if dropped:  # one line for the log, however much a hostile listing left out
+            more = f" (and {len(dropped) - 3} more)" if len(dropped) > 3 else ""
+            log.warning("MCP server %r: prompts left out: %s%s", server.name, "; ".join(dropped[:3]), more)
+        await self._notify(self._on_prompts_changed)
+
+    async def _notify(self, callback: Callable[[], Awaitable[None]] | None) -> None:
+        if callback is None:
+            return
+        try:
+            await callback()
+        except Exception:
+            log.exception("an MCP change callback failed")
+
     def _set_tools(self, server: _Server, raw_tools: list[dict[str, object]]) -> str | None:
         """Offer the server's listed tools; a sentence for the person when some were too large to offer."""
         taken = {tool.wire_name for other in self._servers if other is not server for tool in other.tools}
@@ -439,11 +543,11 @@ class McpHub:
         self._rebuild()
         return notice
 
-    async def _notice(self, server: _Server, text: str | None) -> None:
+    async def _notice(self, server: _Server, text: str | None, topic: str = "tools") -> None:
         if text is None or self._on_notice is None:
             return
         try:
-            await self._on_notice(server.name, text)
+            await self._on_notice(server.name, topic, text)
         except Exception:
             log.exception("telling the person about MCP server %r failed", server.name)
 
@@ -460,12 +564,7 @@ class McpHub:
             self._rebuild()
 
     async def _notify_tools_changed(self) -> None:
-        if self._on_tools_changed is None:
-            return
-        try:
-            await self._on_tools_changed()
-        except Exception:
-            log.exception("the MCP tools-changed callback failed")
+        await self._notify(self._on_tools_changed)
 
 
 def _describe(exc: BaseException, spec: McpServerSpec, *, starting: bool) -> str:

@@ -22,6 +22,9 @@ from ama_acp.providers.cache_facts import CacheFacts
 from ama_acp.providers.catalog import ModelInfo, price_for
 
 UNKNOWN_MIN_TARGET = 4096  # prompt tokens (estimated) when the catalog does not know the minimum
+MAX_OUTPUT = 16  # output tokens asked of each request (seed 001_): the answer is one word
+DEFAULT_GAP_MS = 1000  # between the two requests: a provider may not serve a write at once (not checked against
+# the seed's default, which the issue texts do not give)
 QUESTION = "Reply with the single word: ok"
 
 
@@ -86,16 +89,22 @@ async def _one(provider: pb.Provider, request: pb.ModelRequest, info: ModelInfo)
     return ProbeRequest(usage=usage, cost=request_cost(usage, price_for(info, usage)))
 
 
-async def run_probe(provider: pb.Provider, info: ModelInfo) -> ProbeReport:
-    """Send the same request twice, one after the other, and judge what the second read from the cache."""
-    text = probe_text(target_tokens(info.cache))
+async def run_probe(
+    provider: pb.Provider, info: ModelInfo, *, tokens: int | None = None, gap_ms: int = DEFAULT_GAP_MS
+) -> ProbeReport:
+    """Send the same request twice, `gap_ms` apart, and judge what the second read from the cache. `tokens`: the
+    prompt's size (ama's estimate) instead of the one the catalog's minimum calls for (seed 001_'s `--tokens`)."""
+    import anyio
+
+    text = probe_text(target_tokens(info.cache) if tokens is None else tokens)
     estimate = HeuristicEstimator().text(text) + HeuristicEstimator().text(QUESTION)
     request = pb.ModelRequest(
-        model=info.model, system=text, messages=[UserMessage([TextPart(QUESTION)])], max_output=64
+        model=info.model, system=text, messages=[UserMessage([TextPart(QUESTION)])], max_output=MAX_OUTPUT
     )
     first = await _one(provider, request, info)
     if first.failure is not None:
         return ProbeReport(info.id, estimate, first, ProbeRequest(failure="not sent"), facts=info.cache)
+    await anyio.sleep(gap_ms / 1000)
     second = await _one(provider, request, info)
     uncached = None
     if second.usage is not None:

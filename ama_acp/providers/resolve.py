@@ -10,7 +10,7 @@ from ama_acp.config import Config, ConfigError, ProviderConfig
 from ama_acp.credentials import KeySource, key_source
 from ama_acp.providers import base as pb
 from ama_acp.providers.catalog import ModelInfo
-from ama_acp.providers.endpoints import BUILTIN_ENDPOINTS, key_env
+from ama_acp.providers.endpoints import BUILTIN_ENDPOINTS, DIALECT_HOME, key_env
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +53,15 @@ def provider_config(cfg: Config, provider: str) -> ProviderConfig | None:
 
 def api_key_env(provider: str, pcfg: ProviderConfig) -> str | None:
     return key_env(provider, pcfg.api_key_env)
+
+
+def base_url_for(provider: str, pcfg: ProviderConfig, keys: Mapping[str, str]) -> str:
+    """Where `provider`'s requests go: the configured base_url, the vendor's base URL variable, else the
+    dialect's public endpoint (as provider_for_model and the provider classes do); no trailing slash."""
+    endpoint = BUILTIN_ENDPOINTS.get(provider)
+    from_env = keys.get(endpoint.base_url_env) if endpoint and endpoint.base_url_env else None
+    home = DIALECT_HOME["anthropic" if pcfg.kind == "anthropic" else "openai"]
+    return (pcfg.base_url or from_env or home.base_url).rstrip("/")
 
 
 def has_credentials(cfg: Config, provider: str, env: Mapping[str, str] | None = None) -> bool:

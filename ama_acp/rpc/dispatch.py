@@ -27,7 +27,6 @@ import logging
 import re
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from dataclasses import dataclass
 from itertools import islice
 from typing import Any, TypeGuard, TypeVar, overload
 
@@ -70,28 +69,24 @@ def defer(run: Callable[[], Awaitable[None]]) -> None:
 # --- the envelope --------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Request:
+class Request(msgspec.Struct, frozen=True):
     id: RequestId
     method: str
     params: JSONObject
 
 
-@dataclass(frozen=True, slots=True)
-class Notification:
+class Notification(msgspec.Struct, frozen=True):
     method: str
     params: JSONObject | None  # None: an unusable notification (a notification is never answered)
 
 
-@dataclass(frozen=True, slots=True)
-class Response:
+class Response(msgspec.Struct, frozen=True):
     id: JSONValue  # any JSON value: only an int can be one of ours
     result: JSONValue = None
     error: ClientError | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Invalid:
+class Invalid(msgspec.Struct, frozen=True):
     id: RequestId
     error: AcpError
 

@@ -69,6 +69,14 @@ class Peer:
         # The prompt handler turns a `$/cancel_request` on its request into a session cancel (R25):
         # called with (method, params); True means handled.
         self.on_cancel_request: Callable[[str, JSONObject], bool] | None = None
+        # At the end of input, what was read before it still gets up to `end_grace` seconds to be answered and to
+        # send what follows its answer (E4: a session's opening updates; a client may close stdin right after
+        # session/new's answer), except the methods in `cut_at_end` (a turn), which are cancelled at once.
+        # 0: everything is cancelled at once.
+        self.end_grace = 0.0
+        self.cut_at_end: frozenset[str] = frozenset()
+        self._in_flight = 0  # tasks started for lines read: requests, notifications, error answers
+        self._settled = anyio.Event()  # set whenever `_in_flight` drops to 0
 
     # --- output ------------------------------------------------------------------------------------------
 
@@ -142,9 +150,42 @@ class Peer:
                 except Exception:  # the input stream itself failed: nothing more can be read
                     log.exception("%s reading the input failed; closing", UNEXPECTED)
                 self._close()  # before the handlers are cancelled: their clean-up must not ask the client
+                await self._finish_in_flight()
                 tg.cancel_scope.cancel()
         finally:
             self._close()
+
+    async def _finish_in_flight(self) -> None:
+        """The end of input: the requests read before it answer and send their deferred updates, within
+        `end_grace` seconds (a stuck write or handler cannot hold the exit); those in `cut_at_end` are cut now.
+        Counted from the moment each line was routed, so a request whose task has not run yet is waited for too."""
+        if self.end_grace <= 0:
+            return
+        for method, _, scope in self._running.values():
+            if method in self.cut_at_end:
+                scope.cancel()
+        with anyio.move_on_after(self.end_grace):
+            while self._in_flight:
+                await self._settled.wait()
+        if self._in_flight:
+            log.warning(
+                "%d request(s) still running %.1f s after the end of input; cancelled", self._in_flight, self.end_grace
+            )
+
+    def _start(self, tg: TaskGroup, run: Callable[[*Ts], Awaitable[object]], *args: *Ts, name: str) -> None:
+        """`run` in its own task, contained and counted as in flight (`_finish_in_flight`)."""
+        if self._in_flight == 0:
+            self._settled = anyio.Event()
+        self._in_flight += 1
+        tg.start_soon(self._counted, run, *args, name=name)
+
+    async def _counted(self, run: Callable[[*Ts], Awaitable[object]], *args: *Ts) -> None:
+        try:
+            await self._contained(run, *args)
+        finally:
+            self._in_flight -= 1
+            if self._in_flight == 0:
+                self._settled.set()
 
     def _close(self) -> None:
         self.closed = True
@@ -181,17 +222,17 @@ class Peer:
             tracked = incoming.id is not None and incoming.id not in self._running
             if incoming.id is not None and tracked:
                 self._running[incoming.id] = (incoming.method, incoming.params, scope)
-            tg.start_soon(self._contained, self._serve, incoming, scope, tracked, name=incoming.method)
+            self._start(tg, self._serve, incoming, scope, tracked, name=incoming.method)
 
     def _route_notification(self, note: Notification, tg: TaskGroup) -> None:
         if note.method == "$/cancel_request":
             self._handle_cancel_request(note.params)
         elif note.params is not None and self._dispatcher.has(note.method, notification=True):
-            tg.start_soon(self._contained, self._notification, note, name=note.method)
+            self._start(tg, self._notification, note, name=note.method)
         # else: unknown or unusable notification, ignored silently (R13, R16)
 
     def _answer(self, tg: TaskGroup, req_id: RequestId, error: AcpError) -> None:
-        tg.start_soon(self._contained, self.send_message, {"jsonrpc": "2.0", "id": req_id, "error": error.to_dict()})
+        self._start(tg, self.send_message, {"jsonrpc": "2.0", "id": req_id, "error": error.to_dict()}, name="error")
 
     async def _contained(self, run: Callable[[*Ts], Awaitable[object]], *args: *Ts) -> None:
         try:

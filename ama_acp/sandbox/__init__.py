@@ -18,9 +18,9 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import anyio
+import msgspec
 from anyio.abc import Process
 
 from ama_acp.config import SandboxConfig
@@ -55,8 +55,7 @@ HIDE_LANDLOCK_VAR = "AMA_TEST_HIDE_LANDLOCK"
 _SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "landlock.py")
 
 
-@dataclass(frozen=True)
-class SandboxState:
+class SandboxState(msgspec.Struct, frozen=True):
     """What commands get: the configured mode and network, and what the machine offers: the kernel's Landlock
     ABI (`abi` 0: none), else `bwrap`, the bubblewrap that confines them ("" when none can); `reason` says why
     there is no Landlock (and, when nothing confines, why not bubblewrap either)."""

@@ -9,7 +9,8 @@ import os
 import shlex
 import shutil
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 from ama_acp.sandbox import Sandbox, landlock
 from ama_acp.sandbox.temp import private_temp
@@ -21,8 +22,7 @@ _LOADER_PREFIX = "LD_"
 _OURS = (landlock.SPEC_VAR, "TMPDIR")
 
 
-@dataclass(frozen=True)
-class Confined:
+class Confined(msgspec.Struct, frozen=True):
     """A command ready to start confined."""
 
     argv: list[str]  # the launcher, the command at its end

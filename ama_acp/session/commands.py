@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
+from ama_acp.agent.events import new_message_id
 from ama_acp.conversation.messages import TextPart, UserMessage
 from ama_acp.session.accounting.budget import parse_budget
 from ama_acp.session.facets import Persists, UsesModel
@@ -124,8 +125,10 @@ class Commands:
 
 
 async def say(session: CommandSession, text: str) -> None:
-    session.persist(CommandOutputEntry(text=text))
-    await session.send(w.AgentMessageChunk(content=w.TextContent(text=text)))
+    """A command's output: a message of its own, under an id stored with it so a load replays the same id."""
+    mid = new_message_id()
+    session.persist(CommandOutputEntry(text=text, message_id=mid))
+    await session.send(w.AgentMessageChunk(content=w.TextContent(text=text), message_id=mid))
 
 
 async def context_command(session: CommandSession, _arg: str) -> str:

@@ -13,9 +13,10 @@ not decode is ignored and the last good one stands, else the meter estimates.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
+
+import msgspec
 
 from ama_acp.agent.compaction import context_message
 from ama_acp.agent.inventory import LEGACY_LIST_CAPS, stored_caps
@@ -47,9 +48,8 @@ class RestoredConversation(NamedTuple):
     repaired: PairResult  # what pairing the tool calls changed (its tail is written back to the file)
 
 
-@dataclass
-class Conversation:
-    messages: list[Message] = field(default_factory=list)  # the context the next request carries
+class Conversation(msgspec.Struct):
+    messages: list[Message] = msgspec.field(default_factory=list)  # the context the next request carries
     message_total: int = 0  # MessageEntries written to the session file (compaction indexes by it)
     compactions: int = 0
     # Where the context sits in the file: after a compaction it starts with `context_synthetic` messages of its

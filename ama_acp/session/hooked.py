@@ -4,12 +4,15 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from ama_acp.conversation.messages import TextPart, UserMessage
-from ama_acp.shaping.hook_points import SessionHooks, Warn
 from ama_acp.wire import types as w
+
+if TYPE_CHECKING:  # a session has hooks only when the config lists some: made by live.py then
+    from ama_acp.shaping.hook_points import SessionHooks, Warn
 
 Send = Callable[[w.SessionUpdate], Awaitable[None]]
 

@@ -18,6 +18,7 @@ import math
 import os
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import anyio
 import msgspec
@@ -29,10 +30,9 @@ from ama_acp.config import config_dir
 from ama_acp.conversation.messages import ImagePart, TextPart, UserMessage
 from ama_acp.rpc.dispatch import defer
 from ama_acp.rpc.errors import UNEXPECTED, AcpError
-from ama_acp.session import options
+from ama_acp.session import mcp_prompts, options
 from ama_acp.session.accounting.session_context import SessionContext
 from ama_acp.session.conversation import Conversation
-from ama_acp.session.editor.approval import Approver
 from ama_acp.session.editor.outbox import Outbox
 from ama_acp.session.editor.updates import is_stop_reason
 from ama_acp.session.editor.workspaces import tool_context
@@ -43,7 +43,6 @@ from ama_acp.session.hooked import submitted, warner
 from ama_acp.session.options import SessionSetup
 from ama_acp.session.plan_mode import PLAN, PlanOffer
 from ama_acp.session.restore import Restored
-from ama_acp.session.rules.book import RuleBook
 from ama_acp.session.runtime import Runtime
 from ama_acp.session.store import entries as en
 from ama_acp.session.store.journal import Journal
@@ -52,11 +51,14 @@ from ama_acp.session.turn.compacting import Compactor
 from ama_acp.session.turn.host import SessionHost
 from ama_acp.session.turn.toolset import SessionTools
 from ama_acp.shaping import skills
-from ama_acp.shaping.hook_points import SessionHooks
 from ama_acp.shaping.skill_tool import SkillTool
 from ama_acp.tools.base import Tool
 from ama_acp.tools.plan_exit import ExitPlanTool
 from ama_acp.wire import types as w
+
+if TYPE_CHECKING:
+    from ama_acp.session.editor.approval import Approver
+    from ama_acp.shaping.hook_points import SessionHooks, Warn
 
 log = logging.getLogger(__name__)
 
@@ -93,17 +95,20 @@ class Session:
         self.ctx = SessionContext(runtime, self)  # meter, billing, reporter and their ACP reports
         self.host = SessionHost(runtime, self, restored.wire_ids if restored is not None else None)
         self.compactor = Compactor(runtime, self, self.host)
-        self.approver = Approver(self)
-        self.approver.rules = RuleBook.of(runtime.config, self.cwd)  # the config's and this project's rules
+        # Permissions, made by the first call that needs them (`approver`), or now when the config has rules: a
+        # malformed one is logged as the session opens, as it always was.
+        rules = runtime.config.permissions
+        self._approver: Approver | None = _approver(self) if rules.allow or rules.ask or rules.deny else None
         self.tools.offer_plan_exit(ExitPlanTool(PlanOffer(self)), lambda: self.mode == PLAN)
         self.tasks = TaskRunner(runtime, self)  # the `task` tool's tasks (session/tasks/runner.py)
         self.tool_ctx = tool_context(runtime, self)
         self.tool_ctx.workspace = RecordingWorkspace(self.tool_ctx.workspace, self.checkpoints)
         self.rewinder = Rewinder(self)
         # The person's `[[hooks]]` (shaping/): None without any. "load": load, resume and fork alike.
-        self.hooks = SessionHooks.of(runtime.config, self.id, self.cwd, warner(self.send, self._takes_notices))
+        self.hooks = _hooks(runtime, self.id, self.cwd, warner(self.send, self._takes_notices))
         self._opened_as = "new" if restored is None else "load"
         self._turn_scope: anyio.CancelScope | None = None
+        self._model_ran = False
         # Client calls that must not be abandoned at once on cancel (permission, terminal/create): each is
         # shielded, and a cancel shortens its deadline to its grace period (see `graceful`).
         self._graceful: dict[anyio.CancelScope, float] = {}
@@ -139,6 +144,15 @@ class Session:
                 yield scope
         finally:
             self._graceful.pop(scope, None)
+
+    @property
+    def approver(self) -> Approver:
+        """Permissions: the mode's policy, the person's "always" answers, the config's and this project's rules.
+        Made when first needed (a tool call, /rules, a plan to approve), or with the session when the config has
+        `[permissions]` rules: a session without them answers in text without its modules (~8 ms, issue 41)."""
+        if self._approver is None:
+            self._approver = _approver(self)
+        return self._approver
 
     @property
     def busy(self) -> bool:
@@ -193,6 +207,8 @@ class Session:
         if command is None and (typed := self.file_commands.expand(user)) is not None:
             self.persist(en.CommandEntry(text=typed[0]))  # a load replays the command, then the prompt it sent
             user = typed[1]
+        elif command is None:
+            command = mcp_prompts.match(self, user)  # an MCP server's prompt (session/mcp_prompts.py)
         self.cancelled = False
         self.host.new_turn()
         self.instructions.refresh()  # a file changed since the last turn: the system prompt follows it
@@ -200,29 +216,19 @@ class Session:
         idle = self._idle = anyio.Event()
         billed_before = self.ctx.billing.totals()
         stop = "end_turn"
-        ran = False  # the model's turn ran (the `stop` hooks follow it)
+        self._model_ran = False  # the `stop` hooks follow a turn of the model's
         with anyio.CancelScope() as scope:
             self._turn_scope = scope
             try:
                 with anyio.CancelScope(shield=True):  # the set it sends is the one checked: never sent again
                     await self.offer_commands(offer)
-                if command is not None:
-                    stop = await command(self)
-                else:
-                    sent = user if self.hooks is None else await submitted(self.hooks, user, self._opened_as, self.send)
-                    if self.title is None and sent is not None:
-                        self.title = _title_from(user)
-                        self.persist(en.TitleEntry(title=self.title))
-                    if sent is not None:
-                        async with self.outbox.turn():  # what is pending goes out when the turn ends, however it ends
-                            stop = await run_turn(self.host, sent)
-                        ran = True
+                stop = await command(self) if command is not None else await self.run_model(user)
             finally:
                 self._turn_scope = None
         if scope.cancelled_caught or self.cancelled:
             stop = "cancelled"
         with anyio.CancelScope(shield=True):
-            if ran and self.hooks is not None:  # a cancel does not cut them short: each ends by its timeout
+            if self._model_ran and self.hooks is not None:  # a cancel does not cut them short: each ends by its timeout
                 await self.hooks.stop(stop)
             await self._turn_end(stop)
         turn = self.ctx.billing.totals().minus(billed_before)  # S1: everything billed in this turn
@@ -238,6 +244,19 @@ class Session:
         else:  # a bug: answer what is closest, and say so in the log
             log.error("%s turn ended with stop reason %r; answering end_turn", UNEXPECTED, stop)
         return w.PromptResponse(stop_reason=reason, usage=usage)
+
+    async def run_model(self, user: UserMessage) -> str:
+        """The model's turn on `user` (a prompt, or what a command made of one: an MCP prompt's messages), once
+        the `prompt_submit` hooks let it through."""
+        sent = user if self.hooks is None else await submitted(self.hooks, user, self._opened_as, self.send)
+        if sent is None:
+            return "end_turn"
+        if self.title is None:
+            self.title = _title_from(user)
+            self.persist(en.TitleEntry(title=self.title))
+        self._model_ran = True
+        async with self.outbox.turn():  # what is pending goes out when the turn ends, however it ends
+            return await run_turn(self.host, sent)
 
     async def _turn_end(self, stop: str) -> None:
         self.updated_at = en.utc_now()
@@ -338,12 +357,17 @@ class Session:
         return self.file_commands.refresh({c.name for c in self.rt.commands.available()})
 
     async def offer_commands(self, changed: bool) -> None:
-        """The slash commands, when they `changed`: the built-ins, then `/init` and the command files'; and what
-        went wrong with those files, told once."""
+        """The slash commands, when they `changed`: the built-ins, then `/init` and the command files', then the
+        MCP servers' prompts; and what went wrong with those files, told once."""
         if changed:
             commands = self.rt.commands.available() + self.file_commands.available()
+            commands += mcp_prompts.offered(self, {c.name for c in commands})
             await self.send(w.AvailableCommandsUpdate(available_commands=commands))
         await tell(self.send, self._takes_notices(), self.file_commands.untold())
+
+    async def announce_commands(self) -> None:
+        """The slash commands again: an MCP server's prompts came, went or changed (session/mcp.py)."""
+        await self.offer_commands(changed=True)
 
     async def release(self) -> None:
         """What the session holds goes with it: its MCP servers and sandbox launcher (no process outlives the
@@ -393,3 +417,23 @@ def _title_from(message: UserMessage) -> str:
     if not line:
         return "Untitled"
     return line if len(line) <= 60 else line[:57].rstrip() + "…"
+
+
+def _hooks(runtime: Runtime, session_id: str, cwd: str, warn: Warn) -> SessionHooks | None:
+    """The session's hooks (shaping/hook_points.py), None without any: their modules (~4 ms) are imported only
+    for a config that lists some (issue 41)."""
+    if not runtime.config.hooks:
+        return None
+    from ama_acp.shaping.hook_points import SessionHooks
+
+    return SessionHooks.of(runtime.config, session_id, cwd, warn)
+
+
+def _approver(session: Session) -> Approver:
+    """The session's approver, with the config's and this project's rules."""
+    from ama_acp.session.editor.approval import Approver
+    from ama_acp.session.rules.book import RuleBook
+
+    approver = Approver(session)
+    approver.rules = RuleBook.of(session.rt.config, session.cwd)
+    return approver

@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # imported lazily at run time (startup and session/new time),
     from ama_acp.rpc.dispatch import JSONValue
     from ama_acp.rpc.peer import Params
     from ama_acp.session.commands import Commands
+    from ama_acp.session.learnt_windows import LearntWindows
     from ama_acp.session.live import Session
     from ama_acp.session.runtime import Spawn
     from ama_acp.session.store.early import Reserved
@@ -131,6 +132,7 @@ class SessionManager:
         self._tool_specs: list[ToolSpec] | None = None
         self._store: SessionStore | None = None
         self._skill_problems: set[str] = set()  # told to the person once a process (shaping/skills.py)
+        self._learnt: LearntWindows | None = None
 
     # --- shared services used by sessions -----------------------------------------------------------------
 
@@ -172,8 +174,26 @@ class SessionManager:
         return self.catalog.get(model_id)
 
     def context_window(self, model_id: str) -> int | None:
+        """The config's window, else the catalog's, else the one the model's server states (asked the first
+        time, in the background: session/learnt_windows.py)."""
         info = self.catalog.get(model_id)
-        return info.context_window if info else None
+        if info is not None and info.context_window is not None:
+            return info.context_window
+        return self._learnt_windows().window(model_id, self.spawn)
+
+    def _learnt_windows(self) -> LearntWindows:
+        if self._learnt is None:
+            from ama_acp.session.learnt_windows import LearntWindows
+
+            self._learnt = LearntWindows(self.config, self._window_learnt)
+        return self._learnt
+
+    def _window_learnt(self, model_id: str) -> None:
+        """A server stated `model_id`'s window: each live session of that model takes it now, and its next
+        usage_update carries it (the reporter sent none while it was unknown: D3)."""
+        for session in self.sessions.values():
+            if session.model_id == model_id and not session.closed:
+                session.ctx.model_changed(model_id, model_id)
 
     def price(self, model_id: str, usage: Usage | None) -> Price | None:
         """The catalog's price for one request (long-context tiers depend on the usage); injected into the
@@ -181,7 +201,8 @@ class SessionManager:
         from ama_acp.providers.catalog import price_for
 
         info = self.catalog.get(model_id)
-        return price_for(info, usage) if info else None
+        price = price_for(info, usage) if info else None
+        return price if price is not None or self._learnt is None else self._learnt.price(model_id)
 
     def provider_for(self, model_id: str) -> Provider:
         from ama_acp.context.request_size import estimate_request

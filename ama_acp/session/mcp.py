@@ -18,8 +18,9 @@ from ama_acp.conversation.messages import ImagePart
 from ama_acp.conversation.tools import ToolSpec
 from ama_acp.secrets import is_secret, register_secret_values
 from ama_acp.session.facets import Identified, ReportsUsage, Rooted
+from ama_acp.session.mcp_resources import resource_tools
 from ama_acp.session.runtime import Configured, KnowsClient
-from ama_acp.tools.base import Location, ToolKind, ToolResult
+from ama_acp.tools.base import Location, Tool, ToolKind, ToolResult
 from ama_acp.wire import types as w
 
 if TYPE_CHECKING:
@@ -50,6 +51,8 @@ class McpSession(Identified, Rooted, ReportsUsage, Protocol):
 
     @property
     def rt(self) -> McpRuntime: ...
+
+    async def announce_commands(self) -> None: ...
 
 
 class McpToolAdapter:
@@ -98,6 +101,7 @@ class SessionMcp:
             on_problem=self._problem,
             on_tools_changed=self._tools_changed,
             on_notice=self._notice,
+            on_prompts_changed=self._prompts_changed,
         )
         self._trusted = frozenset(cfg.trusted_servers)
         self._start_timeout = cfg.start_timeout
@@ -120,15 +124,16 @@ class SessionMcp:
             }
             self._adapters_for = self.hub.version
 
-    def tool(self, name: str) -> McpToolAdapter | None:
+    def tool(self, name: str) -> Tool | None:
         if not name.startswith(PREFIX):
-            return None
+            return next((t for t in resource_tools(self.hub) if t.name == name), None)
         self._refresh()
         return self._adapters.get(name)
 
     def tool_specs(self) -> list[ToolSpec]:
         self._refresh()
-        return [ToolSpec(a.name, a.description, a.parameters) for a in self._adapters.values()]
+        specs = [ToolSpec(a.name, a.description, a.parameters) for a in self._adapters.values()]
+        return specs + [ToolSpec(t.name, t.description, t.parameters) for t in resource_tools(self.hub)]
 
     def server_names(self) -> list[str]:
         """Every server of this open, ready or not (session/accounting/held_figure.py `ServerStatus`)."""
@@ -144,6 +149,12 @@ class SessionMcp:
         out: dict[str, list[ToolSpec]] = {spec.name: [] for spec in self.specs}
         for a in self._adapters.values():
             out.setdefault(a.tool.server, []).append(ToolSpec(a.name, a.description, a.parameters))
+        # The two resource tools are declared because of the first ready server that offers resources: counted
+        # with it, so `/context` and a load's check of the held figure see them come and go with that server.
+        resources = resource_tools(self.hub)
+        if resources:
+            first = self.hub.resource_servers()[0]
+            out.setdefault(first, []).extend(ToolSpec(t.name, t.description, t.parameters) for t in resources)
         return out
 
     # --- lifecycle --------------------------------------------------------------------------------------
@@ -188,9 +199,10 @@ class SessionMcp:
             f"MCP server {problem.server!r} {problem.reason}; its tools are withdrawn and the session goes on.",
         )
 
-    async def _notice(self, server: str, text: str) -> None:
-        # Once per server for the session (a re-list that drops the same tools again says nothing new).
-        await self._tell(f"notice:{server}", text)
+    async def _notice(self, server: str, topic: str, text: str) -> None:
+        # Once per server and topic for the session (a re-list that drops the same tools again says nothing new;
+        # its prompts failing to list is news of its own).
+        await self._tell(f"notice:{server}" if topic == "tools" else f"notice:{server}:{topic}", text)
 
     async def _tools_changed(self) -> None:
         # The declarations are part of the prefix: the figure moved (before the first prompt too).
@@ -198,6 +210,15 @@ class SessionMcp:
             await self._session.report_usage()
         except Exception:
             log.exception("session %s: could not report the meter after an MCP tools change", self._session.id)
+
+    async def _prompts_changed(self) -> None:
+        # The servers' prompts are slash commands (session/mcp_prompts.py): the editor's menu follows them.
+        if self._session.closed:
+            return
+        try:
+            await self._session.announce_commands()
+        except Exception:
+            log.exception("session %s: could not send its commands after an MCP prompts change", self._session.id)
 
     async def _tell(self, key: str, text: str) -> None:
         """Once per key: a `notice` when the client shows notices, else an agent message."""

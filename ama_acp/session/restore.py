@@ -199,9 +199,10 @@ def _plan(entries: object) -> list[dict[str, str]]:
 def replay_updates(loaded: LoadedSession) -> list[w.SessionUpdate]:
     """The conversation as the updates a live turn produced, in the original order (R66)."""
     out: list[w.SessionUpdate] = []
-    # What the person saw as a message so far. A message replays under the id it had live (stored with it);
-    # one without (user prompts, files written before ids were stored) gets `r<n>`, which no live id
-    # (`m-<uuid>`, agent/loop.py) can equal, and which stays the same on every load.
+    # What the person saw as a message so far. A message replays under the id it had live (stored with it: a
+    # reply's, a command's output); one without (user prompts, files written before ids were stored) gets `r<n>`,
+    # its place among the shown messages, which no live id (`m-<uuid>`, agent/events.py) can equal, and which
+    # stays the same on every load.
     n = 0
     for entry in loaded.entries:
         match entry:
@@ -217,7 +218,8 @@ def replay_updates(loaded: LoadedSession) -> list[w.SessionUpdate]:
                 out.append(w.UserMessageChunk(content=w.TextContent(text=entry.text), message_id=f"r{n}"))
             case en.CommandOutputEntry() if entry.text:
                 n += 1
-                out.append(w.AgentMessageChunk(content=w.TextContent(text=entry.text), message_id=f"r{n}"))
+                said = w.TextContent(text=entry.text)
+                out.append(w.AgentMessageChunk(content=said, message_id=entry.message_id or f"r{n}"))
     return out
 
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass
+
+import msgspec
 
 from ama_acp.shaping.commands import (
     CommandFileError,
@@ -38,8 +39,7 @@ _PARSED: dict[tuple[str, object, Folder], FileCommand | Problem] = {}
 _PARSED_MAX = 4096
 
 
-@dataclass(frozen=True)
-class Folder:
+class Folder(msgspec.Struct, frozen=True):
     """One folder of command files: where it is, how it is shown, whose it is and in which format."""
 
     path: str
@@ -49,8 +49,7 @@ class Folder:
     root_real: str | None  # the workspace's real path a project file must resolve inside; None: the person's
 
 
-@dataclass(frozen=True)
-class Problem:
+class Problem(msgspec.Struct, frozen=True):
     """A file that is not a command ama offers, and why: reported with its file and line, once."""
 
     shown: str
@@ -63,8 +62,7 @@ class Problem:
         return one_line(f"{where}: {self.message}")
 
 
-@dataclass(frozen=True)
-class Loaded:
+class Loaded(msgspec.Struct, frozen=True):
     commands: list[FileCommand]
     problems: list[Problem]
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 import re
 import shlex
 import tomllib
-from dataclasses import dataclass
 from typing import Literal
+
+import msgspec
 
 from ama_acp.errors import ConfigError
 from ama_acp.shaping.front_matter import Document, FrontMatterError, split, text_field
@@ -41,8 +42,7 @@ class CommandFileError(ConfigError):
         self.line = line
 
 
-@dataclass(frozen=True)
-class FileCommand:
+class FileCommand(msgspec.Struct, frozen=True):
     """One command: its `/name`, what the editor shows, and the prompt it sends."""
 
     name: str

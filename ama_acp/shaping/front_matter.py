@@ -5,23 +5,27 @@ The front matter is the text between a first line `---` and the next line `---` 
 PyYAML's safe loader (no Python objects, no tags that run code) and three bounds more: at most `MAX_BYTES` of it,
 no aliases (an alias bomb is linear for the loader and exponential for whatever walks the result), and a mapping
 at the top. Anything else is a `FrontMatterError` naming the line, which the caller reports with the file and skips.
+
+PyYAML (~13 ms to import) is imported by the first `parse`, never by importing this module: a session opens and
+answers its first prompt without it unless a file it reads has front matter (issue 41's cold first answer).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import yaml
+import msgspec
 
 from ama_acp.errors import ConfigError
+
+if TYPE_CHECKING:
+    from yaml import SafeLoader
 
 MAX_BYTES = 64 * 1024
 # Flow collections (`[`, `{`) nested deeper than this are refused before parsing: PyYAML's pure-Python scanner
 # takes time quadratic in the depth (30,000 levels: 47 s), libyaml stops at 1,000. Counted without regard to
 # quotes, so a quoted run of brackets counts too: no front matter a person writes comes near it.
 MAX_NESTING = 64
-# libyaml's parser where the wheel has it (a C loop, ten times faster); the pure-Python one otherwise.
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _FENCE = "---"
 _ENDS = ("---", "...")
 
@@ -34,8 +38,7 @@ class FrontMatterError(ConfigError):
         self.line = line
 
 
-@dataclass(frozen=True)
-class Document:
+class Document(msgspec.Struct, frozen=True):
     """A file split: its front matter (empty when it has none) and its body, and the body's first line (1-based)."""
 
     meta: dict[str, object]
@@ -60,12 +63,15 @@ def parse(source: str) -> dict[str, object]:
         raise FrontMatterError(f"the front matter is longer than {MAX_BYTES // 1024} KiB", 2)
     if (depth := _flow_depth(source)) > MAX_NESTING:
         raise FrontMatterError(f"malformed YAML: nested {depth} levels deep (at most {MAX_NESTING})", 2)
+    import yaml
+
+    loader = _loader()
     try:
-        for event in yaml.parse(source, Loader=_LOADER):
+        for event in yaml.parse(source, Loader=loader):
             if isinstance(event, yaml.AliasEvent):  # each would be a shared node the result's reader walks again
                 mark = event.start_mark
                 raise FrontMatterError("malformed YAML: aliases are not allowed", mark.line + 2 if mark else 2)
-        value = yaml.load(source, Loader=_LOADER)  # a safe loader: builds no objects, runs no tags
+        value = yaml.load(source, Loader=loader)  # a safe loader: builds no objects, runs no tags
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 2 if mark is not None else 2  # +1: 1-based, +1: the opening fence
@@ -77,6 +83,14 @@ def parse(source: str) -> dict[str, object]:
     if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
         raise FrontMatterError("the front matter must be a mapping of names to values", 2)
     return value
+
+
+def _loader() -> type[SafeLoader]:
+    """libyaml's parser where the wheel has it (a C loop, ten times faster); the pure-Python one otherwise."""
+    import yaml
+
+    loader: type[SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return loader
 
 
 def _flow_depth(source: str) -> int:

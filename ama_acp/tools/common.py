@@ -7,8 +7,9 @@ import functools
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from typing import Generic, TypeVar, cast
+
+import msgspec
 
 from ama_acp.tools.base import FileDiff, JSONObject, JSONValue, Location, ToolArgs, ToolError, ToolResult
 from ama_acp.tools.context import ToolContext
@@ -324,8 +325,7 @@ def refuse_git_internals(resolved: ResolvedPath, shown: str) -> None:
             )
 
 
-@dataclass(frozen=True)
-class Target:
+class Target(msgspec.Struct, frozen=True):
     """The file or directory a call's `path` names: as the policy resolved it, as the model is shown it, and
     what is there (None: nothing)."""
 

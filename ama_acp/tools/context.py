@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from dataclasses import dataclass
+
+import msgspec
 
 from ama_acp.sandbox import Sandbox
 from ama_acp.tools.paths import PathPolicy, ResolvedPath
@@ -24,8 +25,7 @@ RedirectJudge = Callable[[str, str], Awaitable[str | None]]
 redirect_judge: ContextVar[RedirectJudge | None] = ContextVar("redirect_judge", default=None)
 
 
-@dataclass
-class ToolContext:
+class ToolContext(msgspec.Struct):
     workspace: Workspace
     cwd: str  # absolute; the session's working directory
     policy: PathPolicy

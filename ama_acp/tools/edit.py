@@ -5,8 +5,9 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import NotRequired, TypedDict
+
+import msgspec
 
 from ama_acp.tools.base import JSONObject, Location, ToolArgs, ToolError, ToolKind, ToolResult
 from ama_acp.tools.common import (
@@ -142,8 +143,7 @@ def apply_edits(original: str, edits: Sequence[Edit], shown: str) -> tuple[str, 
     return text, replacements
 
 
-@dataclass(frozen=True)
-class _Where:
+class _Where(msgspec.Struct, frozen=True):
     """Which edit of a call a refusal is about, and what it needs to say why."""
 
     label: str  # "Edit 2: ", or "" when the call has one edit

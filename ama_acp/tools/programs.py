@@ -28,7 +28,8 @@ import logging
 import os
 import stat
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 __all__ = ["Lookup", "find_program", "resolve_program", "safe_path"]
 
@@ -42,8 +43,7 @@ _told: set[str] = set()
 _NOWHERE = "/nonexistent-ama-path"
 
 
-@dataclass(frozen=True)
-class Lookup:
+class Lookup(msgspec.Struct, frozen=True):
     """Where a program was found, or why it was not."""
 
     name: str

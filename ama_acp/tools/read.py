@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import mimetypes
-from dataclasses import dataclass
 from typing import NotRequired, TypedDict
+
+import msgspec
 
 from ama_acp.tools.base import JSONObject, Location, ToolArgs, ToolError, ToolKind, ToolResult
 from ama_acp.tools.common import (
@@ -129,8 +130,7 @@ async def _read(ctx: ToolContext, path: str, part: tuple[int, int] | None) -> st
         raise await missing_file_error(ctx.workspace, path, ctx.cwd) from None
 
 
-@dataclass(frozen=True)
-class _Window:
+class _Window(msgspec.Struct, frozen=True):
     lines: list[str]
     more: bool  # lines follow the window
 

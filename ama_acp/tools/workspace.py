@@ -21,7 +21,6 @@ import stat as stat_mod
 import subprocess
 from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
-from dataclasses import dataclass
 from typing import Protocol
 
 import anyio
@@ -35,8 +34,7 @@ from ama_acp.tools.proctree import MARKER_VAR, group_alive, kill_group, marked_p
 from ama_acp.tools.regular import describe_mode, open_regular
 
 
-@dataclass
-class CutShort:
+class CutShort(msgspec.Struct):
     """What a command cancelled while it ran leaves for the person's view of its call (session/turn/host.py puts it
     in the call's final update and its record): its output so far and, when it ran in the editor's terminal,
     that terminal, kept until the final update has shown it and then `release`d."""

@@ -417,7 +417,8 @@ class Cost(_Out, frozen=True):
 class UsageUpdate(_Update, tag="usage_update", frozen=True):
     used: int
     size: int
-    cost: Cost | None = None
+    # UNSET: left out (the sender says nothing about the cost); None: null, the cost is unknown (docs/rules.md P1).
+    cost: Cost | None | UnsetType = UNSET
     meta: Meta | None = field(default=None, name="_meta")
 
 

@@ -25,7 +25,8 @@ from ama_acp.client.errors import AgentExited
 from ama_acp.client.handlers import RpcError, choose_option
 from ama_acp.client.process_group import end_group
 from ama_conformance.core.config import RunConfig
-from ama_conformance.core.outcome import CannotTest, SignInNeeded
+from ama_conformance.core.outcome import SignInNeeded, TurnTimedOut
+from ama_conformance.core.sign_in import agent_methods, choose
 
 Policy = Literal["allow", "reject", "hold"]
 TURN_KINDS = frozenset(
@@ -43,8 +44,9 @@ class AgentFailure(Exception):
     """The agent answered something the step at hand cannot go on with (an error, a wrong type)."""
 
 
-class TurnStalled(CannotTest, TimeoutError):
-    """A prompt turn showed nothing in time (config.py `TurnWatch`): it cannot complete, which is no violation."""
+class TurnStalled(TurnTimedOut):
+    """A prompt turn showed nothing in time (config.py `TurnWatch`): it cannot complete, which is no violation
+    (NOT_TESTED with its words, as any turn that did not complete in time: core/outcome.py)."""
 
 
 # Once a turn of the run has stalled, a later turn that shows nothing within this many seconds gives up too.
@@ -215,10 +217,26 @@ class Agent:
         return node is not None and node is not False
 
     def agent_auth_methods(self) -> list[str]:
-        methods = self.init.get("authMethods")
-        if not isinstance(methods, list):
-            return []
-        return [m["id"] for m in methods if isinstance(m, dict) and "type" not in m and isinstance(m.get("id"), str)]
+        return [str(m["id"]) for m in agent_methods(self.init)]
+
+    def auth_method(self) -> tuple[str | None, str]:
+        """The auth method the suite may authenticate with (--auth-method, else the first advertised one that
+        needs no browser or person: core/sign_in.py), or (None, why there is none)."""
+        return choose(agent_methods(self.init), self.config.auth_method)
+
+    async def authenticate(self, method: str) -> RpcError | None:
+        """`authenticate` with `method`: the error it answered, or None. A sign-in that gets no answer in time
+        (a browser it waits for) or whose agent dies raises SignInNeeded: it could not complete, which says
+        nothing about the agent's protocol."""
+        try:
+            return await self.error_of("authenticate", {"methodId": method})
+        except (TimeoutError, AgentExited) as exc:
+            why = (
+                f"no answer within {self.config.timeouts.request:g} s"
+                if isinstance(exc, TimeoutError)
+                else "the agent exited"
+            )
+            raise SignInNeeded(f"sign-in could not complete: authenticate {method!r} got {why}") from exc
 
     async def new_session(
         self, cwd: Path | None = None, mcp: list[dict[str, Any]] | None = None
@@ -230,7 +248,7 @@ class Agent:
             if not isinstance(exc.__cause__, RpcError) or exc.__cause__.code != AUTH_REQUIRED:
                 raise
             # The agent asks to sign in first (ACP allows it): sign in once, as an editor would, and retry.
-            await self._sign_in(exc)
+            await self.sign_in_once(exc)
             result = await self.call("session/new", params)
         sid = result.get("sessionId")
         if not isinstance(sid, str) or not sid:
@@ -238,15 +256,13 @@ class Agent:
         self.conn.session_cwds[sid] = str(cwd or self.config.workspace)
         return sid, result
 
-    async def _sign_in(self, refused: AgentFailure) -> None:
-        """Authenticate with --auth-method or the first agent auth method advertised; SignInNeeded when that is
-        not possible (`refused` is the session/new failure that asked for it)."""
-        method = self.config.auth_method or next(iter(self.agent_auth_methods()), None)
+    async def sign_in_once(self, refused: AgentFailure) -> None:
+        """Sign in once after `refused` (a session/new that answered auth_required), as an editor would: with
+        `auth_method()`. SignInNeeded when that is not possible or did not succeed."""
+        method, why = self.auth_method()
         if method is None:
-            raise SignInNeeded(
-                f"session/new needs sign-in and no agent auth method is advertised: {refused}"
-            ) from refused
-        err = await self.error_of("authenticate", {"methodId": method})
+            raise SignInNeeded(f"session/new needs sign-in; {why}: {refused}") from refused
+        err = await self.authenticate(method)
         if err is not None:
             raise SignInNeeded(
                 f"session/new needs sign-in; authenticate {method!r} answered {err.code}: {err.message}"
@@ -260,8 +276,13 @@ class Agent:
         return pending
 
     async def finish(self, pending: PendingRequest, timeout: float | None = None) -> dict[str, Any]:
+        limit = timeout or self.config.timeouts.prompt
         try:
-            result = await self._turn_result(pending, timeout or self.config.timeouts.prompt)
+            result = await self._turn_result(pending, limit)
+        except TurnTimedOut:
+            raise  # a stalled turn, with its own words
+        except TimeoutError as exc:
+            raise TurnTimedOut(f"the turn did not complete within {limit:g} s") from exc
         except RpcError as exc:
             raise AgentFailure(f"session/prompt answered error {exc.code}: {exc.message}") from exc
         if not isinstance(result, dict):

@@ -17,6 +17,7 @@ profile has a verdict of its own and never touches the ACP one.
 from __future__ import annotations
 
 import enum
+import json
 import re
 import textwrap
 from dataclasses import asdict, dataclass, field
@@ -24,7 +25,7 @@ from typing import Any
 
 from ama_acp.textsafe import one_line
 from ama_conformance.core.outcome import Finding, Status, overall
-from ama_conformance.core.runner import GroupRecord, RunRecord
+from ama_conformance.core.runner import STARTUP, GroupRecord, RunRecord
 from ama_conformance.core.wire_checks import TRANSCRIPT_IDS
 from ama_conformance.groups.catalog import GROUPS
 from ama_conformance.requirements.registry import REGISTRY, Profile, Requirement, Tier
@@ -44,6 +45,7 @@ class Kind(enum.Enum):
     CONFORMANT = "CONFORMANT"
     NO_VIOLATION = "NO VIOLATION FOUND"
     NOT_CONFORMANT = "NOT CONFORMANT"
+    COULD_NOT_START = "COULD NOT START"  # the command exited before answering initialize: no protocol verdict
 
 
 @dataclass(frozen=True)
@@ -80,9 +82,12 @@ class Verdict:
     untested: list[str]
     counts: dict[str, int]
     causes: dict[str, list[str]] = field(default_factory=dict)  # reason -> the untested deciding ids it blocked
+    startup: str | None = None  # why the agent could not start, when its command exited before initialize
 
     @property
     def kind(self) -> Kind:
+        if self.startup is not None:
+            return Kind.COULD_NOT_START
         if self.failed:
             return Kind.NOT_CONFORMANT
         return Kind.NO_VIOLATION if self.untested else Kind.CONFORMANT
@@ -92,16 +97,22 @@ class Verdict:
         return self.kind is Kind.CONFORMANT
 
     def exit_code(self, strict: bool = False) -> int:
-        """1 for a failure (or, with --strict, a deciding requirement left untested), else 0."""
+        """1 for a failure (or, with --strict, a deciding requirement left untested), else 0; 2 for an agent that
+        could not start (a command that cannot run, like one not found: no verdict on the protocol)."""
+        if self.kind is Kind.COULD_NOT_START:
+            return 2
         return 1 if self.failed or (strict and self.untested) else 0
 
     @property
     def name(self) -> str:
         if self.profile is Profile.ACP:
             return self.kind.value
-        return {Kind.CONFORMANT: "ALL PASS", Kind.NO_VIOLATION: "NO VIOLATION FOUND", Kind.NOT_CONFORMANT: "NOT MET"}[
-            self.kind
-        ]
+        return {
+            Kind.CONFORMANT: "ALL PASS",
+            Kind.NO_VIOLATION: "NO VIOLATION FOUND",
+            Kind.NOT_CONFORMANT: "NOT MET",
+            Kind.COULD_NOT_START: Kind.COULD_NOT_START.value,
+        }[self.kind]
 
     @property
     def line(self) -> str:
@@ -110,6 +121,8 @@ class Verdict:
         title = "ACP v1" if self.profile is Profile.ACP else "usage profile (ama's context-meter contract)"
         counts = ", ".join(f"{n} {_COUNTED[Status[k]]}" for k, n in self.counts.items() if n)
         parts = []
+        if self.startup is not None:
+            return f"{title}: {self.name} — {self.startup} ({counts})"
         if self.failed:
             parts.append("failed " + ", ".join(self.failed))
         if len(self.causes) == 1:
@@ -154,12 +167,47 @@ def _shared_only(rid: str, findings: list[Finding], owned: dict[str, set[str]]) 
     return rid in TRANSCRIPT_IDS and not any(rid in owned.get(f.group, ()) for f in findings)
 
 
-def verdict(profile: Profile, results: list[Outcome]) -> Verdict:
+def verdict(profile: Profile, results: list[Outcome], startup: str | None = None) -> Verdict:
+    """`startup`: why the agent could not start (its command exited before answering initialize), if so."""
     mine = [o for o in results if o.req.profile is profile]
     deciding = [o for o in mine if o.req.tier.decides]
     failed = [o.req.id for o in deciding if o.status is Status.FAIL]
     untested = [o for o in deciding if o.status is Status.NOT_TESTED]
-    return Verdict(profile, failed, [o.req.id for o in untested], _status_counts(mine), _causes(untested, mine))
+    causes = _causes(untested, mine)
+    return Verdict(profile, failed, [o.req.id for o in untested], _status_counts(mine), causes, startup)
+
+
+BANNER_LINES = 20  # the lines of a start-up banner the report keeps
+
+
+def startup_banner(record: RunRecord) -> list[str]:
+    """What the agent wrote on stdout before it answered initialize that is not a JSON object (a banner, or its
+    error said on stdout), from the start-up probe's transcript, which the record keeps when the probe failed:
+    the first lines, each cut to 500 characters."""
+    lines: list[str] = []
+    for group in record.groups:
+        if group.name != STARTUP:
+            continue
+        for agent in group.agents:
+            lines += _before_answer(agent.transcript)
+    return [line[:500] for line in lines[:BANNER_LINES]]
+
+
+def _before_answer(transcript: list[dict[str, Any]]) -> list[str]:
+    out = []
+    for entry in transcript:
+        if entry["dir"] != "in" or not entry["line"].strip():
+            continue
+        try:
+            msg = json.loads(entry["line"])
+        except ValueError:
+            msg = None
+        if isinstance(msg, dict):
+            if "id" in msg and "method" not in msg:
+                break  # initialize's answer: what follows is the protocol's
+            continue
+        out.append(entry["line"])
+    return out
 
 
 def _status_counts(rows: list[Outcome]) -> dict[str, int]:
@@ -281,6 +329,7 @@ def _verdict_json(v: Verdict) -> dict[str, Any]:
         "failed": v.failed,
         "notTested": v.untested,
         "notTestedBecause": [{"reason": reason, "ids": ids} for reason, ids in v.causes.items()],
+        "couldNotStart": v.startup,
         "counts": v.counts,
     }
 

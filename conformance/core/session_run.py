@@ -14,8 +14,8 @@ from ama_acp.client.confine import unsandboxed
 from ama_acp.textsafe import one_line
 from ama_conformance.core.config import RunConfig
 from ama_conformance.core.placeholders import PlaceholderError, expand
-from ama_conformance.core.report import Verdict, as_json, outcomes, text, verdict
-from ama_conformance.core.runner import RunRecord
+from ama_conformance.core.report import Verdict, as_json, outcomes, startup_banner, text, verdict
+from ama_conformance.core.runner import STARTUP, RunRecord
 from ama_conformance.core.wire_checks import TRANSCRIPT_IDS
 from ama_conformance.groups.base import Group, ModelView
 from ama_conformance.groups.catalog import GROUPS
@@ -76,15 +76,28 @@ def _report(config: RunConfig, record: RunRecord, chosen: list[Group], report_js
     """Write the text report (and the JSON one when asked for); the verdicts, one a profile."""
     ran = {rid for g in chosen for rid in g.ids} | set(TRANSCRIPT_IDS) if config.select else None
     results = outcomes(record, config.profiles, ran)
-    verdicts = [verdict(p, results) for p in config.profiles]
+    # An agent whose command exited before answering the start-up probe's initialize could not start: that is the
+    # verdict, not "no violation found" (a silent one, or one refusing initialize, is judged: R36). One that dies
+    # later, after groups ran, keeps the verdict of what they found.
+    probe_failed = any(g.name == STARTUP and g.stopped for g in record.groups)
+    could_not_start = record.startup if config.startup.exited and probe_failed else None
+    verdicts = [verdict(p, results, could_not_start) for p in config.profiles]
+    banner = startup_banner(record)
     sys.stdout.write(text(results, verdicts, record.seconds, partial=bool(config.select)))
     if record.startup is not None:
-        sys.stdout.write(startup_text(config))
+        sys.stdout.write(startup_text(config, banner))
     unconfined = unsandboxed(config.sandbox)
     if unconfined and _asked_for_terminals(record):  # said once for the run, not per command
         sys.stdout.write(f"\nThe commands the agent asked to run (terminal/create) were not sandboxed: {unconfined}.\n")
     if report_json:
         data = as_json(record, results, verdicts, config.command)
+        if record.startup is not None:
+            data["startup"] = {
+                "reason": record.startup,
+                "exited": config.startup.exited,
+                "returncode": config.startup.returncode,
+                "banner": banner,
+            }
         data["sandbox"] = {"mode": config.sandbox.mode, "network": config.sandbox.network, "unsandboxed": unconfined}
         Path(report_json).write_text(json.dumps(data, indent=1, ensure_ascii=False), encoding="utf-8")
     return verdicts
@@ -103,9 +116,10 @@ def _asked_for_terminals(record: RunRecord) -> bool:
 STDERR_LINES = 20  # the lines of the agent's stderr a start-up failure shows
 
 
-def startup_text(config: RunConfig) -> str:
-    """Why no group ran: the reason, the agent's exit code and the last lines of its stderr (each made one safe
-    line: the agent wrote them, with whatever controls it liked). The JSON report keeps the whole tail."""
+def startup_text(config: RunConfig, banner: list[str] | None = None) -> str:
+    """Why no group ran: the reason, the agent's exit code, what it wrote on stdout that is not JSON before it
+    could answer (`banner`: a banner, or its error said there), and the last lines of its stderr (each made one
+    safe line: the agent wrote them, with whatever controls it liked). The JSON report keeps the whole tail."""
     watch = config.startup
     code = watch.returncode
     lines = [
@@ -115,6 +129,10 @@ def startup_text(config: RunConfig) -> str:
         f"exit code: {code if code is not None else 'unknown'}"
         + ("" if watch.exited or code is None else " (it was still running when the suite closed it)"),
     ]
+    if banner:
+        many = "s" if len(banner) != 1 else ""
+        lines.append(f"its stdout before any answer ({len(banner)} line{many} that are not JSON):")
+        lines += ["  | " + one_line(line)[:500] for line in banner]
     tail = watch.stderr.splitlines()[-STDERR_LINES:]
     if tail:
         lines.append(f"its stderr (last {len(tail)} line{'s' if len(tail) != 1 else ''}):")

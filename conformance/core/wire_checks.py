@@ -18,6 +18,7 @@ from ama_acp.client.connection import TranscriptEntry, Violation
 from ama_conformance.core.agent import TURN_KINDS
 from ama_conformance.core.outcome import Checks
 from ama_conformance.core.values import arr, obj
+from ama_conformance.schema.published import published_in
 from ama_conformance.schema.shapes import unknown_fields
 from ama_conformance.schema.validate import WireValidator
 
@@ -40,6 +41,7 @@ TRANSCRIPT_IDS = (
     "R14",
     "R18",
     "R26",
+    "R26.1",
     "R30",
     "R96",
     "R105",
@@ -251,6 +253,9 @@ class TranscriptAnalyzer:
         if definition is None:
             return
         unknown, unstable_only = unknown_fields(self.stable.schema, self.unstable.schema, definition, instance)
+        for name in [k for k in unknown if published_in(definition, k)]:
+            self.problem("R26.1", f"{where} carries {name}, defined at its root by {published_in(definition, name)}")
+        unknown = [k for k in unknown if not published_in(definition, k)]
         if unknown:
             self.problem("R26", f"{where} has fields no ACP schema defines at its root: {', '.join(unknown)}")
         if unstable_only:

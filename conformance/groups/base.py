@@ -19,7 +19,7 @@ from ama_acp.client.errors import RpcError
 from ama_conformance.core.agent import Agent, Policy
 from ama_conformance.core.config import RunConfig
 from ama_conformance.core.directives import directive_line
-from ama_conformance.core.outcome import Checks
+from ama_conformance.core.outcome import Blocked, Checks, SignInNeeded
 from ama_conformance.requirements.registry import Profile
 
 
@@ -80,13 +80,22 @@ class GroupContext:
         return agent, sid, result
 
     async def sign_in(self, agent: Agent, methods: list[str], rid: str) -> tuple[str, RpcError | None] | None:
-        """`authenticate` with the method the run names (else the first of `methods`, the advertised ones): (the
-        method, the error it got or None). None, and `rid` untested, when the run names one not advertised."""
-        method = self.config.auth_method or methods[0]
+        """`authenticate` with the method the run names, else the first advertised one that needs no browser or
+        person (core/sign_in.py): (the method, the error it got or None). None, and `rid` untested, when no
+        method may be tried (the run names one not advertised; every one needs a person). A sign-in that hangs
+        leaves `rid` untested and blocks the group: "sign-in could not complete", never the agent's failure."""
+        method, why = agent.auth_method()
+        if method is None:
+            self.checks.untested(rid, f"sign-in could not complete: {why}")
+            return None
         if method not in methods:
             self.checks.untested(rid, f"--auth-method {method!r} is not among the advertised {methods}")
             return None
-        return method, await agent.error_of("authenticate", {"methodId": method})
+        try:
+            return method, await agent.authenticate(method)
+        except SignInNeeded as exc:
+            self.checks.untested(rid, str(exc))
+            raise Blocked(rid, str(exc)) from exc
 
     def file(self, name: str, text: str) -> Path:
         """A file of this group in the session directory (names are per group: no two groups share one)."""

@@ -163,7 +163,7 @@ async def _live_turns(ctx: GroupContext, agent: Agent, one: str, two: str) -> li
     return [turns_one, turns_two]
 
 
-@group("coverage-history", ("R53.1", "R117", "R66.1", "R68"))
+@group("coverage-history", ("R53.1", "R117", "R66.1", "R68", "R66", "R101"))
 async def coverage_history(ctx: GroupContext) -> None:
     c = ctx.checks
     agent = await ctx.spawn(permission="allow")
@@ -178,24 +178,76 @@ async def coverage_history(ctx: GroupContext) -> None:
         _ids_unique(ctx, "R117", turns)
     seen_by_model = _apart_for_the_model(ctx, "R53.1")
     await agent.close()
+    with c.at("R101"):
+        _routed(ctx, "R101", agent, {one: MARK_ONE, two: MARK_TWO})
     fresh = await ctx.spawn(permission="allow")
     with c.needs("R36"):
         await fresh.initialize()
     if not fresh.advertised("loadSession"):
-        for rid in ("R66.1", "R68"):
+        for rid in ("R66", "R66.1", "R68"):
             c.skip(rid, "loadSession not advertised")
         if not seen_by_model:
             c.skip("R53.1", "neither the suite's model nor session/load shows what a session holds")
         return
-    with c.at("R66.1"):
+    # A load that fails is R66's failure here as in the load group (the same behaviour, the same verdict): what
+    # needs the replay is then untested, naming R66.
+    with c.at("R66"):
         mark = fresh.mark()
         await fresh.call("session/load", {"sessionId": one, "cwd": str(ctx.config.workspace), "mcpServers": []})
         replay = fresh.updates_since(mark, one, TURN_KINDS)
+        _replay_in_order(ctx, "R66", replay)
+    with c.at("R66.1"):
         _replay_complete(ctx, "R66.1", live, replay)
     if not seen_by_model:
         _apart_in_the_replay(ctx, "R53.1", replay)
     with c.at("R68"):
         _replay_ids(ctx, "R68", replay)
+
+
+def _replay_in_order(ctx: GroupContext, rid: str, replay: list[dict[str, Any]]) -> None:
+    """R66: the replay holds the first turn, the user's message before the agent's reply."""
+    kinds = [u.get("sessionUpdate") for u in replay]
+    first_user = kinds.index("user_message_chunk") if "user_message_chunk" in kinds else -1
+    first_agent = kinds.index("agent_message_chunk") if "agent_message_chunk" in kinds else -1
+    ctx.checks.check(
+        rid,
+        0 <= first_user < first_agent and MARK_ONE in json.dumps(replay),
+        f"the replay of a session with tool calls: {kinds[:8]}{'…' if len(kinds) > 8 else ''}",
+    )
+
+
+def misrouted(updates: list[dict[str, Any]], words: dict[str, str]) -> tuple[list[str], int]:
+    """(each update under one session's id that carries another session's words and not its own, how many
+    updates carried their own session's words). `updates`: session/update params; `words`: session id -> the
+    words only that session was given."""
+    problems: list[str] = []
+    own = 0
+    for params in updates:
+        sid, update = params.get("sessionId"), params.get("update")
+        if not isinstance(sid, str) or sid not in words or not isinstance(update, dict):
+            continue
+        text = json.dumps(update)
+        if words[sid] in text:
+            own += 1
+            continue
+        for other, theirs in words.items():
+            if other != sid and theirs in text:
+                problems.append(
+                    f"a {update.get('sessionUpdate')} under session {sid!r} carries {theirs!r}, the words of "
+                    f"session {other!r}: {text[:200]}"
+                )
+    return problems, own
+
+
+def _routed(ctx: GroupContext, rid: str, agent: Agent, words: dict[str, str]) -> None:
+    """R101: every update of the two sessions went out under its own session's id."""
+    problems, own = misrouted(list(agent.conn.updates), words)
+    if problems:
+        ctx.checks.failed(rid, "; ".join(problems[:3]))
+    elif not own:
+        ctx.checks.untested(rid, "no update of either session carried its own words (nothing to tell them apart)")
+    else:
+        ctx.checks.passed(rid, f"{own} update(s) carried their session's words, each under its own session's id")
 
 
 def _replay_complete(ctx: GroupContext, rid: str, live: list[dict[str, Any]], replay: list[dict[str, Any]]) -> None:

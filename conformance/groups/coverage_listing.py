@@ -14,7 +14,6 @@ from typing import Any
 
 from ama_acp.client.errors import RpcError
 from ama_conformance.core.agent import AUTH_REQUIRED, Agent, AgentFailure
-from ama_conformance.core.outcome import SignInNeeded
 from ama_conformance.core.values import arr
 from ama_conformance.groups.base import GroupContext, group
 
@@ -105,10 +104,7 @@ async def _new_with_roots(ctx: GroupContext, agent: Agent, roots: list[str]) -> 
         cause = exc.__cause__
         if not isinstance(cause, RpcError) or cause.code != AUTH_REQUIRED:
             raise
-        method = ctx.config.auth_method or next(iter(agent.agent_auth_methods()), None)
-        err = await agent.error_of("authenticate", {"methodId": method}) if method else None
-        if method is None or err is not None:
-            raise SignInNeeded(f"session/new needs sign-in the suite cannot give: {cause.message}") from exc
+        await agent.sign_in_once(exc)
         result = await agent.call("session/new", params)
     sid = result.get("sessionId")
     if not isinstance(sid, str) or not sid:

@@ -48,8 +48,23 @@ def _resolved_in_session(ctx: GroupContext, rid: str, agent: Agent, sid: str, na
             right and not wrong,
             f"a relative path read from the {'session' if right else 'process'} directory; fs reads: {reads}",
         )
+    elif _tool_ran(ctx, agent, sid):
+        ctx.checks.untested(
+            rid,
+            "the agent read neither file: its model called a tool, but neither file's words reached the client or "
+            f"the model (the read failed, or read another path); fs reads: {reads}",
+        )
     else:
         ctx.checks.untested(rid, "the agent read neither file (its model called no read tool; run with --model-env)")
+
+
+def _tool_ran(ctx: GroupContext, agent: Agent, sid: str) -> bool:
+    """Whether a tool ran in the session: the agent showed a tool call, or the model was sent a tool's result
+    (OpenAI's `tool` message, Anthropic's `tool_result` block)."""
+    if agent.conn.updates_for(sid, "tool_call") or _reads(agent):
+        return True
+    bodies = json.dumps(ctx.model.bodies()) if ctx.model else ""
+    return '"role": "tool"' in bodies or '"type": "tool_result"' in bodies
 
 
 @group("tools", ("R54", "R102", "R136.1"))

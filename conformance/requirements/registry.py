@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from ama_conformance.requirements.coverage import COVERAGE  # the coverage groups' ids (plain rows)
 from ama_conformance.requirements.mcp import MCP_REOPEN  # the mcp-reopen group's ids (plain rows)
 from ama_conformance.requirements.subagents import SUBAGENTS  # the subagents group's ids (plain rows)
+from ama_conformance.requirements.wire_more import WIRE_MORE  # R26.1 and R101 (plain rows)
 
 
 class Tier(enum.Enum):
@@ -583,7 +584,9 @@ REGISTRY: tuple[Requirement, ...] = (
         "A new session's first `usage_update` is not 0: it estimates what the first request will carry.",
         profile=U,
     ),
-) + tuple(_r(rid, Tier(t), where, text, g) for rid, t, where, text, g in (*COVERAGE, *MCP_REOPEN, *SUBAGENTS))
+) + tuple(
+    _r(rid, Tier(t), where, text, g) for rid, t, where, text, g in (*COVERAGE, *MCP_REOPEN, *SUBAGENTS, *WIRE_MORE)
+)
 
 BY_ID: dict[str, Requirement] = {r.id: r for r in REGISTRY}
 

@@ -49,7 +49,6 @@ UNOBSERVABLE: dict[str, str] = {
     "R90": "a MAY (an error for a closed or unknown session)",
     "R93": "a MAY (the agent changes mode itself); the mode a `current_mode_update` names is R127's check",
     "R99": "a MAY (the agent changes options itself); what it then sends is R128's check",
-    "R101": "every update's session (R115), timing (R105) and shape (R4) are checked",
     "R104": "a MAY (any fitting stop reason); R103 checks the stop reason is one of the schema's",
     "R106": "INFO: slash commands are prompt text the agent reads itself",
     "R109": "SHOULD stop at once: how soon is the agent's; what a client sees of a cancel is R110, R113 and R105",

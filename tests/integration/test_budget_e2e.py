@@ -166,7 +166,7 @@ async def test_an_unpriced_model_says_once_that_the_budget_cannot_be_enforced_an
             text = agent_text(conn, sid)
             assert text.count("Budget not enforced") == 1
             assert "its $0.0100 budget cannot be enforced" in text
-            assert "cost" not in conn.updates_for(sid, "usage_update")[-1]  # unknown (U17), as ever
+            assert conn.updates_for(sid, "usage_update")[-1]["cost"] is None  # unknown (U17): said as null (P1)
 
 
 @pytest.mark.parametrize("value", ["-1", "0", '"five"', "nan", "true"])

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -52,11 +54,13 @@ cache = {{ ttl_seconds = 300, min_tokens = {min_tokens} }}
     return path
 
 
-def _probe(path: Path, model: str, tmp_path: Path) -> int:
+def _probe(path: Path, model: str, tmp_path: Path, *extra: str) -> int:
+    """The probe with no gap between its requests unless `extra` gives one (the gap has a test of its own)."""
+
     def load(args: argparse.Namespace) -> Config:
         return load_config(args.config, str(tmp_path / "data"))
 
-    return run_cache_probe([model, "--json", "--config", str(path)], load)
+    return run_cache_probe([model, "--json", "--config", str(path), "--gap-ms", "0", *extra], load)
 
 
 @pytest.mark.parametrize("model", ["oa/m", "an/m"])
@@ -117,7 +121,7 @@ def test_text_report_names_the_facts_and_says_the_lifetime_is_not_checked(
     def load(args: argparse.Namespace) -> Config:
         return load_config(args.config, str(tmp_path / "data"))
 
-    assert run_cache_probe(["an/m", "--config", str(path)], load) == 0
+    assert run_cache_probe(["an/m", "--config", str(path), "--gap-ms", "0"], load) == 0
     out = capsys.readouterr().out
     assert "catalog: lifetime 300 s, minimum 1,024 tokens" in out
     assert "minTokens: holds" in out
@@ -134,3 +138,43 @@ def test_the_scripted_model_cannot_be_probed(tmp_path: Path, capsys: pytest.Capt
 
     assert run_cache_probe(["scripted/demo"], load) == 2
     assert "no prompt cache" in capsys.readouterr().err
+
+
+# --- seed 001_'s options: --tokens, --gap-ms; 16 output tokens ----------------------------------------------------
+
+
+@pytest.mark.parametrize("model", ["oa/m", "an/m"])
+def test_the_two_requests_go_the_gap_apart_and_ask_for_16_output_tokens(
+    model: str, server: LLMServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _config(tmp_path, server, min_tokens=1024, server_min=1024)
+    server.enqueue({"text": "ok", "usage": "cache"}, {"text": "ok", "usage": "cache"})
+    assert _probe(path, model, tmp_path, "--gap-ms", "300") == 0
+    first, second = server.requests
+    assert second.time - first.time >= 0.3
+    assert first.body["max_tokens"] == 16 and second.body == first.body
+
+
+def test_tokens_sets_the_prompts_size(server: LLMServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _config(tmp_path, server, min_tokens=1024, server_min=1024)
+    server.enqueue({"text": "ok", "usage": "cache"}, {"text": "ok", "usage": "cache"})
+    assert _probe(path, "oa/m", tmp_path, "--tokens", "6000") == 0
+    report = json.loads(capsys.readouterr().out)
+    assert 6000 <= report["promptEstimate"] < 6100  # the default for a 1,024 minimum is 2,048
+
+
+@pytest.mark.parametrize("bad", [["--tokens", "0"], ["--tokens", "x"], ["--gap-ms", "-1"], ["--tokens", "10" * 9]])
+def test_bad_tokens_or_gap_are_a_usage_error(bad: list[str], server: LLMServer, tmp_path: Path) -> None:
+    path = _config(tmp_path, server, min_tokens=1024, server_min=1024)
+    with pytest.raises(SystemExit) as exited:
+        _probe(path, "oa/m", tmp_path, *bad)
+    assert exited.value.code == 2 and not server.requests
+
+
+def test_ama_models_help_names_cache_probe_and_its_options() -> None:
+    """Through the real command: the catalog's help leads to the probe, whose help names the seed's options."""
+    run = [sys.executable, "-m", "ama_acp", "models"]
+    catalog = subprocess.run([*run, "--help"], capture_output=True, text=True, timeout=60, check=True).stdout
+    assert "cache-probe" in catalog
+    probe = subprocess.run([*run, "cache-probe", "--help"], capture_output=True, text=True, timeout=60, check=True)
+    assert "--tokens" in probe.stdout and "--gap-ms" in probe.stdout

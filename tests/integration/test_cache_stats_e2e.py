@@ -70,9 +70,11 @@ async def test_stats_and_context_report_what_the_cache_read_wrote_and_saved(tmp_
         llm.enqueue({"text": "one", "usage": "cache"}, {"text": "two", "usage": "cache"})
         async with run_ama(ama, env=KEY) as conn:
             sid = await start(conn, ama)
-            fresh = as_object(await conn.request("_ama/session_stats", {"sessionId": sid}))["cache"]
+            opened = as_object(await conn.request("_ama/session_stats", {"sessionId": sid}))
+            fresh = opened["cache"]
             # Before any request: the facts, and cold (nothing was sent); no figure is invented.
             assert fresh == {"state": "cold", "lifetimeSeconds": 300, "minTokens": 256}
+            assert "cacheHitRate" not in opened
             await conn.prompt(sid, "hello", timeout=10)
             clock.now += 42
             await conn.prompt(sid, "again", timeout=10)
@@ -88,6 +90,7 @@ async def test_stats_and_context_report_what_the_cache_read_wrote_and_saved(tmp_
             else:
                 assert "writeTokens" not in cache  # OpenAI reports (and bills) no writes: not an invented 0
             assert cache["cacheHitRate"] == stats["billed"]["cacheReadShare"]  # the seed's name, the same figure
+            assert stats["cacheHitRate"] == cache["cacheHitRate"]  # seed 001_: at the top level too
             saved = (read * (3.0 - 0.3) + written * (3.0 - 3.75)) / 1e6
             assert cache["saved"] == {"amount": round(saved, 6), "currency": "USD"}
             assert cache["secondsSinceLastWrite"] == 7

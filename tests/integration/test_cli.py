@@ -40,6 +40,7 @@ def test_print_mode_json_and_text(tmp_path):
     assert "Fixed" in result["answer"]
     assert result["usage"]["totalTokens"] > 0
     assert set(result["context"]) == {"tokens", "window", "percent"} and result["context"]["window"] == 200_000
+    assert result["cache"]["state"] in ("cold", "warm", "unknown")  # seed 001_: the stats' `cache` section
     # Nobody to ask in -p mode: the edit was refused, the file is unchanged, and stderr says so.
     assert (ama.workspace / "calc.py").read_text().endswith("a - b\n")
     assert "refused" in out.stderr

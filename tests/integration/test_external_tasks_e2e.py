@@ -105,14 +105,21 @@ async def test_an_external_agent_answers_and_its_reported_figures_are_its_own(tm
             assert s["cost"]["amount"] == pytest.approx(parent_cost + 0.05)
             assert s["billed"]["requests"] == 2  # the parent's own; the agent's are its business
             assert s["contextTokens"] < 5000  # the task's 1,200 never entered the parent's context
+            # byAgent carries the child's context figures too (issue 42: the seed's): its fullest context reported.
             assert s["external"]["byAgent"] == {
-                "ext": {"tasks": 1, "requests": 1, "tokens": 1500, "cost": {"amount": 0.05, "currency": "USD"}}
+                "ext": {
+                    "tasks": 1,
+                    "requests": 1,
+                    "tokens": 1500,
+                    "cost": {"amount": 0.05, "currency": "USD"},
+                    "contextTokens": 1200,
+                    "contextWindow": 200000,
+                    "contextPercent": 0.6,
+                }
             }
             await conn.prompt(sid, "/tasks", timeout=10)
             shown = "".join(u["content"]["text"] for u in conn.updates_for(sid, "agent_message_chunk"))
-            assert (
-                "`ext` (external) — Ask ext: completed; 1,500 tokens; context 1,200 tokens of 200,000; $0.0500" in shown
-            )
+            assert "`ext` (external) — Ask ext: completed; 1,500 tokens; ctx 0.6% (1,200 / 200,000); $0.0500" in shown
             assert all_gone(pids)  # the task ended: so did the agent
         # Its key reached it, and no file ama wrote holds it (logs, the session file): it is redacted there.
         assert f"env OTHER_API_KEY={SECRET}" in result
@@ -519,8 +526,11 @@ async def test_a_load_lists_external_tasks_with_their_figures_and_unknowns_stay_
             after = {t["id"]: t for t in loaded["tasks"]}
             assert after == {t["id"]: t for t in before}
             # external.byAgent counts the tasks of earlier connections too: the same as before the load (t2 reported
-            # no tokens or cost, so the agent's sums are unknown, never a partial sum).
-            assert loaded["external"]["byAgent"] == first["external"]["byAgent"] == {"ext": {"tasks": 2, "requests": 2}}
+            # no tokens or cost, so the agent's sums are unknown, never a partial sum; its context figures are the
+            # fullest any of its tasks reported, t1's, whatever order the kept tasks come back in).
+            context = {"contextTokens": 1200, "contextWindow": 200000, "contextPercent": 0.6}
+            assert loaded["external"]["byAgent"] == first["external"]["byAgent"]
+            assert first["external"]["byAgent"] == {"ext": {"tasks": 2, "requests": 2, **context}}
             assert after["t1"]["external"] is True and after["t1"]["tokens"] == 1500
             assert after["t1"]["cost"] == {"amount": 0.05, "currency": "USD"}
             # The figures it never reported are still absent after the load (unknown, never 0).
@@ -528,9 +538,7 @@ async def test_a_load_lists_external_tasks_with_their_figures_and_unknowns_stay_
             assert not {"cost", "tokens", "contextTokens", "contextWindow"} & set(after["t2"])
             await conn.prompt(sid, "/tasks", timeout=10)
             shown = "".join(u["content"]["text"] for u in conn.updates_for(sid, "agent_message_chunk"))
-            assert (
-                "`ext` (external) — Ask ext: completed; 1,500 tokens; context 1,200 tokens of 200,000; $0.0500" in shown
-            )
+            assert "`ext` (external) — Ask ext: completed; 1,500 tokens; ctx 0.6% (1,200 / 200,000); $0.0500" in shown
             assert (
                 "`ext` (external) — Greet: completed; tokens not reported; context not reported; cost unknown" in shown
             )

@@ -81,7 +81,7 @@ async def test_the_handoff_request_carries_slash_commands_git_state_and_the_lang
         assert len(llm.requests) == 2
     prompt = llm.requests[1].body["messages"][-1]["content"]
     prompt = prompt if isinstance(prompt, str) else json.dumps(prompt, ensure_ascii=False)
-    assert "## Slash commands the user ran\n- `/context`\n- `/compact auf Deutsch bleiben`" in prompt
+    assert "## Slash commands the user ran (2)\n- `/context`\n- `/compact auf Deutsch bleiben`" in prompt
     assert f"- branch {BRANCH}" in prompt
     assert "     M notes.txt" in prompt  # git status --short
     assert "notes.txt | 2 +-" in prompt and "1 file changed, 1 insertion(+), 1 deletion(-)" in prompt
@@ -89,6 +89,33 @@ async def test_the_handoff_request_carries_slash_commands_git_state_and_the_lang
     assert prompt.index("# Git state of the workspace") < prompt.index("# Inventory (mechanical)")
     saved = (ama.data / "sessions" / sid / "compaction-1" / "inventory.md").read_text(encoding="utf-8")
     assert "- `/context`" in saved
+
+
+async def test_the_handoff_request_lists_the_subagents_launched_with_counted_headings(tmp_path):
+    """Seed 003_'s inventory over the wire: a "Subagents launched" list from the task calls, headings with counts,
+    and a command clipped at 400 characters."""
+    ama = Ama(tmp_path)
+    long_command = "echo " + "y" * 500
+    task = {"prompt": "Read the notes.", "description": "Read notes", "agent": "explore"}
+    with LLMServer() as llm:
+        configure(ama, llm.openai_url)
+        llm.enqueue(
+            {"tool_calls": [{"id": "t1", "name": "task", "arguments": task}], "usage": {"input": 900, "output": 20}},
+            {"text": "The notes are empty.", "usage": {"input": 500, "output": 10}},  # the task's own request
+            {"tool_calls": [{"id": "c1", "name": "run_command", "arguments": {"command": long_command}}]},
+            {"text": "Done " + "x" * 3000, "usage": {"input": 3000, "output": 800}},
+            {"text": "## Goal\nhandoff", "usage": {"input": 4100, "output": 60}},
+        )
+        async with run_ama(ama, env=ENV, options=ClientOptions(compaction=True)) as conn:
+            sid = await open_session(conn, ama)
+            await conn.prompt(sid, "delegate, then run it", timeout=20)
+            assert (await conn.prompt(sid, "/compact", timeout=20))["stopReason"] == "end_turn"
+            assert [u["status"] for u in conn.updates_for(sid, "compaction_update")] == ["in_progress", "completed"]
+    prompt = llm.requests[-1].body["messages"][-1]["content"]
+    prompt = prompt if isinstance(prompt, str) else json.dumps(prompt, ensure_ascii=False)
+    assert "## Subagents launched (✗ failed) (1)\n- ✓ `explore`: Read notes" in prompt
+    assert "## Tools used (2)\n" in prompt and "## The user's messages (1)\n- delegate, then run it" in prompt
+    assert f"`{long_command[:400]} […105 characters left out]`" in prompt
 
 
 def _aged(store: SessionStore, cwd: str, days: float) -> str:
@@ -104,22 +131,29 @@ def _aged(store: SessionStore, cwd: str, days: float) -> str:
 
 
 async def test_handoff_folders_of_other_sessions_are_pruned_at_session_start(tmp_path):
+    """Seed 003_: retention touches only folders named as sessions are, and `retention_days = 0` turns it off."""
     ama = Ama(tmp_path)
     store = SessionStore(ama.data)
     cwd = str(ama.workspace)
     old, fresh, recent = _aged(store, cwd, 3), _aged(store, cwd, 1), _aged(store, cwd, 0.5)
+    orphan = new_session_id()  # a session's folder whose file is gone
+    notes = store.sessions_dir / "notes"  # a valid id, but not a name ama gives: never pruned
+    for folder in (store.handoff_dir(orphan), notes):
+        folder.mkdir()
+        os.utime(folder, (time.time() - 30 * 86400,) * 2)
     with LLMServer() as llm:
         configure(ama, llm.openai_url)  # retention_days: the default, 2
         async with run_ama(ama, env=ENV) as conn:
             sid = await open_session(conn, ama)
-            await conn.wait_for(lambda: not store.handoff_dir(old).exists(), timeout=10)
-            assert store.handoff_dir(fresh).exists() and store.handoff_dir(recent).exists()
+            await conn.wait_for(lambda: "removed 2 handoff folder(s)" in ama.log_text(), timeout=10)
+            assert not store.handoff_dir(old).exists() and not store.handoff_dir(orphan).exists()
+            assert store.handoff_dir(fresh).exists() and store.handoff_dir(recent).exists() and notes.is_dir()
             assert store.path(old).exists()  # only the handoff folder goes, never a session
             assert sid  # the session itself opened normally
 
         configure(ama, llm.openai_url, "retention_days = 0")
-        async with run_ama(ama, env=ENV) as conn:  # session/load of `fresh`: its own folder is never touched
+        async with run_ama(ama, env=ENV) as conn:  # 0: pruning is off, the 0.5-day folder stays
             await conn.initialize()
             await conn.request("session/load", {"sessionId": fresh, "cwd": cwd, "mcpServers": []})
-            await conn.wait_for(lambda: not store.handoff_dir(recent).exists(), timeout=10)
-            assert store.handoff_dir(fresh).exists()
+            await conn.wait_for(lambda: "handoff retention: off" in ama.log_text(), timeout=10)
+            assert store.handoff_dir(recent).exists() and store.handoff_dir(fresh).exists()

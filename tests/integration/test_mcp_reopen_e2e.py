@@ -83,7 +83,9 @@ async def test_reopening_with_the_same_servers_gives_back_the_stored_figure_and_
             sid = await open_session(conn, ama, same)
             await wait_ready(conn, sid, "files")
             assert (await conn.prompt(sid, "go", timeout=30))["stopReason"] == "end_turn"
-            assert "mcp__files__echo" in [t["function"]["name"] for t in llm.requests[0].body["tools"]]
+            declared = [t["function"]["name"] for t in llm.requests[0].body["tools"]]
+            assert "mcp__files__echo" in declared
+            assert declared == sorted(declared)  # seed 001_: declared sorted by name, MCP tools among ama's own
             measured = usage_updates(conn, sid)[-1]
             assert (measured["used"], source(measured)) == (3020, "usage")
 

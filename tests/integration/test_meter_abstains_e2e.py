@@ -101,13 +101,13 @@ async def test_response_without_usage_makes_cost_unknown_and_is_counted(tmp_path
         assert result["stopReason"] == "end_turn"
         assert "usage" not in result  # S1: the turn's tokens are not known
         last = usage_updates(conn, sid)[-1]
-        assert "cost" not in last
+        assert last["cost"] is None  # P1: unknown, said as null (not left out: "unchanged" to an editor)
         stats = await stats_of(conn, sid)
         assert "cost" not in stats
         assert stats["billed"]["requests"] == 1 and stats["billed"]["unreported"] == 1
         assert "input" not in stats["billed"] and "total" not in stats["billed"]  # no sum over nothing
         text = await context_text(conn, sid)
-        assert "**Cost so far:** unknown" in text and "reported no usage" in text
+        assert "**Cost so far:** $? (≥ $0.0000), unknown" in text and "reported no usage" in text
 
 
 # --- 2. untrustworthy and over-window readings ------------------------------------------------------------
@@ -334,7 +334,8 @@ async def test_tier_notices_as_agent_messages_after_the_reply(tmp_path, llm):
         for c in told:
             at = texts.index(c["content"]["text"])
             assert at > 0 and "reply" in "".join(texts[:at])
-            assert c.get("messageId") is None  # not part of the model's message
+            replies = {r.get("messageId") for r in chunks if "reply" in r["content"]["text"]}
+            assert c["messageId"] not in replies  # a message of its own, not part of the model's
         assert "".join(texts).count("reply 2") == 1  # the reply is whole, not split by the notice
 
 

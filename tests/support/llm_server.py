@@ -37,6 +37,7 @@ Each POST takes the next reply from the queue and renders it in the dialect of t
     body: dict | str           the error body (default: the dialect's usual error object)
     message: str               the error message inside the default body
   hang: float                  read the request, then send nothing for this many seconds
+  wait: threading.Event        answer (the rest of the reply) only once the test sets it: a turn held mid-way
   hostile replies (any bytes, to test what ama does with a server that misbehaves)
     raw: str | bytes           send exactly this body (status `status`, default 200; `content_type`, default
                                text/event-stream), chunked in pieces of `raw_chunk` bytes, `delay` apart
@@ -53,6 +54,9 @@ OpenAI wants every `tool_calls[].id` answered by `role: tool` messages before th
 Anthropic wants every `tool_use` answered by a `tool_result` in the next user message. Such rejections are
 also listed in `server.rejections`. `LLMServer(check_pairing=False)` turns the check off, for a test that
 deliberately sends such a conversation.
+
+The vendors' own endpoints a running agent asks for a model's window (`GET /props`, `/api/v0/models`, `/api/ps`,
+`POST /api/show`, another model list) answer what a test puts in `server.stated` (see `LLMServer.__init__`).
 
 GET `/v1/models` (or `/models`) answers `{"object": "list", "data": server.models}` when a test sets
 `server.models` (a list of entries, e.g. `[{"id": "m", "max_model_len": 32768}]`, as `ama setup` reads them);
@@ -111,10 +115,16 @@ __all__ = [
 # --- the server --------------------------------------------------------------------------------------------
 
 
+# The local servers' own endpoints: answered 404 unless a test states something there (`server.stated`).
+_VENDOR_PATHS = frozenset({"/props", "/api/v0/models", "/api/show", "/api/ps"})
+
+
 class _Handler(ModelHandler):
     server: OwnedHTTPServer
 
     def do_GET(self) -> None:
+        if self._stated("GET"):
+            return
         models = self.server.owner.models
         if models is None:
             self.send_error(501, "Unsupported method ('GET')")  # what the server answered before it had a list
@@ -128,6 +138,8 @@ class _Handler(ModelHandler):
     def do_POST(self) -> None:
         owner = self.server.owner
         raw = self.rfile.read(int(self.headers.get("content-length") or 0))
+        if self._stated("POST", raw):
+            return
         try:
             body = json.loads(raw) if raw else None
         except ValueError:
@@ -155,6 +167,11 @@ class _Handler(ModelHandler):
                 500, {"error": {"message": f"llm_server: the script ran out of replies (request #{n} to {path})"}}
             )
             return
+        if isinstance(held := reply.get("wait"), threading.Event):
+            while not held.wait(0.05):  # a test holds this answer until it has seen what comes before it
+                if owner._closing.is_set():
+                    self.close_connection = True
+                    return
         if "hang" in reply:
             owner._closing.wait(float(reply["hang"]))
             self.close_connection = True
@@ -186,6 +203,32 @@ class _Handler(ModelHandler):
         else:
             events = render_anthropic(reply, model)
         self._stream(events, reply)
+
+    def _stated(self, method: str, raw: bytes = b"") -> bool:
+        """A vendor's own endpoint (`server.stated`): answered, recorded in `server.probes`, never in `requests`."""
+        owner = self.server.owner
+        path = self.path.split("?")[0]
+        key = f"{method} {path}"
+        if key not in owner.stated and path not in _VENDOR_PATHS:
+            return False
+        while not owner.gate.wait(0.05):  # a test holds the server's answer until it opens the gate
+            if owner._closing.is_set():
+                self.close_connection = True
+                return True
+        with owner._lock:
+            owner.probes.append((key, raw))
+        answer = owner.stated.get(key)
+        if answer is None:
+            self.send_json(404, {"error": f"llm_server: nothing stated for {key}"})
+        elif isinstance(answer, bytes):
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+        else:
+            self.send_json(200, answer)
+        return True
 
     def _error(self, dialect: str, reply: dict[str, Any]) -> None:
         status = int(reply["status"])
@@ -293,6 +336,13 @@ class LLMServer(BackgroundServer):
         self.requests: list[RecordedRequest] = []
         self.models: list[dict[str, Any]] | None = None  # the GET /v1/models list; None: GET is not served
         self.prompt_cache: PromptCache | None = None  # bills replies with usage "cache" (prompt_cache.py)
+        # What the server states at its vendors' own endpoints, by "METHOD /path" (e.g. "GET /props"): a JSON
+        # value, or bytes sent as they are. `_VENDOR_PATHS` answer 404 unless stated, and no such request takes a
+        # reply or lands in `requests`: each lands in `probes` ("METHOD /path", body), after `gate` opens.
+        self.stated: dict[str, object] = {}
+        self.probes: list[tuple[str, bytes]] = []
+        self.gate = threading.Event()
+        self.gate.set()
 
     # --- scripting
 

@@ -167,3 +167,25 @@ def test_u17_an_interrupted_request_counts_as_unreported_and_makes_the_cost_unkn
     assert stats["interrupted"] == 1 and stats["unreported"] == 1
     assert Billing(msgspec.convert(msgspec.to_builtins(b.state()), BillingState)).totals().interrupted == 1
     assert "interrupted" not in billed_stats(Billing().totals())  # only when some request was
+
+
+def test_u17_lower_bound_sums_what_was_priced_while_the_cost_is_unknown() -> None:
+    b = Billing()
+    b.add(Usage(input=1_000, output=100), NO_CACHE_RATES)  # $0.0012
+    assert b.lower_bound is None  # known: the cost itself says it
+    b.add(None, NO_CACHE_RATES, interrupted=True)  # a cancel: the total is unknown from now on
+    assert b.cost is None and b.lower_bound == pytest.approx(0.0012)
+    b.add(Usage(input=500, output=0), NO_CACHE_RATES)  # later priced requests raise the bound, never the total
+    b.add_task_cost(0.25)
+    assert b.cost is None and b.lower_bound == pytest.approx(0.0012 + 0.0005 + 0.25)
+    again = Billing(msgspec.convert(msgspec.to_builtins(b.state()), BillingState))
+    assert again.cost is None and again.lower_bound == pytest.approx(b.lower_bound)
+
+
+def test_u17_a_state_stored_before_the_bound_starts_it_from_the_known_cost_or_zero() -> None:
+    # Files written by an older ama have no `priced`: a known cost is the bound; an unknown one starts at 0.
+    old_known = Billing(msgspec.convert({"cost": 0.5}, BillingState))
+    old_known.add(None, SONNET)
+    assert old_known.lower_bound == pytest.approx(0.5)
+    old_unknown = Billing(msgspec.convert({"cost": None}, BillingState))
+    assert old_unknown.lower_bound == 0.0

@@ -8,7 +8,7 @@ import sys
 
 from ama_acp.cli import SUBCOMMAND_HELP, SUBCOMMANDS
 
-EVERY = ("setup", "doctor", "acp-client", "sessions", "models", "conformance", "demo")
+EVERY = ("setup", "doctor", "acp-client", "sessions", "stats", "models", "conformance", "demo")
 
 
 def _help() -> str:

@@ -80,6 +80,22 @@ def test_a_cost_that_is_not_a_number_is_unknown_not_free(cost):
     assert " $? " in format_ctx(usage(1, 10, **extra))
 
 
+def test_a_null_cost_shows_the_lower_bound_ama_measured():
+    bound: JSONValue = {"ama": {"source": "usage", "costLowerBound": {"amount": 0.0123, "currency": "USD"}}}
+    line = format_ctx(usage(50_000, 100_000, cost=None, _meta=bound))
+    assert line.startswith("ctx 50% (50,000 / 100,000) $? (≥ $0.0123) [source usage] ")
+    no_window = {"sessionUpdate": "usage_update", "used": 5, "cost": None, "_meta": bound}
+    assert format_ctx(no_window) == "ctx ? (5 tokens) $? (≥ $0.0123)"
+    known = format_ctx(usage(50_000, 100_000, cost={"amount": 0.02, "currency": "USD"}, _meta=bound))
+    assert "$0.0200" in known and "≥" not in known  # a known cost is the figure; a stray bound is not shown
+
+
+@pytest.mark.parametrize("bound", [None, "0.01", {"amount": "x"}, {"amount": float("nan"), "currency": "USD"}, [1]])
+def test_a_lower_bound_that_is_not_a_cost_is_not_shown(bound):
+    line = format_ctx(usage(1, 10, cost=None, _meta={"ama": {"costLowerBound": bound}}))
+    assert " $? " in line and "≥" not in line
+
+
 @pytest.mark.parametrize("source", ["estimate", "prefix"])
 def test_estimated_figures_carry_the_approximation_mark(source):
     line = format_ctx(usage(2_500, 200_000, _meta={"ama": {"source": source}}))

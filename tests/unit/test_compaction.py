@@ -5,6 +5,7 @@ CompactionEntry persisted, the same context after a reload)."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from ama_acp.agent.inventory import (
     FILES,
     LIST_CAPS,
     SEARCHES,
+    SUBAGENTS,
     TOOLS,
     USER_MESSAGE_CLIP,
     USERS,
@@ -57,9 +59,9 @@ def result(cid: str, name: str, text: str = "ok", error: bool = False) -> ToolRe
 
 
 def section(inventory: str, title: str) -> list[str]:
-    """The lines of one `## title` section."""
+    """The lines of one `## title (N)` section (N: its entry count; absent in an inventory from before it)."""
     lines = inventory.splitlines()
-    start = lines.index(f"## {title}") + 1
+    start = next(i for i, line in enumerate(lines) if re.fullmatch(rf"## {re.escape(title)}( \(\d+\))?", line)) + 1
     end = next((i for i in range(start, len(lines)) if lines[i].startswith("## ")), len(lines))
     return [line for line in lines[start:end] if line]
 
@@ -110,6 +112,55 @@ def test_the_inventory_lists_requests_files_tools_commands_searches_and_every_er
         "- edit_file: old_text not found",
         "- run_command `make lint`: exit 2 lint: E501",
     ]
+
+
+def test_headings_count_their_entries_and_commands_and_patterns_are_clipped_as_the_seed():
+    """Seed 003_: `## Files touched (N)` headings; a command clipped at 400 characters, a search pattern at 200."""
+    long_command, long_pattern = "echo " + "x" * 600, "p" * 450
+    messages: list[Message] = [
+        user("go"),
+        asks(
+            ("c1", "run_command", {"command": long_command}),
+            ("c2", "search", {"pattern": long_pattern}),
+            ("c3", "read_file", {"path": "a.py"}),
+            ("c4", "read_file", {"path": "b.py"}),
+        ),
+        result("c1", "run_command"),
+        result("c2", "search"),
+        result("c3", "read_file"),
+        result("c4", "read_file"),
+    ]
+    inventory = build_inventory(messages)
+    for heading in (f"## {USERS} (1)", f"## {FILES} (2)", f"## {TOOLS} (3)", f"## {COMMANDS} (1)", f"## {ERRORS} (0)"):
+        assert heading in inventory.splitlines()
+    assert f"## {SUBAGENTS}" not in inventory  # no delegation: no list
+    (command,) = section(inventory, COMMANDS)
+    assert command == f"- ✓ `{long_command[:400]} […205 characters left out]`"
+    (search,) = section(inventory, SEARCHES)
+    assert search == f"- search `{long_pattern[:200]} […250 characters left out]` in `.`"
+    copy = model_copy(inventory, 10**6)
+    assert f"## {FILES} (2)" in copy.splitlines()  # the model's copy keeps the counts
+
+
+def test_the_subagents_launched_list_names_each_task_with_its_agent_and_outcome():
+    messages: list[Message] = [
+        user("go"),
+        asks(
+            ("t1", "task", {"prompt": "find the bug", "description": "Find the bug", "agent": "explore"}),
+            ("t2", "task", {"prompt": "write\nthe   docs"}),
+            ("t3", "task", {"prompt": 7, "agent": ["x"]}),  # hostile arguments: still one entry
+        ),
+        result("t1", "task"),
+        result("t2", "task", "failed", error=True),
+        result("t3", "task"),
+    ]
+    inventory = build_inventory(messages)
+    assert section(inventory, SUBAGENTS) == [
+        "- ✓ `explore`: Find the bug",
+        "- ✗ `general`: write the docs",
+        "- ✓ `general`: ",
+    ]
+    assert f"## {SUBAGENTS} (3)" in inventory.splitlines()
 
 
 def test_the_inventory_header_names_session_cwd_model_figure_time_and_the_previous_files():

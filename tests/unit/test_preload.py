@@ -8,6 +8,7 @@ the manager and answering a session/new leaves the heavy modules unimported.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import json
 import logging
@@ -61,6 +62,28 @@ def test_steps_run_in_order_with_a_low_switch_interval_restored_after(
     assert all(interval == min(before, server.PRELOAD_SWITCH_INTERVAL_S) for _, interval in seen)
     assert sys.getswitchinterval() == before
     assert server.PRELOADED in caplog.text
+
+
+def test_what_a_first_answer_in_text_does_not_use_is_not_preloaded() -> None:
+    """Imported on first use instead (issue 41): a preload of them would run beside the first request."""
+    assert {"ama_acp.session.live", "ama_acp.tools.registry", "ama_acp.context.request_size"} <= set(server.PRELOAD)
+    assert not {"ama_acp.session.editor.approval", "ama_acp.session.lifecycle"} & set(server.PRELOAD)
+
+
+@pytest.mark.parametrize("paused", [True, False])
+def test_the_collector_paused_for_the_start_is_resumed_when_the_preload_ends(
+    monkeypatch: pytest.MonkeyPatch, paused: bool
+) -> None:
+    monkeypatch.setattr(server, "PRELOAD", ("json",))
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        server._preload(None, threading.Event(), collector_paused=paused)
+        assert gc.isenabled() is paused  # only a pause of the start's own is ended: anyone else's is theirs
+    finally:
+        gc.unfreeze()
+        if was:
+            gc.enable()
 
 
 @pytest.mark.allow_traceback

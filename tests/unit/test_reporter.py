@@ -78,14 +78,14 @@ def test_p3_payload_validates_against_acp_schema(acp_validator: WireValidator) -
         acp_validator.validate_outgoing(notification(sent(payload)), {})
 
 
-def test_u15_p1_unknown_figures_and_cost_are_left_out() -> None:
+def test_u15_p1_unknown_figures_are_left_out_and_an_unknown_cost_is_null() -> None:
     p = sent(
         usage_payload(
             figures(source="estimate", usage_tokens=0, trailing_tokens=53_120, auto_compact_at=None, prune_at=None),
             None,
         )
     )
-    assert "cost" not in p
+    assert "cost" in p and p["cost"] is None  # P1: said, not left out (an absent field reads as "unchanged")
     assert p["_meta"]["ama"] == {
         "source": "estimate",
         "usageTokens": 0,  # S2/P2: for every source; the estimate is all trailing
@@ -134,6 +134,24 @@ def test_d1_identical_payload_is_not_sent_again() -> None:
     assert r.update(figures(used=53_121, trailing_tokens=321), 0.01) is not None  # a change goes out
     assert r.update(figures(used=53_121, trailing_tokens=321), 0.02) is not None  # cost alone is a change
     assert r.update(figures(used=53_121, trailing_tokens=321, tier="mid"), 0.02) is not None  # _meta alone too
+
+
+def test_u17_p1_p2_unknown_cost_is_null_with_its_lower_bound_in_meta(acp_validator: WireValidator) -> None:
+    p = sent(usage_payload(figures(), None, bound=0.01234567))
+    assert p["cost"] is None
+    assert p["_meta"]["ama"]["costLowerBound"] == {"amount": 0.012346, "currency": "USD"}
+    acp_validator.validate_outgoing(notification(p), {})  # null is the schema's own "unknown"
+    known = sent(usage_payload(figures(), 0.02, bound=0.01))
+    assert known["cost"] == {"amount": 0.02, "currency": "USD"} and "costLowerBound" not in known["_meta"]["ama"]
+
+
+def test_d1_cost_turning_unknown_is_sent_once() -> None:
+    r = UsageReporter()
+    assert r.update(figures(), 0.01) is not None
+    turned = r.update(figures(), None, bound=0.01)
+    assert turned is not None and turned["cost"] is None  # a change: the editor must stop showing $0.01
+    assert r.update(figures(), None, bound=0.01) is None  # and only once
+    assert r.update(figures(), None, bound=0.02) is not None  # a higher bound is news too
 
 
 def test_d2_session_open_always_sends() -> None:

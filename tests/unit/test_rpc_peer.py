@@ -18,7 +18,7 @@ import msgspec
 import pytest
 from anyio.abc import ByteReceiveStream
 
-from ama_acp.rpc.dispatch import Dispatcher
+from ama_acp.rpc.dispatch import Dispatcher, defer
 from ama_acp.rpc.errors import METHOD_NOT_FOUND, REQUEST_CANCELLED, ClientError
 from ama_acp.rpc.framing import read_lines
 from ama_acp.rpc.peer import Peer, PeerClosed
@@ -391,3 +391,55 @@ async def test_cancel_request_for_a_running_request_answers_it_cancelled_once():
         await client.send({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": "s1"}})
         assert await client.probe() == []  # finished: a second cancel gets nothing (R22)
         await client.close_input()
+
+
+async def test_the_end_of_input_lets_what_was_read_before_it_answer_and_announce():
+    """`end_grace`: a request read with the end of input still answers and sends its deferred updates (E4: a
+    client that closes stdin right after session/new); a method in `cut_at_end` (a turn) is cancelled at once;
+    one that never ends is cut when the grace runs out, so the exit is bounded."""
+
+    async def opens(_params: dict[str, Any]) -> dict[str, Any]:
+        async def announce() -> None:
+            await anyio.lowlevel.checkpoint()  # where a cancel at the end of input used to land
+            await client.peer.notify("session/update", {"announced": True})
+
+        defer(announce)
+        return {"opened": True}
+
+    turn_cut = anyio.Event()
+
+    async def turn(_params: dict[str, Any]) -> dict[str, Any]:
+        try:
+            await anyio.sleep_forever()
+        finally:
+            turn_cut.set()
+        return {}
+
+    stuck_cut = anyio.Event()
+
+    async def stuck(_params: dict[str, Any]) -> dict[str, Any]:
+        try:
+            await anyio.sleep_forever()
+        finally:
+            stuck_cut.set()
+        return {}
+
+    d = Dispatcher()
+    for name, handler in (("open", opens), ("turn", turn), ("stuck", stuck)):
+        d.add(name, None, handler)
+    client = Client(d)
+    client.peer.end_grace, client.peer.cut_at_end = 1.0, frozenset({"turn"})
+    with anyio.fail_after(STEP):  # bounded by the grace: a stuck handler cannot hold the end
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(client.peer.run)
+            for rid, method in ((1, "turn"), (2, "open"), (3, "stuck")):
+                await client.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": {}})
+            await client.close_input()
+            got = [await client.recv(), await client.recv()]
+            await turn_cut.wait()  # cut at once: the stuck one still has its grace
+            assert not stuck_cut.is_set()
+    assert got == [
+        {"jsonrpc": "2.0", "id": 2, "result": {"opened": True}},
+        {"jsonrpc": "2.0", "method": "session/update", "params": {"announced": True}},
+    ]
+    assert stuck_cut.is_set()

@@ -514,3 +514,30 @@ def test_slash_command_output_is_recorded_and_replayed(tmp_path):
     replay = [msgspec.to_builtins(u) for u in replay_updates(loaded)]
     assert replay[0]["sessionUpdate"] == "user_message_chunk" and replay[0]["content"]["text"] == "/context"
     assert [u["content"]["text"] for u in replay[1:] if u["sessionUpdate"] == "agent_message_chunk"] == live
+
+
+def test_a_commands_output_replays_under_its_live_id_and_an_old_file_under_its_place(tmp_path):
+    cwd = tmp_path / "ws"
+    cwd.mkdir()
+
+    async def main():
+        peer = Peer()
+        manager = SessionManager(Config(data_dir=str(tmp_path / "data")), peer, default_model="scripted/demo")
+        session = manager.new_session(str(cwd), None, [])
+        await session.prompt([w.TextContent(text="/context")])
+        live = [u["messageId"] for u in peer.updates if u["sessionUpdate"] == "agent_message_chunk"]
+        await manager.close(session.id)
+        return session.id, live
+
+    sid, live = anyio.run(main)
+    assert len(live) == 1 and live[0].startswith("m-"), live
+    path = SessionStore(tmp_path / "data").path(sid)
+    replay = [msgspec.to_builtins(u) for u in replay_updates(read_session(path))]
+    assert [u["messageId"] for u in replay] == ["r1", live[0]]  # the command as typed, then its output
+    # A file written before the id was stored: the output replays as `r<n>`, its place among the shown
+    # messages, the same on every load.
+    lines = path.read_text(encoding="utf-8").splitlines()
+    old = [json.dumps({k: v for k, v in json.loads(x).items() if k != "message_id"}) for x in lines]
+    path.write_text("\n".join(old) + "\n", encoding="utf-8")
+    again = [[msgspec.to_builtins(u)["messageId"] for u in replay_updates(read_session(path))] for _ in range(2)]
+    assert again == [["r1", "r2"], ["r1", "r2"]]

@@ -213,7 +213,7 @@ def test_the_inventory_keeps_which_skills_were_loaded() -> None:
         ToolResultMessage("c3", "skill", [TextPart("There is no skill")], is_error=True),
     ]
     text = build_inventory(messages)
-    assert f"## {SKILLS}\n- `pdf`\n- `pdf: ref.md`\n" in text
+    assert f"## {SKILLS} (2)\n- `pdf`\n- `pdf: ref.md`\n" in text
     assert SKILLS not in build_inventory(messages[:1])  # no skill loaded: the inventory as it always read
 
 

@@ -43,3 +43,57 @@ def test_the_client_package_still_offers_every_name_it_lists() -> None:
     assert (CAPTURE, AgentProcess, RpcError) == (connection.CAPTURE, connection.AgentProcess, errors.RpcError)
     with pytest.raises(AttributeError, match="no_such_name"):
         ama_acp.client.no_such_name  # noqa: B018
+
+
+# What a first answer in text never needs (issue 41: each costs milliseconds of a fresh ama's first answer, which an
+# editor's person waits on): PyYAML (a command file's or skill's front matter), the exact estimator, the MCP SDK
+# (a session's MCP servers), the conformance suite's validator, the HTML converter (a fetched page), httpx's
+# command-line tool, and ama's permissions, `task` machinery, lifecycle, hooks and the git state a compaction
+# reads (a tool call, a task, a load, a `[[hooks]]` entry, a compaction).
+NOT_FOR_A_FIRST_ANSWER = (
+    "yaml",
+    "tiktoken",
+    "mcp",
+    "jsonschema",
+    "html_to_markdown",
+    "click",
+    "ama_acp.session.editor.approval",
+    "ama_acp.session.rules.book",
+    "ama_acp.session.tasks.loop_worker",
+    "ama_acp.session.tasks.external.agent",
+    "ama_acp.session.lifecycle",
+    "ama_acp.shaping.hook_points",
+    "ama_acp.tools.git_state",
+)
+
+
+def test_a_first_answer_in_text_imports_nothing_it_does_not_use(tmp_path: Path) -> None:
+    """A whole first prompt in a fresh process (`ama -p`: the same session and agent loop as `--mode acp`, without
+    the preload thread that imports the rest afterwards) against a model server on 127.0.0.1, in a workspace
+    without command files or skills."""
+    from tests.support.harness import clean_env, local_config
+    from tests.support.llm_server import LLMServer
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    config = tmp_path / "config.toml"
+    code = (
+        "import json, sys\n"
+        "from ama_acp.cli import main\n"
+        f"status = main(['-p', 'hi', '--config', {str(config)!r}, '--data-dir', {str(tmp_path / 'data')!r},\n"
+        f"               '--cwd', {str(ws)!r}])\n"
+        f"sys.stderr.write(json.dumps([status, sorted(m for m in {NOT_FOR_A_FIRST_ANSWER!r} if m in sys.modules)]))\n"
+    )
+    with LLMServer() as server:
+        config.write_text(local_config(server.openai_url), encoding="utf-8")
+        server.enqueue({"text": "hello there"})
+        out = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            cwd=ws,
+            timeout=60,
+            env=clean_env(tmp_path, {"LOCAL_TEST_KEY": "test-key-abcdefgh"}),
+        )
+    assert "hello there" in out.stdout, out.stderr
+    assert json.loads(out.stderr.splitlines()[-1]) == [0, []]

@@ -838,10 +838,27 @@ def test_retention_of_two_days_removes_older_folders_only(tmp_path):
     assert all(store.path(sid).exists() for sid in ids.values())  # the session files themselves stay
 
 
-def test_retention_zero_keeps_no_folder_of_another_session_but_the_current_ones(tmp_path):
-    store, ids = _aged_sessions(tmp_path, {"a": 0, "b": 0.5, "current": 0})
-    assert store.prune_handoffs(0, except_id=ids["current"]) == 2
-    assert [name for name, sid in ids.items() if store.handoff_dir(sid).exists()] == ["current"]
+def test_retention_zero_turns_pruning_off(tmp_path):
+    """Seed 003_: `retention_days = 0` keeps every folder, old, orphaned or not (it used to remove them all)."""
+    store, ids = _aged_sessions(tmp_path, {"a": 0, "b": 40, "current": 0})
+    orphan = store.handoff_dir(ids["b"])
+    store.path(ids["b"]).unlink()
+    assert store.prune_handoffs(0, except_id=ids["current"]) == 0
+    assert all(store.handoff_dir(sid).exists() for sid in ids.values()) and orphan.exists()
+
+
+def test_retention_touches_only_folders_named_as_ama_names_sessions(tmp_path):
+    """Seed 003_: only session-id folders are pruned; `notes` is a valid id but no name ama gives a session."""
+    import os as _os
+    import time as _time
+
+    store, ids = _aged_sessions(tmp_path, {"old": 30})
+    old = _time.time() - 30 * 86400
+    for name in ("notes", "ses_x", "ses_0123456789abcdef0123456"):
+        (store.sessions_dir / name).mkdir()
+        _os.utime(store.sessions_dir / name, (old, old))
+    assert store.prune_handoffs(2) == 1 and not store.handoff_dir(ids["old"]).exists()
+    assert all((store.sessions_dir / n).is_dir() for n in ("notes", "ses_x", "ses_0123456789abcdef0123456"))
 
 
 def test_a_session_used_recently_keeps_an_old_handoff_folder(tmp_path):
@@ -855,17 +872,17 @@ def test_a_session_used_recently_keeps_an_old_handoff_folder(tmp_path):
     assert store.prune_handoffs(2) == 0 and store.handoff_dir(ids["used"]).exists()
 
 
-def test_a_session_open_for_writing_anywhere_keeps_its_folder_even_at_zero(tmp_path):
+def test_a_session_open_for_writing_anywhere_keeps_its_folder(tmp_path):
     store, ids = _aged_sessions(tmp_path, {"open": 30, "closed": 30})
     writer = store.open_writer(ids["open"])  # the flock any ama process holds while a session is open
     try:
-        assert store.prune_handoffs(0) == 1
+        assert store.prune_handoffs(2) == 1
         assert store.handoff_dir(ids["open"]).exists() and not store.handoff_dir(ids["closed"]).exists()
     finally:
         writer.close()
     writer = store.open_writer(ids["open"])  # the probe took no lock it kept
     writer.close()
-    assert store.prune_handoffs(0) == 1
+    assert store.prune_handoffs(2) == 1
 
 
 def test_retention_leaves_symlinks_files_and_other_names_alone(tmp_path):
@@ -880,7 +897,7 @@ def test_retention_leaves_symlinks_files_and_other_names_alone(tmp_path):
     link = store.sessions_dir / _new_id()
     _os.symlink(outside, link)  # a valid session id naming a link: never followed, never removed
     (store.sessions_dir / "not.a.session").mkdir()  # a dot: no session id
-    assert store.prune_handoffs(0) == 1
+    assert store.prune_handoffs(2) == 1
     assert (outside / "precious").exists() and link.is_symlink() and (store.sessions_dir / "not.a.session").exists()
 
 

@@ -92,7 +92,7 @@ def test_the_conversation_is_kept_and_a_second_journal_sees_both_tasks(tmp_path:
     kept = TaskJournal(lambda: path).previous()
     assert [t.id for t in kept] == ["call_1", "call_2"]
     assert task_lines(kept[1].figures()) == [
-        "- `explore` — Read notes: failed; 2 requests, 970 tokens billed; context 940 tokens of 100,000; "
+        "- `explore` — Read notes: failed; 2 requests, 970 tokens billed; ctx 0.9% (940 / 100,000); "
         "$0.0010 (local/big)",
         "  boom",
     ]
@@ -145,5 +145,5 @@ def test_an_external_task_keeps_its_unknown_figures_unknown(tmp_path: Path) -> N
         "(local/big)"
     ]
     assert task_lines(told.figures()) == [
-        "- `ext` (external) — Read notes: completed; 970 tokens; context 940 tokens of 100,000; $0.0010 (local/big)"
+        "- `ext` (external) — Read notes: completed; 970 tokens; ctx 0.9% (940 / 100,000); $0.0010 (local/big)"
     ]

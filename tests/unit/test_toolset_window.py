@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from ama_acp.conversation.tools import ToolSpec
 from ama_acp.session.turn.toolset import HEAVY_TOOLS, SMALL_WINDOW, SessionTools
-from ama_acp.tools.base import Tool
+from ama_acp.tools.base import Tool, ToolResult
+from ama_acp.tools.plan_exit import ExitPlanTool
 from ama_acp.tools.registry import default_tools, tool_specs
 
 
@@ -34,3 +35,21 @@ def test_a_small_window_leaves_the_heavy_tools_out_and_a_switch_changes_the_vers
     assert tools.tools_version() != version_small
     window[0] = None  # an unknown window: every tool
     assert HEAVY_TOOLS <= {s.name for s in tools.tool_specs()}
+
+
+def test_the_tools_are_declared_sorted_by_name_whatever_order_they_come_in() -> None:
+    """Seed 001_: the tools lead the cached prefix, so their order depends on their names only."""
+
+    class Reversed(Own):
+        def tool_specs(self) -> list[ToolSpec]:
+            return super().tool_specs()[::-1]
+
+    for own in (Own(), Reversed()):
+        tools = SessionTools(own)
+        tools.offer_plan_exit(ExitPlanTool(_no_offer), lambda: True)  # the session's own tool, appended last
+        names = [s.name for s in tools.tool_specs()]
+        assert names == sorted(names) and "exit_plan_mode" in names and len(names) == len(own.tools) + 1
+
+
+async def _no_offer(plan: str) -> ToolResult:
+    return ToolResult("not offered")

@@ -149,6 +149,7 @@ class AmaMeta(Lenient):
 
     source: str | None = None
     tier: object = None
+    cost_lower_bound: object = None  # `costLowerBound`: what was spent at least, while `cost` is null
 
 
 # --- session/list -------------------------------------------------------------------------------------------

@@ -40,6 +40,15 @@ def format_cost(cost: object) -> str:
     return f"{given.amount:.4f} {given.currency}"
 
 
+def _cost(cost: object, ama: AmaMeta | None) -> str:
+    """`format_cost`, and with an unknown cost the lower bound ama measured (`$? (≥ $0.0123)`)."""
+    shown = format_cost(cost)
+    if shown != "$?" or ama is None or not isinstance(ama.cost_lower_bound, dict):
+        return shown
+    bound = format_cost(ama.cost_lower_bound)
+    return shown if bound == "$?" else f"$? (≥ {bound})"
+
+
 def meter_bar(percent: float, colour: bool = False) -> str:
     """Twenty cells; coloured (red) only past 80 %, where a model starts to lose track."""
     filled = max(0, min(BAR_WIDTH, math.floor(percent / 100 * BAR_WIDTH + 0.5)))
@@ -86,7 +95,8 @@ def context_percent(usage: object) -> float | None:
 
 def format_ctx(usage: object, colour: bool = False) -> str:
     """The meter line for a usage_update payload: `ctx 34% (68,000 / 200,000) $0.0451 [source usage] ███…`.
-    Estimated figures carry `≈` (`ctx ≈1.3% (≈2,500 / 200,000)`), an unknown cost is `$?`, and without a
+    Estimated figures carry `≈` (`ctx ≈1.3% (≈2,500 / 200,000)`), an unknown cost is `$?` (with the lower bound
+    ama sends beside it: `$? (≥ $0.0123)`), and without a
     window the line is `ctx ? $?` (with the tokens and the cost, when the agent sent those). No figure at all
     (`None`: never reported, or forgotten at a model change) is `ctx ? $?` too: the cost is always on the line,
     so a cost that became unknown never just vanishes from it."""
@@ -99,11 +109,11 @@ def format_ctx(usage: object, colour: bool = False) -> str:
     approx = "≈" if _estimated(ama) else ""
     if percent is None or used is None:
         tokens = f" ({approx}{used:,} tokens)" if used is not None else ""
-        return f"ctx ?{tokens} {format_cost(figures.cost)}"
+        return f"ctx ?{tokens} {_cost(figures.cost, ama)}"
     text = f"ctx {approx}{format_percent(percent)}"
     if colour and percent > RED_ABOVE:
         text = RED + BOLD + text + RESET
-    shown = [text, f"({approx}{used:,} / {figures.size:,})", format_cost(figures.cost)]
+    shown = [text, f"({approx}{used:,} / {figures.size:,})", _cost(figures.cost, ama)]
     return " ".join([*shown, *_source(ama), meter_bar(percent, colour), *_tier(ama)])
 
 

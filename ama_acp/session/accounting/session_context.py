@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import msgspec
 
@@ -158,6 +158,18 @@ def billed_stats(t: BilledTotals) -> dict[str, int | float]:
     if share is not None:
         out["cacheReadShare"] = share
     return out
+
+
+def wire_usage(payload: Mapping[str, Any]) -> w.UsageUpdate:
+    """A meter's payload (context/reporter.py `usage_payload`) as the wire struct: a null `cost` stays null, the
+    cost is unknown (docs/rules.md P1)."""
+    cost = payload["cost"]
+    return w.UsageUpdate(
+        used=payload["used"],
+        size=payload["size"],
+        cost=w.Cost(amount=cost["amount"], currency=cost["currency"]) if cost is not None else None,
+        meta=payload["_meta"],
+    )
 
 
 class SessionContext:
@@ -344,16 +356,8 @@ class SessionContext:
 
     def usage_update(self, force: bool = False) -> w.UsageUpdate | None:
         figures = self.figures()
-        payload = self.reporter.update(figures, self.billing.cost, force=force)
-        if payload is None:
-            return None
-        cost = payload.get("cost")
-        return w.UsageUpdate(
-            used=payload["used"],
-            size=payload["size"],
-            cost=w.Cost(amount=cost["amount"], currency=cost["currency"]) if cost else None,
-            meta=payload["_meta"],
-        )
+        payload = self.reporter.update(figures, self.billing.cost, force=force, bound=self.billing.lower_bound)
+        return wire_usage(payload) if payload is not None else None
 
     def context_notices(self, deliver: bool) -> list[ContextNotice]:
         """The notices due about the current figures (docs/context.md "Load tiers", "Readings over the window"),
@@ -457,6 +461,8 @@ class SessionContext:
         }
         if self.billing.cost is not None:
             out["cost"] = {"amount": round(self.billing.cost, 6), "currency": "USD"}
+        if (rate := self.billing.totals().cache_read_share()) is not None:
+            out["cacheHitRate"] = rate  # seed 001_ reads it at the top level; `cache` has it too
         if f.window is not None:
             out["contextWindow"] = f.window
         if f.percent is not None:
@@ -477,7 +483,7 @@ class SessionContext:
             lines.append(f"Automatic compaction at {f.auto_compact_at:,} tokens; pruning at {f.prune_at:,}.")
         elif f.window is None:
             lines.append("The model's context window is unknown, so no fill is reported (set context_window).")
-        lines += _cost_lines(self.billing.cost, self.billing.totals())
+        lines += _cost_lines(self.billing.cost, self.billing.totals(), self.billing.lower_bound)
         lines += self.cache.lines(self.billing.totals(), self.meter.thresholds())
         b = self.meter.breakdown()
         lines += ["", "| what | tokens (estimate) |", "|---|---:|"]
@@ -534,8 +540,8 @@ def _figure_lines(f: ContextFigures, messages: Sequence[Message], boot: str) -> 
     return lines
 
 
-def _cost_lines(cost: float | None, totals: BilledTotals) -> list[str]:
-    """/context's cost so far (or why it is unknown) and the prompt cache's share."""
+def _cost_lines(cost: float | None, totals: BilledTotals, bound: float | None = None) -> list[str]:
+    """/context's cost so far (or `$?`, at least `bound`, and why it is unknown) and the prompt cache's share."""
     if cost is not None:
         lines = [f"**Cost so far:** ${cost:.4f}"]
     else:
@@ -545,7 +551,8 @@ def _cost_lines(cost: float | None, totals: BilledTotals) -> list[str]:
             why = "a request reported no usage"
         else:
             why = "a request had no known price"
-        lines = [f"**Cost so far:** unknown ({why})"]
+        at_least = f" (≥ ${bound:.4f})" if bound is not None else ""
+        lines = [f"**Cost so far:** $?{at_least}, unknown: {why}"]
     share = totals.cache_read_share()
     if share is not None:
         lines.append(f"**Prompt cache:** {share * 100:.1f} % of the billed input tokens were cache reads.")

@@ -9,7 +9,9 @@ from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
 import anyio
+import msgspec
 
+from ama_acp.agent.events import new_message_id
 from ama_acp.config import Config
 from ama_acp.session.editor.coalesce import ChunkCoalescer, ChunkKind
 from ama_acp.session.store.journal import Journal
@@ -39,7 +41,7 @@ class Outbox:
         )
 
     async def send(self, update: w.SessionUpdate) -> None:
-        await self._chunks.send(update)
+        await self._chunks.send(_identified(update))
 
     async def text(self, kind: ChunkKind, text: str, message_id: str | None) -> None:
         """One streamed delta of a message or a thought (the hot path of a turn)."""
@@ -53,5 +55,13 @@ class Outbox:
         warning = self._journal.unsaved_notice(self._rt.client_caps)
         if warning is not None:
             with anyio.CancelScope(shield=True):  # a cancel must not swallow the one warning
-                await self._rt.send_update(self._session_id, warning)
+                await self._rt.send_update(self._session_id, _identified(warning))
         await self._rt.send_update(self._session_id, update)
+
+
+def _identified(update: w.SessionUpdate) -> w.SessionUpdate:
+    """Everything ama says is a message with an id: text it sends without one (a notice told as a message, a
+    warning, a compaction's word) becomes a message of its own, so a client that pairs messages by id can."""
+    if isinstance(update, w.AgentMessageChunk | w.AgentThoughtChunk) and update.message_id is None:
+        return msgspec.structs.replace(update, message_id=new_message_id())
+    return update

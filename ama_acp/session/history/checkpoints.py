@@ -20,10 +20,10 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
+import msgspec
 
 from ama_acp.conversation.messages import TextPart, UserMessage
 from ama_acp.session.store import entries as en
@@ -36,8 +36,7 @@ log = logging.getLogger(__name__)
 FIRST_LINE_CHARS = 80
 
 
-@dataclass
-class FileRecord:
+class FileRecord(msgspec.Struct):
     """One file a prompt changed."""
 
     before: str | None  # the copy's hash; None: the file did not exist before the prompt (when `unrecorded` is "")
@@ -45,12 +44,11 @@ class FileRecord:
     after: str | None  # the hash of the bytes ama last wrote in this prompt; None: no file after it
 
 
-@dataclass
-class PromptMark:
+class PromptMark(msgspec.Struct):
     number: int
     first_line: str
     message_index: int  # its MessageEntry index in the file (rewinds applied)
-    files: dict[str, FileRecord] = field(default_factory=dict)  # by real path, in the order first changed
+    files: dict[str, FileRecord] = msgspec.field(default_factory=dict)  # by real path, in the order first changed
 
 
 class CheckpointLog:

@@ -22,12 +22,13 @@ from __future__ import annotations
 import logging
 import os
 import stat
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 import anyio
+import msgspec
 
+from ama_acp.agent.events import new_message_id
 from ama_acp.conversation.messages import Message
 from ama_acp.session.conversation import Conversation, StoredFigures
 from ama_acp.session.facets import Identified, Located, Persists, UsesModel
@@ -81,14 +82,13 @@ class RewoundSession(Identified, Located, UsesModel, Persists, Protocol):
     checkpoints: Checkpoints
 
 
-@dataclass
-class Outcome:
+class Outcome(msgspec.Struct):
     """What a rewind did to the files."""
 
-    restored: list[str] = field(default_factory=list)  # put back, or removed (created since)
-    removed: list[str] = field(default_factory=list)  # of `restored`: the ones removed
-    already: list[str] = field(default_factory=list)  # already as they were before the prompt
-    kept: list[tuple[str, str]] = field(default_factory=list)  # left alone, and why
+    restored: list[str] = msgspec.field(default_factory=list)  # put back, or removed (created since)
+    removed: list[str] = msgspec.field(default_factory=list)  # of `restored`: the ones removed
+    already: list[str] = msgspec.field(default_factory=list)  # already as they were before the prompt
+    kept: list[tuple[str, str]] = msgspec.field(default_factory=list)  # left alone, and why
 
 
 class Rewinder:
@@ -154,8 +154,9 @@ class Rewinder:
         return True
 
     async def _say(self, text: str) -> None:
-        self._s.persist(en.CommandOutputEntry(text=text))
-        await self._s.send(w.AgentMessageChunk(content=w.TextContent(text=text)))
+        mid = new_message_id()  # stored with the text: a load replays it under the id it had live
+        self._s.persist(en.CommandOutputEntry(text=text, message_id=mid))
+        await self._s.send(w.AgentMessageChunk(content=w.TextContent(text=text), message_id=mid))
 
 
 def _number(argument: str) -> int | None:

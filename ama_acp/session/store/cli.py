@@ -1,4 +1,4 @@
-"""`ama sessions list [--all]|show ID|delete ID [--json]`."""
+"""`ama sessions list [--all]|show ID|delete ID|search TEXT [--json]`."""
 
 from __future__ import annotations
 
@@ -17,12 +17,14 @@ if TYPE_CHECKING:
 
 def run_sessions(argv: list[str], load_config: Callable[[argparse.Namespace], Config]) -> int:
     p = argparse.ArgumentParser(prog="ama sessions", description="the stored sessions")
-    p.add_argument("action", choices=["list", "show", "delete"])
-    p.add_argument("session_id", nargs="?")
+    p.add_argument("action", choices=["list", "show", "delete", "search"])
+    p.add_argument("session_id", nargs="?", metavar="ID|TEXT", help="show, delete: a session id; search: the text")
     p.add_argument("--json", action="store_true")
-    p.add_argument("--cwd", help="list: only sessions of this directory")
+    p.add_argument("--cwd", help="list, search: only sessions of this directory (a project)")
     p.add_argument(
-        "--all", action="store_true", help="list: also sessions nobody prompted (as session/list hides them)"
+        "--all",
+        action="store_true",
+        help="list, search: also sessions nobody prompted (as session/list hides them)",
     )
     p.add_argument("--config")
     p.add_argument("--data-dir")
@@ -34,6 +36,12 @@ def run_sessions(argv: list[str], load_config: Callable[[argparse.Namespace], Co
     store = SessionStore(cfg.data_dir)
     if args.action == "list":
         return _list(store, args.cwd, args.json, spoken_only=not args.all)
+    if args.action == "search":
+        from ama_acp.session.store.search import MAX_QUERY
+
+        if not args.session_id or len(args.session_id) > MAX_QUERY:
+            p.error(f"search needs a text of 1 to {MAX_QUERY} characters")
+        return _search(store, args.session_id, args.cwd, args.json, spoken_only=not args.all)
     if not args.session_id:
         p.error(f"{args.action} needs a session id")
     try:
@@ -51,16 +59,20 @@ def run_sessions(argv: list[str], load_config: Callable[[argparse.Namespace], Co
     return _show(loaded, args.json)
 
 
-def _list(store: SessionStore, cwd: str | None, as_json: bool, *, spoken_only: bool = True) -> int:
-    from ama_acp.textsafe import one_line
-
+def _all_rows(store: SessionStore, cwd: str | None, spoken_only: bool) -> list[SessionSummary]:
     rows: list[SessionSummary] = []
     cursor = None
     while True:
         page, cursor = store.list(cwd, cursor, 200, spoken_only=spoken_only)
         rows += page
         if cursor is None:
-            break
+            return rows
+
+
+def _list(store: SessionStore, cwd: str | None, as_json: bool, *, spoken_only: bool = True) -> int:
+    from ama_acp.textsafe import one_line
+
+    rows = _all_rows(store, cwd, spoken_only)
     if as_json:
         sys.stdout.write(json.dumps([_summary(s) for s in rows], indent=2) + "\n")
         return 0
@@ -70,6 +82,41 @@ def _list(store: SessionStore, cwd: str | None, as_json: bool, *, spoken_only: b
     if not rows:
         sys.stdout.write("no sessions\n")
     return 0
+
+
+def _search(store: SessionStore, text: str, cwd: str | None, as_json: bool, *, spoken_only: bool) -> int:
+    """The sessions (newest first, as `list`) whose title or messages hold `text`; exit 0 with hits, 1 without."""
+    from ama_acp.session.store.reader import MAX_LINE_BYTES
+    from ama_acp.session.store.search import search_file
+    from ama_acp.textsafe import one_line
+
+    hits = []
+    for s in _all_rows(store, cwd, spoken_only):
+        found = search_file(store.path(s.session_id), text, MAX_LINE_BYTES)
+        if found is not None and (found.matches or found.title):
+            hits.append((s, found))
+    if as_json:
+        out = [
+            {
+                **_summary(s),
+                "titleMatches": found.title,
+                "messageMatches": found.matches,
+                "excerpts": [{"message": m.index, "role": m.role, "excerpt": m.excerpt} for m in found.shown],
+            }
+            for s, found in hits
+        ]
+        sys.stdout.write(json.dumps(out, indent=2) + "\n")
+        return 0 if hits else 1
+    for s, found in hits:  # anyone's writing: each field one line, its controls visible
+        fields = (s.session_id, s.updated_at, s.cwd, s.title or "(untitled)")
+        sys.stdout.write("  ".join(one_line(str(f)) for f in fields) + "\n")
+        title = "; the title matches" if found.title else ""
+        sys.stdout.write(f"  {found.matches} message(s) match{title}\n")
+        for m in found.shown:
+            sys.stdout.write(f"    [{m.role}] {one_line(m.excerpt)}\n")
+    if not hits:
+        sys.stdout.write(f"no session holds {one_line(repr(text))}\n")
+    return 0 if hits else 1
 
 
 def _summary(s: SessionSummary) -> dict[str, str | None]:

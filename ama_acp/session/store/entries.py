@@ -223,6 +223,8 @@ class CommandOutputEntry(_Entry, tag="command_output", frozen=True):
 
     text: str
     at: str = msgspec.field(default_factory=utc_now)
+    # The `messageId` it carried live, which replay sends again. None in files written before it was stored.
+    message_id: str | None = None
 
 
 class FileChangeEntry(_Entry, tag="file_change", frozen=True):

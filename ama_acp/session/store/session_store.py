@@ -76,6 +76,9 @@ log = logging.getLogger(__name__)
 
 
 _VALID_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
+# The shape new_session_id gives: retention touches only folders so named (seed 003_: only session-id folders),
+# never one a person or another program put beside them, though its name would be a valid id.
+_MADE_ID = re.compile(r"ses_[0-9a-f]{24}")
 
 
 def new_session_id() -> str:
@@ -252,10 +255,13 @@ class SessionStore:
 
     def prune_handoffs(self, keep_days: int, *, except_id: str | None = None) -> int:
         """Remove the handoff folders of sessions untouched for `keep_days` — neither their file nor their folder
-        modified since; with 0 every one — and those whose session file is gone (docs/sessions.md "Handoff
-        retention"). Never the folder of `except_id` (the session opening or compacting), nor of a session an ama
-        process has open (its file is locked): a live context names its handoff's path. Returns how many were
-        removed."""
+        modified since — and those whose session file is gone (docs/sessions.md "Handoff retention"); with 0,
+        nothing (seed 003_: 0 turns pruning off). Only folders named as ama names its sessions (`ses_…`). Never the
+        folder of `except_id` (the session opening or compacting), nor of a session an ama process has open (its
+        file is locked): a live context names its handoff's path. Returns how many were removed."""
+        if keep_days <= 0:
+            log.info("handoff retention: off ([compaction] retention_days = 0)")
+            return 0
         cutoff = time.time() - keep_days * 86400
         try:
             folders = list(self.sessions_dir.iterdir())
@@ -267,9 +273,9 @@ class SessionStore:
         removed = 0
         for folder in folders:
             sid = folder.name
-            if sid == except_id or not is_valid_session_id(sid):
+            if sid == except_id or _MADE_ID.fullmatch(sid) is None:
                 continue
-            if _expired(folder, self.path(sid), keep_days, cutoff):
+            if _expired(folder, self.path(sid), cutoff):
                 shutil.rmtree(folder, ignore_errors=True)
                 removed += 1
         return removed
@@ -326,9 +332,9 @@ def _cut_torn_line(fd: int, path: Path, size: int) -> int:
     return end
 
 
-def _expired(folder: Path, file: Path, keep_days: int, cutoff: float) -> bool:
+def _expired(folder: Path, file: Path, cutoff: float) -> bool:
     """Whether a handoff folder is to go: a real folder whose session file is gone, or whose session is neither
-    touched since `cutoff` (with `keep_days` 0, whatever its age) nor open in an ama process (its file locked)."""
+    touched since `cutoff` nor open in an ama process (its file locked)."""
     try:
         info = os.lstat(folder)
         if not stat.S_ISDIR(info.st_mode):  # a file, or a symlink: not a folder of ours
@@ -340,7 +346,7 @@ def _expired(folder: Path, file: Path, keep_days: int, cutoff: float) -> bool:
             return True  # its session is gone: nothing will read the folder again
     except OSError:
         return False
-    if keep_days > 0 and touched >= cutoff:
+    if touched >= cutoff:
         return False
     return not in_use(file)
 

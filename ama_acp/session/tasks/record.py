@@ -110,7 +110,8 @@ class ExternalTaskRecord(TaskRecord):
         if self.context_size:
             out["contextWindow"] = self.context_size
             if self.context_used is not None:
-                out["contextPercent"] = round(100 * self.context_used / self.context_size, 1)
+                # Capped as the meter caps its own (U12): a child's `used` past its `size` is a full window.
+                out["contextPercent"] = min(100.0, round(100 * self.context_used / self.context_size, 1))
         return out
 
     def cost(self) -> float | None:

@@ -11,36 +11,33 @@ scope and every task in it (their open calls get their results and final lines, 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
+import msgspec
 
 from ama_acp.config import AgentConfig
-from ama_acp.context.meter import ContextMeter
-from ama_acp.session.accounting.session_context import shared_estimator
-from ama_acp.session.facets import UsesModel
 from ama_acp.session.store.task_journal import TaskJournal, journal_path
-from ama_acp.session.tasks.call_view import CallView
-from ama_acp.session.tasks.external.agent import ExternalTaskParent, ExternalWorker, shown_command
-from ama_acp.session.tasks.external.view import ExternalSubagentView, ShowsExternal
-from ama_acp.session.tasks.figures import describe
-from ama_acp.session.tasks.host import ShowsLoop
-from ama_acp.session.tasks.loop_worker import LoopParent, LoopWorker, allowed_tools
-from ama_acp.session.tasks.record import ExternalTaskRecord, LoopTaskRecord, TaskRecord
-from ama_acp.session.tasks.stored import TaskSessionId
-from ama_acp.session.tasks.subagent_view import SubagentParent, SubagentView
-from ama_acp.session.tasks.worker import TaskRuntime, TaskWorker
 from ama_acp.tools.base import ToolError, ToolResult
 
+# What carries a task out and shows it (~10 ms of imports) is imported by the first task: every session builds
+# its runner, few sessions run a task, and a fresh ama's first answer waits on none of it (issue 41).
+if TYPE_CHECKING:
+    from ama_acp.session.facets import UsesModel
+    from ama_acp.session.tasks.external.agent import ExternalTaskParent, ExternalWorker
+    from ama_acp.session.tasks.external.view import ShowsExternal
+    from ama_acp.session.tasks.host import ShowsLoop
+    from ama_acp.session.tasks.loop_worker import LoopParent, LoopWorker
+    from ama_acp.session.tasks.record import TaskRecord
+    from ama_acp.session.tasks.subagent_view import SubagentParent
+    from ama_acp.session.tasks.worker import TaskRuntime, TaskWorker
 
-class TaskSession(SubagentParent, LoopParent, ExternalTaskParent, UsesModel, Protocol):
-    """What the runner needs of its session (session/live.py `Session`): what each worker and view uses, and the
-    session's model (a task's unless its agent names another)."""
+    class TaskSession(SubagentParent, LoopParent, ExternalTaskParent, UsesModel, Protocol):
+        """What the runner needs of its session (session/live.py `Session`): what each worker and view uses, and
+        the session's model (a task's unless its agent names another)."""
 
 
-@dataclass(frozen=True)
-class TaskCall:
+class TaskCall(msgspec.Struct, frozen=True):
     """A `task` call's arguments, parsed, and its toolCallId."""
 
     id: str
@@ -73,6 +70,13 @@ class TaskRunner:
         return await self._carry_out(worker)
 
     def _loop(self, spec: AgentConfig, call: TaskCall) -> LoopWorker:
+        from ama_acp.context.meter import ContextMeter
+        from ama_acp.session.accounting.session_context import shared_estimator
+        from ama_acp.session.tasks.call_view import CallView
+        from ama_acp.session.tasks.loop_worker import LoopWorker, allowed_tools
+        from ama_acp.session.tasks.record import LoopTaskRecord
+        from ama_acp.session.tasks.subagent_view import SubagentView
+
         cfg = self._rt.config
         model = spec.model or self._s.model_id  # the session's model now: a later switch does not move the task
         tools = allowed_tools(self._s.tools, call.agent, spec)
@@ -91,6 +95,11 @@ class TaskRunner:
         return LoopWorker(self._rt, self._s, record, spec, tools, call.prompt, view)
 
     def _external(self, spec: AgentConfig, call: TaskCall) -> ExternalWorker:
+        from ama_acp.session.tasks.call_view import CallView
+        from ama_acp.session.tasks.external.agent import ExternalWorker, shown_command
+        from ama_acp.session.tasks.external.view import ExternalSubagentView
+        from ama_acp.session.tasks.record import ExternalTaskRecord
+
         model = shown_command(spec)
         record = ExternalTaskRecord(id=call.id, agent=call.agent, description=call.description, model=model)
         session_id = self._register(record)
@@ -107,6 +116,8 @@ class TaskRunner:
         """The task listed, and its session id: `<session>.task-<n>`, n counting the session's tasks across loads.
         Every task has one, shown by /tasks and the stats and loadable later (session/tasks/stored.py), whether or
         not the editor sees it as a session now."""
+        from ama_acp.session.tasks.stored import TaskSessionId
+
         self.records.append(record)
         number = len(self.journal.previous()) + len(self.records)
         record.session_id = TaskSessionId(self._s.id, number).session_id
@@ -173,6 +184,8 @@ class TaskRunner:
 
     def describe(self) -> str:
         """`/tasks`: each task of the session, its state, tokens, context and cost."""
+        from ama_acp.session.tasks.figures import describe
+
         return describe(self.stats())
 
 

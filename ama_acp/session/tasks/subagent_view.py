@@ -25,6 +25,7 @@ import msgspec
 from ama_acp.agent import events as ev
 from ama_acp.context.reporter import UsageReporter
 from ama_acp.rpc.errors import INTERNAL_ERROR
+from ama_acp.session.accounting.session_context import wire_usage
 from ama_acp.session.editor.approval import ApprovalSession, Approver
 from ama_acp.session.editor.client import ClientRequests
 from ama_acp.session.editor.coalesce import ChunkCoalescer
@@ -232,15 +233,9 @@ class SubagentView(AnnouncedSubagent[LoopTaskRecord]):
 
     async def replied(self) -> None:
         r = self._record
-        payload = self._reporter.update(r.meter.figures(), r.billing.cost)
+        payload = self._reporter.update(r.meter.figures(), r.billing.cost, bound=r.billing.lower_bound)
         if payload is not None:
-            cost = payload.get("cost")
-            update = w.UsageUpdate(
-                used=payload["used"],
-                size=payload["size"],
-                cost=w.Cost(amount=cost["amount"], currency=cost["currency"]) if cost else None,
-                meta=payload["_meta"],
-            )
+            update = wire_usage(payload)
             with anyio.CancelScope(shield=True):  # counted as sent by the reporter (D1): a cancel must not cut it
                 await self._chunks.send(update)
         await self._figures()

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import logging
 import secrets
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, NoReturn, Protocol
 
 import anyio
+import msgspec
 
 from ama_acp import ownfiles
 from ama_acp.agent.compaction import (
@@ -47,7 +47,6 @@ from ama_acp.session.conversation import Conversation
 from ama_acp.session.facets import Identified, Located, Persists, ReportsUsage, UsesModel
 from ama_acp.session.runtime import Configured, KnowsClient, Stores
 from ama_acp.session.store import entries as en
-from ama_acp.tools.git_state import read_git_state
 from ama_acp.wire import types as w
 
 log = logging.getLogger(__name__)
@@ -97,8 +96,7 @@ class CompactedSession(Identified, Located, UsesModel, Persists, ReportsUsage, P
     def tools(self) -> DeclaredTools: ...  # its MCP servers are named in the handoff request (the environment)
 
 
-@dataclass
-class _Attempt:
+class _Attempt(msgspec.Struct):
     """One compaction: where its files go, and what the person was told of it (an `in_progress` must be
     followed by completed or failed)."""
 
@@ -314,6 +312,8 @@ class Compactor:
         s = self._s
         previous = attempt.previous
         est = s.ctx.meter.estimator
+        from ama_acp.tools.git_state import read_git_state  # at a compaction only (issue 41: not at the start)
+
         # Locally, bounded, never raising; None outside a work tree. No git from inside the session's roots.
         git = await read_git_state(s.cwd, workspace_roots=s.additional_directories)
         return handoff_request(

@@ -7,7 +7,7 @@ context is whole.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import msgspec
 
@@ -36,13 +36,15 @@ from ama_acp.session.turn.tool_runner import Room, hooked, judge_redirects, room
 from ama_acp.session.turn.toolcalls import ToolCallRecords
 from ama_acp.session.turn.toolset import SessionTools
 from ama_acp.session.turn.wire_ids import WireIds
-from ama_acp.shaping.hook_points import SessionHooks
 from ama_acp.shaping.skills import Found
 from ama_acp.tools.base import Tool, ToolError, ToolResult
 from ama_acp.tools.context import ToolContext
 from ama_acp.tools.task import NAME as TASK
 from ama_acp.tools.workspace import CutShort
 from ama_acp.wire import types as w
+
+if TYPE_CHECKING:  # a session has hooks only when the config lists some: made by live.py then
+    from ama_acp.shaping.hook_points import SessionHooks
 
 
 class HostRuntime(Protocol):

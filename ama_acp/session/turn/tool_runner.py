@@ -10,7 +10,9 @@ editor knows), and a command a cancel cuts short leaves what it printed in the c
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import msgspec
 
 from ama_acp.agent import events as ev
 from ama_acp.agent.loop import Refusal
@@ -18,16 +20,17 @@ from ama_acp.agent.result_fit import fit_result, result_budget, tool_chars
 from ama_acp.context.meter import ContextFigures, ContextMeter
 from ama_acp.conversation.messages import AssistantMessage, Message
 from ama_acp.session.editor.workspaces import current_tool_call
-from ama_acp.shaping.hook_points import SessionHooks
 from ama_acp.tools.base import Tool, ToolError, ToolResult
 from ama_acp.tools.common import short
 from ama_acp.tools.context import RedirectJudge, ToolContext, redirect_judge, result_chars
 from ama_acp.tools.registry import run_with_deadline
 from ama_acp.tools.workspace import CutShort, cut_short
 
+if TYPE_CHECKING:  # a session has hooks only when the config lists some: made by live.py then
+    from ama_acp.shaping.hook_points import SessionHooks
 
-@dataclass(frozen=True)
-class Room:
+
+class Room(msgspec.Struct, frozen=True):
     """What the next tool result may take: `budget` tokens of `window` (both None while the window is unknown:
     nothing is cut), counted by `count` (the meter's estimator)."""
 

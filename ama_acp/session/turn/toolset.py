@@ -83,7 +83,7 @@ class SessionTools:
             )
         if self.mcp is not None:
             specs += self.mcp.tool_specs()
-        return specs
+        return sorted(specs, key=lambda s: s.name)
 
     def tools_version(self) -> int:
         """Changes whenever `tool_specs()` does (an MCP server became ready, failed, or changed its tools; a

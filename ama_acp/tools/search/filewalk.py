@@ -15,9 +15,9 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 
 import anyio
+import msgspec
 
 from ama_acp.tools.budget import Budget, run_bounded
 from ama_acp.tools.programs import resolve_program, safe_path
@@ -38,15 +38,13 @@ MAX_GITIGNORE_BYTES = 1024 * 1024
 # --- .gitignore outside git ----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Rule:
+class _Rule(msgspec.Struct, frozen=True):
     regex: CompiledGlob
     negate: bool
     dir_only: bool
 
 
-@dataclass(frozen=True)
-class _RuleSet:
+class _RuleSet(msgspec.Struct, frozen=True):
     base: str  # directory of the .gitignore, relative to the walk root ("" for the root)
     rules: tuple[_Rule, ...]
 

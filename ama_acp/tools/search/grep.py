@@ -19,7 +19,6 @@ import contextlib
 import os
 import signal
 import subprocess
-from dataclasses import dataclass, field
 from typing import NotRequired, TypedDict
 
 import anyio
@@ -63,23 +62,20 @@ class GrepArgs(TypedDict):
     context: int
 
 
-@dataclass(frozen=True)
-class _Query:
+class _Query(msgspec.Struct, frozen=True):
     pattern: str
     glob: str | None
     ignore_case: bool
     context: int  # lines before and after each match
 
 
-@dataclass
-class _FileHits:
+class _FileHits(msgspec.Struct):
     path: str  # absolute
-    lines: list[tuple[int, bool, str]] = field(default_factory=list)  # (line number, is a match, text)
+    lines: list[tuple[int, bool, str]] = msgspec.field(default_factory=list)  # (line number, is a match, text)
 
 
-@dataclass
-class _Found:
-    files: list[_FileHits] = field(default_factory=list)
+class _Found(msgspec.Struct):
+    files: list[_FileHits] = msgspec.field(default_factory=list)
     matches: int = 0  # every match counted, shown or not (up to COUNT_LIMIT)
     complete: bool = True  # False: stopped at COUNT_LIMIT or out of time
 

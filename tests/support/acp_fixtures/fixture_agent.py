@@ -16,6 +16,10 @@ turn and after a model change. At a model change the `config_option_update` and 
 order named, both before the answer to session/set_config_option (ama's order is options first, rule E3; an
 agent may well send them the other way round). Without `--models` nothing of this is offered or sent.
 
+Each `--quirk NAME` (see `QUIRKS`) reproduces what a public agent did that the suite once misjudged or let through
+(issue 43): a sign-in that needs a browser and never answers, `models` at the root of a session result, a turn that
+answers after a short prompt timeout, a session's title under another session's id.
+
 Stdlib only (plus that one small module, and quick_args.py beside it), on purpose: it may be run with any Python,
 and it starts in milliseconds. Threads: the main one reads stdin and dispatches; each prompt turn, each session/new
 (its MCP handshakes) and each session/close (waiting for the turn it cancels) runs in its own, so cancel,
@@ -89,6 +93,21 @@ HOSTILE: dict[str, str] = {
     "nested": "writes one line of JSON nested 100,000 deep at start",
     "huge-line": "writes one line of --huge-size bytes (no newline inside) at start",
     "endless-flood": "on each session/prompt, writes lines that are not JSON without end (until stdout breaks)",
+}
+# --quirk NAME: regression fixtures of the suite's own verdicts (issue 43): each reproduces what a public agent did
+# that the suite once judged wrongly, or once let through.
+QUIRKS: dict[str, str] = {
+    "auth-hangs": "session/new answers auth_required (-32000) until signed in; the one auth method, "
+    "`oauth-personal` ('Log in with Google'), never answers authenticate: a browser sign-in nobody completes",
+    "models-root": "adds `models` (SDK 0.17.0's unstable SessionModelState) at the root of the session/new result",
+    "late-turn": "answers each reply turn LATE_TURN s late: after a short --prompt-timeout, yet it answers",
+    "misroute-title": "titles a session after its first prompt, under the id of the session opened before it",
+}
+LATE_TURN = 3.0  # seconds a --quirk late-turn reply waits before it answers
+PERSON_METHOD = {
+    "id": "oauth-personal",
+    "name": "Log in with Google",
+    "description": "Opens a browser to sign in with your Google account",
 }
 FLOOD_LINES = 10_000
 NESTING = 100_000
@@ -621,6 +640,9 @@ class Agent:
         self.close_error = False  # --close-error
         self.late_after_cancel: float | None = None  # --late-after-cancel SECONDS
         self.prompt_error = False  # --prompt-error
+        self.quirks: frozenset[str] = frozenset()  # --quirk
+        self.signed_in = False  # --quirk auth-hangs: never, as nobody completes the browser sign-in
+        self.titled: set[str] = set()  # --quirk misroute-title: the sessions titled so far
         self.wire = Wire(stdout)
         self.client = Outbound(self.wire.send, "client")
         self.caps = ClientCaps()
@@ -807,6 +829,7 @@ class Agent:
                 "sessionCapabilities": {"close": {}, "resume": {}} if self.persist is not None else {"close": {}},
             },
             "authMethods": [{"id": AUTH_METHOD, "name": "Fixture sign-in"}] if self.auth is not None else [],
+            **({"authMethods": [PERSON_METHOD]} if "auth-hangs" in self.quirks else {}),
             "agentInfo": ESCAPES_INFO if self.escapes else AGENT_INFO,
         }
 
@@ -818,6 +841,8 @@ class Agent:
         if not isinstance(servers, list):
             raise RpcError(INVALID_PARAMS, "mcpServers must be an array")
         specs = [parse_mcp_server(s) for s in servers]  # all checked before anything is started
+        if "auth-hangs" in self.quirks and not self.signed_in:
+            raise RpcError(-32000, "Authentication required")
         session = Session(new_uuid4(), cwd, model="big" if self.models else None)
         # The MCP handshakes wait on other processes: not on the thread that reads stdin.
         self.spawn(lambda: self.guarded(rid, lambda: self._open_session(rid, session, specs)), "session-new")
@@ -868,6 +893,8 @@ class Agent:
         }
         if "root-field" in self.breaks:
             result["extra"] = True
+        if "models-root" in self.quirks:
+            result["models"] = {"currentModelId": "big", "availableModels": [{"modelId": "big", "name": "Big"}]}
 
         commands = {"sessionUpdate": "available_commands_update", "availableCommands": []}
         if "early-update" in self.breaks:
@@ -935,7 +962,20 @@ class Agent:
             from directives import parse_directive
 
         directive = parse_directive(text)
+        if "misroute-title" in self.quirks:
+            self.misrouted_title(session, text)
         self.spawn(lambda: self.run_turn(session, turn, directive), "turn")
+
+    def misrouted_title(self, session: Session, text: str) -> None:
+        """--quirk misroute-title: the session's title, from its first prompt, under the id of the session
+        opened before it (one public agent sent one session's title under the other's id)."""
+        with self.lock:
+            if session.id in self.titled:
+                return
+            self.titled.add(session.id)
+            ids = list(self.sessions)
+        before = ids[ids.index(session.id) - 1] if len(ids) > 1 else session.id
+        self.update(before, {"sessionUpdate": "session_info_update", "title": text.splitlines()[0][:80]})
 
     def set_mode(self, rid: Any, params: dict[str, Any]) -> None:
         session = self.session_for(params)
@@ -1010,8 +1050,11 @@ class Agent:
 
     # --- --auth, --persist ---------------------------------------------------------------------------
 
-    def authenticate(self, rid: Any, params: dict[str, Any]) -> dict[str, Any]:
+    def authenticate(self, rid: Any, params: dict[str, Any]) -> dict[str, Any] | None:
         method = params.get("methodId")
+        if "auth-hangs" in self.quirks and method == PERSON_METHOD["id"]:
+            log("authenticate: waiting for a browser sign-in that never comes (--quirk auth-hangs)")
+            return None  # never answered
         if self.auth is None:  # no sign-in offered: the method is not there, as before --auth existed
             raise RpcError(METHOD_NOT_FOUND, "Method not found: authenticate")
         if method != AUTH_METHOD:
@@ -1181,6 +1224,8 @@ class Agent:
         elif directive is not None and verb == "mcp":
             self.mcp(session, turn, directive.text)
         else:
+            if "late-turn" in self.quirks:  # an answer that comes, late (cancel still ends the wait)
+                turn.cancelled.wait(LATE_TURN)
             text = (directive.text if directive is not None else "") or (
                 ESCAPES_REPLY if self.escapes else DEFAULT_REPLY
             )
@@ -1448,6 +1493,7 @@ OPTIONS = {
     "--late-after-cancel": ("late_after_cancel", ONE, float, None),
     "--prompt-error": ("prompt_error", FLAG, None, None),
     "--huge-size": ("huge_size", ONE, int, None),
+    "--quirk": ("quirks", MANY, None, QUIRKS),
 }
 DEFAULTS: dict[str, object] = {
     "breaks": [],
@@ -1464,6 +1510,7 @@ DEFAULTS: dict[str, object] = {
     "late_after_cancel": None,
     "prompt_error": False,
     "huge_size": 65 * 1024 * 1024,
+    "quirks": [],
 }
 
 
@@ -1521,6 +1568,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--late-after-cancel", type=float, metavar="S", help="a chunk S seconds after a cancelled turn")
     parser.add_argument("--prompt-error", action="store_true", help="every session/prompt answers -32603 (no model)")
     parser.add_argument("--huge-size", type=int, default=65 * 1024 * 1024, help="bytes of the huge-line line")
+    parser.add_argument(
+        "--quirk", dest="quirks", action="append", default=[], choices=sorted(QUIRKS), help="see QUIRKS"
+    )
     return parser
 
 
@@ -1542,6 +1592,7 @@ def main(argv: list[str] | None = None) -> None:
     agent.close_error = ns.close_error
     agent.late_after_cancel = ns.late_after_cancel
     agent.prompt_error = ns.prompt_error
+    agent.quirks = frozenset(ns.quirks)
     agent.serve(sys.stdin.buffer)
     if "ignore-eof" in breaks:
         log("stdin ended; staying up (--break ignore-eof)")

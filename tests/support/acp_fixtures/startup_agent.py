@@ -1,12 +1,15 @@
 """An agent that fails at start, for the conformance suite's fail-fast and clean-up tests (a stdlib script).
 
-    startup_agent.py [--env-dump PATH] [--grandchild MARKER] [--answer-once FLAG] (--silent | --die CODE | --refuse)
+    startup_agent.py [--env-dump PATH] [--grandchild MARKER] [--answer-once FLAG] [--banner TEXT]
+                     (--silent | --die CODE | --refuse)
 
 --env-dump PATH   write the environment it was started with to PATH (JSON) first
 --grandchild M    start a child that sleeps for minutes with M on its command line, in the agent's own process
                   group, with none of the agent's pipes: a process that would outlive the agent
 --answer-once F   the first process (the one that creates the file F) answers initialize; every later one
                   behaves as the mode says: an agent that starts once and then no more
+--banner TEXT     write TEXT and a second plain line on stdout first, as an agent's start-up banner (or its error
+                  said on stdout)
 --silent          read stdin and never answer; exit when stdin closes
 --refuse          answer every request with an error (-32603), initialize included
 --die CODE        write 30 lines to stderr (with terminal control sequences in them) and exit CODE at once
@@ -30,8 +33,9 @@ OPTIONS = {
     "--silent": ("silent", FLAG, None, None),
     "--die": ("die", ONE, int, None),
     "--refuse": ("refuse", FLAG, None, None),
+    "--banner": ("banner", ONE, None, None),
 }
-DEFAULTS: dict[str, object] = dict.fromkeys(["env_dump", "grandchild", "answer_once", "die"]) | {
+DEFAULTS: dict[str, object] = dict.fromkeys(["env_dump", "grandchild", "answer_once", "die", "banner"]) | {
     "silent": False,
     "refuse": False,
 }
@@ -45,6 +49,7 @@ else:
     parser.add_argument("--env-dump")
     parser.add_argument("--grandchild")
     parser.add_argument("--answer-once")
+    parser.add_argument("--banner")
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--silent", action="store_true")
     mode.add_argument("--die", type=int)
@@ -63,6 +68,9 @@ if args.grandchild:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+if args.banner:
+    sys.stdout.write(f"{args.banner}\nsee --help for the options\n")
+    sys.stdout.flush()
 if args.answer_once:
     try:
         open(args.answer_once, "x").close()

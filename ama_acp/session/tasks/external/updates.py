@@ -125,7 +125,8 @@ def _plan(update: JSONObject) -> w.SessionUpdate:
 
 def _usage(update: JSONObject) -> w.SessionUpdate:
     u = msgspec.convert(update, _Usage)
-    cost = None
+    # Left out when the agent gave none (or none believable): its silence is passed on as silence, not as null.
+    cost: w.Cost | msgspec.UnsetType = msgspec.UNSET
     believed = u.cost is not None and (u.cost.currency != "USD" or u.cost.amount <= MAX_TASK_COST_USD)
     if u.cost is not None and believed and math.isfinite(u.cost.amount):
         cost = w.Cost(amount=u.cost.amount, currency=_title(u.cost.currency, 8))
