@@ -7,6 +7,7 @@ group, the same record whether groups run one at a time or two at once."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -77,7 +78,7 @@ def test_an_agent_whose_model_never_answers_is_judged_in_seconds(tmp_path):
     code, stdout, _, report, wall = _suite(tmp_path, launch_command("stateful_agent", "--model-hangs"))
     assert wall < 90, f"the run took {wall:.0f} s"
     assert code == 0, stdout[-3000:]
-    assert "ACP v1: NO VIOLATION FOUND" in stdout and f"(19 in all): {STALL}" in stdout
+    assert "ACP v1: NO VIOLATION FOUND" in stdout and re.search(rf"\(\d+ in all\): {re.escape(STALL)}", stdout)
     assert _status(report, "FAIL") == set()
     untested = {r["id"]: r for r in report["requirements"] if r["status"] == "NOT_TESTED"}
     assert {"R103", "R45", "R110", "R111", "R54", "R102", "R53.1"} <= set(untested)
