@@ -61,6 +61,8 @@ class PublicAgent:
     @property
     def model(self) -> str:
         """Which model the agent ran with, as the table says it (why, when not the suite's: `model_note`)."""
+        if self.skip:
+            return "—"
         return "the suite's scripted model" if self.model_env else "its own"
 
 
