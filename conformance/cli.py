@@ -16,10 +16,13 @@ import tempfile
 from pathlib import Path
 
 from ama_acp.client.confine import configured_sandbox
+from ama_acp.textsafe import one_line
 from ama_conformance.core.config import Launcher, RunConfig, Timeouts, clean_env
+from ama_conformance.core.homes import HomeCopyError, resolve_copies
 from ama_conformance.requirements.registry import REGISTRY, Profile
 
 USAGE_ERROR = 2
+MAX_JOBS = 8  # groups at once: each holds an agent process or two
 
 EPILOG = """\
 examples:
@@ -88,6 +91,30 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--prompt-timeout", type=float, default=120.0, help="seconds for a prompt turn (default 120)")
     p.add_argument("--exit-timeout", type=float, default=5.0, help="seconds to exit after stdin closes (default 5)")
     p.add_argument("--group-timeout", type=float, default=300.0, help="seconds for one group (default 300)")
+    p.add_argument(
+        "--keep-home",
+        action="store_true",
+        help="start the agent with the environment's HOME and XDG_* dirs (default: a fresh home for each group)",
+    )
+    p.add_argument(
+        "--home-copy",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="copy PATH (relative to HOME, or inside it or an XDG dir) into each group's fresh home (repeatable)",
+    )
+    p.add_argument(
+        "--stall-timeout",
+        type=float,
+        default=10.0,
+        help="seconds a turn may show nothing before no turn is taken to complete (default 10; 0: off)",
+    )
+    p.add_argument("--jobs", type=int, default=1, help="groups run at once (default 1)")
+    p.add_argument(
+        "--progress",
+        action="store_true",
+        help="a line on stderr as each group ends (the default when stderr is a terminal)",
+    )
     p.add_argument(
         "--strict",
         action="store_true",
@@ -161,7 +188,9 @@ def _timeouts(args: argparse.Namespace) -> Timeouts:
     ):
         if not value > 0:
             raise _UsageError(f"{name} must be a positive number of seconds")
-    return Timeouts(args.timeout, args.prompt_timeout, args.exit_timeout, args.group_timeout)
+    if not args.stall_timeout >= 0:
+        raise _UsageError("--stall-timeout must be 0 (off) or a positive number of seconds")
+    return Timeouts(args.timeout, args.prompt_timeout, args.exit_timeout, args.group_timeout, stall=args.stall_timeout)
 
 
 def _run(args: argparse.Namespace, command: list[str], launch: Launcher | None) -> int:
@@ -171,6 +200,15 @@ def _run(args: argparse.Namespace, command: list[str], launch: Launcher | None) 
     timeouts = _timeouts(args)
     if args.model_port is not None and not 0 < args.model_port < 65536:
         raise _UsageError("--model-port must be between 1 and 65535")
+    if not 1 <= args.jobs <= MAX_JOBS:
+        raise _UsageError(f"--jobs must be between 1 and {MAX_JOBS}")
+    env = (clean_env(dict(os.environ)) if args.env_clean else dict(os.environ)) | extra_env
+    if args.keep_home and args.home_copy:
+        raise _UsageError("--home-copy seeds the fresh homes, which --keep-home turns off")
+    try:
+        copies = resolve_copies(args.home_copy, env)
+    except HomeCopyError as exc:
+        raise _UsageError(str(exc)) from exc
     with tempfile.TemporaryDirectory(prefix="acp-conformance-") as tmp:
         root = Path(tmp)
         cwd = _agent_cwd(args.cwd, root)
@@ -183,7 +221,7 @@ def _run(args: argparse.Namespace, command: list[str], launch: Launcher | None) 
                 cwd=cwd,
                 workspace=workspace,
                 scratch=scratch,
-                env=(clean_env(dict(os.environ)) if args.env_clean else dict(os.environ)) | extra_env,
+                env=env,
                 timeouts=timeouts,
                 cancel_prompt=args.cancel_prompt,
                 auth_method=args.auth_method,
@@ -194,6 +232,10 @@ def _run(args: argparse.Namespace, command: list[str], launch: Launcher | None) 
                 # --cwd is the person's own directory: only what the suite made is the agent's to touch.
                 created=(workspace, scratch) if args.cwd else (root,),
                 launch=launch,
+                homes=None if args.keep_home else root / "homes",
+                home_copy=copies,
+                jobs=args.jobs,
+                progress=_progress if args.progress or sys.stderr.isatty() else None,
                 sandbox=configured_sandbox(None, _warn),  # ama's config: AMA_CONFIG, else the default file
             )
             from ama_conformance.core.session_run import execute
@@ -201,6 +243,11 @@ def _run(args: argparse.Namespace, command: list[str], launch: Launcher | None) 
             return execute(config, args.report_json, strict=args.strict)
         finally:
             shutil.rmtree(workspace, ignore_errors=True)
+
+
+def _progress(line: str) -> None:
+    sys.stderr.write(f"ama conformance: {one_line(line)}\n")
+    sys.stderr.flush()
 
 
 def _warn(text: str) -> None:

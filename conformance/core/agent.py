@@ -11,7 +11,9 @@ from __future__ import annotations
 import functools
 import itertools
 import os
+import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -31,11 +33,24 @@ TURN_KINDS = frozenset(
     {"user_message_chunk", "agent_message_chunk", "agent_thought_chunk", "tool_call", "tool_call_update", "plan"}
 )
 
+# What shows a turn is under way: not the echo of the prompt (`user_message_chunk`), which an agent sends before
+# its model is asked.
+_TURN_PROGRESS = TURN_KINDS - {"user_message_chunk"}
+
 _barrier_ids = itertools.count(1)
 
 
 class AgentFailure(Exception):
     """The agent answered something the step at hand cannot go on with (an error, a wrong type)."""
+
+
+class TurnStalled(TurnTimedOut):
+    """A prompt turn showed nothing in time (config.py `TurnWatch`): it cannot complete, which is no violation
+    (NOT_TESTED with its words, as any turn that did not complete in time: core/outcome.py)."""
+
+
+# Once a turn of the run has stalled, a later turn that shows nothing within this many seconds gives up too.
+STALLED_AGAIN = 1.0
 
 
 AUTH_REQUIRED = -32000
@@ -63,6 +78,8 @@ class Agent:
         self.init: dict[str, Any] = {}
         self._group: int | None = None  # the agent's process group, until close() has ended it
         self.grace_note = ""  # R7's words when close() cut the exit grace short
+        # Per prompt request id: where the transcript and the scripted model's requests were when it was sent.
+        self._turn_marks: dict[Any, tuple[int, int, int]] = {}
         self.conn = AgentProcess(
             config.command,
             ClientOptions(
@@ -116,7 +133,8 @@ class Agent:
             await self.conn.close(timeout=grace)
             if self.conn.ended_by in ("terminated", "killed"):
                 if grace < full:
-                    self.grace_note = f" (after a {grace:g} s grace: it had ignored stdin EOF earlier in this run)"
+                    waited = f"after a {grace:g} s grace" if grace else "ended at once"
+                    self.grace_note = f" ({waited}: it had ignored stdin EOF earlier in this run)"
                 exits.ignored_eof = True
         finally:
             group, self._group = self._group, None
@@ -252,12 +270,17 @@ class Agent:
 
     async def start_prompt(self, sid: str, prompt: str | list[dict[str, Any]]) -> PendingRequest:
         blocks = [{"type": "text", "text": prompt}] if isinstance(prompt, str) else prompt
-        return await self.conn.start_request("session/prompt", {"sessionId": sid, "prompt": blocks})
+        mark = (len(self.conn.updates), len(self.conn.requests_received), self.config.turns.model_requests())
+        pending = await self.conn.start_request("session/prompt", {"sessionId": sid, "prompt": blocks})
+        self._turn_marks[pending.id] = mark
+        return pending
 
     async def finish(self, pending: PendingRequest, timeout: float | None = None) -> dict[str, Any]:
         limit = timeout or self.config.timeouts.prompt
         try:
-            result = await pending.wait(limit)
+            result = await self._turn_result(pending, limit)
+        except TurnTimedOut:
+            raise  # a stalled turn, with its own words
         except TimeoutError as exc:
             raise TurnTimedOut(f"the turn did not complete within {limit:g} s") from exc
         except RpcError as exc:
@@ -265,6 +288,51 @@ class Agent:
         if not isinstance(result, dict):
             raise AgentFailure(f"session/prompt answered {type(result).__name__}, not an object")
         return result
+
+    async def _turn_result(self, pending: PendingRequest, limit: float) -> Any:
+        """The prompt's result within `limit`, unless the turn stalls: it shows nothing (`_turn_shown`) within
+        `Timeouts.stall` of being sent — or, once a turn of this run has stalled, within `STALLED_AGAIN` — and then
+        TurnStalled says why, the same words for every turn of the run (config.py `TurnWatch`). A turn that shows
+        anything gets the whole `limit`. Once turns stall, a group that waits for a turn to show it runs (before
+        it cancels it) waits `STALLED_AGAIN` too, not `Timeouts.turn_start`: nothing will show."""
+        mark = self._turn_marks.pop(pending.id, None)
+        watch, stall = self.config.turns, self.config.timeouts.stall
+        first = watch.stalled is None
+        wait = stall if first else min(stall, STALLED_AGAIN)
+        if mark is None or not stall or wait >= limit:
+            return await pending.wait(limit)
+        started = time.monotonic()
+
+        def shown() -> bool:
+            return pending.done or self._turn_shown(mark)
+
+        # Re-checked as lines arrive, and once more at the end: a request to the model is no line.
+        if not await self.wait_for(shown, wait) and not shown():
+            if watch.stalled is None:
+                watch.stalled = self._stall_reason(stall)
+                timeouts = self.config.timeouts
+                self.config.timeouts = replace(timeouts, turn_start=min(timeouts.turn_start, STALLED_AGAIN))
+            raise TurnStalled(watch.stalled)
+        return await pending.wait(max(0.0, limit - (time.monotonic() - started)))
+
+    def _turn_shown(self, mark: tuple[int, int, int]) -> bool:
+        """Whether anything of a turn has shown since `mark`: an update of a turn (a chunk, a tool call, a plan —
+        not the commands or usage an agent sends by itself), a request of the agent's (a permission, a file), a
+        request to the scripted model."""
+        updates, requests, model = mark
+        if self.config.turns.model_requests() > model or len(self.conn.requests_received) > requests:
+            return True
+        return any(
+            isinstance(u := params.get("update"), dict) and u.get("sessionUpdate") in _TURN_PROGRESS
+            for params in self.conn.updates[updates:]
+        )
+
+    def _stall_reason(self, stall: float) -> str:
+        model = " and the suite's scripted model got no request" if self.config.uses_model else ""
+        return (
+            f"no prompt turn could complete: within {stall:g} s of session/prompt the agent sent nothing{model} "
+            "(is its model reachable and signed in? see --model-env; --stall-timeout gives a slow model longer)"
+        )
 
     async def prompt(self, sid: str, prompt: str | list[dict[str, Any]]) -> dict[str, Any]:
         return await self.finish(await self.start_prompt(sid, prompt))

@@ -64,8 +64,8 @@ class ExitWatch:
     """Whether the agent has been seen to stay running after its stdin closed, shared by every group of one run.
 
     The first close waits out the whole exit grace, which is what R7 measures. Once an agent has ignored EOF,
-    each later close of the same run waits only `IGNORED_EOF_GRACE` before it terminates the agent: the rule has
-    already failed, and the full grace at each of a run's ~32 closes made a run take minutes."""
+    each later close of the same run terminates the agent at once (`IGNORED_EOF_GRACE`): the rule has already
+    failed, and the full grace at each of a run's ~32 closes made a run take minutes."""
 
     ignored_eof: bool = False
 
@@ -73,7 +73,24 @@ class ExitWatch:
         return min(full, IGNORED_EOF_GRACE) if self.ignored_eof else full
 
 
-IGNORED_EOF_GRACE = 0.25  # seconds a later close waits, once the agent has ignored EOF in this run
+IGNORED_EOF_GRACE = 0.0  # seconds a later close waits, once the agent has ignored EOF in this run
+
+
+@dataclass
+class TurnWatch:
+    """Whether a prompt turn can complete at all, shared by every group of one run.
+
+    A turn that shows nothing within `Timeouts.stall` — no update of a turn, no request of the agent's, no
+    request to the scripted model — is taken for one that cannot complete (its model unreachable, a sign-in it
+    waits for): the first such turn records the reason here, and every later turn of the run that shows nothing
+    within a second gives up with it, as NOT_TESTED, instead of waiting out `--prompt-timeout` in every group
+    (conformance/core/agent.py `Agent.finish`). A turn that shows anything is waited for as long as the prompt
+    timeout allows."""
+
+    stalled: str | None = None
+    # How many requests the scripted model has had (0 when the agent is not pointed at it): a turn whose model got
+    # a request is under way, even before the agent writes anything.
+    model_requests: Callable[[], int] = lambda: 0
 
 
 @dataclass(frozen=True)
@@ -83,6 +100,7 @@ class Timeouts:
     exit: float = 5.0  # grace after stdin closes before the agent is terminated (R7)
     group: float = 300.0  # one whole group, whatever happens inside it
     turn_start: float = 20.0  # how long a cancel test waits for the turn to show it runs
+    stall: float = 10.0  # how long a turn may show nothing before it is taken for one that cannot complete (0: off)
 
 
 @dataclass
@@ -104,6 +122,13 @@ class RunConfig:
     created: tuple[Path, ...] = ()
     startup: StartupWatch = field(default_factory=StartupWatch)
     exits: ExitWatch = field(default_factory=ExitWatch)
+    turns: TurnWatch = field(default_factory=TurnWatch)
+    # Where each group's fresh HOME and XDG_* directories are made (conformance/core/homes.py); None: the agent
+    # keeps the HOME of `env`, shared by every group (--keep-home).
+    homes: Path | None = None
+    home_copy: tuple[Path, ...] = ()  # what each fresh home is seeded with (--home-copy), absolute
+    jobs: int = 1  # groups run at once (--jobs)
+    progress: Callable[[str], None] | None = None  # told a line as each group ends (--progress, or a tty)
     launch: Launcher | None = None  # None: spawn `command` (the seam above; never set from the command line)
     # The sandbox of the commands an agent runs (terminal/create): `[sandbox]` of ama's config file, writable in
     # the run's directories only (ama_acp/sandbox/).

@@ -17,6 +17,7 @@ import anyio
 from ama_acp.client.errors import AgentExited, AgentStartError
 from ama_conformance.core.agent import Agent, AgentFailure
 from ama_conformance.core.config import RunConfig
+from ama_conformance.core.homes import group_env
 from ama_conformance.core.outcome import Blocked, Checks, Finding, Status, UnboundCheck, describe
 from ama_conformance.core.transcript import analyse, validators
 from ama_conformance.core.wire_checks import TRANSCRIPT_IDS, outlived_stdin
@@ -139,7 +140,7 @@ async def startup_probe(config: RunConfig, env: dict[str, str]) -> tuple[Checks 
     what it blocked."""
     started = time.monotonic()
     record = GroupRecord(STARTUP, 0.0, None)
-    agent = Agent(config, env)
+    agent = Agent(config, group_env(config, env, STARTUP))
     try:
         with anyio.fail_after(config.timeouts.request + config.timeouts.exit + 10):  # a hung start, cut off
             try:
@@ -188,7 +189,7 @@ async def run_group(
     group: Group, config: RunConfig, env: dict[str, str], model: ModelView | None
 ) -> tuple[Checks, GroupRecord, dict[str, Any]]:
     checks = Checks(group.name, group.ids, TRANSCRIPT_IDS)
-    ctx = GroupContext(config, env, checks, own=group.ids, model=model)
+    ctx = GroupContext(config, group_env(config, env, group.name), checks, own=group.ids, model=model)
     started = time.monotonic()
     stopped: Blocked | None = None
     suite_error: str | None = None
@@ -233,14 +234,51 @@ async def run(config: RunConfig, env: dict[str, str], model: ModelView | None = 
             record.findings.extend(checks.findings)
             record.groups.append(group_record)
         record.init = init
-    for group in chosen:
-        if config.startup.failure is not None:
-            record.findings.extend(not_started(group, config.startup.failure))
-            continue
-        checks, group_record, init = await run_group(group, config, env, model)
-        record.findings.extend(checks.findings)
-        record.groups.append(group_record)
+        failure = config.startup.failure
+        _tell(config, f"start-up: {group_record.seconds:.1f} s" + (f", {failure}" if failure else ""))
+    # Each group's outcome in its place in `chosen`, whatever order they end in: the record (and so the report)
+    # never depends on timing.
+    done: list[tuple[list[Finding], GroupRecord | None, dict[str, Any]]] = [([], None, {})] * len(chosen)
+    limiter = anyio.CapacityLimiter(max(1, config.jobs))
+
+    async def one(at: int, group: Group) -> None:
+        async with limiter:
+            if config.startup.failure is not None:
+                done[at] = (not_started(group, config.startup.failure), None, {})
+                return
+            checks, group_record, init = await run_group(group, config, env, model)
+            done[at] = (checks.findings, group_record, init)
+            _tell(config, _progress_line(sum(1 for d in done if d[1] is not None), len(chosen), checks, group_record))
+
+    if config.jobs <= 1:  # one after the other, in their order
+        for at, group in enumerate(chosen):
+            await one(at, group)
+    else:
+        async with anyio.create_task_group() as tg:
+            for at, group in enumerate(chosen):
+                tg.start_soon(one, at, group)
+    for findings, ran, init in done:
+        record.findings.extend(findings)
+        if ran is not None:
+            record.groups.append(ran)
         record.init = record.init or init
     record.seconds = round(time.monotonic() - started, 3)
     record.startup = config.startup.failure
     return record
+
+
+def _tell(config: RunConfig, line: str) -> None:
+    if config.progress is not None:
+        config.progress(line)
+
+
+def _progress_line(done: int, total: int, checks: Checks, group: GroupRecord) -> str:
+    """`[3/25] cancel: 0.6 s, 5 pass, 1 not tested`: the findings about the group's own requirements, by status
+    (the transcript checks' come with the verdict)."""
+    counts = {status: 0 for status in Status}
+    for finding in checks.findings:
+        if finding.rid in checks.own:
+            counts[finding.status] += 1
+    said = ", ".join(f"{n} {status.value.lower().replace('_', ' ')}" for status, n in counts.items() if n)
+    stopped = f"; {checks.stopped}" if checks.stopped else ""
+    return f"[{done}/{total}] {group.name}: {group.seconds:.1f} s" + (f", {said}" if said else "") + stopped[:200]

@@ -44,6 +44,7 @@ def _model(config: RunConfig) -> Iterator[tuple[dict[str, str], ModelView | None
                 env[name] = expand(template, values)
             except PlaceholderError as exc:
                 raise ValueError(f"--model-env {name}={template!r}: {exc} (known: {sorted(values)})") from exc
+        config.turns.model_requests = lambda: len(model.requests)  # a turn whose model got a request is under way
         yield env, ModelView(lambda: list(model.requests))
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from ama_conformance.core.homes import XDG_DIRS
 from ama_conformance.requirements.registry import BY_ID
 from tests.support.conformance_runs import run_forked
 from tests.support.harness import clean_env
@@ -117,9 +118,10 @@ def test_env_clean_keeps_the_suites_environment_from_the_agent(tmp_path):
         "LANG",
         "LANGUAGE",
         "GIVEN",
+        *XDG_DIRS,  # each group's fresh home (conformance/core/homes.py), not the suite's
     }
-    if "HOME" in env:
-        assert clean["HOME"] == env["HOME"]
+    assert clean["HOME"] != env.get("HOME") and clean["HOME"].endswith("/homes/start-up")
+    assert all(clean[var].startswith(clean["HOME"] + "/") for var in XDG_DIRS)
     assert os.environ.get("ACP_SUITE_ONLY_VARIABLE") is None  # the test did not set it for itself
 
 

@@ -191,6 +191,23 @@ def test_a_cwd_that_is_not_a_directory_is_a_usage_error(tmp_path: Path, capsys: 
     assert not (tmp_path / "missing").exists()
 
 
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--jobs", "0"], "--jobs must be between 1 and"),
+        (["--jobs", "99"], "--jobs must be between 1 and"),
+        (["--stall-timeout", "-1"], "--stall-timeout must be 0 (off)"),
+        (["--home-copy", "no-such-dir-x7"], "does not exist"),
+        (["--keep-home", "--home-copy", "."], "--keep-home turns off"),
+    ],
+)
+def test_runner_options_out_of_range_are_usage_errors(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*argv, "--", *AGENT]) == USAGE_ERROR
+    assert said in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("expr", ["((", "initialize and", "not"])
 def test_a_bad_k_expression_is_a_usage_error_before_any_agent(expr: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["-k", expr, "--", *AGENT]) == USAGE_ERROR

@@ -3,6 +3,7 @@
     python -S tests/support/acp_fixtures/launch.py fixture_agent [ARGS...]
     python -S tests/support/acp_fixtures/launch.py coverage_agent [ARGS...]
     python -S tests/support/acp_fixtures/launch.py subagent_agent [ARGS...]
+    python -S tests/support/acp_fixtures/launch.py stateful_agent --saves-settings|--model-hangs
 
 Python keeps the compiled bytecode of a module it imports (`__pycache__`), never of the script it runs: started as
 a script, the 1,400-line fixture agent was compiled anew at each of the ~330 starts of one test run (~30 ms of CPU
@@ -14,7 +15,7 @@ Run any of the files as a script and it works the same, only slower.
 
 import sys
 
-AGENTS = ("fixture_agent", "coverage_agent", "subagent_agent")
+AGENTS = ("fixture_agent", "coverage_agent", "subagent_agent", "stateful_agent")
 
 name = sys.argv.pop(1) if len(sys.argv) > 1 else ""
 if name not in AGENTS:
