@@ -148,7 +148,7 @@ def body_of(req: RecordedRequest) -> dict[str, Any]:
 async def live_next_request(ama: Ama, llm: LLMServer, sid: str, conn: AgentProcess) -> tuple[Path, dict[str, Any]]:
     """Snapshot the data (the session as a load will find it), then the next turn's first request, live."""
     snapshot = ama.tmp / "snapshot"
-    shutil.copytree(ama.data, snapshot)
+    shutil.copytree(ama.data, snapshot, ignore=shutil.ignore_patterns("*.sock"))  # a live process's hand-over socket
     n = len(llm.requests)
     await conn.prompt(sid, "read f1.txt once more", timeout=30)
     assert not is_handoff(llm.requests[n])
