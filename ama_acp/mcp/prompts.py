@@ -13,7 +13,7 @@ import msgspec
 
 from ama_acp.conversation.messages import ImagePart, TextPart
 from ama_acp.mcp.results import MAX_IMAGE_BYTES
-from ama_acp.mcp.tools import clip_description, wire_names
+from ama_acp.mcp.tools import clip_description, named_entries, wire_names
 
 __all__ = [
     "MAX_ARGUMENTS",
@@ -71,21 +71,7 @@ def prompts_from_listing(server: str, raw_prompts: object, taken: set[str]) -> t
     if not isinstance(raw_prompts, list):
         return [], ["the prompt list is not a list"]
     dropped: list[str] = []
-    entries: list[tuple[str, dict[str, object]]] = []
-    seen: set[str] = set()
-    for index, raw in enumerate(raw_prompts):
-        name = raw.get("name") if isinstance(raw, dict) else None
-        if not isinstance(raw, dict) or not isinstance(name, str) or not name or len(name) > MAX_NAME:
-            dropped.append(f"prompt #{index + 1} has no usable name")
-            continue
-        if name in seen:
-            dropped.append(f"prompt {name[:80]!r} is listed twice (the first is kept)")
-            continue
-        if len(entries) >= MAX_PROMPTS_PER_SERVER:
-            dropped.append(f"more than {MAX_PROMPTS_PER_SERVER} prompts: {len(raw_prompts) - index} left out")
-            break
-        seen.add(name)
-        entries.append((name, raw))
+    entries = named_entries(raw_prompts, "prompt", MAX_PROMPTS_PER_SERVER, dropped, MAX_NAME)
     commands = wire_names(server, [name for name, _ in entries], taken)
     prompts = [
         _prompt(server, command, name, raw, dropped) for command, (name, raw) in zip(commands, entries, strict=True)

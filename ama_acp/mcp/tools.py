@@ -119,28 +119,32 @@ def tools_from_listing(server: str, raw_tools: object, taken: set[str]) -> tuple
     if not isinstance(raw_tools, list):
         return [], ["the tool list is not a list"]
     dropped: list[str] = []
-    entries = _named_entries(raw_tools, dropped)
+    entries = named_entries(raw_tools, "tool", MAX_TOOLS_PER_SERVER, dropped)
     names = wire_names(server, [name for name, _ in entries], taken)
     return [_tool(server, wire, *entry) for wire, entry in zip(names, entries, strict=True)], dropped
 
 
-def _named_entries(raw_tools: list[object], dropped: list[str]) -> list[tuple[str, dict[str, object]]]:
-    """(the server's name for it, its entry) for each entry kept; a line in `dropped` for each left out."""
+def named_entries(
+    raw: list[object], kind: str, cap: int, dropped: list[str], max_name: int | None = None
+) -> list[tuple[str, dict[str, object]]]:
+    """(the server's name for it, its entry) for each entry of a tools/prompts listing kept, in the server's
+    order: at most `cap`, the first of a name listed twice; a line in `dropped` for each left out. `kind` names
+    the entries in those lines ("tool", "prompt")."""
     entries: list[tuple[str, dict[str, object]]] = []
     seen: set[str] = set()
-    for index, raw in enumerate(raw_tools):
-        name = raw.get("name") if isinstance(raw, dict) else None
-        if not isinstance(raw, dict) or not isinstance(name, str) or not name:
-            dropped.append(f"tool #{index + 1} has no name")
+    for index, item in enumerate(raw):
+        name = item.get("name") if isinstance(item, dict) else None
+        if not isinstance(item, dict) or not isinstance(name, str) or not name or len(name) > (max_name or len(name)):
+            dropped.append(f"{kind} #{index + 1} has no usable name")
             continue
         if name in seen:
-            dropped.append(f"tool {name[:80]!r} is listed twice (the first is kept)")
+            dropped.append(f"{kind} {name[:80]!r} is listed twice (the first is kept)")
             continue
-        if len(entries) >= MAX_TOOLS_PER_SERVER:
-            dropped.append(f"more than {MAX_TOOLS_PER_SERVER} tools: {len(raw_tools) - index} left out")
+        if len(entries) >= cap:
+            dropped.append(f"more than {cap} {kind}s: {len(raw) - index} left out")
             break
         seen.add(name)
-        entries.append((name, raw))
+        entries.append((name, item))
     return entries
 
 
