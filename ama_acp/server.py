@@ -45,6 +45,7 @@ PRELOAD = (
     "ama_acp.session.commands",
     "ama_acp.session.mcp",
     "ama_acp.tools.registry",
+    "ama_acp.tools.declared",  # the tools as the model sees them; their modules are imported on first use
     "ama_acp.context.request_size",
 )
 
