@@ -45,7 +45,6 @@ from ama_acp.session.restore import Restored
 from ama_acp.session.runtime import Runtime
 from ama_acp.session.store import entries as en
 from ama_acp.session.store.journal import Journal
-from ama_acp.session.tasks.runner import TaskRunner
 from ama_acp.session.turn.compacting import Compactor
 from ama_acp.session.turn.host import SessionHost
 from ama_acp.session.turn.toolset import SessionTools
@@ -60,6 +59,7 @@ if TYPE_CHECKING:
 
     from ama_acp.session.editor.approval import Approver
     from ama_acp.session.history.rewind import Rewinder
+    from ama_acp.session.tasks.runner import TaskRunner
     from ama_acp.shaping.hook_points import SessionHooks, Warn
 
 log = logging.getLogger(__name__)
@@ -102,7 +102,7 @@ class Session:
         rules = runtime.config.permissions
         self._approver: Approver | None = _approver(self) if rules.allow or rules.ask or rules.deny else None
         self.tools.offer_plan_exit(ExitPlanTool(PlanOffer(self)), lambda: self.mode == PLAN)
-        self.tasks = TaskRunner(runtime, self)  # the `task` tool's tasks (session/tasks/runner.py)
+        self._tasks: TaskRunner | None = None  # the `task` tool's tasks, made by the first (`tasks`)
         self.tool_ctx = tool_context(runtime, self)
         self.tool_ctx.workspace = RecordingWorkspace(self.tool_ctx.workspace, self.checkpoints)
         self._rewinder: Rewinder | None = None  # /rewind's, made by the first (`rewinder`)
@@ -155,6 +155,16 @@ class Session:
         if self._approver is None:
             self._approver = _approver(self)
         return self._approver
+
+    @property
+    def tasks(self) -> TaskRunner:
+        """The `task` tool's tasks (session/tasks/runner.py), made by the first task, /tasks or a stats request: a
+        session that starts none does without the runner's modules (issue 41)."""
+        if self._tasks is None:
+            from ama_acp.session.tasks.runner import TaskRunner
+
+            self._tasks = TaskRunner(self.rt, self)
+        return self._tasks
 
     @property
     def rewinder(self) -> Rewinder:

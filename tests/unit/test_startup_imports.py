@@ -67,6 +67,7 @@ NOT_FOR_A_FIRST_ANSWER = (
     "ama_acp.shaping.hook_points",
     "ama_acp.tools.git_state",
     "ama_acp.session.history.rewind",
+    "ama_acp.session.tasks.runner",
     "ama_acp.tools.read",
     "ama_acp.tools.write",
     "ama_acp.tools.edit",
