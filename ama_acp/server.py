@@ -27,8 +27,9 @@ log = logging.getLogger(__name__)
 # within a millisecond of `initialize`'s answer, long before the rest is imported), then what the Session is
 # built from after that answer and what its first prompt uses. After them, Handlers.prepare_first_prompt: the
 # configured model's provider, and for an HTTP one httpx and the TLS context. Nothing after that: what a first
-# answer in text does not use (permissions, the `task` machinery, session/load's lifecycle: ~12 ms) is imported on
-# first use, as a preload of it would run beside the first request and delay its answer by as much (issue 41).
+# answer in text does not use (permissions, the `task` runner and machinery, /rewind, session/load's lifecycle,
+# each tool's module: docs/performance.md) is imported on first use, as a preload of it would run beside the first
+# request and delay its answer by as much (issue 41).
 # The heavier parts of ama_acp.session.live come as steps of their own before it: the same modules end up
 # imported, but a process whose input ends right after `initialize` (a test's, an editor probing the agent) stops
 # after the smaller step it is in instead of importing the whole session machinery (~0.1 s of CPU).
@@ -39,12 +40,12 @@ PRELOAD = (
     "ama_acp.session.history.checkpoints",
     "ama_acp.session.turn.compacting",
     "ama_acp.session.turn.host",
-    "ama_acp.session.tasks.runner",
     "ama_acp.session.live",
     "ama_acp.session.store.session_store",
     "ama_acp.session.commands",
     "ama_acp.session.mcp",
     "ama_acp.tools.registry",
+    "ama_acp.tools.declared",  # the tools as the model sees them; their modules are imported on first use
     "ama_acp.context.request_size",
 )
 

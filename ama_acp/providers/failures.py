@@ -7,7 +7,6 @@ whichever provider answered. Every text a server sent passes `scrub` first: some
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import msgspec
@@ -46,8 +45,7 @@ def malformed(detail: str) -> StreamError:
     return StreamError("stream", detail, retryable=False, protocol=True)
 
 
-@dataclass
-class Outcome:
+class Outcome(msgspec.Struct):
     """Why one attempt failed."""
 
     kind: FailureKind
@@ -66,8 +64,7 @@ class Outcome:
         return self.detail
 
 
-@dataclass(frozen=True)
-class KeyHint:
+class KeyHint(msgspec.Struct, frozen=True):
     """Enough about the credentials to tell a person how to fix them, without knowing the key."""
 
     env: str | None  # the variable that holds the key, e.g. OPENAI_API_KEY; None: no variable is named

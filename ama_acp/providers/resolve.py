@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncGenerator, Callable, Mapping
-from dataclasses import dataclass
+
+import msgspec
 
 from ama_acp.config import Config, ConfigError, ProviderConfig
 from ama_acp.credentials import KeySource, key_source
@@ -83,8 +84,7 @@ NO_MODEL_HINT = (
 )
 
 
-@dataclass(frozen=True)
-class ModelChoice:
+class ModelChoice(msgspec.Struct, frozen=True):
     """The model ama would use and why; `model_id` None means no usable model (then `why` says what to do)."""
 
     model_id: str | None

@@ -10,15 +10,13 @@ import contextlib
 import random
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import msgspec
 
 from ama_acp.providers.failures import Outcome
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
+class RetryPolicy(msgspec.Struct, frozen=True):
     """How often and how patiently a request is retried. Tests shrink `backoff_base` to run fast."""
 
     max_retries: int = 4

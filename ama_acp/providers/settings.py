@@ -7,10 +7,10 @@ class; the dialect fills its blanks from its home provider (endpoints.py) and gi
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from ama_acp.providers.endpoints import DIALECT_HOME, Dialect, is_home_key, key_env
 from ama_acp.providers.failures import KeyHint
@@ -20,8 +20,7 @@ if TYPE_CHECKING:
     import httpx
 
 
-@dataclass(frozen=True, kw_only=True)
-class ProviderSettings:
+class ProviderSettings(msgspec.Struct, frozen=True, kw_only=True):
     """Where a provider sends its requests, with which key, and how patiently. A blank (`""`, None) means the
     dialect's home provider's value (`for_dialect`)."""
 
@@ -32,7 +31,7 @@ class ProviderSettings:
     reasoning: bool = False  # a reasoning model: it is asked for thinking at the session's thought level
     timeout: float = 600.0  # seconds for a whole attempt, connecting to the last byte
     retry: RetryPolicy = RetryPolicy()
-    headers: Mapping[str, str] = field(default_factory=dict)  # sent with every request (a beta header)
+    headers: Mapping[str, str] = msgspec.field(default_factory=dict)  # sent with every request (a beta header)
     transport: httpx.AsyncBaseTransport | None = None  # tests: httpx.MockTransport instead of the network
 
     def __repr__(self) -> str:  # the key never shows, not even in a traceback's locals
@@ -43,7 +42,7 @@ class ProviderSettings:
         named provider (None for a configured endpoint without one), and no trailing slash on the URL."""
         home = DIALECT_HOME[dialect]
         name = self.name or dialect
-        return dataclasses.replace(
+        return msgspec.structs.replace(
             self,
             name=name,
             base_url=(self.base_url or home.base_url).rstrip("/"),

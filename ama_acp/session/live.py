@@ -38,7 +38,6 @@ from ama_acp.session.editor.updates import is_stop_reason
 from ama_acp.session.editor.workspaces import tool_context
 from ama_acp.session.file_commands import FileCommands, tell
 from ama_acp.session.history.checkpoints import CheckpointLog, Checkpoints, RecordingWorkspace
-from ama_acp.session.history.rewind import Rewinder, checkpoints_folder
 from ama_acp.session.hooked import submitted, warner
 from ama_acp.session.options import SessionSetup
 from ama_acp.session.plan_mode import PLAN, PlanOffer
@@ -46,7 +45,6 @@ from ama_acp.session.restore import Restored
 from ama_acp.session.runtime import Runtime
 from ama_acp.session.store import entries as en
 from ama_acp.session.store.journal import Journal
-from ama_acp.session.tasks.runner import TaskRunner
 from ama_acp.session.turn.compacting import Compactor
 from ama_acp.session.turn.host import SessionHost
 from ama_acp.session.turn.toolset import SessionTools
@@ -57,7 +55,11 @@ from ama_acp.tools.plan_exit import ExitPlanTool
 from ama_acp.wire import types as w
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from ama_acp.session.editor.approval import Approver
+    from ama_acp.session.history.rewind import Rewinder
+    from ama_acp.session.tasks.runner import TaskRunner
     from ama_acp.shaping.hook_points import SessionHooks, Warn
 
 log = logging.getLogger(__name__)
@@ -80,9 +82,7 @@ class Session:
         self.journal = Journal(self.id)
         # Copies of the files ama changes, per prompt, for /rewind (session/history/checkpoints.py, rewind.py).
         log_ = restored.checkpoints if restored is not None and restored.checkpoints is not None else None
-        self.checkpoints = Checkpoints(
-            log_ or CheckpointLog(), lambda: checkpoints_folder(runtime.store, self.id), self.persist
-        )
+        self.checkpoints = Checkpoints(log_ or CheckpointLog(), self._checkpoints_folder, self.persist)
         self.outbox = Outbox(self.id, runtime, self.journal)
         self.tools = SessionTools(runtime, lambda: runtime.context_window(self.model_id))  # the set follows the window
         # Skills: their names in the system prompt, read once as the session opens; their bodies by the tool.
@@ -102,10 +102,10 @@ class Session:
         rules = runtime.config.permissions
         self._approver: Approver | None = _approver(self) if rules.allow or rules.ask or rules.deny else None
         self.tools.offer_plan_exit(ExitPlanTool(PlanOffer(self)), lambda: self.mode == PLAN)
-        self.tasks = TaskRunner(runtime, self)  # the `task` tool's tasks (session/tasks/runner.py)
+        self._tasks: TaskRunner | None = None  # the `task` tool's tasks, made by the first (`tasks`)
         self.tool_ctx = tool_context(runtime, self)
         self.tool_ctx.workspace = RecordingWorkspace(self.tool_ctx.workspace, self.checkpoints)
-        self.rewinder = Rewinder(self)
+        self._rewinder: Rewinder | None = None  # /rewind's, made by the first (`rewinder`)
         # The person's `[[hooks]]` (shaping/): None without any. "load": load, resume and fork alike.
         self.hooks = _hooks(runtime, self.id, self.cwd, warner(self.send, self._takes_notices))
         self._opened_as = "new" if restored is None else "load"
@@ -155,6 +155,31 @@ class Session:
         if self._approver is None:
             self._approver = _approver(self)
         return self._approver
+
+    @property
+    def tasks(self) -> TaskRunner:
+        """The `task` tool's tasks (session/tasks/runner.py), made by the first task, /tasks or a stats request: a
+        session that starts none does without the runner's modules (issue 41)."""
+        if self._tasks is None:
+            from ama_acp.session.tasks.runner import TaskRunner
+
+            self._tasks = TaskRunner(self.rt, self)
+        return self._tasks
+
+    @property
+    def rewinder(self) -> Rewinder:
+        """Made by the first /rewind: a session that never rewinds does without its module (issue 41)."""
+        if self._rewinder is None:
+            from ama_acp.session.history.rewind import Rewinder
+
+            self._rewinder = Rewinder(self)
+        return self._rewinder
+
+    def _checkpoints_folder(self) -> Path:
+        """Where the copies of the files this session changes go: first asked when it changes one."""
+        from ama_acp.session.history.rewind import checkpoints_folder
+
+        return checkpoints_folder(self.rt.store, self.id)
 
     @property
     def busy(self) -> bool:

@@ -130,7 +130,7 @@ class SessionManager:
         self.client_caps = w.ClientCapabilities()
         self._commands: Commands | None = None
         self.spawn: Spawn | None = None  # the connection's task group (MCP servers live there); None under ama -p
-        self._tools: dict[str, Tool] | None = None
+        self._tools: dict[str, Tool] = {}  # built-in tools made so far, by name (tool)
         self._tool_specs: list[ToolSpec] | None = None
         self._store: SessionStore | None = None
         self._skill_problems: set[str] = set()  # told to the person once a process (shaping/skills.py)
@@ -157,22 +157,25 @@ class SessionManager:
             self._store = SessionStore(self.config.data_dir)
         return self._store
 
-    def _load_tools(self) -> dict[str, Tool]:
-        if self._tools is None:
-            from ama_acp.tools.registry import by_name, default_tools
-
-            agents = {name: a.description for name, a in self.config.agents.items()}
-            self._tools = by_name(default_tools(self.config.web, agents))
-        return self._tools
+    def _agents(self) -> dict[str, str]:
+        return {name: a.description for name, a in self.config.agents.items()}
 
     def tool(self, name: str) -> Tool | None:
-        return self._load_tools().get(name)
+        """The built-in tool `name`, made (its module imported) by its first call in this process."""
+        if name not in self._tools:
+            from ama_acp.tools.registry import make_tool
+
+            made = make_tool(name, self.config.web, self._agents())
+            if made is None:
+                return None
+            self._tools[name] = made
+        return self._tools[name]
 
     def tool_specs(self) -> list[ToolSpec]:
-        if self._tool_specs is None:
-            from ama_acp.tools.registry import tool_specs
+        if self._tool_specs is None:  # the tools' own declarations, without importing their modules (issue 41)
+            from ama_acp.tools.registry import declared_specs
 
-            self._tool_specs = tool_specs(list(self._load_tools().values()))
+            self._tool_specs = declared_specs(self._agents())
         return self._tool_specs
 
     def model_info(self, model_id: str) -> ModelInfo | None:

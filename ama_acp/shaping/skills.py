@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal
 
+import msgspec
+
 from ama_acp.tools.regular import read_regular
 
 log = logging.getLogger(__name__)
@@ -46,8 +48,7 @@ _PLACES: tuple[tuple[Source, str, bool], ...] = (
 )
 
 
-@dataclass(frozen=True)
-class Skill:
+class Skill(msgspec.Struct, frozen=True):
     """One skill as the system prompt lists it. `folder`: absolute, as found; `root_real`: the real path its files
     must resolve inside (the project's, for a project's skill; None for the person's own)."""
 
@@ -62,8 +63,7 @@ class Skill:
         return os.path.join(self.folder, SKILL_FILE)
 
 
-@dataclass(frozen=True)
-class Problem:
+class Problem(msgspec.Struct, frozen=True):
     """A skill that was skipped, and why: its file, the line when one is to blame, and what was wrong."""
 
     path: str

@@ -1,4 +1,8 @@
-"""The built-in tools, and how the model sees them."""
+"""The built-in tools, and how the model sees them.
+
+The tools' modules are imported when a tool is first made (make_tool, default_tools), not with this module: what
+a session declares to the model before any tool runs comes from declared.py's table (issue 41: importing the ten
+modules, the regular-expression engine and the file walker among them, was ~15 ms of a fresh ama's first answer)."""
 
 from __future__ import annotations
 
@@ -10,16 +14,6 @@ import anyio
 from ama_acp.conversation.tools import ToolSpec
 from ama_acp.tools.base import DEFAULT_DEADLINE_SECONDS, HasDeadline, Tool, ToolArgs, ToolError, ToolResult
 from ama_acp.tools.context import ToolContext
-from ama_acp.tools.edit import EditTool
-from ama_acp.tools.ls import ListTool
-from ama_acp.tools.read import ReadTool
-from ama_acp.tools.search.glob import GlobTool
-from ama_acp.tools.search.grep import GrepTool
-from ama_acp.tools.shell import ShellTool
-from ama_acp.tools.task import TaskTool
-from ama_acp.tools.todo import TodoTool
-from ama_acp.tools.web.fetch import WebFetchTool
-from ama_acp.tools.write import WriteTool
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -30,6 +24,17 @@ if TYPE_CHECKING:
 def default_tools(web: WebConfig | None = None, agents: Mapping[str, str] | None = None) -> list[Tool]:
     """Fresh instances of every built-in tool, in the order the model sees them; `web` is the config's `[web]`,
     `agents` the configured agents the task tool offers (name → description)."""
+    from ama_acp.tools.edit import EditTool
+    from ama_acp.tools.ls import ListTool
+    from ama_acp.tools.read import ReadTool
+    from ama_acp.tools.search.glob import GlobTool
+    from ama_acp.tools.search.grep import GrepTool
+    from ama_acp.tools.shell import ShellTool
+    from ama_acp.tools.task import TaskTool
+    from ama_acp.tools.todo import TodoTool
+    from ama_acp.tools.web.fetch import WebFetchTool
+    from ama_acp.tools.write import WriteTool
+
     return [
         ReadTool(),
         WriteTool(),
@@ -76,3 +81,35 @@ def tool_specs(tools: Sequence[Tool] | None = None) -> list[ToolSpec]:
         ToolSpec(name=t.name, description=t.description, parameters=t.parameters)
         for t in (default_tools() if tools is None else tools)
     ]
+
+
+def declared_specs(agents: Mapping[str, str] | None = None) -> list[ToolSpec]:
+    """What `tool_specs(default_tools(web, agents))` gives, in the same order and with the same bytes, without
+    importing the tools' modules: declared.py's table, and `task`'s declaration (it lists `agents`)."""
+    from ama_acp.tools.declared import DECLARED
+    from ama_acp.tools.task import TaskTool
+
+    specs = [ToolSpec(name=name, description=d, parameters=p) for name, (_, _, d, p) in DECLARED.items()]
+    task = TaskTool(agents)
+    return [*specs, ToolSpec(name=task.name, description=task.description, parameters=task.parameters)]
+
+
+def make_tool(name: str, web: WebConfig | None = None, agents: Mapping[str, str] | None = None) -> Tool | None:
+    """A fresh instance of the built-in tool `name` (None when there is none), its module imported now: as
+    default_tools makes it, with `web` (web_fetch's allowed hosts) and `agents` (task's)."""
+    import importlib
+
+    from ama_acp.tools.declared import DECLARED
+    from ama_acp.tools.task import NAME, TaskTool
+
+    if name == NAME:
+        return TaskTool(agents)
+    if name not in DECLARED:  # a model's made-up name: never a key of the table used as a module path
+        return None
+    module, cls, _, _ = DECLARED[name]
+    made = getattr(importlib.import_module(module), cls)
+    if name == "web_fetch":
+        tool: Tool = made(web.allow_hosts if web is not None else None)
+        return tool
+    tool = made()
+    return tool

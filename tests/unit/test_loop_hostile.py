@@ -258,6 +258,7 @@ def test_an_unwritable_session_file_is_told_to_the_person_once(tmp_path, notices
         session.journal.attach(FullDisk())
         await session.prompt([w.TextContent(text="hello")])
         await session.prompt([w.TextContent(text="again")])
+        await manager.shutdown()  # the sandbox's launcher started after the demo's commands ends with the session
 
     anyio.run(main)
     if notices:

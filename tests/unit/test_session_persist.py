@@ -55,6 +55,7 @@ def test_write_error_ends_persistence_not_the_turn(tmp_path: Path, caplog: pytes
         result = await session.prompt([w.TextContent(text="hello")])
         assert disk.calls == 1  # the first failure stops further writes
         assert session.journal.writer is None
+        await manager.shutdown()  # the sandbox's launcher started after the demo's command ends with the session
         return result.stop_reason
 
     with caplog.at_level(logging.ERROR):

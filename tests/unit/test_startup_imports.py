@@ -48,8 +48,10 @@ def test_the_client_package_still_offers_every_name_it_lists() -> None:
 # What a first answer in text never needs (issue 41: each costs milliseconds of a fresh ama's first answer, which an
 # editor's person waits on): PyYAML (a command file's or skill's front matter), the exact estimator, the MCP SDK
 # (a session's MCP servers), the conformance suite's validator, the HTML converter (a fetched page), httpx's
-# command-line tool, and ama's permissions, `task` machinery, lifecycle, hooks and the git state a compaction
-# reads (a tool call, a task, a load, a `[[hooks]]` entry, a compaction).
+# command-line tool, and ama's permissions, `task` machinery, lifecycle, hooks, the git state a compaction reads
+# and /rewind (a tool call, a task, a load, a `[[hooks]]` entry, a compaction, a rewind), and the tools' modules
+# with the regular expression engine and the file walker they use (a tool's first call: tools/declared.py
+# declares them before).
 NOT_FOR_A_FIRST_ANSWER = (
     "yaml",
     "tiktoken",
@@ -64,6 +66,19 @@ NOT_FOR_A_FIRST_ANSWER = (
     "ama_acp.session.lifecycle",
     "ama_acp.shaping.hook_points",
     "ama_acp.tools.git_state",
+    "ama_acp.session.history.rewind",
+    "ama_acp.session.tasks.runner",
+    "ama_acp.tools.read",
+    "ama_acp.tools.write",
+    "ama_acp.tools.edit",
+    "ama_acp.tools.ls",
+    "ama_acp.tools.search.glob",
+    "ama_acp.tools.search.grep",
+    "ama_acp.tools.search.filewalk",
+    "ama_acp.tools.shell",
+    "ama_acp.tools.todo",
+    "ama_acp.tools.web.fetch",
+    "re2",
 )
 
 
