@@ -58,6 +58,11 @@ AUTH_REQUIRED = -32000
 OUTSIDE_RUN = "outside_run"
 
 
+def _auth_required(exc: AgentFailure) -> bool:
+    """Whether a failed request was answered auth_required: the agent wants sign-in first."""
+    return isinstance(exc.__cause__, RpcError) and exc.__cause__.code == AUTH_REQUIRED
+
+
 class Agent:
     def __init__(
         self,
@@ -245,11 +250,18 @@ class Agent:
         try:
             result = await self.call("session/new", params)
         except AgentFailure as exc:
-            if not isinstance(exc.__cause__, RpcError) or exc.__cause__.code != AUTH_REQUIRED:
+            if not _auth_required(exc):
                 raise
             # The agent asks to sign in first (ACP allows it): sign in once, as an editor would, and retry.
             await self.sign_in_once(exc)
-            result = await self.call("session/new", params)
+            try:
+                result = await self.call("session/new", params)
+            except AgentFailure as again:
+                if not _auth_required(again):
+                    raise
+                # Signed in, and still refused (gemini-cli's API-key method, with no key in its environment): a
+                # sign-in the suite cannot give, never the agent's failure.
+                raise SignInNeeded(f"session/new still needs sign-in after authenticate: {again}") from again
         sid = result.get("sessionId")
         if not isinstance(sid, str) or not sid:
             raise AgentFailure(f"session/new answered no session id: {result!r:.300}")

@@ -130,3 +130,18 @@ def test_an_agent_that_cannot_start_is_its_own_verdict_with_its_stdout_banner(tm
     assert verdict["verdict"] == "COULD NOT START" and verdict["couldNotStart"] == reason
     assert report["startup"]["banner"] == ["Error: --model is required", "see --help for the options"]
     assert report["startup"]["exited"] is True and report["startup"]["returncode"] == 2
+
+
+def test_a_sign_in_that_succeeds_but_does_not_satisfy_the_agent_is_untested_not_failed(tmp_path: Path) -> None:
+    """gemini-cli's API-key method with no key in its environment: `authenticate` answers `{}`, and session/new
+    still answers auth_required. A sign-in the suite cannot give: what needed a session is untested with the
+    agent's message — never R33 or R60 failures (the 2026-12-07 record had both)."""
+    agent = launch_command("fixture_agent", "--auth=ok", "--quirk=key-missing")
+    code, stdout, report = run(tmp_path, agent, "-k", "sessions or mcp", "--timeout", "3")
+    status = statuses(report)
+    assert not failed(report), stdout[-3000:]
+    for rid in ("R33", "R60"):
+        assert status[rid]["status"] == "NOT_TESTED", (rid, status[rid])
+        assert "still needs sign-in after authenticate" in details(report, rid), (rid, status[rid])
+        assert "API key is missing" in details(report, rid), (rid, status[rid])
+    assert code == 0 and acp(report)["verdict"] == "NO VIOLATION FOUND", stdout[-3000:]

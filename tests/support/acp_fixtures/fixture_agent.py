@@ -102,6 +102,8 @@ QUIRKS: dict[str, str] = {
     "models-root": "adds `models` (SDK 0.17.0's unstable SessionModelState) at the root of the session/new result",
     "late-turn": "answers each reply turn LATE_TURN s late: after a short --prompt-timeout, yet it answers",
     "misroute-title": "titles a session after its first prompt, under the id of the session opened before it",
+    "key-missing": "session/new answers auth_required (-32000) 'API key is missing' even after authenticate "
+    "succeeds (with --auth ok): gemini-cli's API-key method, with no key in its environment",
 }
 LATE_TURN = 3.0  # seconds a --quirk late-turn reply waits before it answers
 PERSON_METHOD = {
@@ -843,6 +845,8 @@ class Agent:
         specs = [parse_mcp_server(s) for s in servers]  # all checked before anything is started
         if "auth-hangs" in self.quirks and not self.signed_in:
             raise RpcError(-32000, "Authentication required")
+        if "key-missing" in self.quirks:
+            raise RpcError(-32000, "Gemini API key is missing or not configured.")
         session = Session(new_uuid4(), cwd, model="big" if self.models else None)
         # The MCP handshakes wait on other processes: not on the thread that reads stdin.
         self.spawn(lambda: self.guarded(rid, lambda: self._open_session(rid, session, specs)), "session-new")
