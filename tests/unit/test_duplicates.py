@@ -74,8 +74,14 @@ def pairs(files: list[Path], root: Path = ROOT) -> list[str]:
     return sorted(found.values())
 
 
+# Generated from the code it repeats, and checked equal to it by a test of its own: a copy by design, never edited
+# by hand (tests/unit/test_tool_declarations.py regenerates it).
+GENERATED = {"ama_acp/tools/declared.py"}
+
+
 def test_code_written_twice_in_ama_acp_stays_under_the_ceiling() -> None:
-    found = pairs(sorted((ROOT / "ama_acp").rglob("*.py")))
+    written = [p for p in sorted((ROOT / "ama_acp").rglob("*.py")) if str(p.relative_to(ROOT)) not in GENERATED]
+    found = pairs(written)
     assert len(found) <= CEILING, f"{len(found)} pairs of places share {WINDOW}+ lines of code:\n" + "\n".join(found)
 
 
