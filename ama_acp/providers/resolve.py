@@ -78,9 +78,10 @@ def has_credentials(cfg: Config, provider: str, env: Mapping[str, str] | None = 
     return bool(env.get(variable))
 
 
+# One sentence: an ACP error's message is one short sentence (the person reads it in the editor's sign-in prompt).
 NO_MODEL_HINT = (
-    "No model is configured for ama. Run `ama setup` in a terminal to choose a provider and store a key, or set "
-    "OPENAI_API_KEY or ANTHROPIC_API_KEY in the environment the editor gives the agent, then sign in again."
+    "No model is configured for ama: run `ama setup` in a terminal, or give the agent OPENAI_API_KEY or "
+    "ANTHROPIC_API_KEY, then sign in again."
 )
 
 

@@ -69,9 +69,13 @@ class AcpError(ProtocolError):
     @classmethod
     def auth_required(cls, why: str, methods: list[dict[str, Any]]) -> AcpError:
         """No usable model: the client should offer the person `methods` (the initialize `authMethods`).
-        `details` repeats the sentence of `message`: some clients (toad) show only `data.details`."""
-        message = f"Authentication required: {why}"
-        return cls(AUTH_REQUIRED, message, {"details": message, "authMethods": methods})
+        `message` is one short sentence (JSON-RPC's, and R14's); `details` holds the whole of `why` with what to
+        do, which some clients (toad) show in place of the message."""
+        first, stop, _rest = why.partition(". ")
+        message = f"Authentication required: {first}{'.' if stop else ''}"
+        if len(message) > 200:  # a reason of more than a sentence's length: it stays whole in `details`
+            message = "Authentication required."
+        return cls(AUTH_REQUIRED, message, {"details": f"Authentication required: {why}", "authMethods": methods})
 
     @classmethod
     def session_not_found(cls, session_id: str) -> AcpError:
