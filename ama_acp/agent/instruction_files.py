@@ -21,6 +21,7 @@ from typing import Literal
 
 import msgspec
 
+from ama_acp.tools.paths import inside
 from ama_acp.tools.regular import open_regular
 
 log = logging.getLogger(__name__)
@@ -45,10 +46,6 @@ class InstructionFile(msgspec.Struct, frozen=True):
     cut: bool
     digest: str  # the first 12 hex digits of the SHA-256 of the text shown
     signature: Signature
-
-
-def inside(real: str, root_real: str) -> bool:
-    return real == root_real or real.startswith(root_real.rstrip(os.sep) + os.sep)
 
 
 def signature_of(path: str) -> Signature | None:

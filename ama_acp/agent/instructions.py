@@ -38,7 +38,6 @@ from ama_acp.agent.instruction_files import (
     announced_in,
     changed_section,
     find,
-    inside,
     nested_section,
     prompt_block,
     prompt_section,
@@ -49,6 +48,7 @@ from ama_acp.agent.instruction_files import (
 )
 from ama_acp.config import InstructionsConfig
 from ama_acp.conversation.messages import Message, TextPart, UserMessage
+from ama_acp.tools.paths import inside
 
 log = logging.getLogger(__name__)
 

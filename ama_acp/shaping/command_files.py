@@ -27,6 +27,7 @@ from ama_acp.shaping.commands import (
     parse,
 )
 from ama_acp.textsafe import one_line
+from ama_acp.tools.paths import inside
 from ama_acp.tools.regular import NotRegularFileError, describe_mode, open_regular, refusal, special_root
 
 PER_FOLDER = 200
@@ -80,10 +81,6 @@ def folders(cwd: str, person_dir: str | None) -> list[Folder]:
         path = os.path.join(person_dir, "commands")
         out.append(Folder(path, path, "person", "ama", None))
     return out
-
-
-def _inside(real: str, root_real: str) -> bool:
-    return real == root_real or real.startswith(root_real.rstrip(os.sep) + os.sep)
 
 
 # --- what is there, in stats -----------------------------------------------------------------------------------
@@ -197,7 +194,7 @@ def _folder_problem(place: Folder) -> Problem | None:
     if not os.path.lexists(place.path):
         return None
     real = os.path.realpath(place.path)
-    if place.root_real is not None and not _inside(real, place.root_real):
+    if place.root_real is not None and not inside(real, place.root_real):
         return Problem(place.shown, None, f"refused: it links outside the workspace (to {real})")
     root = special_root(real)
     if root is not None:
@@ -224,7 +221,7 @@ def _open(path: str, mode: int, root_real: str | None) -> int:
     component: the folder above it was checked already)."""
     if stat.S_ISLNK(mode):
         real = os.path.realpath(path)
-        if root_real is not None and not _inside(real, root_real):
+        if root_real is not None and not inside(real, root_real):
             raise OSError(f"it links outside the workspace (to {real})")
         return open_regular(real)  # FIFOs, devices, /proc: refused without blocking
     if not stat.S_ISREG(mode):  # a FIFO or a device is never opened

@@ -16,10 +16,11 @@ import os
 import stat
 from typing import NotRequired, TypedDict
 
-from ama_acp.shaping.skills import SKILL_FILE, Found, Skill, inside, read_bytes
+from ama_acp.shaping.skills import SKILL_FILE, Found, Skill, read_bytes
 from ama_acp.tools.base import JSONObject, Location, ToolArgs, ToolError, ToolKind, ToolResult
 from ama_acp.tools.common import closed_object, validate
 from ama_acp.tools.context import ToolContext
+from ama_acp.tools.paths import inside
 
 NAME = "skill"
 BODY_BYTES = 256 * 1024  # of SKILL.md, or of one file beside it, in one result

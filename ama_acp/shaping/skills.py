@@ -26,6 +26,7 @@ from typing import Literal
 
 import msgspec
 
+from ama_acp.tools.paths import inside
 from ama_acp.tools.regular import read_regular
 
 log = logging.getLogger(__name__)
@@ -186,10 +187,6 @@ def _line_of(text: str, key: str) -> int:
         if line.rstrip("\r") in ("---", "..."):
             break
     return 2
-
-
-def inside(real: str, root_real: str) -> bool:
-    return real == root_real or real.startswith(root_real.rstrip(os.sep) + os.sep)
 
 
 def read_text(path: str, root_real: str | None, limit: int) -> str:

@@ -29,6 +29,11 @@ def absolute(path: str, cwd: str) -> str:
     return os.path.normpath(os.path.join(cwd, expanded))
 
 
+def inside(real: str, root_real: str) -> bool:
+    """Whether an already-resolved path is `root_real` or lies beneath it (both resolved: a string check)."""
+    return real == root_real or real.startswith(root_real.rstrip(os.sep) + os.sep)
+
+
 class PathPolicy:
     def __init__(self, roots: list[str]) -> None:
         self.roots = [os.path.realpath(r) for r in roots if r]
@@ -45,10 +50,4 @@ class PathPolicy:
 
     def contains(self, real_path: str) -> bool:
         """Whether an already-resolved path lies in a root (a root itself counts as inside)."""
-        for root in self.roots:
-            if real_path == root:
-                return True
-            prefix = root if root.endswith(os.sep) else root + os.sep
-            if real_path.startswith(prefix):
-                return True
-        return False
+        return any(inside(real_path, root) for root in self.roots)
