@@ -5,8 +5,8 @@ events; this module sends the body, bounds the reply in time and size, turns eve
 into an `Outcome` (failures.py), and retries what `retry.py` says may succeed — so both providers fail the
 same way.
 
-httpx is imported inside functions only: importing a provider module must stay cheap (`ama --version`,
-`ama models` and the ACP handshake never touch the network).
+The HTTP itself is exchange.py's (httpcore, or httpx where it must), imported by the first request only: importing a
+provider module must stay cheap (`ama --version`, `ama models` and the ACP handshake never touch the network).
 """
 
 from __future__ import annotations
@@ -23,14 +23,13 @@ import msgspec
 from ama_acp.errors import ProviderError
 from ama_acp.providers.base import Accepted, Failure, Finished, ProviderEvent, Retrying
 from ama_acp.providers.dialect import Parser
+from ama_acp.providers.exchange import Reply, post, transport_error
 from ama_acp.providers.failures import KeyHint, Outcome, StreamError, error_detail, give_up, safe_url, scrub
 from ama_acp.providers.retry import classify_status
 from ama_acp.providers.sse import MAX_EVENT_BYTES, SSEEvent, SSEParser
-from ama_acp.providers.tls import certificate_failure, tls_for
+from ama_acp.providers.tls import certificate_failure
 
 if TYPE_CHECKING:
-    import httpx
-
     from ama_acp.providers.settings import ProviderSettings
 
 log = logging.getLogger(__name__)
@@ -64,7 +63,7 @@ async def _read_before(deadline: float, it: AsyncIterator[bytes]) -> bytes | Non
 
     The deadline is checked before each read, not guarded by a cancel scope around it: a scope per read cost
     ~20 µs, most of what a delta costs, and one cannot be held across a `yield`. A read that waits is bounded by
-    httpx's read timeout (the same `timeout`, set in `_client`): a server that keeps sending (keepalives,
+    the transport's read timeout (the same `timeout`, given to `post`): a server that keeps sending (keepalives,
     endless text) is stopped at the deadline, one that stalls `timeout` after its last byte."""
     if time.monotonic() >= deadline:
         raise _DeadlineExceeded
@@ -189,14 +188,20 @@ class HttpStream:
         deadline = time.monotonic() + self.timeout
         try:
             async with contextlib.AsyncExitStack() as stack:
-                client = await stack.enter_async_context(self._client())
                 with anyio.move_on_after(_remaining(deadline)) as scope:
                     resp = await stack.enter_async_context(
-                        client.stream("POST", self.url, content=payload, headers=self._headers)
+                        post(
+                            self.url,
+                            self._headers,
+                            payload,
+                            timeout=self.timeout,
+                            connect_timeout=min(self.timeout, 30.0),
+                            transport=self.transport,
+                        )
                     )
                 if scope.cancelled_caught:
                     raise _DeadlineExceeded
-                chunks = resp.aiter_bytes()
+                chunks = resp.chunks
                 body = _before(deadline, chunks)
                 stack.push_async_callback(body.aclose)
                 refused = await self._refusal(resp, body)
@@ -218,13 +223,13 @@ class HttpStream:
         except Exception as exc:
             yield self._outcome_of(exc)
 
-    async def _refusal(self, resp: httpx.Response, body: AsyncIterator[bytes]) -> Outcome | None:
+    async def _refusal(self, resp: Reply, body: AsyncIterator[bytes]) -> Outcome | None:
         """Why a response is not a stream to read (an error status, a JSON answer, a web page), or None."""
         ctype = resp.headers.get("content-type", "").lower()
-        if resp.status_code >= 300:
+        if resp.status >= 300:
             raw = await read_bounded(body)
             detail = self._scrub(error_detail(raw))
-            return classify_status(resp.status_code, resp.headers, raw, detail, self.retry.retry_after_cap)
+            return classify_status(resp.status, resp.headers, raw, detail, self.retry.retry_after_cap)
         if ctype.startswith("application/json"):
             # The server ignored `stream: true` or answered an error with 200.
             raw = await read_bounded(body)
@@ -238,30 +243,31 @@ class HttpStream:
 
     def _outcome_of(self, exc: Exception) -> Outcome:
         """What an exception that ended an attempt means. Called while it is being handled (the log keeps its
-        traceback when it is a bug of ours)."""
-        import httpx
-
+        traceback when it is a bug of ours). The transport's errors are httpcore's (a request sent straight) or
+        httpx's (exchange.py says when): one `_transport_outcome` for both."""
         match exc:
             case _DeadlineExceeded():
                 return Outcome("timeout", f"timed out after {self.timeout:g}s without a complete reply", True)
             case StreamError():
                 return Outcome(exc.kind, self._scrub(exc.detail), exc.retryable, exc.status, protocol=exc.protocol)
-            case httpx.TimeoutException():
-                what = "connecting" if isinstance(exc, httpx.ConnectTimeout) else "waiting for the server"
-                return Outcome("timeout", f"timed out after {self.timeout:g}s {what}", True)
-            case httpx.ConnectError() if (why := certificate_failure(exc)) is not None:
-                detail = f"its TLS certificate failed verification ({self._scrub(why)})"
-                return Outcome("server", detail, False, connect=True, certificate=True)
-            case httpx.ConnectError():
-                return Outcome("server", f"could not connect: {self._scrub(str(exc)) or 'refused'}", True, connect=True)
-            case httpx.TransportError() | httpx.DecodingError():
-                # The connection dropped mid-body (incomplete chunked read, reset, ...).
-                return Outcome("stream", f"connection lost: {self._scrub(str(exc)) or type(exc).__name__}", True)
-            case _:
-                # A bug of ours met an input nobody foresaw. The contract (never raise) holds, and the traceback
-                # goes to the log; the fuzz tests look for this wording.
-                log.exception("%s: internal error while reading the reply", self.provider)
-                return Outcome("stream", f"internal error reading the reply: {type(exc).__name__}", False)
+        if (kind := transport_error(exc)) is not None:
+            return self._transport_outcome(kind, exc)
+        # A bug of ours met an input nobody foresaw. The contract (never raise) holds, and the traceback goes to the
+        # log; the fuzz tests look for this wording.
+        log.exception("%s: internal error while reading the reply", self.provider)
+        return Outcome("stream", f"internal error reading the reply: {type(exc).__name__}", False)
+
+    def _transport_outcome(self, kind: str, exc: Exception) -> Outcome:
+        if kind in ("connect_timeout", "timeout"):
+            what = "connecting" if kind == "connect_timeout" else "waiting for the server"
+            return Outcome("timeout", f"timed out after {self.timeout:g}s {what}", True)
+        if kind == "connect" and (why := certificate_failure(exc)) is not None:
+            detail = f"its TLS certificate failed verification ({self._scrub(why)})"
+            return Outcome("server", detail, False, connect=True, certificate=True)
+        if kind == "connect":
+            return Outcome("server", f"could not connect: {self._scrub(str(exc)) or 'refused'}", True, connect=True)
+        # The connection dropped mid-body (incomplete chunked read, reset, ...).
+        return Outcome("stream", f"connection lost: {self._scrub(str(exc)) or type(exc).__name__}", True)
 
     def _ended_early(self, meter: _Meter, sse: SSEParser) -> Outcome:
         if meter.total == 0:
@@ -272,17 +278,6 @@ class HttpStream:
         else:
             detail = "the response stream ended before the reply was complete"
         return Outcome("stream", self._scrub(detail), True)
-
-    def _client(self) -> httpx.AsyncClient:
-        # A client per request: it binds to the running event loop, and a connection kept for the next
-        # model call minutes later saves little. The expensive part, the verified TLS context, is shared; a plain
-        # http URL's client never loads it (untrusting_context).
-        import httpx
-
-        timeout = httpx.Timeout(self.timeout, connect=min(self.timeout, 30.0))
-        if self.transport is not None:
-            return httpx.AsyncClient(timeout=timeout, transport=self.transport)
-        return httpx.AsyncClient(timeout=timeout, verify=tls_for(self.url))
 
     def _scrub(self, text: str) -> str:
         return scrub(text, self._secret)

@@ -10,6 +10,7 @@ verified context reads."""
 from __future__ import annotations
 
 import functools
+import os
 from typing import TYPE_CHECKING
 
 from ama_acp.errors import causes
@@ -21,10 +22,19 @@ if TYPE_CHECKING:
 @functools.cache
 def ssl_context() -> ssl.SSLContext:
     """The verified TLS context the client of every request to an https URL is built with: made once per process
-    (it loads the CA bundle, tens of ms); the session manager makes it ahead of the first prompt."""
-    import httpx
+    (it loads the CA bundle, tens of ms); the session manager makes it ahead of the first prompt.
 
-    return httpx.create_ssl_context()
+    The one httpx makes by default, made as httpx makes it (a person's SSL_CERT_FILE, else SSL_CERT_DIR, else
+    certifi's bundle) without importing httpx: a model request does not (exchange.py)."""
+    import ssl
+
+    import certifi
+
+    if cafile := os.environ.get("SSL_CERT_FILE"):
+        return ssl.create_default_context(cafile=cafile)
+    if capath := os.environ.get("SSL_CERT_DIR"):
+        return ssl.create_default_context(capath=capath)
+    return ssl.create_default_context(cafile=certifi.where())
 
 
 def plain_http(url: str) -> bool:

@@ -59,8 +59,8 @@ def new_session_id() -> str:
 def prepare_first_prompt(config: Config, model_id: str | None) -> None:
     """What the first prompt of `model_id` does once per process, done ahead (server.py's preload thread calls
     it, through Handlers.prepare_first_prompt): its provider built (the provider's modules imported) and, when
-    that provider talks HTTP, httpx and httpcore imported (~0.2 s; httpx imports httpcore only when its first
-    client is built) and, for an https URL, the verified TLS context made (the CA bundle: ~60 ms; a plain http
+    that provider talks HTTP, httpcore imported (providers/exchange.py: a model request goes straight over it, not
+    through httpx's client layer) and, for an https URL, the verified TLS context made (the CA bundle: ~60 ms; a plain http
     URL's requests never load it). Nothing is kept but the modules and that process-wide context: each session
     builds its own provider."""
     if not model_id:  # no usable model yet: sign-in first, and which provider it will be is not known
@@ -77,7 +77,6 @@ def prepare_first_prompt(config: Config, model_id: str | None) -> None:
     if pcfg is None or pcfg.kind == "scripted":
         return
     import httpcore  # noqa: F401
-    import httpx  # noqa: F401
 
     from ama_acp.providers import tls
 

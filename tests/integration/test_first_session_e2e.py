@@ -112,7 +112,8 @@ async def test_after_the_preload_a_first_prompt_imports_nothing(tmp_path: Path, 
             after = read(ama.stderr)
         assert result["stopReason"] == "end_turn"
         assert len(llm.requests) == 1
-    assert "httpx" in imported(before) and "httpcore" in imported(before)  # by the preload, before the prompt
+    assert "httpcore" in imported(before)  # by the preload, before the prompt
+    assert "httpx" not in imported(after)  # a model request goes straight over httpcore (providers/exchange.py)
     assert after.startswith(before)
     assert imported(after[len(before) :]) == []
     check_transcript(conn)

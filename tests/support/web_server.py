@@ -6,7 +6,7 @@
         ...  # fetch web.url("/page")
         assert web.hits == ["/page"]
 
-A route may also stream (`chunks`: an iterable of bytes, each flushed), wait before answering (`hold`: an Event
+POST is answered as GET is, the request's body kept in its `Hit`. A route may also stream (`chunks`: an iterable of bytes, each flushed), wait before answering (`hold`: an Event
 the handler waits on, bounded by the server's life) or be a function of the request (`handler`).
 """
 
@@ -36,6 +36,8 @@ class Route:
 class Hit:
     path: str
     headers: dict[str, str]
+    body: bytes = b""
+    method: str = "GET"
 
 
 class WebServer:
@@ -55,7 +57,14 @@ class WebServer:
                 pass
 
             def do_GET(self) -> None:
-                server.requests.append(Hit(self.path, {k.lower(): v for k, v in self.headers.items()}))
+                self._serve(b"")
+
+            def do_POST(self) -> None:  # a model request's (tests of providers/exchange.py); the body is kept
+                self._serve(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+
+            def _serve(self, body: bytes) -> None:
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                server.requests.append(Hit(self.path, headers, body, self.command))
                 server.hit.set()
                 route = server.routes.get(self.path.split("?", 1)[0])
                 if route is None:

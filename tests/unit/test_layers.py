@@ -65,7 +65,8 @@ ALLOWED: dict[str, set[str]] = {
     "rpc": {"errors"},
     # the protocol-free stack
     "context": {"conversation", "config", "errors"},
-    "providers": {"conversation", "config", "errors", "secrets", "credentials", "context"},
+    # (and the package's version: the User-Agent of a model request, providers/exchange.py)
+    "providers": {"__init__", "conversation", "config", "errors", "secrets", "credentials", "context"},
     "permissions": {"errors"},
     # the sandbox of the commands ama runs for a model or an agent under test: below the tools and the client
     "sandbox": {"config", "pids"},

@@ -6,7 +6,9 @@ TLS with it fails closed."""
 from __future__ import annotations
 
 import ssl
+from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx
@@ -14,8 +16,11 @@ import pytest
 
 from ama_acp.config import Config, ProviderConfig
 from ama_acp.providers import tls
+from ama_acp.providers.base import ProviderEvent
 from ama_acp.providers.failures import KeyHint
+from ama_acp.providers.retry import RetryPolicy
 from ama_acp.providers.settings import ProviderSettings
+from ama_acp.providers.sse import SSEEvent
 from ama_acp.providers.stream import HttpStream
 from ama_acp.providers.tls import plain_http, untrusting_context
 from ama_acp.session.manager import prepare_first_prompt
@@ -46,18 +51,38 @@ def test_the_untrusting_context_requires_a_certificate_and_trusts_none() -> None
     assert ctx.cert_store_stats()["x509_ca"] == 0
 
 
-def _client_context(url: str) -> ssl.SSLContext:
+def _client_context(url: str, monkeypatch: pytest.MonkeyPatch) -> ssl.SSLContext:
+    """The TLS context a model request to `url` is sent with: what HttpStream's POST gives httpcore's pool (the
+    request itself fails: nothing listens there)."""
+    import httpcore
+
+    given: list[ssl.SSLContext] = []
+    real = httpcore.AsyncConnectionPool.__init__
+
+    def kept(self: httpcore.AsyncConnectionPool, *args: Any, **kw: Any) -> None:
+        given.append(kw["ssl_context"])
+        real(self, *args, **kw)
+
+    monkeypatch.setattr(httpcore.AsyncConnectionPool, "__init__", kept)
     no_key = KeyHint(env=None, has_key=False)
-    http = HttpStream(ProviderSettings(name="p", base_url=url), url=url + "/chat/completions", headers={}, key=no_key)
-    client = http._client()
-    try:
-        transport = client._transport  # httpx's own: where the context it made is kept
-        assert isinstance(transport, httpx.AsyncHTTPTransport)
-        context = transport._pool._ssl_context
-        assert context is not None
-        return context
-    finally:
-        anyio.run(client.aclose)
+    settings = ProviderSettings(name="p", base_url=url, timeout=2, retry=RetryPolicy(max_retries=0))
+    http = HttpStream(settings, url=url + "/chat/completions", headers={}, key=no_key)
+
+    async def send() -> None:
+        async for _ in http.stream({}, _no_events):
+            pass
+
+    anyio.run(send)
+    [context] = given
+    return context
+
+
+async def _no_events(batches: AsyncIterator[list[SSEEvent]]) -> AsyncGenerator[ProviderEvent, None]:
+    none: tuple[ProviderEvent, ...] = ()
+    async for _ in batches:
+        pass
+    for event in none:  # a parser that finds nothing: the request fails before it is read anyway
+        yield event
 
 
 def test_an_http_url_s_client_never_loads_the_ca_bundle_an_https_one_shares_the_verified_context(
@@ -65,10 +90,10 @@ def test_an_http_url_s_client_never_loads_the_ca_bundle_an_https_one_shares_the_
 ) -> None:
     verified = tls.ssl_context()
     made = _counting_verified(monkeypatch)
-    plain = _client_context("http://127.0.0.1:9/v1")
+    plain = _client_context("http://127.0.0.1:9/v1", monkeypatch)
     assert made == [] and plain is not verified
     assert plain.verify_mode == ssl.CERT_REQUIRED and plain.get_ca_certs() == []
-    assert _client_context("https://api.example.test/v1") is verified
+    assert _client_context("https://127.0.0.1:9/v1", monkeypatch) is verified
     assert made == ["verified"]
 
 
@@ -234,3 +259,23 @@ def test_setup_s_key_check_and_the_doctor_name_a_certificate_that_fails(
         assert len([line for line in out.splitlines() if "SSL_CERT_FILE" in line]) == 1  # said on the provider's line
         assert "a prompt would not work: ama does not trust the TLS certificate of its provider 'own'" in out
         assert secure.hits == []
+
+
+def test_the_verified_context_trusts_the_ca_a_person_names_as_httpx_s_did(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Made without httpx now (a model request no longer imports it), the same way: SSL_CERT_FILE, else
+    SSL_CERT_DIR, else certifi's bundle."""
+    _, ca = tls_server(tmp_path, "localhost")
+    pem = tmp_path / "ca.pem"
+    pem.write_text(ca, encoding="utf-8")
+    monkeypatch.setenv("SSL_CERT_FILE", str(pem))
+    named = tls.ssl_context.__wrapped__()
+    assert len(named.get_ca_certs()) == 1 and named.verify_mode == ssl.CERT_REQUIRED and named.check_hostname
+    monkeypatch.delenv("SSL_CERT_FILE")
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    bundle = tls.ssl_context.__wrapped__()
+    assert len(bundle.get_ca_certs()) > 50  # certifi's
+    assert {c["serialNumber"] for c in bundle.get_ca_certs()} == {
+        c["serialNumber"] for c in httpx.create_ssl_context().get_ca_certs()
+    }

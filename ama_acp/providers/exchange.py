@@ -1,0 +1,209 @@
+"""One POST whose reply is read as it arrives: all the HTTP a model request needs (`post`).
+
+Two ways to send it, one shape of reply (`Reply`: status, headers, body chunks):
+
+- **Straight over httpcore** (httpx's own connection layer, the default): a model request is one POST with a few
+  headers, and nothing of httpx's client layer (cookies, redirects, auth flows, its URL and header models) is of
+  use to it, while importing that layer costs ~35 ms of CPU (http.cookiejar, the email parser, urllib.request,
+  its models) in every cold start: a third of what a first answer waits for after `initialize`
+  (docs/performance.md, "A cold first answer").
+- **Through httpx**, which sends it the same way, when the settings carry a transport (the tests' in-process
+  servers), when the environment names a proxy (httpx's proxy rules — `HTTP(S)_PROXY`, `ALL_PROXY`, `NO_PROXY` —
+  are the ones people know, and are not written twice), or when the URL is not plain ASCII (httpx encodes an
+  international host name; httpcore takes bytes as they are).
+
+Either way: no redirect is followed (a 3xx is an answer), the timeouts are the same (connect, and each read or
+write), the verified TLS context is ama's one per process (tls.py), and gzip or deflate bodies are decoded. httpx's
+and httpcore's errors both reach `HttpStream._outcome_of`, which names them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import zlib
+from collections.abc import AsyncIterator, Iterable, Mapping
+from typing import TYPE_CHECKING, NamedTuple
+
+from ama_acp import __version__
+from ama_acp.providers.failures import StreamError
+from ama_acp.providers.tls import tls_for
+
+if TYPE_CHECKING:
+    import httpx
+
+USER_AGENT = f"ama/{__version__}"  # both ways alike (httpx would say python-httpx; some gateways refuse no name)
+PROXY_VARIABLES = frozenset({"http_proxy", "https_proxy", "all_proxy"})
+ACCEPTED_ENCODINGS = b"gzip, deflate"  # what httpx asks for without brotli or zstd installed; both decoded below
+
+
+class Reply(NamedTuple):
+    """A response whose head has arrived: its status, its headers (names lower-cased, repeated ones joined with
+    ", " as httpx's `Headers.get` does) and its body, read as it comes (decoded when the server compressed it)."""
+
+    status: int
+    headers: Mapping[str, str]
+    chunks: AsyncIterator[bytes]
+
+
+def proxied(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether the environment names a proxy httpx would send requests through (any case, as httpx reads them)."""
+    return any(value and name.lower() in PROXY_VARIABLES for name, value in environ.items())
+
+
+def direct(url: str, transport: object | None, environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether `post` sends straight over httpcore (see the module's docstring for when httpx does)."""
+    return transport is None and url.isascii() and not proxied(environ)
+
+
+@contextlib.asynccontextmanager
+async def post(
+    url: str,
+    headers: Mapping[str, str],
+    payload: bytes,
+    *,
+    timeout: float,
+    connect_timeout: float,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> AsyncIterator[Reply]:
+    """POST `payload` to `url`; the reply once its head has arrived. Leaving the block closes the connection."""
+    if direct(url, transport):
+        async with _over_httpcore(url, headers, payload, timeout, connect_timeout) as reply:
+            yield reply
+    else:
+        async with _over_httpx(url, headers, payload, timeout, connect_timeout, transport) as reply:
+            yield reply
+
+
+@contextlib.asynccontextmanager
+async def _over_httpcore(
+    url: str, headers: Mapping[str, str], payload: bytes, timeout: float, connect_timeout: float
+) -> AsyncIterator[Reply]:
+    import httpcore
+
+    sent = [(b"Accept", b"*/*"), (b"Accept-Encoding", ACCEPTED_ENCODINGS)]
+    sent += [(_ascii(name, "name"), _ascii(value, name)) for name, value in _named(headers).items()]
+    limits = {"connect": connect_timeout, "read": timeout, "write": timeout, "pool": timeout}
+    # A pool per request, as httpx's client per request: it binds to the running event loop, and a connection
+    # kept for the next model call minutes later saves little. retries=0: a failed connect is HttpStream's to retry.
+    async with (
+        httpcore.AsyncConnectionPool(ssl_context=tls_for(url), http1=True, http2=False, retries=0) as pool,
+        pool.stream("POST", url, headers=sent, content=payload, extensions={"timeout": limits}) as resp,
+    ):
+        named = _joined((k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in resp.headers)
+        yield Reply(resp.status, named, _decoded(resp.aiter_stream(), named.get("content-encoding", "")))
+
+
+@contextlib.asynccontextmanager
+async def _over_httpx(
+    url: str,
+    headers: Mapping[str, str],
+    payload: bytes,
+    timeout: float,
+    connect_timeout: float,
+    transport: httpx.AsyncBaseTransport | None,
+) -> AsyncIterator[Reply]:
+    import httpx
+
+    limits = httpx.Timeout(timeout, connect=connect_timeout)
+    client = (
+        httpx.AsyncClient(timeout=limits, transport=transport)
+        if transport is not None
+        else httpx.AsyncClient(timeout=limits, verify=tls_for(url))
+    )
+    async with client, client.stream("POST", url, content=payload, headers=_named(headers)) as resp:
+        yield Reply(resp.status_code, resp.headers, resp.aiter_bytes())
+
+
+def transport_error(exc: BaseException) -> str | None:
+    """What an httpcore or httpx error says happened: "connect_timeout", "timeout" (waiting for the server),
+    "connect" (no connection: refused, a name not found, a certificate), "lost" (a connection that broke, a
+    reply that broke HTTP, a proxy that failed); None for any other exception. Neither library is imported here:
+    an error of one that was never imported cannot be raised."""
+    if (core := sys.modules.get("httpcore")) is not None:
+        match exc:
+            case core.ConnectTimeout() | core.PoolTimeout():
+                return "connect_timeout"
+            case core.TimeoutException():
+                return "timeout"
+            case core.ConnectError():
+                return "connect"
+            case core.NetworkError() | core.ProtocolError() | core.ProxyError() | core.UnsupportedProtocol():
+                return "lost"
+    if (x := sys.modules.get("httpx")) is not None:
+        match exc:
+            case x.ConnectTimeout() | x.PoolTimeout():
+                return "connect_timeout"
+            case x.TimeoutException():
+                return "timeout"
+            case x.ConnectError():
+                return "connect"
+            case x.TransportError() | x.DecodingError():
+                return "lost"
+    return None
+
+
+def _named(headers: Mapping[str, str]) -> dict[str, str]:
+    """The dialect's headers, with ama's User-Agent unless they carry one (a provider's catalog entry may)."""
+    if any(name.lower() == "user-agent" for name in headers):
+        return dict(headers)
+    return {"User-Agent": USER_AGENT, **headers}
+
+
+def _ascii(text: str, what: str) -> bytes:
+    try:
+        return text.encode("ascii")
+    except UnicodeEncodeError:
+        # An API key pasted with a typographic quote, say: said as such, never sent in some other encoding.
+        raise StreamError(
+            "bad_request", f"the request header {what!r} has a character that is not ASCII", retryable=False
+        ) from None
+
+
+def _zlib_header(data: bytes) -> bool:
+    """Whether `data` starts as a zlib stream does (RFC 1950: method 8, a header that is a multiple of 31); some
+    servers send deflate bodies raw, without it, and httpx reads both."""
+    return data[0] & 0x0F == 8 and (data[0] << 8 | data[1]) % 31 == 0
+
+
+def _joined(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
+    named: dict[str, str] = {}
+    for name, value in pairs:
+        named[name] = f"{named[name]}, {value}" if name in named else value
+    return named
+
+
+async def _decoded(chunks: AsyncIterator[bytes], encoding: str) -> AsyncIterator[bytes]:
+    """The body as sent when the server compressed it with gzip or deflate (what ama asked for); an encoding it
+    did not ask for is a reply it cannot read, said once the body starts."""
+    coding = encoding.strip().lower()
+    if coding in ("", "identity"):
+        async for chunk in chunks:
+            yield chunk
+        return
+    if coding not in ("gzip", "deflate", "x-gzip"):
+        raise StreamError(
+            "stream", f"the reply is compressed with {coding[:40]!r}, which ama did not ask for", retryable=False
+        )
+    inflater = zlib.decompressobj(zlib.MAX_WBITS | 16) if coding != "deflate" else None
+    head = b""  # deflate: its first two bytes tell the zlib wrapper (as the RFC has it) from a raw stream
+    async for chunk in chunks:
+        if inflater is None:
+            head += chunk
+            if len(head) < 2:
+                continue
+            chunk, head = head, b""
+            inflater = zlib.decompressobj(zlib.MAX_WBITS if _zlib_header(chunk) else -zlib.MAX_WBITS)
+        try:
+            out = inflater.decompress(chunk)
+        except zlib.error:
+            raise StreamError("stream", f"the reply's {coding} body is corrupt", retryable=True) from None
+        if out:
+            yield out
+    if inflater is None:  # a deflate body of fewer than two bytes: no valid stream is that short
+        if head:
+            raise StreamError("stream", f"the reply's {coding} body is corrupt", retryable=True)
+        return
+    if rest := inflater.flush():
+        yield rest
