@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import logging
-import logging.handlers
 import os
 import sys
 from pathlib import Path
@@ -43,9 +42,41 @@ class _Redact(logging.Filter):
 _plain = logging.Formatter()
 
 
-class _PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
-    """Every log file it opens (the first, and each one after a rollover) is created 0600, and an existing
-    one made 0600, before anything is written to it."""
+class _PrivateLogFile(logging.FileHandler):
+    """The log file, rotated when the next line would take it past `max_bytes`: ama.log becomes ama.log.1, .1 .2,
+    and so on up to `backups` (what logging.handlers' RotatingFileHandler does; importing that module takes ~5 ms
+    of every cold start — pickle, queue, socket — for these few lines). Every file it opens (the first, and each
+    one after a rollover) is created 0600, and an existing one made 0600, before anything is written to it."""
+
+    def __init__(self, path: Path, max_bytes: int, backups: int) -> None:
+        super().__init__(path, mode="a", encoding="utf-8", delay=True)
+        self.max_bytes = max_bytes
+        self.backups = backups
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            if self._full(record):
+                self._rotate()
+        except Exception:
+            self.handleError(record)  # logging's own report on stderr; the line is still tried below
+        super().emit(record)
+
+    def _full(self, record: logging.LogRecord) -> bool:
+        if self.stream is None:
+            self.stream = self._open()
+        self.stream.seek(0, io.SEEK_END)  # the file is opened O_APPEND: its position is 0 until the first write
+        return self.stream.tell() + len(self.format(record)) + 1 >= self.max_bytes
+
+    def _rotate(self) -> None:
+        if self.stream is not None:
+            self.stream.close()
+            self.stream = None  # reopened by FileHandler.emit
+        base = self.baseFilename
+        for n in range(self.backups - 1, 0, -1):
+            if os.path.lexists(f"{base}.{n}"):
+                os.replace(f"{base}.{n}", f"{base}.{n + 1}")  # a link planted as one is moved, never followed
+        if os.path.lexists(base):
+            os.replace(base, f"{base}.1")
 
     def _open(self) -> io.TextIOWrapper:
         # Through the one opener of ama's folders: a FIFO or a link planted as the log is refused (an OSError,
@@ -84,9 +115,7 @@ def setup_logging(data_dir: str, level: str = "warning") -> None:
             if not old.is_symlink():
                 os.chmod(old, 0o600)
         os.close(_open_log(logs / "ama.log"))  # a FIFO or a link as the log: no log file, said on stderr
-        fh = _PrivateRotatingFileHandler(
-            logs / "ama.log", maxBytes=5 * 1024 * 1024, backupCount=3, encoding="utf-8", delay=True
-        )
+        fh = _PrivateLogFile(logs / "ama.log", max_bytes=5 * 1024 * 1024, backups=3)
         fh.setLevel(logging.INFO)
         fh.setFormatter(fmt)
         fh.addFilter(_Redact())

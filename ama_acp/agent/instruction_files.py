@@ -12,8 +12,6 @@ always give the same system prompt (U10: the prefix estimate equals what the fir
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import os
 import re
@@ -96,7 +94,7 @@ def _read(path: str, shown: str, scope: Scope, root_real: str | None, cap: int) 
         st = os.fstat(f.fileno())
         data = f.read(cap * 4 + 4)  # enough bytes for cap + 1 characters, whatever their encoding
     text, cut = clip(data.decode("utf-8", errors="replace"), cap, st.st_size)
-    digest = hashlib.sha256(text.encode("utf-8", errors="replace")).hexdigest()[:12]
+    digest = _digest(text)
     return InstructionFile(
         scope, path, shown, text, st.st_size, cut, digest, (real, st.st_size, st.st_mtime_ns, st.st_ino)
     )
@@ -147,6 +145,18 @@ REMINDER_HEADER = "[A note from ama about this session, not written by the user]
 _TAG = re.compile(r'^<project-instructions path=("(?:[^"\\\n]|\\.)*") sha="([0-9a-f]{12})"', re.MULTILINE)
 
 
+def _digest(text: str) -> str:
+    import hashlib  # ~2.5 ms (OpenSSL's): paid by a workspace with instruction files, not by every session's open
+
+    return hashlib.sha256(text.encode("utf-8", errors="replace")).hexdigest()[:12]
+
+
+def _quoted(path: str) -> str:
+    import json  # as `_digest`: json.dumps's quoting (ASCII only) is what the tags have always carried
+
+    return json.dumps(path)
+
+
 def nested_section(f: InstructionFile, changed: bool) -> str:
     """A nested file as the note announces it; the tag lets a loaded session tell which files it announced."""
     folder = f.shown.rpartition("/")[0] or "."
@@ -156,7 +166,7 @@ def nested_section(f: InstructionFile, changed: bool) -> str:
         + ("" if changed else f" `{folder}/`; follow it there (it is more specific than the project's instructions)")
         + ":"
     )
-    return f'<project-instructions path={json.dumps(f.shown)} sha="{f.digest}">\n{lead}\n\n{f.text.strip()}\n</project-instructions>'
+    return f'<project-instructions path={_quoted(f.shown)} sha="{f.digest}">\n{lead}\n\n{f.text.strip()}\n</project-instructions>'
 
 
 # A prompt file gone from disk: the digest its removal note carries (no text's digest is all zeros in practice).
@@ -171,13 +181,13 @@ def changed_section(f: InstructionFile) -> str:
         f"The instruction file {f.shown} ({where}) changed on disk. It now reads as below; this replaces what the "
         "system prompt (or an earlier note) says of this file:"
     )
-    return f'<project-instructions path={json.dumps(f.shown)} sha="{f.digest}">\n{lead}\n\n{f.text.strip()}\n</project-instructions>'
+    return f'<project-instructions path={_quoted(f.shown)} sha="{f.digest}">\n{lead}\n\n{f.text.strip()}\n</project-instructions>'
 
 
 def removed_section(shown: str) -> str:
     """A file of the system prompt no longer on disk."""
     lead = f"The instruction file {shown} was removed: what the system prompt (or an earlier note) says of it no longer applies."
-    return f'<project-instructions path={json.dumps(shown)} sha="{REMOVED}">\n{lead}\n</project-instructions>'
+    return f'<project-instructions path={_quoted(shown)} sha="{REMOVED}">\n{lead}\n</project-instructions>'
 
 
 def system_reminder(text: str) -> str:
@@ -197,7 +207,7 @@ def kept_file(scope: str, shown: str, text: str, size: int, cut: bool) -> Instru
         kind = "workspace"
     else:
         return None
-    digest = hashlib.sha256(text.encode("utf-8", errors="replace")).hexdigest()[:12]
+    digest = _digest(text)
     return InstructionFile(kind, shown, shown, text, max(size, 0), cut, digest, ("", 0, 0, 0))
 
 
@@ -214,6 +224,8 @@ def announced_in(text: str) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     for m in _TAG.finditer(text):
         try:
+            import json  # a note's tag read back: only a session that has instruction files
+
             path = json.loads(m.group(1))
         except ValueError:
             continue

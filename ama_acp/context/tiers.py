@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from fractions import Fraction
 from functools import lru_cache
 
 import msgspec
@@ -36,19 +35,31 @@ def rank(tier: str) -> int:
 
 
 @lru_cache(maxsize=16)
-def _exact_caps(caps: tuple[float, ...]) -> tuple[Fraction | float, ...]:
-    """Each cap as the exact number the person wrote: TOML's `55.3` is the float nearest 55.3, whose shortest
-    repr is `55.3` again, so the decimal is read back from it (the float itself is 55.29999…, and comparing with
-    it would put a fill of exactly 55.3 % below the cap). A cap that is not finite stays a float: it is compared
-    as such (inf is never reached, -inf always, nan never)."""
-    return tuple(Fraction(repr(float(c))) if math.isfinite(c) else float(c) for c in caps)
+def _exact_caps(caps: tuple[float, ...]) -> tuple[tuple[int, int] | float, ...]:
+    """Each cap as the exact number the person wrote, a numerator and a denominator: TOML's `55.3` is the float
+    nearest 55.3, whose shortest repr is `55.3` again, so the decimal is read back from it (the float itself is
+    55.29999…, and comparing with it would put a fill of exactly 55.3 % below the cap). A cap that is not finite
+    stays a float: it is compared as such (inf is never reached, -inf always, nan never)."""
+    return tuple(decimal_ratio(repr(float(c))) if math.isfinite(c) else float(c) for c in caps)
 
 
-def _reached(used: int, window: int, cap: Fraction | float) -> bool:
+def decimal_ratio(text: str) -> tuple[int, int]:
+    """A finite float's repr (`55.3`, `-0.5`, `1e-05`, `1.5e+20`) as the exact decimal it shows, numerator and
+    denominator: what `fractions.Fraction(text)` gives, without importing fractions (and decimal, numbers with it)
+    on the first readout's path."""
+    mantissa, _, exponent = text.lower().partition("e")
+    whole, _, fraction = mantissa.partition(".")
+    numerator, denominator = int(whole + fraction), 10 ** len(fraction)
+    power = int(exponent) if exponent else 0
+    return (numerator * 10**power, denominator) if power >= 0 else (numerator, denominator * 10**-power)
+
+
+def _reached(used: int, window: int, cap: tuple[int, int] | float) -> bool:
     """`used / window × 100 ≥ cap`, exactly: in integers, with the cap's numerator and denominator."""
     if isinstance(cap, float):  # not finite (see _exact_caps)
         return cap < 0
-    return used * 100 * cap.denominator >= cap.numerator * window
+    numerator, denominator = cap
+    return used * 100 * denominator >= numerator * window
 
 
 def tier_for(used: int | None, window: int | None, caps: Sequence[float] = DEFAULT_CAPS) -> str:

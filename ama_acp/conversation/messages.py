@@ -6,7 +6,6 @@ store writes them. Field names are snake_case here (this is not the ACP wire).
 
 from __future__ import annotations
 
-import json
 from typing import Any, Literal
 
 import msgspec
@@ -66,6 +65,8 @@ class ToolCallPart(msgspec.Struct, tag="tool_call", frozen=True):
         """The arguments as an object; ValueError when the model's JSON is not one (or not even a string)."""
         if not isinstance(self.arguments, str):
             raise ValueError("arguments must be JSON text")
+        import json  # a tool call's arguments only: not on a first text answer's path
+
         try:
             value = json.loads(self.arguments or "{}")
             # JSON may escape a lone surrogate ("\\ud800"); no encoder of ours can write one back out (the

@@ -6,8 +6,6 @@ command line with the real command last, and the variables the command gets (doc
 from __future__ import annotations
 
 import os
-import shlex
-import shutil
 from collections.abc import Mapping, Sequence
 
 import msgspec
@@ -35,11 +33,15 @@ def program_argv(command: str, args: Sequence[str], path: str | None, cwd: str) 
     The program is found on `path` (a PATH value; None: this process's) as a shell would find it. A command line
     given whole (`ls -la | wc`, no args) runs through /bin/sh as an editor's terminal runs it, and so does a
     program found nowhere: the shell says so (exit 127), as a terminal would."""
+    import shutil  # an editor terminal's command only
+
     if os.sep in command:
         return [os.path.join(cwd, command), *args]
     found = shutil.which(command, path=path)
     if found is not None and os.path.isabs(found):
         return [found, *args]
+    import shlex  # a command given with arguments only
+
     return ["/bin/sh", "-c", shlex.join([command, *args]) if args else command]
 
 
@@ -60,4 +62,6 @@ def confine(sandbox: Sandbox | None, argv: list[str], env: Mapping[str, str]) ->
 
 
 def _env_program() -> str:
+    import shutil
+
     return shutil.which("env", path=os.defpath) or "/usr/bin/env"

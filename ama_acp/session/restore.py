@@ -24,7 +24,6 @@ from ama_acp.conversation.messages import (
     ToolCallPart,
     UserMessage,
 )
-from ama_acp.mcp.shown import shown_input
 from ama_acp.session import options
 from ama_acp.session.conversation import Conversation, StoredFigures
 from ama_acp.session.editor.updates import is_plan_priority, is_plan_status, is_tool_status, plan_update, wire_line
@@ -258,6 +257,8 @@ def _reply_updates(m: AssistantMessage, mid: str) -> list[w.SessionUpdate]:
 
 def _tool_call_updates(entry: en.ToolCallEntry) -> list[w.SessionUpdate]:
     """The call as it was asked (`pending`), then its end."""
+    from ama_acp.mcp.shown import shown_input  # with the secret patterns: a replayed tool call's, not every load's
+
     locs = [w.ToolCallLocation(path=loc.path, line=wire_line(loc.line)) for loc in entry.locations]
     call = w.ToolCall(
         tool_call_id=entry.wire_id,

@@ -10,7 +10,6 @@ and a Gemini `!{…}` or `@{…}` reach the model as the text they are. Protocol
 from __future__ import annotations
 
 import re
-import shlex
 import tomllib
 from typing import Literal
 
@@ -195,6 +194,8 @@ def expand(command: FileCommand, line: str) -> str:
 
 
 def _words(line: str) -> list[str]:
+    import shlex  # a command run with arguments only: not on a session's open
+
     try:
         return shlex.split(line, comments=False, posix=True)
     except ValueError:  # an unbalanced quote: a shell would wait for more; the person meant words

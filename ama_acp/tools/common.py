@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import functools
 import os
 from abc import ABC, abstractmethod
@@ -366,6 +365,8 @@ async def missing_file_error(workspace: Workspace, path: str, cwd: str, hint: st
         names = [e.name for e in await workspace.list_dir(os.path.dirname(path))]
     except OSError:
         names = []
+    import difflib  # a miss's suggestions only: off the first answer's path
+
     close = difflib.get_close_matches(os.path.basename(path), names, n=3, cutoff=0.6)
     if close:
         folder = os.path.dirname(shown)

@@ -65,7 +65,11 @@ ALLOWED: dict[str, tuple[set[str], str]] = {
         "the file a person named (its link followed on purpose: dotfiles) replaced through a new exclusive file "
         "and a rename, never opening what has the name; read through ownfiles.read_named",
     ),
-    "ama_acp/logs.py": ({"open"}, "wraps the descriptor ownfiles opened"),
+    "ama_acp/logs.py": (
+        {"open", "os.replace"},
+        "wraps the descriptor ownfiles opened; a rollover renames the log files in their own folder (a link among "
+        "them is renamed, never followed)",
+    ),
     "ama_acp/session/store/reader.py": ({"open"}, "wraps the descriptor store/files.py (ownfiles) opened"),
     "ama_acp/session/store/listing.py": ({"open"}, "wraps the descriptor store/files.py (ownfiles) opened"),
     "ama_acp/session/store/search.py": ({"open"}, "wraps the descriptor store/files.py (ownfiles) opened"),

@@ -79,6 +79,16 @@ NOT_FOR_A_FIRST_ANSWER = (
     "ama_acp.tools.todo",
     "ama_acp.tools.web.fetch",
     "re2",
+    # httpx's client layer (a model request goes straight over httpcore: providers/exchange.py), and the standard
+    # modules a first answer used to import for a tool call, a miss, a retry or a log rollover only
+    "httpx",
+    "http.cookiejar",
+    "logging.handlers",
+    "hashlib",
+    "fractions",
+    "difflib",
+    "shlex",
+    "ama_acp.mcp.scrub",
 )
 
 

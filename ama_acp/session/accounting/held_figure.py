@@ -15,10 +15,10 @@ stored without them (an older ama) waits for every server.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
+from ama_acp.context.meter import short_digest
 from ama_acp.context.request_size import tools_json
 from ama_acp.conversation.tools import ToolSpec
 
@@ -45,8 +45,7 @@ def mcp_digests(by_server: Mapping[str, Sequence[ToolSpec]]) -> dict[str, str]:
     out: dict[str, str] = {}
     for name, specs in by_server.items():
         if specs:
-            h = hashlib.blake2b(tools_json(specs).encode("utf-8", "surrogatepass"), digest_size=12)
-            out[name] = h.hexdigest()
+            out[name] = short_digest(tools_json(specs))
     return out
 
 

@@ -16,7 +16,6 @@ from typing import Protocol
 
 from ama_acp.agent import events as ev
 from ama_acp.agent.loop import CANCELLED_FOR_MODEL, CANCELLED_FOR_PERSON, Refusal
-from ama_acp.mcp.shown import shown_input
 from ama_acp.permissions import Approvals, decide, deny_reason, path_problem
 from ama_acp.rpc.errors import ClientError
 from ama_acp.session.editor import unconfined
@@ -142,6 +141,8 @@ class Approver:
     ) -> w.RequestPermissionResponse | Refusal:
         """The question about `call` put to the person: their answer, or the Refusal that stands for none (the
         turn cancelled while it was open, the client unable to ask)."""
+        from ama_acp.mcp.shown import shown_input  # with the secret patterns: off a first text answer's path
+
         request = w.RequestPermissionRequest(
             session_id=self.s.id,
             tool_call=w.ToolCallFields(

@@ -7,7 +7,6 @@ import typing
 from typing import TypeGuard
 
 from ama_acp.agent import events as ev
-from ama_acp.mcp.shown import shown_input
 from ama_acp.tools.base import Location, ToolResult
 from ama_acp.tools.common import diff_too_big
 from ama_acp.wire import types as w
@@ -96,6 +95,8 @@ def to_update(event: ev.AgentEvent) -> w.SessionUpdate | None:
     if isinstance(event, ev.ThoughtChunk):
         return w.AgentThoughtChunk(content=w.TextContent(text=event.text), message_id=event.message_id)
     if isinstance(event, ev.ToolCallRequested):
+        from ama_acp.mcp.shown import shown_input  # with the secret patterns: a first tool call's, not every turn's
+
         return w.ToolCall(
             tool_call_id=event.wire_id,
             title=event.title,

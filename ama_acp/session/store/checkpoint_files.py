@@ -11,11 +11,9 @@ restored.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import re
-import shutil
 import stat
 from pathlib import Path
 
@@ -33,6 +31,8 @@ _CHUNK = 1024 * 1024
 
 
 def digest(data: bytes) -> str:
+    import hashlib  # ~2 ms (OpenSSL's): the first checkpoint's, not a session's open
+
     return hashlib.sha256(data).hexdigest()
 
 
@@ -43,6 +43,8 @@ def checkpoints_dir(data_dir: Path, session_id: str) -> Path:
 
 def remove_checkpoints(data_dir: Path, session_id: str) -> None:
     """A deleted session's copies go with it (a link in the folder's place loses the link, never its target)."""
+    import shutil
+
     folder = checkpoints_dir(data_dir, session_id)
     try:
         info = os.lstat(folder)
@@ -116,6 +118,8 @@ def read_file(path: str, limit: int = MAX_COPY_BYTES) -> bytes | None:
 def file_digest(path: str) -> str | None:
     """The sha256 of the regular file at `path`, read in chunks (any size); None when there is no file;
     `Unreadable` as `read_file`."""
+    import hashlib
+
     fd = _open(path)
     if fd is None:
         return None

@@ -22,8 +22,6 @@ import fcntl
 import logging
 import os
 import re
-import secrets
-import shutil
 import stat
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -85,7 +83,7 @@ _MADE_ID = re.compile(r"ses_[0-9a-f]{24}")
 
 def new_session_id() -> str:
     """`ses_` + milliseconds since the epoch (hex, so ids sort by creation) + 48 random bits."""
-    return f"ses_{time.time_ns() // 1_000_000:012x}{secrets.token_hex(6)}"
+    return f"ses_{time.time_ns() // 1_000_000:012x}{os.urandom(6).hex()}"
 
 
 def is_valid_session_id(session_id: object) -> bool:
@@ -286,6 +284,8 @@ class SessionStore:
             if sid == except_id or _MADE_ID.fullmatch(sid) is None:
                 continue
             if _expired(folder, self.path(sid), cutoff):
+                import shutil  # with bz2 and lzma: only when there is a folder to remove (pruning runs at start)
+
                 shutil.rmtree(folder, ignore_errors=True)
                 removed += 1
         return removed
@@ -297,6 +297,8 @@ class SessionStore:
         else under the file's name (docs/sessions.md "Odd files in the sessions folder"): a symlink, FIFO,
         socket or device node loses its name (never followed, never opened); a directory is left alone
         (NotASessionFile)."""
+        import shutil
+
         path = self.path(session_id)
         existed = _remove_session_file(path, session_id)
         folder = self.handoff_dir(session_id)

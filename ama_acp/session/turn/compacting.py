@@ -15,7 +15,7 @@ released by a compaction, by /compact and when the context falls under pruneAt.
 from __future__ import annotations
 
 import logging
-import secrets
+import os
 from pathlib import Path
 from typing import Literal, NoReturn, Protocol
 
@@ -226,7 +226,7 @@ class Compactor:
         handoff_dir = Path(self._rt.store.handoff_dir(s.id))
         return _Attempt(
             number=number,
-            cid=f"{s.id}-c{number}-{secrets.token_hex(3)}",
+            cid=f"{s.id}-c{number}-{os.urandom(3).hex()}",
             visible=caps is not None and caps.compaction is not None,
             folder=handoff_dir / f"compaction-{number}",
             previous=handoff_dir / f"compaction-{number - 1}" if number > 1 else None,
