@@ -99,9 +99,15 @@ def test_the_fork_keeps_every_completed_turn_and_every_setting(entries: list[en.
     if not said or (ended and ended[-1] > said[-1]):
         assert kept == entries  # nothing running: the whole file
         return
-    # A turn is running from the last thing the person said: it is left out, everything before it is kept.
+    # A turn is running from the last thing the person said: it is left out, and everything before it is kept but
+    # what goes with that prompt — the title set with it and the command typed when it is a command file's prompt
+    # (at most one command, titles around it), right before it.
     assert said[-1] not in positions
-    assert list(range(said[-1] - 1)) == positions[: max(said[-1] - 1, 0)]
+    before = [i for i in range(said[-1]) if not isinstance(entries[i], en.ModeEntry)]  # settings: kept, above
+    lost = [i for i in before if i not in positions]
+    assert lost == before[len(before) - len(lost) :]  # only a tail, right before the prompt
+    assert all(isinstance(entries[i], en.TitleEntry | en.CommandEntry) for i in lost)
+    assert sum(isinstance(entries[i], en.CommandEntry) for i in lost) <= 1
 
 
 def test_fork_title_marks_once_and_leaves_untitled_alone() -> None:
