@@ -27,8 +27,8 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
 from ama_acp import __version__
+from ama_acp.providers import tls
 from ama_acp.providers.failures import StreamError
-from ama_acp.providers.tls import tls_for
 
 if TYPE_CHECKING:
     import httpx
@@ -87,8 +87,11 @@ async def _over_httpcore(
     limits = {"connect": connect_timeout, "read": timeout, "write": timeout, "pool": timeout}
     # A pool per request, as httpx's client per request: it binds to the running event loop, and a connection
     # kept for the next model call minutes later saves little. retries=0: a failed connect is HttpStream's to retry.
+    # A plain http URL's pool gets no TLS context at all: httpcore makes one only for an https connection, and this
+    # pool connects to `url` alone (no redirect is followed, no proxy is in the way).
+    context = None if tls.plain_http(url) else tls.ssl_context()
     async with (
-        httpcore.AsyncConnectionPool(ssl_context=tls_for(url), http1=True, http2=False, retries=0) as pool,
+        httpcore.AsyncConnectionPool(ssl_context=context, http1=True, http2=False, retries=0) as pool,
         pool.stream("POST", url, headers=sent, content=payload, extensions={"timeout": limits}) as resp,
     ):
         named = _joined((k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in resp.headers)
@@ -110,7 +113,7 @@ async def _over_httpx(
     client = (
         httpx.AsyncClient(timeout=limits, transport=transport)
         if transport is not None
-        else httpx.AsyncClient(timeout=limits, verify=tls_for(url))
+        else httpx.AsyncClient(timeout=limits, verify=tls.tls_for(url))
     )
     async with client, client.stream("POST", url, content=payload, headers=_named(headers)) as resp:
         yield Reply(resp.status_code, resp.headers, resp.aiter_bytes())

@@ -1,11 +1,12 @@
 """The TLS context of each HTTP client ama builds: the providers' streams, `ama setup`'s key check and
 `ama doctor`'s provider check. httpx builds a verified context for every client by default, and that loads the CA
-bundle (tens of ms of CPU each time); here the verified one is made once per process, and a plain-http URL's client
-gets one that never loads it. No httpx or ssl import at module level: importing this stays cheap.
+bundle (tens of ms of CPU each time); here the verified one is made once per process, and a plain-http URL's httpx client
+gets one that never loads it (a model request sent straight over httpcore gets none at all: providers/exchange.py).
+No httpx or ssl import at module level: importing this stays cheap.
 
 A server whose certificate fails verification is named as such by all three (`certificate_failure`), with what a
-person can do about it, not as a network failure: a private CA is trusted through SSL_CERT_FILE, which httpx's
-verified context reads."""
+person can do about it, not as a network failure: a private CA is trusted through SSL_CERT_FILE, which the verified
+context reads (as httpx's own does)."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ import msgspec
 from anyio.abc import Process
 
 from ama_acp.config import SandboxConfig
-from ama_acp.sandbox import bwrap, landlock
+from ama_acp.sandbox import landlock
 from ama_acp.sandbox.warm import Standby
 
 log = logging.getLogger(__name__)
@@ -131,6 +131,8 @@ def kernel_abi() -> tuple[int, str]:
 
 def _bubblewrap(roots: Sequence[str]) -> tuple[str, str]:
     """The bubblewrap that can confine commands here ("" when none) and, when none, why not."""
+    from ama_acp.sandbox import bwrap  # only where the kernel has no Landlock
+
     program = bwrap.find(os.environ.get("PATH", os.defpath), roots)
     if program is None:
         return "", "bubblewrap (bwrap) is not installed, or not in an absolute PATH entry outside the workspace"
@@ -177,6 +179,8 @@ class Sandbox:
         goes into `env`."""
         writable = [tmp, *self.roots] if self.state.mode == WORKSPACE_WRITE else [tmp]
         if self.state.mechanism == "bubblewrap":
+            from ama_acp.sandbox import bwrap
+
             return bwrap.command_line(self.state.bwrap, writable, network=not self.state.network_blocked, argv=argv)
         env[landlock.SPEC_VAR] = self._spec(argv, tmp)
         return [sys.executable, "-I", "-S", "-c", _LAUNCHER]

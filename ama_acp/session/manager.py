@@ -84,6 +84,9 @@ def prepare_first_prompt(config: Config, model_id: str | None) -> None:
         tls.ssl_context()  # cached for the process (functools.cache): what each request's client is built with
 
 
+PRUNE_AFTER_S = 3.0  # handoff retention at a session's start waits this long (prune_handoffs_soon)
+
+
 def _folder(path: object, field: str) -> str:
     """`path`, when it names an existing folder absolutely; else the request's error, naming its `field`."""
     if not isinstance(path, str) or not path or not os.path.isabs(path):
@@ -520,7 +523,7 @@ class SessionManager:
 
     def prune_handoffs_soon(self, session_id: str) -> None:
         """Handoff retention at a session's start (docs/sessions.md "Handoff retention"): in a worker thread, in
-        the background once the opening response is out; a failure is logged and the session goes on. Under
+        the background, PRUNE_AFTER_S after the opening response is out; a failure is logged and the session goes on. Under
         `ama -p` (no task group) retention runs after compactions only."""
         spawn = self.spawn
         if spawn is None:
@@ -530,6 +533,10 @@ class SessionManager:
         async def prune() -> None:
             import anyio
 
+            # Not beside the first answer: listing and stat-ing every session's folder (hundreds, for a person who
+            # has used ama a while) would compete with it for the interpreter. A connection that ends first
+            # cancels it; the next start prunes.
+            await anyio.sleep(PRUNE_AFTER_S)
             try:
                 removed = await anyio.to_thread.run_sync(lambda: self.store.prune_handoffs(days, except_id=session_id))
             except Exception:  # a bug of ours (prune_handoffs handles the disk's errors): never the session's

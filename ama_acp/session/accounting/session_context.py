@@ -41,7 +41,6 @@ from ama_acp.context.tiers import (
 from ama_acp.conversation.messages import AssistantMessage, Message, Usage
 from ama_acp.conversation.tools import ToolSpec
 from ama_acp.session.accounting.budget import Budget
-from ama_acp.session.accounting.context_lines import estimated, figure_lines
 from ama_acp.session.accounting.held_figure import PendingPrefix, mcp_digests, stored_digests
 from ama_acp.session.accounting.prompt_cache import SessionCache
 from ama_acp.session.conversation import StoredFigures
@@ -435,6 +434,8 @@ class SessionContext:
         boot = self.prefix_parts()
         readout = self.readout(f, boot_cost(boot))
         meta: dict[str, object] = {"tier": tier, "tierCaps": caps_meta(caps), **readout.meta()}
+        from ama_acp.session.accounting.context_lines import estimated  # with figure_lines: a notice's, /context's
+
         words = notice_text(tier, f.used, f.window, f.percent, f.auto_compact_at, estimated(f), caps=caps, boot=boot)
         return ContextNotice(
             severity=_TIER_SEVERITY.get(tier, "warning"),
@@ -487,6 +488,8 @@ class SessionContext:
         f = self.figures()
         parts = self.prefix_parts()
         readout = self.readout(f, boot_cost(parts))
+        from ama_acp.session.accounting.context_lines import figure_lines
+
         lines = [*figure_lines(f, self.meter.messages, boot_text(parts), readout)]
         lines.append(f"Tiers: {caps_text(self._rt.config.tiers.caps)}.")
         if f.auto_compact_at is not None:
