@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 USER_AGENT = f"ama/{__version__}"  # both ways alike (httpx would say python-httpx; some gateways refuse no name)
 PROXY_VARIABLES = frozenset({"http_proxy", "https_proxy", "all_proxy"})
-ACCEPTED_ENCODINGS = b"gzip, deflate"  # what httpx asks for without brotli or zstd installed; both decoded below
+ACCEPTED_ENCODINGS = "gzip, deflate"  # what httpx asks for without brotli or zstd installed; both decoded below
 
 
 class Reply(NamedTuple):
@@ -57,8 +57,7 @@ def direct(url: str, transport: object | None, environ: Mapping[str, str] = os.e
     return transport is None and url.isascii() and not proxied(environ)
 
 
-@contextlib.asynccontextmanager
-async def post(
+def post(
     url: str,
     headers: Mapping[str, str],
     payload: bytes,
@@ -66,24 +65,38 @@ async def post(
     timeout: float,
     connect_timeout: float,
     transport: httpx.AsyncBaseTransport | None = None,
-) -> AsyncIterator[Reply]:
+) -> contextlib.AbstractAsyncContextManager[Reply]:
     """POST `payload` to `url`; the reply once its head has arrived. Leaving the block closes the connection."""
+    return send("POST", url, headers, payload, timeout=timeout, connect_timeout=connect_timeout, transport=transport)
+
+
+@contextlib.asynccontextmanager
+async def send(
+    method: str,
+    url: str,
+    headers: Mapping[str, str],
+    payload: bytes | None,
+    *,
+    timeout: float,
+    connect_timeout: float,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> AsyncIterator[Reply]:
+    """`post` with another method (the window probe's GETs) or no body."""
     if direct(url, transport):
-        async with _over_httpcore(url, headers, payload, timeout, connect_timeout) as reply:
+        async with _over_httpcore(method, url, headers, payload, timeout, connect_timeout) as reply:
             yield reply
     else:
-        async with _over_httpx(url, headers, payload, timeout, connect_timeout, transport) as reply:
+        async with _over_httpx(method, url, headers, payload, timeout, connect_timeout, transport) as reply:
             yield reply
 
 
 @contextlib.asynccontextmanager
 async def _over_httpcore(
-    url: str, headers: Mapping[str, str], payload: bytes, timeout: float, connect_timeout: float
+    method: str, url: str, headers: Mapping[str, str], payload: bytes | None, timeout: float, connect_timeout: float
 ) -> AsyncIterator[Reply]:
     import httpcore
 
-    sent = [(b"Accept", b"*/*"), (b"Accept-Encoding", ACCEPTED_ENCODINGS)]
-    sent += [(_ascii(name, "name"), _ascii(value, name)) for name, value in _named(headers).items()]
+    sent = [(_ascii(name, "name"), _ascii(value, name)) for name, value in _named(headers).items()]
     limits = {"connect": connect_timeout, "read": timeout, "write": timeout, "pool": timeout}
     # A pool per request, as httpx's client per request: it binds to the running event loop, and a connection
     # kept for the next model call minutes later saves little. retries=0: a failed connect is HttpStream's to retry.
@@ -92,7 +105,7 @@ async def _over_httpcore(
     context = None if tls.plain_http(url) else tls.ssl_context()
     async with (
         httpcore.AsyncConnectionPool(ssl_context=context, http1=True, http2=False, retries=0) as pool,
-        pool.stream("POST", url, headers=sent, content=payload, extensions={"timeout": limits}) as resp,
+        pool.stream(method, url, headers=sent, content=payload, extensions={"timeout": limits}) as resp,
     ):
         named = _joined((k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in resp.headers)
         yield Reply(resp.status, named, _decoded(resp.aiter_stream(), named.get("content-encoding", "")))
@@ -100,9 +113,10 @@ async def _over_httpcore(
 
 @contextlib.asynccontextmanager
 async def _over_httpx(
+    method: str,
     url: str,
     headers: Mapping[str, str],
-    payload: bytes,
+    payload: bytes | None,
     timeout: float,
     connect_timeout: float,
     transport: httpx.AsyncBaseTransport | None,
@@ -115,7 +129,7 @@ async def _over_httpx(
         if transport is not None
         else httpx.AsyncClient(timeout=limits, verify=tls.tls_for(url))
     )
-    async with client, client.stream("POST", url, content=payload, headers=_named(headers)) as resp:
+    async with client, client.stream(method, url, content=payload, headers=_named(headers)) as resp:
         yield Reply(resp.status_code, resp.headers, resp.aiter_bytes())
 
 
@@ -148,10 +162,11 @@ def transport_error(exc: BaseException) -> str | None:
 
 
 def _named(headers: Mapping[str, str]) -> dict[str, str]:
-    """The dialect's headers, with ama's User-Agent unless they carry one (a provider's catalog entry may)."""
-    if any(name.lower() == "user-agent" for name in headers):
-        return dict(headers)
-    return {"User-Agent": USER_AGENT, **headers}
+    """The caller's headers over ama's defaults (its User-Agent, what it accepts), names compared in any case: a
+    provider's catalog entry may name its own User-Agent, the window probe asks for JSON."""
+    given = {name.lower() for name in headers}
+    defaults = {"User-Agent": USER_AGENT, "Accept": "*/*", "Accept-Encoding": ACCEPTED_ENCODINGS}
+    return {**{k: v for k, v in defaults.items() if k.lower() not in given}, **headers}
 
 
 def _ascii(text: str, what: str) -> bytes:

@@ -21,7 +21,7 @@ together a bound, each body is read up to a cap, and every answer is hostile: on
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 from urllib.parse import urlsplit
@@ -143,36 +143,38 @@ async def learn(fetch: Fetch, t: Target) -> Learnt:
 
 
 async def learn_window(t: Target, transport: httpx.AsyncBaseTransport | None = None) -> Learnt:
-    """`learn` over HTTP: one client for the server's requests, no redirects, TLS as the provider's."""
-    import httpx
-
-    from ama_acp.providers.tls import tls_for
+    """`learn` over HTTP: the server's requests sent as a model request is (providers/exchange.py: straight over
+    httpcore, which the first prompt needs anyway — a probe running beside a first answer imports no httpx), no
+    redirects, TLS as the provider's."""
+    from ama_acp.providers.exchange import send, transport_error
+    from ama_acp.providers.failures import StreamError
 
     headers = {"accept": "application/json", **({"authorization": f"Bearer {t.key}"} if t.key else {})}
-    try:
-        client = httpx.AsyncClient(
-            timeout=REQUEST_TIMEOUT, follow_redirects=False, verify=tls_for(t.base_url), transport=transport
-        )
-    except (httpx.HTTPError, OSError, ValueError) as exc:  # e.g. a CA bundle that cannot be read
-        return Learnt(None, why=f"no request could be made: {type(exc).__name__}")
 
     async def fetch(method: str, url: str, payload: bytes | None) -> tuple[int, bytes]:
         sent = {**headers, "content-type": "application/json"} if payload is not None else headers
+        limits = {"timeout": REQUEST_TIMEOUT, "connect_timeout": REQUEST_TIMEOUT}
         try:
-            async with client.stream(method, url, headers=sent, content=payload) as response:
-                return response.status_code, await _capped(response)
-        except httpx.TimeoutException:
-            raise ProbeFailed(f"no answer within {REQUEST_TIMEOUT:g} s") from None
-        except (httpx.HTTPError, OSError, ValueError) as exc:
+            async with send(method, url, sent, payload, **limits, transport=transport) as reply:
+                return reply.status, await _capped(reply.chunks)
+        except ProbeFailed:
+            raise
+        except StreamError as exc:  # a body in an encoding not asked for, a corrupt one, a header not ASCII
+            raise ProbeFailed(exc.detail) from None
+        except Exception as exc:
+            kind = transport_error(exc)
+            if kind in ("timeout", "connect_timeout"):
+                raise ProbeFailed(f"no answer within {REQUEST_TIMEOUT:g} s") from None
+            if kind is None and not isinstance(exc, OSError | ValueError):
+                raise  # a bug of ours: learn_window's caller logs it
             raise ProbeFailed(f"cannot reach it ({type(exc).__name__})") from None
 
-    async with client:
-        return await learn(fetch, t)
+    return await learn(fetch, t)
 
 
-async def _capped(response: httpx.Response) -> bytes:
+async def _capped(chunks: AsyncIterator[bytes]) -> bytes:
     body = bytearray()
-    async for chunk in response.aiter_bytes():
+    async for chunk in chunks:
         body += chunk
         if len(body) > MAX_BODY:
             raise ProbeFailed(f"an answer over {MAX_BODY // (1024 * 1024)} MiB")
