@@ -199,11 +199,14 @@ class SessionManager:
         return self._learnt
 
     def _window_learnt(self, model_id: str) -> None:
-        """A server stated `model_id`'s window: each live session of that model takes it now, and its next
-        usage_update carries it (the reporter sent none while it was unknown: D3)."""
+        """A server stated `model_id`'s window: each live session of that model takes it now (the reporter sent no
+        usage_update while it was unknown: D3). An idle one tells its editor at once — the meter appears without
+        waiting for a prompt; a busy one with its turn's next update (E1), never inside a streamed reply."""
         for session in self.sessions.values():
             if session.model_id == model_id and not session.closed:
                 session.ctx.model_changed(model_id, model_id)
+                if not session.busy and self.spawn is not None:
+                    self.spawn(session.report_usage)
 
     def price(self, model_id: str, usage: Usage | None) -> Price | None:
         """The catalog's price for one request (long-context tiers depend on the usage); injected into the

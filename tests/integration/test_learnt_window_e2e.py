@@ -236,3 +236,18 @@ async def test_a_model_switch_takes_the_new_models_stated_window(tmp_path, llm):
         assert after and all(u["size"] == 4096 for u in after)  # nothing sent under the new model until known
         no_repeats(usage_updates(conn, sid))
         assert asked(llm, "GET /api/v0/models") == 2  # once per model
+
+
+async def test_an_idle_session_shows_the_learnt_window_at_once_without_a_prompt(tmp_path, llm):
+    """The meter appears as soon as the server has said its window: the editor of a session opened and left idle
+    gets its usage_update then, not with a first prompt."""
+    path, endpoint, answer = VENDORS["llama.cpp"]
+    llm.stated[endpoint] = answer
+    ama = Ama(tmp_path)
+    configure(ama, llm, path)
+    async with run_ama(ama, env=ENV, process=True) as conn:
+        sid = await open_session(conn, ama)
+        await conn.wait_for(lambda: any(u.get("size") == WINDOW for u in usage_updates(conn, sid)), timeout=15)
+        updates = usage_updates(conn, sid)
+        assert llm.requests == []  # no prompt was sent, no model request made
+        assert [u["size"] for u in updates] == [WINDOW]  # none before it was known (D3), one after (D1)
