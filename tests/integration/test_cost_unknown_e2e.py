@@ -74,6 +74,9 @@ async def test_after_a_cancel_every_usage_update_says_null_with_the_bound_and_so
             last = usage_updates(conn, sid)[-1]
             assert last["cost"] is None
             assert last["_meta"]["ama"]["costLowerBound"] == {"amount": 0.001428, "currency": "USD"}
+            stats = as_object(await conn.request("_ama/session_stats", {"sessionId": sid}))
+            assert "cost" not in stats  # unknown; and what was spent at least, the same as the meter's
+            assert stats["costLowerBound"] == {"amount": 0.001428, "currency": "USD"}
             await conn.prompt(sid, "/context", timeout=10)
             text = agent_text(conn, sid)
             assert "**Cost so far:** $? (≥ $0.0014), unknown: a request was cancelled or cut off" in text

@@ -104,6 +104,9 @@ async def test_response_without_usage_makes_cost_unknown_and_is_counted(tmp_path
         assert last["cost"] is None  # P1: unknown, said as null (not left out: "unchanged" to an editor)
         stats = await stats_of(conn, sid)
         assert "cost" not in stats
+        # what was spent at least, as the usage_update's _meta says it: the one request could not be priced
+        assert stats["costLowerBound"] == {"amount": 0, "currency": "USD"}
+        assert stats["costLowerBound"]["amount"] == last["_meta"]["ama"]["costLowerBound"]["amount"]
         assert stats["billed"]["requests"] == 1 and stats["billed"]["unreported"] == 1
         assert "input" not in stats["billed"] and "total" not in stats["billed"]  # no sum over nothing
         text = await context_text(conn, sid)

@@ -470,6 +470,8 @@ class SessionContext:
         }
         if self.billing.cost is not None:
             out["cost"] = {"amount": round(self.billing.cost, 6), "currency": "USD"}
+        elif (bound := self.billing.lower_bound) is not None:  # unknown: what was spent at least, as usage_update
+            out["costLowerBound"] = {"amount": round(bound, 6), "currency": "USD"}
         if (rate := self.billing.totals().cache_read_share()) is not None:
             out["cacheHitRate"] = rate  # seed 001_ reads it at the top level; `cache` has it too
         if f.window is not None:
