@@ -48,6 +48,11 @@ _FS_RIGHTS = {
 _NET_BIND_TCP = 1 << 0
 _NET_CONNECT_TCP = 1 << 1
 NET_ABI = 4  # TCP bind/connect rules came with ABI 4
+# Scopes (ABI 6): a sandboxed process may not connect to an abstract Unix socket made outside its sandbox —
+# among them the hand-over socket of each ama process (session/store/handover.py). Signals are not scoped: a
+# command may stop a server an earlier command started (each command is a sandbox of its own).
+_SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0
+SCOPE_ABI = 6
 SPEC_VAR = "AMA_SANDBOX"
 _FS_ENCODING = sys.getfilesystemencoding()
 
@@ -119,8 +124,10 @@ def restrict(abi: int, dirs: list[str], files: list[str], net: bool) -> None:
     since nothing runs after a failure."""
     handled = fs_rights(abi)
     net_rights = 0 if net or abi < NET_ABI else _NET_BIND_TCP | _NET_CONNECT_TCP
-    # struct landlock_ruleset_attr: handled_access_fs, then (ABI 4) handled_access_net.
+    # struct landlock_ruleset_attr: handled_access_fs, then (ABI 4) handled_access_net, then (ABI 6) scoped.
     attr = _u64(handled) + (_u64(net_rights) if abi >= NET_ABI else b"")
+    if abi >= SCOPE_ABI:
+        attr += _u64(_SCOPE_ABSTRACT_UNIX_SOCKET)
     ruleset = _libc_call("syscall", _CREATE_RULESET, attr, len(attr), 0)
     try:
         for path, rights in [*((d, handled) for d in dirs), *((f, handled & (_WRITE_FILE | _TRUNCATE)) for f in files)]:

@@ -93,7 +93,7 @@ class Lifecycle:
         pid = await anyio.to_thread.run_sync(store.held_by, session_id)
         if pid is None or pid == os.getpid():
             return
-        answer = await anyio.to_thread.run_sync(ask_release, store.sessions_dir.parent, pid, session_id)
+        answer = await anyio.to_thread.run_sync(ask_release, pid, session_id)
         if answer == "busy":
             raise handover.busy_elsewhere(session_id, pid)
         if answer != "released":

@@ -482,12 +482,12 @@ class SessionManager:
         self.handover_listening = True
         from ama_acp.session.store.handover import Listener
 
-        listener = Listener(Path(self.config.data_dir))
+        listener = Listener()
 
         async def serve() -> None:
             try:
                 listener.open()
-            except OSError as exc:  # a read-only data dir: a loader elsewhere is told to close the session here
+            except OSError as exc:  # not Linux, the name taken: a loader elsewhere is told to close the session here
                 log.info("no handover socket (another ama cannot take this process's sessions over): %s", exc)
                 return
             await listener.serve(self.hand_over)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from ama_acp.sandbox import kernel_abi, landlock
+from ama_acp.session.store.handover import address
 from tests.support.harness import Ama, write_script
 from tests.support.raw import RawAma
 
@@ -120,10 +124,10 @@ def test_a_busy_session_stays_where_its_turn_runs(busy_pair: tuple[Ama, RawAma, 
     assert _held_by(_listed(second, ama, req + 2)[sid]) == {"pid": first.proc.pid, "idle": True}
 
 
-def _poke(path: Path, data: bytes) -> bytes:
+def _poke(path: bytes, data: bytes) -> bytes:
     with socket.socket(socket.AF_UNIX) as sock:
         sock.settimeout(5)
-        sock.connect(str(path))
+        sock.connect(path)
         try:
             sock.sendall(data)
             sock.shutdown(socket.SHUT_WR)
@@ -135,8 +139,8 @@ def _poke(path: Path, data: bytes) -> bytes:
 def test_a_hostile_client_on_the_socket_changes_nothing(pair: tuple[Ama, RawAma, RawAma]) -> None:
     ama, first, second = pair
     sid = _new_spoken(first, ama)
-    path = ama.data / "run" / f"{first.proc.pid}.sock"
-    assert path.is_socket() and path.stat().st_mode & 0o777 == 0o600
+    path = address(first.proc.pid)  # abstract: no file in the data dir to plant a link as, none left after a crash
+    assert not (ama.data / "run").exists()
     for junk in (b"\xff\xfe\x00garbage\n", b"{}\n", b'{"release": 5}\n', b"x" * 10_000, b'{"release": "x", "y": 1}\n'):
         assert _poke(path, junk) == b""  # hung up on, unanswered
     for other in ("ses_000000000000aaaaaaaaaaaa", "a/../b", sid.upper()):  # not a session held there
@@ -144,7 +148,7 @@ def test_a_hostile_client_on_the_socket_changes_nothing(pair: tuple[Ama, RawAma,
     flood = [socket.socket(socket.AF_UNIX) for _ in range(40)]  # silent askers holding connections open
     try:
         for sock in flood:
-            sock.connect(str(path))
+            sock.connect(path)
         assert _held_by(_listed(second, ama, 40)[sid]) == {"pid": first.proc.pid, "idle": True}
     finally:
         for sock in flood:
@@ -154,3 +158,42 @@ def test_a_hostile_client_on_the_socket_changes_nothing(pair: tuple[Ama, RawAma,
     # And a real asker is still served afterwards.
     loaded = second.request(42, "session/load", {"sessionId": sid, "cwd": str(ama.workspace), "mcpServers": []})
     assert "result" in loaded, loaded
+
+
+@pytest.mark.skipif(
+    kernel_abi()[0] < landlock.SCOPE_ABI, reason=f"Landlock scopes abstract sockets from ABI {landlock.SCOPE_ABI}"
+)
+def test_a_command_in_the_sandbox_cannot_ask_another_windows_session_away(pair: tuple[Ama, RawAma, RawAma]) -> None:
+    """A prompt-injected command (what run_command runs, through the sandbox's launcher) that speaks the hand-over
+    protocol to the ama holding an idle session is refused by the kernel; the same words from outside the sandbox
+    are answered, so the refusal is the sandbox's."""
+    ama, first, second = pair
+    sid = _new_spoken(first, ama)
+    ask = (
+        "import socket, sys\n"
+        "s = socket.socket(socket.AF_UNIX)\n"
+        "try:\n"
+        f"    s.connect({address(first.proc.pid)!r})\n"
+        "except OSError as e:\n"
+        "    print('refused', e.errno); sys.exit(0)\n"
+        f"s.sendall(b'{{\"release\": \"{sid}\"}}\\n'); print('answered', s.recv(100))\n"
+    )
+    spec = landlock.encode_spec(True, [str(ama.workspace)], [], [sys.executable, "-I", "-c", ask])
+    confined = subprocess.run(
+        [sys.executable, "-I", "-S", landlock.__file__],
+        env={landlock.SPEC_VAR: spec},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert confined.stdout.startswith("refused 1"), (confined.stdout, confined.stderr)  # EPERM
+    assert _held_by(_listed(second, ama, 60)[sid]) == {"pid": first.proc.pid, "idle": True}  # still held there
+    outside = subprocess.run(
+        [sys.executable, "-I", "-c", ask.replace(sid, "ses_000000000000aaaaaaaaaaaa")],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert "not-held" in outside.stdout, outside  # the socket answers a process outside the sandbox

@@ -19,9 +19,8 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 
-from ama_acp.ownfiles import OwnFileRefused
 from ama_acp.session.store import handover
-from ama_acp.session.store.handover import Answer, Listener, ask_release
+from ama_acp.session.store.handover import Answer, Listener, address, ask_release
 from ama_acp.session.store.holders import TURN_BYTE, lock_table, mark_turn
 from tests.support.hypothesis_profiles import examples
 
@@ -39,24 +38,24 @@ class _Holder:
 
 
 @pytest.fixture
-def served(tmp_path: Path) -> Iterator[tuple[Path, _Holder, BlockingPortal]]:
-    data = tmp_path / "data"
+def served() -> Iterator[tuple[bytes, _Holder, BlockingPortal]]:
     holder = _Holder()
-    listener = Listener(data)
+    listener = Listener()
     listener.open()
     with start_blocking_portal() as portal:
         task = portal.start_task_soon(listener.serve, holder.decide)
         try:
-            yield data, holder, portal
+            yield address(os.getpid()), holder, portal
         finally:
             task.cancel()
-    assert not (data / "run" / f"{os.getpid()}.sock").exists()  # removed when the serving ends
+    with socket.socket(socket.AF_UNIX) as sock, pytest.raises(ConnectionRefusedError):
+        sock.connect(address(os.getpid()))  # the name went with the socket: nothing is left behind
 
 
-def _poke(path: Path, data: bytes) -> bytes:
+def _poke(path: bytes, data: bytes) -> bytes:
     with socket.socket(socket.AF_UNIX) as sock:
         sock.settimeout(10)
-        sock.connect(str(path))
+        sock.connect(path)
         try:
             sock.sendall(data)
             sock.shutdown(socket.SHUT_WR)
@@ -82,13 +81,11 @@ def _wanted(data: bytes) -> str | None:
     return None
 
 
-def test_the_holder_releases_what_is_asked_and_says_so(served: tuple[Path, _Holder, BlockingPortal]) -> None:
-    data, holder, _ = served
-    path = data / "run" / f"{os.getpid()}.sock"
-    assert path.is_socket() and path.stat().st_mode & 0o777 == 0o600
-    assert (data / "run").stat().st_mode & 0o777 == 0o700
-    assert ask_release(data, os.getpid(), "ses_held") == "released"
-    assert ask_release(data, os.getpid(), "ses_other") == "not-held"
+def test_the_holder_releases_what_is_asked_and_says_so(served: tuple[bytes, _Holder, BlockingPortal]) -> None:
+    path, holder, _ = served
+    assert path == f"\0ama-handover/{os.getuid()}/{os.getpid()}".encode()  # abstract: no file, the uid in the name
+    assert ask_release(os.getpid(), "ses_held") == "released"
+    assert ask_release(os.getpid(), "ses_other") == "not-held"
     assert holder.asked == [("ses_held", os.getpid()), ("ses_other", os.getpid())]  # the asker's pid, from the kernel
 
 
@@ -102,11 +99,11 @@ hostile = hs.one_of(
 @settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=hostile)
 def test_hostile_bytes_get_no_answer_unless_they_are_a_request(
-    served: tuple[Path, _Holder, BlockingPortal], data: bytes
+    served: tuple[bytes, _Holder, BlockingPortal], data: bytes
 ) -> None:
-    root, holder, _ = served
+    path, holder, _ = served
     before = len(holder.asked)
-    answer = _poke(root / "run" / f"{os.getpid()}.sock", data)
+    answer = _poke(path, data)
     wanted = _wanted(data)
     if wanted is None:
         assert answer == b"" and len(holder.asked) == before
@@ -116,14 +113,13 @@ def test_hostile_bytes_get_no_answer_unless_they_are_a_request(
 
 
 def test_a_flood_of_silent_askers_is_hung_up_on_and_then_served(
-    served: tuple[Path, _Holder, BlockingPortal],
+    served: tuple[bytes, _Holder, BlockingPortal],
 ) -> None:
-    data, holder, _ = served
-    path = data / "run" / f"{os.getpid()}.sock"
+    path, holder, _ = served
     silent = [socket.socket(socket.AF_UNIX) for _ in range(handover.MAX_ASKERS + 8)]
     try:
         for sock in silent:
-            sock.connect(str(path))
+            sock.connect(path)
         # Past the few served at once, the rest are hung up on at once; the served ones at READ_SECONDS.
         for sock in silent:
             sock.settimeout(handover.READ_SECONDS + 8)
@@ -132,52 +128,33 @@ def test_a_flood_of_silent_askers_is_hung_up_on_and_then_served(
         for sock in silent:
             sock.close()
     assert holder.asked == []
-    assert ask_release(data, os.getpid(), "ses_held") == "released"
+    assert ask_release(os.getpid(), "ses_held") == "released"
 
 
-def test_the_asker_believes_only_the_holder(tmp_path: Path) -> None:
+def test_the_asker_believes_only_the_holder() -> None:
     """A socket under the holder's name bound by another process (here: this one) is not asked."""
-    data = tmp_path / "data"
     child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
     try:
-        run = data / "run"
-        run.mkdir(parents=True, mode=0o700)
         with socket.socket(socket.AF_UNIX) as squatter:
-            squatter.bind(str(run / f"{child.pid}.sock"))
+            squatter.bind(address(child.pid))
             squatter.listen()
-            assert ask_release(data, child.pid, "ses_held") is None
+            assert ask_release(child.pid, "ses_held") is None
     finally:
         assert child.stdin is not None
         child.stdin.close()
         child.wait(timeout=30)
 
 
-def test_no_socket_no_answer_and_a_linked_folder_is_refused(tmp_path: Path) -> None:
-    data = tmp_path / "data"
-    assert ask_release(data, os.getpid(), "ses_held") is None  # no run folder at all
-    data.mkdir()
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
-    (data / "run").symlink_to(elsewhere)
-    with pytest.raises(OwnFileRefused):
-        Listener(data).open()
-    assert ask_release(data, os.getpid(), "ses_held") is None
-    assert list(elsewhere.iterdir()) == []
-
-
-def test_a_dead_processes_socket_is_swept(tmp_path: Path) -> None:
-    data = tmp_path / "data"
-    child = subprocess.Popen([sys.executable, "-c", "pass"])
-    child.wait(timeout=30)
-    run = data / "run"
-    run.mkdir(parents=True, mode=0o700)
-    (run / f"{child.pid}.sock").write_bytes(b"")
-    listener = Listener(data)
-    listener.open()
+def test_no_socket_no_answer_and_a_name_taken_is_no_listener() -> None:
+    assert ask_release(os.getpid(), "ses_held") is None  # nothing listens under this process's name
+    first = Listener()
+    first.open()
     try:
-        assert not (run / f"{child.pid}.sock").exists()
+        with pytest.raises(OSError):  # the name is taken (here by the first): no second listener, no handover
+            Listener().open()
     finally:
-        listener.close()
+        first.close()
+    assert ask_release(os.getpid(), "ses_held") is None
 
 
 def test_the_turn_mark_shows_in_the_lock_table(tmp_path: Path) -> None:
@@ -201,12 +178,13 @@ def test_the_turn_mark_shows_in_the_lock_table(tmp_path: Path) -> None:
     assert TURN_BYTE > 1 << 40 and struct.calcsize("q") == 8
 
 
-def test_serve_ends_when_cancelled(tmp_path: Path) -> None:
+def test_serve_ends_when_cancelled() -> None:
     async def main() -> None:
-        listener = Listener(tmp_path)
+        listener = Listener()
         listener.open()
         with anyio.move_on_after(0.2):
             await listener.serve(_Holder().decide)
 
     anyio.run(main)
-    assert list((tmp_path / "run").iterdir()) == []
+    with socket.socket(socket.AF_UNIX) as sock, pytest.raises(ConnectionRefusedError):
+        sock.connect(address(os.getpid()))  # closed with the serving: the name is free for the next process

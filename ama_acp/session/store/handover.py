@@ -1,8 +1,11 @@
 """Two ama processes on one data dir handing a session over (docs/sessions.md "Sessions open elsewhere").
 
-Each ama that has a session open listens on a Unix socket of its own, `<data dir>/run/<pid>.sock` (the folder
-0700, the socket 0600, reached through ownfiles' opener: no link on the way). A loader that finds a session's
-file locked learns the holder's pid from /proc/locks (locks.py) and asks it, one line each way:
+Each ama that has a session open listens on a Unix socket of its own in Linux's abstract namespace (`address`:
+its uid and pid, no file). Abstract, so that a command ama runs in its sandbox cannot reach it: Landlock scopes
+abstract sockets to the sandbox's own (ABI 6, sandbox/landlock.py), where a socket file in the data dir would be
+reachable by any process of the person's uid (a prompt-injected `python -c` could ask another window's idle
+session away); and so that there is no file to sweep after a crash, nor to plant a link as. A loader that finds
+a session's file locked learns the holder's pid from /proc/locks (locks.py) and asks it, one line each way:
 
     → {"release": "ses_…"}
     ← {"answer": "released" | "busy" | "not-held"}
@@ -19,21 +22,15 @@ import errno
 import logging
 import os
 import socket
-import stat
 import struct
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Literal
 
 import anyio
 import msgspec
 
-from ama_acp import ownfiles
-from ama_acp.pids import pid_alive
-
 log = logging.getLogger(__name__)
 
-RUN_DIR = "run"
 MAX_LINE = 256  # a request or an answer: one line, newline included
 READ_SECONDS = 2.0  # a peer that sends no whole line by then is hung up on
 MAX_ASKERS = 4  # askers served at once; more are hung up on at once (a flood costs accepts, nothing else)
@@ -61,45 +58,26 @@ def _peer(sock: socket.socket) -> tuple[int, int]:
     return pid, uid
 
 
-def _address(dir_fd: int, pid: int) -> str:
-    # Through the folder's descriptor: a data dir of any length fits the 108 bytes a socket address holds, and
-    # the folder reached is the one ownfiles opened, not whatever the path names a moment later.
-    return f"/proc/self/fd/{dir_fd}/{pid}.sock"
-
-
-def _sweep(dir_fd: int) -> None:
-    """Sockets of processes that are gone (a crash, a kill) removed: their pid may come back as another program."""
-    for name in os.listdir(dir_fd):
-        pid_text, dot, ext = name.partition(".")
-        if dot and ext == "sock" and pid_text.isdigit() and not pid_alive(int(pid_text)):
-            try:
-                os.unlink(name, dir_fd=dir_fd)
-            except OSError:
-                pass
+def address(pid: int) -> bytes:
+    """The abstract socket address of `pid`'s listener: the name starts with a NUL byte (no file), and carries the
+    uid, so that one person's processes never meet another's — who could take a name first, and would then get
+    no question (the asker checks the peer's pid and uid) and leave that process without handover."""
+    return f"\0ama-handover/{os.getuid()}/{pid}".encode()
 
 
 class Listener:
     """This process's socket: `open` binds it, `serve` answers askers until cancelled, then removes it."""
 
-    def __init__(self, data_dir: Path) -> None:
-        self._root = data_dir
-        self._dir = data_dir / RUN_DIR
-        self._name = f"{os.getpid()}.sock"
+    def __init__(self) -> None:
         self._sock: socket.socket | None = None
         self._serving = 0
 
     def open(self) -> None:
-        """The socket bound and listening; an OSError when the data dir cannot have one (then no handover)."""
+        """The socket bound and listening; an OSError when there can be none here (not Linux, the name taken:
+        then no handover)."""
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_NONBLOCK | socket.SOCK_CLOEXEC)
         try:
-            with ownfiles.folder(self._dir, self._root, create=True) as fd:
-                _sweep(fd)
-                try:
-                    os.unlink(self._name, dir_fd=fd)  # an earlier process of this pid's, gone: its name only
-                except FileNotFoundError:
-                    pass
-                sock.bind(_address(fd, os.getpid()))
-                os.chmod(self._name, 0o600, dir_fd=fd)
+            sock.bind(address(os.getpid()))
             sock.listen(16)
         except BaseException:
             sock.close()
@@ -155,16 +133,8 @@ class Listener:
 
     def close(self) -> None:
         sock, self._sock = self._sock, None
-        if sock is None:
-            return
-        sock.close()
-        try:
-            with ownfiles.folder(self._dir, self._root) as fd:
-                info = os.lstat(self._name, dir_fd=fd)
-                if stat.S_ISSOCK(info.st_mode):
-                    os.unlink(self._name, dir_fd=fd)
-        except OSError:
-            pass
+        if sock is not None:
+            sock.close()  # an abstract name goes with its socket: nothing left behind
 
 
 async def _read_line(conn: socket.socket) -> bytes | None:
@@ -185,14 +155,14 @@ async def _read_line(conn: socket.socket) -> bytes | None:
     return line
 
 
-def ask_release(data_dir: Path, pid: int, session_id: str) -> Answer | None:
+def ask_release(pid: int, session_id: str) -> Answer | None:
     """Ask the ama process `pid` to release `session_id` (blocking: run it in a worker thread). None: no answer
     worth believing — no socket (an older ama, `ama -p`), a peer that is not `pid` of our uid, a timeout, a
     malformed line."""
     try:
-        with ownfiles.folder(data_dir / RUN_DIR, data_dir) as fd, socket.socket(socket.AF_UNIX) as sock:
+        with socket.socket(socket.AF_UNIX) as sock:
             sock.settimeout(ASK_SECONDS)
-            sock.connect(_address(fd, pid))
+            sock.connect(address(pid))
             if _peer(sock) != (pid, os.getuid()):
                 log.warning("handover: the socket of pid %d is held by another process; not asked", pid)
                 return None
