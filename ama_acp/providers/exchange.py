@@ -133,31 +133,31 @@ async def _over_httpx(
         yield Reply(resp.status_code, resp.headers, resp.aiter_bytes())
 
 
+# What each library's errors say, most particular first (a ConnectTimeout is a TimeoutException too); the classes
+# are looked up by name in the library when it is imported.
+_KINDS = (("ConnectTimeout", "connect_timeout"), ("PoolTimeout", "connect_timeout"), ("TimeoutException", "timeout"))
+_LOST = {
+    "httpcore": ("NetworkError", "ProtocolError", "ProxyError", "UnsupportedProtocol"),
+    "httpx": ("TransportError", "DecodingError"),
+}
+
+
 def transport_error(exc: BaseException) -> str | None:
     """What an httpcore or httpx error says happened: "connect_timeout", "timeout" (waiting for the server),
     "connect" (no connection: refused, a name not found, a certificate), "lost" (a connection that broke, a
     reply that broke HTTP, a proxy that failed); None for any other exception. Neither library is imported here:
     an error of one that was never imported cannot be raised."""
-    if (core := sys.modules.get("httpcore")) is not None:
-        match exc:
-            case core.ConnectTimeout() | core.PoolTimeout():
-                return "connect_timeout"
-            case core.TimeoutException():
-                return "timeout"
-            case core.ConnectError():
-                return "connect"
-            case core.NetworkError() | core.ProtocolError() | core.ProxyError() | core.UnsupportedProtocol():
-                return "lost"
-    if (x := sys.modules.get("httpx")) is not None:
-        match exc:
-            case x.ConnectTimeout() | x.PoolTimeout():
-                return "connect_timeout"
-            case x.TimeoutException():
-                return "timeout"
-            case x.ConnectError():
-                return "connect"
-            case x.TransportError() | x.DecodingError():
-                return "lost"
+    for library, lost in _LOST.items():
+        module = sys.modules.get(library)
+        if module is None:
+            continue
+        for name, kind in _KINDS:
+            if isinstance(exc, getattr(module, name)):
+                return kind
+        if isinstance(exc, module.ConnectError):  # before "lost": httpx's ConnectError is a TransportError
+            return "connect"
+        if isinstance(exc, tuple(getattr(module, name) for name in lost)):
+            return "lost"
     return None
 
 

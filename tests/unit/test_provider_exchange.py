@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
+import httpcore
 import httpx
 import pytest
 from hypothesis import given, settings
@@ -183,3 +184,33 @@ def test_any_body_cut_anywhere_decodes_to_what_was_sent(data: bytes, coding: str
 
 def test_the_module_names_its_proxy_variables_as_httpx_reads_them() -> None:
     assert exchange.PROXY_VARIABLES == {"http_proxy", "https_proxy", "all_proxy"}
+
+
+@pytest.mark.parametrize(
+    ("exc", "kind"),
+    [
+        (httpcore.ConnectTimeout(), "connect_timeout"),
+        (httpcore.PoolTimeout(), "connect_timeout"),
+        (httpcore.ReadTimeout(), "timeout"),
+        (httpcore.WriteTimeout(), "timeout"),
+        (httpcore.ConnectError(), "connect"),
+        (httpcore.ReadError(), "lost"),
+        (httpcore.WriteError(), "lost"),
+        (httpcore.RemoteProtocolError(), "lost"),
+        (httpcore.LocalProtocolError(), "lost"),
+        (httpcore.ProxyError(), "lost"),
+        (httpcore.UnsupportedProtocol(), "lost"),
+        (httpx.ConnectTimeout("c"), "connect_timeout"),
+        (httpx.PoolTimeout("p"), "connect_timeout"),
+        (httpx.ReadTimeout("r"), "timeout"),
+        (httpx.ConnectError("c"), "connect"),
+        (httpx.ReadError("r"), "lost"),
+        (httpx.RemoteProtocolError("r"), "lost"),
+        (httpx.ProxyError("p"), "lost"),
+        (httpx.DecodingError("d"), "lost"),
+        (ValueError("ours"), None),
+        (OSError("a socket's"), None),
+    ],
+)
+def test_each_error_of_either_library_is_named_as_the_other_names_it(exc: BaseException, kind: str | None) -> None:
+    assert transport_error(exc) == kind
