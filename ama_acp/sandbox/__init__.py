@@ -163,6 +163,21 @@ def sandbox_state(cfg: SandboxConfig, roots: Sequence[str] = ()) -> SandboxState
     return state
 
 
+def own_files_exposed(roots: Sequence[str], own: Sequence[str] | None = None) -> str | None:
+    """The first of ama's own files — its package, the Python environment it runs in — that lies beneath one of
+    `roots` (the folders the sandbox lets commands write); None when none does. There a command the sandbox lets
+    write could change ama itself, and what ama imports later (a tool's module on its first call) would run with
+    ama's rights: Landlock cannot take a folder back out of one it allows. `own`: a test's stand-in."""
+    here = [os.path.dirname(os.path.dirname(os.path.abspath(__file__))), sys.prefix] if own is None else own
+    real_roots = [os.path.realpath(r) for r in roots]
+    for path in here:
+        real = os.path.realpath(path)
+        for root in real_roots:
+            if real == root or real.startswith(root.rstrip(os.sep) + os.sep):
+                return path
+    return None
+
+
 class Sandbox:
     """Confines the commands of one set of workspace roots. With Landlock and `warm`, it keeps a launcher
     ready ahead of need (`start`); `aclose` ends it. `warm` only for an owner that closes it (a session: its

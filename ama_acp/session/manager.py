@@ -387,6 +387,20 @@ class SessionManager:
         self._serve_handover()  # another ama may ask for it (docs/sessions.md "Sessions open elsewhere")
         if why := session.tool_ctx.unsandboxed:  # no Landlock here (sandbox/): said once, as the session opens
             self._tell_soon(session, f"The commands ama runs are not sandboxed: {why}.", "Sandbox")
+        elif session.tool_ctx.sandboxed:
+            from ama_acp.sandbox import WORKSPACE_WRITE, own_files_exposed
+
+            folders = [session.cwd, *session.additional_directories]
+            own = own_files_exposed(folders) if self.config.sandbox.mode == WORKSPACE_WRITE else None
+            if own is not None:
+                log.warning("ama's own files (%s) are inside session %s's folders", own, session.id)
+                self._tell_soon(
+                    session,
+                    f"ama's own files ({own}) are inside this session's folders, where the sandbox lets commands "
+                    "write: a command could change ama itself. Run ama from an install outside the project "
+                    '(`uv tool install`, `pipx`), or set `[sandbox] mode = "read-only"` here.',
+                    "Sandbox",
+                )
         for problem in [p.text() for p in session.skills.problems if p.text() not in self._skill_problems]:
             self._skill_problems.add(problem)
             self._tell_soon(session, f"A skill was skipped: {problem}", "Skills")

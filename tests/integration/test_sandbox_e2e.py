@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+import ama_acp
 from ama_acp.client.connection import ClientOptions
 from ama_acp.client.demo import DEMO_MODEL
 from ama_acp.sandbox import HIDE_LANDLOCK_VAR, bwrap, kernel_abi
@@ -34,6 +35,7 @@ BWRAP = bwrap.find(os.environ.get("PATH", os.defpath), [])
 BWRAP_WHY_NOT = "bwrap is not installed" if BWRAP is None else bwrap.trial(BWRAP)
 needs_bwrap = pytest.mark.skipif(bool(BWRAP_WHY_NOT), reason=f"bubblewrap cannot confine here: {BWRAP_WHY_NOT}")
 NO_LANDLOCK = {HIDE_LANDLOCK_VAR: "1"}
+OWN_FOLDER = os.path.dirname(os.path.dirname(os.path.realpath(ama_acp.__file__)))  # the checkout or site-packages
 
 
 def sandboxed_ama(tmp: Path, sandbox: str = "") -> Ama:
@@ -231,3 +233,34 @@ def launchers_of(parent: int) -> list[int]:
 
 def gone(pid: int) -> bool:
     return stat_fields(str(pid))[:1] in ([], [b"Z"])
+
+
+@needs_landlock
+@pytest.mark.parametrize("mode", ["workspace-write", "read-only"])
+async def test_a_session_whose_folders_hold_ama_itself_is_told_so(tmp_path, mode):
+    """ama run on its own checkout (or from a venv inside the project): a command the sandbox lets write there
+    could change the code ama imports later. The person is told once, as the session opens; read-only: nothing
+    to tell."""
+    ama = sandboxed_ama(tmp_path, f'[sandbox]\nmode = "{mode}"\n')
+    async with run_ama(ama, options=ClientOptions(fs=False, terminal=False), process=True) as conn:
+        await conn.initialize()
+        sid = session_id(await conn.request("session/new", {"cwd": OWN_FOLDER, "mcpServers": []}))
+        await conn.prompt(sid, "hello", timeout=30)  # a whole turn: what was to be told has been told by its end
+        said = "".join(u["content"]["text"] for u in conn.updates_for(sid, "agent_message_chunk"))
+    told = "are inside this session's folders, where the sandbox lets commands write: a command could change ama"
+    assert said.count(told) == (1 if mode == "workspace-write" else 0), said
+
+
+def test_ama_s_own_files_are_found_only_beneath_a_folder_the_sandbox_opens(tmp_path: Path) -> None:
+    from ama_acp.sandbox import own_files_exposed
+
+    (tmp_path / "proj" / ".venv").mkdir(parents=True)
+    (tmp_path / "projects").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "proj")
+    venv = str(tmp_path / "proj" / ".venv")
+    assert own_files_exposed([str(tmp_path / "proj")], [venv]) == venv
+    assert own_files_exposed([str(tmp_path / "link")], [venv]) == venv  # a root reached through a link
+    assert own_files_exposed([str(tmp_path / "proj" / ".venv")], [venv]) == venv  # the folder itself
+    assert own_files_exposed([str(tmp_path / "pro")], [venv]) is None  # a name's prefix is not a parent
+    assert own_files_exposed([str(tmp_path / "projects")], [venv]) is None
+    assert own_files_exposed([], [venv]) is None
