@@ -84,7 +84,7 @@ def prepare_first_prompt(config: Config, model_id: str | None) -> None:
         tls.ssl_context()  # cached for the process (functools.cache): what each request's client is built with
 
 
-PRUNE_AFTER_S = 3.0  # handoff retention at a session's start waits this long (prune_handoffs_soon)
+PRUNE_AFTER_S = 1.0  # handoff retention at a session's start waits this long (prune_handoffs_soon): past a cold start
 
 
 def _folder(path: object, field: str) -> str:
