@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
@@ -93,11 +94,17 @@ def _in_turn(streams: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
     return [s[k] for k in range(longest) for s in streams if k < len(s)]
 
 
+def reply_id(prefix: str) -> str:
+    """A reply's own id, as the real APIs give each response one: an agent that tells replies (or messages) apart
+    by it must not see every reply of a run as the same one."""
+    return prefix + os.urandom(12).hex()
+
+
 def render_openai(reply: dict[str, Any], model: str, include_usage: bool) -> list[tuple[str, str]]:
     if "events" in reply:
         return [("", e if isinstance(e, str) else json.dumps(e)) for e in reply["events"]]
     size = reply.get("chunk_size", 5)
-    base = {"id": "chatcmpl-test", "object": "chat.completion.chunk", "created": int(time.time()), "model": model}
+    base = {"id": reply_id("chatcmpl-"), "object": "chat.completion.chunk", "created": int(time.time()), "model": model}
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> tuple[str, str]:
         body = {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
@@ -197,7 +204,7 @@ def _anthropic_message(
     model: str, content: list[dict[str, Any]], stop: str | None, usage: dict[str, int], output: int
 ) -> dict[str, Any]:
     return {
-        "id": "msg_test",
+        "id": reply_id("msg_"),
         "type": "message",
         "role": "assistant",
         "model": model,
@@ -324,7 +331,7 @@ def openai_completion(reply: dict[str, Any], model: str) -> dict[str, Any]:
     if calls:
         message["tool_calls"] = calls
     return {
-        "id": "chatcmpl-test",
+        "id": reply_id("chatcmpl-"),
         "object": "chat.completion",
         "created": int(time.time()),
         "model": model,

@@ -619,3 +619,23 @@ def test_the_servers_are_quiet_about_a_client_that_hung_up_and_only_about_that(
         server.server_close()
     err = capsys.readouterr().err
     assert (type(error).__name__ in err and "Traceback" in err) == printed, err
+
+
+@pytest.mark.parametrize("dialect", ["openai", "anthropic"])
+def test_each_reply_has_an_id_of_its_own(model: ScriptedModel, dialect: str) -> None:
+    """As the real APIs do: an agent that tells replies apart by id must not see a run's replies as one."""
+    url = endpoint(model, dialect)
+    whole = [
+        HTTP.post(url, content=json.dumps(body_for(dialect, [user("hi")], [], False)), headers=JSON, timeout=10).json()
+        for _ in range(2)
+    ]
+    streamed: list[set[str]] = []
+    for _ in range(2):
+        body = json.dumps(body_for(dialect, [user("hi")], [], True))
+        with HTTP.stream("POST", url, content=body, headers=JSON, timeout=10) as response:
+            objs = [json.loads(data) for _, data in sse_events(response.iter_lines()) if data != "[DONE]"]
+        ids = {o["id"] for o in objs if "id" in o} | {o["message"]["id"] for o in objs if "message" in o}
+        streamed.append(ids)
+    assert whole[0]["id"] != whole[1]["id"]
+    assert all(len(ids) == 1 for ids in streamed)  # one reply, one id, in every chunk that carries it
+    assert streamed[0] != streamed[1]
