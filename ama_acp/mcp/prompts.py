@@ -93,28 +93,19 @@ def _prompt(server: str, command: str, name: str, raw: dict[str, object], droppe
 
 
 def _arguments(prompt: str, raw: object, dropped: list[str]) -> list[PromptArgument]:
+    """A prompt's arguments kept as the server's prompts are (`named_entries`: a usable name, the first of a name
+    listed twice, at most MAX_ARGUMENTS), each said in `dropped` when left out."""
     if not isinstance(raw, list):
         return []
-    out: list[PromptArgument] = []
-    seen: set[str] = set()
-    for item in raw:
-        name = item.get("name") if isinstance(item, dict) else None
-        if not isinstance(item, dict) or not isinstance(name, str) or not name or len(name) > MAX_NAME or name in seen:
-            dropped.append(f"prompt {prompt[:80]!r}: an argument without a usable name is left out")
-            continue
-        if len(out) >= MAX_ARGUMENTS:
-            dropped.append(f"prompt {prompt[:80]!r}: more than {MAX_ARGUMENTS} arguments, the rest left out")
-            break
-        seen.add(name)
-        description = item.get("description")
-        out.append(
-            PromptArgument(
-                name=name,
-                description=_clip(description, ARGUMENT_DESCRIPTION_BUDGET) if isinstance(description, str) else "",
-                required=item.get("required") is True,
-            )
+    kind = f"argument of prompt {prompt[:80]!r}"
+    return [
+        PromptArgument(
+            name=name,
+            description=_clip(d, ARGUMENT_DESCRIPTION_BUDGET) if isinstance(d := item.get("description"), str) else "",
+            required=item.get("required") is True,
         )
-    return out
+        for name, item in named_entries(raw, kind, MAX_ARGUMENTS, dropped, MAX_NAME)
+    ]
 
 
 def parse_arguments(prompt: McpPrompt, line: str) -> dict[str, str] | str:

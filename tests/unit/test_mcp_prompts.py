@@ -70,6 +70,18 @@ def test_a_listing_is_bounded() -> None:
     assert any("left out" in line for line in dropped)
 
 
+def test_a_prompts_arguments_are_kept_as_its_server_s_prompts_are() -> None:
+    """A usable name, the first of a name listed twice; each one left out said, with its prompt."""
+    raw = [{"name": "p", "arguments": [{"name": "a", "required": True}, {"name": ""}, 7, {"name": "a"}, {"name": "b"}]}]
+    [prompt], dropped = prompts_from_listing("s", raw, set())
+    assert [(a.name, a.required) for a in prompt.arguments] == [("a", True), ("b", False)]
+    assert dropped == [
+        "argument of prompt 'p' #2 has no usable name",
+        "argument of prompt 'p' #3 has no usable name",
+        "argument of prompt 'p' 'a' is listed twice (the first is kept)",
+    ]
+
+
 def test_arguments_are_positional_and_the_last_takes_the_rest() -> None:
     prompt = review(FILE, FOCUS)
     assert parse_arguments(prompt, "a.py") == {"file": "a.py"}
