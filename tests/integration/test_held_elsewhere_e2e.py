@@ -5,6 +5,7 @@ hostile client on the holder's socket changes nothing. Two real `ama --mode acp`
 from __future__ import annotations
 
 import contextlib
+import json
 import socket
 import subprocess
 import sys
@@ -197,3 +198,26 @@ def test_a_command_in_the_sandbox_cannot_ask_another_windows_session_away(pair: 
         check=False,
     )
     assert "not-held" in outside.stdout, outside  # the socket answers a process outside the sandbox
+
+
+def test_an_asker_with_no_new_privs_is_not_answered_on_any_kernel(pair: tuple[Ama, RawAma, RawAma]) -> None:
+    """Every command of a sandbox runs with no_new_privs (Landlock and bubblewrap set it; it cannot be dropped):
+    where the kernel does not keep it from the socket (Landlock before ABI 6), the holder does. Here an asker that
+    only set no_new_privs, with no Landlock at all: it reaches the socket and is hung up on."""
+    ama, first, second = pair
+    sid = _new_spoken(first, ama)
+    request = (json.dumps({"release": sid}) + "\n").encode()
+    ask = (
+        "import ctypes, socket\n"
+        "assert ctypes.CDLL(None, use_errno=True).prctl(38, 1, 0, 0, 0) == 0\n"  # PR_SET_NO_NEW_PRIVS
+        "s = socket.socket(socket.AF_UNIX)\n"
+        f"s.connect({address(first.proc.pid)!r})\n"
+        "try:\n"
+        f"    s.sendall({request!r}); s.settimeout(10); print('answer', s.recv(100))\n"
+        "except OSError:\n"
+        "    print('hung up')\n"  # before its request was even sent
+    )
+    done = subprocess.run([sys.executable, "-I", "-c", ask], capture_output=True, text=True, timeout=30, check=False)
+    assert done.stdout.strip() in ("answer b''", "hung up"), (done.stdout, done.stderr)  # unanswered
+    assert _held_by(_listed(second, ama, 70)[sid]) == {"pid": first.proc.pid, "idle": True}  # still held there
+    assert "runs confined (a sandboxed command?): not answered" in ama.log_text()

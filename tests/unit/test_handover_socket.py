@@ -188,3 +188,19 @@ def test_serve_ends_when_cancelled() -> None:
     anyio.run(main)
     with socket.socket(socket.AF_UNIX) as sock, pytest.raises(ConnectionRefusedError):
         sock.connect(address(os.getpid()))  # closed with the serving: the name is free for the next process
+
+
+def test_a_process_with_no_new_privs_or_gone_counts_as_confined() -> None:
+    from ama_acp.session.store.handover import confined
+
+    assert not confined(os.getpid())  # this test run: no sandbox
+    code = "import ctypes, sys; ctypes.CDLL(None).prctl(38, 1, 0, 0, 0); print('set', flush=True); sys.stdin.read()"
+    child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert child.stdout is not None and child.stdout.readline() == b"set\n"
+        assert confined(child.pid)
+    finally:
+        assert child.stdin is not None
+        child.stdin.close()
+        child.wait(timeout=30)
+    assert confined(child.pid)  # gone (reaped): no answer is the safe side

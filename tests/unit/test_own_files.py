@@ -75,6 +75,7 @@ ALLOWED: dict[str, tuple[set[str], str]] = {
     "ama_acp/session/store/search.py": ({"open"}, "wraps the descriptor store/files.py (ownfiles) opened"),
     "ama_acp/session/store/locks.py": ({"open"}, "reads /proc/locks (the kernel's, not ama's)"),
     "ama_acp/session/store/holders.py": ({"open"}, "reads /proc/locks (the kernel's, not ama's)"),
+    "ama_acp/session/store/handover.py": ({"open"}, "reads /proc/PID/status of an asker (the kernel's, not ama's)"),
     "ama_acp/session/store/session_store.py": (
         {".mkdir"},
         "the sessions folder itself: the root below which ownfiles follows no link",

@@ -10,7 +10,8 @@ a session's file locked learns the holder's pid from /proc/locks (locks.py) and 
     → {"release": "ses_…"}
     ← {"answer": "released" | "busy" | "not-held"}
 
-Every byte from the other end is hostile. The holder answers only a peer of its own uid (SO_PEERCRED), reads
+Every byte from the other end is hostile. The holder answers only a peer of its own uid (SO_PEERCRED) that is not
+a sandboxed command (no_new_privs, `confined`: the check that holds where Landlock cannot scope the socket), reads
 one line of at most 256 bytes within two seconds, serves a few askers at a time (the rest are hung up on), and
 releases nothing but the one session named, and only when no turn is running in it. The asker answers only to
 the pid that holds the file and runs as its uid (SO_PEERCRED of the socket it reached).
@@ -115,6 +116,13 @@ class Listener:
                 pid, uid = _peer(conn)
                 if uid != os.getuid():  # another user's process: no answer at all
                     return
+                if confined(pid) and not confined(os.getpid()):
+                    # A command in a sandbox (Landlock and bubblewrap both set no_new_privs, which every process
+                    # they start inherits and none can drop): where the kernel cannot keep it from this socket
+                    # (Landlock before ABI 6), it is still not answered. An ama that runs with no_new_privs itself
+                    # (a container that sets it for everything) answers askers like it.
+                    log.info("handover socket: pid %d runs confined (a sandboxed command?): not answered", pid)
+                    return
                 with anyio.move_on_after(READ_SECONDS):
                     line = await _read_line(conn)
                     if line is None:
@@ -135,6 +143,19 @@ class Listener:
         sock, self._sock = self._sock, None
         if sock is not None:
             sock.close()  # an abstract name goes with its socket: nothing left behind
+
+
+def confined(pid: int) -> bool:
+    """Whether process `pid` runs with no_new_privs (`NoNewPrivs: 1` in /proc/PID/status), as every command of a
+    sandbox does; a process gone or unreadable counts as confined (no answer is the safe side)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as status:  # the kernel's file, not one of ama's folders
+            for line in status:
+                if line.startswith(b"NoNewPrivs:"):
+                    return line.split()[1:2] != [b"0"]
+    except OSError:
+        return True
+    return False  # a kernel too old to say: no sandbox of ama's could have run there either
 
 
 async def _read_line(conn: socket.socket) -> bytes | None:
