@@ -108,7 +108,7 @@ async def _over_httpcore(
         pool.stream(method, url, headers=sent, content=payload, extensions={"timeout": limits}) as resp,
     ):
         named = _joined((k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in resp.headers)
-        yield Reply(resp.status, named, _decoded(resp.aiter_stream(), named.get("content-encoding", "")))
+        yield Reply(resp.status, named, _body(resp.aiter_stream(), named.get("content-encoding", "")))
 
 
 @contextlib.asynccontextmanager
@@ -192,14 +192,16 @@ def _joined(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
     return named
 
 
+def _body(chunks: AsyncIterator[bytes], encoding: str) -> AsyncIterator[bytes]:
+    """The body's chunks as they come when the server sent it as it is (the usual case: no generator in between,
+    so a streamed delta costs no extra hop), else decoded (`_decoded`)."""
+    return chunks if encoding.strip().lower() in ("", "identity") else _decoded(chunks, encoding)
+
+
 async def _decoded(chunks: AsyncIterator[bytes], encoding: str) -> AsyncIterator[bytes]:
     """The body as sent when the server compressed it with gzip or deflate (what ama asked for); an encoding it
     did not ask for is a reply it cannot read, said once the body starts."""
     coding = encoding.strip().lower()
-    if coding in ("", "identity"):
-        async for chunk in chunks:
-            yield chunk
-        return
     if coding not in ("gzip", "deflate", "x-gzip"):
         raise StreamError(
             "stream", f"the reply is compressed with {coding[:40]!r}, which ama did not ask for", retryable=False

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ama_acp.providers import exchange
-from ama_acp.providers.exchange import Reply, _decoded, _joined, direct, post, proxied, transport_error
+from ama_acp.providers.exchange import Reply, _body, _joined, direct, post, proxied, transport_error
 from ama_acp.providers.failures import StreamError
 from tests.support.web_server import WebServer
 
@@ -177,7 +177,7 @@ def test_any_body_cut_anywhere_decodes_to_what_was_sent(data: bytes, coding: str
     header = coding.split("-")[0]
 
     async def run() -> bytes:
-        return b"".join([c async for c in _decoded(_chunks(parts), header)])
+        return b"".join([c async for c in _body(_chunks(parts), header)])
 
     assert anyio.run(run) == data
 
