@@ -35,7 +35,7 @@ def ui_language(environ: Mapping[str, str] = os.environ) -> str:
     "en" for anything else (ama's descriptions exist in these two)."""
     locale = next((environ[k] for k in ("LC_ALL", "LC_MESSAGES", "LANG") if environ.get(k)), "")
     first = environ.get("LANGUAGE", "").split(":")[0]
-    if first and locale not in ("C", "POSIX"):  # gettext ignores LANGUAGE under the C locale
+    if first and locale.split(".")[0] not in ("C", "POSIX"):  # gettext ignores LANGUAGE under the C locale
         locale = first
     return "zh" if locale.lower().replace("-", "_").split("_")[0].split(".")[0] == "zh" else "en"
 

@@ -49,6 +49,15 @@ async def test_an_editor_in_a_chinese_locale_reads_the_modes_in_chinese(
     assert names == {k: n for k, (n, _) in MODE_NAMES.items()}
 
 
+def test_language_is_read_as_gettext_reads_it() -> None:
+    assert ui_language({"LANG": "zh_CN.UTF-8"}) == "zh"
+    assert ui_language({"LANG": "en_US.UTF-8", "LC_MESSAGES": "zh_HK"}) == "zh"  # LC_MESSAGES before LANG
+    assert ui_language({"LC_ALL": "de_DE", "LANG": "zh_CN"}) == "en"  # LC_ALL first
+    assert ui_language({"LANG": "de_DE.UTF-8", "LANGUAGE": "zh_CN:en"}) == "zh"  # LANGUAGE's first entry
+    assert ui_language({"LANG": "C.UTF-8", "LANGUAGE": "zh_CN"}) == "en"  # ignored under the C locale
+    assert ui_language({}) == "en"
+
+
 @given(st.dictionaries(st.sampled_from(["LANG", "LC_ALL", "LC_MESSAGES", "LANGUAGE", "HOME"]), st.text(max_size=20)))
 def test_any_locale_gives_one_of_the_two_languages_and_never_fails(environ: dict[str, str]) -> None:
     assert ui_language(environ) in ("en", "zh")
