@@ -1,4 +1,4 @@
-"""One POST whose reply is read as it arrives: all the HTTP a model request needs (`post`).
+"""One POST whose reply is read as it arrives: all the HTTP a model request needs (`send`).
 
 Two ways to send it, one shape of reply (`Reply`: status, headers, body chunks):
 
@@ -53,21 +53,8 @@ def proxied(environ: Mapping[str, str] = os.environ) -> bool:
 
 
 def direct(url: str, transport: object | None, environ: Mapping[str, str] = os.environ) -> bool:
-    """Whether `post` sends straight over httpcore (see the module's docstring for when httpx does)."""
+    """Whether `send` sends straight over httpcore (see the module's docstring for when httpx does)."""
     return transport is None and url.isascii() and not proxied(environ)
-
-
-def post(
-    url: str,
-    headers: Mapping[str, str],
-    payload: bytes,
-    *,
-    timeout: float,
-    connect_timeout: float,
-    transport: httpx.AsyncBaseTransport | None = None,
-) -> contextlib.AbstractAsyncContextManager[Reply]:
-    """POST `payload` to `url`; the reply once its head has arrived. Leaving the block closes the connection."""
-    return send("POST", url, headers, payload, timeout=timeout, connect_timeout=connect_timeout, transport=transport)
 
 
 @contextlib.asynccontextmanager
@@ -81,55 +68,53 @@ async def send(
     connect_timeout: float,
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> AsyncIterator[Reply]:
-    """`post` with another method (the window probe's GETs) or no body."""
-    if direct(url, transport):
-        async with _over_httpcore(method, url, headers, payload, timeout, connect_timeout) as reply:
-            yield reply
-    else:
-        async with _over_httpx(method, url, headers, payload, timeout, connect_timeout, transport) as reply:
-            yield reply
+    """Send `payload` (None: no body) to `url` with `method` (a model request's POST, the window probe's GETs); the
+    reply once its head has arrived. Leaving the block closes the connection."""
+    request = _Request(method, url, _named(headers), payload, timeout, connect_timeout)
+    way = _over_httpcore(request) if direct(url, transport) else _over_httpx(request, transport)
+    async with way as reply:
+        yield reply
+
+
+class _Request(NamedTuple):
+    method: str
+    url: str
+    headers: dict[str, str]  # the caller's over ama's defaults (`_named`)
+    payload: bytes | None
+    timeout: float
+    connect_timeout: float
 
 
 @contextlib.asynccontextmanager
-async def _over_httpcore(
-    method: str, url: str, headers: Mapping[str, str], payload: bytes | None, timeout: float, connect_timeout: float
-) -> AsyncIterator[Reply]:
+async def _over_httpcore(r: _Request) -> AsyncIterator[Reply]:
     import httpcore
 
-    sent = [(_ascii(name, "name"), _ascii(value, name)) for name, value in _named(headers).items()]
-    limits = {"connect": connect_timeout, "read": timeout, "write": timeout, "pool": timeout}
+    sent = [(_ascii(name, "name"), _ascii(value, name)) for name, value in r.headers.items()]
+    limits = {"connect": r.connect_timeout, "read": r.timeout, "write": r.timeout, "pool": r.timeout}
     # A pool per request, as httpx's client per request: it binds to the running event loop, and a connection
     # kept for the next model call minutes later saves little. retries=0: a failed connect is HttpStream's to retry.
     # A plain http URL's pool gets no TLS context at all: httpcore makes one only for an https connection, and this
     # pool connects to `url` alone (no redirect is followed, no proxy is in the way).
-    context = None if tls.plain_http(url) else tls.ssl_context()
+    context = None if tls.plain_http(r.url) else tls.ssl_context()
     async with (
         httpcore.AsyncConnectionPool(ssl_context=context, http1=True, http2=False, retries=0) as pool,
-        pool.stream(method, url, headers=sent, content=payload, extensions={"timeout": limits}) as resp,
+        pool.stream(r.method, r.url, headers=sent, content=r.payload, extensions={"timeout": limits}) as resp,
     ):
         named = _joined((k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in resp.headers)
         yield Reply(resp.status, named, _body(resp.aiter_stream(), named.get("content-encoding", "")))
 
 
 @contextlib.asynccontextmanager
-async def _over_httpx(
-    method: str,
-    url: str,
-    headers: Mapping[str, str],
-    payload: bytes | None,
-    timeout: float,
-    connect_timeout: float,
-    transport: httpx.AsyncBaseTransport | None,
-) -> AsyncIterator[Reply]:
+async def _over_httpx(r: _Request, transport: httpx.AsyncBaseTransport | None) -> AsyncIterator[Reply]:
     import httpx
 
-    limits = httpx.Timeout(timeout, connect=connect_timeout)
+    limits = httpx.Timeout(r.timeout, connect=r.connect_timeout)
     client = (
         httpx.AsyncClient(timeout=limits, transport=transport)
         if transport is not None
-        else httpx.AsyncClient(timeout=limits, verify=tls.tls_for(url))
+        else httpx.AsyncClient(timeout=limits, verify=tls.tls_for(r.url))
     )
-    async with client, client.stream(method, url, content=payload, headers=_named(headers)) as resp:
+    async with client, client.stream(r.method, r.url, content=r.payload, headers=r.headers) as resp:
         yield Reply(resp.status_code, resp.headers, resp.aiter_bytes())
 
 

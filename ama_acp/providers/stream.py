@@ -23,7 +23,7 @@ import msgspec
 from ama_acp.errors import ProviderError
 from ama_acp.providers.base import Accepted, Failure, Finished, ProviderEvent, Retrying
 from ama_acp.providers.dialect import Parser
-from ama_acp.providers.exchange import Reply, post, transport_error
+from ama_acp.providers.exchange import Reply, send, transport_error
 from ama_acp.providers.failures import KeyHint, Outcome, StreamError, error_detail, give_up, safe_url, scrub
 from ama_acp.providers.retry import classify_status
 from ama_acp.providers.sse import MAX_EVENT_BYTES, SSEEvent, SSEParser
@@ -63,7 +63,7 @@ async def _read_before(deadline: float, it: AsyncIterator[bytes]) -> bytes | Non
 
     The deadline is checked before each read, not guarded by a cancel scope around it: a scope per read cost
     ~20 µs, most of what a delta costs, and one cannot be held across a `yield`. A read that waits is bounded by
-    the transport's read timeout (the same `timeout`, given to `post`): a server that keeps sending (keepalives,
+    the transport's read timeout (the same `timeout`, given to `send`): a server that keeps sending (keepalives,
     endless text) is stopped at the deadline, one that stalls `timeout` after its last byte."""
     if time.monotonic() >= deadline:
         raise _DeadlineExceeded
@@ -190,7 +190,8 @@ class HttpStream:
             async with contextlib.AsyncExitStack() as stack:
                 with anyio.move_on_after(_remaining(deadline)) as scope:
                     resp = await stack.enter_async_context(
-                        post(
+                        send(
+                            "POST",
                             self.url,
                             self._headers,
                             payload,

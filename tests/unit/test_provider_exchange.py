@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ama_acp.providers import exchange
-from ama_acp.providers.exchange import Reply, _body, _joined, direct, post, proxied, transport_error
+from ama_acp.providers.exchange import Reply, _body, _joined, direct, proxied, send, transport_error
 from ama_acp.providers.failures import StreamError
 from tests.support.web_server import WebServer
 
@@ -25,7 +25,7 @@ SSE = b'data: {"a": 1}\n\ndata: [DONE]\n\n'
 
 
 async def _all(url: str, headers: dict[str, str] | None = None, **kw: object) -> tuple[Reply, bytes]:
-    async with post(url, headers or {}, b'{"q": 1}', timeout=5, connect_timeout=5, **kw) as reply:  # type: ignore[arg-type]
+    async with send("POST", url, headers or {}, b'{"q": 1}', timeout=5, connect_timeout=5, **kw) as reply:  # type: ignore[arg-type]
         body = b"".join([chunk async for chunk in reply.chunks])
     return reply, body
 
@@ -123,7 +123,7 @@ def test_both_ways_name_a_refused_connection_and_a_silent_server_alike(via: str)
 
     async def failure(url: str, timeout: float) -> BaseException:
         try:
-            async with post(url, {}, b"{}", timeout=timeout, connect_timeout=timeout, **kw) as reply:
+            async with send("POST", url, {}, b"{}", timeout=timeout, connect_timeout=timeout, **kw) as reply:
                 async for _ in reply.chunks:
                     pass
         except Exception as exc:
