@@ -23,7 +23,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -78,6 +78,16 @@ def _refusal(path: Path, mode: int) -> OwnFileRefused:
     return LinkRefused(path, kind) if stat.S_ISLNK(mode) else NotRegular(path, kind)
 
 
+def _what_is_there(exc: OSError, fd: int, name: str, path: Path, expected: Callable[[int], bool]) -> OSError:
+    """What a failed open of `name` in the folder `fd` raises: the refusal that says what has the name (a link, a
+    FIFO, a device) where it is not of the `expected` kind; else the open's own error."""
+    try:
+        info = os.lstat(name, dir_fd=fd)
+    except OSError:
+        return exc
+    return exc if expected(info.st_mode) else _refusal(path, info.st_mode)
+
+
 def _below(path: Path, root: Path) -> tuple[str, ...]:
     """The names from `root` down to `path` (`path` must lie below `root`, spelled without `..`)."""
     try:
@@ -100,13 +110,7 @@ def _open_child_dir(fd: int, name: str, path: Path, create: bool) -> int:
     except (FileNotFoundError, PermissionError):
         raise
     except OSError as exc:  # ELOOP, ENOTDIR: a link or a file where a folder belongs
-        try:
-            info = os.lstat(name, dir_fd=fd)
-        except OSError:
-            raise exc from None
-        if stat.S_ISDIR(info.st_mode):
-            raise
-        raise _refusal(path, info.st_mode) from None
+        raise _what_is_there(exc, fd, name, path, stat.S_ISDIR) from None
 
 
 @contextmanager
@@ -144,13 +148,7 @@ def _open_in(fd: int, name: str, path: Path, flags: int, mode: int) -> int:
     except (FileNotFoundError, FileExistsError, PermissionError):  # FileExistsError: O_EXCL, whatever is there
         raise
     except OSError as exc:  # ELOOP (a link), ENXIO (a FIFO without a reader), EISDIR …: say what is there
-        try:
-            info = os.lstat(name, dir_fd=fd)
-        except OSError:
-            raise exc from None
-        if stat.S_ISREG(info.st_mode):
-            raise
-        raise _refusal(path, info.st_mode) from None
+        raise _what_is_there(exc, fd, name, path, stat.S_ISREG) from None
     try:
         info = os.fstat(out)
         if not stat.S_ISREG(info.st_mode):
