@@ -222,30 +222,40 @@ def write_file(path: Path, root: Path, data: bytes, *, mode: int = 0o600, sync: 
     it, created exclusively, written, synced, renamed over the name, the folder synced. Whatever had the name
     (a link, a FIFO) is replaced, never followed or opened; a folder there is an OSError."""
     with folder(path.parent, root, create=True) as fd:
-        tmp = f".{path.name}.{os.urandom(6).hex()}.tmp"
-        out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=fd)
+        replace_in(fd, path.name, data, mode, sync=sync)
+
+
+def replace_in(fd: int, name: str, data: bytes, mode: int | None, *, sync: bool = False) -> None:
+    """`name` in the folder `fd` replaced by `data`, whole or not at all: a new file beside it (created exclusively,
+    no link followed) written and renamed over the name, so whatever had it (a link, a FIFO) is replaced, never
+    followed or opened. `mode`: the new file's (None: what creating a file gives, 0666 less the umask); `sync`: the
+    file and the folder synced. Also /rewind's way of putting a workspace file back (session/history/rewind.py)."""
+    tmp = f".{name}.{os.urandom(6).hex()}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    out = os.open(tmp, flags, 0o666 if mode is None else mode, dir_fd=fd)  # never wider than `mode`, even at first
+    try:
         try:
-            try:
+            if mode is not None:
                 os.fchmod(out, mode)  # the umask can only take bits away
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(out, view) :]
-                if sync:
-                    os.fsync(out)
-            finally:
-                os.close(out)
-            os.replace(tmp, path.name, src_dir_fd=fd, dst_dir_fd=fd)
-        except BaseException:
-            try:
-                os.unlink(tmp, dir_fd=fd)
-            except OSError:
-                pass
-            raise
-        if sync:
-            try:
-                os.fsync(fd)
-            except OSError:  # a file system that cannot sync a folder has nothing more to offer
-                pass
+            view = memoryview(data)
+            while view:
+                view = view[os.write(out, view) :]
+            if sync:
+                os.fsync(out)
+        finally:
+            os.close(out)
+        os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+    except BaseException:
+        try:
+            os.unlink(tmp, dir_fd=fd)
+        except OSError:
+            pass
+        raise
+    if sync:
+        try:
+            os.fsync(fd)
+        except OSError:  # a file system that cannot sync a folder has nothing more to offer
+            pass
 
 
 def _size(limit: int) -> str:

@@ -85,8 +85,9 @@ ALLOWED: dict[str, tuple[set[str], str]] = {
         "reads the workspace's files ama is about to change (through store/files.py, final link refused)",
     ),
     "ama_acp/session/history/rewind.py": (
-        {"open", "os.open", "os.replace", "os.mkdir"},
-        "puts the workspace's files back, under the session's path policy, folder by folder without links",
+        {"os.open", "os.mkdir"},
+        "puts the workspace's files back, under the session's path policy, folder by folder without links (the "
+        "file itself through ownfiles.replace_in)",
     ),
     "ama_acp/session/history/checkpoints.py": (
         {".read_text", ".write_text"},
@@ -327,3 +328,37 @@ def test_whatever_is_planted_nothing_outside_changes_and_nothing_blocks(tmp_path
         timer.cancel()
     assert not blocked.is_set(), f"{operation} of {target} blocked on a FIFO"
     assert sorted(p.name for p in outside.iterdir()) == ["f"] and (outside / "f").read_bytes() == b"theirs"
+
+
+def test_replace_in_gives_the_new_file_the_mode_asked_whatever_the_umask_and_never_a_wider_one(tmp_path: Path) -> None:
+    """ownfiles.replace_in, shared by ama's own files (0600) and /rewind (a workspace file's own mode)."""
+    old = os.umask(0o022)
+    try:
+        fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            ownfiles.replace_in(fd, "private", b"secret", 0o600)
+            ownfiles.replace_in(fd, "script", b"#!/bin/sh\n", 0o755)
+            ownfiles.replace_in(fd, "plain", b"text", None)  # what creating a file gives: 0666 less the umask
+            (tmp_path / "target").write_text("kept")
+            (tmp_path / "link").symlink_to(tmp_path / "target")
+            ownfiles.replace_in(fd, "link", b"instead", 0o644)
+        finally:
+            os.close(fd)
+    finally:
+        os.umask(old)
+    modes = {p.name: p.lstat().st_mode & 0o7777 for p in tmp_path.iterdir()}
+    assert modes == {"private": 0o600, "script": 0o755, "plain": 0o644, "target": 0o644, "link": 0o644}
+    assert (tmp_path / "target").read_text() == "kept" and not (tmp_path / "link").is_symlink()
+    assert (tmp_path / "private").read_bytes() == b"secret"
+
+
+def test_rewind_puts_a_file_back_with_the_mode_it_has_now(tmp_path: Path) -> None:
+    from ama_acp.session.history.rewind import _write_back
+    from ama_acp.tools.paths import PathPolicy
+
+    script = tmp_path / "run.sh"
+    script.write_text("#!/bin/sh\necho new\n")
+    script.chmod(0o750)
+    assert _write_back(str(script), b"#!/bin/sh\necho old\n", PathPolicy([str(tmp_path)])) is None
+    assert script.read_text() == "#!/bin/sh\necho old\n" and script.stat().st_mode & 0o7777 == 0o750
+    assert [p.name for p in tmp_path.iterdir()] == ["run.sh"]  # no file of the write left beside it

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Protocol
 import anyio
 import msgspec
 
+from ama_acp import ownfiles
 from ama_acp.agent.events import new_message_id
 from ama_acp.conversation.messages import Message
 from ama_acp.session.conversation import Conversation, StoredFigures
@@ -312,25 +313,12 @@ def _write_back(path: str, data: bytes, policy: PathPolicy) -> str | None:
     if isinstance(fd, str):
         return fd
     name = os.path.basename(path)
-    tmp = f".{name}.ama-rewind-{os.getpid()}"
     try:
         try:
             mode: int | None = stat.S_IMODE(os.lstat(name, dir_fd=fd).st_mode)
         except FileNotFoundError:
             mode = None
-        out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666, dir_fd=fd)
-        try:
-            with open(out, "wb", closefd=True) as f:
-                f.write(data)
-                if mode is not None:
-                    os.fchmod(f.fileno(), mode)
-            os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
-        except BaseException:
-            try:
-                os.unlink(tmp, dir_fd=fd)
-            except OSError:
-                pass
-            raise
+        ownfiles.replace_in(fd, name, data, mode)
     except OSError as exc:
         return f"it cannot be written ({exc.strerror or exc})"
     finally:
