@@ -11,9 +11,9 @@ import importlib.metadata
 import logging
 import os
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager, suppress
-from typing import IO
+from typing import IO, Any
 
 import anyio
 import mcp_types as types
@@ -233,18 +233,28 @@ def is_tools_changed(message: IncomingMessage) -> bool:
 
 
 async def list_tools(session: ClientSession, *, max_pages: int = 20) -> list[dict[str, object]]:
-    """Every page of tools/list, as JSON (by alias), at most `max_pages` (a cursor that never ends is a bug
-    on the server's side, not a reason to loop forever)."""
-    tools: list[dict[str, object]] = []
+    """Every page of tools/list, as JSON (by alias), at most `max_pages`."""
+    return await _paged(lambda params: session.list_tools(params=params), "tools", max_pages)
+
+
+async def _paged(
+    page: Callable[[types.PaginatedRequestParams | None], Awaitable[Any]],
+    field: str,
+    max_pages: int,
+    enough: int | None = None,
+) -> list[dict[str, object]]:
+    """The entries (`field` of each page: "tools", "prompts") of a listing the server pages, as JSON by alias,
+    page after page while it gives a cursor: at most `max_pages` (a cursor that never ends is a bug on the
+    server's side, not a reason to loop forever), and no page more once past `enough`."""
+    entries: list[dict[str, object]] = []
     cursor: str | None = None
     for _ in range(max_pages):
-        params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
-        result = await session.list_tools(params=params)
-        tools.extend(tool.model_dump(by_alias=True, mode="json", exclude_none=True) for tool in result.tools)
+        result = await page(types.PaginatedRequestParams(cursor=cursor) if cursor else None)
+        entries.extend(e.model_dump(by_alias=True, mode="json", exclude_none=True) for e in getattr(result, field))
         cursor = result.next_cursor
-        if not cursor:
+        if not cursor or (enough is not None and len(entries) > enough):
             break
-    return tools
+    return entries
 
 
 async def call_tool(
@@ -308,16 +318,7 @@ def is_prompts_changed(message: IncomingMessage) -> bool:
 
 async def list_prompts(session: ClientSession, *, enough: int, max_pages: int = 20) -> list[dict[str, object]]:
     """The pages of prompts/list, as JSON, until `enough` entries (more is a server to cut, not to read on)."""
-    prompts: list[dict[str, object]] = []
-    cursor: str | None = None
-    for _ in range(max_pages):
-        params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
-        result = await session.list_prompts(params=params)
-        prompts.extend(prompt.model_dump(by_alias=True, mode="json", exclude_none=True) for prompt in result.prompts)
-        cursor = result.next_cursor
-        if not cursor or len(prompts) > enough:
-            break
-    return prompts
+    return await _paged(lambda params: session.list_prompts(params=params), "prompts", max_pages, enough)
 
 
 async def get_prompt(
