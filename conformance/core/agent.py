@@ -244,9 +244,11 @@ class Agent:
             raise SignInNeeded(f"sign-in could not complete: authenticate {method!r} got {why}") from exc
 
     async def new_session(
-        self, cwd: Path | None = None, mcp: list[dict[str, Any]] | None = None
+        self, cwd: Path | None = None, mcp: list[dict[str, Any]] | None = None, extra: dict[str, Any] | None = None
     ) -> tuple[str, dict[str, Any]]:
-        params = {"cwd": str(cwd or self.config.workspace), "mcpServers": mcp or []}
+        """session/new (`extra`: more params, e.g. additionalDirectories); an agent that asks to sign in first is
+        signed in once, as an editor would, and asked again."""
+        params = {"cwd": str(cwd or self.config.workspace), "mcpServers": mcp or [], **(extra or {})}
         try:
             result = await self.call("session/new", params)
         except AgentFailure as exc:

@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ama_acp.client.errors import RpcError
-from ama_conformance.core.agent import AUTH_REQUIRED, Agent, AgentFailure
+from ama_conformance.core.agent import Agent
 from ama_conformance.core.values import arr
 from ama_conformance.groups.base import GroupContext, group
 
@@ -94,22 +93,9 @@ async def _rejects(agent: Agent, method: str, params: dict[str, Any], entries: t
     return taken
 
 
-async def _new_with_roots(ctx: GroupContext, agent: Agent, roots: list[str]) -> str:
-    """`session/new` with `roots`; when the agent asks to sign in first, once, as `Agent.new_session` does."""
-    cwd = str(ctx.config.workspace)
-    params = {"cwd": cwd, "mcpServers": [], "additionalDirectories": roots}
-    try:
-        result = await agent.call("session/new", params)
-    except AgentFailure as exc:
-        cause = exc.__cause__
-        if not isinstance(cause, RpcError) or cause.code != AUTH_REQUIRED:
-            raise
-        await agent.sign_in_once(exc)
-        result = await agent.call("session/new", params)
-    sid = result.get("sessionId")
-    if not isinstance(sid, str) or not sid:
-        raise AgentFailure(f"session/new answered no session id: {result!r:.300}")
-    agent.conn.session_cwds[sid] = cwd
+async def _new_with_roots(agent: Agent, roots: list[str]) -> str:
+    """`session/new` with `roots` (`Agent.new_session`: a sign-in asked for first is given once)."""
+    sid, _ = await agent.new_session(extra={"additionalDirectories": roots})
     return sid
 
 
@@ -165,7 +151,7 @@ async def _first_process(ctx: GroupContext, agent: Agent, seen: _Seen, listed: s
     `session/new` (`malformed`: R65.1). The process ends; the session with the roots is returned."""
     c = ctx.checks
     with c.needs("R33"):
-        sid = await _new_with_roots(ctx, agent, seen.roots) if seen.roots else (await agent.new_session())[0]
+        sid = await _new_with_roots(agent, seen.roots) if seen.roots else (await agent.new_session())[0]
         plain, _ = await agent.new_session()
     with c.needs("R103"):
         await agent.prompt(sid, ctx.ask("reply", "a session to list"))
