@@ -12,6 +12,7 @@ from typing import Any
 
 from ama_conformance.core.agent import TURN_KINDS, Agent
 from ama_conformance.groups.base import GroupContext, group
+from ama_conformance.groups.persistence import replay_in_order
 
 MARK_ONE = "history-marker-one-4e1f"
 MARK_TWO = "history-marker-two-8c3a"
@@ -195,25 +196,13 @@ async def coverage_history(ctx: GroupContext) -> None:
         mark = fresh.mark()
         await fresh.call("session/load", {"sessionId": one, "cwd": str(ctx.config.workspace), "mcpServers": []})
         replay = fresh.updates_since(mark, one, TURN_KINDS)
-        _replay_in_order(ctx, "R66", replay)
+        replay_in_order(ctx.checks, "R66", replay, MARK_ONE, "the replay of a session with tool calls")
     with c.at("R66.1"):
         _replay_complete(ctx, "R66.1", live, replay)
     if not seen_by_model:
         _apart_in_the_replay(ctx, "R53.1", replay)
     with c.at("R68"):
         _replay_ids(ctx, "R68", replay)
-
-
-def _replay_in_order(ctx: GroupContext, rid: str, replay: list[dict[str, Any]]) -> None:
-    """R66: the replay holds the first turn, the user's message before the agent's reply."""
-    kinds = [u.get("sessionUpdate") for u in replay]
-    first_user = kinds.index("user_message_chunk") if "user_message_chunk" in kinds else -1
-    first_agent = kinds.index("agent_message_chunk") if "agent_message_chunk" in kinds else -1
-    ctx.checks.check(
-        rid,
-        0 <= first_user < first_agent and MARK_ONE in json.dumps(replay),
-        f"the replay of a session with tool calls: {kinds[:8]}{'…' if len(kinds) > 8 else ''}",
-    )
 
 
 def misrouted(updates: list[dict[str, Any]], words: dict[str, str]) -> tuple[list[str], int]:

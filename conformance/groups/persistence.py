@@ -6,7 +6,9 @@ the case an editor meets after a restart.
 
 from __future__ import annotations
 
+import json
 import time
+from typing import Any
 
 from ama_conformance.core.agent import TURN_KINDS, Agent
 from ama_conformance.core.outcome import Checks
@@ -70,6 +72,18 @@ async def _meter_restored(ctx: GroupContext, agent: Agent, sid: str, mark: int, 
         c.failed(rid, f"no usage_update after the {how}, though the agent reported usage before it")
 
 
+def replay_in_order(checks: Checks, rid: str, replay: list[dict[str, Any]], marker: str, what: str) -> None:
+    """R66: the replay holds the first turn (its `marker`), the user's message before the agent's reply."""
+    kinds = [u.get("sessionUpdate") for u in replay]
+    first_user = kinds.index("user_message_chunk") if "user_message_chunk" in kinds else -1
+    first_agent = kinds.index("agent_message_chunk") if "agent_message_chunk" in kinds else -1
+    checks.check(
+        rid,
+        0 <= first_user < first_agent and marker in json.dumps(replay),
+        f"{what}: {kinds[:8]}{'…' if len(kinds) > 8 else ''}",
+    )
+
+
 @group("load", ("R66", "R67", "R70", "R71", "R72", "R56"))
 async def load(ctx: GroupContext) -> None:
     c = ctx.checks
@@ -79,14 +93,7 @@ async def load(ctx: GroupContext) -> None:
     agent, sid, mark = reopened
     with c.at("R66"):
         replay = agent.updates_since(mark, sid, TURN_KINDS)
-        kinds = [u.get("sessionUpdate") for u in replay]
-        first_user = kinds.index("user_message_chunk") if "user_message_chunk" in kinds else -1
-        first_agent = kinds.index("agent_message_chunk") if "agent_message_chunk" in kinds else -1
-        c.check(
-            "R66",
-            0 <= first_user < first_agent and "replayed-marker-5d1e" in str(replay),
-            f"replayed before the response: {kinds[:8]}{'…' if len(kinds) > 8 else ''}",
-        )
+        replay_in_order(c, "R66", replay, "replayed-marker-5d1e", "replayed before the response")
     with c.at("R67"):
         after = agent.mark()
         await agent.barrier()
