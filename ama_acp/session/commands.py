@@ -124,7 +124,7 @@ class Commands:
         return call
 
 
-async def say(session: CommandSession, text: str) -> None:
+async def say(session: Persists, text: str) -> None:
     """A command's output: a message of its own, under an id stored with it so a load replays the same id."""
     mid = new_message_id()
     session.persist(CommandOutputEntry(text=text, message_id=mid))

@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Protocol
 
 from ama_acp.conversation.messages import ImagePart, TextPart, UserMessage
 from ama_acp.errors import ToolError
+from ama_acp.session.commands import say
 from ama_acp.session.facets import Persists
-from ama_acp.session.store.entries import CommandEntry, CommandOutputEntry
+from ama_acp.session.store.entries import CommandEntry
 from ama_acp.textsafe import one_line
 from ama_acp.wire import types as w
 
@@ -108,6 +109,5 @@ async def _run(
 async def _refuse(session: PromptSession, typed: str, text: str) -> str:
     """The person's line and why it was not run, stored so a load replays both; no request is made."""
     session.persist(CommandEntry(text=typed))
-    session.persist(CommandOutputEntry(text=text))
-    await session.send(w.AgentMessageChunk(content=w.TextContent(text=text)))
+    await say(session, text)
     return "end_turn"

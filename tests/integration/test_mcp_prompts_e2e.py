@@ -372,3 +372,25 @@ async def test_the_hooks_see_an_mcp_prompts_messages_as_the_prompt(tmp_path: Pat
             await conn.prompt(sid, "/mcp__notes__review", timeout=30)
     assert "the hook saw the prompt: Review a.py for everything." in user_text(llm.requests[0].body)
     assert [r["stop_reason"] for r in records(stops)] == ["end_turn"]
+
+
+async def test_a_refused_prompt_s_reply_has_an_id_live_and_the_same_one_after_a_load(tmp_path: Path) -> None:
+    """The refusal is a command's output like any other (session/commands.py `say`): stored with its id."""
+    ama = Ama(tmp_path)
+    log = tmp_path / "server.log"
+    ws = str(ama.workspace.resolve())
+    with LLMServer() as llm:
+        configure(ama, llm)
+        async with run_ama(ama, env=KEY, process=True) as conn:
+            sid = await open_session(conn, ama, [prompt_server("notes", log)])
+            await offered(conn, sid, "mcp__notes__review")
+            await conn.prompt(sid, "/mcp__notes__review", timeout=30)  # its required argument missing
+            [live] = [u for u in conn.updates_for(sid, "agent_message_chunk") if "needs `file`" in u["content"]["text"]]
+            await conn.request("session/close", {"sessionId": sid}, timeout=20)
+            mark = len(conn.updates_for(sid, "agent_message_chunk"))
+            await conn.request("session/load", {"sessionId": sid, "cwd": ws, "mcpServers": []}, timeout=20)
+            replayed = [
+                u for u in conn.updates_for(sid, "agent_message_chunk")[mark:] if "needs `file`" in u["content"]["text"]
+            ]
+        assert llm.requests == []
+    assert live.get("messageId") and [u.get("messageId") for u in replayed] == [live["messageId"]]

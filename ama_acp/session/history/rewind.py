@@ -29,8 +29,8 @@ import anyio
 import msgspec
 
 from ama_acp import ownfiles
-from ama_acp.agent.events import new_message_id
 from ama_acp.conversation.messages import Message
+from ama_acp.session.commands import say
 from ama_acp.session.conversation import Conversation, StoredFigures
 from ama_acp.session.facets import Identified, Located, Persists, UsesModel
 from ama_acp.session.history.checkpoints import CheckpointLog, Checkpoints, FileRecord
@@ -39,7 +39,6 @@ from ama_acp.session.store import entries as en
 from ama_acp.session.store.checkpoint_files import BlobStore, Unreadable, file_digest
 from ama_acp.textsafe import one_line
 from ama_acp.tools.paths import PathPolicy
-from ama_acp.wire import types as w
 
 if TYPE_CHECKING:
     from ama_acp.session.accounting.held_figure import PendingPrefix, ServerStatus
@@ -155,9 +154,7 @@ class Rewinder:
         return True
 
     async def _say(self, text: str) -> None:
-        mid = new_message_id()  # stored with the text: a load replays it under the id it had live
-        self._s.persist(en.CommandOutputEntry(text=text, message_id=mid))
-        await self._s.send(w.AgentMessageChunk(content=w.TextContent(text=text), message_id=mid))
+        await say(self._s, text)
 
 
 def _number(argument: str) -> int | None:
