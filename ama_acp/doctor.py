@@ -239,11 +239,6 @@ def _display_url(url: str) -> str:
         return "(not a valid URL)"
 
 
-def base_url_of(name: str, pcfg: ProviderConfig, keys: Mapping[str, str]) -> str:
-    """Where ama sends `name`'s requests (resolve.base_url_for: one rule for the provider and its checks)."""
-    return base_url_for(name, pcfg, keys)
-
-
 def _model_ids(body: bytes) -> list[str] | None:
     """The ids of an OpenAI or Anthropic model list, None when it is not one."""
     items = model_list_items(body)
@@ -266,7 +261,7 @@ def check_provider(
     if pcfg.kind == "scripted":
         return ProviderFact(name, pcfg.kind, None, None, "local", detail="a script: nothing to reach")
     variable = api_key_env(name, pcfg)
-    base = base_url_of(name, pcfg, keys)
+    base = base_url_for(name, pcfg, keys)  # one rule for the provider and its checks
     fact = ProviderFact(name, pcfg.kind, _display_url(base), variable, "skipped")
     key = keys.get(variable) if variable else None
     if variable and not key:

@@ -151,10 +151,12 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", errors="replace")).hexdigest()[:12]
 
 
-def _quoted(path: str) -> str:
-    import json  # as `_digest`: json.dumps's quoting (ASCII only) is what the tags have always carried
+def _tagged(shown: str, digest: str, body: str) -> str:
+    """A note's `<project-instructions>` element, as `_TAG` above reads it back: the path quoted as json.dumps
+    quotes it (ASCII only: what the tags have always carried), the digest, then `body`."""
+    import json  # as `_digest`: only a workspace with instruction files writes a note
 
-    return json.dumps(path)
+    return f'<project-instructions path={json.dumps(shown)} sha="{digest}">\n{body}\n</project-instructions>'
 
 
 def nested_section(f: InstructionFile, changed: bool) -> str:
@@ -166,7 +168,7 @@ def nested_section(f: InstructionFile, changed: bool) -> str:
         + ("" if changed else f" `{folder}/`; follow it there (it is more specific than the project's instructions)")
         + ":"
     )
-    return f'<project-instructions path={_quoted(f.shown)} sha="{f.digest}">\n{lead}\n\n{f.text.strip()}\n</project-instructions>'
+    return _tagged(f.shown, f.digest, f"{lead}\n\n{f.text.strip()}")
 
 
 # A prompt file gone from disk: the digest its removal note carries (no text's digest is all zeros in practice).
@@ -181,13 +183,13 @@ def changed_section(f: InstructionFile) -> str:
         f"The instruction file {f.shown} ({where}) changed on disk. It now reads as below; this replaces what the "
         "system prompt (or an earlier note) says of this file:"
     )
-    return f'<project-instructions path={_quoted(f.shown)} sha="{f.digest}">\n{lead}\n\n{f.text.strip()}\n</project-instructions>'
+    return _tagged(f.shown, f.digest, f"{lead}\n\n{f.text.strip()}")
 
 
 def removed_section(shown: str) -> str:
     """A file of the system prompt no longer on disk."""
     lead = f"The instruction file {shown} was removed: what the system prompt (or an earlier note) says of it no longer applies."
-    return f'<project-instructions path={_quoted(shown)} sha="{REMOVED}">\n{lead}\n</project-instructions>'
+    return _tagged(shown, REMOVED, lead)
 
 
 def system_reminder(text: str) -> str:

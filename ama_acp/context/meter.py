@@ -143,10 +143,6 @@ def short_digest(*parts: str) -> str:
     return h.hexdigest()
 
 
-def _prefix_digest(system_prompt: str, tools_json: str) -> str:
-    return short_digest(system_prompt, tools_json)
-
-
 class ContextMeter:
     """One per session. Not thread-safe: call it from the session's task."""
 
@@ -205,7 +201,7 @@ class ContextMeter:
         final prefix confirms it (same key: nothing moves) or voids it. An anchor measured in this process is
         compared with every prefix, final or not: its key is exact.
         """
-        key = _prefix_digest(system_prompt, tools_json)
+        key = short_digest(system_prompt, tools_json)
         if key != self._prefix_key:
             est = self.estimator
             self._system_tokens = est.text(system_prompt)

@@ -12,7 +12,7 @@ import shlex
 import msgspec
 
 from ama_acp.conversation.messages import ImagePart, TextPart
-from ama_acp.mcp.results import MAX_IMAGE_BYTES
+from ama_acp.mcp.results import MAX_IMAGE_BYTES, str_or_none
 from ama_acp.mcp.tools import clip_description, named_entries, wire_names
 
 __all__ = [
@@ -61,10 +61,6 @@ class McpPrompt(msgspec.Struct, frozen=True):
         return " ".join(a.name if a.required else f"[{a.name}]" for a in self.arguments)
 
 
-def _clip(text: str, budget: int) -> str:
-    return clip_description(text, budget)
-
-
 def prompts_from_listing(server: str, raw_prompts: object, taken: set[str]) -> tuple[list[McpPrompt], list[str]]:
     """The entries of a prompts/list result → McpPrompts (command names not in `taken`), in the server's order;
     and a line for the log about each entry left out."""
@@ -87,7 +83,9 @@ def _prompt(server: str, command: str, name: str, raw: dict[str, object], droppe
         server=server,
         name=name,
         command=command,
-        description=_clip(" ".join(text.split()) or f"MCP prompt {name[:80]!r} of {server[:80]!r}", DESCRIPTION_BUDGET),
+        description=clip_description(
+            " ".join(text.split()) or f"MCP prompt {name[:80]!r} of {server[:80]!r}", DESCRIPTION_BUDGET
+        ),
         arguments=_arguments(name, raw.get("arguments"), dropped),
     )
 
@@ -101,7 +99,9 @@ def _arguments(prompt: str, raw: object, dropped: list[str]) -> list[PromptArgum
     return [
         PromptArgument(
             name=name,
-            description=_clip(d, ARGUMENT_DESCRIPTION_BUDGET) if isinstance(d := item.get("description"), str) else "",
+            description=clip_description(d, ARGUMENT_DESCRIPTION_BUDGET)
+            if isinstance(d := item.get("description"), str)
+            else "",
             required=item.get("required") is True,
         )
         for name, item in named_entries(raw, kind, MAX_ARGUMENTS, dropped, MAX_NAME)
@@ -185,18 +185,14 @@ def prompt_parts(raw: object, prompt: str) -> list[TextPart | ImagePart]:
     return kept or [TextPart(f"(MCP prompt {prompt[:80]!r} is empty)")]
 
 
-def _str(value: object) -> str | None:
-    return value if isinstance(value, str) else None
-
-
 def _part(item: object, budget: _Budget) -> TextPart | ImagePart:
     kind = item.get("type") if isinstance(item, dict) else None
     if not isinstance(item, dict) or not isinstance(kind, str):
         return TextPart(budget.take("(a prompt content item that is not an object with a type)"))
     if kind == "text":
-        return TextPart(budget.take(_str(item.get("text")) or ""))
+        return TextPart(budget.take(str_or_none(item.get("text")) or ""))
     if kind == "image":
-        data, mime = _str(item.get("data")), _str(item.get("mimeType"))
+        data, mime = str_or_none(item.get("data")), str_or_none(item.get("mimeType"))
         if data and mime and mime.startswith("image/") and len(data) <= MAX_IMAGE_BYTES and budget.images > 0:
             budget.images -= 1
             return ImagePart(data, mime)
@@ -204,8 +200,8 @@ def _part(item: object, budget: _Budget) -> TextPart | ImagePart:
     if kind == "resource":
         return TextPart(budget.take(_embedded(item.get("resource"))))
     if kind == "resource_link":
-        uri = _str(item.get("uri")) or ""
-        return TextPart(budget.take(f"[@{_str(item.get('name')) or uri}]({uri})"))
+        uri = str_or_none(item.get("uri")) or ""
+        return TextPart(budget.take(f"[@{str_or_none(item.get('name')) or uri}]({uri})"))
     return TextPart(budget.take(f"[a prompt content item of type {kind[:40]!r}, not shown]"))
 
 
@@ -214,10 +210,10 @@ def _embedded(resource: object) -> str:
     `<context>` block, a blob described."""
     if not isinstance(resource, dict):
         return "(an embedded resource without contents)"
-    uri = (_str(resource.get("uri")) or "")[:2000]
-    text = _str(resource.get("text"))
+    uri = (str_or_none(resource.get("uri")) or "")[:2000]
+    text = str_or_none(resource.get("text"))
     if text is not None:
         return f'<context uri="{uri}">\n{text}\n</context>'
-    blob = _str(resource.get("blob"))
+    blob = str_or_none(resource.get("blob"))
     size = f"{len(blob) * 3 // 4} bytes" if blob is not None else "no data"
-    return f"[attached binary resource {uri} ({_str(resource.get('mimeType')) or 'unknown type'}, {size})]"
+    return f"[attached binary resource {uri} ({str_or_none(resource.get('mimeType')) or 'unknown type'}, {size})]"

@@ -11,7 +11,8 @@ from __future__ import annotations
 import msgspec
 
 from ama_acp.conversation.messages import ImagePart
-from ama_acp.mcp.results import MAX_IMAGE_BYTES
+from ama_acp.mcp.results import MAX_IMAGE_BYTES, str_or_none
+from ama_acp.mcp.tools import clip_description
 
 __all__ = [
     "MAX_LISTING_CHARS",
@@ -35,13 +36,9 @@ class ResourceText(msgspec.Struct, frozen=True):
     images: list[ImagePart] = []
 
 
-def _str(value: object) -> str | None:
-    return value if isinstance(value, str) else None
-
-
 def _field(value: object, limit: int = MAX_FIELD) -> str:
     text = " ".join(value.split()) if isinstance(value, str) else ""
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return clip_description(text, limit)
 
 
 def listing_lines(server: str, resources: object, templates: object) -> list[str]:
@@ -110,12 +107,12 @@ def read_text(raw: object, uri: str) -> ResourceText:
             continue
         address = _field(item.get("uri"), 2000) or uri[:2000]
         mime = _field(item.get("mimeType"), 100)
-        text = _str(item.get("text"))
+        text = str_or_none(item.get("text"))
         if text is not None:
             head = f"[resource {address}{f' ({mime})' if mime else ''}]"
             pieces.append(f"{head}\n{text}" if len(contents) > 1 else text)
             continue
-        blob = _str(item.get("blob"))
+        blob = str_or_none(item.get("blob"))
         if blob is not None and mime.startswith("image/") and len(blob) <= MAX_IMAGE_BYTES and not images:
             images.append(ImagePart(blob, mime))
             pieces.append(f"[image {address} ({mime})]")

@@ -68,7 +68,8 @@ def map_result(raw: object) -> McpCallResult:
     return McpCallResult(content=content, is_error=raw.get("isError") is True)
 
 
-def _str(value: object) -> str | None:
+def str_or_none(value: object) -> str | None:
+    """`value` when it is a string (an MCP server's JSON field); else None."""
     return value if isinstance(value, str) else None
 
 
@@ -84,11 +85,11 @@ def _item(item: object) -> McpContent:
 
 
 def _text_item(item: dict[str, object]) -> McpContent:
-    return McpContent(kind="text", text=_str(item.get("text")) or "")
+    return McpContent(kind="text", text=str_or_none(item.get("text")) or "")
 
 
 def _image_item(item: dict[str, object]) -> McpContent:
-    data, mime = _str(item.get("data")), _str(item.get("mimeType"))
+    data, mime = str_or_none(item.get("data")), str_or_none(item.get("mimeType"))
     if data is None or mime is None or not mime.startswith("image/"):
         return McpContent(kind="text", text="(an image without data or an image MIME type)")
     if len(data) > MAX_IMAGE_BYTES:
@@ -99,18 +100,18 @@ def _image_item(item: dict[str, object]) -> McpContent:
 
 
 def _audio_item(item: dict[str, object]) -> McpContent:
-    return McpContent(kind="text", text=f"(audio, {_str(item.get('mimeType')) or 'unknown type'}: not shown)")
+    return McpContent(kind="text", text=f"(audio, {str_or_none(item.get('mimeType')) or 'unknown type'}: not shown)")
 
 
 def _resource_item(item: dict[str, object]) -> McpContent:
     resource = item.get("resource")
     if not isinstance(resource, dict):
         return McpContent(kind="text", text="(an embedded resource without contents)")
-    uri, mime = _str(resource.get("uri")), _str(resource.get("mimeType"))
-    text = _str(resource.get("text"))
+    uri, mime = str_or_none(resource.get("uri")), str_or_none(resource.get("mimeType"))
+    text = str_or_none(resource.get("text"))
     if text is not None:
         return McpContent(kind="resource", text=text, mime_type=mime, uri=uri)
-    blob = _str(resource.get("blob"))
+    blob = str_or_none(resource.get("blob"))
     size = f"{len(blob) * 3 // 4} bytes" if blob is not None else "no data"
     return McpContent(
         kind="resource", text=f"(binary resource, {mime or 'unknown type'}, {size})", mime_type=mime, uri=uri
@@ -118,9 +119,9 @@ def _resource_item(item: dict[str, object]) -> McpContent:
 
 
 def _resource_link_item(item: dict[str, object]) -> McpContent:
-    uri = _str(item.get("uri"))
-    name = _str(item.get("name")) or uri or "resource"
-    return McpContent(kind="resource", text=f"(a link to {name})", mime_type=_str(item.get("mimeType")), uri=uri)
+    uri = str_or_none(item.get("uri"))
+    name = str_or_none(item.get("name")) or uri or "resource"
+    return McpContent(kind="resource", text=f"(a link to {name})", mime_type=str_or_none(item.get("mimeType")), uri=uri)
 
 
 # The content item types of MCP's CallToolResult, each with what ama makes of one.

@@ -31,10 +31,7 @@ def model_list_items(body: bytes) -> list[object] | None:
     """The `data` array of an OpenAI- or Anthropic-style model list (`{"data": [{"id": …}, …]}`), its items not
     yet looked at; None when the body is not such a list (not JSON, nested past what Python can parse, another
     shape)."""
-    try:
-        obj = json.loads(body)
-    except (ValueError, RecursionError):
-        return None
+    obj = _json(body)
     data = obj.get("data") if isinstance(obj, dict) else None
     return data if isinstance(data, list) else None
 
@@ -70,8 +67,8 @@ def context_length(item: object) -> int | None:
         value: object = item
         for name in path:
             value = value.get(name) if isinstance(value, dict) else None
-        if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= MAX_CONTEXT_LENGTH:
-            return value
+        if (window := sane_window(value)) is not None:
+            return window
     return None
 
 
@@ -94,6 +91,7 @@ def sane_window(value: object) -> int | None:
 
 
 def _json(body: bytes) -> object:
+    """The body as JSON; None when it is not JSON or nests past what Python can parse."""
     try:
         return json.loads(body)
     except (ValueError, RecursionError):
