@@ -114,8 +114,8 @@ def setup_logging(data_dir: str, level: str = "warning") -> None:
         for old in logs.glob("ama.log.*"):  # and its rotated files 0644
             if not old.is_symlink():
                 os.chmod(old, 0o600)
-        os.close(_open_log(logs / "ama.log"))  # a FIFO or a link as the log: no log file, said on stderr
         fh = _PrivateLogFile(logs / "ama.log", max_bytes=5 * 1024 * 1024, backups=3)
+        fh.stream = fh._open()  # now, not at the first record: a FIFO or a link as the log is no log file, said
         fh.setLevel(logging.INFO)
         fh.setFormatter(fmt)
         fh.addFilter(_Redact())
