@@ -34,7 +34,7 @@ from typing import Any
 from ama_acp.textsafe import one_line
 from ama_conformance.launch_file import LAUNCH_FILE, LaunchFileError, PublicAgent, load
 
-__all__ = ["PUBLIC_AGENTS", "PublicAgent", "Row", "main", "record", "row_of"]
+__all__ = ["PublicAgent", "Row", "main", "record", "row_of"]
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "conformance.md"
@@ -49,9 +49,6 @@ SOURCE = "`python -m ama_conformance.record`"  # how a row from a run of this sc
 RUN_TIMEOUT = 1800.0  # seconds for one agent's whole run (a hung agent is cut off by the suite long before)
 EXCERPT = 100  # characters of what was seen, per failure
 VERSION_TIMEOUT = 20.0  # seconds for a version_command
-
-# The public agents of the launch file (conformance/agents.toml), as the record runs them by default.
-PUBLIC_AGENTS: tuple[PublicAgent, ...] = load(LAUNCH_FILE)
 
 
 @dataclass(frozen=True)
@@ -258,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--launch", type=Path, default=LAUNCH_FILE, help="the launch file (default conformance/agents.toml)")
     args = p.parse_args(argv)
     try:
-        launch = load(args.launch) if args.launch != LAUNCH_FILE else PUBLIC_AGENTS
+        launch = load(args.launch)
     except LaunchFileError as exc:
         sys.stderr.write(f"{exc}\n")
         return 2

@@ -138,8 +138,7 @@ class Agent:
             await self.conn.close(timeout=grace)
             if self.conn.ended_by in ("terminated", "killed"):
                 if grace < full:
-                    waited = f"after a {grace:g} s grace" if grace else "ended at once"
-                    self.grace_note = f" ({waited}: it had ignored stdin EOF earlier in this run)"
+                    self.grace_note = " (ended at once: it had ignored stdin EOF earlier in this run)"
                 exits.ignored_eof = True
         finally:
             group, self._group = self._group, None

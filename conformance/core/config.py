@@ -64,16 +64,13 @@ class ExitWatch:
     """Whether the agent has been seen to stay running after its stdin closed, shared by every group of one run.
 
     The first close waits out the whole exit grace, which is what R7 measures. Once an agent has ignored EOF,
-    each later close of the same run terminates the agent at once (`IGNORED_EOF_GRACE`): the rule has already
-    failed, and the full grace at each of a run's ~32 closes made a run take minutes."""
+    each later close of the same run terminates the agent at once: the rule has already failed, and the full grace
+    at each of a run's ~32 closes made a run take minutes."""
 
     ignored_eof: bool = False
 
     def grace(self, full: float) -> float:
-        return min(full, IGNORED_EOF_GRACE) if self.ignored_eof else full
-
-
-IGNORED_EOF_GRACE = 0.0  # seconds a later close waits, once the agent has ignored EOF in this run
+        return 0.0 if self.ignored_eof else full
 
 
 @dataclass

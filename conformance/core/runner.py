@@ -250,13 +250,10 @@ async def run(config: RunConfig, env: dict[str, str], model: ModelView | None = 
             done[at] = (checks.findings, group_record, init)
             _tell(config, _progress_line(sum(1 for d in done if d[1] is not None), len(chosen), checks, group_record))
 
-    if config.jobs <= 1:  # one after the other, in their order
+    # One job: the limiter, first come first served, runs them one after the other in their order.
+    async with anyio.create_task_group() as tg:
         for at, group in enumerate(chosen):
-            await one(at, group)
-    else:
-        async with anyio.create_task_group() as tg:
-            for at, group in enumerate(chosen):
-                tg.start_soon(one, at, group)
+            tg.start_soon(one, at, group)
     for findings, ran, init in done:
         record.findings.extend(findings)
         if ran is not None:
