@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from ama_acp.config import SandboxConfig as SandboxConfig  # re-exported: the suite reads it through the client
 from ama_acp.errors import ConfigError
-from ama_acp.sandbox import OFF, sandbox_state
+from ama_acp.sandbox import OFF, SandboxState, sandbox_state
 
 
 @dataclass(frozen=True)
@@ -64,9 +64,11 @@ def within(resolved: str, roots: Iterable[str]) -> bool:
 def unsandboxed(config: SandboxConfig | None) -> str:
     """Why a client's commands run unconfined though it has a `[sandbox]` (`config`): its mode is off or the kernel
     offers none. "" when they are confined, or when the client has no sandbox (None: it confines no command)."""
-    if config is None:
-        return ""
-    state = sandbox_state(config)
+    return "" if config is None else why_unconfined(sandbox_state(config))
+
+
+def why_unconfined(state: SandboxState) -> str:
+    """Why commands run unconfined in `state` ("" when they are confined)."""
     if state.active:
         return ""
     return '[sandbox] mode = "off"' if state.mode == OFF else state.reason

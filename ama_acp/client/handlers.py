@@ -19,7 +19,7 @@ from pathlib import Path
 import anyio
 import anyio.abc
 
-from ama_acp.client.confine import Access, Decide, Roots, resolve, unsandboxed, within
+from ama_acp.client.confine import Access, Decide, Roots, resolve, why_unconfined, within
 from ama_acp.client.errors import RpcError as RpcError
 from ama_acp.config import SandboxConfig
 from ama_acp.rpc.dispatch import JSONObject
@@ -30,7 +30,7 @@ from ama_acp.rpc.errors import INVALID_PARAMS as INVALID_PARAMS
 from ama_acp.rpc.errors import METHOD_NOT_FOUND as METHOD_NOT_FOUND
 from ama_acp.rpc.errors import REQUEST_CANCELLED as REQUEST_CANCELLED
 from ama_acp.rpc.errors import RESOURCE_NOT_FOUND as RESOURCE_NOT_FOUND
-from ama_acp.sandbox import Sandbox, sandbox_state
+from ama_acp.sandbox import Sandbox, SandboxState, sandbox_state
 from ama_acp.sandbox.temp import remove_temp
 from ama_acp.sandbox.terminal import Confined, confine, program_argv
 
@@ -337,9 +337,14 @@ class TerminalManager:
         given_cwd = _given_cwd(params)
         cwd = given_cwd if given_cwd is not None else self.default_cwd(_session_id(params))
         limit = _optional_uint(params, "outputByteLimit")
+        sid = _session_id(params)
+        roots = [*self.roots(sid), *self.sandbox_roots]
+        # Worked out once: what the question says of the sandbox is what the command then runs in.
+        state = sandbox_state(self.sandbox, roots) if self.sandbox is not None else None  # no bwrap from the roots
         if self.gate is not None:
-            cwd = await self._agreed_cwd(self.gate, params, argv, cwd)
-        box = self._confine(_session_id(params), argv, requested, cwd or os.getcwd())
+            why = "" if state is None else why_unconfined(state)
+            cwd = await self._agreed_cwd(self.gate, params, argv, cwd, why)
+        box = self._confine(state, roots, argv, requested, cwd or os.getcwd())
         run, env = (argv, requested) if box is None else (box.argv, box.env)
         self._counter += 1
         term = Terminal(f"term-{self._counter}", argv, limit, box.tmp if box is not None else None)
@@ -352,22 +357,23 @@ class TerminalManager:
         self._spawn_task(lambda: self._pump(term))
         return {"terminalId": term.id}
 
-    def _confine(self, sid: str | None, argv: list[str], requested: dict[str, str], cwd: str) -> Confined | None:
-        """The command made ready to run in the sandbox, writable in the session's folders and `sandbox_roots`;
-        None when the client has no sandbox or the kernel none to give."""
-        if self.sandbox is None:
+    def _confine(
+        self, state: SandboxState | None, roots: list[str], argv: list[str], requested: dict[str, str], cwd: str
+    ) -> Confined | None:
+        """The command made ready to run in the sandbox of `state`, writable in `roots` (the session's folders and
+        `sandbox_roots`); None when the client has no sandbox or the kernel none to give."""
+        if state is None:
             return None
-        roots = [*self.roots(sid), *self.sandbox_roots]
-        sandbox = Sandbox(sandbox_state(self.sandbox, roots), roots)  # no bwrap taken from inside the roots
+        sandbox = Sandbox(state, roots)
         path = requested.get("PATH", os.environ.get("PATH"))
         return confine(sandbox, program_argv(argv[0], argv[1:], path, cwd), requested)
 
-    async def _agreed_cwd(self, gate: Decide, params: JSONObject, argv: list[str], cwd: str | None) -> str:
+    async def _agreed_cwd(self, gate: Decide, params: JSONObject, argv: list[str], cwd: str | None, why: str) -> str:
         """The folder the command runs in, once `gate` agreed to run it there."""
         sid = _session_id(params)
         folder = resolve(cwd or os.getcwd())
         inside = within(folder, self.roots(sid))
-        access = Access("terminal/create", sid, folder, inside, shlex.join(argv), unsandboxed(self.sandbox))
+        access = Access("terminal/create", sid, folder, inside, shlex.join(argv), why)
         if not await gate(access):
             raise RpcError(INVALID_PARAMS, f"Refused: the client did not agree to run {shlex.join(argv)} in {folder}")
         return folder

@@ -123,3 +123,39 @@ def test_a_client_without_a_sandbox_to_give_says_not_sandboxed(monkeypatch: pyte
     assert f"in {tmp_path} (not sandboxed: the kernel has no Landlock (in this test))\n" in question(access)
     assert (tmp_path / "ran").exists()  # it ran, unconfined, as the question said
     assert "not sandboxed" not in question(Access("terminal/create", "s", "/w", inside=True, command="make"))
+
+
+def test_the_question_says_what_the_command_runs_in_when_the_only_bwrap_is_in_the_session_s_folders(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """No Landlock, and the only bubblewrap lies inside a session's folder (never taken: the workspace could have
+    put it there). The sandbox is worked out once, with the roots: the question says "not sandboxed", as it runs."""
+    monkeypatch.setattr(sandbox_module, "kernel_abi", lambda: (0, "no Landlock (in this test)"))
+    monkeypatch.setattr(
+        sandbox_module,
+        "_bubblewrap",
+        lambda roots: ("", "its bwrap is inside the workspace") if roots else ("/usr/bin/bwrap", ""),
+    )
+    asked: list[Access] = []
+
+    async def gate(access: Access) -> bool:
+        asked.append(access)
+        return True
+
+    async def create() -> None:
+        async with anyio.create_task_group() as tg:
+
+            def spawn(job: Callable[[], Coroutine[object, object, None]]) -> None:
+                tg.start_soon(job)
+
+            manager = TerminalManager(spawn)
+            manager.gate, manager.sandbox = gate, SandboxConfig()
+            manager.roots = lambda _sid: (str(tmp_path),)
+            made = await manager.create({"command": "touch", "args": [str(tmp_path / "ran")], "cwd": str(tmp_path)})
+            await manager.wait_for_exit(made)
+            await manager.release(made)
+
+    anyio.run(create)
+    [access] = asked
+    assert access.unsandboxed == "no Landlock (in this test); its bwrap is inside the workspace"
+    assert (tmp_path / "ran").exists()  # it ran, unconfined, as the question said
