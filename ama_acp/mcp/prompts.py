@@ -12,7 +12,7 @@ import shlex
 import msgspec
 
 from ama_acp.conversation.messages import ImagePart, TextPart
-from ama_acp.mcp.results import MAX_IMAGE_BYTES, str_or_none
+from ama_acp.mcp.results import is_base64_image, str_or_none
 from ama_acp.mcp.tools import clip_description, named_entries, wire_names
 
 __all__ = [
@@ -193,7 +193,7 @@ def _part(item: object, budget: _Budget) -> TextPart | ImagePart:
         return TextPart(budget.take(str_or_none(item.get("text")) or ""))
     if kind == "image":
         data, mime = str_or_none(item.get("data")), str_or_none(item.get("mimeType"))
-        if data and mime and mime.startswith("image/") and len(data) <= MAX_IMAGE_BYTES and budget.images > 0:
+        if data and mime and is_base64_image(data, mime) and budget.images > 0:
             budget.images -= 1
             return ImagePart(data, mime)
         return TextPart(budget.take(f"[an image ({mime or 'no type'}) the prompt gave, not shown]"))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import msgspec
 
 from ama_acp.conversation.messages import ImagePart
-from ama_acp.mcp.results import MAX_IMAGE_BYTES, str_or_none
+from ama_acp.mcp.results import is_base64_image, str_or_none
 from ama_acp.mcp.tools import clip_description
 
 __all__ = [
@@ -113,7 +113,7 @@ def read_text(raw: object, uri: str) -> ResourceText:
             pieces.append(f"{head}\n{text}" if len(contents) > 1 else text)
             continue
         blob = str_or_none(item.get("blob"))
-        if blob is not None and mime.startswith("image/") and len(blob) <= MAX_IMAGE_BYTES and not images:
+        if blob is not None and not images and is_base64_image(blob, mime):
             images.append(ImagePart(blob, mime))
             pieces.append(f"[image {address} ({mime})]")
             continue

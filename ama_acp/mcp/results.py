@@ -94,7 +94,7 @@ def _image_item(item: dict[str, object]) -> McpContent:
         return McpContent(kind="text", text="(an image without data or an image MIME type)")
     if len(data) > MAX_IMAGE_BYTES:
         return McpContent(kind="text", text=f"(an image of {len(data)} base64 characters, too large to show)")
-    if not _is_base64(data):
+    if not is_base64(data):
         return McpContent(kind="text", text="(an image whose data is not base64)")
     return McpContent(kind="image", data=data, mime_type=mime)
 
@@ -134,7 +134,14 @@ _ITEM_KINDS: dict[str, Callable[[dict[str, object]], McpContent]] = {
 }
 
 
-def _is_base64(data: str) -> bool:
+def is_base64_image(data: str, mime: str) -> bool:
+    """Whether a server's image (a prompt's, a resource's) goes to the model as one: an image type, data that is
+    base64 (bad data would fail the request) and not past MAX_IMAGE_BYTES."""
+    return mime.startswith("image/") and len(data) <= MAX_IMAGE_BYTES and is_base64(data)
+
+
+def is_base64(data: str) -> bool:
+    """Whether an image's `data` decodes as base64 (what a model request carries as is: bad data fails it)."""
     try:
         base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):

@@ -23,6 +23,7 @@ from ama_acp.mcp.prompts import (
     prompts_from_listing,
 )
 from ama_acp.mcp.resources import MAX_LISTING_CHARS, MAX_READ_CHARS, listing, listing_lines, read_text
+from ama_acp.mcp.results import is_base64
 from tests.support.hypothesis_profiles import examples
 
 PNG = "iVBORw0KGgo="
@@ -191,6 +192,17 @@ message = st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant"]) 
 def test_any_prompt_result_gives_parts_without_an_exception(raw: Any) -> None:
     parts = prompt_parts(raw, "p")
     assert parts and all(isinstance(p, TextPart | ImagePart) for p in parts)
+    # An image reaches the model only with data a provider can take (bad base64 would fail the whole request).
+    assert all(is_base64(p.data) and p.mime_type.startswith("image/") for p in parts if isinstance(p, ImagePart))
+
+
+def test_an_image_whose_data_is_not_base64_is_named_not_sent() -> None:
+    bad = {"type": "image", "data": "not base64!", "mimeType": "image/png"}
+    parts = prompt_parts({"messages": [{"role": "user", "content": bad}]}, "p")
+    assert not any(isinstance(p, ImagePart) for p in parts)
+    assert any("[an image (image/png) the prompt gave, not shown]" in p.text for p in parts if isinstance(p, TextPart))
+    resource = read_text({"contents": [{"uri": "u", "mimeType": "image/png", "blob": "not base64!"}]}, "u")
+    assert resource.images == [] and "[binary resource u (image/png," in resource.text
 
 
 entry = st.fixed_dictionaries(
