@@ -73,7 +73,6 @@ ALLOWED: dict[str, tuple[set[str], str]] = {
     "ama_acp/session/store/reader.py": ({"open"}, "wraps the descriptor store/files.py (ownfiles) opened"),
     "ama_acp/session/store/listing.py": ({"open"}, "wraps the descriptor store/files.py (ownfiles) opened"),
     "ama_acp/session/store/search.py": ({"open"}, "wraps the descriptor store/files.py (ownfiles) opened"),
-    "ama_acp/session/store/locks.py": ({"open"}, "reads /proc/locks (the kernel's, not ama's)"),
     "ama_acp/session/store/holders.py": ({"open"}, "reads /proc/locks (the kernel's, not ama's)"),
     "ama_acp/session/store/handover.py": ({"open"}, "reads /proc/PID/status of an asker (the kernel's, not ama's)"),
     "ama_acp/session/store/session_store.py": (

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ama_acp.session.store.errors import SessionBusy, SessionWriteError, in_words
 from ama_acp.session.store.files import NotRegularFile, open_regular
+from ama_acp.session.store.holders import lock_table
 
 
 def lock_for_writing(fd: int, path: Path) -> None:
@@ -41,30 +42,10 @@ def busy_error(session_id: str, pid: int | None) -> SessionBusy:
     return SessionBusy(f"session {session_id} is open in {where}", pid)
 
 
-_PROC_LOCKS = Path("/proc/locks")
-
-
 def lock_holder(info: os.stat_result) -> int | None:
-    """The pid holding a flock on the file `info` describes, from /proc/locks (Linux); None where the system
-    does not say. A line reads `1: FLOCK  ADVISORY  WRITE 4242 08:01:1234567 0 EOF` (device major and minor in
-    hex, then the inode); waiting requests (`1: -> FLOCK …`) are not holders."""
-    want = (os.major(info.st_dev), os.minor(info.st_dev), info.st_ino)
-    try:
-        with open(_PROC_LOCKS, "rb") as f:
-            text = f.read(1 << 20)  # bounded: thousands of locks fit
-    except OSError:
-        return None
-    for line in text.splitlines():
-        fields = line.split()
-        if len(fields) < 6 or fields[1] != b"FLOCK":
-            continue
-        try:
-            major, minor, inode = fields[5].split(b":")
-            if (int(major, 16), int(minor, 16), int(inode)) == want:
-                return int(fields[4])
-        except ValueError:
-            continue
-    return None
+    """The pid holding the flock on the file `info` describes (its writer's), from /proc/locks (Linux, read by
+    holders.lock_table); None where the system does not say."""
+    return lock_table()[0].get((os.major(info.st_dev), os.minor(info.st_dev), info.st_ino))
 
 
 def in_use(path: Path) -> bool:
