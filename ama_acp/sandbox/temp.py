@@ -51,6 +51,4 @@ def sweep_dead_runs(folder: str) -> None:
             continue
         if not pid.isdigit() or not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or pid_alive(int(pid)):
             continue
-        import shutil  # with bz2 and lzma: a command's end, not a session's open
-
-        shutil.rmtree(path, ignore_errors=True)
+        remove_temp(path)

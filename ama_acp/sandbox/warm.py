@@ -123,7 +123,6 @@ class Standby:
     def __init__(self, code: str) -> None:
         self._code = code
         self._launcher: Launcher | None = None
-        self._starting = False
         self._closed = False
         self._told = False
         self._pending: asyncio.Task[None] | None = None  # the next launcher's start, in the background
@@ -140,11 +139,10 @@ class Standby:
         return launcher
 
     async def refill(self, marks: dict[str, str]) -> None:
-        """Start the next launcher (with `marks`) unless one is there or on its way. A launcher that cannot be
-        started is logged once; commands then start the cold way."""
-        if self._launcher is not None or self._starting or self._closed:
+        """Start the next launcher (with `marks`) unless one is there (`refill_soon` starts one at a time). A
+        launcher that cannot be started is logged once; commands then start the cold way."""
+        if self._launcher is not None or self._closed:
             return
-        self._starting = True
         try:
             launcher = await Launcher.start(self._code, marks)
         except Exception as exc:  # OSError (no memory, no processes left); anything else would be a bug of ours
@@ -156,9 +154,7 @@ class Standby:
                     exc_info=not isinstance(exc, OSError),
                 )
             return
-        finally:
-            self._starting = False
-        if self.closed():  # while it started
+        if self.closed():  # while it started (a call: mypy would take `_closed` as still False after the await)
             await launcher.aclose()
         else:
             self._launcher = launcher
