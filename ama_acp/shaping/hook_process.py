@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import signal
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -20,8 +19,8 @@ import anyio
 from anyio.abc import ByteReceiveStream, Process
 
 from ama_acp.shaping.hooks import Hook
-from ama_acp.tools.proctree import MARKER_VAR, group_alive, kill_group, new_marker, signal_marked
-from ama_acp.tools.workspace import command_env
+from ama_acp.tools.proctree import MARKER_VAR, new_marker
+from ama_acp.tools.workspace import command_env, end_command
 
 MAX_STREAM_BYTES = 64 * 1024  # of stdout and of stderr each; the rest is read and counted, not kept
 _KILL_GRACE = 0.5  # seconds between SIGTERM and SIGKILL
@@ -98,14 +97,14 @@ async def run_hook(hook: Hook, payload: Mapping[str, object], cwd: str, extra_en
             with anyio.move_on_after(hook.timeout) as scope:
                 await proc.wait()
             timed_out = scope.cancelled_caught
-            await _end(proc, marker)  # what it left running goes too
+            await end_command(proc, proc.pid, marker, _KILL_GRACE)  # what it left running goes too
             with anyio.move_on_after(1.0):  # a process that escaped the group may hold a pipe: not waited on
                 await out.done.wait()
                 await err.done.wait()
             tg.cancel_scope.cancel()
     finally:
         with anyio.CancelScope(shield=True):
-            await _end(proc, marker)
+            await end_command(proc, proc.pid, marker, _KILL_GRACE)
             with contextlib.suppress(Exception):
                 await proc.aclose()
     if timed_out:
@@ -124,26 +123,3 @@ async def _feed(proc: Process, data: bytes) -> None:
         await proc.stdin.send(data)
     with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
         await proc.stdin.aclose()
-
-
-async def _end(proc: Process, marker: str) -> None:
-    """The group and every marked process: SIGTERM, SIGKILL what is left after the grace, and the hook reaped."""
-    pgid = proc.pid
-    if proc.returncode is None or group_alive(pgid):
-        kill_group(pgid, signal.SIGTERM)
-        signal_marked(marker, signal.SIGTERM)
-        if not await _gone(proc, pgid, _KILL_GRACE):
-            kill_group(pgid, signal.SIGKILL)
-            signal_marked(marker, signal.SIGKILL)
-            await _gone(proc, pgid, 1.0)  # SIGKILL lands asynchronously
-    if proc.returncode is None:
-        await proc.wait()
-
-
-async def _gone(proc: Process, pgid: int, seconds: float) -> bool:
-    """Polled: nothing signals the end of a process group."""
-    for _ in range(max(int(seconds / 0.01), 1)):
-        if proc.returncode is not None and not group_alive(pgid):
-            return True
-        await anyio.sleep(0.01)
-    return proc.returncode is not None and not group_alive(pgid)

@@ -309,18 +309,22 @@ class LocalWorkspace:
         return CommandResult(code, None, out.text(), out.dropped > 0, timed_out)
 
     async def _terminate(self, proc: Process, pgid: int, marker: str) -> None:
-        """SIGTERM the group and every marked process, SIGKILL what is left after the grace period, and reap
-        the shell."""
-        if proc.returncode is None or group_alive(pgid) or marked_pids(marker):
-            kill_group(pgid, signal.SIGTERM)
-            signal_marked(marker, signal.SIGTERM)
-            if not await _wait_gone(proc, pgid, marker, self.kill_grace):
-                kill_group(pgid, signal.SIGKILL)
-                signal_marked(marker, signal.SIGKILL)
-                # SIGKILL lands asynchronously; return only once they are really gone.
-                await _wait_gone(proc, pgid, marker, 1.0)
-        if proc.returncode is None:
-            await proc.wait()
+        await end_command(proc, pgid, marker, self.kill_grace)
+
+
+async def end_command(proc: Process, pgid: int, marker: str, grace: float) -> None:
+    """SIGTERM the group and every process that carries `marker`, SIGKILL what is left after `grace`, and reap
+    the shell: a command's end (run_command's, a hook's)."""
+    if proc.returncode is None or group_alive(pgid) or marked_pids(marker):
+        kill_group(pgid, signal.SIGTERM)
+        signal_marked(marker, signal.SIGTERM)
+        if not await _wait_gone(proc, pgid, marker, grace):
+            kill_group(pgid, signal.SIGKILL)
+            signal_marked(marker, signal.SIGKILL)
+            # SIGKILL lands asynchronously; return only once they are really gone.
+            await _wait_gone(proc, pgid, marker, 1.0)
+    if proc.returncode is None:
+        await proc.wait()
 
 
 def _all_gone(proc: Process, pgid: int, marker: str) -> bool:
