@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ama_acp import ownfiles
-from ama_acp.config import Config
+from ama_acp.config import MAX_CONFIG_BYTES, Config
 from ama_acp.errors import ConfigError
 from ama_acp.tools.search.globs import GlobError, glob_regex
 
@@ -30,7 +30,6 @@ MAX_HOOKS = 100
 MAX_ARGV = 256
 MAX_COMMAND_CHARS = 16_384
 MAX_MATCH_CHARS = 256
-_MAX_FILE_BYTES = 4 * 1024 * 1024  # config.py MAX_CONFIG_BYTES: the file was read whole once already
 # A `[[hooks]]` header line (tomllib keeps no positions): the Nth is the Nth entry when they are all written so.
 _HEADER = re.compile(r"\s*\[\[\s*(?:hooks|\"hooks\"|'hooks')\s*\]\]\s*(?:#.*)?$")
 _REPORTED: set[str] = set()  # a process says each problem once, not once a session
@@ -125,7 +124,19 @@ class Loaded:
 
 def config_hooks(cfg: Config) -> Loaded:
     """The config's hooks, each malformed entry left out and reported with its line (the file is read again
-    only to find lines, as for `[permissions]`)."""
+    only to find lines, as for `[permissions]`): worked out once for the config the process runs with, not again
+    at each session's open."""
+    global _last
+    if _last is None or _last[0] is not cfg:
+        _last = (cfg, _decoded(cfg))
+    loaded = _last[1]
+    return Loaded(list(loaded.hooks), list(loaded.problems))
+
+
+_last: tuple[Config, Loaded] | None = None  # the config of the last call, and its hooks
+
+
+def _decoded(cfg: Config) -> Loaded:
     loaded = Loaded()
     entries = cfg.hooks
     if not entries:
@@ -148,7 +159,7 @@ def config_hooks(cfg: Config) -> Loaded:
 def _header_lines(path: str, count: int) -> list[int] | None:
     """The line of each `[[hooks]]` header, when there is one for each entry (not an inline array)."""
     try:
-        data = ownfiles.read_named(Path(path), _MAX_FILE_BYTES)
+        data = ownfiles.read_named(Path(path), MAX_CONFIG_BYTES)  # the file was read whole once already
     except OSError:
         return None
     text = data.decode("utf-8", "replace")

@@ -67,6 +67,7 @@ FRESH: tuple[tuple[str, str, Callable[[], object]], ...] = (
     ("ama_acp.sandbox.temp", "_swept", lambda: False),
     ("ama_acp.session.rules.sources", "_REPORTED", set),
     ("ama_acp.shaping.hooks", "_REPORTED", set),  # a bad [[hooks]] entry said once per process
+    ("ama_acp.shaping.hooks", "_last", lambda: None),  # the config of a process and its hooks, decoded once
     ("ama_acp.shaping.command_files", "_PARSED", dict),  # command files parsed, by path and stat
 )
 # Caches emptied for each run: their answers are logged once when computed (programs: refused PATH entries).

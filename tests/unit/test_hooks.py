@@ -92,6 +92,31 @@ def test_bad_entries_are_reported_with_their_header_line_and_the_others_kept(tmp
     ]
 
 
+def test_a_config_s_hooks_are_decoded_once_not_at_every_session_s_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ama_acp import ownfiles
+
+    config = tmp_path / "config.toml"
+    config.write_text('[[hooks]]\nevent = "stop"\ncommand = "true"\n')
+    cfg = load_config(str(config), str(tmp_path / "data"), env={})
+    other = load_config(str(config), str(tmp_path / "data"), env={})  # the same file, another config object
+    reads: list[Path] = []
+    real = ownfiles.read_named
+
+    def counted(path: Path, limit: int) -> bytes:
+        reads.append(path)
+        return real(path, limit)
+
+    monkeypatch.setattr(ownfiles, "read_named", counted)
+    first, second = config_hooks(cfg), config_hooks(cfg)
+    assert first == second and [h.where for h in first.hooks] == ["config.toml line 1"]
+    assert first.hooks is not second.hooks  # each session its own list
+    assert reads == [config]  # the file read for its lines once
+    config_hooks(other)  # another config: read for itself
+    assert reads == [config, config]
+
+
 def test_an_inline_array_names_the_entry_by_its_index(tmp_path: Path) -> None:
     config = tmp_path / "config.toml"
     config.write_text('hooks = [{ event = "stop", command = "x" }, { event = "stop" }]\n')
