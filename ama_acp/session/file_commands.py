@@ -22,6 +22,7 @@ from ama_acp.shaping.commands import FileCommand, expand
 from ama_acp.shaping.init_prompt import INIT
 from ama_acp.textsafe import one_line
 from ama_acp.wire import types as w
+from ama_acp.wire.warning import warning
 
 log = logging.getLogger(__name__)
 TITLE = "Command files"
@@ -102,7 +103,4 @@ async def tell(send: Callable[[w.SessionUpdate], Awaitable[None]], as_notice: bo
     if not problems:
         return
     text = "Some command files were skipped:\n" + "\n".join(f"- {p}" for p in problems)
-    if as_notice:
-        await send(w.Notice(severity="warning", title=TITLE, description=text))
-    else:
-        await send(w.AgentMessageChunk(content=w.TextContent(text=f"\n\n⚠ {TITLE}: {text}\n\n")))
+    await send(warning(as_notice, TITLE, text, lead=f"{TITLE}: "))

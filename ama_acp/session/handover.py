@@ -7,14 +7,13 @@ from __future__ import annotations
 
 from ama_acp.rpc.errors import RESOURCE_NOT_FOUND, SESSION_BUSY, AcpError
 from ama_acp.wire import types as w
+from ama_acp.wire.warning import takes_notices, warning
 
 
 def notice(caps: w.ClientCapabilities, asker: int) -> w.SessionUpdate:
     """What the editor here is told, once, when another ama took the session over."""
     text = f"This session was opened in another window (ama pid {asker}); it is closed here."
-    if caps.session is not None and caps.session.notices is not None:
-        return w.Notice(severity="warning", title="Session opened elsewhere", description=text)
-    return w.AgentMessageChunk(content=w.TextContent(text=f"\n\n⚠ {text}\n\n"))
+    return warning(takes_notices(caps), "Session opened elsewhere", text)
 
 
 def _error(code: int, message: str, session_id: str, pid: int | None) -> AcpError:

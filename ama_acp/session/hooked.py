@@ -10,6 +10,7 @@ import msgspec
 
 from ama_acp.conversation.messages import TextPart, UserMessage
 from ama_acp.wire import types as w
+from ama_acp.wire.warning import warning
 
 if TYPE_CHECKING:  # a session has hooks only when the config lists some: made by live.py then
     from ama_acp.shaping.hook_points import SessionHooks, Warn
@@ -21,10 +22,7 @@ def warner(send: Send, notices: Callable[[], bool]) -> Warn:
     """A hook's warning as an ACP `notice` when the client takes them (`notices()`), else an agent message."""
 
     async def warn(text: str) -> None:
-        if notices():
-            await send(w.Notice(severity="warning", title="Hook", description=text))
-        else:
-            await send(w.AgentMessageChunk(content=w.TextContent(text=f"\n\n⚠ {text}\n\n")))
+        await send(warning(notices(), "Hook", text))
 
     return warn
 

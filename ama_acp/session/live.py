@@ -53,6 +53,7 @@ from ama_acp.shaping.skill_tool import SkillTool
 from ama_acp.tools.base import Tool
 from ama_acp.tools.plan_exit import ExitPlanTool
 from ama_acp.wire import types as w
+from ama_acp.wire.warning import takes_notices
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -213,8 +214,7 @@ class Session:
             # early cancel during the check before a request lost the +1 token of the prompt it had appended).
             with anyio.CancelScope(shield=True):
                 await self.send(update)
-        caps = self.rt.client_caps.session
-        as_notice = caps is not None and caps.notices is not None
+        as_notice = takes_notices(self.rt.client_caps)
         for n in self.ctx.context_notices(deliver=as_notice or message_end or self._turn_scope is None):
             if as_notice:
                 await self.send(w.Notice(severity=n.severity, title=n.title, description=n.text, meta=n.meta))
@@ -376,8 +376,7 @@ class Session:
             await self.hooks.session_start(self._opened_as)
 
     def _takes_notices(self) -> bool:
-        caps = self.rt.client_caps.session
-        return caps is not None and caps.notices is not None
+        return takes_notices(self.rt.client_caps)
 
     def commands_changed(self) -> bool:
         """Whether the slash commands offered changed since last offered: the command files looked at (a stat of

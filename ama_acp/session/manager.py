@@ -26,6 +26,7 @@ from ama_acp.session import options
 from ama_acp.session.options import SessionSetup
 from ama_acp.session.store.cwd import normal_cwd
 from ama_acp.wire import types as w
+from ama_acp.wire.warning import takes_notices, warning
 
 if TYPE_CHECKING:  # imported lazily at run time (startup and session/new time), so for annotations only
     from ama_acp.conversation.tools import ToolSpec
@@ -435,12 +436,7 @@ class SessionManager:
     def _tell_soon(self, session: Session, text: str, title: str = "MCP servers") -> None:
         """A warning to the person about something that went wrong while the session was built: after the
         response being written (E4), else in the background; under `ama -p` (no task group) the log has it."""
-        caps = self.client_caps.session
-        update: w.SessionUpdate
-        if caps is not None and caps.notices is not None:
-            update = w.Notice(severity="warning", title=title, description=text)
-        else:
-            update = w.AgentMessageChunk(content=w.TextContent(text=f"\n\n⚠ {text}\n\n"))
+        update = warning(takes_notices(self.client_caps), title, text)
 
         async def tell() -> None:
             if not session.closed:

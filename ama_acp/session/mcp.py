@@ -21,7 +21,7 @@ from ama_acp.session.facets import Identified, ReportsUsage, Rooted
 from ama_acp.session.mcp_resources import resource_tools
 from ama_acp.session.runtime import Configured, KnowsClient
 from ama_acp.tools.base import Location, Tool, ToolKind, ToolResult
-from ama_acp.wire import types as w
+from ama_acp.wire.warning import takes_notices, warning
 
 if TYPE_CHECKING:
     from ama_acp.mcp.config import McpServerSpec
@@ -225,14 +225,8 @@ class SessionMcp:
         if key in self._told or self._session.closed:
             return
         self._told.add(key)
-        caps = self._session.rt.client_caps.session
-        update: w.SessionUpdate
-        if caps is not None and caps.notices is not None:
-            update = w.Notice(severity="warning", title="MCP server", description=text)
-        else:
-            update = w.AgentMessageChunk(content=w.TextContent(text=f"\n\n⚠ {text}\n\n"))
         try:
-            await self._session.send(update)
+            await self._session.send(warning(takes_notices(self._session.rt.client_caps), "MCP server", text))
         except Exception:
             log.exception("session %s: could not tell the person about an MCP server", self._session.id)
 

@@ -14,6 +14,7 @@ from typing import Protocol
 from ama_acp.session.store import entries as en
 from ama_acp.session.store.writer import SessionWriter
 from ama_acp.wire import types as w
+from ama_acp.wire.warning import takes_notices, warning
 
 log = logging.getLogger(__name__)
 
@@ -83,15 +84,9 @@ class Journal:
         if self._unsaved is None or self._told:
             return None
         self._told = True
-        reason = self._unsaved
-        if caps.session is not None and caps.session.notices is not None:
-            return w.Notice(
-                severity="warning",
-                title="This session can no longer be saved",
-                description=f"{reason}. It will not survive a restart.",
-            )
-        text = f"\n\n⚠ This session can no longer be saved: {reason}. It will not survive a restart.\n\n"
-        return w.AgentMessageChunk(content=w.TextContent(text=text))
+        title = "This session can no longer be saved"
+        text = f"{self._unsaved}. It will not survive a restart."
+        return warning(takes_notices(caps), title, text, lead=f"{title}: ")
 
     def close(self) -> None:
         if self.writer is not None:

@@ -19,6 +19,7 @@ import msgspec
 from ama_acp.config import AgentConfig
 from ama_acp.session.store.task_journal import TaskJournal, journal_path
 from ama_acp.tools.base import ToolError, ToolResult
+from ama_acp.wire.warning import takes_notices
 
 # What carries a task out and shows it (~10 ms of imports) is imported by the first task: every session builds
 # its runner, few sessions run a task, and a fresh ama's first answer waits on none of it (issue 41).
@@ -107,9 +108,15 @@ class TaskRunner:
         if self._subagents():
             view = ExternalSubagentView(self._rt, self._s, record, call.prompt, session_id)
         caps = self._rt.client_caps
-        notices = caps.session is not None and caps.session.notices is not None
         return ExternalWorker(
-            self._rt.config, self._s, record, spec, call.prompt, view, terminals=caps.terminal, notices=notices
+            self._rt.config,
+            self._s,
+            record,
+            spec,
+            call.prompt,
+            view,
+            terminals=caps.terminal,
+            notices=takes_notices(caps),
         )
 
     def _register(self, record: TaskRecord) -> str:

@@ -52,7 +52,7 @@ from ama_acp.session.tasks.record import ExternalTaskRecord
 from ama_acp.session.tasks.worker import TaskParent
 from ama_acp.tools.base import ToolError
 from ama_acp.tools.proctree import MARKER_VAR, marked_pids, new_marker, signal_marked
-from ama_acp.wire import types as w
+from ama_acp.wire.warning import warning
 
 if TYPE_CHECKING:
     from ama_acp.client.connection import AgentProcess, PendingRequest
@@ -365,13 +365,8 @@ class ExternalWorker:
         """What `_limit` noted, as a `notice` on the parent session, else an agent message there."""
         while self._to_tell:
             text = self._to_tell.pop(0)
-            update: w.SessionUpdate
-            if self._notices:
-                update = w.Notice(severity="warning", title="External agent", description=text)
-            else:
-                update = w.AgentMessageChunk(content=w.TextContent(text=f"\n\n⚠ {text}\n\n"))
             try:
-                await self._p.send(update)
+                await self._p.send(warning(self._notices, "External agent", text))
             except Exception as exc:  # the connection is going away: the log has it
                 log.info("a limit of %s was not told: %s", self.record.id, type(exc).__name__)
 
