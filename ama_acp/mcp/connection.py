@@ -250,7 +250,7 @@ async def _paged(
     cursor: str | None = None
     for _ in range(max_pages):
         result = await page(types.PaginatedRequestParams(cursor=cursor) if cursor else None)
-        entries.extend(e.model_dump(by_alias=True, mode="json", exclude_none=True) for e in getattr(result, field))
+        entries.extend(_dump(e) for e in getattr(result, field))
         cursor = result.next_cursor
         if not cursor or (enough is not None and len(entries) > enough):
             break
@@ -269,7 +269,7 @@ async def call_tool(
         result = await session.call_tool(tool, arguments, read_timeout_seconds=timeout)
     except _FAILURES as exc:
         raise _failure(exc, server, repr(tool), timeout) from None
-    return map_result(result.model_dump(by_alias=True, mode="json", exclude_none=True))
+    return map_result(_dump(result))
 
 
 _FAILURES = (
@@ -303,7 +303,17 @@ def _failure(exc: Exception, server: str, what: str, timeout: float) -> ToolErro
 
 
 def _dump(result: BaseModel) -> dict[str, object]:
+    """A result of the SDK's as JSON, by alias, without the fields the server left out."""
     return result.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+async def _asked(server: str, what: str, timeout: float, request: Awaitable[BaseModel]) -> dict[str, object]:
+    """One request's result as JSON within `timeout`; ToolError for every way it can fail."""
+    try:
+        with anyio.fail_after(timeout):
+            return _dump(await request)
+    except _FAILURES as exc:
+        raise _failure(exc, server, what, timeout) from None
 
 
 def offers(session: ClientSession) -> tuple[bool, bool]:
@@ -325,11 +335,7 @@ async def get_prompt(
     session: ClientSession, server: str, name: str, arguments: dict[str, str], timeout: float
 ) -> dict[str, object]:
     """One prompts/get, as JSON. ToolError for every way it can fail; cancellation propagates."""
-    try:
-        with anyio.fail_after(timeout):
-            return _dump(await session.get_prompt(name, arguments or None))
-    except _FAILURES as exc:
-        raise _failure(exc, server, f"the prompt {name!r}", timeout) from None
+    return await _asked(server, f"the prompt {name!r}", timeout, session.get_prompt(name, arguments or None))
 
 
 async def list_resources(
@@ -337,11 +343,7 @@ async def list_resources(
 ) -> tuple[list[dict[str, object]], list[dict[str, object]] | None]:
     """The first page of resources/list and of resources/templates/list (None: the server has no templates), as
     JSON. ToolError for every way resources/list can fail."""
-    try:
-        with anyio.fail_after(timeout):
-            listed = _dump(await session.list_resources())
-    except _FAILURES as exc:
-        raise _failure(exc, server, "resources/list", timeout) from None
+    listed = await _asked(server, "resources/list", timeout, session.list_resources())
     templates: list[dict[str, object]] | None = None
     try:
         with anyio.fail_after(timeout):
@@ -355,11 +357,7 @@ async def list_resources(
 
 async def read_resource(session: ClientSession, server: str, uri: str, timeout: float) -> dict[str, object]:
     """One resources/read, as JSON. ToolError for every way it can fail; cancellation propagates."""
-    try:
-        with anyio.fail_after(timeout):
-            return _dump(await session.read_resource(uri))
-    except _FAILURES as exc:
-        raise _failure(exc, server, f"resources/read of {_clip(uri, 200)!r}", timeout) from None
+    return await _asked(server, f"resources/read of {_clip(uri, 200)!r}", timeout, session.read_resource(uri))
 
 
 def _clip(text: str, limit: int = 500) -> str:
